@@ -1,0 +1,86 @@
+// Plain record types of the Graph IR (format memwall.graph/1, DESIGN.md).
+//
+// A Graph is one training iteration: an ordered list of ops over buffers.
+// A buffer is a unit of memory (a storage, not a view). Sizes are integer
+// bytes, times are seconds.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace memwall {
+
+using BufferId = int32_t;
+using OpId = int32_t;
+inline constexpr OpId kNoOp = -1;
+
+// Largest size memwall accepts for one buffer or one sum of buffers: 2^62
+// bytes leaves headroom so that adding two accepted sizes cannot overflow.
+inline constexpr uint64_t kMaxBytes = uint64_t{1} << 62;
+
+enum class BufferKind : uint8_t { kParam, kGrad, kOptimState, kActivation, kInput, kWorkspace, kTemp };
+inline constexpr int kNumBufferKinds = 7;
+
+enum class Phase : uint8_t { kForward, kBackward, kOptimizer, kComm };
+
+enum class DType : uint8_t { kF32, kF16, kBF16, kF64, kI64, kI32, kI8, kU8, kBool };
+
+struct Buffer {
+  BufferId id = 0;
+  std::string name;
+  uint64_t bytes = 0;
+  BufferKind kind = BufferKind::kActivation;
+  DType dtype = DType::kF32;
+  std::vector<int64_t> shape;
+};
+
+struct Op {
+  OpId id = 0;
+  std::string name;
+  std::string type;  // matmul, attention, layer_norm, ... (free-form, documented in docs/)
+  Phase phase = Phase::kForward;
+  std::vector<BufferId> in;       // buffers read
+  std::vector<BufferId> out;      // buffers created
+  std::vector<BufferId> updates;  // buffers modified in place
+  uint64_t workspace = 0;         // scratch bytes held only while the op runs
+  double flops = 0;
+  double bytes = 0;               // memory traffic, for the cost model
+  std::optional<double> time;     // measured seconds; overrides the cost model
+};
+
+struct Graph {
+  std::string name;
+  nlohmann::json meta = nlohmann::json::object();
+  std::vector<Buffer> buffers;
+  std::vector<Op> ops;
+};
+
+// Names as they appear in the JSON format.
+std::string_view to_string(BufferKind kind);
+std::string_view to_string(Phase phase);
+std::string_view to_string(DType dtype);
+// Parsers return std::nullopt for an unknown name.
+std::optional<BufferKind> parse_buffer_kind(std::string_view name);
+std::optional<Phase> parse_phase(std::string_view name);
+std::optional<DType> parse_dtype(std::string_view name);
+
+// Bytes per element of a dtype (bool and u8/i8 take one byte).
+uint64_t dtype_size(DType dtype);
+
+// param, optim_state and input buffers exist before the first op; every other
+// buffer has exactly one producer.
+inline bool exists_before_first_op(BufferKind kind) {
+  return kind == BufferKind::kParam || kind == BufferKind::kOptimState ||
+         kind == BufferKind::kInput;
+}
+// param and optim_state survive across iterations.
+inline bool is_persistent(BufferKind kind) {
+  return kind == BufferKind::kParam || kind == BufferKind::kOptimState;
+}
+
+}  // namespace memwall
