@@ -115,17 +115,15 @@ class Builder {
   // The gradient of t; valid() is false when no gradient reached t.
   Tensor grad(const Tensor& t) const;
   // Delivers gradient g to t (Note [Gradient accumulation]). Ignored when t
-  // does not require grad. For a parameter, pass the op-created gradient
-  // contribution via param_grad_target instead.
+  // does not require grad or g is invalid. `name` names the accumulation op.
   void add_grad(const Tensor& t, const Tensor& g, std::string_view name);
-  // For weight-gradient ops: returns the OutSpec to create the parameter's
-  // grad buffer if this is its first contribution, or fills `accumulate`
-  // with the existing grad buffer to update in place. Call
-  // record_param_grad with the created tensor afterwards.
-  bool param_grad_exists(const Tensor& param) const;
-  Tensor param_grad(const Tensor& param) const;
-  OutSpec param_grad_spec(const Tensor& param) const;
-  void record_param_grad(const Tensor& param, const Tensor& grad);
+  // Emits a backward op that also produces the gradients of `params`
+  // (weight-gradient kernels): a parameter's first contribution creates its
+  // "<param>.grad" buffer, later ones update it in place (AccumulateGrad).
+  // Parameters that do not require grad are skipped. Returns the tensors
+  // created for `outs` (not the parameter gradients).
+  std::vector<Tensor> emit_with_param_grads(OpSpec spec, const std::vector<OutSpec>& outs,
+                                            const std::vector<Tensor>& params);
 
   // Runs the tape from `loss` (a scalar) and emits the optimizer step.
   Graph finish(const Tensor& loss);

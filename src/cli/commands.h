@@ -1,0 +1,17 @@
+// Verbs of the `memwall` command. Each adds its subcommand to the app and
+// sets `action` to run when that subcommand is chosen.
+#pragma once
+
+#include <functional>
+
+#include <CLI/CLI.hpp>
+
+namespace memwall::cli {
+
+using Action = std::function<int()>;
+
+void add_inspect(CLI::App& app, Action& action);
+void add_models(CLI::App& app, Action& action);
+void add_gpus(CLI::App& app, Action& action);
+
+}  // namespace memwall::cli

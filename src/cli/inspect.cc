@@ -1,0 +1,125 @@
+// `memwall inspect`: the memory breakdown and estimated time of one training
+// iteration under the default schedule (no recomputation, no offload).
+#include <algorithm>
+#include <iostream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "format.h"
+#include "memwall/graph/counts.h"
+#include "memwall/graph/graph.h"
+#include "memwall/hw/hardware.h"
+#include "options.h"
+
+namespace memwall::cli {
+namespace {
+
+struct InspectArgs {
+  GraphSource source;
+  GpuSource gpu;
+  bool json = false;
+  std::string export_path;
+};
+
+constexpr BufferKind kKinds[] = {BufferKind::kParam,      BufferKind::kGrad,
+                                 BufferKind::kOptimState, BufferKind::kActivation,
+                                 BufferKind::kInput,      BufferKind::kWorkspace,
+                                 BufferKind::kTemp};
+
+uint64_t of_kind(const std::array<uint64_t, kNumBufferKinds>& bytes, BufferKind kind) {
+  return bytes[static_cast<size_t>(kind)];
+}
+
+int run_inspect(const InspectArgs& args) {
+  const Graph graph = args.source.load();
+  const Hardware hw = args.gpu.load();
+  const MemoryProfile profile = memory_profile(graph);
+  const MemorySummary summary = memory_summary(graph);
+  const uint64_t params = param_count(graph);
+  const double time = iteration_time(hw, graph);
+  const bool fits = profile.peak_bytes <= hw.device_memory_bytes;
+  const uint64_t shortfall = fits ? 0 : profile.peak_bytes - hw.device_memory_bytes;
+  const std::string peak_op_name =
+      profile.peak_op == kNoOp ? std::string() : graph.ops[profile.peak_op].name;
+
+  if (!args.export_path.empty()) write_graph_file(graph, args.export_path);
+
+  if (args.json) {
+    nlohmann::json out = {{"graph", graph.name},
+                          {"gpu", hw.name},
+                          {"ops", graph.ops.size()},
+                          {"buffers", graph.buffers.size()},
+                          {"param_count", params}};
+    if (graph.meta.contains("model")) out["model"] = graph.meta["model"];
+    for (BufferKind kind : kKinds) {
+      out[fmt::format("{}_bytes", to_string(kind))] = of_kind(summary.bytes_by_kind, kind);
+    }
+    out["saved_activation_bytes"] = summary.saved_activation_bytes;
+    out["peak_workspace_bytes"] = summary.peak_workspace_bytes;
+    out["peak_bytes"] = profile.peak_bytes;
+    out["peak_op"] = profile.peak_op == kNoOp
+                         ? nlohmann::json(nullptr)
+                         : nlohmann::json{{"id", profile.peak_op}, {"name", peak_op_name}};
+    nlohmann::json by_kind = nlohmann::json::object();
+    for (BufferKind kind : kKinds) by_kind[to_string(kind)] = of_kind(profile.peak_by_kind, kind);
+    out["peak_by_kind"] = by_kind;
+    out["device_memory_bytes"] = hw.device_memory_bytes;
+    out["fits"] = fits;
+    out["shortfall_bytes"] = shortfall;
+    out["iteration_time_s"] = time;
+    std::cout << out.dump(2) << "\n";
+    return 0;
+  }
+
+  auto line = [](std::string_view label, const std::string& value) {
+    std::cout << fmt::format("  {:<24}{}\n", label, value);
+  };
+  auto bytes_line = [&](std::string_view label, uint64_t bytes) {
+    line(label, fmt::format("{:>12}  ({} B)", human_bytes(bytes), grouped(bytes)));
+  };
+  std::cout << fmt::format("{} on {} ({})\n", graph.name, hw.name, hw.description);
+  line("ops / buffers", fmt::format("{} / {}", grouped(graph.ops.size()), grouped(graph.buffers.size())));
+  line("parameters", grouped(params));
+  bytes_line("params", of_kind(summary.bytes_by_kind, BufferKind::kParam));
+  bytes_line("grads", of_kind(summary.bytes_by_kind, BufferKind::kGrad));
+  bytes_line("optimizer states", of_kind(summary.bytes_by_kind, BufferKind::kOptimState));
+  bytes_line("activations (all)", of_kind(summary.bytes_by_kind, BufferKind::kActivation));
+  bytes_line("saved for backward", summary.saved_activation_bytes);
+  bytes_line("inputs", of_kind(summary.bytes_by_kind, BufferKind::kInput));
+  bytes_line("peak workspace (one op)", summary.peak_workspace_bytes);
+  std::cout << "default schedule (free each buffer after its last use):\n";
+  bytes_line("peak memory", profile.peak_bytes);
+  line("at op", profile.peak_op == kNoOp ? std::string("-")
+                                         : fmt::format("{} ({})", profile.peak_op, peak_op_name));
+  std::string parts;
+  for (BufferKind kind : kKinds) {
+    uint64_t b = of_kind(profile.peak_by_kind, kind);
+    if (b == 0) continue;
+    parts += fmt::format("{}{} {}", parts.empty() ? "" : ", ", to_string(kind), human_bytes(b));
+  }
+  line("peak by kind", parts);
+  line("device memory", human_bytes(hw.device_memory_bytes));
+  line("fits", fits ? fmt::format("yes, {} to spare", human_bytes(hw.device_memory_bytes - profile.peak_bytes))
+                    : fmt::format("no, short by {} ({:.1f}x the device)", human_bytes(shortfall),
+                                  static_cast<double>(profile.peak_bytes) /
+                                      static_cast<double>(hw.device_memory_bytes)));
+  line("iteration time (est.)", human_seconds(time));
+  if (!args.export_path.empty()) line("graph written to", args.export_path);
+  return 0;
+}
+
+}  // namespace
+
+void add_inspect(CLI::App& app, Action& action) {
+  auto* cmd = app.add_subcommand("inspect", "memory breakdown and time of one training iteration");
+  auto args = std::make_shared<InspectArgs>();
+  args->source.add_options(*cmd, "gpt2-small");
+  args->gpu.add_options(*cmd, "a100-80g");
+  cmd->add_flag("--json", args->json, "machine-readable output");
+  cmd->add_option("--export", args->export_path, "write the graph as memwall.graph/1 JSON");
+  cmd->callback([&action, args] { action = [args] { return run_inspect(*args); }; });
+}
+
+}  // namespace memwall::cli

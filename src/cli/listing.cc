@@ -1,0 +1,90 @@
+// `memwall models` and `memwall gpus`: what is built in.
+#include <iostream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "format.h"
+#include "memwall/hw/hardware.h"
+#include "memwall/models/zoo.h"
+
+namespace memwall::cli {
+namespace {
+
+std::string_view family_name(ModelFamily f) {
+  switch (f) {
+    case ModelFamily::kDecoder:
+      return "decoder";
+    case ModelFamily::kEncoder:
+      return "encoder";
+    case ModelFamily::kCnn:
+      return "cnn";
+  }
+  return "?";
+}
+
+}  // namespace
+
+void add_models(CLI::App& app, Action& action) {
+  auto* cmd = app.add_subcommand("models", "list the built-in models");
+  auto json = std::make_shared<bool>(false);
+  cmd->add_flag("--json", *json, "machine-readable output");
+  cmd->callback([&action, json] {
+    action = [json] {
+      if (*json) {
+        nlohmann::json out = nlohmann::json::array();
+        for (const ModelInfo& m : model_zoo()) {
+          out.push_back({{"name", m.name},
+                         {"family", family_name(m.family)},
+                         {"param_count", m.param_count},
+                         {"default_batch", m.default_batch},
+                         {"default_seq", m.default_seq},
+                         {"max_seq", m.max_seq},
+                         {"default_image", m.default_image},
+                         {"description", m.description}});
+        }
+        std::cout << out.dump(2) << "\n";
+        return 0;
+      }
+      std::cout << fmt::format("{:<14} {:<8} {:>16}  {:<14} {}\n", "model", "family", "parameters",
+                               "defaults", "description");
+      for (const ModelInfo& m : model_zoo()) {
+        std::string defaults = m.family == ModelFamily::kCnn
+                                   ? fmt::format("b{} i{}", m.default_batch, m.default_image)
+                                   : fmt::format("b{} s{}", m.default_batch, m.default_seq);
+        std::cout << fmt::format("{:<14} {:<8} {:>16}  {:<14} {}\n", m.name, family_name(m.family),
+                                 grouped(static_cast<uint64_t>(m.param_count)), defaults,
+                                 m.description);
+      }
+      return 0;
+    };
+  });
+}
+
+void add_gpus(CLI::App& app, Action& action) {
+  auto* cmd = app.add_subcommand("gpus", "list the built-in hardware profiles");
+  auto json = std::make_shared<bool>(false);
+  cmd->add_flag("--json", *json, "machine-readable output (full profiles)");
+  cmd->callback([&action, json] {
+    action = [json] {
+      if (*json) {
+        nlohmann::json out = nlohmann::json::array();
+        for (const Hardware& hw : builtin_gpus()) out.push_back(hardware_to_json(hw));
+        std::cout << out.dump(2) << "\n";
+        return 0;
+      }
+      std::cout << fmt::format("{:<10} {:>10} {:>11} {:>11} {:>9} {:>9}  {}\n", "gpu", "memory",
+                               "bf16 TF/s", "fp32 TF/s", "HBM GB/s", "H2D GB/s", "description");
+      for (const Hardware& hw : builtin_gpus()) {
+        std::cout << fmt::format("{:<10} {:>10} {:>11.1f} {:>11.1f} {:>9.0f} {:>9.1f}  {}\n",
+                                 hw.name, human_bytes(hw.device_memory_bytes),
+                                 peak_flops(hw, DType::kBF16) / 1e12, hw.peak_flops_fp32 / 1e12,
+                                 hw.hbm_bandwidth / 1e9, hw.h2d_bandwidth / 1e9, hw.description);
+      }
+      return 0;
+    };
+  });
+}
+
+}  // namespace memwall::cli

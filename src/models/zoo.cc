@@ -1,0 +1,212 @@
+// The zoo's registry: names, defaults and published parameter counts.
+#include "memwall/models/zoo.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "architectures.h"
+#include "memwall/graph/error.h"
+
+namespace memwall {
+namespace {
+
+using BuildFn = Graph (*)(std::string_view, const ModelOptions&);
+
+struct Entry {
+  ModelInfo info;
+  BuildFn build;
+  int64_t min_image;  // CNNs: smallest side the architecture accepts
+  int64_t image_multiple;  // CNNs: side must be a multiple of this
+};
+
+// Batches past 2^24 samples are a typo, not a training configuration.
+constexpr int64_t kMaxBatch = int64_t{1} << 24;
+constexpr int64_t kMaxImage = int64_t{1} << 16;
+
+ModelInfo decoder(const char* name, const char* desc, int64_t batch, int64_t seq, int64_t max_seq,
+                  int64_t params) {
+  return {name, desc, ModelFamily::kDecoder, batch, seq, 0, max_seq, params};
+}
+ModelInfo encoder(const char* name, const char* desc, int64_t batch, int64_t seq, int64_t max_seq,
+                  int64_t params) {
+  return {name, desc, ModelFamily::kEncoder, batch, seq, 0, max_seq, params};
+}
+ModelInfo cnn(const char* name, const char* desc, int64_t batch, int64_t image, int64_t params) {
+  return {name, desc, ModelFamily::kCnn, batch, 0, image, 0, params};
+}
+
+// Published parameter counts; the sources are cited where each count is
+// asserted (tests/models/param_count_test.cc).
+const std::vector<Entry>& registry() {
+  static const std::vector<Entry> entries = {
+      {decoder("gpt2-small", "GPT-2 124M (12 layers, h=768, 12 heads, tied head)", 8, 1024, 1024,
+               124439808),
+       models::build_gpt2, 0, 1},
+      {decoder("gpt2-medium", "GPT-2 355M (24 layers, h=1024, 16 heads)", 8, 1024, 1024,
+               354823168),
+       models::build_gpt2, 0, 1},
+      {decoder("gpt2-large", "GPT-2 774M (36 layers, h=1280, 20 heads)", 8, 1024, 1024, 774030080),
+       models::build_gpt2, 0, 1},
+      {decoder("gpt2-xl", "GPT-2 1.5B (48 layers, h=1600, 25 heads)", 8, 1024, 1024, 1557611200),
+       models::build_gpt2, 0, 1},
+      {decoder("llama2-7b", "Llama-2 7B (32 layers, h=4096, 32 heads, SwiGLU 11008)", 1, 4096,
+               4096, 6738415616),
+       models::build_llama, 0, 1},
+      {decoder("llama2-13b", "Llama-2 13B (40 layers, h=5120, 40 heads, SwiGLU 13824)", 1, 4096,
+               4096, 13015864320),
+       models::build_llama, 0, 1},
+      {decoder("llama2-70b", "Llama-2 70B (80 layers, h=8192, 64 heads, 8 KV heads)", 1, 4096,
+               4096, 68976648192),
+       models::build_llama, 0, 1},
+      {decoder("llama3-8b", "Llama-3 8B (32 layers, h=4096, 8 KV heads, vocab 128256)", 1, 8192,
+               8192, 8030261248),
+       models::build_llama, 0, 1},
+      {decoder("mixtral-8x7b", "Mixtral 8x7B MoE (32 layers, 8 experts, top-2 routing)", 1, 4096,
+               32768, 46702792704),
+       models::build_mixtral, 0, 1},
+      {encoder("bert-base", "BERT-base pre-training (12 layers, h=768, MLM + NSP heads)", 32, 512,
+               512, 110106428),
+       models::build_bert, 0, 1},
+      {encoder("bert-large", "BERT-large pre-training (24 layers, h=1024, MLM + NSP heads)", 32,
+               512, 512, 336226108),
+       models::build_bert, 0, 1},
+      {cnn("resnet50", "ResNet-50 (torchvision)", 32, 224, 25557032), models::build_resnet, 32, 1},
+      {cnn("resnet101", "ResNet-101 (torchvision)", 32, 224, 44549160), models::build_resnet, 32,
+       1},
+      {cnn("resnet152", "ResNet-152 (torchvision)", 32, 224, 60192808), models::build_resnet, 32,
+       1},
+      {cnn("vgg16", "VGG-16 (torchvision, no batch norm)", 32, 224, 138357544), models::build_vgg,
+       32, 1},
+      {cnn("vgg19", "VGG-19 (torchvision, no batch norm)", 32, 224, 143667240), models::build_vgg,
+       32, 1},
+      {cnn("mobilenetv2", "MobileNetV2 1.0 (torchvision)", 32, 224, 3504872),
+       models::build_mobilenet_v2, 32, 1},
+      {cnn("unet", "U-Net (Ronneberger et al. 2015, padded convs with batch norm)", 8, 256,
+           31037698),
+       models::build_unet, 16, 16},
+  };
+  return entries;
+}
+
+const Entry& find_entry(std::string_view name) {
+  for (const Entry& e : registry()) {
+    if (e.info.name == name) return e;
+  }
+  std::string known;
+  for (const Entry& e : registry()) known += (known.empty() ? "" : ", ") + e.info.name;
+  fail("unknown model '{}' (known: {})", name, known);
+}
+
+}  // namespace
+
+const std::vector<ModelInfo>& model_zoo() {
+  static const std::vector<ModelInfo> infos = [] {
+    std::vector<ModelInfo> v;
+    for (const Entry& e : registry()) v.push_back(e.info);
+    return v;
+  }();
+  return infos;
+}
+
+const ModelInfo& find_model(std::string_view name) {
+  const Entry& e = find_entry(name);
+  for (const ModelInfo& info : model_zoo()) {
+    if (info.name == e.info.name) return info;
+  }
+  fail("unknown model '{}'", name);
+}
+
+Graph build_model(std::string_view name, const ModelOptions& options) {
+  const Entry& e = find_entry(name);
+  const ModelInfo& info = e.info;
+  ModelOptions opts = options;
+  if (opts.batch == 0) opts.batch = info.default_batch;
+  if (opts.batch < 0 || opts.batch > kMaxBatch) {
+    fail("model {}: batch {} out of range (1..{})", info.name, opts.batch, kMaxBatch);
+  }
+  std::string shape_desc;
+  if (info.family == ModelFamily::kCnn) {
+    if (opts.seq != 0) fail("model {}: --seq applies to transformers only", info.name);
+    if (opts.image == 0) opts.image = info.default_image;
+    if (opts.image < e.min_image || opts.image > kMaxImage) {
+      fail("model {}: image size {} out of range ({}..{})", info.name, opts.image, e.min_image,
+           kMaxImage);
+    }
+    if (opts.image % e.image_multiple != 0) {
+      fail("model {}: image size {} must be a multiple of {}", info.name, opts.image,
+           e.image_multiple);
+    }
+    shape_desc = fmt::format("i{}", opts.image);
+  } else {
+    if (opts.image != 0) fail("model {}: --image applies to CNNs only", info.name);
+    if (opts.seq == 0) opts.seq = info.default_seq;
+    if (opts.seq < 0 || opts.seq > info.max_seq) {
+      fail("model {}: sequence length {} out of range (1..{}, the model's context)", info.name,
+           opts.seq, info.max_seq);
+    }
+    shape_desc = fmt::format("s{}", opts.seq);
+  }
+
+  Graph g = e.build(info.name, opts);
+  g.name = fmt::format("{} b{} {} {}{}", info.name, opts.batch, shape_desc,
+                       to_string(opts.precision), opts.flash ? " flash" : "");
+  int64_t params = 0;
+  for (const Buffer& b : g.buffers) {
+    if (b.kind == BufferKind::kParam) params += models::checked_numel(b.shape);
+  }
+  g.meta = {{"model", info.name},
+            {"batch", opts.batch},
+            {"dtype", std::string(to_string(opts.precision))},
+            {"optimizer", std::string(to_string(opts.optimizer))},
+            {"param_count", params}};
+  if (info.family == ModelFamily::kCnn) {
+    g.meta["image"] = opts.image;
+  } else {
+    g.meta["seq"] = opts.seq;
+    g.meta["flash"] = opts.flash;
+  }
+  return g;
+}
+
+std::string_view to_string(Optimizer optimizer) {
+  switch (optimizer) {
+    case Optimizer::kSgd:
+      return "sgd";
+    case Optimizer::kMomentum:
+      return "momentum";
+    case Optimizer::kAdam:
+      return "adam";
+    case Optimizer::kAdamW:
+      return "adamw";
+  }
+  return "adam";
+}
+
+std::string_view to_string(Precision precision) {
+  switch (precision) {
+    case Precision::kFp32:
+      return "fp32";
+    case Precision::kBf16:
+      return "bf16";
+    case Precision::kFp16:
+      return "fp16";
+  }
+  return "fp32";
+}
+
+Optimizer parse_optimizer(std::string_view name) {
+  for (Optimizer o : {Optimizer::kSgd, Optimizer::kMomentum, Optimizer::kAdam, Optimizer::kAdamW}) {
+    if (to_string(o) == name) return o;
+  }
+  fail("unknown optimizer '{}' (known: sgd, momentum, adam, adamw)", name);
+}
+
+Precision parse_precision(std::string_view name) {
+  for (Precision p : {Precision::kFp32, Precision::kBf16, Precision::kFp16}) {
+    if (to_string(p) == name) return p;
+  }
+  fail("unknown dtype '{}' (known: fp32, bf16, fp16)", name);
+}
+
+}  // namespace memwall

@@ -1,0 +1,144 @@
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+
+#include "memwall/graph/graph.h"
+#include "run_memwall.h"
+
+namespace memwall {
+namespace {
+
+using testing::count_lines;
+using testing::run_memwall;
+
+TEST(CliInspect, JsonFieldsAgreeWithTheLibrary) {
+  auto r = run_memwall("inspect --model gpt2-small --batch 2 --seq 256 --gpu a100-40g --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  // GPT-2 small: 124,439,808 parameters (HF gpt2 model card / Radford et al. 2019).
+  EXPECT_EQ(j["param_count"], 124439808);
+  // bf16 mixed-precision Adam: 2 + 2 + 12 bytes per parameter (ZeRO, Rajbhandari et al. 2020).
+  EXPECT_EQ(j["param_bytes"], 2ull * 124439808);
+  EXPECT_EQ(j["grad_bytes"], 2ull * 124439808);
+  EXPECT_EQ(j["optim_state_bytes"], 12ull * 124439808);
+  for (const char* field : {"activation_bytes", "input_bytes", "workspace_bytes", "temp_bytes",
+                            "saved_activation_bytes", "peak_workspace_bytes", "peak_bytes",
+                            "iteration_time_s", "fits", "shortfall_bytes", "peak_by_kind",
+                            "peak_op", "device_memory_bytes"}) {
+    EXPECT_TRUE(j.contains(field)) << field;
+  }
+  EXPECT_EQ(j["gpu"], "a100-40g");
+  EXPECT_TRUE(j["fits"].get<bool>());
+  EXPECT_EQ(j["shortfall_bytes"], 0);
+  EXPECT_GT(j["peak_bytes"].get<uint64_t>(), 16ull * 124439808);
+  EXPECT_GT(j["iteration_time_s"].get<double>(), 0.0);
+  uint64_t by_kind_sum = 0;
+  for (auto& [k, v] : j["peak_by_kind"].items()) by_kind_sum += v.get<uint64_t>();
+  EXPECT_EQ(by_kind_sum, j["peak_bytes"].get<uint64_t>());
+}
+
+TEST(CliInspect, ReportsShortfallWhenItDoesNotFit) {
+  auto r = run_memwall("inspect --model llama2-7b --batch 4 --seq 4096 --gpu a100-80g --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["param_count"], 6738415616);
+  EXPECT_FALSE(j["fits"].get<bool>());
+  EXPECT_EQ(j["shortfall_bytes"].get<uint64_t>(),
+            j["peak_bytes"].get<uint64_t>() - j["device_memory_bytes"].get<uint64_t>());
+  auto human = run_memwall("inspect --model llama2-7b --batch 4 --seq 4096 --gpu a100-80g");
+  ASSERT_EQ(human.exit_code, 0);
+  EXPECT_NE(human.out.find("no, short by"), std::string::npos) << human.out;
+}
+
+TEST(CliInspect, ExportedGraphReadsBackWithTheSameFigures) {
+  std::string path = ::testing::TempDir() + "memwall_export_test.json";
+  auto a = run_memwall("inspect --model resnet50 --batch 2 --json --export " + path);
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  auto b = run_memwall("inspect --graph " + path + " --json");
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  auto ja = nlohmann::json::parse(a.out);
+  auto jb = nlohmann::json::parse(b.out);
+  for (const char* f : {"param_count", "peak_bytes", "saved_activation_bytes", "iteration_time_s"}) {
+    EXPECT_EQ(ja[f], jb[f]) << f;
+  }
+  Graph g = read_graph_file(path);
+  EXPECT_EQ(g.meta["model"], "resnet50");
+  std::remove(path.c_str());
+}
+
+TEST(CliInspect, DefaultsRun) {
+  auto r = run_memwall("inspect");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("gpt2-small"), std::string::npos);
+  EXPECT_NE(r.out.find("peak memory"), std::string::npos);
+}
+
+// Bad input: one line on stderr naming the problem, exit code 2, nothing on stdout.
+struct BadCase {
+  const char* args;
+  const char* message;
+};
+
+class CliBadInput : public ::testing::TestWithParam<BadCase> {};
+
+TEST_P(CliBadInput, OneLineAndExitCode2) {
+  auto r = run_memwall(GetParam().args);
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_EQ(count_lines(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find(GetParam().message), std::string::npos) << r.err;
+  EXPECT_TRUE(r.out.empty()) << r.out;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Table, CliBadInput,
+    ::testing::Values(
+        BadCase{"inspect --model gpt5", "unknown model 'gpt5'"},
+        BadCase{"inspect --gpu a200", "unknown GPU 'a200'"},
+        BadCase{"inspect --batch 0", "--batch must be a positive integer"},
+        BadCase{"inspect --batch -3", "--batch must be a positive integer"},
+        BadCase{"inspect --batch 99999999999999999999999", "--batch"},
+        BadCase{"inspect --batch abc", "--batch"},
+        BadCase{"inspect --seq 0", "--seq must be a positive integer"},
+        BadCase{"inspect --seq 5000", "out of range"},
+        BadCase{"inspect --model resnet50 --image 8", "image size 8 out of range"},
+        BadCase{"inspect --model resnet50 --seq 128", "--seq applies to transformers only"},
+        BadCase{"inspect --model unet --image 100", "multiple of 16"},
+        BadCase{"inspect --batch 16777217", "batch 16777217 out of range"},
+        BadCase{"inspect --dtype fp8", "unknown dtype 'fp8'"},
+        BadCase{"inspect --optimizer lion", "unknown optimizer 'lion'"},
+        BadCase{"inspect --graph /nonexistent/g.json", "/nonexistent/g.json"},
+        BadCase{"inspect --gpu-file /nonexistent/h.json", "/nonexistent/h.json"},
+        BadCase{"inspect --no-such-flag", "no-such-flag"},
+        BadCase{"frobnicate", "frobnicate"}));
+
+TEST(CliBadFiles, MalformedAndInconsistentGraphFiles) {
+  const std::string dir = ::testing::TempDir();
+  const std::pair<const char*, const char*> cases[] = {
+      {"{not json", "graph"},
+      {R"({"format":"memwall.graph/1","name":"x","meta":{},"buffers":[{"id":0,"name":"a","bytes":-5,"kind":"activation"}],"ops":[]})",
+       "bytes"},
+      {R"({"format":"memwall.graph/1","name":"x","meta":{},"buffers":[],"ops":[{"id":0,"name":"op","type":"t","phase":"forward","in":[3],"out":[]}]})",
+       "op 0"},
+  };
+  int i = 0;
+  for (const auto& [text, message] : cases) {
+    std::string path = dir + "memwall_bad_graph_" + std::to_string(i++) + ".json";
+    std::ofstream(path) << text;
+    auto r = run_memwall("inspect --graph " + path);
+    EXPECT_EQ(r.exit_code, 2) << text;
+    EXPECT_EQ(count_lines(r.err), 1) << r.err;
+    EXPECT_NE(r.err.find(message), std::string::npos) << r.err;
+    std::remove(path.c_str());
+  }
+}
+
+TEST(CliExport, NeverHalfWritten) {
+  // An export into a missing directory fails cleanly and leaves nothing behind.
+  auto r = run_memwall("inspect --export /nonexistent-dir/g.json");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(count_lines(r.err), 1) << r.err;
+}
+
+}  // namespace
+}  // namespace memwall
