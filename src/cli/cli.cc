@@ -9,6 +9,16 @@
 #include "memwall/graph/error.h"
 
 namespace memwall::cli {
+namespace {
+
+bool is_verb(CLI::App& app, const std::string& name) {
+  for (const CLI::App* sub : app.get_subcommands({})) {
+    if (sub->get_name() == name) return true;
+  }
+  return false;
+}
+
+}  // namespace
 
 int run(int argc, char** argv) {
   CLI::App app{"memwall: plan, simulate and run training that does not fit in accelerator memory"};
@@ -17,6 +27,15 @@ int run(int argc, char** argv) {
   add_inspect(app, action);
   add_models(app, action);
   add_gpus(app, action);
+  // CLI11 reports an unknown verb as "A subcommand is required"; name it.
+  if (argc > 1 && argv[1][0] != '-' && !is_verb(app, argv[1])) {
+    std::string known;
+    for (const CLI::App* sub : app.get_subcommands({})) {
+      known += (known.empty() ? "" : ", ") + sub->get_name();
+    }
+    std::cerr << fmt::format("memwall: error: unknown verb '{}' (known: {})\n", argv[1], known);
+    return 2;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -1,5 +1,7 @@
 #include "options.h"
 
+#include <charconv>
+
 #include "memwall/graph/error.h"
 #include "memwall/graph/graph.h"
 #include "memwall/models/zoo.h"
@@ -9,13 +11,23 @@ namespace {
 
 // Zero or negative sizes are refused here: inside ModelOptions 0 means
 // "the model's default", which a user typing 0 did not ask for.
-int64_t positive(const std::optional<int64_t>& value, const char* flag) {
-  if (!value) return 0;
-  if (*value <= 0) fail("{} must be a positive integer (got {})", flag, *value);
-  return *value;
+int64_t positive(const std::optional<std::string>& value, const char* flag) {
+  return value ? parse_count(*value, flag) : 0;
 }
 
 }  // namespace
+
+int64_t parse_count(const std::string& text, const char* flag) {
+  int64_t value = 0;
+  const char* end = text.data() + text.size();
+  auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  if (ec == std::errc::result_out_of_range) fail("{} {} is too large", flag, text);
+  if (ec != std::errc() || ptr != end || text.empty()) {
+    fail("{} must be a positive integer (got '{}')", flag, text);
+  }
+  if (value <= 0) fail("{} must be a positive integer (got {})", flag, value);
+  return value;
+}
 
 void GraphSource::add_options(CLI::App& app, const std::string& default_model) {
   model = default_model;

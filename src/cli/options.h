@@ -17,7 +17,9 @@ namespace memwall::cli {
 struct GraphSource {
   std::string model;
   std::string graph_file;
-  std::optional<int64_t> batch, seq, image;
+  // Kept as text and parsed by parse_count: CLI11 saturates overflowing
+  // integers silently, which would turn a typo into a huge batch.
+  std::optional<std::string> batch, seq, image;
   std::string dtype = "bf16";
   std::string optimizer = "adam";
   bool flash = false;
@@ -26,6 +28,9 @@ struct GraphSource {
   // Builds or reads the graph; throws Error on bad input.
   Graph load() const;
 };
+
+// A positive integer flag value; throws Error naming the flag otherwise.
+int64_t parse_count(const std::string& text, const char* flag);
 
 // --gpu NAME or --gpu-file FILE.
 struct GpuSource {

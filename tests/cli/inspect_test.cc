@@ -97,8 +97,9 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"inspect --gpu a200", "unknown GPU 'a200'"},
         BadCase{"inspect --batch 0", "--batch must be a positive integer"},
         BadCase{"inspect --batch -3", "--batch must be a positive integer"},
-        BadCase{"inspect --batch 99999999999999999999999", "--batch"},
-        BadCase{"inspect --batch abc", "--batch"},
+        BadCase{"inspect --batch 99999999999999999999999", "--batch 99999999999999999999999 is too large"},
+        BadCase{"inspect --batch abc", "--batch must be a positive integer (got 'abc')"},
+        BadCase{"inspect --batch 4x", "--batch must be a positive integer (got '4x')"},
         BadCase{"inspect --seq 0", "--seq must be a positive integer"},
         BadCase{"inspect --seq 5000", "out of range"},
         BadCase{"inspect --model resnet50 --image 8", "image size 8 out of range"},
@@ -110,7 +111,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"inspect --graph /nonexistent/g.json", "/nonexistent/g.json"},
         BadCase{"inspect --gpu-file /nonexistent/h.json", "/nonexistent/h.json"},
         BadCase{"inspect --no-such-flag", "no-such-flag"},
-        BadCase{"frobnicate", "frobnicate"}));
+        BadCase{"frobnicate", "unknown verb 'frobnicate'"}));
 
 TEST(CliBadFiles, MalformedAndInconsistentGraphFiles) {
   const std::string dir = ::testing::TempDir();
@@ -138,6 +139,32 @@ TEST(CliExport, NeverHalfWritten) {
   auto r = run_memwall("inspect --export /nonexistent-dir/g.json");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(count_lines(r.err), 1) << r.err;
+}
+
+}  // namespace
+}  // namespace memwall
+
+namespace memwall {
+namespace {
+
+TEST(CliInspect, CustomGpuFromJson) {
+  // A profile file: the built-in a100-80g with half its memory.
+  auto gpus = testing::run_memwall("gpus --json");
+  ASSERT_EQ(gpus.exit_code, 0);
+  auto profile = nlohmann::json::parse(gpus.out)[3];
+  ASSERT_EQ(profile["name"], "a100-80g");
+  profile["name"] = "a100-half";
+  profile["device_memory_bytes"] = 42949672960ull;
+  std::string path = ::testing::TempDir() + "memwall_gpu_test.json";
+  std::ofstream(path) << profile.dump();
+  auto r = testing::run_memwall("inspect --gpu-file " + path + " --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["gpu"], "a100-half");
+  EXPECT_EQ(j["device_memory_bytes"], 42949672960ull);
+  auto base = nlohmann::json::parse(testing::run_memwall("inspect --json").out);
+  EXPECT_DOUBLE_EQ(j["iteration_time_s"].get<double>(), base["iteration_time_s"].get<double>());
+  std::remove(path.c_str());
 }
 
 }  // namespace

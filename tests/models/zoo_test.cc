@@ -74,8 +74,8 @@ std::vector<std::string> all_models() {
 }
 
 INSTANTIATE_TEST_SUITE_P(All, ZooModel, ::testing::ValuesIn(all_models()),
-                         [](const auto& info) {
-                           std::string n = info.param;
+                         [](const auto& param_info) {
+                           std::string n = param_info.param;
                            for (char& c : n) {
                              if (!isalnum(static_cast<unsigned char>(c))) c = '_';
                            }

@@ -15,10 +15,18 @@ namespace memwall {
 inline constexpr std::string_view kGraphFormat = "memwall.graph/1";
 
 // Parse and validate. Throws Error with one line naming the problem.
+// Required fields: format, name, meta (an object), buffers, ops; per buffer
+// id, name, bytes, kind (dtype defaults to fp32, shape to []); per op id, name,
+// type, phase, in, out (updates defaults to [], workspace/flops/bytes to 0,
+// time to null). Unknown and duplicate fields are errors.
 Graph graph_from_json_text(std::string_view text);
 Graph graph_from_json(const nlohmann::json& json);
 Graph read_graph_file(const std::string& path);
 nlohmann::json graph_to_json(const Graph& graph);
+// The same JSON as text, streamed (one buffer or op per line): use it for
+// large graphs, whose DOM would take gigabytes. Throws Error for what JSON
+// cannot hold (non-finite numbers, names that are not UTF-8).
+std::string graph_to_json_text(const Graph& graph);
 // Writes atomically (temporary file, then rename): never half-written.
 void write_graph_file(const Graph& graph, const std::string& path);
 
@@ -38,12 +46,17 @@ struct BufferLife {
   // Default schedule: live during ops [alloc_op, free_op]; freed right after
   // free_op. alloc_op is kNoOp for buffers that exist before the first op;
   // free_op is kNoOp for buffers alive at the end of the iteration
-  // (persistent ones, and grads read by the optimizer).
+  // (persistent ones, and grads read or updated by an optimizer op).
+  // An input is freed after its last use; an input no op uses is freed after
+  // op 0 (it exists before the first op, like a produced buffer that nobody
+  // reads is freed right after its producer). With no ops at all, free_op is
+  // kNoOp for every buffer.
   OpId alloc_op = kNoOp;
   OpId free_op = kNoOp;
 };
 
-// O(ops + edges).
+// O(ops + edges). Indexed by buffer id. Meant for a validated graph; on any
+// other graph it never reads out of bounds (unknown ids throw Error).
 std::vector<BufferLife> liveness(const Graph& graph);
 
 // ---- Memory accounting of the default schedule ------------------------------
@@ -51,6 +64,8 @@ struct MemoryProfile {
   // curve[i]: device bytes in use while op i runs (live buffers, op i's
   // outputs and its workspace).
   std::vector<uint64_t> curve;
+  // Largest curve value and the first op reaching it. A graph without ops
+  // has peak_op == kNoOp and peak_bytes == initial_bytes.
   uint64_t peak_bytes = 0;
   OpId peak_op = kNoOp;
   // Live bytes per BufferKind at the peak (workspace counts the op's own).
@@ -65,14 +80,15 @@ MemoryProfile memory_profile(const Graph& graph, const std::vector<BufferLife>& 
 // Totals over a graph, as `memwall inspect` reports them.
 struct MemorySummary {
   std::array<uint64_t, kNumBufferKinds> bytes_by_kind{};  // sum of every buffer of each kind
-  // Activations produced in forward and read by a backward op.
+  // Activations produced in forward and read (or updated) by a backward op.
   uint64_t saved_activation_bytes = 0;
   uint64_t peak_workspace_bytes = 0;  // largest single op workspace
 };
 MemorySummary memory_summary(const Graph& graph);
 
-// Bytes of activation buffers produced by forward ops and read by at least
-// one backward op, restricted to buffers whose name starts with `prefix`.
+// Bytes of activation buffers produced by forward ops and read (or updated)
+// by at least one backward op, restricted to buffers whose name starts with
+// `prefix`.
 uint64_t saved_activation_bytes(const Graph& graph, std::string_view prefix = "");
 
 }  // namespace memwall

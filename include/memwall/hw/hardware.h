@@ -33,7 +33,9 @@ struct Hardware {
   double nvme_write_bandwidth = 0;  // bytes/s
   uint64_t host_memory_bytes = 0;
   double cpu_adam_params_per_s = 0;  // host Adam throughput (parameters/s)
-  double interconnect_bandwidth = 0;  // per-GPU bytes/s for collectives (NVLink or PCIe)
+  // Per-GPU bytes/s for collectives (NVLink or PCIe), as NVIDIA states it:
+  // both directions summed (one direction gets half).
+  double interconnect_bandwidth = 0;
 
   // Efficiency factors (fraction of peak that real kernels reach).
   double compute_efficiency = 0;
@@ -52,7 +54,9 @@ Hardware read_hardware_file(const std::string& path);
 nlohmann::json hardware_to_json(const Hardware& hw);
 
 // Peak dense FLOP/s for math in `dtype` (fp32: plain fp32, PyTorch's default
-// for matmuls since 1.12; bf16 falls back to fp16 rate... see docs/cost-model.md).
+// for matmuls since 1.12). fp16/bf16 fall back to the fp32 rate when the GPU
+// has no such tensor cores (e.g. bf16 on V100/T4 is upcast); fp64 and integer
+// dtypes use the fp32 rate. See docs/cost-model.md.
 double peak_flops(const Hardware& hw, DType dtype);
 
 // The dtype an op computes in: its first floating-point output, else its

@@ -1,0 +1,272 @@
+// Internal: a strict, fast JSON reader for memwall.graph/1 text.
+//
+// Why not nlohmann::json::parse: a 1M-op graph is a few hundred MB of JSON,
+// and building a DOM of it takes seconds and gigabytes. The cursor walks the
+// text once, lets the caller convert each value straight into the Graph, and
+// checks everything RFC 8259 requires (number grammar, escapes, UTF-8,
+// nesting), so that what it accepts nlohmann accepts too (meta is handed to
+// nlohmann as a validated span).
+//
+// Syntax errors throw memwall::Error naming line, column and the object being
+// read ("graph: invalid JSON at line 3, column 14 (in op 7): ...").
+#pragma once
+
+#include <algorithm>
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <type_traits>
+
+namespace memwall::detail {
+
+inline bool is_digit(char c) { return c >= '0' && c <= '9'; }
+
+enum class JsonType : uint8_t { kObject, kArray, kString, kNumber, kBool, kNull, kInvalid };
+std::string_view type_name(JsonType type);
+
+// A number token. `integer`: no fraction and no exponent; then `magnitude`
+// holds |value| when `fits_u64`.
+struct JsonNumber {
+  std::string_view text;
+  bool negative = false;
+  bool integer = true;
+  bool fits_u64 = true;
+  uint64_t magnitude = 0;
+};
+
+// The value as a double; std::nullopt when it is too large for a double
+// (numbers too small for one round to zero, as strtod does).
+std::optional<double> to_double(const JsonNumber& number);
+
+class JsonCursor {
+ public:
+  // Deepest nesting skip_value accepts (it recurses).
+  static constexpr int kMaxDepth = 256;
+
+  explicit JsonCursor(std::string_view text);
+
+  static constexpr size_t kNoIndex = static_cast<size_t>(-1);
+
+  // Names the object being read in syntax errors, e.g. ("op", 7) or
+  // ("\"meta\"", kNoIndex); nullptr: none.
+  void set_context(const char* kind, size_t index) {
+    context_kind_ = kind;
+    context_index_ = index;
+  }
+
+  // Next non-whitespace character, '\0' at the end of input.
+  char peek() {
+    skip_whitespace();
+    return pos_ < text_.size() ? text_[pos_] : '\0';
+  }
+  JsonType peek_type() {
+    const char c = peek();
+    switch (c) {
+      case '{':
+        return JsonType::kObject;
+      case '[':
+        return JsonType::kArray;
+      case '"':
+        return JsonType::kString;
+      case 't':
+      case 'f':
+        return JsonType::kBool;
+      case 'n':
+        return JsonType::kNull;
+      default:
+        return c == '-' || is_digit(c) ? JsonType::kNumber : JsonType::kInvalid;
+    }
+  }
+  bool consume(char c) {
+    if (peek() != c) return false;
+    ++pos_;
+    return true;
+  }
+  void expect(char c) {
+    if (peek() != c) expected(c);
+    ++pos_;
+  }
+  // The end of input, after optional whitespace.
+  void expect_end();
+
+  // The decoded string; valid until the next parse_string or skip_value.
+  std::string_view parse_string() {
+    expect('"');
+    const size_t start = pos_;
+    const char* data = text_.data();
+    const size_t size = text_.size();
+    // Fast path: plain ASCII without escapes is a view of the text.
+    size_t i = start;
+    if constexpr (std::endian::native == std::endian::little) {
+      for (; i + 8 <= size; i += 8) {
+        uint64_t word;
+        std::memcpy(&word, data + i, 8);
+        if (const uint64_t special = special_bytes(word)) {
+          i += static_cast<size_t>(std::countr_zero(special)) / 8;
+          break;
+        }
+      }
+    }
+    for (; i < size; ++i) {
+      const auto c = static_cast<unsigned char>(data[i]);
+      if (c == '"') {
+        pos_ = i + 1;
+        return text_.substr(start, i - start);
+      }
+      if (c == '\\' || c < 0x20 || c >= 0x80) break;
+    }
+    return parse_string_slow(start, i);
+  }
+
+  JsonNumber parse_number() {
+    // Fast path: a small non-negative integer (ids, sizes) ending the number.
+    skip_whitespace();
+    const char* data = text_.data();
+    const size_t size = text_.size();
+    size_t i = pos_;
+    if (i < size && data[i] >= '1' && data[i] <= '9') {
+      uint64_t value = 0;
+      const size_t last = std::min(size, i + 19);  // 19 digits cannot overflow
+      for (; i < last && is_digit(data[i]); ++i) value = value * 10 + uint64_t(data[i] - '0');
+      if (i == size || !(is_digit(data[i]) || data[i] == '.' || data[i] == 'e' || data[i] == 'E')) {
+        JsonNumber number;
+        number.text = text_.substr(pos_, i - pos_);
+        number.magnitude = value;
+        pos_ = i;
+        return number;
+      }
+    }
+    return parse_number_slow();
+  }
+  void parse_null();
+  // Skips any value (validating it) and returns its text.
+  std::string_view skip_value() { return skip_value(0); }
+
+  // Object iteration, step by step:
+  //   if (cur.begin_object()) do { key = cur.read_key(); <read value> } while (cur.next_member());
+  bool begin_object() {
+    expect('{');
+    return !consume('}');
+  }
+  // Reads `"key":`; the key is valid until the value is read.
+  std::string_view read_key() {
+    if (peek() != '"') error("expected a string (an object key)");
+    const std::string_view key = parse_string();
+    expect(':');
+    return key;
+  }
+  // Reads `"key":` when the next key is exactly `quoted_key` (with its quotes,
+  // no escapes): the fast path for objects whose keys come in a known order.
+  bool try_key(std::string_view quoted_key) {
+    skip_whitespace();
+    if (text_.size() - pos_ < quoted_key.size()) return false;
+    if (!same_bytes(text_.data() + pos_, quoted_key)) return false;
+    pos_ += quoted_key.size();
+    expect(':');
+    return true;
+  }
+  // After a member's value: true when another member follows.
+  bool next_member() {
+    const char c = peek();
+    if (c == ',') {
+      ++pos_;
+      return true;
+    }
+    if (c != '}') error("expected ',' or '}' after an object member");
+    ++pos_;
+    return false;
+  }
+
+  // Calls on_member(key) once per member of the object that starts here;
+  // on_member must read the value. `key` is valid until the value is read.
+  template <typename F>
+  void for_each_member(F&& on_member) {
+    if (!begin_object()) return;
+    do {
+      on_member(read_key());
+    } while (next_member());
+  }
+
+  // Calls on_element(index) once per element of the array that starts here.
+  template <typename F>
+  void for_each_element(F&& on_element) {
+    expect('[');
+    if (consume(']')) return;
+    for (size_t index = 0;; ++index) {
+      on_element(index);
+      const char c = peek();
+      ++pos_;
+      if (c == ',') continue;
+      if (c == ']') return;
+      --pos_;
+      error("expected ',' or ']' after an array element");
+    }
+  }
+
+  // Bytes not yet read.
+  size_t remaining() const { return text_.size() - pos_; }
+
+  [[noreturn]] void error(std::string_view what) const;
+
+ private:
+  void skip_whitespace() {
+    while (pos_ < text_.size()) {
+      const char c = text_[pos_];
+      if (c != ' ' && c != '\n' && c != '\r' && c != '\t') return;
+      ++pos_;
+    }
+  }
+  // High bit set in the byte of `word` that is the first '"', '\\', control
+  // character or non-ASCII byte (bytes above it may be flagged spuriously:
+  // only the lowest flag is exact, which is all parse_string uses).
+  static uint64_t special_bytes(uint64_t word) {
+    constexpr uint64_t kOnes = 0x0101010101010101;
+    constexpr uint64_t kHigh = 0x8080808080808080;
+    const auto zero_byte = [](uint64_t v) { return (v - kOnes) & ~v & kHigh; };
+    return zero_byte(word ^ (kOnes * '"')) | zero_byte(word ^ (kOnes * '\\')) |
+           ((word - kOnes * 0x20) & ~word & kHigh) | (word & kHigh);
+  }
+  // memcmp with a constant length compiles to a few word compares; keys are
+  // short, so dispatch on the length.
+  static bool same_bytes(const char* here, std::string_view key) {
+    const auto same = [&](auto n) { return std::memcmp(here, key.data(), n) == 0; };
+    switch (key.size()) {
+      case 4:
+        return same(std::integral_constant<size_t, 4>());
+      case 5:
+        return same(std::integral_constant<size_t, 5>());
+      case 6:
+        return same(std::integral_constant<size_t, 6>());
+      case 7:
+        return same(std::integral_constant<size_t, 7>());
+      case 8:
+        return same(std::integral_constant<size_t, 8>());
+      case 9:
+        return same(std::integral_constant<size_t, 9>());
+      case 10:
+        return same(std::integral_constant<size_t, 10>());
+      case 11:
+        return same(std::integral_constant<size_t, 11>());
+      default:
+        return std::memcmp(here, key.data(), key.size()) == 0;
+    }
+  }
+  [[noreturn]] void expected(char c) const;
+  JsonNumber parse_number_slow();
+  std::string_view parse_string_slow(size_t start, size_t stop);
+  uint32_t parse_hex4();
+  std::string_view skip_value(int depth);
+  void expect_literal(std::string_view literal);
+
+  std::string_view text_;
+  size_t pos_ = 0;
+  std::string scratch_;  // decoded strings that contain escapes
+  const char* context_kind_ = nullptr;
+  size_t context_index_ = 0;
+};
+
+}  // namespace memwall::detail

@@ -1,0 +1,480 @@
+// Reading memwall.graph/1 JSON (DESIGN.md, "Graph").
+//
+// Strict: unknown or duplicate fields, wrong types, non-integer or negative
+// sizes, unknown names and dangling ids are all errors. Problems inside one
+// buffer or op are reported once the whole object has been read, so that the
+// message can name it: `graph: buffer 12 ("h0.attn.q"): unknown kind "weights"`.
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <initializer_list>
+#include <limits>
+#include <utility>
+
+#include "describe.h"
+#include "json_cursor.h"
+#include "memwall/graph/graph.h"
+
+namespace memwall {
+namespace {
+
+using detail::in_quotes;
+using detail::JsonCursor;
+using detail::JsonNumber;
+using detail::JsonType;
+using detail::type_name;
+
+constexpr uint64_t kMaxId = std::numeric_limits<int32_t>::max();
+
+// Number text as shown in a message (numbers can be arbitrarily long).
+std::string_view shown(std::string_view number) {
+  return number.size() <= 40 ? number : number.substr(0, 40);
+}
+
+// The first problem found in one buffer or op object.
+class Problem {
+ public:
+  template <typename... Args>
+  void note(fmt::format_string<Args...> format, Args&&... args) {
+    if (text_.empty()) text_ = fmt::format(format, std::forward<Args>(args)...);
+  }
+  bool any() const { return !text_.empty(); }
+  const std::string& text() const { return text_; }
+
+ private:
+  std::string text_;
+};
+
+// ---- Field readers: on a bad value they note a problem and skip it. ----------
+
+uint64_t read_size(JsonCursor& cur, std::string_view field, uint64_t max, Problem& problem) {
+  if (cur.peek_type() != JsonType::kNumber) {
+    problem.note("\"{}\" must be a non-negative integer, got {}", field,
+                 type_name(cur.peek_type()));
+    cur.skip_value();
+    return 0;
+  }
+  const JsonNumber n = cur.parse_number();
+  if (!n.integer || n.negative) {
+    problem.note("\"{}\" must be a non-negative integer, got {}", field, shown(n.text));
+    return 0;
+  }
+  if (!n.fits_u64 || n.magnitude > max) {
+    if (max == kMaxBytes) {
+      problem.note("\"{}\" is {}, above the limit of 2^62 bytes", field, shown(n.text));
+    } else {
+      problem.note("\"{}\" is {}, above the limit of {}", field, shown(n.text), max);
+    }
+    return 0;
+  }
+  return n.magnitude;
+}
+
+void read_id(JsonCursor& cur, size_t index, Problem& problem) {
+  const uint64_t id = read_size(cur, "id", kMaxId, problem);
+  if (!problem.any() && id != index) {
+    problem.note("\"id\" is {}, expected {} (ids are dense, 0-based and in order)", id, index);
+  }
+}
+
+std::optional<std::string_view> read_string(JsonCursor& cur, std::string_view field,
+                                            Problem& problem) {
+  if (cur.peek_type() != JsonType::kString) {
+    problem.note("\"{}\" must be a string, got {}", field, type_name(cur.peek_type()));
+    cur.skip_value();
+    return std::nullopt;
+  }
+  return cur.parse_string();
+}
+
+double read_amount(JsonCursor& cur, std::string_view field, Problem& problem) {
+  if (cur.peek_type() != JsonType::kNumber) {
+    problem.note("\"{}\" must be a finite number >= 0, got {}", field, type_name(cur.peek_type()));
+    cur.skip_value();
+    return 0;
+  }
+  const JsonNumber n = cur.parse_number();
+  const std::optional<double> value = detail::to_double(n);
+  if (!value || *value < 0) {
+    problem.note("\"{}\" must be a finite number >= 0, got {}", field, shown(n.text));
+    return 0;
+  }
+  return *value;
+}
+
+// `verb` says what the op does with the listed buffers ("reads", ...).
+void read_ids(JsonCursor& cur, std::string_view field, std::string_view verb,
+              std::vector<BufferId>& scratch, std::vector<BufferId>& ids, Problem& problem) {
+  if (cur.peek_type() != JsonType::kArray) {
+    problem.note("\"{}\" must be an array of buffer ids, got {}", field,
+                 type_name(cur.peek_type()));
+    cur.skip_value();
+    return;
+  }
+  scratch.clear();
+  cur.for_each_element([&](size_t) {
+    if (cur.peek_type() != JsonType::kNumber) {
+      problem.note("\"{}\" must be an array of buffer ids, got {} in it", field,
+                   type_name(cur.peek_type()));
+      cur.skip_value();
+      return;
+    }
+    const JsonNumber n = cur.parse_number();
+    if (!n.integer || n.negative) {
+      problem.note("\"{}\" must be an array of buffer ids, got {} in it", field, shown(n.text));
+    } else if (!n.fits_u64 || n.magnitude > kMaxId) {
+      problem.note("{} buffer {}, which does not exist", verb, shown(n.text));
+    } else {
+      scratch.push_back(static_cast<BufferId>(n.magnitude));
+    }
+  });
+  ids.assign(scratch.begin(), scratch.end());  // one exact allocation
+}
+
+void read_shape(JsonCursor& cur, std::vector<int64_t>& shape, Problem& problem) {
+  if (cur.peek_type() != JsonType::kArray) {
+    problem.note("\"shape\" must be an array of non-negative integers, got {}",
+                 type_name(cur.peek_type()));
+    cur.skip_value();
+    return;
+  }
+  cur.for_each_element([&](size_t) {
+    if (cur.peek_type() != JsonType::kNumber) {
+      problem.note("\"shape\" must be an array of non-negative integers, got {} in it",
+                   type_name(cur.peek_type()));
+      cur.skip_value();
+      return;
+    }
+    const JsonNumber n = cur.parse_number();
+    if (!n.integer || n.negative || !n.fits_u64 ||
+        n.magnitude > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+      problem.note("\"shape\" must be an array of non-negative integers, got {} in it",
+                   shown(n.text));
+      return;
+    }
+    shape.push_back(static_cast<int64_t>(n.magnitude));
+  });
+}
+
+// Reads a name (kind, phase, dtype) through `parse`.
+template <typename Enum, typename Parse>
+Enum read_enum(JsonCursor& cur, std::string_view field, Parse parse, std::string_view expected,
+               Problem& problem) {
+  const std::optional<std::string_view> text = read_string(cur, field, problem);
+  if (!text) return Enum{};
+  const std::optional<Enum> value = parse(*text);
+  if (!value) {
+    problem.note("unknown {} {} (expected {})", field, in_quotes(*text), expected);
+    return Enum{};
+  }
+  return *value;
+}
+
+// ---- Objects -----------------------------------------------------------------
+
+// The fields of one object: reads keys, detects duplicates and missing
+// required fields. Names are stored with their quotes for JsonCursor::try_key.
+template <size_t N>
+class Fields {
+ public:
+  explicit Fields(const std::array<std::string_view, N>& quoted_names) : names_(quoted_names) {}
+
+  // Calls on_field(index) for each member of the object that starts here;
+  // index is -1 (and a problem is noted) for an unknown or repeated key.
+  template <typename F>
+  void read(JsonCursor& cur, Problem& problem, F&& on_field) {
+    if (!cur.begin_object()) return;
+    do {
+      // Writers emit fields in order: try the expected key on the raw text.
+      int index = -1;
+      if (next_ < N && cur.try_key(names_[next_])) {
+        index = mark(next_, problem);
+      } else {
+        index = find(cur.read_key(), problem);
+      }
+      on_field(index);
+    } while (cur.next_member());
+  }
+
+  bool has(size_t i) const { return (seen_ & (1U << i)) != 0; }
+  std::string_view name(size_t i) const { return names_[i].substr(1, names_[i].size() - 2); }
+  void require(std::initializer_list<size_t> required, Problem& problem) const {
+    for (const size_t i : required) {
+      if (!has(i)) problem.note("missing field \"{}\"", name(i));
+    }
+  }
+
+ private:
+  int find(std::string_view key, Problem& problem) {
+    for (size_t i = 0; i < N; ++i) {
+      if (name(i) == key) return mark(i, problem);
+    }
+    problem.note("unknown field {}", in_quotes(key));
+    return -1;
+  }
+  int mark(size_t i, Problem& problem) {
+    if (has(i)) {
+      problem.note("duplicate field \"{}\"", name(i));
+      return -1;
+    }
+    seen_ |= 1U << i;
+    next_ = i + 1;
+    return static_cast<int>(i);
+  }
+
+  const std::array<std::string_view, N>& names_;
+  uint32_t seen_ = 0;
+  size_t next_ = 0;
+};
+
+// `buffer 12 ("h0.attn.q")`, or `buffer 12` while the name is unknown.
+[[noreturn]] void fail_object(std::string_view what, size_t index, const std::string* name,
+                              const Problem& problem) {
+  if (name) fail("graph: {} {} ({}): {}", what, index, in_quotes(*name), problem.text());
+  fail("graph: {} {}: {}", what, index, problem.text());
+}
+
+constexpr std::array<std::string_view, 6> kBufferFields = {"\"id\"",   "\"name\"",  "\"bytes\"",
+                                                           "\"kind\"", "\"dtype\"", "\"shape\""};
+
+void read_buffer(JsonCursor& cur, size_t index, Buffer& buffer) {
+  enum { kId, kName, kBytes, kKind, kDType, kShape };
+  Problem problem;
+  Fields fields(kBufferFields);
+  bool named = false;
+  buffer.id = static_cast<BufferId>(index);
+  fields.read(cur, problem, [&](int field) {
+    switch (field) {
+      case kId:
+        read_id(cur, index, problem);
+        break;
+      case kName:
+        if (const auto name = read_string(cur, "name", problem)) {
+          buffer.name.assign(*name);
+          named = true;
+        }
+        break;
+      case kBytes:
+        buffer.bytes = read_size(cur, "bytes", kMaxBytes, problem);
+        break;
+      case kKind:
+        buffer.kind = read_enum<BufferKind>(
+            cur, "kind", parse_buffer_kind,
+            "param, grad, optim_state, activation, input, workspace or temp", problem);
+        break;
+      case kDType:
+        buffer.dtype =
+            read_enum<DType>(cur, "dtype", parse_dtype,
+                             "fp32, fp16, bf16, fp64, int64, int32, int8, uint8 or bool", problem);
+        break;
+      case kShape:
+        read_shape(cur, buffer.shape, problem);
+        break;
+      default:
+        cur.skip_value();
+    }
+  });
+  fields.require({kId, kName, kBytes, kKind}, problem);
+  if (problem.any()) fail_object("buffer", index, named ? &buffer.name : nullptr, problem);
+}
+
+constexpr std::array<std::string_view, 11> kOpFields = {
+    "\"id\"",      "\"name\"",      "\"type\"",  "\"phase\"", "\"in\"",  "\"out\"",
+    "\"updates\"", "\"workspace\"", "\"flops\"", "\"bytes\"", "\"time\""};
+
+void read_op(JsonCursor& cur, size_t index, Op& op, std::vector<BufferId>& scratch) {
+  enum { kId, kName, kType, kPhase, kIn, kOut, kUpdates, kWorkspace, kFlops, kBytes, kTime };
+  Problem problem;
+  Fields fields(kOpFields);
+  bool named = false;
+  op.id = static_cast<OpId>(index);
+  fields.read(cur, problem, [&](int field) {
+    switch (field) {
+      case kId:
+        read_id(cur, index, problem);
+        break;
+      case kName:
+        if (const auto name = read_string(cur, "name", problem)) {
+          op.name.assign(*name);
+          named = true;
+        }
+        break;
+      case kType:
+        if (const auto type = read_string(cur, "type", problem)) op.type.assign(*type);
+        break;
+      case kPhase:
+        op.phase = read_enum<Phase>(cur, "phase", parse_phase,
+                                    "forward, backward, optimizer or comm", problem);
+        break;
+      case kIn:
+        read_ids(cur, "in", "reads", scratch, op.in, problem);
+        break;
+      case kOut:
+        read_ids(cur, "out", "creates", scratch, op.out, problem);
+        break;
+      case kUpdates:
+        read_ids(cur, "updates", "updates", scratch, op.updates, problem);
+        break;
+      case kWorkspace:
+        op.workspace = read_size(cur, "workspace", kMaxBytes, problem);
+        break;
+      case kFlops:
+        op.flops = read_amount(cur, "flops", problem);
+        break;
+      case kBytes:
+        op.bytes = read_amount(cur, "bytes", problem);
+        break;
+      case kTime:
+        if (cur.peek_type() == JsonType::kNull) {
+          cur.parse_null();
+        } else {
+          op.time = read_amount(cur, "time", problem);
+        }
+        break;
+      default:
+        cur.skip_value();
+    }
+  });
+  fields.require({kId, kName, kType, kPhase, kIn, kOut}, problem);
+  if (problem.any()) fail_object("op", index, named ? &op.name : nullptr, problem);
+}
+
+// Reads the array of buffer or op objects under `field`.
+template <typename T, typename ReadOne>
+void read_objects(JsonCursor& cur, const char* field, const char* what, std::vector<T>& items,
+                  ReadOne read_one) {
+  if (cur.peek_type() != JsonType::kArray) {
+    fail("graph: \"{}\" must be an array, got {}", field, type_name(cur.peek_type()));
+  }
+  cur.for_each_element([&](size_t index) {
+    if (index > kMaxId) fail("graph: more than 2^31-1 entries in \"{}\"", field);
+    if (cur.peek_type() != JsonType::kObject) {
+      fail("graph: {} {} must be an object, got {}", what, index, type_name(cur.peek_type()));
+    }
+    cur.set_context(what, index);
+    read_one(index, items.emplace_back());
+  });
+  cur.set_context(nullptr, 0);
+}
+
+// Training graphs have about one buffer per op, so the array read second is
+// reserved at the size of the first, capped by what the rest of the text can
+// hold (`min_text` bytes per object at least). This saves the copies and page
+// faults of growing a vector of a million ops; a wrong guess costs nothing
+// but unused capacity, or the usual growth.
+template <typename T>
+void reserve_like(std::vector<T>& items, size_t other_count, size_t remaining_text,
+                  size_t min_text) {
+  items.reserve(std::min(other_count, remaining_text / min_text));
+}
+constexpr size_t kMinBufferText = 40;  // {"id":0,"name":"","bytes":0,"kind":"temp"}
+constexpr size_t kMinOpText = 56;  // {"id":0,"name":"","type":"","phase":"comm","in":[],"out":[]}
+
+nlohmann::json read_meta(JsonCursor& cur) {
+  if (cur.peek_type() != JsonType::kObject) {
+    fail("graph: \"meta\" must be an object, got {}", type_name(cur.peek_type()));
+  }
+  cur.set_context("\"meta\"", JsonCursor::kNoIndex);
+  const std::string_view text = cur.skip_value();  // validates the syntax
+  cur.set_context(nullptr, 0);
+  try {
+    return nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    fail("graph: \"meta\" is not valid JSON: {}", e.what());
+  }
+}
+
+constexpr std::array<std::string_view, 5> kTopFields = {"\"format\"", "\"name\"", "\"meta\"",
+                                                        "\"buffers\"", "\"ops\""};
+
+}  // namespace
+
+Graph graph_from_json_text(std::string_view text) {
+  enum { kFormat, kName, kMeta, kBuffers, kOps };
+  JsonCursor cur(text);
+  if (const JsonType type = cur.peek_type(); type != JsonType::kObject) {
+    cur.skip_value();  // reports a syntax error first, if there is one
+    fail("graph: the top level must be a JSON object, got {}", type_name(type));
+  }
+  Graph graph;
+  Problem problem;  // reported after "format" is checked: a wrong format explains it
+  Fields fields(kTopFields);
+  std::optional<std::string> format;
+  std::vector<BufferId> scratch;
+  fields.read(cur, problem, [&](int field) {
+    switch (field) {
+      case kFormat:
+        if (const auto value = read_string(cur, "format", problem)) format.emplace(*value);
+        if (format && *format != kGraphFormat) {
+          fail("graph: unknown format {} (expected \"{}\")", in_quotes(*format), kGraphFormat);
+        }
+        break;
+      case kName:
+        if (const auto name = read_string(cur, "name", problem)) graph.name.assign(*name);
+        break;
+      case kMeta:
+        graph.meta = read_meta(cur);
+        break;
+      case kBuffers:
+        reserve_like(graph.buffers, graph.ops.size(), cur.remaining(), kMinBufferText);
+        read_objects(cur, "buffers", "buffer", graph.buffers,
+                     [&](size_t index, Buffer& buffer) { read_buffer(cur, index, buffer); });
+        break;
+      case kOps:
+        reserve_like(graph.ops, graph.buffers.size(), cur.remaining(), kMinOpText);
+        read_objects(cur, "ops", "op", graph.ops,
+                     [&](size_t index, Op& op) { read_op(cur, index, op, scratch); });
+        break;
+      default:
+        cur.skip_value();
+    }
+  });
+  cur.expect_end();
+  if (!fields.has(kFormat) && !problem.any()) {
+    fail("graph: missing field \"format\" (expected \"{}\")", kGraphFormat);
+  }
+  fields.require({kFormat, kName, kMeta, kBuffers, kOps}, problem);
+  if (problem.any()) fail("graph: {}", problem.text());
+  validate(graph);
+  return graph;
+}
+
+Graph graph_from_json(const nlohmann::json& json) {
+  // One reader for both paths keeps the rules and messages identical; the
+  // extra dump costs little next to building the DOM in the first place.
+  std::string text;
+  try {
+    text = json.dump();
+  } catch (const nlohmann::json::exception& e) {
+    fail("graph: cannot read the JSON value: {}", e.what());
+  }
+  return graph_from_json_text(text);
+}
+
+Graph read_graph_file(const std::string& path) {
+  std::FILE* file = std::fopen(path.c_str(), "rb");
+  if (!file) fail("{}: cannot open: {}", path, std::strerror(errno));
+  std::string text;
+  struct stat info {};
+  if (fstat(fileno(file), &info) == 0 && S_ISREG(info.st_mode) && info.st_size > 0) {
+    text.reserve(static_cast<size_t>(info.st_size));
+  }
+  char chunk[1 << 16];
+  size_t got = 0;
+  while ((got = std::fread(chunk, 1, sizeof chunk, file)) > 0) text.append(chunk, got);
+  const bool failed = std::ferror(file) != 0;
+  const int saved_errno = errno;
+  std::fclose(file);
+  if (failed) fail("{}: cannot read: {}", path, std::strerror(saved_errno));
+  try {
+    return graph_from_json_text(text);
+  } catch (const Error& e) {
+    fail("{}: {}", path, e.what());
+  }
+}
+
+}  // namespace memwall

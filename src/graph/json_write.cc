@@ -1,0 +1,196 @@
+// Writing memwall.graph/1 JSON.
+//
+// Streams text directly: a DOM of a 1M-op graph would take gigabytes. One
+// buffer or op per line keeps files diffable. graph_to_json() parses this
+// text, so the DOM and the file can never disagree.
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+
+#include "describe.h"
+#include "memwall/graph/graph.h"
+
+namespace memwall {
+namespace {
+
+class Writer {
+ public:
+  explicit Writer(const Graph& graph) : graph_(graph) {}
+
+  std::string run() {
+    out_.reserve(64 + graph_.buffers.size() * 100 + graph_.ops.size() * 160);
+    out_ += "{\"format\": ";
+    string(kGraphFormat, "the format");
+    out_ += ",\n\"name\": ";
+    string(graph_.name, "the graph name");
+    out_ += ",\n\"meta\": ";
+    meta();
+    out_ += ",\n\"buffers\": [";
+    for (size_t i = 0; i < graph_.buffers.size(); ++i) {
+      out_ += i == 0 ? "\n" : ",\n";
+      buffer(graph_.buffers[i], i);
+    }
+    out_ += "\n],\n\"ops\": [";
+    for (size_t i = 0; i < graph_.ops.size(); ++i) {
+      out_ += i == 0 ? "\n" : ",\n";
+      op(graph_.ops[i], i);
+    }
+    out_ += "\n]}\n";
+    return std::move(out_);
+  }
+
+ private:
+  void buffer(const Buffer& b, size_t index) {
+    where_ = "buffer";
+    index_ = index;
+    out_ += "{\"id\":";
+    integer(b.id);
+    out_ += ",\"name\":";
+    string(b.name, "name");
+    out_ += ",\"bytes\":";
+    integer(b.bytes);
+    out_ += ",\"kind\":";
+    string(to_string(b.kind), "kind");
+    out_ += ",\"dtype\":";
+    string(to_string(b.dtype), "dtype");
+    out_ += ",\"shape\":[";
+    for (size_t i = 0; i < b.shape.size(); ++i) {
+      if (i) out_ += ',';
+      integer(b.shape[i]);
+    }
+    out_ += "]}";
+  }
+
+  void op(const Op& o, size_t index) {
+    where_ = "op";
+    index_ = index;
+    out_ += "{\"id\":";
+    integer(o.id);
+    out_ += ",\"name\":";
+    string(o.name, "name");
+    out_ += ",\"type\":";
+    string(o.type, "type");
+    out_ += ",\"phase\":";
+    string(to_string(o.phase), "phase");
+    ids("in", o.in);
+    ids("out", o.out);
+    ids("updates", o.updates);
+    out_ += ",\"workspace\":";
+    integer(o.workspace);
+    out_ += ",\"flops\":";
+    number(o.flops, "flops");
+    out_ += ",\"bytes\":";
+    number(o.bytes, "bytes");
+    out_ += ",\"time\":";
+    if (o.time) {
+      number(*o.time, "time");
+    } else {
+      out_ += "null";
+    }
+    out_ += '}';
+  }
+
+  void ids(const char* field, const std::vector<BufferId>& list) {
+    out_ += ",\"";
+    out_ += field;
+    out_ += "\":[";
+    for (size_t i = 0; i < list.size(); ++i) {
+      if (i) out_ += ',';
+      integer(list[i]);
+    }
+    out_ += ']';
+  }
+
+  void meta() {
+    try {
+      out_ += graph_.meta.dump();
+    } catch (const nlohmann::json::exception& e) {
+      fail("graph: cannot write \"meta\": {}", e.what());
+    }
+  }
+
+  template <typename Int>
+  void integer(Int value) {
+    char text[24];
+    const auto result = std::to_chars(text, text + sizeof text, value);
+    out_.append(text, result.ptr);
+  }
+
+  void number(double value, const char* field) {
+    if (!std::isfinite(value)) fail("graph: {}: \"{}\" is not finite", place(), field);
+    char text[32];
+    const auto result = std::to_chars(text, text + sizeof text, value);  // shortest round trip
+    out_.append(text, result.ptr);
+  }
+
+  void string(std::string_view text, const char* field) {
+    if (!detail::is_valid_utf8(text)) fail("graph: {}: {} is not valid UTF-8", place(), field);
+    out_ += '"';
+    for (const char ch : text) {
+      const auto c = static_cast<unsigned char>(ch);
+      if (c == '"' || c == '\\') {
+        out_ += '\\';
+        out_ += ch;
+      } else if (c < 0x20) {
+        static constexpr char kHex[] = "0123456789abcdef";
+        out_ += "\\u00";
+        out_ += kHex[c >> 4];
+        out_ += kHex[c & 15];
+      } else {
+        out_ += ch;
+      }
+    }
+    out_ += '"';
+  }
+
+  std::string place() const {
+    if (!where_) return "graph";
+    return fmt::format("{} {}", where_, index_);
+  }
+
+  const Graph& graph_;
+  std::string out_;
+  const char* where_ = nullptr;  // object being written, for error messages
+  size_t index_ = 0;
+};
+
+}  // namespace
+
+std::string graph_to_json_text(const Graph& graph) { return Writer(graph).run(); }
+
+nlohmann::json graph_to_json(const Graph& graph) {
+  const std::string text = graph_to_json_text(graph);
+  try {
+    return nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    fail("graph: cannot convert to JSON: {}", e.what());  // not expected: the text is JSON
+  }
+}
+
+void write_graph_file(const Graph& graph, const std::string& path) {
+  const std::string text = graph_to_json_text(graph);  // fails before touching the disk
+  const std::string temporary = path + ".tmp";
+  std::FILE* file = std::fopen(temporary.c_str(), "wb");
+  if (!file) fail("{}: cannot write: {}", temporary, std::strerror(errno));
+  bool ok = std::fwrite(text.data(), 1, text.size(), file) == text.size();
+  ok = std::fflush(file) == 0 && ok;
+  // fsync before rename: after a crash the file is either old or complete.
+  ok = fsync(fileno(file)) == 0 && ok;
+  const int saved_errno = errno;
+  ok = std::fclose(file) == 0 && ok;
+  if (!ok) {
+    std::remove(temporary.c_str());
+    fail("{}: cannot write: {}", temporary, std::strerror(saved_errno));
+  }
+  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
+    const int rename_errno = errno;
+    std::remove(temporary.c_str());
+    fail("{}: cannot rename {} to it: {}", path, temporary, std::strerror(rename_errno));
+  }
+}
+
+}  // namespace memwall

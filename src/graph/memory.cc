@@ -1,0 +1,140 @@
+// Memory accounting of the default schedule (graph.h).
+//
+// memory_profile buckets every buffer's size at its alloc and free op, then
+// sweeps the ops once: O(ops + buffers). Sums use checked_add so that a graph
+// built in memory and never validated still cannot overflow silently.
+#include <algorithm>
+#include <vector>
+
+#include "describe.h"
+#include "memwall/graph/graph.h"
+
+namespace memwall {
+namespace {
+
+constexpr const char* kInUse = "graph: bytes in use during an op";
+
+size_t kind_index(const Graph& graph, size_t b) {
+  const auto kind = static_cast<size_t>(graph.buffers[b].kind);
+  if (kind >= kNumBufferKinds) {
+    fail("graph: {} has an invalid kind", detail::buffer_label(graph, static_cast<BufferId>(b)));
+  }
+  return kind;
+}
+
+void check_life(const Graph& graph, size_t b, const BufferLife& life) {
+  const auto n = static_cast<OpId>(graph.ops.size());
+  const bool ok =
+      life.alloc_op >= kNoOp && life.alloc_op < n && life.free_op >= kNoOp && life.free_op < n &&
+      (life.alloc_op == kNoOp || life.free_op == kNoOp || life.free_op >= life.alloc_op);
+  if (!ok) {
+    fail("graph: {}: inconsistent lifetime (alloc op {}, free op {})",
+         detail::buffer_label(graph, static_cast<BufferId>(b)), life.alloc_op, life.free_op);
+  }
+}
+
+bool live_during(const BufferLife& life, OpId op) {
+  return (life.alloc_op == kNoOp || life.alloc_op <= op) &&
+         (life.free_op == kNoOp || life.free_op >= op);
+}
+
+void check_buffer_id(const Graph& graph, const Op& op, BufferId b) {
+  if (b < 0 || static_cast<size_t>(b) >= graph.buffers.size()) {
+    fail("graph: {} uses buffer {}, which does not exist", detail::op_label(graph, op.id), b);
+  }
+}
+
+}  // namespace
+
+MemoryProfile memory_profile(const Graph& graph) { return memory_profile(graph, liveness(graph)); }
+
+MemoryProfile memory_profile(const Graph& graph, const std::vector<BufferLife>& lives) {
+  if (lives.size() != graph.buffers.size()) {
+    fail("graph: {} lifetimes given for {} buffers", lives.size(), graph.buffers.size());
+  }
+  const size_t n = graph.ops.size();
+  MemoryProfile profile;
+  std::vector<uint64_t> allocated(n, 0);  // bytes allocated at op i
+  std::vector<uint64_t> freed(n, 0);      // bytes released right after op i
+  for (size_t b = 0; b < lives.size(); ++b) {
+    const BufferLife& life = lives[b];
+    check_life(graph, b, life);
+    const uint64_t bytes = graph.buffers[b].bytes;
+    uint64_t& at_alloc = life.alloc_op == kNoOp ? profile.initial_bytes : allocated[life.alloc_op];
+    at_alloc = checked_add(at_alloc, bytes, kInUse);
+    if (life.free_op != kNoOp)
+      freed[life.free_op] = checked_add(freed[life.free_op], bytes, kInUse);
+  }
+
+  profile.curve.resize(n);
+  profile.peak_bytes = profile.initial_bytes;
+  uint64_t live = profile.initial_bytes;  // bytes live before op i
+  for (size_t i = 0; i < n; ++i) {
+    const uint64_t buffers = checked_add(live, allocated[i], kInUse);
+    const uint64_t during = checked_add(buffers, graph.ops[i].workspace, kInUse);
+    profile.curve[i] = during;
+    if (profile.peak_op == kNoOp || during > profile.peak_bytes) {
+      profile.peak_bytes = during;
+      profile.peak_op = static_cast<OpId>(i);
+    }
+    // Every buffer freed here was counted in `live` or `allocated` (free_op
+    // >= alloc_op), so this cannot underflow.
+    live = buffers - freed[i];
+  }
+
+  // Breakdown at the peak; with no ops, of the buffers that exist at the start.
+  for (size_t b = 0; b < lives.size(); ++b) {
+    const bool counted = profile.peak_op == kNoOp ? lives[b].alloc_op == kNoOp
+                                                  : live_during(lives[b], profile.peak_op);
+    if (counted) {
+      uint64_t& slot = profile.peak_by_kind[kind_index(graph, b)];
+      slot = checked_add(slot, graph.buffers[b].bytes, kInUse);
+    }
+  }
+  if (profile.peak_op != kNoOp) {
+    uint64_t& slot = profile.peak_by_kind[static_cast<size_t>(BufferKind::kWorkspace)];
+    slot = checked_add(slot, graph.ops[profile.peak_op].workspace, kInUse);
+  }
+  return profile;
+}
+
+uint64_t saved_activation_bytes(const Graph& graph, std::string_view prefix) {
+  // Two passes so that the result does not depend on op order being valid.
+  std::vector<uint8_t> state(graph.buffers.size(), 0);  // 1: candidate, 2: counted
+  for (const Op& op : graph.ops) {
+    if (op.phase != Phase::kForward) continue;
+    for (const BufferId b : op.out) {
+      check_buffer_id(graph, op, b);
+      const Buffer& buffer = graph.buffers[b];
+      if (buffer.kind == BufferKind::kActivation && buffer.name.starts_with(prefix)) state[b] = 1;
+    }
+  }
+  uint64_t total = 0;
+  for (const Op& op : graph.ops) {
+    if (op.phase != Phase::kBackward) continue;
+    const auto use = [&](BufferId b) {
+      check_buffer_id(graph, op, b);
+      if (state[b] != 1) return;
+      state[b] = 2;
+      total = checked_add(total, graph.buffers[b].bytes, "graph: saved activation bytes");
+    };
+    for (const BufferId b : op.in) use(b);
+    for (const BufferId b : op.updates) use(b);
+  }
+  return total;
+}
+
+MemorySummary memory_summary(const Graph& graph) {
+  MemorySummary summary;
+  for (size_t b = 0; b < graph.buffers.size(); ++b) {
+    uint64_t& slot = summary.bytes_by_kind[kind_index(graph, b)];
+    slot = checked_add(slot, graph.buffers[b].bytes, "graph: total bytes of one kind");
+  }
+  for (const Op& op : graph.ops) {
+    summary.peak_workspace_bytes = std::max(summary.peak_workspace_bytes, op.workspace);
+  }
+  summary.saved_activation_bytes = saved_activation_bytes(graph, "");
+  return summary;
+}
+
+}  // namespace memwall

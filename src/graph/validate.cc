@@ -1,0 +1,140 @@
+// Structural validation of a Graph (graph.h).
+//
+// Note [No cycle check]
+// Ops are listed in execution order and an op may only read or update a
+// buffer created by an earlier op (or one that exists before the first op).
+// Every dependency therefore points backwards in the list, so a graph that
+// passes these checks has no cycle; no separate graph search is needed.
+//
+// Three linear passes, so that each message can name both sides of a
+// conflict: (1) buffers: ids and sizes; (2) producers from every `out`;
+// (3) every read and update against its producer.
+#include <limits>
+#include <vector>
+
+#include "describe.h"
+#include "memwall/graph/graph.h"
+
+namespace memwall {
+namespace {
+
+using detail::buffer_label;
+using detail::op_label;
+
+void check_buffers(const Graph& graph) {
+  uint64_t total = 0;
+  for (size_t i = 0; i < graph.buffers.size(); ++i) {
+    const Buffer& buffer = graph.buffers[i];
+    if (buffer.id < 0 || static_cast<size_t>(buffer.id) != i) {
+      fail("graph: buffer at position {} ({}) has id {}; ids must be dense, 0-based and in order",
+           i, detail::in_quotes(buffer.name), buffer.id);
+    }
+    if (buffer.bytes > kMaxBytes) {
+      fail("graph: {}: \"bytes\" is {}, above the limit of 2^62 bytes",
+           buffer_label(graph, buffer.id), buffer.bytes);
+    }
+    if (static_cast<size_t>(buffer.kind) >= kNumBufferKinds) {
+      fail("graph: {}: invalid kind", buffer_label(graph, buffer.id));
+    }
+    total = checked_add(total, buffer.bytes, "graph: the total size of all buffers");
+  }
+}
+
+void check_op_fields(const Graph& graph, const Op& op) {
+  if (op.workspace > kMaxBytes) {
+    fail("graph: {}: \"workspace\" is {}, above the limit of 2^62 bytes", op_label(graph, op.id),
+         op.workspace);
+  }
+  // `!(x >= 0)` also rejects NaN; infinity is checked separately.
+  const auto check = [&](double value, const char* field) {
+    if (!(value >= 0) || value == std::numeric_limits<double>::infinity()) {
+      fail("graph: {}: \"{}\" must be a finite number >= 0", op_label(graph, op.id), field);
+    }
+  };
+  check(op.flops, "flops");
+  check(op.bytes, "bytes");
+  if (op.time) check(*op.time, "time");
+}
+
+bool in_range(const Graph& graph, BufferId id) {
+  return id >= 0 && static_cast<size_t>(id) < graph.buffers.size();
+}
+
+// Pass 2: producer[b] is the op listing b in `out`.
+std::vector<OpId> find_producers(const Graph& graph) {
+  std::vector<OpId> producer(graph.buffers.size(), kNoOp);
+  for (size_t i = 0; i < graph.ops.size(); ++i) {
+    const Op& op = graph.ops[i];
+    if (op.id < 0 || static_cast<size_t>(op.id) != i) {
+      fail("graph: op at position {} ({}) has id {}; ids must be dense, 0-based and in order", i,
+           detail::in_quotes(op.name), op.id);
+    }
+    check_op_fields(graph, op);
+    for (const BufferId b : op.out) {
+      if (!in_range(graph, b)) {
+        fail("graph: {} creates buffer {}, which does not exist", op_label(graph, op.id), b);
+      }
+      const Buffer& buffer = graph.buffers[b];
+      if (exists_before_first_op(buffer.kind)) {
+        fail("graph: {} creates {}, but {} buffers exist before the first op and have no producer",
+             op_label(graph, op.id), buffer_label(graph, b), to_string(buffer.kind));
+      }
+      if (producer[b] == op.id) {
+        fail("graph: {} lists {} twice in \"out\"", op_label(graph, op.id), buffer_label(graph, b));
+      }
+      if (producer[b] != kNoOp) {
+        fail("graph: {} is created by two ops: {} and {}", buffer_label(graph, b),
+             op_label(graph, producer[b]), op_label(graph, op.id));
+      }
+      producer[b] = op.id;
+    }
+  }
+  return producer;
+}
+
+// Pass 3: a buffer is used only after it exists.
+void check_uses(const Graph& graph, const std::vector<OpId>& producer) {
+  for (const Op& op : graph.ops) {
+    const auto check = [&](const std::vector<BufferId>& list, const char* verb) {
+      for (const BufferId b : list) {
+        if (!in_range(graph, b)) {
+          fail("graph: {} {} buffer {}, which does not exist", op_label(graph, op.id), verb, b);
+        }
+        const OpId p = producer[b];
+        if (p == op.id) {
+          fail("graph: {} both creates and {} {}", op_label(graph, op.id), verb,
+               buffer_label(graph, b));
+        }
+        if (p > op.id) {
+          fail("graph: {} {} {} before {} creates it", op_label(graph, op.id), verb,
+               buffer_label(graph, b), op_label(graph, p));
+        }
+        if (p == kNoOp && !exists_before_first_op(graph.buffers[b].kind)) {
+          fail("graph: {} {} {}, which no op creates", op_label(graph, op.id), verb,
+               buffer_label(graph, b));
+        }
+      }
+    };
+    check(op.in, "reads");
+    check(op.updates, "updates");
+  }
+}
+
+}  // namespace
+
+void validate(const Graph& graph) {
+  check_buffers(graph);
+  const std::vector<OpId> producer = find_producers(graph);
+  check_uses(graph, producer);
+  for (size_t b = 0; b < graph.buffers.size(); ++b) {
+    const Buffer& buffer = graph.buffers[b];
+    if (producer[b] == kNoOp && !exists_before_first_op(buffer.kind)) {
+      fail(
+          "graph: {} of kind {} is never created by an op (only param, optim_state and input "
+          "buffers exist before the first op)",
+          buffer_label(graph, static_cast<BufferId>(b)), to_string(buffer.kind));
+    }
+  }
+}
+
+}  // namespace memwall

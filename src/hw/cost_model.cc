@@ -1,0 +1,79 @@
+// The cost model (docs/cost-model.md): a roofline per op plus a fixed launch
+// cost, and latency + size / bandwidth per host<->device copy.
+#include <algorithm>
+
+#include "memwall/graph/error.h"
+#include "memwall/hw/hardware.h"
+
+namespace memwall {
+namespace {
+
+bool is_floating(DType dtype) {
+  return dtype == DType::kF32 || dtype == DType::kF16 || dtype == DType::kBF16 ||
+         dtype == DType::kF64;
+}
+
+const Buffer& buffer_of(const Graph& graph, const Op& op, BufferId id) {
+  if (id < 0 || static_cast<size_t>(id) >= graph.buffers.size()) {
+    fail("op '{}' references unknown buffer {}", op.name, id);
+  }
+  return graph.buffers[static_cast<size_t>(id)];
+}
+
+}  // namespace
+
+double peak_flops(const Hardware& hw, DType dtype) {
+  switch (dtype) {
+    case DType::kF16:
+      return hw.peak_flops_fp16 > 0 ? hw.peak_flops_fp16 : hw.peak_flops_fp32;
+    case DType::kBF16:
+      // No BF16 tensor cores (V100, T4): frameworks upcast to fp32.
+      return hw.peak_flops_bf16 > 0 ? hw.peak_flops_bf16 : hw.peak_flops_fp32;
+    default:
+      // fp32 is plain fp32 (PyTorch's default since 1.12 disables TF32 for
+      // matmuls). fp64 and integer ops have no field of their own; they are
+      // rare in training and get the fp32 rate.
+      return hw.peak_flops_fp32;
+  }
+}
+
+DType op_compute_dtype(const Graph& graph, const Op& op) {
+  for (BufferId id : op.out) {
+    DType dtype = buffer_of(graph, op, id).dtype;
+    if (is_floating(dtype)) return dtype;
+  }
+  for (const auto* ids : {&op.in, &op.updates}) {
+    for (BufferId id : *ids) {
+      DType dtype = buffer_of(graph, op, id).dtype;
+      if (is_floating(dtype)) return dtype;
+    }
+  }
+  return DType::kF32;
+}
+
+double op_time(const Hardware& hw, const Graph& graph, const Op& op) {
+  if (op.time.has_value()) return *op.time;
+  double compute = 0;
+  if (op.flops > 0) {
+    compute = op.flops / (peak_flops(hw, op_compute_dtype(graph, op)) * hw.compute_efficiency);
+  }
+  double memory = 0;
+  if (op.bytes > 0) memory = op.bytes / (hw.hbm_bandwidth * hw.memory_efficiency);
+  return std::max(compute, memory) + hw.launch_latency;
+}
+
+double iteration_time(const Hardware& hw, const Graph& graph) {
+  double total = 0;
+  for (const Op& op : graph.ops) total += op_time(hw, graph, op);
+  return total;
+}
+
+double h2d_time(const Hardware& hw, uint64_t bytes) {
+  return hw.pcie_latency + static_cast<double>(bytes) / hw.h2d_bandwidth;
+}
+
+double d2h_time(const Hardware& hw, uint64_t bytes) {
+  return hw.pcie_latency + static_cast<double>(bytes) / hw.d2h_bandwidth;
+}
+
+}  // namespace memwall

@@ -1,0 +1,175 @@
+// Hardware profiles as JSON: the same field names as struct Hardware. Every
+// field is required except description; unknown fields are rejected so that a
+// typo ("hbm_bandwith") cannot silently fall back to a default.
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <string_view>
+
+#include "memwall/graph/error.h"
+#include "memwall/hw/hardware.h"
+
+namespace memwall {
+namespace {
+
+using nlohmann::json;
+
+// What a numeric field may hold.
+enum class Range {
+  kPositive,     // > 0 (divided by, or a capacity)
+  kNonNegative,  // >= 0 (0 = unsupported / free)
+  kFraction,     // in (0, 1]
+};
+
+struct NumberField {
+  std::string_view key;
+  double Hardware::*member;
+  Range range;
+};
+
+struct BytesField {
+  std::string_view key;
+  uint64_t Hardware::*member;
+};
+
+constexpr BytesField kBytesFields[] = {
+    {"device_memory_bytes", &Hardware::device_memory_bytes},
+    {"host_memory_bytes", &Hardware::host_memory_bytes},
+};
+
+// In struct order. fp32 must be positive: fp16/bf16 fall back to it.
+constexpr NumberField kNumberFields[] = {
+    {"peak_flops_fp32", &Hardware::peak_flops_fp32, Range::kPositive},
+    {"peak_flops_tf32", &Hardware::peak_flops_tf32, Range::kNonNegative},
+    {"peak_flops_fp16", &Hardware::peak_flops_fp16, Range::kNonNegative},
+    {"peak_flops_bf16", &Hardware::peak_flops_bf16, Range::kNonNegative},
+    {"hbm_bandwidth", &Hardware::hbm_bandwidth, Range::kPositive},
+    {"h2d_bandwidth", &Hardware::h2d_bandwidth, Range::kPositive},
+    {"d2h_bandwidth", &Hardware::d2h_bandwidth, Range::kPositive},
+    {"pcie_latency", &Hardware::pcie_latency, Range::kNonNegative},
+    {"nvme_read_bandwidth", &Hardware::nvme_read_bandwidth, Range::kPositive},
+    {"nvme_write_bandwidth", &Hardware::nvme_write_bandwidth, Range::kPositive},
+    {"cpu_adam_params_per_s", &Hardware::cpu_adam_params_per_s, Range::kPositive},
+    {"interconnect_bandwidth", &Hardware::interconnect_bandwidth, Range::kPositive},
+    {"compute_efficiency", &Hardware::compute_efficiency, Range::kFraction},
+    {"memory_efficiency", &Hardware::memory_efficiency, Range::kFraction},
+    {"launch_latency", &Hardware::launch_latency, Range::kNonNegative},
+};
+
+// A key from the input, quoted and escaped so the message stays one line.
+std::string quoted(const std::string& key) {
+  return json(key).dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+bool is_known_key(std::string_view key) {
+  if (key == "name" || key == "description") return true;
+  for (const auto& f : kBytesFields) {
+    if (f.key == key) return true;
+  }
+  for (const auto& f : kNumberFields) {
+    if (f.key == key) return true;
+  }
+  return false;
+}
+
+const json& require(const json& object, std::string_view key) {
+  auto it = object.find(key);
+  if (it == object.end()) fail("hardware profile: missing field '{}'", key);
+  return *it;
+}
+
+std::string read_string(const json& value, std::string_view key) {
+  if (!value.is_string()) {
+    fail("hardware profile: field '{}' must be a string, got {}", key, value.type_name());
+  }
+  return value.get<std::string>();
+}
+
+uint64_t read_bytes(const json& value, std::string_view key) {
+  if (!value.is_number()) {
+    fail("hardware profile: field '{}' must be a number, got {}", key, value.type_name());
+  }
+  if (value.is_number_float()) {
+    fail("hardware profile: field '{}' must be an integer number of bytes", key);
+  }
+  // Literals like 0 or -1 are stored as signed integers.
+  if (!value.is_number_unsigned() && value.get<int64_t>() < 0) {
+    fail("hardware profile: field '{}' must not be negative", key);
+  }
+  uint64_t bytes = value.get<uint64_t>();
+  if (bytes == 0) fail("hardware profile: field '{}' must be positive", key);
+  if (bytes > kMaxBytes) fail("hardware profile: field '{}' exceeds 2^62 bytes", key);
+  return bytes;
+}
+
+double read_number(const json& value, const NumberField& field) {
+  if (!value.is_number()) {
+    fail("hardware profile: field '{}' must be a number, got {}", field.key, value.type_name());
+  }
+  double x = value.get<double>();
+  if (!std::isfinite(x)) fail("hardware profile: field '{}' must be finite", field.key);
+  if (x < 0) fail("hardware profile: field '{}' must not be negative", field.key);
+  if (field.range == Range::kPositive && x == 0) {
+    fail("hardware profile: field '{}' must be positive", field.key);
+  }
+  if (field.range == Range::kFraction && (x == 0 || x > 1)) {
+    fail("hardware profile: field '{}' must be in (0, 1], got {}", field.key, x);
+  }
+  return x;
+}
+
+}  // namespace
+
+Hardware hardware_from_json(const json& object) {
+  if (!object.is_object()) {
+    fail("hardware profile: expected a JSON object, got {}", object.type_name());
+  }
+  for (const auto& item : object.items()) {
+    if (!is_known_key(item.key())) fail("hardware profile: unknown field {}", quoted(item.key()));
+  }
+  Hardware hw;
+  hw.name = read_string(require(object, "name"), "name");
+  if (hw.name.empty()) fail("hardware profile: field 'name' must not be empty");
+  if (auto it = object.find("description"); it != object.end()) {
+    hw.description = read_string(*it, "description");
+  }
+  for (const auto& f : kBytesFields) hw.*f.member = read_bytes(require(object, f.key), f.key);
+  for (const auto& f : kNumberFields) hw.*f.member = read_number(require(object, f.key), f);
+  return hw;
+}
+
+Hardware read_hardware_file(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) fail("hardware file '{}' is a directory", path);
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail("cannot open hardware file '{}': {}", path, std::strerror(errno));
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) fail("cannot read hardware file '{}'", path);
+  json object;
+  try {
+    object = json::parse(text.str());
+  } catch (const json::exception& e) {
+    fail("hardware file '{}': invalid JSON: {}", path, e.what());
+  }
+  try {
+    return hardware_from_json(object);
+  } catch (const Error& e) {
+    fail("hardware file '{}': {}", path, e.what());
+  }
+}
+
+json hardware_to_json(const Hardware& hw) {
+  json object = json::object();
+  object["name"] = hw.name;
+  object["description"] = hw.description;
+  for (const auto& f : kBytesFields) object[std::string(f.key)] = hw.*f.member;
+  for (const auto& f : kNumberFields) object[std::string(f.key)] = hw.*f.member;
+  return object;
+}
+
+}  // namespace memwall

@@ -1,0 +1,90 @@
+// GPT-2 (Radford et al. 2019) as Hugging Face's GPT2LMHeadModel: learned
+// token and position embeddings, pre-LN blocks with a fused QKV projection
+// (c_attn, with bias), GELU MLP of width 4h, dropout 0.1 on the embeddings,
+// the attention probabilities and both residual branches, final LayerNorm and
+// an LM head tied to the token embeddings.
+//
+// Simplification: the loss covers all b*s positions. HF shifts logits and
+// labels by one (s-1 positions, plus a contiguous copy of the shifted
+// logits); the difference is one position per sequence.
+#include <string>
+
+#include "architectures.h"
+#include "attention.h"
+#include "layers.h"
+#include "memwall/graph/error.h"
+
+namespace memwall::models {
+namespace {
+
+struct Gpt2Config {
+  const char* name;
+  int64_t layers, hidden, heads;
+};
+
+// HF config.json of gpt2, gpt2-medium, gpt2-large, gpt2-xl.
+constexpr Gpt2Config kConfigs[] = {
+    {"gpt2-small", 12, 768, 12},
+    {"gpt2-medium", 24, 1024, 16},
+    {"gpt2-large", 36, 1280, 20},
+    {"gpt2-xl", 48, 1600, 25},
+};
+constexpr int64_t kVocab = 50257;
+constexpr int64_t kPositions = 1024;
+constexpr double kDropout = 0.1;  // embd_pdrop, attn_pdrop, resid_pdrop
+
+}  // namespace
+
+Graph build_gpt2(std::string_view variant, const ModelOptions& opts) {
+  const Gpt2Config* cfg = nullptr;
+  for (const Gpt2Config& c : kConfigs) {
+    if (variant == c.name) cfg = &c;
+  }
+  if (cfg == nullptr) fail("model: unknown GPT-2 variant '{}'", variant);
+  if (opts.seq > kPositions) fail("model {}: sequence longer than {}", variant, kPositions);
+  const int64_t batch = opts.batch, s = opts.seq, h = cfg->hidden;
+
+  Builder b(std::string(variant), opts);
+  Tensor ids = b.input("input_ids", {batch, s}, DType::kI64);
+  Tensor positions = b.input("position_ids", {s}, DType::kI64);
+  Tensor labels = b.input("labels", {batch, s}, DType::kI64);
+  Tensor wte = b.param("wte.weight", {kVocab, h});
+  Tensor wpe = b.param("wpe.weight", {kPositions, h});
+
+  Tensor x = embedding(b, "wte", ids, wte);
+  x = add_broadcast(b, "embed_sum", x, embedding(b, "wpe", positions, wpe));
+  x = dropout(b, "embed_dropout", x, kDropout);
+
+  // Every buffer a block creates carries its "h<i>." prefix; its residual
+  // output is what the next block's ln_1 saves (Korthikanti et al. 2022,
+  // sec. 4.1, count it as that layer's LayerNorm input).
+  for (int64_t i = 0; i < cfg->layers; ++i) {
+    auto block = b.scope(fmt::format("h{}", i));
+    Tensor a = layer_norm(b, "ln_1", x);
+    Tensor qkv = linear_layer(b, "attn.qkv", a, 3 * h, true);
+    QkvViews heads = split_qkv(qkv, cfg->heads);
+    a = attention(b, "attn", heads.q, heads.k, heads.v,
+                  {.heads = cfg->heads,
+                   .kv_heads = cfg->heads,
+                   .causal = true,
+                   .dropout = kDropout,
+                   .flash = opts.flash});
+    a = linear_layer(b, "attn.proj", a, h, true);
+    a = dropout(b, "attn.resid_dropout", a, kDropout);
+    x = add(b, "attn_residual", x, a);
+
+    Tensor m = layer_norm(b, "ln_2", x);
+    m = linear_layer(b, "mlp.fc", m, 4 * h, true);
+    m = gelu(b, "mlp.gelu", m);
+    m = linear_layer(b, "mlp.proj", m, h, true);
+    m = dropout(b, "mlp.dropout", m, kDropout);
+    x = add(b, "mlp_residual", x, m);
+  }
+  x = layer_norm(b, "ln_f", x);
+  Tensor logits = linear(b, "lm_head", x, wte, Tensor{});  // tied: no weight of its own
+  Tensor loss =
+      cross_entropy(b, "loss", b.view(logits, {batch * s, kVocab}), b.view(labels, {batch * s}));
+  return b.finish(loss);
+}
+
+}  // namespace memwall::models

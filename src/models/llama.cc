@@ -1,0 +1,64 @@
+// Llama 2 (Touvron et al. 2023) and Llama 3 8B as Hugging Face's
+// LlamaForCausalLM: token embeddings, pre-norm blocks with RMSNorm, rotary
+// position embedding, grouped-query attention (Llama-2-70B, Llama-3-8B: 8 KV
+// heads), SwiGLU MLP, no biases, no dropout, final RMSNorm and an untied
+// output projection. Names follow Meta's reference code (wq/wk/wv/wo,
+// w1/w3/w2); docs/zoo-transformers.md maps them to HF's.
+//
+// Simplification: the loss covers all b*s positions (HF shifts by one).
+#include <string>
+
+#include "architectures.h"
+#include "attention.h"
+#include "layers.h"
+#include "memwall/graph/error.h"
+
+namespace memwall::models {
+namespace {
+
+struct LlamaConfig {
+  const char* name;
+  int64_t layers, hidden, heads, kv_heads, ffn, vocab;
+};
+
+// HF config.json of meta-llama/Llama-2-{7b,13b,70b}-hf and Meta-Llama-3-8B.
+constexpr LlamaConfig kConfigs[] = {
+    {"llama2-7b", 32, 4096, 32, 32, 11008, 32000},
+    {"llama2-13b", 40, 5120, 40, 40, 13824, 32000},
+    {"llama2-70b", 80, 8192, 64, 8, 28672, 32000},
+    {"llama3-8b", 32, 4096, 32, 8, 14336, 128256},
+};
+
+}  // namespace
+
+Graph build_llama(std::string_view variant, const ModelOptions& opts) {
+  const LlamaConfig* cfg = nullptr;
+  for (const LlamaConfig& c : kConfigs) {
+    if (variant == c.name) cfg = &c;
+  }
+  if (cfg == nullptr) fail("model: unknown Llama variant '{}'", variant);
+  const int64_t batch = opts.batch, s = opts.seq, h = cfg->hidden;
+
+  Builder b(std::string(variant), opts);
+  Tensor ids = b.input("input_ids", {batch, s}, DType::kI64);
+  Tensor labels = b.input("labels", {batch, s}, DType::kI64);
+  const RotaryTables rope = rotary_tables(b, s, h / cfg->heads);
+  Tensor x = embedding(b, "tok_embeddings", ids, b.param("tok_embeddings.weight", {cfg->vocab, h}));
+
+  for (int64_t i = 0; i < cfg->layers; ++i) {
+    auto block = b.scope(fmt::format("layers.{}", i));
+    Tensor a = rms_norm(b, "attention_norm", x);
+    a = llama_attention(b, "attn", a, rope, cfg->heads, cfg->kv_heads, opts.flash);
+    x = add(b, "attn_residual", x, a);
+    Tensor m = rms_norm(b, "ffn_norm", x);
+    m = swiglu_mlp(b, "mlp", m, cfg->ffn);
+    x = add(b, "mlp_residual", x, m);
+  }
+  x = rms_norm(b, "norm", x);
+  Tensor logits = linear_layer(b, "output", x, cfg->vocab, false);
+  Tensor loss = cross_entropy(b, "loss", b.view(logits, {batch * s, cfg->vocab}),
+                              b.view(labels, {batch * s}));
+  return b.finish(loss);
+}
+
+}  // namespace memwall::models

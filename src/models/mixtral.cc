@@ -1,0 +1,54 @@
+// Mixtral 8x7B (Jiang et al. 2024) as Hugging Face's MixtralForCausalLM: the
+// Llama/Mistral block (RMSNorm, rotary, 32 heads with 8 KV heads) with the
+// MLP replaced by a sparse mixture of 8 SwiGLU experts, top-2 routing
+// (attention.h, moe()), untied output projection, no dropout.
+//
+// Simplifications: balanced routing (every expert gets ceil(b*s*2/8) tokens;
+// the real split depends on the router); no router auxiliary loss (HF adds it
+// only with output_router_logits=True); no sliding window (Mixtral's config
+// has none); the loss covers all b*s positions.
+#include <string>
+
+#include "architectures.h"
+#include "attention.h"
+#include "layers.h"
+#include "memwall/graph/error.h"
+
+namespace memwall::models {
+namespace {
+
+// HF config.json of mistralai/Mixtral-8x7B-v0.1.
+constexpr int64_t kLayers = 32, kHidden = 4096, kHeads = 32, kKvHeads = 8;
+constexpr int64_t kExperts = 8, kTopK = 2, kFfn = 14336, kVocab = 32000;
+
+}  // namespace
+
+Graph build_mixtral(std::string_view variant, const ModelOptions& opts) {
+  if (variant != "mixtral-8x7b") fail("model: unknown Mixtral variant '{}'", variant);
+  const int64_t batch = opts.batch, s = opts.seq, h = kHidden;
+
+  Builder b(std::string(variant), opts);
+  Tensor ids = b.input("input_ids", {batch, s}, DType::kI64);
+  Tensor labels = b.input("labels", {batch, s}, DType::kI64);
+  const RotaryTables rope = rotary_tables(b, s, h / kHeads);
+  Tensor x = embedding(b, "tok_embeddings", ids, b.param("tok_embeddings.weight", {kVocab, h}));
+
+  for (int64_t i = 0; i < kLayers; ++i) {
+    auto block = b.scope(fmt::format("layers.{}", i));
+    Tensor a = rms_norm(b, "attention_norm", x);
+    a = llama_attention(b, "attn", a, rope, kHeads, kKvHeads, opts.flash);
+    x = add(b, "attn_residual", x, a);
+    Tensor m = rms_norm(b, "ffn_norm", x);
+    // MixtralSparseMoeBlock works on hidden_states.view(-1, h).
+    m = moe(b, "moe", b.view(m, {batch * s, h}),
+            {.experts = kExperts, .top_k = kTopK, .ffn = kFfn});
+    x = add(b, "moe_residual", x, b.view(m, {batch, s, h}));
+  }
+  x = rms_norm(b, "norm", x);
+  Tensor logits = linear_layer(b, "output", x, kVocab, false);
+  Tensor loss =
+      cross_entropy(b, "loss", b.view(logits, {batch * s, kVocab}), b.view(labels, {batch * s}));
+  return b.finish(loss);
+}
+
+}  // namespace memwall::models

@@ -1,0 +1,184 @@
+// JSON I/O: round trips, defaults, files.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "graph_builder.h"
+
+namespace memwall {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The two-layer step with every field set to something non-default.
+Graph rich_graph() {
+  Graph graph = testing::two_layer_step();
+  graph.name = "two \"layer\" step\n\u00e9";
+  graph.meta = {{"model", "toy"}, {"batch", 8}, {"nested", {{"a", {1, 2.5, nullptr, true}}}}};
+  graph.buffers[0].dtype = DType::kBF16;
+  graph.buffers[0].shape = {10, 5};
+  graph.buffers[2].dtype = DType::kBool;
+  graph.buffers[2].name = "tab\there \\ and \x01 control";
+  graph.ops[0].flops = 1.2e10;
+  graph.ops[0].bytes = 0.1;
+  graph.ops[1].time = 3.5e-6;
+  graph.ops[2].time = 0.0;
+  graph.ops[3].flops = 12345678901234567.0;
+  graph.ops[4].type = "adam";
+  return graph;
+}
+
+fs::path temp_dir() {
+  const fs::path dir =
+      fs::temp_directory_path() /
+      ("memwall_graph_test_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
+       "_" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+TEST(Json, TextRoundTripIsIdentical) {
+  const Graph graph = rich_graph();
+  const std::string text = graph_to_json_text(graph);
+  const Graph back = graph_from_json_text(text);
+  EXPECT_EQ(graph_to_json_text(back), text);
+  EXPECT_EQ(graph_to_json(back), graph_to_json(graph));
+  EXPECT_EQ(back.name, graph.name);
+  EXPECT_EQ(back.meta, graph.meta);
+  EXPECT_EQ(back.buffers[0].dtype, DType::kBF16);
+  EXPECT_EQ(back.buffers[0].shape, (std::vector<int64_t>{10, 5}));
+  EXPECT_EQ(back.buffers[2].name, graph.buffers[2].name);
+  EXPECT_EQ(back.ops[0].flops, 1.2e10);
+  EXPECT_EQ(back.ops[0].bytes, 0.1);
+  EXPECT_EQ(back.ops[1].time, 3.5e-6);
+  EXPECT_EQ(back.ops[2].time, 0.0);
+  EXPECT_EQ(back.ops[3].time, std::nullopt);
+  EXPECT_EQ(back.ops[3].flops, 12345678901234567.0);
+  EXPECT_EQ(back.ops[4].updates, (std::vector<BufferId>{0, 6}));
+  EXPECT_EQ(back.ops[0].workspace, 5u);
+}
+
+TEST(Json, DomMatchesText) {
+  const Graph graph = rich_graph();
+  const nlohmann::json json = graph_to_json(graph);
+  EXPECT_EQ(json, nlohmann::json::parse(graph_to_json_text(graph)));
+  EXPECT_EQ(json["format"], "memwall.graph/1");
+  EXPECT_EQ(json["buffers"][0]["kind"], "param");
+  EXPECT_TRUE(json["ops"][0]["time"].is_null());
+  const Graph back = graph_from_json(json);
+  EXPECT_EQ(graph_to_json(back), json);
+}
+
+TEST(Json, DomReaderReportsLikeTextReader) {
+  nlohmann::json json = graph_to_json(testing::two_layer_step());
+  json["buffers"][3]["kind"] = "weights";
+  try {
+    graph_from_json(json);
+    FAIL() << "no throw";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("graph: buffer 3 (\"a2\"): unknown kind \"weights\""),
+              std::string::npos)
+        << e.what();
+  }
+  json = graph_to_json(testing::two_layer_step());
+  json["ops"][0]["flops"] = std::numeric_limits<double>::quiet_NaN();  // dumps as null
+  EXPECT_THROW(graph_from_json(json), Error);
+  json["ops"][0]["flops"] = "\xff";  // invalid UTF-8 cannot even be dumped
+  EXPECT_THROW(graph_from_json(json), Error);
+}
+
+TEST(Json, OptionalFieldsTakeDefaults) {
+  const Graph graph = graph_from_json_text(R"({
+    "format": "memwall.graph/1", "name": "min", "meta": {"k": [1, {"x": null}]},
+    "buffers": [{"id": 0, "name": "x", "bytes": 8, "kind": "input"},
+                {"id": 1, "name": "y", "bytes": 8, "kind": "activation"}],
+    "ops": [{"id": 0, "name": "f", "type": "relu", "phase": "forward", "in": [0], "out": [1]}]
+  })");
+  ASSERT_EQ(graph.buffers.size(), 2u);
+  EXPECT_EQ(graph.buffers[0].dtype, DType::kF32);
+  EXPECT_TRUE(graph.buffers[0].shape.empty());
+  const Op& op = graph.ops.at(0);
+  EXPECT_TRUE(op.updates.empty());
+  EXPECT_EQ(op.workspace, 0u);
+  EXPECT_EQ(op.flops, 0.0);
+  EXPECT_EQ(op.bytes, 0.0);
+  EXPECT_EQ(op.time, std::nullopt);
+  EXPECT_EQ(graph.meta["k"][1]["x"], nullptr);
+}
+
+TEST(Json, AcceptsJsonSyntaxVariants) {
+  // Escapes, a byte order mark, exponents and integers for doubles, any key order.
+  const Graph graph = graph_from_json_text(
+      "\xEF\xBB\xBF {\"ops\":[{\"time\":1E-3,\"flops\":2e3,\"bytes\":7,\"out\":[0],\"in\":[],"
+      "\"phase\":\"forward\",\"type\":\"t\",\"name\":\"\\u00e9\\ud83d\\ude00\\/\",\"id\":0}],"
+      "\"buffers\":[{\"kind\":\"temp\",\"bytes\":0,\"name\":\"\",\"id\":0,\"shape\":[0,1]}],"
+      "\"meta\":{},\"name\":\"n\",\"format\":\"memwall.graph/1\"}\n\t ");
+  EXPECT_EQ(graph.ops[0].name, "\u00e9\U0001F600/");
+  EXPECT_EQ(graph.ops[0].time, 1e-3);
+  EXPECT_EQ(graph.ops[0].flops, 2000.0);
+  EXPECT_EQ(graph.ops[0].bytes, 7.0);
+  // Tiny numbers round to zero, like strtod.
+  const Graph tiny = graph_from_json_text(
+      R"({"format":"memwall.graph/1","name":"n","meta":{},"buffers":[],)"
+      R"("ops":[{"id":0,"name":"a","type":"t","phase":"comm","in":[],"out":[],"flops":1e-400}]})");
+  EXPECT_EQ(tiny.ops[0].flops, 0.0);
+}
+
+TEST(Json, FileRoundTripIsAtomic) {
+  const fs::path dir = temp_dir();
+  const std::string path = (dir / "g.json").string();
+  const Graph graph = rich_graph();
+  write_graph_file(graph, path);
+  EXPECT_FALSE(fs::exists(path + ".tmp"));
+  const Graph back = read_graph_file(path);
+  EXPECT_EQ(graph_to_json(back), graph_to_json(graph));
+  // A failed write (graph not representable) leaves the old file untouched.
+  Graph bad = graph;
+  bad.ops[0].flops = std::numeric_limits<double>::infinity();
+  EXPECT_THROW(write_graph_file(bad, path), Error);
+  EXPECT_FALSE(fs::exists(path + ".tmp"));
+  EXPECT_EQ(graph_to_json(read_graph_file(path)), graph_to_json(graph));
+  fs::remove_all(dir);
+}
+
+TEST(Json, FileErrorsNameThePath) {
+  const fs::path dir = temp_dir();
+  const std::string missing = (dir / "missing.json").string();
+  try {
+    read_graph_file(missing);
+    FAIL() << "no throw";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(missing + ": cannot open"), std::string::npos) << e.what();
+  }
+  const std::string broken = (dir / "broken.json").string();
+  std::ofstream(broken) << R"({"format": "memwall.graph/1", "name": 3})";
+  try {
+    read_graph_file(broken);
+    FAIL() << "no throw";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), broken + ": graph: \"name\" must be a string, got a number");
+  }
+  EXPECT_THROW(read_graph_file(dir.string()), Error);  // a directory
+  EXPECT_THROW(write_graph_file(rich_graph(), (dir / "no" / "such" / "g.json").string()), Error);
+  fs::remove_all(dir);
+}
+
+TEST(Json, WriterRejectsWhatJsonCannotHold) {
+  Graph graph = testing::two_layer_step();
+  graph.buffers[1].name = "bad \xC0\x80 utf8";
+  EXPECT_THROW(graph_to_json_text(graph), Error);
+  graph = testing::two_layer_step();
+  graph.ops[2].time = std::numeric_limits<double>::quiet_NaN();
+  try {
+    graph_to_json_text(graph);
+    FAIL() << "no throw";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), "graph: op 2: \"time\" is not finite");
+  }
+}
+
+}  // namespace
+}  // namespace memwall

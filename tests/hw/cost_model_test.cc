@@ -1,0 +1,141 @@
+// Cost model arithmetic on hand-built ops.
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "memwall/graph/error.h"
+#include "memwall/hw/hardware.h"
+
+namespace memwall {
+namespace {
+
+// A round-numbered device so every expected value is easy to check by hand.
+Hardware toy() {
+  Hardware hw;
+  hw.name = "toy";
+  hw.device_memory_bytes = 1 << 20;
+  hw.peak_flops_fp32 = 10e12;
+  hw.peak_flops_tf32 = 0;
+  hw.peak_flops_fp16 = 100e12;
+  hw.peak_flops_bf16 = 0;  // like V100: no bf16 tensor cores
+  hw.hbm_bandwidth = 1e12;
+  hw.h2d_bandwidth = 20e9;
+  hw.d2h_bandwidth = 10e9;
+  hw.pcie_latency = 10e-6;
+  hw.compute_efficiency = 0.5;
+  hw.memory_efficiency = 0.8;
+  hw.launch_latency = 5e-6;
+  return hw;
+}
+
+Buffer buf(BufferId id, DType dtype) {
+  Buffer b;
+  b.id = id;
+  b.bytes = 1024;
+  b.dtype = dtype;
+  return b;
+}
+
+// Buffers: 0 f16, 1 bf16, 2 f32, 3 i64, 4 bool, 5 f64.
+Graph graph() {
+  Graph g;
+  g.buffers = {buf(0, DType::kF16), buf(1, DType::kBF16), buf(2, DType::kF32),
+               buf(3, DType::kI64), buf(4, DType::kBool), buf(5, DType::kF64)};
+  return g;
+}
+
+Op op(std::vector<BufferId> in, std::vector<BufferId> out, double flops, double bytes) {
+  Op o;
+  o.name = "op";
+  o.in = std::move(in);
+  o.out = std::move(out);
+  o.flops = flops;
+  o.bytes = bytes;
+  return o;
+}
+
+TEST(PeakFlops, PerDtype) {
+  Hardware hw = toy();
+  EXPECT_EQ(peak_flops(hw, DType::kF32), 10e12);  // plain fp32, never tf32
+  EXPECT_EQ(peak_flops(hw, DType::kF16), 100e12);
+  EXPECT_EQ(peak_flops(hw, DType::kBF16), 10e12);  // no bf16 tensor cores: fp32 rate
+  EXPECT_EQ(peak_flops(hw, DType::kF64), 10e12);
+  EXPECT_EQ(peak_flops(hw, DType::kI32), 10e12);
+  EXPECT_EQ(peak_flops(hw, DType::kBool), 10e12);
+  hw.peak_flops_bf16 = 80e12;
+  EXPECT_EQ(peak_flops(hw, DType::kBF16), 80e12);
+  hw.peak_flops_tf32 = 50e12;
+  EXPECT_EQ(peak_flops(hw, DType::kF32), 10e12);
+  // A100-80G: 312 TFLOPS BF16 dense (NVIDIA A100 datasheet, 2021).
+  EXPECT_EQ(peak_flops(find_gpu("a100-80g"), DType::kBF16), 312e12);
+  EXPECT_EQ(peak_flops(find_gpu("v100-16g"), DType::kBF16), 15.7e12);
+}
+
+TEST(OpComputeDtype, FirstFloatingOutputThenInputThenUpdate) {
+  Graph g = graph();
+  EXPECT_EQ(op_compute_dtype(g, op({0}, {3, 1}, 0, 0)), DType::kBF16);  // skips i64 output
+  EXPECT_EQ(op_compute_dtype(g, op({4, 0}, {3}, 0, 0)), DType::kF16);   // integer output: input
+  Op update = op({3}, {}, 0, 0);
+  update.updates = {5};
+  EXPECT_EQ(op_compute_dtype(g, update), DType::kF64);  // inputs before updates
+  update.in = {2};
+  EXPECT_EQ(op_compute_dtype(g, update), DType::kF32);
+  EXPECT_EQ(op_compute_dtype(g, op({3, 4}, {3}, 0, 0)), DType::kF32);  // nothing floating
+  EXPECT_EQ(op_compute_dtype(g, op({}, {}, 0, 0)), DType::kF32);
+}
+
+TEST(OpComputeDtype, UnknownBufferIsAnError) {
+  Graph g = graph();
+  EXPECT_THROW(op_compute_dtype(g, op({}, {6}, 0, 0)), Error);
+  EXPECT_THROW(op_compute_dtype(g, op({-1}, {}, 0, 0)), Error);
+}
+
+TEST(OpTime, ComputeBound) {
+  // 1e12 fp16 FLOPs at 100e12 * 0.5 = 20 ms; 1e9 bytes at 0.8e12 B/s = 1.25 ms.
+  Graph g = graph();
+  EXPECT_DOUBLE_EQ(op_time(toy(), g, op({0}, {0}, 1e12, 1e9)), 20e-3 + 5e-6);
+  // Same op in bf16 runs at the fp32 rate on this GPU: 1e12 / 5e12 = 0.2 s.
+  EXPECT_DOUBLE_EQ(op_time(toy(), g, op({1}, {1}, 1e12, 1e9)), 0.2 + 5e-6);
+}
+
+TEST(OpTime, MemoryBound) {
+  // 1e9 FLOPs in fp32: 0.2 ms; 8e9 bytes at 0.8e12 B/s: 10 ms.
+  Graph g = graph();
+  EXPECT_DOUBLE_EQ(op_time(toy(), g, op({2}, {2}, 1e9, 8e9)), 10e-3 + 5e-6);
+}
+
+TEST(OpTime, EmptyOpCostsOneLaunch) {
+  Graph g = graph();
+  EXPECT_DOUBLE_EQ(op_time(toy(), g, op({}, {}, 0, 0)), 5e-6);
+}
+
+TEST(OpTime, MeasuredTimeOverrides) {
+  Graph g = graph();
+  Op o = op({0}, {0}, 1e15, 1e12);
+  o.time = 1.5e-3;
+  EXPECT_EQ(op_time(toy(), g, o), 1.5e-3);  // no launch latency added
+  o.time = 0.0;
+  EXPECT_EQ(op_time(toy(), g, o), 0.0);
+}
+
+TEST(IterationTime, SumsOps) {
+  Graph g = graph();
+  g.ops = {op({0}, {0}, 1e12, 1e9), op({2}, {2}, 1e9, 8e9)};
+  g.ops[1].time = 1e-3;
+  EXPECT_DOUBLE_EQ(iteration_time(toy(), g), 20e-3 + 5e-6 + 1e-3);
+  EXPECT_EQ(iteration_time(toy(), Graph{}), 0.0);
+}
+
+TEST(TransferTime, LatencyPlusBytesOverBandwidth) {
+  Hardware hw = toy();
+  EXPECT_DOUBLE_EQ(h2d_time(hw, 20'000'000'000), 10e-6 + 1.0);
+  EXPECT_DOUBLE_EQ(d2h_time(hw, 20'000'000'000), 10e-6 + 2.0);
+  EXPECT_DOUBLE_EQ(h2d_time(hw, 0), 10e-6);
+  // A100-80G: 1 GiB over PCIe gen4 at 25 GB/s.
+  EXPECT_DOUBLE_EQ(h2d_time(find_gpu("a100-80g"), 1 << 30), 10e-6 + 1073741824 / 25e9);
+}
+
+}  // namespace
+}  // namespace memwall

@@ -1,0 +1,185 @@
+// Hardware profiles as JSON: round trip, and one clear error per bad input.
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include "memwall/graph/error.h"
+#include "memwall/hw/hardware.h"
+
+namespace memwall {
+namespace {
+
+using nlohmann::json;
+
+std::string error_of(const json& object) {
+  try {
+    hardware_from_json(object);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+json a100() { return hardware_to_json(find_gpu("a100-80g")); }
+
+TEST(HardwareJson, EveryBuiltinRoundTrips) {
+  for (const Hardware& hw : builtin_gpus()) {
+    json first = hardware_to_json(hw);
+    Hardware back = hardware_from_json(first);
+    EXPECT_EQ(hardware_to_json(back), first) << hw.name;
+    EXPECT_EQ(back.name, hw.name);
+    EXPECT_EQ(back.device_memory_bytes, hw.device_memory_bytes);
+    EXPECT_EQ(back.peak_flops_bf16, hw.peak_flops_bf16);
+    EXPECT_EQ(back.cpu_adam_params_per_s, hw.cpu_adam_params_per_s);
+    // Through text as well: doubles print with enough digits to round-trip.
+    EXPECT_EQ(hardware_to_json(hardware_from_json(json::parse(first.dump()))), first) << hw.name;
+  }
+}
+
+TEST(HardwareJson, UsesStructFieldNames) {
+  json j = a100();
+  EXPECT_EQ(j.size(), 19u);
+  EXPECT_EQ(j["device_memory_bytes"], 85899345920u);
+  EXPECT_EQ(j["peak_flops_bf16"], 312e12);
+  EXPECT_TRUE(j.contains("launch_latency"));
+}
+
+TEST(HardwareJson, DescriptionIsOptional) {
+  json j = a100();
+  j.erase("description");
+  EXPECT_EQ(hardware_from_json(j).description, "");
+}
+
+TEST(HardwareJson, MissingField) {
+  json j = a100();
+  j.erase("hbm_bandwidth");
+  EXPECT_EQ(error_of(j), "hardware profile: missing field 'hbm_bandwidth'");
+  j = a100();
+  j.erase("name");
+  EXPECT_EQ(error_of(j), "hardware profile: missing field 'name'");
+}
+
+TEST(HardwareJson, UnknownField) {
+  json j = a100();
+  j["hbm_bandwith"] = 1e12;
+  EXPECT_EQ(error_of(j), "hardware profile: unknown field \"hbm_bandwith\"");
+  j = a100();
+  j["a\nb"] = 1;  // the message stays on one line
+  EXPECT_EQ(error_of(j), "hardware profile: unknown field \"a\\nb\"");
+}
+
+TEST(HardwareJson, Negative) {
+  json j = a100();
+  j["h2d_bandwidth"] = -25e9;
+  EXPECT_EQ(error_of(j), "hardware profile: field 'h2d_bandwidth' must not be negative");
+  j = a100();
+  j["device_memory_bytes"] = -1;
+  EXPECT_EQ(error_of(j), "hardware profile: field 'device_memory_bytes' must not be negative");
+}
+
+TEST(HardwareJson, WrongType) {
+  json j = a100();
+  j["peak_flops_fp32"] = "19.5e12";
+  EXPECT_EQ(error_of(j), "hardware profile: field 'peak_flops_fp32' must be a number, got string");
+  j = a100();
+  j["name"] = 7;
+  EXPECT_EQ(error_of(j), "hardware profile: field 'name' must be a string, got number");
+  j = a100();
+  j["host_memory_bytes"] = 1.5e12;
+  EXPECT_EQ(error_of(j),
+            "hardware profile: field 'host_memory_bytes' must be an integer number of bytes");
+  j = a100();
+  j["launch_latency"] = nullptr;
+  EXPECT_EQ(error_of(j), "hardware profile: field 'launch_latency' must be a number, got null");
+  EXPECT_EQ(error_of(json::array()), "hardware profile: expected a JSON object, got array");
+}
+
+TEST(HardwareJson, ZeroAndOutOfRange) {
+  json j = a100();
+  j["device_memory_bytes"] = 0;
+  EXPECT_EQ(error_of(j), "hardware profile: field 'device_memory_bytes' must be positive");
+  j = a100();
+  j["device_memory_bytes"] = std::numeric_limits<uint64_t>::max();
+  EXPECT_EQ(error_of(j), "hardware profile: field 'device_memory_bytes' exceeds 2^62 bytes");
+  j = a100();
+  j["hbm_bandwidth"] = 0;
+  EXPECT_EQ(error_of(j), "hardware profile: field 'hbm_bandwidth' must be positive");
+  j = a100();
+  j["compute_efficiency"] = 1.5;
+  EXPECT_EQ(error_of(j), "hardware profile: field 'compute_efficiency' must be in (0, 1], got 1.5");
+  j = a100();
+  j["name"] = "";
+  EXPECT_EQ(error_of(j), "hardware profile: field 'name' must not be empty");
+  // Zero is fine where it means "unsupported" or "free".
+  j = a100();
+  j["peak_flops_bf16"] = 0;
+  j["launch_latency"] = 0;
+  EXPECT_EQ(hardware_from_json(j).peak_flops_bf16, 0);
+}
+
+TEST(HardwareJson, NanAndInfinity) {
+  json j = a100();
+  j["pcie_latency"] = std::numeric_limits<double>::quiet_NaN();
+  EXPECT_EQ(error_of(j), "hardware profile: field 'pcie_latency' must be finite");
+  j = a100();
+  j["hbm_bandwidth"] = std::numeric_limits<double>::infinity();
+  EXPECT_EQ(error_of(j), "hardware profile: field 'hbm_bandwidth' must be finite");
+}
+
+class HardwareFile : public ::testing::Test {
+ protected:
+  std::filesystem::path dir_ =
+      std::filesystem::temp_directory_path() / ("memwall_hw_test_" + std::to_string(::getpid()));
+  void SetUp() override { std::filesystem::create_directories(dir_); }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::string write(const std::string& name, const std::string& text) {
+    std::string path = (dir_ / name).string();
+    std::ofstream(path) << text;
+    return path;
+  }
+  static std::string error_of_file(const std::string& path) {
+    try {
+      read_hardware_file(path);
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "(no error)";
+  }
+};
+
+TEST_F(HardwareFile, ReadsAProfile) {
+  json j = a100();
+  j["name"] = "my-gpu";
+  Hardware hw = read_hardware_file(write("gpu.json", j.dump(2)));
+  EXPECT_EQ(hw.name, "my-gpu");
+  EXPECT_EQ(hw.hbm_bandwidth, 2039e9);
+}
+
+TEST_F(HardwareFile, ErrorsNameThePath) {
+  std::string missing = (dir_ / "nope.json").string();
+  EXPECT_EQ(error_of_file(missing).rfind("cannot open hardware file '" + missing + "'", 0), 0u);
+
+  std::string bad = write("bad.json", "{\"name\": \"x\",\n  oops}");
+  std::string message = error_of_file(bad);
+  EXPECT_EQ(message.rfind("hardware file '" + bad + "': invalid JSON: ", 0), 0u) << message;
+  EXPECT_EQ(message.find('\n'), std::string::npos) << message;
+
+  json j = a100();
+  j.erase("nvme_read_bandwidth");
+  std::string incomplete = write("incomplete.json", j.dump());
+  EXPECT_EQ(error_of_file(incomplete), "hardware file '" + incomplete +
+                                           "': hardware profile: missing field "
+                                           "'nvme_read_bandwidth'");
+
+  EXPECT_EQ(error_of_file(dir_.string()), "hardware file '" + dir_.string() + "' is a directory");
+  std::string empty = write("empty.json", "");
+  EXPECT_NE(error_of_file(empty).find("invalid JSON"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace memwall

@@ -1,0 +1,122 @@
+// Built-in profiles: order, exact datasheet values, lookup errors.
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "memwall/graph/error.h"
+#include "memwall/hw/hardware.h"
+
+namespace memwall {
+namespace {
+
+constexpr uint64_t kGiB = uint64_t{1} << 30;
+
+TEST(Profiles, OrderAndKeys) {
+  std::vector<std::string> names;
+  for (const Hardware& hw : builtin_gpus()) names.push_back(hw.name);
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"v100-16g", "v100-32g", "a100-40g", "a100-80g", "h100-80g",
+                                      "h200", "l4", "t4", "rtx3090", "rtx4090"}));
+}
+
+TEST(Profiles, A100Datasheet) {
+  // NVIDIA A100 Tensor Core GPU datasheet (2021): 19.5 TFLOPS FP32, 156 TF32,
+  // 312 BF16/FP16 dense, 2,039 GB/s (80GB SXM), 1,555 GB/s (40GB), NVLink 600.
+  const Hardware& a80 = find_gpu("a100-80g");
+  EXPECT_EQ(a80.peak_flops_bf16, 312e12);
+  EXPECT_EQ(a80.peak_flops_fp16, 312e12);
+  EXPECT_EQ(a80.peak_flops_tf32, 156e12);
+  EXPECT_EQ(a80.peak_flops_fp32, 19.5e12);
+  EXPECT_EQ(a80.hbm_bandwidth, 2039e9);
+  EXPECT_EQ(a80.interconnect_bandwidth, 600e9);
+  EXPECT_EQ(a80.device_memory_bytes, 80 * kGiB);
+  const Hardware& a40 = find_gpu("a100-40g");
+  EXPECT_EQ(a40.device_memory_bytes, 42949672960u);  // 40 GiB
+  EXPECT_EQ(a40.hbm_bandwidth, 1555e9);
+}
+
+TEST(Profiles, HopperDatasheets) {
+  // NVIDIA H100 / H200 datasheets: 1,979 TFLOPS BF16 "with sparsity" -> 989.5
+  // dense; 67 FP32; 3.35 TB/s (H100 SXM), 4.8 TB/s and 141 GB (H200).
+  const Hardware& h100 = find_gpu("h100-80g");
+  EXPECT_EQ(h100.peak_flops_bf16, 989.5e12);
+  EXPECT_EQ(h100.peak_flops_tf32, 494.5e12);
+  EXPECT_EQ(h100.peak_flops_fp32, 67e12);
+  EXPECT_EQ(h100.hbm_bandwidth, 3.35e12);
+  EXPECT_EQ(h100.interconnect_bandwidth, 900e9);
+  const Hardware& h200 = find_gpu("h200");
+  EXPECT_EQ(h200.peak_flops_bf16, h100.peak_flops_bf16);
+  EXPECT_EQ(h200.hbm_bandwidth, 4.8e12);
+  EXPECT_EQ(h200.device_memory_bytes, 141 * kGiB);
+}
+
+TEST(Profiles, NoBf16OrTf32OnVoltaAndTuring) {
+  // V100 datasheet: 125 TFLOPS tensor (FP16), 15.7 FP32; T4 datasheet: 65
+  // TFLOPS mixed precision, 8.1 FP32. Neither has TF32 or BF16 tensor cores.
+  for (const char* name : {"v100-16g", "v100-32g", "t4"}) {
+    const Hardware& hw = find_gpu(name);
+    EXPECT_EQ(hw.peak_flops_bf16, 0) << name;
+    EXPECT_EQ(hw.peak_flops_tf32, 0) << name;
+  }
+  EXPECT_EQ(find_gpu("v100-32g").peak_flops_fp16, 125e12);
+  EXPECT_EQ(find_gpu("t4").peak_flops_fp16, 65e12);
+  EXPECT_EQ(find_gpu("t4").peak_flops_fp32, 8.1e12);
+}
+
+TEST(Profiles, GeForceUsesFp32AccumulateRates) {
+  // GA102 whitepaper: RTX 3090 71 TFLOPS FP16/BF16 tensor with FP32 accumulate;
+  // Ada whitepaper: RTX 4090 165.2 TFLOPS; both 24 GB.
+  EXPECT_EQ(find_gpu("rtx3090").peak_flops_bf16, 71e12);
+  EXPECT_EQ(find_gpu("rtx3090").hbm_bandwidth, 936e9);
+  EXPECT_EQ(find_gpu("rtx4090").peak_flops_fp16, 165.2e12);
+  EXPECT_EQ(find_gpu("rtx4090").hbm_bandwidth, 1008e9);
+  EXPECT_EQ(find_gpu("rtx4090").device_memory_bytes, 24 * kGiB);
+}
+
+TEST(Profiles, CpuAdamDerivedFromZeroOffload) {
+  // ZeRO-Offload (Ren et al., ATC 2021), Table 4: 10 B params in 2.57 s on the
+  // DGX-2 host, which is the v100-32g profile's host.
+  EXPECT_DOUBLE_EQ(find_gpu("v100-32g").cpu_adam_params_per_s, 10e9 / 2.57);
+  // Other hosts scale from it; all land between 0.5 and 10 B params/s.
+  for (const Hardware& hw : builtin_gpus()) {
+    EXPECT_GT(hw.cpu_adam_params_per_s, 0.5e9) << hw.name;
+    EXPECT_LT(hw.cpu_adam_params_per_s, 10e9) << hw.name;
+  }
+}
+
+TEST(Profiles, EveryProfileIsComplete) {
+  for (const Hardware& hw : builtin_gpus()) {
+    EXPECT_FALSE(hw.description.empty()) << hw.name;
+    EXPECT_GT(hw.device_memory_bytes, 0u) << hw.name;
+    EXPECT_GT(hw.host_memory_bytes, hw.device_memory_bytes) << hw.name;
+    EXPECT_GT(hw.peak_flops_fp32, 0) << hw.name;
+    EXPECT_GE(hw.peak_flops_fp16, hw.peak_flops_fp32) << hw.name;
+    EXPECT_GT(hw.hbm_bandwidth, hw.h2d_bandwidth) << hw.name;
+    EXPECT_GT(hw.nvme_read_bandwidth, 0) << hw.name;
+    EXPECT_GT(hw.interconnect_bandwidth, 0) << hw.name;
+    EXPECT_GT(hw.compute_efficiency, 0) << hw.name;
+    EXPECT_LE(hw.compute_efficiency, 1) << hw.name;
+    EXPECT_GT(hw.memory_efficiency, 0) << hw.name;
+    EXPECT_LE(hw.memory_efficiency, 1) << hw.name;
+    EXPECT_DOUBLE_EQ(hw.launch_latency, 5e-6) << hw.name;
+  }
+}
+
+TEST(Profiles, FindGpuReturnsTheBuiltin) { EXPECT_EQ(&find_gpu("t4"), &builtin_gpus()[7]); }
+
+TEST(Profiles, UnknownGpuListsKnownNames) {
+  try {
+    find_gpu("a100");
+    FAIL() << "expected Error";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "unknown GPU 'a100' (known: v100-16g, v100-32g, a100-40g, a100-80g, h100-80g, "
+              "h200, l4, t4, rtx3090, rtx4090)");
+  }
+  EXPECT_THROW(find_gpu(""), Error);
+  EXPECT_THROW(find_gpu("A100-80G"), Error);  // keys are case-sensitive
+}
+
+}  // namespace
+}  // namespace memwall
