@@ -3,7 +3,7 @@
 # the seed corpus fuzz/corpus/<name without fuzz_ prefix and _reader suffix>.
 # Generated inputs go to a temporary directory so the repository stays clean.
 set -euo pipefail
-build=${1:?build dir}
+build=$(cd "${1:?build dir}" && pwd)
 seconds=${2:-15}
 root=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d)

@@ -65,11 +65,52 @@ bool at_least_one(std::string_view text) {
     const bool negative = text[i] == '-';
     if (text[i] == '-' || text[i] == '+') ++i;
     int64_t value = 0;
-    for (; i < text.size(); ++i)
+    for (; i < text.size(); ++i) {
       value = std::min<int64_t>(value * 10 + (text[i] - '0'), 1'000'000'000);
+    }
     exponent += negative ? -value : value;
   }
   return exponent > 0;
+}
+
+// Clinger's fast path: when the decimal significand fits in 53 bits and the
+// power of ten is at most 10^22, both are exact doubles and one IEEE multiply
+// or divide rounds correctly. Covers numbers like 1.5e+09 or 0.25 without
+// from_chars. `text` is a valid JSON number.
+std::optional<double> exact_decimal(std::string_view text) {
+  static constexpr double kPow10[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
+                                      1e8,  1e9,  1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
+                                      1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+  size_t i = 0;
+  const bool negative = text[0] == '-';
+  if (negative) ++i;
+  uint64_t significand = 0;
+  int digits = 0;
+  int exponent = 0;
+  for (; i < text.size() && is_digit(text[i]); ++i, ++digits) {
+    significand = significand * 10 + static_cast<uint64_t>(text[i] - '0');
+  }
+  if (i < text.size() && text[i] == '.') {
+    for (++i; i < text.size() && is_digit(text[i]); ++i, ++digits, --exponent) {
+      significand = significand * 10 + static_cast<uint64_t>(text[i] - '0');
+    }
+  }
+  if (digits > 19) return std::nullopt;  // the significand may have wrapped
+  if (i < text.size()) {                 // 'e' or 'E'
+    ++i;
+    const bool negative_exponent = text[i] == '-';
+    if (text[i] == '-' || text[i] == '+') ++i;
+    int value = 0;
+    for (; i < text.size(); ++i) {
+      if (value > 1000) return std::nullopt;
+      value = value * 10 + (text[i] - '0');
+    }
+    exponent += negative_exponent ? -value : value;
+  }
+  if (significand > (uint64_t{1} << 53) || exponent < -22 || exponent > 22) return std::nullopt;
+  double value = static_cast<double>(significand);
+  value = exponent < 0 ? value / kPow10[-exponent] : value * kPow10[exponent];
+  return negative ? -value : value;
 }
 
 }  // namespace
@@ -100,6 +141,7 @@ std::optional<double> to_double(const JsonNumber& number) {
     const auto value = static_cast<double>(number.magnitude);
     return number.negative ? -value : value;
   }
+  if (const std::optional<double> exact = exact_decimal(number.text)) return exact;
   double value = 0;
   const char* first = number.text.data();
   const char* last = first + number.text.size();

@@ -21,6 +21,8 @@
 #include <string_view>
 #include <type_traits>
 
+#include "digits.h"
+
 namespace memwall::detail {
 
 inline bool is_digit(char c) { return c >= '0' && c <= '9'; }
@@ -81,6 +83,12 @@ class JsonCursor {
         return c == '-' || is_digit(c) ? JsonType::kNumber : JsonType::kInvalid;
     }
   }
+  // Cheaper than peek_type() on hot paths.
+  bool at_number() {
+    const char c = peek();
+    return c == '-' || is_digit(c);
+  }
+  bool at_string() { return peek() == '"'; }
   bool consume(char c) {
     if (peek() != c) return false;
     ++pos_;
@@ -103,9 +111,7 @@ class JsonCursor {
     size_t i = start;
     if constexpr (std::endian::native == std::endian::little) {
       for (; i + 8 <= size; i += 8) {
-        uint64_t word;
-        std::memcpy(&word, data + i, 8);
-        if (const uint64_t special = special_bytes(word)) {
+        if (const uint64_t special = special_bytes(load8(data + i))) {
           i += static_cast<size_t>(std::countr_zero(special)) / 8;
           break;
         }
@@ -128,6 +134,34 @@ class JsonCursor {
     const char* data = text_.data();
     const size_t size = text_.size();
     size_t i = pos_;
+    if constexpr (std::endian::native == std::endian::little) {
+      // Up to 15 digits, two words at a time; needs 16 readable bytes.
+      if (size - i >= 16 && data[i] >= '1' && data[i] <= '9') {
+        const uint64_t first = load8(data + i);
+        unsigned n = leading_digits(first);
+        uint64_t value = 0;
+        if (n < 8) {
+          value = digits_value(first, n);
+        } else {
+          const uint64_t second = load8(data + i + 8);
+          const unsigned more = leading_digits(second);
+          if (more == 8) return parse_number_slow();
+          static constexpr uint64_t kPow10[8] = {1,     10,     100,     1000,
+                                                 10000, 100000, 1000000, 10000000};
+          value = digits_value(first, 8) * kPow10[more] + (more ? digits_value(second, more) : 0);
+          n += more;
+        }
+        const char next = data[i + n];
+        if (!(next == '.' || next == 'e' || next == 'E')) {
+          JsonNumber number;
+          number.text = text_.substr(pos_, n);
+          number.magnitude = value;
+          pos_ = i + n;
+          return number;
+        }
+        return parse_number_slow();
+      }
+    }
     if (i < size && data[i] >= '1' && data[i] <= '9') {
       uint64_t value = 0;
       const size_t last = std::min(size, i + 19);  // 19 digits cannot overflow
@@ -215,7 +249,8 @@ class JsonCursor {
  private:
   void skip_whitespace() {
     while (pos_ < text_.size()) {
-      const char c = text_[pos_];
+      const auto c = static_cast<unsigned char>(text_[pos_]);
+      if (c > ' ') return;  // the usual case, one compare
       if (c != ' ' && c != '\n' && c != '\r' && c != '\t') return;
       ++pos_;
     }

@@ -52,7 +52,7 @@ class Problem {
 // ---- Field readers: on a bad value they note a problem and skip it. ----------
 
 uint64_t read_size(JsonCursor& cur, std::string_view field, uint64_t max, Problem& problem) {
-  if (cur.peek_type() != JsonType::kNumber) {
+  if (!cur.at_number()) {
     problem.note("\"{}\" must be a non-negative integer, got {}", field,
                  type_name(cur.peek_type()));
     cur.skip_value();
@@ -83,7 +83,7 @@ void read_id(JsonCursor& cur, size_t index, Problem& problem) {
 
 std::optional<std::string_view> read_string(JsonCursor& cur, std::string_view field,
                                             Problem& problem) {
-  if (cur.peek_type() != JsonType::kString) {
+  if (!cur.at_string()) {
     problem.note("\"{}\" must be a string, got {}", field, type_name(cur.peek_type()));
     cur.skip_value();
     return std::nullopt;
@@ -92,7 +92,7 @@ std::optional<std::string_view> read_string(JsonCursor& cur, std::string_view fi
 }
 
 double read_amount(JsonCursor& cur, std::string_view field, Problem& problem) {
-  if (cur.peek_type() != JsonType::kNumber) {
+  if (!cur.at_number()) {
     problem.note("\"{}\" must be a finite number >= 0, got {}", field, type_name(cur.peek_type()));
     cur.skip_value();
     return 0;
@@ -117,7 +117,7 @@ void read_ids(JsonCursor& cur, std::string_view field, std::string_view verb,
   }
   scratch.clear();
   cur.for_each_element([&](size_t) {
-    if (cur.peek_type() != JsonType::kNumber) {
+    if (!cur.at_number()) {
       problem.note("\"{}\" must be an array of buffer ids, got {} in it", field,
                    type_name(cur.peek_type()));
       cur.skip_value();
@@ -143,7 +143,7 @@ void read_shape(JsonCursor& cur, std::vector<int64_t>& shape, Problem& problem) 
     return;
   }
   cur.for_each_element([&](size_t) {
-    if (cur.peek_type() != JsonType::kNumber) {
+    if (!cur.at_number()) {
       problem.note("\"shape\" must be an array of non-negative integers, got {} in it",
                    type_name(cur.peek_type()));
       cur.skip_value();

@@ -17,29 +17,32 @@
 namespace memwall {
 namespace {
 
+using namespace std::string_view_literals;
+
 class Writer {
  public:
   explicit Writer(const Graph& graph) : graph_(graph) {}
 
   std::string run() {
-    out_.reserve(64 + graph_.buffers.size() * 100 + graph_.ops.size() * 160);
-    out_ += "{\"format\": ";
+    // Generous: an unused tail of the reservation is never touched.
+    out_.reserve(4096 + graph_.buffers.size() * 128 + graph_.ops.size() * 256);
+    out_ += "{\"format\": "sv;
     string(kGraphFormat, "the format");
-    out_ += ",\n\"name\": ";
+    out_ += ",\n\"name\": "sv;
     string(graph_.name, "the graph name");
-    out_ += ",\n\"meta\": ";
+    out_ += ",\n\"meta\": "sv;
     meta();
-    out_ += ",\n\"buffers\": [";
+    out_ += ",\n\"buffers\": ["sv;
     for (size_t i = 0; i < graph_.buffers.size(); ++i) {
-      out_ += i == 0 ? "\n" : ",\n";
+      out_ += i == 0 ? "\n"sv : ",\n"sv;
       buffer(graph_.buffers[i], i);
     }
-    out_ += "\n],\n\"ops\": [";
+    out_ += "\n],\n\"ops\": ["sv;
     for (size_t i = 0; i < graph_.ops.size(); ++i) {
-      out_ += i == 0 ? "\n" : ",\n";
+      out_ += i == 0 ? "\n"sv : ",\n"sv;
       op(graph_.ops[i], i);
     }
-    out_ += "\n]}\n";
+    out_ += "\n]}\n"sv;
     return std::move(out_);
   }
 
@@ -47,57 +50,57 @@ class Writer {
   void buffer(const Buffer& b, size_t index) {
     where_ = "buffer";
     index_ = index;
-    out_ += "{\"id\":";
+    out_ += "{\"id\":"sv;
     integer(b.id);
-    out_ += ",\"name\":";
+    out_ += ",\"name\":"sv;
     string(b.name, "name");
-    out_ += ",\"bytes\":";
+    out_ += ",\"bytes\":"sv;
     integer(b.bytes);
-    out_ += ",\"kind\":";
+    out_ += ",\"kind\":"sv;
     string(to_string(b.kind), "kind");
-    out_ += ",\"dtype\":";
+    out_ += ",\"dtype\":"sv;
     string(to_string(b.dtype), "dtype");
-    out_ += ",\"shape\":[";
+    out_ += ",\"shape\":["sv;
     for (size_t i = 0; i < b.shape.size(); ++i) {
       if (i) out_ += ',';
       integer(b.shape[i]);
     }
-    out_ += "]}";
+    out_ += "]}"sv;
   }
 
   void op(const Op& o, size_t index) {
     where_ = "op";
     index_ = index;
-    out_ += "{\"id\":";
+    out_ += "{\"id\":"sv;
     integer(o.id);
-    out_ += ",\"name\":";
+    out_ += ",\"name\":"sv;
     string(o.name, "name");
-    out_ += ",\"type\":";
+    out_ += ",\"type\":"sv;
     string(o.type, "type");
-    out_ += ",\"phase\":";
+    out_ += ",\"phase\":"sv;
     string(to_string(o.phase), "phase");
     ids("in", o.in);
     ids("out", o.out);
     ids("updates", o.updates);
-    out_ += ",\"workspace\":";
+    out_ += ",\"workspace\":"sv;
     integer(o.workspace);
-    out_ += ",\"flops\":";
+    out_ += ",\"flops\":"sv;
     number(o.flops, "flops");
-    out_ += ",\"bytes\":";
+    out_ += ",\"bytes\":"sv;
     number(o.bytes, "bytes");
-    out_ += ",\"time\":";
+    out_ += ",\"time\":"sv;
     if (o.time) {
       number(*o.time, "time");
     } else {
-      out_ += "null";
+      out_ += "null"sv;
     }
     out_ += '}';
   }
 
   void ids(const char* field, const std::vector<BufferId>& list) {
-    out_ += ",\"";
+    out_ += ",\""sv;
     out_ += field;
-    out_ += "\":[";
+    out_ += "\":["sv;
     for (size_t i = 0; i < list.size(); ++i) {
       if (i) out_ += ',';
       integer(list[i]);
@@ -127,23 +130,33 @@ class Writer {
     out_.append(text, result.ptr);
   }
 
+  // One pass: copies runs of plain bytes whole, escapes the rest, and checks
+  // UTF-8 (JSON text must be UTF-8; the reader rejects anything else).
   void string(std::string_view text, const char* field) {
-    if (!detail::is_valid_utf8(text)) fail("graph: {}: {} is not valid UTF-8", place(), field);
     out_ += '"';
-    for (const char ch : text) {
-      const auto c = static_cast<unsigned char>(ch);
+    size_t run = 0;  // start of the bytes not yet copied
+    for (size_t i = 0; i < text.size(); ++i) {
+      const auto c = static_cast<unsigned char>(text[i]);
+      if (c >= 0x20 && c != '"' && c != '\\' && c < 0x80) continue;
+      if (c >= 0x80) {
+        const size_t length = detail::utf8_sequence_length(text, i);
+        if (length == 0) fail("graph: {}: {} is not valid UTF-8", place(), field);
+        i += length - 1;
+        continue;
+      }
+      out_.append(text.data() + run, i - run);
+      run = i + 1;
       if (c == '"' || c == '\\') {
         out_ += '\\';
-        out_ += ch;
-      } else if (c < 0x20) {
+        out_ += static_cast<char>(c);
+      } else {
         static constexpr char kHex[] = "0123456789abcdef";
-        out_ += "\\u00";
+        out_ += "\\u00"sv;
         out_ += kHex[c >> 4];
         out_ += kHex[c & 15];
-      } else {
-        out_ += ch;
       }
     }
+    out_.append(text.data() + run, text.size() - run);
     out_ += '"';
   }
 

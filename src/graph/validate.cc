@@ -6,9 +6,9 @@
 // Every dependency therefore points backwards in the list, so a graph that
 // passes these checks has no cycle; no separate graph search is needed.
 //
-// Three linear passes, so that each message can name both sides of a
-// conflict: (1) buffers: ids and sizes; (2) producers from every `out`;
-// (3) every read and update against its producer.
+// Linear: one pass over buffers (ids, sizes, total), one over ops in order
+// (each read or update must find its buffer already existing), one over
+// buffers again (every non-initial buffer has a producer).
 #include <limits>
 #include <vector>
 
@@ -60,8 +60,27 @@ bool in_range(const Graph& graph, BufferId id) {
   return id >= 0 && static_cast<size_t>(id) < graph.buffers.size();
 }
 
-// Pass 2: producer[b] is the op listing b in `out`.
-std::vector<OpId> find_producers(const Graph& graph) {
+// A read or update of a buffer that has no producer yet: find out why, for
+// the message. Only runs on the error path, so the scan costs nothing.
+[[noreturn]] void fail_early_use(const Graph& graph, const Op& op, BufferId b, const char* verb) {
+  for (size_t j = op.id; j < graph.ops.size(); ++j) {
+    for (const BufferId out : graph.ops[j].out) {
+      if (out != b) continue;
+      if (static_cast<OpId>(j) == op.id) {
+        fail("graph: {} both creates and {} {}", op_label(graph, op.id), verb,
+             buffer_label(graph, b));
+      }
+      fail("graph: {} {} {} before {} creates it", op_label(graph, op.id), verb,
+           buffer_label(graph, b), op_label(graph, static_cast<OpId>(j)));
+    }
+  }
+  fail("graph: {} {} {}, which no op creates", op_label(graph, op.id), verb,
+       buffer_label(graph, b));
+}
+
+// A buffer is used only after it exists: one pass in execution order, reads
+// and updates of each op checked before its outputs come into existence.
+std::vector<OpId> check_ops(const Graph& graph) {
   std::vector<OpId> producer(graph.buffers.size(), kNoOp);
   for (size_t i = 0; i < graph.ops.size(); ++i) {
     const Op& op = graph.ops[i];
@@ -70,6 +89,18 @@ std::vector<OpId> find_producers(const Graph& graph) {
            detail::in_quotes(op.name), op.id);
     }
     check_op_fields(graph, op);
+    const auto check_uses = [&](const std::vector<BufferId>& list, const char* verb) {
+      for (const BufferId b : list) {
+        if (!in_range(graph, b)) {
+          fail("graph: {} {} buffer {}, which does not exist", op_label(graph, op.id), verb, b);
+        }
+        if (producer[b] == kNoOp && !exists_before_first_op(graph.buffers[b].kind)) {
+          fail_early_use(graph, op, b, verb);
+        }
+      }
+    };
+    check_uses(op.in, "reads");
+    check_uses(op.updates, "updates");
     for (const BufferId b : op.out) {
       if (!in_range(graph, b)) {
         fail("graph: {} creates buffer {}, which does not exist", op_label(graph, op.id), b);
@@ -92,40 +123,11 @@ std::vector<OpId> find_producers(const Graph& graph) {
   return producer;
 }
 
-// Pass 3: a buffer is used only after it exists.
-void check_uses(const Graph& graph, const std::vector<OpId>& producer) {
-  for (const Op& op : graph.ops) {
-    const auto check = [&](const std::vector<BufferId>& list, const char* verb) {
-      for (const BufferId b : list) {
-        if (!in_range(graph, b)) {
-          fail("graph: {} {} buffer {}, which does not exist", op_label(graph, op.id), verb, b);
-        }
-        const OpId p = producer[b];
-        if (p == op.id) {
-          fail("graph: {} both creates and {} {}", op_label(graph, op.id), verb,
-               buffer_label(graph, b));
-        }
-        if (p > op.id) {
-          fail("graph: {} {} {} before {} creates it", op_label(graph, op.id), verb,
-               buffer_label(graph, b), op_label(graph, p));
-        }
-        if (p == kNoOp && !exists_before_first_op(graph.buffers[b].kind)) {
-          fail("graph: {} {} {}, which no op creates", op_label(graph, op.id), verb,
-               buffer_label(graph, b));
-        }
-      }
-    };
-    check(op.in, "reads");
-    check(op.updates, "updates");
-  }
-}
-
 }  // namespace
 
 void validate(const Graph& graph) {
   check_buffers(graph);
-  const std::vector<OpId> producer = find_producers(graph);
-  check_uses(graph, producer);
+  const std::vector<OpId> producer = check_ops(graph);
   for (size_t b = 0; b < graph.buffers.size(); ++b) {
     const Buffer& buffer = graph.buffers[b];
     if (producer[b] == kNoOp && !exists_before_first_op(buffer.kind)) {

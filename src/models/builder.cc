@@ -88,14 +88,16 @@ std::vector<Tensor> Builder::emit(const OpSpec& spec, const std::vector<OutSpec>
   op.phase = spec.phase;
   op.workspace = spec.workspace;
   op.flops = spec.flops;
+  // Traffic from the tensors as viewed: an op reading a slice of a buffer
+  // (a concat gradient seen as one input's gradient) moves only the slice.
   double traffic = 0;
   for (const Tensor& t : spec.in) {
     op.in.push_back(t.id);
-    traffic += static_cast<double>(graph_.buffers[t.id].bytes);
+    traffic += static_cast<double>(t.bytes());
   }
   for (const Tensor& t : spec.updates) {
     op.updates.push_back(t.id);
-    traffic += 2.0 * static_cast<double>(graph_.buffers[t.id].bytes);
+    traffic += 2.0 * static_cast<double>(t.bytes());
   }
   std::vector<Tensor> created;
   created.reserve(outs.size());

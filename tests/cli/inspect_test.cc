@@ -80,6 +80,9 @@ struct BadCase {
   const char* message;
 };
 
+// Shown in test names instead of the struct's bytes.
+void PrintTo(const BadCase& c, std::ostream* os) { *os << c.args; }
+
 class CliBadInput : public ::testing::TestWithParam<BadCase> {};
 
 TEST_P(CliBadInput, OneLineAndExitCode2) {
