@@ -1,6 +1,7 @@
 // `memwall inspect`: the memory breakdown and estimated time of one training
 // iteration under the default schedule (no recomputation, no offload).
 #include <algorithm>
+#include <map>
 #include <iostream>
 
 #include <fmt/format.h>
@@ -20,8 +21,47 @@ struct InspectArgs {
   GraphSource source;
   GpuSource gpu;
   bool json = false;
+  bool by_layer = false;
   std::string export_path;
 };
+
+// The layer a buffer belongs to: its name up to the first dotted component
+// holding a digit ("h3.attn.qkv" -> "h3", "layers.3.mlp.w1" -> "layers.3",
+// "encoder.layer.3.output" -> "encoder.layer.3", "layer4.2.conv1" ->
+// "layer4"); names without one ("wte", "loss") belong to no layer.
+std::string layer_of(std::string_view name) {
+  size_t start = 0;
+  while (start <= name.size()) {
+    size_t dot = name.find('.', start);
+    if (dot == std::string_view::npos) dot = name.size();
+    std::string_view part = name.substr(start, dot - start);
+    if (part.find_first_of("0123456789") != std::string_view::npos) {
+      return std::string(name.substr(0, dot));
+    }
+    start = dot + 1;
+  }
+  return "(outside layers)";
+}
+
+struct LayerBytes {
+  std::string layer;
+  uint64_t saved = 0;
+};
+
+// Saved-for-backward bytes per layer, in order of first appearance.
+std::vector<LayerBytes> saved_by_layer(const Graph& graph) {
+  const std::vector<uint8_t> saved = saved_for_backward(graph);
+  std::vector<LayerBytes> rows;
+  std::map<std::string, size_t> index;
+  for (const Buffer& b : graph.buffers) {
+    if (!saved[b.id]) continue;
+    std::string layer = layer_of(b.name);
+    auto [it, inserted] = index.try_emplace(layer, rows.size());
+    if (inserted) rows.push_back({layer, 0});
+    rows[it->second].saved = checked_add(rows[it->second].saved, b.bytes, "saved bytes");
+  }
+  return rows;
+}
 
 constexpr BufferKind kKinds[] = {BufferKind::kParam,      BufferKind::kGrad,
                                  BufferKind::kOptimState, BufferKind::kActivation,
@@ -69,6 +109,13 @@ int run_inspect(const InspectArgs& args) {
     out["fits"] = fits;
     out["shortfall_bytes"] = shortfall;
     out["iteration_time_s"] = time;
+    if (args.by_layer) {
+      nlohmann::json rows = nlohmann::json::array();
+      for (const LayerBytes& r : saved_by_layer(graph)) {
+        rows.push_back({{"layer", r.layer}, {"saved_activation_bytes", r.saved}});
+      }
+      out["saved_by_layer"] = rows;
+    }
     std::cout << out.dump(2) << "\n";
     return 0;
   }
@@ -106,6 +153,12 @@ int run_inspect(const InspectArgs& args) {
                                   static_cast<double>(profile.peak_bytes) /
                                       static_cast<double>(hw.device_memory_bytes)));
   line("iteration time (est.)", human_seconds(time));
+  if (args.by_layer) {
+    std::cout << "activations saved for backward, by layer:\n";
+    for (const LayerBytes& r : saved_by_layer(graph)) {
+      bytes_line(r.layer, r.saved);
+    }
+  }
   if (!args.export_path.empty()) line("graph written to", args.export_path);
   return 0;
 }
@@ -118,6 +171,7 @@ void add_inspect(CLI::App& app, Action& action) {
   args->source.add_options(*cmd, "gpt2-small");
   args->gpu.add_options(*cmd, "a100-80g");
   cmd->add_flag("--json", args->json, "machine-readable output");
+  cmd->add_flag("--by-layer", args->by_layer, "also list activations saved for backward per layer");
   cmd->add_option("--export", args->export_path, "write the graph as memwall.graph/1 JSON");
   cmd->callback([&action, args] { action = [args] { return run_inspect(*args); }; });
 }

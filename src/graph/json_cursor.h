@@ -243,6 +243,10 @@ class JsonCursor {
 
   // Bytes not yet read.
   size_t remaining() const { return text_.size() - pos_; }
+  // Offset into the text; seek() moves there (errors still count lines and
+  // columns from the start of the text).
+  size_t position() const { return pos_; }
+  void seek(size_t pos) { pos_ = std::min(pos, text_.size()); }
 
   [[noreturn]] void error(std::string_view what) const;
 

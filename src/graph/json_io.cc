@@ -11,8 +11,12 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <initializer_list>
 #include <limits>
+#include <memory>
+#include <stop_token>
+#include <thread>
 #include <utility>
 
 #include "describe.h"
@@ -343,23 +347,153 @@ void read_op(JsonCursor& cur, size_t index, Op& op, std::vector<BufferId>& scrat
   if (problem.any()) fail_object("op", index, named ? &op.name : nullptr, problem);
 }
 
-// Reads the array of buffer or op objects under `field`.
-template <typename T, typename ReadOne>
-void read_objects(JsonCursor& cur, const char* field, const char* what, std::vector<T>& items,
-                  ReadOne read_one) {
-  if (cur.peek_type() != JsonType::kArray) {
-    fail("graph: \"{}\" must be an array, got {}", field, type_name(cur.peek_type()));
-  }
-  cur.for_each_element([&](size_t index) {
+// Reads array elements from `index` on, the cursor at one, through the
+// closing ']'. `take_over(index)` runs before each element; true means the
+// rest of the array was read elsewhere (see Note [Speculative parallel parse])
+// and the cursor has been moved past it.
+template <typename T, typename ReadOne, typename TakeOver>
+void read_elements(JsonCursor& cur, const char* field, const char* what, size_t index,
+                   std::vector<T>& items, ReadOne read_one, TakeOver take_over) {
+  for (;; ++index) {
+    if (cur.peek() == '{' && take_over(index)) return;
     if (index > kMaxId) fail("graph: more than 2^31-1 entries in \"{}\"", field);
     if (cur.peek_type() != JsonType::kObject) {
       fail("graph: {} {} must be an object, got {}", what, index, type_name(cur.peek_type()));
     }
     cur.set_context(what, index);
     read_one(index, items.emplace_back());
-  });
+    if (cur.consume(',')) continue;
+    if (cur.consume(']')) return;
+    cur.error("expected ',' or ']' after an array element");
+  }
+}
+
+// Reads the array of buffer or op objects under `field`.
+template <typename T, typename ReadOne, typename TakeOver>
+void read_objects(JsonCursor& cur, const char* field, const char* what, std::vector<T>& items,
+                  ReadOne read_one, TakeOver take_over) {
+  if (cur.peek_type() != JsonType::kArray) {
+    fail("graph: \"{}\" must be an array, got {}", field, type_name(cur.peek_type()));
+  }
+  cur.expect('[');
+  if (!cur.consume(']')) read_elements(cur, field, what, 0, items, read_one, take_over);
   cur.set_context(nullptr, 0);
 }
+
+// Note [Speculative parallel parse]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A large graph is read by two threads. The main thread reads the text in
+// order, as it always did. A second thread guesses where an element of "ops"
+// starts about halfway through the text (`,{"id":K`, see guess_tail; K is
+// the index the element would have) and reads ops from there to the end of
+// that array, exactly as the main thread would: same cursor over the same
+// text, so the same values and the same errors, with lines and columns
+// counted from the start. A quote inside a JSON string is escaped, so
+// `{"id":` is nearly always a real object, but it may belong to "buffers"
+// or "meta", and K may be wrong; hence the guess is only used when the main
+// thread, reading "ops", arrives at element K at that very offset. It then
+// takes the tail's ops (or rethrows its error: nothing before it failed, so
+// it is the first error in document order) and continues after the array.
+// Otherwise the main thread reads everything itself and the tail is
+// discarded. Errors found earlier by the main thread propagate as before:
+// the tail's thread is stopped and joined when the tail is destroyed. Op
+// parsing checks nothing against the buffers (validate() does, afterwards),
+// so the order of "ops" and "buffers" in the text does not matter.
+class OpsTail {
+ public:
+  // Smaller texts are read by one thread: starting one costs ~50us.
+  static constexpr size_t kMinText = 256 << 10;
+
+  // Starts reading the tail of "ops" from a guess, if one is found.
+  static std::unique_ptr<OpsTail> start(std::string_view text) {
+    if (text.size() < kMinText || std::thread::hardware_concurrency() < 2) return nullptr;
+    auto tail = std::make_unique<OpsTail>();
+    // A little before halfway: the tail thread also sets up its vector.
+    if (!tail->guess(text, text.size() / 20 * 9)) return nullptr;
+    OpsTail* self = tail.get();
+    tail->thread_ = std::jthread([self, text](std::stop_token stop) { self->read(text, stop); });
+    return tail;
+  }
+
+  // Called before the main thread reads element `index` of "ops": when the
+  // guess was right, moves its ops into `ops` (which holds the first `index`),
+  // or rethrows its error, and moves the cursor past the array.
+  bool take_over(JsonCursor& cur, size_t index, std::vector<Op>& ops) {
+    if (index != index_ || cur.position() != start_) return false;
+    thread_.join();
+    if (error_) std::rethrow_exception(error_);
+    // The tail's vector starts with `index` empty ops, so that the whole
+    // array can be handed over without copying (or page-faulting) the tail.
+    std::move(ops.begin(), ops.end(), ops_.begin());
+    ops = std::move(ops_);
+    cur.seek(end_);
+    return true;
+  }
+  size_t index() const { return index_; }
+  void cancel() { thread_.request_stop(); }
+
+ private:
+  // Finds the first `,{"id":K` at or after `from` (whitespace allowed
+  // between the tokens), within a short stretch of text.
+  bool guess(std::string_view text, size_t from) {
+    const auto is_space = [](char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; };
+    const size_t stop = std::min(text.size(), from + (64 << 10));
+    for (size_t at = text.find("\"id\"", from); at < stop; at = text.find("\"id\"", at + 1)) {
+      size_t open = at;
+      while (open > 0 && is_space(text[open - 1])) --open;
+      if (open == 0 || text[--open] != '{') continue;
+      size_t comma = open;
+      while (comma > 0 && is_space(text[comma - 1])) --comma;
+      if (comma == 0 || text[comma - 1] != ',') continue;
+      size_t i = at + 4;
+      while (i < text.size() && is_space(text[i])) ++i;
+      if (i == text.size() || text[i++] != ':') continue;
+      while (i < text.size() && is_space(text[i])) ++i;
+      uint64_t id = 0;
+      const size_t first = i;
+      for (; i < text.size() && i - first < 10 && detail::is_digit(text[i]); ++i) {
+        id = id * 10 + static_cast<uint64_t>(text[i] - '0');
+      }
+      if (i == first || id == 0 || id > kMaxId) continue;
+      index_ = id;
+      start_ = open;
+      return true;
+    }
+    return false;
+  }
+
+  void read(std::string_view text, const std::stop_token& stop) {
+    try {
+      JsonCursor cur(text);
+      cur.seek(start_);
+      std::vector<BufferId> scratch;
+      // Room for the tail, estimated from the size of its first op.
+      ops_.resize(index_);
+      bool reserved = false;
+      read_elements(
+          cur, "ops", "op", index_, ops_,
+          [&](size_t index, Op& op) { read_op(cur, index, op, scratch); },
+          [&](size_t) {
+            if (!reserved && ops_.size() > index_) {
+              const size_t bytes = std::max<size_t>(cur.position() - start_, 1);
+              ops_.reserve(index_ + cur.remaining() / bytes + 2);
+              reserved = true;
+            }
+            return stop.stop_requested();
+          });
+      end_ = cur.position();
+    } catch (...) {
+      error_ = std::current_exception();
+    }
+  }
+
+  size_t index_ = 0;  // the guess: element index_ of "ops" starts at start_
+  size_t start_ = 0;
+  size_t end_ = 0;  // just past the array
+  std::vector<Op> ops_;
+  std::exception_ptr error_;
+  std::jthread thread_;  // last: stopped and joined before the rest is destroyed
+};
 
 // Training graphs have about one buffer per op, so the array read second is
 // reserved at the size of the first, capped by what the rest of the text can
@@ -405,6 +539,7 @@ Graph graph_from_json_text(std::string_view text) {
   Fields fields(kTopFields);
   std::optional<std::string> format;
   std::vector<BufferId> scratch;
+  const std::unique_ptr<OpsTail> tail = OpsTail::start(text);
   fields.read(cur, problem, [&](int field) {
     switch (field) {
       case kFormat:
@@ -421,13 +556,22 @@ Graph graph_from_json_text(std::string_view text) {
         break;
       case kBuffers:
         reserve_like(graph.buffers, graph.ops.size(), cur.remaining(), kMinBufferText);
-        read_objects(cur, "buffers", "buffer", graph.buffers,
-                     [&](size_t index, Buffer& buffer) { read_buffer(cur, index, buffer); });
+        read_objects(
+            cur, "buffers", "buffer", graph.buffers,
+            [&](size_t index, Buffer& buffer) { read_buffer(cur, index, buffer); },
+            [](size_t) { return false; });
         break;
       case kOps:
-        reserve_like(graph.ops, graph.buffers.size(), cur.remaining(), kMinOpText);
-        read_objects(cur, "ops", "op", graph.ops,
-                     [&](size_t index, Op& op) { read_op(cur, index, op, scratch); });
+        if (tail) {
+          graph.ops.reserve(tail->index());
+        } else {
+          reserve_like(graph.ops, graph.buffers.size(), cur.remaining(), kMinOpText);
+        }
+        read_objects(
+            cur, "ops", "op", graph.ops,
+            [&](size_t index, Op& op) { read_op(cur, index, op, scratch); },
+            [&](size_t index) { return tail && tail->take_over(cur, index, graph.ops); });
+        if (tail) tail->cancel();  // done with it, whether used or not
         break;
       default:
         cur.skip_value();

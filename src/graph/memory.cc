@@ -98,28 +98,36 @@ MemoryProfile memory_profile(const Graph& graph, const std::vector<BufferLife>& 
   return profile;
 }
 
-uint64_t saved_activation_bytes(const Graph& graph, std::string_view prefix) {
+std::vector<uint8_t> saved_for_backward(const Graph& graph) {
   // Two passes so that the result does not depend on op order being valid.
-  std::vector<uint8_t> state(graph.buffers.size(), 0);  // 1: candidate, 2: counted
+  std::vector<uint8_t> saved(graph.buffers.size(), 0);
+  std::vector<uint8_t> forward_activation(graph.buffers.size(), 0);
   for (const Op& op : graph.ops) {
     if (op.phase != Phase::kForward) continue;
     for (const BufferId b : op.out) {
       check_buffer_id(graph, op, b);
-      const Buffer& buffer = graph.buffers[b];
-      if (buffer.kind == BufferKind::kActivation && buffer.name.starts_with(prefix)) state[b] = 1;
+      if (graph.buffers[b].kind == BufferKind::kActivation) forward_activation[b] = 1;
     }
   }
-  uint64_t total = 0;
   for (const Op& op : graph.ops) {
     if (op.phase != Phase::kBackward) continue;
     const auto use = [&](BufferId b) {
       check_buffer_id(graph, op, b);
-      if (state[b] != 1) return;
-      state[b] = 2;
-      total = checked_add(total, graph.buffers[b].bytes, "graph: saved activation bytes");
+      saved[b] = saved[b] | forward_activation[b];
     };
     for (const BufferId b : op.in) use(b);
     for (const BufferId b : op.updates) use(b);
+  }
+  return saved;
+}
+
+uint64_t saved_activation_bytes(const Graph& graph, std::string_view prefix) {
+  const std::vector<uint8_t> saved = saved_for_backward(graph);
+  uint64_t total = 0;
+  for (const Buffer& buffer : graph.buffers) {
+    if (saved[buffer.id] && buffer.name.starts_with(prefix)) {
+      total = checked_add(total, buffer.bytes, "graph: saved activation bytes");
+    }
   }
   return total;
 }

@@ -172,3 +172,29 @@ TEST(CliInspect, CustomGpuFromJson) {
 
 }  // namespace
 }  // namespace memwall
+
+namespace memwall {
+namespace {
+
+TEST(CliInspect, ByLayerShowsKorthikantiEq1) {
+  // Korthikanti et al. 2022, "Reducing Activation Recomputation in Large
+  // Transformer Models", eq. 1: sbh(34 + 5as/h) bytes per layer, plus the
+  // 16sb of fp32 LayerNorm statistics eq. 1 leaves out (sec. 4.1 counts only
+  // the sbh- and as^2b-sized tensors). GPT-2 small: h = 768, a = 12.
+  auto r = testing::run_memwall("inspect --model gpt2-small --batch 4 --seq 1024 --by-layer --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  const uint64_t s = 1024, b = 4, h = 768, a = 12;
+  const uint64_t expected = s * b * h * 34 + 5 * a * s * s * b + 16 * s * b;
+  ASSERT_EQ(expected, 358678528u);
+  int layers = 0;
+  for (const auto& row : j["saved_by_layer"]) {
+    if (row["layer"] == "(outside layers)") continue;
+    EXPECT_EQ(row["saved_activation_bytes"], expected) << row["layer"];
+    ++layers;
+  }
+  EXPECT_EQ(layers, 12);
+}
+
+}  // namespace
+}  // namespace memwall

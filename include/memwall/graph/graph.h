@@ -86,6 +86,10 @@ struct MemorySummary {
 };
 MemorySummary memory_summary(const Graph& graph);
 
+// Per buffer: 1 when it is an activation produced by a forward op and read
+// (or updated) by at least one backward op, i.e. saved for backward.
+std::vector<uint8_t> saved_for_backward(const Graph& graph);
+
 // Bytes of activation buffers produced by forward ops and read (or updated)
 // by at least one backward op, restricted to buffers whose name starts with
 // `prefix`.
