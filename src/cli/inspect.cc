@@ -1,8 +1,8 @@
 // `memwall inspect`: the memory breakdown and estimated time of one training
 // iteration under the default schedule (no recomputation, no offload).
 #include <algorithm>
-#include <map>
 #include <iostream>
+#include <map>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -63,10 +63,9 @@ std::vector<LayerBytes> saved_by_layer(const Graph& graph) {
   return rows;
 }
 
-constexpr BufferKind kKinds[] = {BufferKind::kParam,      BufferKind::kGrad,
-                                 BufferKind::kOptimState, BufferKind::kActivation,
-                                 BufferKind::kInput,      BufferKind::kWorkspace,
-                                 BufferKind::kTemp};
+constexpr BufferKind kKinds[] = {
+    BufferKind::kParam, BufferKind::kGrad,      BufferKind::kOptimState, BufferKind::kActivation,
+    BufferKind::kInput, BufferKind::kWorkspace, BufferKind::kTemp};
 
 uint64_t of_kind(const std::array<uint64_t, kNumBufferKinds>& bytes, BufferKind kind) {
   return bytes[static_cast<size_t>(kind)];
@@ -127,7 +126,8 @@ int run_inspect(const InspectArgs& args) {
     line(label, fmt::format("{:>12}  ({} B)", human_bytes(bytes), grouped(bytes)));
   };
   std::cout << fmt::format("{} on {} ({})\n", graph.name, hw.name, hw.description);
-  line("ops / buffers", fmt::format("{} / {}", grouped(graph.ops.size()), grouped(graph.buffers.size())));
+  line("ops / buffers",
+       fmt::format("{} / {}", grouped(graph.ops.size()), grouped(graph.buffers.size())));
   line("parameters", grouped(params));
   bytes_line("params", of_kind(summary.bytes_by_kind, BufferKind::kParam));
   bytes_line("grads", of_kind(summary.bytes_by_kind, BufferKind::kGrad));
@@ -148,7 +148,8 @@ int run_inspect(const InspectArgs& args) {
   }
   line("peak by kind", parts);
   line("device memory", human_bytes(hw.device_memory_bytes));
-  line("fits", fits ? fmt::format("yes, {} to spare", human_bytes(hw.device_memory_bytes - profile.peak_bytes))
+  line("fits", fits ? fmt::format("yes, {} to spare",
+                                  human_bytes(hw.device_memory_bytes - profile.peak_bytes))
                     : fmt::format("no, short by {} ({:.1f}x the device)", human_bytes(shortfall),
                                   static_cast<double>(profile.peak_bytes) /
                                       static_cast<double>(hw.device_memory_bytes)));

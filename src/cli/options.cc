@@ -43,7 +43,8 @@ void GraphSource::add_options(CLI::App& app, const std::string& default_model) {
 
 Graph GraphSource::load() const {
   if (!graph_file.empty()) {
-    if (batch || seq || image || flash) fail("--batch/--seq/--image/--flash apply to --model, not --graph");
+    if (batch || seq || image || flash)
+      fail("--batch/--seq/--image/--flash apply to --model, not --graph");
     return read_graph_file(graph_file);
   }
   ModelOptions opts;

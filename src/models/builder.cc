@@ -168,8 +168,8 @@ std::vector<Tensor> Builder::emit_with_param_grads(OpSpec spec, const std::vecto
     if (grad_of_[p.id] >= 0) {
       spec.updates.push_back(grad(p));
     } else {
-      all_outs.push_back(OutSpec{graph_.buffers[p.id].name + ".grad", p.shape, p.dtype,
-                                 BufferKind::kGrad});
+      all_outs.push_back(
+          OutSpec{graph_.buffers[p.id].name + ".grad", p.shape, p.dtype, BufferKind::kGrad});
       created_params.push_back(p);
     }
   }

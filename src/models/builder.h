@@ -137,9 +137,9 @@ class Builder {
   ModelOptions options_;
   Graph graph_;
   std::string scope_;
-  std::vector<char> requires_grad_;     // per buffer
-  std::vector<BufferId> grad_of_;       // per buffer: its gradient buffer or -1
-  std::vector<BufferId> params_;        // registration order
+  std::vector<char> requires_grad_;  // per buffer
+  std::vector<BufferId> grad_of_;    // per buffer: its gradient buffer or -1
+  std::vector<BufferId> params_;     // registration order
   std::vector<std::function<void()>> tape_;
   int64_t param_count_ = 0;
 };

@@ -39,8 +39,9 @@ void elementwise_backward(Builder& b, const std::string& fq, const std::string& 
 Tensor unary(Builder& b, std::string_view name, const std::string& type, const Tensor& x,
              double fwd_flops, double bwd_flops, bool saves_output) {
   std::string fq = b.qualified(name);
-  Tensor y = b.emit1({.name = std::string(name), .type = type, .in = {x}, .flops = fwd_flops * numel_d(x)},
-                     {std::string(name), x.shape, x.dtype, kAct});
+  Tensor y =
+      b.emit1({.name = std::string(name), .type = type, .in = {x}, .flops = fwd_flops * numel_d(x)},
+              {std::string(name), x.shape, x.dtype, kAct});
   b.propagate_requires_grad({x}, {y});
   elementwise_backward(b, fq, type, x, y, saves_output ? y : x, bwd_flops);
   return y;
@@ -60,11 +61,12 @@ Tensor linear(Builder& b, std::string_view name, const Tensor& x, const Tensor& 
   std::string fq = b.qualified(name);
   std::vector<Tensor> ins = {x, weight};
   if (bias.valid()) ins.push_back(bias);
-  Tensor y = b.emit1({.name = std::string(name),
-                      .type = "matmul",
-                      .in = ins,
-                      .flops = mm_flops + (bias.valid() ? rows * static_cast<double>(out_features) : 0)},
-                     {std::string(name), with_last(x.shape, out_features), b.compute_dtype(), kAct});
+  Tensor y =
+      b.emit1({.name = std::string(name),
+               .type = "matmul",
+               .in = ins,
+               .flops = mm_flops + (bias.valid() ? rows * static_cast<double>(out_features) : 0)},
+              {std::string(name), with_last(x.shape, out_features), b.compute_dtype(), kAct});
   b.propagate_requires_grad({x, weight, bias}, {y});
   b.on_backward([&b, fq, x, weight, bias, y, mm_flops, rows, out_features] {
     Tensor g = b.grad(y);
@@ -81,12 +83,13 @@ Tensor linear(Builder& b, std::string_view name, const Tensor& x, const Tensor& 
     }
     std::vector<Tensor> params = {weight};
     if (bias.valid()) params.push_back(bias);
-    b.emit_with_param_grads({.name = fq + ".bwd_weight",
-                             .type = "matmul",
-                             .phase = Phase::kBackward,
-                             .in = {g, x},
-                             .flops = mm_flops + (bias.valid() ? rows * static_cast<double>(out_features) : 0)},
-                            {}, params);
+    b.emit_with_param_grads(
+        {.name = fq + ".bwd_weight",
+         .type = "matmul",
+         .phase = Phase::kBackward,
+         .in = {g, x},
+         .flops = mm_flops + (bias.valid() ? rows * static_cast<double>(out_features) : 0)},
+        {}, params);
   });
   return y;
 }
@@ -161,8 +164,9 @@ Tensor dropout(Builder& b, std::string_view name, const Tensor& x, double p) {
   if (p <= 0) return x;
   std::string fq = b.qualified(name);
   std::string n(name);
-  std::vector<Tensor> outs = b.emit({.name = n, .type = "dropout", .in = {x}, .flops = 2 * numel_d(x)},
-                                    {{n, x.shape, x.dtype, kAct}, {n + ".mask", x.shape, DType::kBool, kAct}});
+  std::vector<Tensor> outs =
+      b.emit({.name = n, .type = "dropout", .in = {x}, .flops = 2 * numel_d(x)},
+             {{n, x.shape, x.dtype, kAct}, {n + ".mask", x.shape, DType::kBool, kAct}});
   Tensor y = outs[0];
   Tensor mask = outs[1];
   b.propagate_requires_grad({x}, {y});
@@ -207,10 +211,12 @@ Tensor norm(Builder& b, std::string_view name, const std::string& type, const Te
     if (b.requires_grad(x)) dx_out.push_back({fq + ".grad_in", x.shape, g.dtype, kTmp});
     std::vector<Tensor> params = {weight};
     if (bias.valid()) params.push_back(bias);
-    std::vector<Tensor> dx = b.emit_with_param_grads(
-        {.name = fq + ".bwd", .type = type + "_backward", .phase = Phase::kBackward, .in = in,
-         .flops = 8 * numel_d(x)},
-        dx_out, params);
+    std::vector<Tensor> dx = b.emit_with_param_grads({.name = fq + ".bwd",
+                                                      .type = type + "_backward",
+                                                      .phase = Phase::kBackward,
+                                                      .in = in,
+                                                      .flops = 8 * numel_d(x)},
+                                                     dx_out, params);
     if (!dx.empty()) b.add_grad(x, dx[0], fq);
   });
   return y;
@@ -253,15 +259,18 @@ Tensor cross_entropy(Builder& b, std::string_view name, const Tensor& logits,
   std::string n(name);
   std::string fq = b.qualified(name);
   // Autocast runs cross_entropy in fp32: a 16-bit input is first upcast.
-  const uint64_t upcast = logits.dtype == DType::kF32 ? 0 : checked_mul(static_cast<uint64_t>(logits.numel()), 4, "cross-entropy upcast");
+  const uint64_t upcast =
+      logits.dtype == DType::kF32
+          ? 0
+          : checked_mul(static_cast<uint64_t>(logits.numel()), 4, "cross-entropy upcast");
   // log_softmax ~5 flops per element (max, sub, exp, sum, log), nll 1.
-  std::vector<Tensor> outs = b.emit({.name = n,
-                                     .type = "cross_entropy",
-                                     .in = {logits, labels},
-                                     .workspace = upcast,
-                                     .flops = 6 * numel_d(logits)},
-                                    {{n, {}, DType::kF32, kAct},
-                                     {n + ".log_probs", logits.shape, DType::kF32, kAct}});
+  std::vector<Tensor> outs =
+      b.emit({.name = n,
+              .type = "cross_entropy",
+              .in = {logits, labels},
+              .workspace = upcast,
+              .flops = 6 * numel_d(logits)},
+             {{n, {}, DType::kF32, kAct}, {n + ".log_probs", logits.shape, DType::kF32, kAct}});
   Tensor loss = outs[0];
   Tensor log_probs = outs[1];
   b.propagate_requires_grad({logits}, {loss});

@@ -48,8 +48,7 @@ Tensor embedding(Builder& b, std::string_view name, const Tensor& ids, const Ten
 // Mean cross-entropy of logits [N, C] against labels [N]; returns a scalar
 // fp32 loss. Under mixed precision the logits are upcast to fp32 first
 // (autocast runs cross_entropy in fp32): that copy is the op's workspace.
-Tensor cross_entropy(Builder& b, std::string_view name, const Tensor& logits,
-                     const Tensor& labels);
+Tensor cross_entropy(Builder& b, std::string_view name, const Tensor& logits, const Tensor& labels);
 
 // Sum of several scalar losses (e.g. BERT's MLM + NSP).
 Tensor add_losses(Builder& b, std::string_view name, const Tensor& a, const Tensor& c);

@@ -16,7 +16,7 @@ using BuildFn = Graph (*)(std::string_view, const ModelOptions&);
 struct Entry {
   ModelInfo info;
   BuildFn build;
-  int64_t min_image;  // CNNs: smallest side the architecture accepts
+  int64_t min_image;       // CNNs: smallest side the architecture accepts
   int64_t image_multiple;  // CNNs: side must be a multiple of this
 };
 
@@ -43,21 +43,20 @@ const std::vector<Entry>& registry() {
       {decoder("gpt2-small", "GPT-2 124M (12 layers, h=768, 12 heads, tied head)", 8, 1024, 1024,
                124439808),
        models::build_gpt2, 0, 1},
-      {decoder("gpt2-medium", "GPT-2 355M (24 layers, h=1024, 16 heads)", 8, 1024, 1024,
-               354823168),
+      {decoder("gpt2-medium", "GPT-2 355M (24 layers, h=1024, 16 heads)", 8, 1024, 1024, 354823168),
        models::build_gpt2, 0, 1},
       {decoder("gpt2-large", "GPT-2 774M (36 layers, h=1280, 20 heads)", 8, 1024, 1024, 774030080),
        models::build_gpt2, 0, 1},
       {decoder("gpt2-xl", "GPT-2 1.5B (48 layers, h=1600, 25 heads)", 8, 1024, 1024, 1557611200),
        models::build_gpt2, 0, 1},
-      {decoder("llama2-7b", "Llama-2 7B (32 layers, h=4096, 32 heads, SwiGLU 11008)", 1, 4096,
-               4096, 6738415616),
+      {decoder("llama2-7b", "Llama-2 7B (32 layers, h=4096, 32 heads, SwiGLU 11008)", 1, 4096, 4096,
+               6738415616),
        models::build_llama, 0, 1},
       {decoder("llama2-13b", "Llama-2 13B (40 layers, h=5120, 40 heads, SwiGLU 13824)", 1, 4096,
                4096, 13015864320),
        models::build_llama, 0, 1},
-      {decoder("llama2-70b", "Llama-2 70B (80 layers, h=8192, 64 heads, 8 KV heads)", 1, 4096,
-               4096, 68976648192),
+      {decoder("llama2-70b", "Llama-2 70B (80 layers, h=8192, 64 heads, 8 KV heads)", 1, 4096, 4096,
+               68976648192),
        models::build_llama, 0, 1},
       {decoder("llama3-8b", "Llama-3 8B (32 layers, h=4096, 8 KV heads, vocab 128256)", 1, 8192,
                8192, 8030261248),
@@ -110,11 +109,9 @@ const std::vector<ModelInfo>& model_zoo() {
 }
 
 const ModelInfo& find_model(std::string_view name) {
+  // model_zoo() lists the registry's entries in the same order.
   const Entry& e = find_entry(name);
-  for (const ModelInfo& info : model_zoo()) {
-    if (info.name == e.info.name) return info;
-  }
-  fail("unknown model '{}'", name);
+  return model_zoo()[static_cast<size_t>(&e - registry().data())];
 }
 
 Graph build_model(std::string_view name, const ModelOptions& options) {

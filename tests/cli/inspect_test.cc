@@ -22,10 +22,10 @@ TEST(CliInspect, JsonFieldsAgreeWithTheLibrary) {
   EXPECT_EQ(j["param_bytes"], 2ull * 124439808);
   EXPECT_EQ(j["grad_bytes"], 2ull * 124439808);
   EXPECT_EQ(j["optim_state_bytes"], 12ull * 124439808);
-  for (const char* field : {"activation_bytes", "input_bytes", "workspace_bytes", "temp_bytes",
-                            "saved_activation_bytes", "peak_workspace_bytes", "peak_bytes",
-                            "iteration_time_s", "fits", "shortfall_bytes", "peak_by_kind",
-                            "peak_op", "device_memory_bytes"}) {
+  for (const char* field :
+       {"activation_bytes", "input_bytes", "workspace_bytes", "temp_bytes",
+        "saved_activation_bytes", "peak_workspace_bytes", "peak_bytes", "iteration_time_s", "fits",
+        "shortfall_bytes", "peak_by_kind", "peak_op", "device_memory_bytes"}) {
     EXPECT_TRUE(j.contains(field)) << field;
   }
   EXPECT_EQ(j["gpu"], "a100-40g");
@@ -59,7 +59,8 @@ TEST(CliInspect, ExportedGraphReadsBackWithTheSameFigures) {
   ASSERT_EQ(b.exit_code, 0) << b.err;
   auto ja = nlohmann::json::parse(a.out);
   auto jb = nlohmann::json::parse(b.out);
-  for (const char* f : {"param_count", "peak_bytes", "saved_activation_bytes", "iteration_time_s"}) {
+  for (const char* f :
+       {"param_count", "peak_bytes", "saved_activation_bytes", "iteration_time_s"}) {
     EXPECT_EQ(ja[f], jb[f]) << f;
   }
   Graph g = read_graph_file(path);
@@ -100,7 +101,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"inspect --gpu a200", "unknown GPU 'a200'"},
         BadCase{"inspect --batch 0", "--batch must be a positive integer"},
         BadCase{"inspect --batch -3", "--batch must be a positive integer"},
-        BadCase{"inspect --batch 99999999999999999999999", "--batch 99999999999999999999999 is too large"},
+        BadCase{"inspect --batch 99999999999999999999999",
+                "--batch 99999999999999999999999 is too large"},
         BadCase{"inspect --batch abc", "--batch must be a positive integer (got 'abc')"},
         BadCase{"inspect --batch 4x", "--batch must be a positive integer (got '4x')"},
         BadCase{"inspect --seq 0", "--seq must be a positive integer"},
@@ -181,7 +183,8 @@ TEST(CliInspect, ByLayerShowsKorthikantiEq1) {
   // Transformer Models", eq. 1: sbh(34 + 5as/h) bytes per layer, plus the
   // 16sb of fp32 LayerNorm statistics eq. 1 leaves out (sec. 4.1 counts only
   // the sbh- and as^2b-sized tensors). GPT-2 small: h = 768, a = 12.
-  auto r = testing::run_memwall("inspect --model gpt2-small --batch 4 --seq 1024 --by-layer --json");
+  auto r =
+      testing::run_memwall("inspect --model gpt2-small --batch 4 --seq 1024 --by-layer --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto j = nlohmann::json::parse(r.out);
   const uint64_t s = 1024, b = 4, h = 768, a = 12;

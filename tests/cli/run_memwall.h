@@ -29,8 +29,8 @@ inline RunResult run_memwall(const std::string& args) {
   static int counter = 0;
   std::string base = ::testing::TempDir() + "memwall_cli_" + std::to_string(getpid()) + "_" +
                      std::to_string(counter++);
-  std::string cmd = std::string(MEMWALL_BINARY) + " " + args + " >" + base + ".out 2>" + base +
-                    ".err </dev/null";
+  std::string cmd =
+      std::string(MEMWALL_BINARY) + " " + args + " >" + base + ".out 2>" + base + ".err </dev/null";
   int status = std::system(cmd.c_str());
   RunResult r;
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);

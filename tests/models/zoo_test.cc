@@ -52,7 +52,8 @@ TEST_P(ZooModel, BuildsAValidGraphWithThePublishedParameterCount) {
 
   const MemoryProfile p = memory_profile(g);
   EXPECT_GT(p.peak_bytes, 16ull * param_count(g) - 1);
-  EXPECT_EQ(p.initial_bytes, param_bytes + s.bytes_by_kind[static_cast<int>(BufferKind::kOptimState)] +
+  EXPECT_EQ(p.initial_bytes, param_bytes +
+                                 s.bytes_by_kind[static_cast<int>(BufferKind::kOptimState)] +
                                  s.bytes_by_kind[static_cast<int>(BufferKind::kInput)]);
 }
 

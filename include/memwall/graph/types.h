@@ -23,7 +23,15 @@ inline constexpr OpId kNoOp = -1;
 // bytes leaves headroom so that adding two accepted sizes cannot overflow.
 inline constexpr uint64_t kMaxBytes = uint64_t{1} << 62;
 
-enum class BufferKind : uint8_t { kParam, kGrad, kOptimState, kActivation, kInput, kWorkspace, kTemp };
+enum class BufferKind : uint8_t {
+  kParam,
+  kGrad,
+  kOptimState,
+  kActivation,
+  kInput,
+  kWorkspace,
+  kTemp
+};
 inline constexpr int kNumBufferKinds = 7;
 
 enum class Phase : uint8_t { kForward, kBackward, kOptimizer, kComm };
@@ -49,8 +57,8 @@ struct Op {
   std::vector<BufferId> updates;  // buffers modified in place
   uint64_t workspace = 0;         // scratch bytes held only while the op runs
   double flops = 0;
-  double bytes = 0;               // memory traffic, for the cost model
-  std::optional<double> time;     // measured seconds; overrides the cost model
+  double bytes = 0;            // memory traffic, for the cost model
+  std::optional<double> time;  // measured seconds; overrides the cost model
 };
 
 struct Graph {
