@@ -1,5 +1,5 @@
 // Escaping and naming for one-line error messages (see describe.h).
-#include "describe.h"
+#include "memwall/graph/describe.h"
 
 #include <fmt/format.h>
 

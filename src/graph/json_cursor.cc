@@ -1,5 +1,5 @@
 // Strict JSON reading for graph text (see json_cursor.h).
-#include "json_cursor.h"
+#include "memwall/graph/json_cursor.h"
 
 #include <charconv>
 #include <cmath>
@@ -7,7 +7,7 @@
 
 #include <fmt/format.h>
 
-#include "describe.h"
+#include "memwall/graph/describe.h"
 #include "memwall/graph/error.h"
 
 namespace memwall::detail {
@@ -154,7 +154,7 @@ std::optional<double> to_double(const JsonNumber& number) {
   return value;
 }
 
-JsonCursor::JsonCursor(std::string_view text) : text_(text) {
+JsonCursor::JsonCursor(std::string_view text, const char* format) : text_(text), format_(format) {
   // A UTF-8 byte order mark is not JSON, but editors write it.
   if (text_.substr(0, 3) == "\xEF\xBB\xBF") pos_ = 3;
 }
@@ -174,7 +174,8 @@ void JsonCursor::error(std::string_view what) const {
     where = context_index_ == kNoIndex ? fmt::format(" (in {})", context_kind_)
                                        : fmt::format(" (in {} {})", context_kind_, context_index_);
   }
-  fail("graph: invalid JSON at line {}, column {}{}: {}", line, end - line_start + 1, where, what);
+  fail("{}: invalid JSON at line {}, column {}{}: {}", format_, line, end - line_start + 1, where,
+       what);
 }
 
 void JsonCursor::expected(char c) const {

@@ -3,15 +3,12 @@
 // Streams text directly: a DOM of a 1M-op graph would take gigabytes. One
 // buffer or op per line keeps files diffable. graph_to_json() parses this
 // text, so the DOM and the file can never disagree.
-#include <unistd.h>
 
-#include <cerrno>
 #include <charconv>
 #include <cmath>
-#include <cstdio>
-#include <cstring>
 
-#include "describe.h"
+#include "memwall/graph/describe.h"
+#include "memwall/graph/file_text.h"
 #include "memwall/graph/graph.h"
 
 namespace memwall {
@@ -97,7 +94,7 @@ class Writer {
     out_ += '}';
   }
 
-  void ids(const char* field, const std::vector<BufferId>& list) {
+  void ids(const char* field, const BufferIds& list) {
     out_ += ",\""sv;
     out_ += field;
     out_ += "\":["sv;
@@ -185,25 +182,8 @@ nlohmann::json graph_to_json(const Graph& graph) {
 }
 
 void write_graph_file(const Graph& graph, const std::string& path) {
-  const std::string text = graph_to_json_text(graph);  // fails before touching the disk
-  const std::string temporary = path + ".tmp";
-  std::FILE* file = std::fopen(temporary.c_str(), "wb");
-  if (!file) fail("{}: cannot write: {}", temporary, std::strerror(errno));
-  bool ok = std::fwrite(text.data(), 1, text.size(), file) == text.size();
-  ok = std::fflush(file) == 0 && ok;
-  // fsync before rename: after a crash the file is either old or complete.
-  ok = fsync(fileno(file)) == 0 && ok;
-  const int saved_errno = errno;
-  ok = std::fclose(file) == 0 && ok;
-  if (!ok) {
-    std::remove(temporary.c_str());
-    fail("{}: cannot write: {}", temporary, std::strerror(saved_errno));
-  }
-  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
-    const int rename_errno = errno;
-    std::remove(temporary.c_str());
-    fail("{}: cannot rename {} to it: {}", path, temporary, std::strerror(rename_errno));
-  }
+  write_file_atomically(path,
+                        graph_to_json_text(graph));  // the text fails before the disk is touched
 }
 
 }  // namespace memwall

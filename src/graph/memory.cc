@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <vector>
 
-#include "describe.h"
+#include "memwall/graph/describe.h"
 #include "memwall/graph/graph.h"
 
 namespace memwall {

@@ -12,7 +12,7 @@
 #include <limits>
 #include <vector>
 
-#include "describe.h"
+#include "memwall/graph/describe.h"
 #include "memwall/graph/graph.h"
 
 namespace memwall {
@@ -89,7 +89,7 @@ std::vector<OpId> check_ops(const Graph& graph) {
            detail::in_quotes(op.name), op.id);
     }
     check_op_fields(graph, op);
-    const auto check_uses = [&](const std::vector<BufferId>& list, const char* verb) {
+    const auto check_uses = [&](const BufferIds& list, const char* verb) {
       for (const BufferId b : list) {
         if (!in_range(graph, b)) {
           fail("graph: {} {} buffer {}, which does not exist", op_label(graph, op.id), verb, b);

@@ -283,7 +283,7 @@ Tensor attention(Builder& b, std::string_view name, const Tensor& q, const Tenso
     // Pushed first, so it runs after every closure below has delivered dQ,
     // dK and dV: SplitBackward concatenates them into the fused gradient.
     const Buffer& base_buf = b.graph().buffers[q.id];
-    Tensor base{q.id, base_buf.shape, base_buf.dtype};
+    Tensor base{q.id, base_buf.shape.to_vector(), base_buf.dtype};
     b.on_backward([&b, fq, base, sink] {
       const auto& g = sink->grads;
       if (!g[0].valid() || !g[1].valid() || !g[2].valid()) return;

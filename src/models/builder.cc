@@ -6,7 +6,7 @@
 
 namespace memwall::models {
 
-int64_t checked_numel(const std::vector<int64_t>& shape) {
+int64_t checked_numel(std::span<const int64_t> shape) {
   uint64_t n = 1;
   for (int64_t d : shape) {
     if (d < 0) fail("model: negative dimension {}", d);
@@ -223,7 +223,7 @@ void Builder::emit_optimizer() {
   }
   std::string type(to_string(options_.optimizer));
   for (BufferId pid : params_) {
-    Tensor p{pid, graph_.buffers[pid].shape, graph_.buffers[pid].dtype};
+    Tensor p{pid, graph_.buffers[pid].shape.to_vector(), graph_.buffers[pid].dtype};
     Tensor g = grad(p);
     if (!g.valid()) continue;  // an unused parameter gets no step and no states
     std::vector<Tensor> updates;

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <functional>
 #include <initializer_list>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -145,6 +146,6 @@ class Builder {
 };
 
 // Element count of a shape, checked against overflow (throws Error).
-int64_t checked_numel(const std::vector<int64_t>& shape);
+int64_t checked_numel(std::span<const int64_t> shape);
 
 }  // namespace memwall::models

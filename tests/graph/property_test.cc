@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <random>
+#include <span>
 
 #include "graph_builder.h"
 
@@ -49,7 +50,7 @@ Graph random_graph(Rng& rng, int n_ops) {
   return g.graph;
 }
 
-bool contains(const std::vector<BufferId>& list, size_t b) {
+bool contains(std::span<const BufferId> list, size_t b) {
   return std::find(list.begin(), list.end(), static_cast<BufferId>(b)) != list.end();
 }
 

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -48,7 +49,7 @@ Shape shape_of(const Graph& g, std::string_view name) {
     ADD_FAILURE() << "no buffer " << name;
     return {};
   }
-  return b->shape;
+  return b->shape.to_vector();
 }
 
 DType dtype_of(const Graph& g, std::string_view name) {
@@ -68,7 +69,7 @@ const Op& op_named(const Graph& g, std::string_view name) {
   return op != nullptr ? *op : kNone;
 }
 
-std::vector<std::string> names_of(const Graph& g, const std::vector<BufferId>& ids) {
+std::vector<std::string> names_of(const Graph& g, std::span<const BufferId> ids) {
   std::vector<std::string> names;
   for (BufferId id : ids) names.push_back(g.buffers[id].name);
   return names;

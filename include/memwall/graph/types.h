@@ -13,6 +13,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "memwall/graph/inline_vector.h"
+
 namespace memwall {
 
 using BufferId = int32_t;
@@ -38,13 +40,17 @@ enum class Phase : uint8_t { kForward, kBackward, kOptimizer, kComm };
 
 enum class DType : uint8_t { kF32, kF16, kBF16, kF64, kI64, kI32, kI8, kU8, kBool };
 
+// Inline up to four ids or dims: see Note [Inline id lists].
+using BufferIds = InlineVector<BufferId, 4>;
+using Dims = InlineVector<int64_t, 4>;
+
 struct Buffer {
   BufferId id = 0;
   std::string name;
   uint64_t bytes = 0;
   BufferKind kind = BufferKind::kActivation;
   DType dtype = DType::kF32;
-  std::vector<int64_t> shape;
+  Dims shape;
 };
 
 struct Op {
@@ -52,10 +58,10 @@ struct Op {
   std::string name;
   std::string type;  // matmul, attention, layer_norm, ... (free-form, documented in docs/)
   Phase phase = Phase::kForward;
-  std::vector<BufferId> in;       // buffers read
-  std::vector<BufferId> out;      // buffers created
-  std::vector<BufferId> updates;  // buffers modified in place
-  uint64_t workspace = 0;         // scratch bytes held only while the op runs
+  BufferIds in;            // buffers read
+  BufferIds out;           // buffers created
+  BufferIds updates;       // buffers modified in place
+  uint64_t workspace = 0;  // scratch bytes held only while the op runs
   double flops = 0;
   double bytes = 0;            // memory traffic, for the cost model
   std::optional<double> time;  // measured seconds; overrides the cost model

@@ -1,4 +1,5 @@
-// Internal: a strict, fast JSON reader for memwall.graph/1 text.
+// A strict, fast JSON reader for memwall's own formats (graph, plan), shared
+// by their readers; not a general-purpose API.
 //
 // Why not nlohmann::json::parse: a 1M-op graph is a few hundred MB of JSON,
 // and building a DOM of it takes seconds and gigabytes. The cursor walks the
@@ -7,8 +8,8 @@
 // nesting), so that what it accepts nlohmann accepts too (meta is handed to
 // nlohmann as a validated span).
 //
-// Syntax errors throw memwall::Error naming line, column and the object being
-// read ("graph: invalid JSON at line 3, column 14 (in op 7): ...").
+// Syntax errors throw memwall::Error naming the format, line, column and the
+// object being read ("graph: invalid JSON at line 3, column 14 (in op 7): ...").
 #pragma once
 
 #include <algorithm>
@@ -21,7 +22,7 @@
 #include <string_view>
 #include <type_traits>
 
-#include "digits.h"
+#include "memwall/graph/digits.h"
 
 namespace memwall::detail {
 
@@ -49,7 +50,8 @@ class JsonCursor {
   // Deepest nesting skip_value accepts (it recurses).
   static constexpr int kMaxDepth = 256;
 
-  explicit JsonCursor(std::string_view text);
+  // `format` starts syntax error messages ("graph", "plan").
+  explicit JsonCursor(std::string_view text, const char* format = "graph");
 
   static constexpr size_t kNoIndex = static_cast<size_t>(-1);
 
@@ -304,6 +306,7 @@ class JsonCursor {
   std::string_view text_;
   size_t pos_ = 0;
   std::string scratch_;  // decoded strings that contain escapes
+  const char* format_;
   const char* context_kind_ = nullptr;
   size_t context_index_ = 0;
 };

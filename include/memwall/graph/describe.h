@@ -1,4 +1,4 @@
-// Internal: how error messages name strings, ops and buffers.
+// How error messages name strings, ops and buffers (shared by every reader).
 //
 // Every memwall error is one line (the command line prints it as-is), so any
 // user-supplied text that goes into a message is escaped and shortened here.

@@ -1,0 +1,91 @@
+// Plan IR (format memwall.plan/1, DESIGN.md "Plan"): an explicit program of
+// steps that the simulator judges and the runtime executes, in order.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "memwall/graph/types.h"
+
+namespace memwall {
+
+inline constexpr std::string_view kPlanFormat = "memwall.plan/1";
+
+// Memory tiers, nearest first.
+enum class Tier : uint8_t { kDevice, kHost, kNvme };
+inline constexpr int kNumTiers = 3;
+
+enum class StepKind : uint8_t { kCompute, kRecompute, kSwapOut, kSwapIn, kFree };
+
+// One step. `op` for compute/recompute, `buf` for swap_out/swap_in/free
+// (the other is -1). `to` is the destination of a swap_out (host or nvme);
+// `on` is where a compute/recompute runs (device or host).
+struct Step {
+  StepKind kind = StepKind::kCompute;
+  OpId op = -1;
+  BufferId buf = -1;
+  Tier to = Tier::kHost;
+  Tier on = Tier::kDevice;
+
+  static Step compute(OpId op, Tier on = Tier::kDevice) {
+    return {StepKind::kCompute, op, -1, Tier::kHost, on};
+  }
+  static Step recompute(OpId op, Tier on = Tier::kDevice) {
+    return {StepKind::kRecompute, op, -1, Tier::kHost, on};
+  }
+  static Step swap_out(BufferId buf, Tier to = Tier::kHost) {
+    return {StepKind::kSwapOut, -1, buf, to, Tier::kDevice};
+  }
+  static Step swap_in(BufferId buf) {
+    return {StepKind::kSwapIn, -1, buf, Tier::kHost, Tier::kDevice};
+  }
+  static Step free(BufferId buf) { return {StepKind::kFree, -1, buf, Tier::kHost, Tier::kDevice}; }
+
+  friend bool operator==(const Step&, const Step&) = default;
+};
+
+struct Plan {
+  std::string graph;     // the graph's name
+  std::string hardware;  // the profile's name
+  uint64_t budget = 0;   // device bytes
+  // Starting tier of buffers that exist before the first op and do not start
+  // on the device (absent: device).
+  std::map<BufferId, Tier> placement;
+  std::vector<Step> steps;
+  // Device arena offsets; empty: the plan pins no addresses.
+  std::map<BufferId, uint64_t> offsets;
+};
+
+std::string_view to_string(Tier tier);
+std::string_view to_string(StepKind kind);
+std::optional<Tier> parse_tier(std::string_view name);
+std::optional<StepKind> parse_step_kind(std::string_view name);
+
+// ---- JSON (memwall.plan/1) ----------------------------------------------------
+// Strict, like the graph reader: unknown or duplicate fields, wrong types,
+// negative or non-integer ids and sizes, unknown names are errors, reported
+// as one line naming the step ("plan: step 12 (swap_out): ...").
+// Required: format, graph, hardware, budget, steps; placement and offsets are
+// optional. Per step: "do", then "op" (compute, recompute; "on" optional,
+// device or host) or "buf" (swap_out with "to": host or nvme; swap_in; free).
+Plan plan_from_json_text(std::string_view text);
+Plan read_plan_file(const std::string& path);
+std::string plan_to_json_text(const Plan& plan);
+nlohmann::json plan_to_json(const Plan& plan);
+// Atomic (temporary file, then rename): never half-written.
+void write_plan_file(const Plan& plan, const std::string& path);
+
+// Checks the plan against its graph: ids in range, placement only for
+// buffers that exist before the first op, offsets only for existing
+// buffers and within the budget, swap_out only to host or nvme. Throws
+// Error naming the step. What depends on execution (residency, budget,
+// overlap) is the simulator's to judge.
+void validate_plan(const Plan& plan, const Graph& graph);
+
+}  // namespace memwall

@@ -1,0 +1,82 @@
+// The discrete-event simulator: the single judge of a plan (DESIGN.md).
+//
+// See Note [Simulation model] in src/sim/simulator.cc for the exact rules:
+// when steps issue, when they start and end, when memory is taken and given
+// back, and what makes a plan invalid.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "memwall/graph/types.h"
+#include "memwall/hw/hardware.h"
+#include "memwall/plan/plan.h"
+
+namespace memwall {
+
+// What executes steps. Each resource runs one step at a time, in plan order.
+enum class Resource : uint8_t {
+  kCompute,    // the device compute stream
+  kH2D,        // host -> device copy engine
+  kD2H,        // device -> host copy engine
+  kNvmeRead,   // NVMe -> host
+  kNvmeWrite,  // host -> NVMe
+  kHostCpu,    // host-side compute (optimizer steps)
+};
+inline constexpr int kNumResources = 6;
+std::string_view to_string(Resource resource);
+
+// One busy interval of a resource, for timelines. `step` indexes plan.steps.
+struct Span {
+  Resource resource = Resource::kCompute;
+  uint32_t step = 0;
+  double start = 0;
+  double end = 0;
+};
+
+// Bytes in use on a tier from `time` on (a step function).
+struct MemoryPoint {
+  double time = 0;
+  uint64_t bytes = 0;
+};
+
+struct SimOptions {
+  bool record_timeline = false;  // fill SimResult::timeline
+  bool record_curves = true;     // fill SimResult::curves
+};
+
+struct SimResult {
+  bool valid = true;
+  // When invalid: the first failing step (index into plan.steps; steps.size()
+  // for problems found at the end of the iteration) and why, as one line.
+  size_t failed_step = 0;
+  std::string reason;
+
+  double iteration_time = 0;  // seconds, until every resource is idle
+  double compute_time = 0;    // busy seconds of the device compute stream
+  double compute_busy_fraction = 0;
+  double transfer_stall_time = 0;  // compute stream idle, waiting for transfers
+  double host_compute_time = 0;    // busy seconds of the host CPU
+
+  // Bytes moved per resource (copy engines and NVMe queues; 0 for compute).
+  std::array<uint64_t, kNumResources> bytes_moved{};
+  std::array<uint64_t, kNumTiers> peak_bytes{};  // buffers in flight included
+  std::array<double, kNumTiers> peak_time{};     // first time each peak is reached
+  uint64_t budget = 0;
+
+  // Per tier, in time order; consecutive points have different times.
+  std::array<std::vector<MemoryPoint>, kNumTiers> curves;
+  std::vector<Span> timeline;  // in plan order per resource
+  size_t steps_executed = 0;   // steps simulated before stopping
+};
+
+// Simulates `plan` over `graph` on `hardware`. Never throws for an invalid
+// plan: the result says why it is invalid. Throws Error only when the plan
+// does not fit the graph at all (validate_plan).
+SimResult simulate(const Graph& graph, const Plan& plan, const Hardware& hardware,
+                   const SimOptions& options = {});
+
+}  // namespace memwall
