@@ -25,6 +25,7 @@ int run(int argc, char** argv) {
   app.require_subcommand(1);
   Action action;
   add_inspect(app, action);
+  add_simulate(app, action);
   add_models(app, action);
   add_gpus(app, action);
   // CLI11 reports an unknown verb as "A subcommand is required"; name it.

@@ -13,5 +13,6 @@ using Action = std::function<int()>;
 void add_inspect(CLI::App& app, Action& action);
 void add_models(CLI::App& app, Action& action);
 void add_gpus(CLI::App& app, Action& action);
+void add_simulate(CLI::App& app, Action& action);
 
 }  // namespace memwall::cli

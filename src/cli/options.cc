@@ -1,6 +1,8 @@
 #include "options.h"
 
 #include <charconv>
+#include <string_view>
+#include <utility>
 
 #include "memwall/graph/error.h"
 #include "memwall/graph/graph.h"
@@ -27,6 +29,44 @@ int64_t parse_count(const std::string& text, const char* flag) {
   }
   if (value <= 0) fail("{} must be a positive integer (got {})", flag, value);
   return value;
+}
+
+uint64_t parse_bytes(const std::string& text, const char* flag, uint64_t reference) {
+  static constexpr std::pair<std::string_view, double> kUnits[] = {
+      {"KiB", 0x1p10}, {"MiB", 0x1p20}, {"GiB", 0x1p30}, {"TiB", 0x1p40}, {"KB", 1e3},
+      {"MB", 1e6},     {"GB", 1e9},     {"TB", 1e12},    {"%", 0},        {"B", 1}};
+  std::string_view number = text;
+  double scale = 1;
+  bool percent = false;
+  for (const auto& [unit, factor] : kUnits) {
+    if (number.size() > unit.size() && number.ends_with(unit)) {
+      number.remove_suffix(unit.size());
+      scale = factor;
+      percent = unit == "%";
+      break;
+    }
+  }
+  while (!number.empty() && number.back() == ' ') number.remove_suffix(1);
+  if (scale == 1 && !number.empty() &&
+      number.find_first_not_of("0123456789") == std::string_view::npos) {
+    uint64_t exact = 0;  // plain bytes: exact beyond 2^53 too
+    const auto [ptr, ec] = std::from_chars(number.data(), number.data() + number.size(), exact);
+    if (ec == std::errc() && ptr == number.data() + number.size() && exact > 0 &&
+        exact <= kMaxBytes) {
+      return exact;
+    }
+  }
+  double value = 0;
+  const char* end = number.data() + number.size();
+  auto [ptr, ec] = std::from_chars(number.data(), end, value);
+  if (ec != std::errc() || ptr != end || number.empty() || !(value > 0) ||
+      number.find_first_not_of("0123456789.") != std::string_view::npos) {
+    fail("{} must be a positive size such as 42949672960, 40GiB or 80% (got '{}')", flag, text);
+  }
+  const double bytes = percent ? value / 100 * static_cast<double>(reference) : value * scale;
+  if (!(bytes < 0x1p62)) fail("{} {} is above the limit of 2^62 bytes", flag, text);
+  if (bytes < 1) fail("{} {} is less than one byte", flag, text);
+  return static_cast<uint64_t>(bytes);
 }
 
 void GraphSource::add_options(CLI::App& app, const std::string& default_model) {

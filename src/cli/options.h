@@ -32,6 +32,12 @@ struct GraphSource {
 // A positive integer flag value; throws Error naming the flag otherwise.
 int64_t parse_count(const std::string& text, const char* flag);
 
+// A memory size: plain bytes ("42949672960"), a decimal number with a unit
+// (KiB, MiB, GiB, TiB; KB, MB, GB, TB in powers of ten), or a percentage of
+// `reference` bytes ("80%"). Throws Error naming the flag for anything else,
+// for zero, and for sizes above 2^62 bytes.
+uint64_t parse_bytes(const std::string& text, const char* flag, uint64_t reference);
+
 // --gpu NAME or --gpu-file FILE.
 struct GpuSource {
   std::string gpu;

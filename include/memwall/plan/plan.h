@@ -22,10 +22,12 @@ enum class Tier : uint8_t { kDevice, kHost, kNvme };
 inline constexpr int kNumTiers = 3;
 
 enum class StepKind : uint8_t { kCompute, kRecompute, kSwapOut, kSwapIn, kFree };
+inline constexpr int kNumStepKinds = 5;
 
 // One step. `op` for compute/recompute, `buf` for swap_out/swap_in/free
 // (the other is -1). `to` is the destination of a swap_out (host or nvme);
-// `on` is where a compute/recompute runs (device or host).
+// `on` is where a compute/recompute runs (device or host). Fields that do
+// not belong to the step's kind are ignored (and not written).
 struct Step {
   StepKind kind = StepKind::kCompute;
   OpId op = -1;
@@ -54,12 +56,14 @@ struct Plan {
   std::string graph;     // the graph's name
   std::string hardware;  // the profile's name
   uint64_t budget = 0;   // device bytes
-  // Starting tier of buffers that exist before the first op and do not start
-  // on the device (absent: device).
+  // Starting tier of buffers that exist before the first op (absent:
+  // device; an explicit "device" entry is allowed and kept).
   std::map<BufferId, Tier> placement;
   std::vector<Step> steps;
   // Device arena offsets; empty: the plan pins no addresses.
   std::map<BufferId, uint64_t> offsets;
+
+  friend bool operator==(const Plan&, const Plan&) = default;
 };
 
 std::string_view to_string(Tier tier);
@@ -73,7 +77,8 @@ std::optional<StepKind> parse_step_kind(std::string_view name);
 // as one line naming the step ("plan: step 12 (swap_out): ...").
 // Required: format, graph, hardware, budget, steps; placement and offsets are
 // optional. Per step: "do", then "op" (compute, recompute; "on" optional,
-// device or host) or "buf" (swap_out with "to": host or nvme; swap_in; free).
+// device or host) or "buf" (swap_out with "to", required: host or nvme;
+// swap_in; free).
 Plan plan_from_json_text(std::string_view text);
 Plan read_plan_file(const std::string& path);
 std::string plan_to_json_text(const Plan& plan);
@@ -83,7 +88,8 @@ void write_plan_file(const Plan& plan, const std::string& path);
 
 // Checks the plan against its graph: ids in range, placement only for
 // buffers that exist before the first op, offsets only for existing
-// buffers and within the budget, swap_out only to host or nvme. Throws
+// buffers and within the budget, swap_out only to host or nvme, compute
+// only on the device or the host. Throws
 // Error naming the step. What depends on execution (residency, budget,
 // overlap) is the simulator's to judge.
 void validate_plan(const Plan& plan, const Graph& graph);

@@ -1,0 +1,141 @@
+// `memwall simulate`: judges a plan (or the default plan) with the simulator
+// and prints its figures; optionally exports a Chrome trace and an SVG plot.
+// Exit code 0: the plan is valid; 1: it is invalid (the reason is printed);
+// 2: bad input.
+#include <iostream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "format.h"
+#include "memwall/graph/file_text.h"
+#include "memwall/graph/graph.h"
+#include "memwall/plan/builders.h"
+#include "memwall/plan/plan.h"
+#include "memwall/report/chrome_trace.h"
+#include "memwall/report/memory_svg.h"
+#include "memwall/sim/simulator.h"
+#include "options.h"
+
+namespace memwall::cli {
+namespace {
+
+struct SimulateArgs {
+  GraphSource source;
+  GpuSource gpu;
+  std::string plan_file;
+  std::string budget;
+  std::string trace_file;
+  std::string svg_file;
+  bool json = false;
+};
+
+constexpr std::array<Resource, 4> kLinks = {Resource::kH2D, Resource::kD2H, Resource::kNvmeRead,
+                                            Resource::kNvmeWrite};
+
+uint64_t moved(const SimResult& r, Resource link) {
+  return r.bytes_moved[static_cast<size_t>(link)];
+}
+
+int run_simulate(const SimulateArgs& args) {
+  const Graph graph = args.source.load();
+  const Hardware hw = args.gpu.load();
+  Plan plan;
+  if (args.plan_file.empty()) {
+    plan = default_plan(graph, hw.name, hw.device_memory_bytes);
+  } else {
+    plan = read_plan_file(args.plan_file);
+    if (plan.graph != graph.name) {
+      fail("{}: the plan is for graph \"{}\", not \"{}\"", args.plan_file, plan.graph, graph.name);
+    }
+  }
+  if (!args.budget.empty()) {
+    plan.budget = parse_bytes(args.budget, "--budget", memory_profile(graph).peak_bytes);
+  }
+  try {
+    validate_plan(plan, graph);
+  } catch (const Error& e) {
+    if (args.plan_file.empty()) throw;
+    fail("{}: {}", args.plan_file, e.what());
+  }
+  const bool timeline = !args.trace_file.empty();
+  const SimResult r = simulate(graph, plan, hw, {.record_timeline = timeline});
+  if (timeline) write_file_atomically(args.trace_file, chrome_trace_json(graph, plan, r));
+  if (!args.svg_file.empty()) {
+    write_file_atomically(
+        args.svg_file, memory_svg(r, fmt::format("{} on {}: device memory", graph.name, hw.name)));
+  }
+
+  if (args.json) {
+    nlohmann::json out = {{"graph", graph.name},
+                          {"gpu", hw.name},
+                          {"plan", args.plan_file.empty() ? "default" : args.plan_file},
+                          {"steps", plan.steps.size()},
+                          {"valid", r.valid},
+                          {"budget", r.budget},
+                          {"iteration_time_s", r.iteration_time},
+                          {"compute_time_s", r.compute_time},
+                          {"compute_busy_fraction", r.compute_busy_fraction},
+                          {"transfer_stall_s", r.transfer_stall_time},
+                          {"host_compute_s", r.host_compute_time}};
+    if (!r.valid) {
+      out["failed_step"] = r.failed_step;
+      out["reason"] = r.reason;
+    }
+    nlohmann::json links = nlohmann::json::object();
+    for (const Resource link : kLinks) links[to_string(link)] = moved(r, link);
+    out["bytes_moved"] = links;
+    nlohmann::json peaks = nlohmann::json::object();
+    for (int t = 0; t < kNumTiers; ++t) peaks[to_string(static_cast<Tier>(t))] = r.peak_bytes[t];
+    out["peak_bytes"] = peaks;
+    std::cout << out.dump(2) << "\n";
+    return r.valid ? 0 : 1;
+  }
+
+  const auto line = [](std::string_view label, const std::string& value) {
+    std::cout << fmt::format("  {:<24}{}\n", label, value);
+  };
+  std::cout << fmt::format("{} on {}: {} ({} steps)\n", graph.name, hw.name,
+                           args.plan_file.empty() ? std::string("default plan") : args.plan_file,
+                           grouped(plan.steps.size()));
+  line("valid", r.valid ? std::string("yes") : fmt::format("no: {}", r.reason));
+  line("iteration time", human_seconds(r.iteration_time));
+  line("compute busy",
+       fmt::format("{:.1f}% ({})", 100 * r.compute_busy_fraction, human_seconds(r.compute_time)));
+  line("stalled on transfers", human_seconds(r.transfer_stall_time));
+  if (r.host_compute_time > 0) line("host compute", human_seconds(r.host_compute_time));
+  line("peak device memory", fmt::format("{} at {} (budget {})", human_bytes(r.peak_bytes[0]),
+                                         human_seconds(r.peak_time[0]), human_bytes(r.budget)));
+  if (r.peak_bytes[1] > 0) line("peak host memory", human_bytes(r.peak_bytes[1]));
+  if (r.peak_bytes[2] > 0) line("peak NVMe", human_bytes(r.peak_bytes[2]));
+  line("moved h2d / d2h", fmt::format("{} / {}", human_bytes(moved(r, Resource::kH2D)),
+                                      human_bytes(moved(r, Resource::kD2H))));
+  if (moved(r, Resource::kNvmeRead) + moved(r, Resource::kNvmeWrite) > 0) {
+    line("moved NVMe read / write",
+         fmt::format("{} / {}", human_bytes(moved(r, Resource::kNvmeRead)),
+                     human_bytes(moved(r, Resource::kNvmeWrite))));
+  }
+  if (timeline) line("trace written to", args.trace_file);
+  if (!args.svg_file.empty()) line("plot written to", args.svg_file);
+  return r.valid ? 0 : 1;
+}
+
+}  // namespace
+
+void add_simulate(CLI::App& app, Action& action) {
+  auto* cmd = app.add_subcommand("simulate", "judge a plan: validity, time, memory per tier");
+  auto args = std::make_shared<SimulateArgs>();
+  args->source.add_options(*cmd, "gpt2-small");
+  args->gpu.add_options(*cmd, "a100-80g");
+  cmd->add_option("--plan", args->plan_file, "memwall.plan/1 JSON (default: the default plan)");
+  cmd->add_option("--budget", args->budget,
+                  "device budget: bytes, 40GiB, or 80% of the default peak (default: the plan's, "
+                  "or the GPU's memory for the default plan)");
+  cmd->add_option("--trace", args->trace_file, "write a Chrome trace (Perfetto, chrome://tracing)");
+  cmd->add_option("--svg", args->svg_file, "write an SVG plot of device memory over time");
+  cmd->add_flag("--json", args->json, "machine-readable output");
+  cmd->callback([&action, args] { action = [args] { return run_simulate(*args); }; });
+}
+
+}  // namespace memwall::cli

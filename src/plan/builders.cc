@@ -1,0 +1,332 @@
+// Plan builders (builders.h).
+//
+// Note [Applying evictions]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~
+// The builder walks the default schedule op by op, tracking in program order
+// which buffers are on the device and which have a copy on the host or NVMe,
+// and emits steps:
+//
+//   [restore what op i reads but is missing] compute i
+//   [default frees after i] [evictions after i] [prefetches after i]
+//
+// Restoring a missing buffer swaps it in when it has a copy off the device,
+// and otherwise recomputes its producer, first restoring that op's missing
+// inputs the same way (depth first, iteratively: chains can be long). What a
+// recompute brings back stays on the device until its next planned free or
+// eviction: a segment of a chain dropped in forward is recomputed once, in
+// order, not once per backward op (Chen et al. 2016, section 3). Buffers
+// brought back that nobody uses after op i (a producer's side outputs, or
+// inputs needed only to regenerate others) are freed right after op i.
+//
+// A prefetch (the swap_in of a swap eviction) is emitted after the compute
+// of `prefetch_after`; one whose buffer is back already is skipped.
+#include "memwall/plan/builders.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "memwall/graph/describe.h"
+#include "memwall/graph/error.h"
+#include "memwall/graph/graph.h"
+
+namespace memwall {
+
+BufferUses::BufferUses(const Graph& graph)
+    : start_(graph.buffers.size() + 1, 0), producer_(graph.buffers.size(), kNoOp) {
+  for (const Op& op : graph.ops) {
+    for (const BufferId b : op.out) producer_[b] = op.id;
+    for (const BufferId b : op.in) ++start_[b + 1];
+    for (const BufferId b : op.updates) ++start_[b + 1];
+  }
+  for (size_t b = 0; b < graph.buffers.size(); ++b) start_[b + 1] += start_[b];
+  ops_.resize(start_.back());
+  std::vector<size_t> next(start_.begin(), start_.end() - 1);
+  for (const Op& op : graph.ops) {
+    // An op listing a buffer twice uses it once.
+    const auto add = [&](BufferId b) {
+      if (next[b] > start_[b] && ops_[next[b] - 1] == op.id) return;
+      ops_[next[b]++] = op.id;
+    };
+    for (const BufferId b : op.in) add(b);
+    for (const BufferId b : op.updates) add(b);
+  }
+  // Compact away the duplicate slots.
+  size_t out = 0;
+  for (size_t b = 0; b < graph.buffers.size(); ++b) {
+    const size_t begin = start_[b];
+    start_[b] = out;
+    for (size_t i = begin; i < next[b]; ++i) ops_[out++] = ops_[i];
+  }
+  start_.back() = out;
+  ops_.resize(out);
+}
+
+std::optional<Eviction> largest_gap(const BufferUses& uses, BufferId b, OpId min_ops) {
+  std::optional<Eviction> best;
+  OpId previous = uses.producer(b);
+  for (const OpId op : uses.of(b)) {
+    if (previous != kNoOp && op - previous >= min_ops &&
+        (!best || op - previous > best->before - best->after)) {
+      best = Eviction{.buf = b, .after = previous, .before = op};
+    }
+    previous = op;
+  }
+  return best;
+}
+
+namespace {
+
+using detail::buffer_label;
+using detail::op_label;
+
+class Walker {
+ public:
+  Walker(const Graph& graph, std::span<const Eviction> evictions)
+      : graph_(graph),
+        uses_(graph),
+        lives_(liveness(graph)),
+        resident_(graph.buffers.size(), 0),
+        off_device_(graph.buffers.size(), 0),
+        evictions_after_(graph.ops.size()),
+        prefetch_after_(graph.ops.size()),
+        regenerated_mark_(graph.buffers.size(), 0) {
+    for (const Buffer& b : graph.buffers) resident_[b.id] = exists_before_first_op(b.kind);
+    check_and_index(evictions);
+  }
+
+  std::vector<Step> run() {
+    const auto n = static_cast<OpId>(graph_.ops.size());
+    for (OpId i = 0; i < n; ++i) {
+      const Op& op = graph_.ops[i];
+      for (const BufferId b : op.in) restore(b, i);
+      for (const BufferId b : op.updates) restore(b, i);
+      steps_.push_back(Step::compute(i));
+      for (const BufferId b : op.out) resident_[b] = 1;
+      drop_regenerated_dead(i);
+      default_frees(i);
+      for (const Eviction& e : evictions_after_[i]) evict(e);
+      for (const BufferId b : prefetch_after_[i]) prefetch(b);
+    }
+    // What the next iteration does not need goes; persistent buffers stay.
+    for (const Buffer& b : graph_.buffers) {
+      if (is_persistent(b.kind)) continue;
+      if (resident_[b.id] || off_device_[b.id]) free(b.id);
+    }
+    return std::move(steps_);
+  }
+
+ private:
+  void check_and_index(std::span<const Eviction> evictions) {
+    const auto n_ops = static_cast<OpId>(graph_.ops.size());
+    const auto n_buffers = static_cast<BufferId>(graph_.buffers.size());
+    std::vector<std::vector<std::pair<OpId, OpId>>> gaps(graph_.buffers.size());
+    for (const Eviction& e : evictions) {
+      if (e.buf < 0 || e.buf >= n_buffers)
+        fail("plan: eviction of buffer {}, which does not exist", e.buf);
+      const std::string name = buffer_label(graph_, e.buf);
+      if (e.after < 0 || e.before >= n_ops || e.after >= e.before) {
+        fail("plan: eviction of {} after op {} until op {}: not a gap of the graph's {} ops", name,
+             e.after, e.before, n_ops);
+      }
+      if (is_persistent(graph_.buffers[e.buf].kind)) {
+        fail("plan: eviction of {}: persistent buffers move by placement, not eviction", name);
+      }
+      if (e.how == Eviction::How::kSwap && e.to == Tier::kDevice) {
+        fail("plan: eviction of {}: swaps go to host or nvme", name);
+      }
+      const std::span<const OpId> used = uses_.of(e.buf);
+      const bool after_ok = lives_[e.buf].producer == e.after ||
+                            std::binary_search(used.begin(), used.end(), e.after);
+      if (!after_ok) fail("plan: eviction of {}: op {} neither creates nor uses it", name, e.after);
+      const auto next = std::upper_bound(used.begin(), used.end(), e.after);
+      if (next == used.end() || *next != e.before) {
+        fail("plan: eviction of {} after op {}: the next op using it is {}, not op {}", name,
+             e.after, next == used.end() ? std::string("none") : op_label(graph_, *next), e.before);
+      }
+      if (e.how == Eviction::How::kRecompute) {
+        const OpId producer = lives_[e.buf].producer;
+        if (producer == kNoOp) {
+          fail("plan: eviction of {}: no op creates it, so it cannot be recomputed", name);
+        }
+        if (!graph_.ops[producer].updates.empty()) {
+          fail(
+              "plan: eviction of {}: its producer {} updates a buffer in place and cannot be "
+              "recomputed",
+              name, op_label(graph_, producer));
+        }
+      }
+      gaps[e.buf].emplace_back(e.after, e.before);
+      evictions_after_[e.after].push_back(e);
+      if (e.how == Eviction::How::kSwap) {
+        const OpId at =
+            std::max(e.prefetch_after == kNoOp ? e.before - 1 : e.prefetch_after, e.after);
+        if (at >= e.before) {
+          fail("plan: eviction of {}: prefetch after op {} is not before op {}", name, at,
+               e.before);
+        }
+        prefetch_after_[at].push_back(e.buf);
+      }
+    }
+    for (size_t b = 0; b < gaps.size(); ++b) {
+      std::sort(gaps[b].begin(), gaps[b].end());
+      for (size_t k = 1; k < gaps[b].size(); ++k) {
+        if (gaps[b][k].first < gaps[b][k - 1].second) {
+          fail("plan: evictions of {} overlap (after op {} and after op {})",
+               buffer_label(graph_, static_cast<BufferId>(b)), gaps[b][k - 1].first,
+               gaps[b][k].first);
+        }
+      }
+    }
+  }
+
+  bool used_after(BufferId b, OpId i) const {
+    const std::span<const OpId> used = uses_.of(b);
+    return !used.empty() && used.back() > i;
+  }
+
+  // A free drops the device copy if there is one, else the others (Note
+  // [Simulation model]); a buffer regenerated while a copy of it waited off
+  // the device has both.
+  void free(BufferId b) {
+    if (resident_[b]) steps_.push_back(Step::free(b));
+    if (off_device_[b]) steps_.push_back(Step::free(b));
+    resident_[b] = 0;
+    off_device_[b] = 0;
+  }
+
+  // Brings b back to the device before op i (see Note [Applying evictions]).
+  void restore(BufferId root, OpId i) {
+    if (resident_[root]) return;
+    stack_.push_back(root);
+    while (!stack_.empty()) {
+      const BufferId b = stack_.back();
+      if (resident_[b]) {
+        stack_.pop_back();
+        continue;
+      }
+      if (off_device_[b]) {
+        steps_.push_back(Step::swap_in(b));
+        off_device_[b] = 0;
+        resident_[b] = 1;
+        stack_.pop_back();
+        continue;
+      }
+      const OpId producer = lives_[b].producer;
+      if (producer == kNoOp) {
+        fail("plan: {} needs {} before op {}, but it is gone and no op creates it",
+             op_label(graph_, i), buffer_label(graph_, b), i);
+      }
+      const Op& op = graph_.ops[producer];
+      if (!op.updates.empty()) {
+        fail(
+            "plan: {} is needed again before op {}, but its producer {} updates a buffer in "
+            "place and cannot be recomputed",
+            buffer_label(graph_, b), i, op_label(graph_, producer));
+      }
+      bool ready = true;
+      for (const BufferId x : op.in) {
+        if (!resident_[x]) {
+          if (stack_.size() > graph_.buffers.size()) fail("plan: recompute chain too deep");
+          stack_.push_back(x);
+          ready = false;
+          break;
+        }
+      }
+      if (!ready) continue;
+      steps_.push_back(Step::recompute(producer));
+      for (const BufferId out : op.out) {
+        if (resident_[out]) continue;
+        resident_[out] = 1;
+        if (!regenerated_mark_[out]) {
+          regenerated_mark_[out] = 1;
+          regenerated_.push_back(out);
+        }
+      }
+      stack_.pop_back();
+    }
+  }
+
+  // Regenerated buffers nobody needs after op i go right away.
+  void drop_regenerated_dead(OpId i) {
+    for (const BufferId b : regenerated_) {
+      regenerated_mark_[b] = 0;
+      if (resident_[b] && !used_after(b, i) && lives_[b].free_op != kNoOp) free(b);
+    }
+    regenerated_.clear();
+  }
+
+  void default_frees(OpId i) {
+    for (const BufferId b : frees_at(i)) {
+      if (resident_[b] || off_device_[b]) free(b);
+    }
+  }
+
+  // Buffers whose default free comes after op i.
+  std::span<const BufferId> frees_at(OpId i) {
+    if (free_start_.empty()) {
+      free_start_.assign(graph_.ops.size() + 1, 0);
+      for (const BufferLife& life : lives_) {
+        if (life.free_op != kNoOp) ++free_start_[life.free_op + 1];
+      }
+      for (size_t k = 0; k < graph_.ops.size(); ++k) free_start_[k + 1] += free_start_[k];
+      free_list_.resize(free_start_.back());
+      std::vector<size_t> next(free_start_.begin(), free_start_.end() - 1);
+      for (size_t b = 0; b < lives_.size(); ++b) {
+        if (lives_[b].free_op != kNoOp)
+          free_list_[next[lives_[b].free_op]++] = static_cast<BufferId>(b);
+      }
+    }
+    return {free_list_.data() + free_start_[i], free_list_.data() + free_start_[i + 1]};
+  }
+
+  void evict(const Eviction& e) {
+    if (!resident_[e.buf]) return;  // already gone
+    if (e.how == Eviction::How::kSwap && !off_device_[e.buf]) {
+      steps_.push_back(Step::swap_out(e.buf, e.to));
+      resident_[e.buf] = 0;
+      off_device_[e.buf] = 1;
+    } else {
+      steps_.push_back(Step::free(e.buf));
+      resident_[e.buf] = 0;
+    }
+  }
+
+  void prefetch(BufferId b) {
+    if (resident_[b] || !off_device_[b]) return;
+    steps_.push_back(Step::swap_in(b));
+    off_device_[b] = 0;
+    resident_[b] = 1;
+  }
+
+  const Graph& graph_;
+  const BufferUses uses_;
+  const std::vector<BufferLife> lives_;
+  std::vector<uint8_t> resident_;    // on the device, in program order
+  std::vector<uint8_t> off_device_;  // has a copy on the host or NVMe
+  std::vector<std::vector<Eviction>> evictions_after_;
+  std::vector<std::vector<BufferId>> prefetch_after_;
+  std::vector<uint8_t> regenerated_mark_;
+  std::vector<BufferId> regenerated_;
+  std::vector<BufferId> stack_;
+  std::vector<size_t> free_start_;
+  std::vector<BufferId> free_list_;
+  std::vector<Step> steps_;
+};
+
+}  // namespace
+
+Plan plan_with_evictions(const Graph& graph, std::span<const Eviction> evictions,
+                         std::string hardware, uint64_t budget) {
+  Plan plan;
+  plan.graph = graph.name;
+  plan.hardware = std::move(hardware);
+  plan.budget = budget;
+  plan.steps = Walker(graph, evictions).run();
+  return plan;
+}
+
+Plan default_plan(const Graph& graph, std::string hardware, uint64_t budget) {
+  return plan_with_evictions(graph, {}, std::move(hardware), budget);
+}
+
+}  // namespace memwall

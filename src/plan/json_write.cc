@@ -1,0 +1,210 @@
+// Writing memwall.plan/1 JSON.
+//
+// Streams text: plans of millions of steps are common, and one step per line
+// keeps them diffable. The writer refuses what the reader would reject (with
+// the reader's message), so that a written plan always reads back; it fails
+// before the disk is touched. plan_to_json() parses this text, so the DOM and
+// the file can never disagree.
+#include <charconv>
+#include <string>
+
+#include "memwall/graph/describe.h"
+#include "memwall/graph/error.h"
+#include "memwall/graph/file_text.h"
+#include "memwall/plan/plan.h"
+
+namespace memwall {
+namespace {
+
+using namespace std::string_view_literals;
+
+bool is_step_kind(StepKind kind) { return kind <= StepKind::kFree; }
+bool is_tier(Tier tier) { return tier <= Tier::kNvme; }
+
+class Writer {
+ public:
+  explicit Writer(const Plan& plan) : plan_(plan) {}
+
+  std::string run() {
+    // Generous: an unused tail of the reservation is never touched.
+    out_.reserve(256 + plan_.graph.size() + plan_.hardware.size() + plan_.steps.size() * 40 +
+                 (plan_.placement.size() + plan_.offsets.size()) * 32);
+    out_ += "{\"format\": \""sv;
+    out_ += kPlanFormat;
+    out_ += "\",\n\"graph\": "sv;
+    string(plan_.graph, "graph");
+    out_ += ",\n\"hardware\": "sv;
+    string(plan_.hardware, "hardware");
+    if (plan_.budget > kMaxBytes) {
+      fail("plan: \"budget\" is {}, above the limit of 2^62 bytes", plan_.budget);
+    }
+    out_ += ",\n\"budget\": "sv;
+    integer(plan_.budget);
+    if (!plan_.placement.empty()) placement();
+    out_ += ",\n\"steps\": ["sv;
+    for (size_t i = 0; i < plan_.steps.size(); ++i) {
+      out_ += i == 0 ? "\n"sv : ",\n"sv;
+      step(plan_.steps[i], i);
+    }
+    out_ += "\n]"sv;
+    if (!plan_.offsets.empty()) offsets();
+    out_ += "}\n"sv;
+    return std::move(out_);
+  }
+
+ private:
+  void step(const Step& s, size_t index) {
+    if (!is_step_kind(s.kind)) {
+      fail("plan: step {}: unknown step kind {}", index, static_cast<unsigned>(s.kind));
+    }
+    out_ += "{\"do\":\""sv;
+    out_ += to_string(s.kind);
+    switch (s.kind) {
+      case StepKind::kCompute:
+      case StepKind::kRecompute:
+        out_ += "\",\"op\":"sv;
+        id(s.op, "op", s, index);
+        if (s.on == Tier::kHost) {
+          out_ += ",\"on\":\"host\""sv;
+        } else if (s.on != Tier::kDevice) {
+          step_fail(s, index, R"("on" must be "device" or "host", got {})", shown(s.on));
+        }
+        break;
+      case StepKind::kSwapOut:
+        out_ += "\",\"buf\":"sv;
+        id(s.buf, "buf", s, index);
+        if (s.to != Tier::kHost && s.to != Tier::kNvme) {
+          step_fail(s, index, R"("to" must be "host" or "nvme", got {})", shown(s.to));
+        }
+        out_ += ",\"to\":\""sv;
+        out_ += to_string(s.to);
+        out_ += '"';
+        break;
+      case StepKind::kSwapIn:
+      case StepKind::kFree:
+        out_ += "\",\"buf\":"sv;
+        id(s.buf, "buf", s, index);
+        break;
+    }
+    out_ += '}';
+  }
+
+  void placement() {
+    out_ += ",\n\"placement\": {"sv;
+    bool first = true;
+    for (const auto& [buffer, tier] : plan_.placement) {
+      key(buffer, "placement", first);
+      if (!is_tier(tier)) {
+        fail(R"(plan: "placement": buffer {} must be "host", "nvme" or "device", got {})", buffer,
+             shown(tier));
+      }
+      out_ += '"';
+      out_ += to_string(tier);
+      out_ += '"';
+    }
+    out_ += "\n}"sv;
+  }
+
+  void offsets() {
+    out_ += ",\n\"offsets\": {"sv;
+    bool first = true;
+    for (const auto& [buffer, offset] : plan_.offsets) {
+      key(buffer, "offsets", first);
+      if (offset > kMaxBytes) {
+        fail("plan: \"offsets\": the offset of buffer {} is {}, above the limit of 2^62 bytes",
+             buffer, offset);
+      }
+      integer(offset);
+    }
+    out_ += "\n}"sv;
+  }
+
+  void key(BufferId buffer, const char* field, bool& first) {
+    if (buffer < 0) fail("plan: \"{}\": key \"{}\" is not a buffer id", field, buffer);
+    out_ += first ? "\n\""sv : ",\n\""sv;
+    first = false;
+    integer(buffer);
+    out_ += "\":"sv;
+  }
+
+  void id(int32_t value, const char* field, const Step& s, size_t index) {
+    if (value < 0) {
+      step_fail(s, index, "\"{}\" must be a non-negative integer, got {}", field, value);
+    }
+    integer(value);
+  }
+
+  template <typename... Args>
+  [[noreturn]] static void step_fail(const Step& s, size_t index,
+                                     fmt::format_string<Args...> format, Args&&... args) {
+    fail("plan: step {} ({}): {}", index, to_string(s.kind),
+         fmt::format(format, std::forward<Args>(args)...));
+  }
+
+  // A tier as a message shows it: its name in quotes, or its number when it
+  // is none (an uninitialized or corrupted value).
+  static std::string shown(Tier tier) {
+    if (!is_tier(tier)) return std::to_string(static_cast<unsigned>(tier));
+    return detail::in_quotes(to_string(tier));
+  }
+
+  template <typename Int>
+  void integer(Int value) {
+    char text[24];
+    const auto result = std::to_chars(text, text + sizeof text, value);
+    out_.append(text, result.ptr);
+  }
+
+  // Copies runs of plain bytes whole, escapes the rest, and checks UTF-8
+  // (JSON text must be UTF-8; the reader rejects anything else).
+  void string(std::string_view text, const char* field) {
+    out_ += '"';
+    size_t run = 0;  // start of the bytes not yet copied
+    for (size_t i = 0; i < text.size(); ++i) {
+      const auto c = static_cast<unsigned char>(text[i]);
+      if (c >= 0x20 && c != '"' && c != '\\' && c < 0x80) continue;
+      if (c >= 0x80) {
+        const size_t length = detail::utf8_sequence_length(text, i);
+        if (length == 0) fail("plan: \"{}\" is not valid UTF-8", field);
+        i += length - 1;
+        continue;
+      }
+      out_.append(text.data() + run, i - run);
+      run = i + 1;
+      if (c == '"' || c == '\\') {
+        out_ += '\\';
+        out_ += static_cast<char>(c);
+      } else {
+        static constexpr char kHex[] = "0123456789abcdef";
+        out_ += "\\u00"sv;
+        out_ += kHex[c >> 4];
+        out_ += kHex[c & 15];
+      }
+    }
+    out_.append(text.data() + run, text.size() - run);
+    out_ += '"';
+  }
+
+  const Plan& plan_;
+  std::string out_;
+};
+
+}  // namespace
+
+std::string plan_to_json_text(const Plan& plan) { return Writer(plan).run(); }
+
+nlohmann::json plan_to_json(const Plan& plan) {
+  const std::string text = plan_to_json_text(plan);
+  try {
+    return nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    fail("plan: cannot convert to JSON: {}", e.what());  // not expected: the text is JSON
+  }
+}
+
+void write_plan_file(const Plan& plan, const std::string& path) {
+  // The text is complete (or has failed) before the disk is touched.
+  write_file_atomically(path, plan_to_json_text(plan));
+}
+
+}  // namespace memwall

@@ -1,0 +1,115 @@
+// Checking a plan against its graph (plan.h): what can be judged without
+// executing it. Checks run in the order of the format (budget, placement,
+// steps, offsets), so the first problem reported is the first in the file.
+#include <string>
+
+#include "memwall/graph/describe.h"
+#include "memwall/graph/error.h"
+#include "memwall/plan/plan.h"
+
+namespace memwall {
+namespace {
+
+using detail::buffer_label;
+using detail::in_quotes;
+
+// "120 ops", "1 op".
+std::string count(size_t n, std::string_view noun) {
+  return fmt::format("{} {}{}", n, noun, n == 1 ? "" : "s");
+}
+
+bool has_buffer(const Graph& graph, BufferId id) {
+  return id >= 0 && static_cast<size_t>(id) < graph.buffers.size();
+}
+
+// A tier in a message: its name in quotes, or its number when it is none.
+std::string shown(Tier tier) {
+  if (tier > Tier::kNvme) return std::to_string(static_cast<unsigned>(tier));
+  return in_quotes(to_string(tier));
+}
+
+void check_placement(const Plan& plan, const Graph& graph) {
+  for (const auto& [id, tier] : plan.placement) {
+    if (!has_buffer(graph, id)) {
+      fail("plan: placement: buffer {} does not exist (the graph has {})", id,
+           count(graph.buffers.size(), "buffer"));
+    }
+    if (tier > Tier::kNvme) {
+      fail(R"(plan: placement: {} must be "host", "nvme" or "device", got {})",
+           buffer_label(graph, id), shown(tier));
+    }
+    const BufferKind kind = graph.buffers[id].kind;
+    if (!exists_before_first_op(kind)) {
+      fail(
+          "plan: placement: {} of kind {} does not exist before the first op (only param, "
+          "optim_state and input buffers have a starting tier)",
+          buffer_label(graph, id), to_string(kind));
+    }
+  }
+}
+
+void check_step(const Step& step, size_t index, const Graph& graph) {
+  if (step.kind > StepKind::kFree) {
+    fail("plan: step {}: unknown step kind {}", index, static_cast<unsigned>(step.kind));
+  }
+  const auto step_fail = [&](const std::string& what) {
+    fail("plan: step {} ({}): {}", index, to_string(step.kind), what);
+  };
+  switch (step.kind) {
+    case StepKind::kCompute:
+    case StepKind::kRecompute:
+      if (step.op < 0 || static_cast<size_t>(step.op) >= graph.ops.size()) {
+        step_fail(fmt::format("op {} does not exist (the graph has {})", step.op,
+                              count(graph.ops.size(), "op")));
+      }
+      if (step.on != Tier::kDevice && step.on != Tier::kHost) {
+        step_fail(fmt::format(R"("on" must be "device" or "host", got {})", shown(step.on)));
+      }
+      break;
+    case StepKind::kSwapOut:
+    case StepKind::kSwapIn:
+    case StepKind::kFree:
+      if (!has_buffer(graph, step.buf)) {
+        step_fail(fmt::format("buffer {} does not exist (the graph has {})", step.buf,
+                              count(graph.buffers.size(), "buffer")));
+      }
+      if (step.kind == StepKind::kSwapOut && step.to != Tier::kHost && step.to != Tier::kNvme) {
+        step_fail(fmt::format(R"("to" must be "host" or "nvme", got {})", shown(step.to)));
+      }
+      break;
+  }
+}
+
+void check_offsets(const Plan& plan, const Graph& graph) {
+  for (const auto& [id, offset] : plan.offsets) {
+    if (!has_buffer(graph, id)) {
+      fail("plan: offsets: buffer {} does not exist (the graph has {})", id,
+           count(graph.buffers.size(), "buffer"));
+    }
+    if (offset > kMaxBytes) {
+      fail("plan: offsets: {} at {} is above the limit of 2^62 bytes", buffer_label(graph, id),
+           offset);
+    }
+    const uint64_t bytes = graph.buffers[id].bytes;
+    // Both operands are at most 2^62 for a valid graph; checked_add guards
+    // the sum for any other.
+    const uint64_t end = checked_add(offset, bytes, "plan: offsets: an offset plus its size");
+    if (end > plan.budget) {
+      fail("plan: offsets: {} at {} with {} bytes ends past the budget of {}",
+           buffer_label(graph, id), offset, bytes, plan.budget);
+    }
+  }
+}
+
+}  // namespace
+
+void validate_plan(const Plan& plan, const Graph& graph) {
+  if (plan.budget > kMaxBytes) {
+    fail("plan: \"budget\" is {}, above the limit of 2^62 bytes", plan.budget);
+  }
+  check_placement(plan, graph);
+  for (size_t i = 0; i < plan.steps.size(); ++i) check_step(plan.steps[i], i, graph);
+  check_offsets(plan, graph);
+}
+
+}  // namespace memwall

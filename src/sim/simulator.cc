@@ -1,0 +1,659 @@
+// The discrete-event simulator (simulator.h).
+//
+// Note [Simulation model]
+// ~~~~~~~~~~~~~~~~~~~~~~~
+// Residency is a property of the plan's order; time is a property of the
+// resources. Walking the steps in order, the simulator keeps, per buffer,
+// which tiers hold a copy of it and when each copy is ready, and per
+// resource, when it is next free.
+//
+// Issue. A runtime's host thread launches work in plan order and, for a
+// device compute step, does not run ahead of the compute stream: the issue
+// time ("cursor") is the start time of the latest device compute step (0
+// before the first). Every other step issues at the cursor. So a swap_in
+// placed after compute op k overlaps op k: it is a prefetch one op ahead;
+// placed further back, it starts earlier.
+//
+// Start and end. A step starts when its resource is free, it has issued, and
+// its data is ready: compute waits for every input (`in` and `updates`) on
+// its tier, and for in-flight copies of the buffers it updates (a copy must
+// not see half-updated data); swap_out waits for the buffer to be produced;
+// swap_in waits for its source copy. Durations come from the cost model
+// (hw/cost_model): op_time for device compute; h2d_time/d2h_time for copies
+// (bandwidth and latency); bytes / NVMe bandwidth for NVMe, which is reached
+// through a host bounce buffer (NVMe->host->device, device->host->NVMe);
+// parameters / CPU Adam throughput for an optimizer op on the host.
+//
+// Memory. Device compute allocates its outputs and workspace at its start;
+// swap_in allocates device memory at issue; swap_out and the destination of
+// any copy allocate at issue; bounce buffers are held while in flight. A
+// swap_out releases the device copy when the copy ends (and pending readers
+// are done); a swap_in releases its source copy when it ends, unless the
+// buffer is persistent (param, optim_state: the source is its home copy);
+// free releases the device copy, or if there is none, every other copy,
+// after pending readers and copies; an op that updates a buffer drops the
+// copies on other tiers (they are stale). Device allocations happen in
+// non-decreasing time (compute starts are ordered and the cursor follows
+// them), so device usage is exact when releases (kept in a heap) are applied
+// before each allocation at or after their time. Host and NVMe events are
+// not ordered that way; their curves are built by sorting at the end.
+//
+// Validity, in plan order: a compute finds each input on its tier (not
+// freed, not swapped out, not yet created is an error, with the step that
+// made it so); an op is computed once, recomputed only after it was computed
+// and only if it updates nothing in place; swap_out needs a device copy,
+// swap_in needs none and a copy elsewhere; free needs a copy, and may not
+// drop the last copy of a persistent buffer; device bytes stay within the
+// budget (time order); with offsets, co-resident buffers do not overlap and
+// every allocated buffer has an offset. At the end, every op has been
+// computed and every persistent buffer has a copy on its starting tier; host
+// bytes stay within the host's memory.
+#include "memwall/sim/simulator.h"
+
+#include <algorithm>
+#include <limits>
+#include <map>
+#include <optional>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "memwall/graph/counts.h"
+#include "memwall/graph/describe.h"
+#include "memwall/graph/error.h"
+
+namespace memwall {
+namespace {
+
+using detail::buffer_label;
+using detail::op_label;
+
+constexpr size_t kDevice = static_cast<size_t>(Tier::kDevice);
+constexpr size_t kHost = static_cast<size_t>(Tier::kHost);
+constexpr size_t kNvme = static_cast<size_t>(Tier::kNvme);
+
+// Why a buffer has no copy on a tier any more, for messages.
+enum class Gone : uint8_t { kNever, kFreed, kSwappedOut, kMovedIn, kStale };
+
+struct Copy {
+  bool present = false;
+  double ready = 0;     // when its data is valid
+  double read_end = 0;  // end of the latest reader or outgoing copy
+  Gone gone = Gone::kNever;
+  int32_t gone_step = -1;  // the step that removed it
+};
+
+struct BufferState {
+  std::array<Copy, kNumTiers> copies;
+};
+
+// A device release waiting for its time (see Note [Simulation model]).
+struct Release {
+  double time;
+  uint64_t bytes;
+  BufferId buf;  // -1: workspace
+  bool operator>(const Release& other) const { return time > other.time; }
+};
+
+// A host or NVMe allocation (+) or release (-), ordered at the end.
+struct TierEvent {
+  double time;
+  int64_t delta;
+  uint32_t step;
+};
+
+class Simulator {
+ public:
+  Simulator(const Graph& graph, const Plan& plan, const Hardware& hw, const SimOptions& options)
+      : graph_(graph),
+        plan_(plan),
+        hw_(hw),
+        options_(options),
+        state_(graph.buffers.size()),
+        computed_(graph.ops.size(), 0) {
+    result_.budget = plan.budget;
+    op_time_.reserve(graph.ops.size());
+    for (const Op& op : graph.ops) op_time_.push_back(op_time(hw, graph, op));
+    if (!plan.offsets.empty()) {
+      offset_of_.assign(graph.buffers.size(), kNoOffset);
+      for (const auto& [buf, offset] : plan.offsets) offset_of_[buf] = offset;
+    }
+    if (options.record_timeline) result_.timeline.reserve(plan.steps.size());
+  }
+
+  SimResult run() {
+    if (!place_initial_buffers()) return finish();
+    const auto n = static_cast<uint32_t>(plan_.steps.size());
+    for (step_ = 0; step_ < n; ++step_) {
+      if (!execute(plan_.steps[step_])) return finish();
+    }
+    result_.steps_executed = plan_.steps.size();
+    check_end();
+    return finish();
+  }
+
+ private:
+  static constexpr uint64_t kNoOffset = std::numeric_limits<uint64_t>::max();
+
+  // ---- Failure ------------------------------------------------------------------
+  template <typename... Args>
+  bool fail_at(size_t step, fmt::format_string<Args...> format, Args&&... args) {
+    if (result_.valid || step < result_.failed_step) {
+      result_.valid = false;
+      result_.failed_step = step;
+      result_.reason = fmt::format(format, std::forward<Args>(args)...);
+    }
+    return false;
+  }
+  std::string step_label(size_t step) const {
+    if (step >= plan_.steps.size()) return "end of plan";
+    const Step& s = plan_.steps[step];
+    return fmt::format("step {} ({})", step, to_string(s.kind));
+  }
+  // The current step, or the initial placement before it.
+  std::string where() const {
+    return placing_ ? std::string("initial placement") : step_label(step_);
+  }
+  std::string op_name(OpId op) const { return op_label(graph_, op); }
+  std::string buf_name(BufferId b) const { return buffer_label(graph_, b); }
+
+  // Why buffer b has no copy on `tier`.
+  std::string absence(BufferId b, size_t tier) const {
+    const Copy& c = state_[b].copies[tier];
+    const auto where = to_string(static_cast<Tier>(tier));
+    switch (c.gone) {
+      case Gone::kFreed:
+        return fmt::format("it was freed at step {}", c.gone_step);
+      case Gone::kSwappedOut:
+        return fmt::format("it was swapped out at step {}", c.gone_step);
+      case Gone::kMovedIn:
+        return fmt::format("its {} copy moved to the device at step {}", where, c.gone_step);
+      case Gone::kStale:
+        return fmt::format("its {} copy went stale when step {} updated it elsewhere", where,
+                           c.gone_step);
+      case Gone::kNever:
+        break;
+    }
+    const BufferKind kind = graph_.buffers[b].kind;
+    if (!exists_before_first_op(kind) && !ever_created_[b]) return "no op has created it yet";
+    const auto it = plan_.placement.find(b);
+    const Tier start = it == plan_.placement.end() ? Tier::kDevice : it->second;
+    return fmt::format("it is not on the {} (it started on the {})", where, to_string(start));
+  }
+
+  // ---- Device memory --------------------------------------------------------------
+  // Applies every release due at or before `time`.
+  void release_due(double time) {
+    while (!releases_.empty() && releases_.front().time <= time) {
+      std::pop_heap(releases_.begin(), releases_.end(), std::greater<>());
+      const Release r = releases_.back();
+      releases_.pop_back();
+      device_bytes_ -= r.bytes;
+      if (r.buf >= 0 && !offset_of_.empty()) arena_.erase(offset_of_[r.buf]);
+      note_device(r.time);
+    }
+  }
+  void note_device(double time) {
+    if (!options_.record_curves) return;
+    auto& curve = result_.curves[kDevice];
+    if (!curve.empty() && curve.back().time == time) {
+      curve.back().bytes = device_bytes_;
+    } else {
+      curve.push_back({time, device_bytes_});
+    }
+  }
+  // Allocates `bytes` on the device at `time` for buffer b (-1: workspace).
+  bool allocate_device(double time, uint64_t bytes, BufferId b) {
+    release_due(time);
+    device_bytes_ += bytes;
+    note_device(time);
+    if (device_bytes_ > result_.peak_bytes[kDevice]) {
+      result_.peak_bytes[kDevice] = device_bytes_;
+      result_.peak_time[kDevice] = time;
+    }
+    if (device_bytes_ > plan_.budget) {
+      const std::string what =
+          b >= 0 ? buf_name(b) : fmt::format("the workspace of {}", op_name(current_op()));
+      return fail_at(step_,
+                     "{}: device memory exceeds the budget by {} bytes ({} > {}) at {:.6f} s, "
+                     "allocating {}",
+                     where(), device_bytes_ - plan_.budget, device_bytes_, plan_.budget, time,
+                     what);
+    }
+    if (b >= 0 && !offset_of_.empty()) return place_in_arena(b, bytes);
+    return true;
+  }
+  void release_device(double time, uint64_t bytes, BufferId b) {
+    releases_.push_back({time, bytes, b});
+    std::push_heap(releases_.begin(), releases_.end(), std::greater<>());
+  }
+  bool place_in_arena(BufferId b, uint64_t bytes) {
+    const uint64_t offset = offset_of_[b];
+    if (offset == kNoOffset) {
+      return fail_at(step_, "{}: {} has no offset, but the plan pins addresses", where(),
+                     buf_name(b));
+    }
+    const uint64_t end = offset + bytes;  // validate_plan checked it fits the budget
+    auto next = arena_.lower_bound(offset);
+    if (next != arena_.end() && next->first < end && bytes > 0) {
+      return overlap(b, next->second.second);
+    }
+    if (next != arena_.begin()) {
+      const auto prev = std::prev(next);
+      if (prev->second.first > offset && bytes > 0) return overlap(b, prev->second.second);
+    }
+    if (bytes > 0) arena_.emplace(offset, std::make_pair(end, b));
+    return true;
+  }
+  bool overlap(BufferId b, BufferId other) {
+    return fail_at(step_, "{}: {} at offset {} overlaps {} at offset {}, which is still allocated",
+                   where(), buf_name(b), offset_of_[b], buf_name(other), offset_of_[other]);
+  }
+
+  // ---- Host and NVMe memory ---------------------------------------------------------
+  void tier_event(size_t tier, double time, int64_t delta) {
+    tier_events_[tier].push_back({time, delta, step_});
+  }
+
+  // ---- Copies ----------------------------------------------------------------------
+  Copy& copy(BufferId b, size_t tier) { return state_[b].copies[tier]; }
+  uint64_t bytes_of(BufferId b) const { return graph_.buffers[b].bytes; }
+
+  void create(BufferId b, size_t tier, double alloc_time, double ready) {
+    Copy& c = copy(b, tier);
+    c.present = true;
+    c.ready = ready;
+    c.read_end = ready;
+    c.gone = Gone::kNever;
+    if (tier != kDevice) tier_event(tier, alloc_time, static_cast<int64_t>(bytes_of(b)));
+  }
+  // Removes the copy on `tier`, released at `time` (or later, after its
+  // pending readers and outgoing copies).
+  void drop(BufferId b, size_t tier, double time, Gone why) {
+    Copy& c = copy(b, tier);
+    const double at = std::max({time, c.ready, c.read_end});
+    if (tier == kDevice) {
+      release_device(at, bytes_of(b), b);
+    } else {
+      tier_event(tier, at, -static_cast<int64_t>(bytes_of(b)));
+    }
+    c.present = false;
+    c.gone = why;
+    c.gone_step = static_cast<int32_t>(step_);
+    last_release_ = std::max(last_release_, at);
+  }
+
+  // ---- Resources -----------------------------------------------------------------
+  double busy(Resource r, double start, double duration) {
+    const double end = start + duration;
+    free_at_[static_cast<size_t>(r)] = end;
+    if (options_.record_timeline) result_.timeline.push_back({r, step_, start, end});
+    return end;
+  }
+  double free_at(Resource r) const { return free_at_[static_cast<size_t>(r)]; }
+  void moved(Resource r, uint64_t bytes) { result_.bytes_moved[static_cast<size_t>(r)] += bytes; }
+
+  OpId current_op() const { return plan_.steps[step_].op; }
+
+  // ---- Steps ---------------------------------------------------------------------
+  bool place_initial_buffers() {
+    step_ = 0;
+    ever_created_.assign(graph_.buffers.size(), 0);
+    for (const Buffer& b : graph_.buffers) {
+      if (!exists_before_first_op(b.kind)) continue;
+      const auto it = plan_.placement.find(b.id);
+      const Tier tier = it == plan_.placement.end() ? Tier::kDevice : it->second;
+      if (tier == Tier::kDevice) {
+        copy(b.id, kDevice) = {true, 0, 0, Gone::kNever, -1};
+        if (!allocate_device(0, b.bytes, b.id)) return false;
+      } else {
+        create(b.id, static_cast<size_t>(tier), 0, 0);
+      }
+    }
+    placing_ = false;
+    return true;
+  }
+
+  bool execute(const Step& s) {
+    switch (s.kind) {
+      case StepKind::kCompute:
+      case StepKind::kRecompute:
+        return s.on == Tier::kHost ? compute_on_host(s) : compute_on_device(s);
+      case StepKind::kSwapOut:
+        return swap_out(s.buf, static_cast<size_t>(s.to));
+      case StepKind::kSwapIn:
+        return swap_in(s.buf);
+      case StepKind::kFree:
+        return free_buffer(s.buf);
+    }
+    return fail_at(step_, "{}: unknown step kind", step_label(step_));
+  }
+
+  // Checks compute-once and recompute rules; true when the step may run.
+  bool check_compute_order(const Step& s) {
+    const Op& op = graph_.ops[s.op];
+    if (s.kind == StepKind::kCompute) {
+      if (computed_[s.op]) {
+        return fail_at(step_, "{}: {} is computed a second time (use recompute)", step_label(step_),
+                       op_name(s.op));
+      }
+      return true;
+    }
+    if (!computed_[s.op]) {
+      return fail_at(step_, "{}: {} is recomputed before it was computed", step_label(step_),
+                     op_name(s.op));
+    }
+    if (!op.updates.empty()) {
+      return fail_at(step_, "{}: {} updates {} in place and cannot be recomputed",
+                     step_label(step_), op_name(s.op), buf_name(op.updates[0]));
+    }
+    return true;
+  }
+
+  // Latest ready time of the op's inputs on `tier`, or nullopt after a failure.
+  std::optional<double> inputs_ready(const Op& op, size_t tier) {
+    double ready = 0;
+    const auto need = [&](BufferId b, const char* verb) {
+      const Copy& c = copy(b, tier);
+      if (!c.present) {
+        return fail_at(step_, "{}: {} {} {}, which is not on the {}: {}", step_label(step_),
+                       op_name(op.id), verb, buf_name(b), to_string(static_cast<Tier>(tier)),
+                       absence(b, tier));
+      }
+      ready = std::max(ready, c.ready);
+      return true;
+    };
+    for (const BufferId b : op.in) {
+      if (!need(b, "reads")) return std::nullopt;
+    }
+    for (const BufferId b : op.updates) {
+      if (!need(b, "updates")) return std::nullopt;
+      ready = std::max(ready, copy(b, tier).read_end);  // in-flight copies of it finish first
+    }
+    return ready;
+  }
+
+  // Marks the op's reads and in-place updates done at `end` on `tier` and
+  // drops copies its updates make stale.
+  void finish_uses(const Op& op, size_t tier, double start, double end) {
+    for (const BufferId b : op.in) {
+      Copy& c = copy(b, tier);
+      c.read_end = std::max(c.read_end, end);
+    }
+    for (const BufferId b : op.updates) {
+      Copy& c = copy(b, tier);
+      c.ready = end;
+      c.read_end = std::max(c.read_end, end);
+      for (size_t other = 0; other < kNumTiers; ++other) {
+        if (other != tier && copy(b, other).present) drop(b, other, start, Gone::kStale);
+      }
+    }
+  }
+
+  bool compute_on_device(const Step& s) {
+    if (!check_compute_order(s)) return false;
+    const Op& op = graph_.ops[s.op];
+    const std::optional<double> ready = inputs_ready(op, kDevice);
+    if (!ready) return false;
+    const double natural = free_at(Resource::kCompute);
+    const double start = std::max(natural, *ready);
+    if (*ready > natural) result_.transfer_stall_time += *ready - natural;
+    const double end = busy(Resource::kCompute, start, op_time_[s.op]);
+    cursor_ = start;
+    result_.compute_time += op_time_[s.op];
+
+    for (const BufferId b : op.out) {
+      Copy& c = copy(b, kDevice);
+      if (c.present) {
+        if (s.kind == StepKind::kRecompute) continue;  // still resident: kept as is
+        return fail_at(step_, "{}: {} creates {}, which already exists", step_label(step_),
+                       op_name(s.op), buf_name(b));
+      }
+      if (s.kind == StepKind::kCompute && has_any_copy(b)) {
+        return fail_at(step_, "{}: {} creates {}, which already exists", step_label(step_),
+                       op_name(s.op), buf_name(b));
+      }
+      create(b, kDevice, start, end);
+      ever_created_[b] = 1;
+      if (!allocate_device(start, bytes_of(b), b)) return false;
+    }
+    if (op.workspace > 0) {
+      if (!allocate_device(start, op.workspace, -1)) return false;
+      release_device(end, op.workspace, -1);
+    }
+    finish_uses(op, kDevice, start, end);
+    computed_[s.op] = 1;
+    return true;
+  }
+
+  bool has_any_copy(BufferId b) const {
+    const auto& copies = state_[b].copies;
+    return copies[kDevice].present || copies[kHost].present || copies[kNvme].present;
+  }
+
+  // Host-side optimizer step: parameters updated / CPU Adam throughput.
+  double host_op_time(const Op& op) const {
+    if (op.time) return *op.time;
+    uint64_t params = 0, largest = 0;
+    for (const BufferId b : op.updates) {
+      const uint64_t n = element_count(graph_.buffers[b]);
+      if (graph_.buffers[b].kind == BufferKind::kParam) params += n;
+      largest = std::max(largest, n);
+    }
+    if (params == 0) params = largest;
+    return static_cast<double>(params) / hw_.cpu_adam_params_per_s;
+  }
+
+  bool compute_on_host(const Step& s) {
+    if (!check_compute_order(s)) return false;
+    const Op& op = graph_.ops[s.op];
+    if (op.phase != Phase::kOptimizer && !op.time) {
+      return fail_at(step_,
+                     "{}: {} runs on the host, but only optimizer ops (or ops with a measured "
+                     "time) can",
+                     step_label(step_), op_name(s.op));
+    }
+    if (hw_.cpu_adam_params_per_s <= 0 && !op.time) {
+      return fail_at(step_,
+                     "{}: {} runs on the host, but the hardware profile gives no CPU "
+                     "Adam throughput",
+                     step_label(step_), op_name(s.op));
+    }
+    const std::optional<double> ready = inputs_ready(op, kHost);
+    if (!ready) return false;
+    const double start = std::max({cursor_, free_at(Resource::kHostCpu), *ready});
+    const double duration = host_op_time(op);
+    const double end = busy(Resource::kHostCpu, start, duration);
+    result_.host_compute_time += duration;
+    for (const BufferId b : op.out) {
+      if (has_any_copy(b) && s.kind == StepKind::kCompute) {
+        return fail_at(step_, "{}: {} creates {}, which already exists", step_label(step_),
+                       op_name(s.op), buf_name(b));
+      }
+      if (copy(b, kHost).present) continue;
+      create(b, kHost, start, end);
+      ever_created_[b] = 1;
+    }
+    finish_uses(op, kHost, start, end);
+    computed_[s.op] = 1;
+    return true;
+  }
+
+  bool swap_out(BufferId b, size_t to) {
+    Copy& device = copy(b, kDevice);
+    if (!device.present) {
+      return fail_at(step_, "{}: {} is not on the device: {}", step_label(step_), buf_name(b),
+                     absence(b, kDevice));
+    }
+    if (copy(b, to).present) {
+      return fail_at(step_, "{}: {} already has a copy on the {}", step_label(step_), buf_name(b),
+                     to_string(static_cast<Tier>(to)));
+    }
+    const uint64_t bytes = bytes_of(b);
+    const double start = std::max({cursor_, free_at(Resource::kD2H), device.ready});
+    const double copied = busy(Resource::kD2H, start, d2h_time(hw_, bytes));
+    moved(Resource::kD2H, bytes);
+    double ready = copied;
+    if (to == kNvme) {
+      tier_event(kHost, cursor_, static_cast<int64_t>(bytes));  // bounce buffer
+      const double write_start = std::max(free_at(Resource::kNvmeWrite), copied);
+      ready = busy(Resource::kNvmeWrite, write_start,
+                   static_cast<double>(bytes) / hw_.nvme_write_bandwidth);
+      moved(Resource::kNvmeWrite, bytes);
+      tier_event(kHost, ready, -static_cast<int64_t>(bytes));
+    }
+    create(b, to, cursor_, ready);
+    device.read_end = std::max(device.read_end, copied);
+    drop(b, kDevice, copied, Gone::kSwappedOut);
+    return true;
+  }
+
+  bool swap_in(BufferId b) {
+    Copy& device = copy(b, kDevice);
+    if (device.present) {
+      return fail_at(step_, "{}: {} is already on the device", step_label(step_), buf_name(b));
+    }
+    const bool from_host = copy(b, kHost).present;
+    if (!from_host && !copy(b, kNvme).present) {
+      return fail_at(step_, "{}: {} has no copy on the host or NVMe to bring in: {}",
+                     step_label(step_), buf_name(b), absence(b, kHost));
+    }
+    const size_t source = from_host ? kHost : kNvme;
+    const uint64_t bytes = bytes_of(b);
+    Copy& src = copy(b, source);
+    double h2d_ready = std::max(cursor_, src.ready);
+    if (source == kNvme) {
+      tier_event(kHost, cursor_, static_cast<int64_t>(bytes));  // bounce buffer
+      const double read_start = std::max(free_at(Resource::kNvmeRead), h2d_ready);
+      h2d_ready = busy(Resource::kNvmeRead, read_start,
+                       static_cast<double>(bytes) / hw_.nvme_read_bandwidth);
+      moved(Resource::kNvmeRead, bytes);
+    }
+    const double start = std::max(free_at(Resource::kH2D), h2d_ready);
+    const double end = busy(Resource::kH2D, start, h2d_time(hw_, bytes));
+    moved(Resource::kH2D, bytes);
+    if (source == kNvme) tier_event(kHost, end, -static_cast<int64_t>(bytes));
+    src.read_end = std::max(src.read_end, end);
+    create(b, kDevice, cursor_, end);
+    if (!allocate_device(cursor_, bytes, b)) return false;
+    if (!is_persistent(graph_.buffers[b].kind)) drop(b, source, end, Gone::kMovedIn);
+    return true;
+  }
+
+  bool free_buffer(BufferId b) {
+    const bool persistent = is_persistent(graph_.buffers[b].kind);
+    if (copy(b, kDevice).present) {
+      if (persistent && !copy(b, kHost).present && !copy(b, kNvme).present) {
+        return fail_at(step_, "{}: frees the only copy of {}, which the next iteration needs",
+                       step_label(step_), buf_name(b));
+      }
+      drop(b, kDevice, cursor_, Gone::kFreed);
+      return true;
+    }
+    if (!copy(b, kHost).present && !copy(b, kNvme).present) {
+      return fail_at(step_, "{}: frees {}, which has no copy anywhere: {}", step_label(step_),
+                     buf_name(b), absence(b, kDevice));
+    }
+    if (persistent) {
+      return fail_at(step_, "{}: frees the only copies of {}, which the next iteration needs",
+                     step_label(step_), buf_name(b));
+    }
+    for (const size_t tier : {kHost, kNvme}) {
+      if (copy(b, tier).present) drop(b, tier, cursor_, Gone::kFreed);
+    }
+    return true;
+  }
+
+  // ---- End of the iteration ------------------------------------------------------------
+  void check_end() {
+    const size_t end_step = plan_.steps.size();
+    for (size_t i = 0; i < computed_.size(); ++i) {
+      if (!computed_[i]) {
+        fail_at(end_step, "end of plan: {} is never computed", op_name(static_cast<OpId>(i)));
+        return;
+      }
+    }
+    for (const Buffer& b : graph_.buffers) {
+      if (!is_persistent(b.kind)) continue;
+      const auto it = plan_.placement.find(b.id);
+      const Tier start = it == plan_.placement.end() ? Tier::kDevice : it->second;
+      if (!copy(b.id, static_cast<size_t>(start)).present) {
+        fail_at(end_step,
+                "end of plan: {} started on the {} but has no copy there at the end ({}); the "
+                "next iteration needs it where it started",
+                buf_name(b.id), to_string(start), absence(b.id, static_cast<size_t>(start)));
+        return;
+      }
+    }
+  }
+
+  // Builds host and NVMe curves and peaks; checks host memory.
+  void settle_tiers() {
+    for (const size_t tier : {kHost, kNvme}) {
+      auto& events = tier_events_[tier];
+      std::stable_sort(events.begin(), events.end(),
+                       [](const TierEvent& a, const TierEvent& b) { return a.time < b.time; });
+      int64_t bytes = 0;
+      auto& curve = result_.curves[tier];
+      for (const TierEvent& e : events) {
+        bytes += e.delta;
+        const auto now = static_cast<uint64_t>(std::max<int64_t>(bytes, 0));
+        if (now > result_.peak_bytes[tier]) {
+          result_.peak_bytes[tier] = now;
+          result_.peak_time[tier] = e.time;
+          if (tier == kHost && hw_.host_memory_bytes > 0 && now > hw_.host_memory_bytes) {
+            fail_at(e.step, "{}: host memory exceeds the host's {} bytes by {} bytes at {:.6f} s",
+                    step_label(e.step), hw_.host_memory_bytes, now - hw_.host_memory_bytes, e.time);
+          }
+        }
+        if (!options_.record_curves) continue;
+        if (!curve.empty() && curve.back().time == e.time) {
+          curve.back().bytes = now;
+        } else {
+          curve.push_back({e.time, now});
+        }
+      }
+    }
+  }
+
+  SimResult finish() {
+    release_due(std::numeric_limits<double>::infinity());
+    settle_tiers();
+    double end = std::max(last_release_, 0.0);
+    for (const double t : free_at_) end = std::max(end, t);
+    result_.iteration_time = end;
+    result_.compute_busy_fraction = end > 0 ? result_.compute_time / end : 0;
+    if (result_.steps_executed == 0 && !result_.valid) result_.steps_executed = result_.failed_step;
+    return std::move(result_);
+  }
+
+  const Graph& graph_;
+  const Plan& plan_;
+  const Hardware& hw_;
+  const SimOptions& options_;
+  SimResult result_;
+  std::vector<BufferState> state_;
+  std::vector<uint8_t> computed_;
+  std::vector<uint8_t> ever_created_;
+  std::vector<double> op_time_;
+  std::vector<uint64_t> offset_of_;                          // empty: no offsets
+  std::map<uint64_t, std::pair<uint64_t, BufferId>> arena_;  // offset -> (end, buffer)
+  std::vector<Release> releases_;                            // min-heap on time
+  std::array<std::vector<TierEvent>, kNumTiers> tier_events_;
+  std::array<double, kNumResources> free_at_{};
+  uint64_t device_bytes_ = 0;
+  double cursor_ = 0;
+  double last_release_ = 0;
+  uint32_t step_ = 0;
+  bool placing_ = true;  // placing the buffers that exist before the first op
+};
+
+}  // namespace
+
+SimResult simulate(const Graph& graph, const Plan& plan, const Hardware& hardware,
+                   const SimOptions& options) {
+  validate_plan(plan, graph);
+  return Simulator(graph, plan, hardware, options).run();
+}
+
+}  // namespace memwall

@@ -1,0 +1,289 @@
+// The simulator on hand-built graphs with known answers (Note [Simulation
+// model] in src/sim/simulator.cc). Times and bandwidths are powers of two so
+// every expected figure is exact in floating point.
+#include "memwall/sim/simulator.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "../graph/graph_builder.h"
+#include "memwall/plan/builders.h"
+
+namespace memwall {
+namespace {
+
+using testing::GraphBuilder;
+
+// 1024 bytes/s each way, no latency; NVMe 512 bytes/s; CPU Adam 256 params/s.
+Hardware test_hardware() {
+  Hardware hw;
+  hw.name = "test";
+  hw.device_memory_bytes = 1 << 20;
+  hw.h2d_bandwidth = 1024;
+  hw.d2h_bandwidth = 1024;
+  hw.pcie_latency = 0;
+  hw.nvme_read_bandwidth = 512;
+  hw.nvme_write_bandwidth = 512;
+  hw.host_memory_bytes = 1 << 30;
+  hw.cpu_adam_params_per_s = 256;
+  hw.peak_flops_fp32 = 1e12;
+  hw.hbm_bandwidth = 1e12;
+  return hw;
+}
+
+void set_times(Graph& graph, std::initializer_list<double> times) {
+  size_t i = 0;
+  for (const double t : times) graph.ops.at(i++).time = t;
+}
+
+Plan make_plan(std::vector<Step> steps, uint64_t budget = 1 << 20) {
+  return Plan{.graph = "g", .hardware = "test", .budget = budget, .steps = std::move(steps)};
+}
+
+// a (1024 B) made by op 0, read back by op 2; op 1 runs in between.
+struct SwapGraph {
+  Graph graph;
+  BufferId a, b;
+};
+SwapGraph swap_graph(double t0, double t1, double t2) {
+  GraphBuilder g;
+  const BufferId a = g.buffer("a", 1024, BufferKind::kActivation);
+  const BufferId b = g.buffer("b", 8, BufferKind::kActivation);
+  g.op("f0", Phase::kForward, {}, {a});
+  g.op("f1", Phase::kForward, {}, {b});
+  g.op("bwd", Phase::kBackward, {a, b}, {});
+  set_times(g.graph, {t0, t1, t2});
+  return {g.graph, a, b};
+}
+
+TEST(Simulator, ComputeChainTakesTheSumOfOpTimes) {
+  const SwapGraph s = swap_graph(1, 2, 0.5);
+  const SimResult r = simulate(s.graph, default_plan(s.graph, "test", 1 << 20), test_hardware());
+  ASSERT_TRUE(r.valid) << r.reason;
+  EXPECT_EQ(r.iteration_time, 3.5);
+  EXPECT_EQ(r.compute_time, 3.5);
+  EXPECT_EQ(r.compute_busy_fraction, 1.0);
+  EXPECT_EQ(r.transfer_stall_time, 0.0);
+  EXPECT_EQ(r.peak_bytes[0], 1032u);
+}
+
+TEST(Simulator, SwapOutHiddenUnderComputeCostsNothing) {
+  const SwapGraph s = swap_graph(1, 2, 1);
+  // d2h of a: 1 s, from the end of op 0 (t=1) to t=2, under op 1 (t=1..3);
+  // swap_in: t=2..3, ready when op 2 starts.
+  const Plan plan =
+      make_plan({Step::compute(0), Step::swap_out(s.a), Step::compute(1), Step::swap_in(s.a),
+                 Step::compute(2), Step::free(s.a), Step::free(s.b)});
+  const SimResult r = simulate(s.graph, plan, test_hardware());
+  ASSERT_TRUE(r.valid) << r.reason;
+  EXPECT_EQ(r.iteration_time, 4.0);
+  EXPECT_EQ(r.transfer_stall_time, 0.0);
+  EXPECT_EQ(r.bytes_moved[static_cast<size_t>(Resource::kD2H)], 1024u);
+  EXPECT_EQ(r.bytes_moved[static_cast<size_t>(Resource::kH2D)], 1024u);
+  EXPECT_EQ(r.peak_bytes[1], 1024u);  // the host copy
+}
+
+TEST(Simulator, SwapOutLongerThanComputeStallsByTheDifference) {
+  GraphBuilder g;
+  const BufferId a = g.buffer("a", 3072, BufferKind::kActivation);  // 3 s to copy
+  g.op("f0", Phase::kForward, {}, {a});
+  g.op("f1", Phase::kForward, {}, {});
+  set_times(g.graph, {1, 2});
+  const Plan plan =
+      make_plan({Step::compute(0), Step::swap_out(a), Step::compute(1), Step::free(a)});
+  const SimResult r = simulate(g.graph, plan, test_hardware());
+  ASSERT_TRUE(r.valid) << r.reason;
+  // Compute ends at 3; the copy runs 1..4: one second (3 - 2) longer.
+  EXPECT_EQ(r.iteration_time, 4.0);
+  EXPECT_EQ(r.compute_time, 3.0);
+  EXPECT_EQ(r.compute_busy_fraction, 0.75);
+}
+
+TEST(Simulator, LateSwapInStallsTheConsumerByTheRemainingTransfer) {
+  GraphBuilder g;
+  const BufferId a = g.buffer("a", 1024, BufferKind::kActivation);  // 1 s each way
+  g.op("f0", Phase::kForward, {}, {a});
+  g.op("f1", Phase::kForward, {}, {});
+  g.op("f2", Phase::kForward, {}, {});
+  g.op("bwd", Phase::kBackward, {a}, {});
+  set_times(g.graph, {1, 4, 0.25, 1});
+  // The swap_in issues when f2 starts (t=5): ready at 6, f2 ends at 5.25.
+  const Plan plan =
+      make_plan({Step::compute(0), Step::swap_out(a), Step::compute(1), Step::compute(2),
+                 Step::swap_in(a), Step::compute(3), Step::free(a)});
+  const SimResult r = simulate(g.graph, plan, test_hardware());
+  ASSERT_TRUE(r.valid) << r.reason;
+  EXPECT_EQ(r.transfer_stall_time, 0.75);
+  EXPECT_EQ(r.iteration_time, 1 + 4 + 0.25 + 0.75 + 1);
+  // Issued one op earlier (at f1's start, t=1), the host copy is ready at 2
+  // and the swap_in ends at 3, long before bwd: no stall.
+  const Plan early =
+      make_plan({Step::compute(0), Step::swap_out(a), Step::compute(1), Step::swap_in(a),
+                 Step::compute(2), Step::compute(3), Step::free(a)});
+  const SimResult e = simulate(g.graph, early, test_hardware());
+  ASSERT_TRUE(e.valid) << e.reason;
+  EXPECT_EQ(e.transfer_stall_time, 0.0);
+  EXPECT_EQ(e.iteration_time, 6.25);
+}
+
+TEST(Simulator, SwapInAllocatesAtIssueSwapOutFreesOnCompletion) {
+  const SwapGraph s = swap_graph(1, 2, 1);
+  const Plan plan =
+      make_plan({Step::compute(0), Step::swap_out(s.a), Step::compute(1), Step::swap_in(s.a),
+                 Step::compute(2), Step::free(s.a), Step::free(s.b)});
+  const SimResult r = simulate(s.graph, plan, test_hardware());
+  ASSERT_TRUE(r.valid) << r.reason;
+  // Device: a at t=0 (1024); at t=1 op 1 allocates b and the swap_in,
+  // issued at op 1's start, allocates a's incoming copy while the outgoing
+  // one is still being copied (2056); the outgoing copy goes at t=2.
+  const auto& curve = r.curves[0];
+  ASSERT_FALSE(curve.empty());
+  EXPECT_EQ(curve.front().time, 0.0);
+  EXPECT_EQ(curve.front().bytes, 1024u);
+  EXPECT_EQ(r.peak_bytes[0], 2056u);  // a, b and a's incoming copy
+  EXPECT_EQ(r.peak_time[0], 1.0);
+  EXPECT_EQ(curve.back().bytes, 0u);
+}
+
+TEST(Simulator, BudgetExceededByExactlyNBytesAtTheStep) {
+  const SwapGraph s = swap_graph(1, 2, 1);
+  const SimResult r = simulate(s.graph, default_plan(s.graph, "test", 1030), test_hardware());
+  EXPECT_FALSE(r.valid);
+  EXPECT_EQ(r.failed_step, 1u);  // compute f1 allocates b
+  EXPECT_EQ(r.reason,
+            "step 1 (compute): device memory exceeds the budget by 2 bytes (1032 > 1030) at "
+            "1.000000 s, allocating buffer 1 (\"b\")");
+}
+
+TEST(Simulator, ReadingAFreedOrSwappedOutBufferIsInvalid) {
+  const SwapGraph s = swap_graph(1, 2, 1);
+  SimResult r = simulate(
+      s.graph, make_plan({Step::compute(0), Step::free(s.a), Step::compute(1), Step::compute(2)}),
+      test_hardware());
+  EXPECT_FALSE(r.valid);
+  EXPECT_EQ(r.failed_step, 3u);
+  EXPECT_EQ(r.reason,
+            "step 3 (compute): op 2 (\"bwd\") reads buffer 0 (\"a\"), which is not on the "
+            "device: it was freed at step 1");
+  r = simulate(
+      s.graph,
+      make_plan({Step::compute(0), Step::swap_out(s.a), Step::compute(1), Step::compute(2)}),
+      test_hardware());
+  EXPECT_EQ(r.reason,
+            "step 3 (compute): op 2 (\"bwd\") reads buffer 0 (\"a\"), which is not on the "
+            "device: it was swapped out at step 1");
+  r = simulate(s.graph, make_plan({Step::compute(2)}), test_hardware());
+  EXPECT_EQ(r.reason,
+            "step 0 (compute): op 2 (\"bwd\") reads buffer 0 (\"a\"), which is not on the "
+            "device: no op has created it yet");
+}
+
+TEST(Simulator, ComputeOnceRecomputeAfter) {
+  const SwapGraph s = swap_graph(1, 2, 1);
+  SimResult r = simulate(s.graph, make_plan({Step::compute(0), Step::compute(0)}), test_hardware());
+  EXPECT_EQ(r.reason, "step 1 (compute): op 0 (\"f0\") is computed a second time (use recompute)");
+  r = simulate(s.graph, make_plan({Step::recompute(0)}), test_hardware());
+  EXPECT_EQ(r.reason, "step 0 (recompute): op 0 (\"f0\") is recomputed before it was computed");
+  r = simulate(s.graph, make_plan({Step::compute(0), Step::compute(1)}), test_hardware());
+  EXPECT_EQ(r.failed_step, 2u);
+  EXPECT_EQ(r.reason, "end of plan: op 2 (\"bwd\") is never computed");
+  // Free, then recompute: valid, and the recompute costs its op time.
+  r = simulate(s.graph,
+               make_plan({Step::compute(0), Step::free(s.a), Step::compute(1), Step::recompute(0),
+                          Step::compute(2), Step::free(s.a), Step::free(s.b)}),
+               test_hardware());
+  ASSERT_TRUE(r.valid) << r.reason;
+  EXPECT_EQ(r.iteration_time, 5.0);
+  EXPECT_EQ(r.peak_bytes[0], 1032u);
+}
+
+TEST(Simulator, NvmeGoesThroughAHostBounceBuffer) {
+  const SwapGraph s = swap_graph(1, 8, 1);
+  // Out: d2h 1 s (t=1..2), then NVMe write 2 s (t=2..4). In, issued at op 1's
+  // start (t=1): NVMe read 2 s once the copy exists (t=4..6), h2d 1 s (6..7).
+  const Plan plan =
+      make_plan({Step::compute(0), Step::swap_out(s.a, Tier::kNvme), Step::compute(1),
+                 Step::swap_in(s.a), Step::compute(2), Step::free(s.a), Step::free(s.b)});
+  const SimResult r = simulate(s.graph, plan, test_hardware());
+  ASSERT_TRUE(r.valid) << r.reason;
+  EXPECT_EQ(r.iteration_time, 10.0);  // f1 ends at 9 > 7: hidden
+  EXPECT_EQ(r.bytes_moved[static_cast<size_t>(Resource::kNvmeWrite)], 1024u);
+  EXPECT_EQ(r.bytes_moved[static_cast<size_t>(Resource::kNvmeRead)], 1024u);
+  EXPECT_EQ(r.peak_bytes[2], 1024u);
+  EXPECT_EQ(r.peak_bytes[1], 2048u);  // both bounce buffers (issued at t=1)
+}
+
+TEST(Simulator, HostOptimizerStepAndPersistentBuffersEndWhereTheyStarted) {
+  GraphBuilder g;
+  const BufferId w = g.buffer("w", 1024, BufferKind::kParam);
+  g.graph.buffers[w].shape = {256};  // 256 fp32 parameters: 1 s of CPU Adam
+  const BufferId m = g.buffer("w.m", 1024, BufferKind::kOptimState);
+  const BufferId grad = g.buffer("w.grad", 1024, BufferKind::kGrad);
+  g.op("fwd_bwd", Phase::kBackward, {w}, {grad});
+  g.op("adam", Phase::kOptimizer, {grad}, {}, {w, m});
+  set_times(g.graph, {2});  // adam has no measured time: the CPU Adam rate decides
+  Plan plan = make_plan({Step::compute(0), Step::swap_out(grad), Step::swap_out(w),
+                         Step::compute(1, Tier::kHost), Step::swap_in(w), Step::free(grad)});
+  plan.placement = {{m, Tier::kHost}};
+  const SimResult r = simulate(g.graph, plan, test_hardware());
+  ASSERT_TRUE(r.valid) << r.reason;
+  // grad copies out t=2..3, w t=3..4 (w's read ends at 2); Adam on the host
+  // t=4..5; w back t=5..6.
+  EXPECT_EQ(r.host_compute_time, 1.0);
+  EXPECT_EQ(r.iteration_time, 6.0);
+  // Without bringing w back, it ends on the host, not where it started.
+  plan.steps.erase(plan.steps.begin() + 4);
+  const SimResult bad = simulate(g.graph, plan, test_hardware());
+  EXPECT_FALSE(bad.valid);
+  EXPECT_EQ(bad.failed_step, plan.steps.size());
+  EXPECT_EQ(bad.reason,
+            "end of plan: buffer 0 (\"w\") started on the device but has no copy there at the "
+            "end (it was swapped out at step 2); the next iteration needs it where it started");
+}
+
+TEST(Simulator, FreeingTheOnlyCopyOfAParameterIsInvalid) {
+  GraphBuilder g;
+  const BufferId w = g.buffer("w", 64, BufferKind::kParam);
+  g.op("f", Phase::kForward, {w}, {});
+  const SimResult r =
+      simulate(g.graph, make_plan({Step::compute(0), Step::free(w)}), test_hardware());
+  EXPECT_EQ(r.reason,
+            "step 1 (free): frees the only copy of buffer 0 (\"w\"), which the next iteration "
+            "needs");
+}
+
+TEST(Simulator, OffsetsMustNotOverlapWhileCoResident) {
+  const SwapGraph s = swap_graph(1, 2, 1);
+  Plan plan = default_plan(s.graph, "test", 2048);
+  plan.offsets = {{s.a, 0}, {s.b, 1024}};
+  SimResult r = simulate(s.graph, plan, test_hardware());
+  ASSERT_TRUE(r.valid) << r.reason;
+  plan.offsets = {{s.a, 0}, {s.b, 1016}};
+  r = simulate(s.graph, plan, test_hardware());
+  EXPECT_EQ(r.reason,
+            "step 1 (compute): buffer 1 (\"b\") at offset 1016 overlaps buffer 0 (\"a\") at "
+            "offset 0, which is still allocated");
+  plan.offsets = {{s.a, 0}};
+  r = simulate(s.graph, plan, test_hardware());
+  EXPECT_EQ(r.reason,
+            "step 1 (compute): buffer 1 (\"b\") has no offset, but the plan pins addresses");
+}
+
+TEST(Simulator, TimelineHasOneSpanPerBusyStep) {
+  const SwapGraph s = swap_graph(1, 2, 1);
+  const Plan plan =
+      make_plan({Step::compute(0), Step::swap_out(s.a), Step::compute(1), Step::swap_in(s.a),
+                 Step::compute(2), Step::free(s.a), Step::free(s.b)});
+  const SimResult r = simulate(s.graph, plan, test_hardware(), {.record_timeline = true});
+  ASSERT_EQ(r.timeline.size(), 5u);
+  EXPECT_EQ(r.timeline[1].resource, Resource::kD2H);
+  EXPECT_EQ(r.timeline[1].step, 1u);
+  EXPECT_EQ(r.timeline[1].start, 1.0);
+  EXPECT_EQ(r.timeline[1].end, 2.0);
+  EXPECT_EQ(r.timeline[3].resource, Resource::kH2D);
+  EXPECT_EQ(r.timeline[3].start, 2.0);
+}
+
+}  // namespace
+}  // namespace memwall
