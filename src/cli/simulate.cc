@@ -100,7 +100,8 @@ int run_simulate(const SimulateArgs& args) {
                            args.plan_file.empty() ? std::string("default plan") : args.plan_file,
                            grouped(plan.steps.size()));
   line("valid", r.valid ? std::string("yes") : fmt::format("no: {}", r.reason));
-  line("iteration time", human_seconds(r.iteration_time));
+  // An invalid plan is simulated up to its first failing step only.
+  line(r.valid ? "iteration time" : "simulated until", human_seconds(r.iteration_time));
   line("compute busy",
        fmt::format("{:.1f}% ({})", 100 * r.compute_busy_fraction, human_seconds(r.compute_time)));
   line("stalled on transfers", human_seconds(r.transfer_stall_time));

@@ -92,6 +92,7 @@ struct Release {
   double time;
   uint64_t bytes;
   BufferId buf;  // -1: workspace
+  uint32_t residency;  // index into SimResult::residencies, when recorded
   bool operator>(const Release& other) const { return time > other.time; }
 };
 
@@ -119,6 +120,7 @@ class Simulator {
       for (const auto& [buf, offset] : plan.offsets) offset_of_[buf] = offset;
     }
     if (options.record_timeline) result_.timeline.reserve(plan.steps.size());
+    if (options.record_residency) open_stay_.assign(graph.buffers.size(), 0);
   }
 
   SimResult run() {
@@ -190,6 +192,11 @@ class Simulator {
       releases_.pop_back();
       device_bytes_ -= r.bytes;
       if (r.buf >= 0 && !offset_of_.empty()) arena_.erase(offset_of_[r.buf]);
+      if (r.buf >= 0 && options_.record_residency) {
+        Residency& stay = result_.residencies[r.residency];
+        stay.release_seq = event_seq_++;
+        stay.release_time = r.time;
+      }
       note_device(r.time);
     }
   }
@@ -207,6 +214,10 @@ class Simulator {
     release_due(time);
     device_bytes_ += bytes;
     note_device(time);
+    if (b >= 0 && options_.record_residency) {
+      open_stay_[b] = static_cast<uint32_t>(result_.residencies.size());
+      result_.residencies.push_back({b, event_seq_++, 0, time, 0});
+    }
     if (device_bytes_ > result_.peak_bytes[kDevice]) {
       result_.peak_bytes[kDevice] = device_bytes_;
       result_.peak_time[kDevice] = time;
@@ -224,7 +235,7 @@ class Simulator {
     return true;
   }
   void release_device(double time, uint64_t bytes, BufferId b) {
-    releases_.push_back({time, bytes, b});
+    releases_.push_back({time, bytes, b, b >= 0 && options_.record_residency ? open_stay_[b] : 0});
     std::push_heap(releases_.begin(), releases_.end(), std::greater<>());
   }
   bool place_in_arena(BufferId b, uint64_t bytes) {
@@ -641,6 +652,8 @@ class Simulator {
   std::vector<Release> releases_;                            // min-heap on time
   std::array<std::vector<TierEvent>, kNumTiers> tier_events_;
   std::array<double, kNumResources> free_at_{};
+  std::vector<uint32_t> open_stay_;  // residency index of each buffer's device copy
+  uint64_t event_seq_ = 0;
   uint64_t device_bytes_ = 0;
   double cursor_ = 0;
   double last_release_ = 0;

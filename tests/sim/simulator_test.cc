@@ -270,6 +270,32 @@ TEST(Simulator, OffsetsMustNotOverlapWhileCoResident) {
             "step 1 (compute): buffer 1 (\"b\") has no offset, but the plan pins addresses");
 }
 
+TEST(Simulator, ResidenciesOrderAllocationsAndReleases) {
+  const SwapGraph s = swap_graph(1, 2, 1);
+  const Plan plan = make_plan({Step::compute(0), Step::swap_out(s.a), Step::compute(1),
+                               Step::swap_in(s.a), Step::compute(2), Step::free(s.a),
+                               Step::free(s.b)});
+  const SimResult r = simulate(s.graph, plan, test_hardware(), {.record_residency = true});
+  ASSERT_TRUE(r.valid) << r.reason;
+  // a (t=0), b and a's incoming copy (t=1), a's outgoing copy released
+  // (t=2), then both released after op 2 (t=4), in plan order.
+  ASSERT_EQ(r.residencies.size(), 3u);
+  const Residency& out = r.residencies[0];
+  const Residency& b = r.residencies[1];
+  const Residency& in = r.residencies[2];
+  EXPECT_EQ(out.buf, s.a);
+  EXPECT_EQ(b.buf, s.b);
+  EXPECT_EQ(in.buf, s.a);
+  EXPECT_EQ(out.alloc_seq, 0u);
+  EXPECT_EQ(b.alloc_seq, 1u);
+  EXPECT_EQ(in.alloc_seq, 2u);
+  EXPECT_EQ(out.release_seq, 3u);
+  EXPECT_EQ(out.release_time, 2.0);
+  EXPECT_EQ(in.release_seq, 4u);
+  EXPECT_EQ(b.release_seq, 5u);
+  EXPECT_EQ(in.release_time, 4.0);
+}
+
 TEST(Simulator, TimelineHasOneSpanPerBusyStep) {
   const SwapGraph s = swap_graph(1, 2, 1);
   const Plan plan =

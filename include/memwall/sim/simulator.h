@@ -43,9 +43,24 @@ struct MemoryPoint {
   uint64_t bytes = 0;
 };
 
+// One stay of a buffer in device memory, from its allocation to its
+// release. The sequence numbers order all device allocations and releases
+// as the simulator applied them (ties in time included), so intervals
+// [alloc_seq, release_seq) conflict exactly when the simulator has the two
+// buffers allocated at once: a static layout of these intervals passes the
+// simulator's offset check.
+struct Residency {
+  BufferId buf = -1;
+  uint64_t alloc_seq = 0;
+  uint64_t release_seq = 0;
+  double alloc_time = 0;
+  double release_time = 0;
+};
+
 struct SimOptions {
-  bool record_timeline = false;  // fill SimResult::timeline
-  bool record_curves = true;     // fill SimResult::curves
+  bool record_timeline = false;   // fill SimResult::timeline
+  bool record_curves = true;      // fill SimResult::curves
+  bool record_residency = false;  // fill SimResult::residencies
 };
 
 struct SimResult {
@@ -70,6 +85,7 @@ struct SimResult {
   // Per tier, in time order; consecutive points have different times.
   std::array<std::vector<MemoryPoint>, kNumTiers> curves;
   std::vector<Span> timeline;  // in plan order per resource
+  std::vector<Residency> residencies;  // in allocation order (workspace excluded)
   size_t steps_executed = 0;   // steps simulated before stopping
 };
 
