@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -59,10 +60,16 @@ Axis bytes_axis(double bytes) {
 
 std::string format_bytes(uint64_t bytes) {
   const auto value = static_cast<double>(bytes);
-  if (value >= kGiB) return fmt::format("{:.1f} GiB", value / kGiB);
-  if (value >= kMiB) return fmt::format("{:.1f} MiB", value / kMiB);
-  if (value >= kKiB) return fmt::format("{:.1f} KiB", value / kKiB);
-  return fmt::format("{} B", bytes);
+  const auto [unit, name] = value >= kGiB   ? std::pair{kGiB, "GiB"}
+                            : value >= kMiB ? std::pair{kMiB, "MiB"}
+                            : value >= kKiB ? std::pair{kKiB, "KiB"}
+                                            : std::pair{1.0, "B"};
+  if (unit == 1.0) return fmt::format("{} B", bytes);
+  // Three significant digits: a peak just over the budget still reads as
+  // larger ("6.83 GiB" against "6.75 GiB").
+  const double scaled = value / unit;
+  const int decimals = scaled < 10 ? 2 : scaled < 100 ? 1 : 0;
+  return fmt::format("{:.{}f} {}", scaled, decimals, name);
 }
 
 }  // namespace memwall::report

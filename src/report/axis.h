@@ -26,7 +26,8 @@ Axis time_axis(double end);
 // An axis from 0 to at least `bytes` (a 1 B axis when `bytes` <= 0).
 Axis bytes_axis(double bytes);
 
-// "37.2 GiB", "512 B": one decimal in the unit that suits `bytes` itself.
+// "37.2 GiB", "6.83 GiB", "512 B": three significant digits in the unit that
+// suits `bytes` itself.
 std::string format_bytes(uint64_t bytes);
 
 }  // namespace memwall::report

@@ -150,9 +150,17 @@ TEST(MemorySvg, BudgetAbovePeakFitsOnTheAxis) {
   const SimResult result = result_with({{0, 1 << 20}}, 2e-6, 100 << 20);
   const std::vector<XmlElement> doc = parse_svg(memory_svg(result, "t"));
   EXPECT_TRUE(has_text(doc, "device memory (MiB)"));
-  EXPECT_TRUE(has_text(doc, "budget 100.0 MiB"));
+  EXPECT_TRUE(has_text(doc, "budget 100 MiB"));
   EXPECT_TRUE(has_text(doc, "time (µs)"));
-  EXPECT_TRUE(has_text(doc, "peak 1.0 MiB at 0.0 µs"));
+  EXPECT_TRUE(has_text(doc, "peak 1.00 MiB at 0.0 µs"));
+}
+
+TEST(MemorySvg, PeakJustOverBudgetReadsLarger) {
+  // 6.83 GiB against 6.75 GiB: one decimal would print 6.8 for both.
+  const SimResult result = result_with({{0, kGiB}, {0.0126, 7'336'384'000}}, 0.0129, 7'249'578'754);
+  const std::vector<XmlElement> doc = parse_svg(memory_svg(result, "t"));
+  EXPECT_TRUE(has_text(doc, "peak 6.83 GiB at 12.6 ms"));
+  EXPECT_TRUE(has_text(doc, "budget 6.75 GiB"));
 }
 
 TEST(MemorySvg, EscapesTitle) {

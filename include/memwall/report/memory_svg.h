@@ -10,10 +10,12 @@
 
 namespace memwall {
 
-// Device bytes over time as a step line, with the budget as a dashed line,
-// labelled axes (time in ms, memory in GiB/MiB) and `title`. Standalone SVG
-// 1.1, no scripts or external resources. Long curves are drawn through
-// max_envelope, so the line has at most 4000 points and keeps every peak.
+// Device bytes over time as a step line, with the budget as a dashed line
+// (when nonzero), the peak marked and labelled, axes with 1-2-5 ticks in
+// units chosen by range (time in s/ms/µs, memory in GiB/MiB/KiB/B) and
+// `title`. Standalone SVG 1.1, no scripts or external resources. Long curves
+// are drawn through max_envelope, so the line has at most 4000 points and
+// keeps every peak.
 std::string memory_svg(const SimResult& result, std::string_view title);
 
 // Downsamples a step curve (MemoryPoint semantics: `bytes` from `time` on)
