@@ -26,6 +26,8 @@ int run(int argc, char** argv) {
   Action action;
   add_inspect(app, action);
   add_simulate(app, action);
+  add_layout(app, action);
+  add_bench(app, action);
   add_models(app, action);
   add_gpus(app, action);
   // CLI11 reports an unknown verb as "A subcommand is required"; name it.

@@ -91,7 +91,7 @@ struct BufferState {
 struct Release {
   double time;
   uint64_t bytes;
-  BufferId buf;  // -1: workspace
+  BufferId buf;        // -1: workspace
   uint32_t residency;  // index into SimResult::residencies, when recorded
   bool operator>(const Release& other) const { return time > other.time; }
 };
@@ -118,6 +118,7 @@ class Simulator {
     if (!plan.offsets.empty()) {
       offset_of_.assign(graph.buffers.size(), kNoOffset);
       for (const auto& [buf, offset] : plan.offsets) offset_of_[buf] = offset;
+      arena_holds_.assign(graph.buffers.size(), 0);
     }
     if (options.record_timeline) result_.timeline.reserve(plan.steps.size());
     if (options.record_residency) open_stay_.assign(graph.buffers.size(), 0);
@@ -191,7 +192,9 @@ class Simulator {
       const Release r = releases_.back();
       releases_.pop_back();
       device_bytes_ -= r.bytes;
-      if (r.buf >= 0 && !offset_of_.empty()) arena_.erase(offset_of_[r.buf]);
+      if (r.buf >= 0 && !offset_of_.empty() && r.bytes > 0 && --arena_holds_[r.buf] == 0) {
+        arena_.erase(offset_of_[r.buf]);
+      }
       if (r.buf >= 0 && options_.record_residency) {
         Residency& stay = result_.residencies[r.residency];
         stay.release_seq = event_seq_++;
@@ -244,16 +247,24 @@ class Simulator {
       return fail_at(step_, "{}: {} has no offset, but the plan pins addresses", where(),
                      buf_name(b));
     }
+    if (bytes == 0) return true;  // occupies no address
+    // A buffer swapped back in while its swap-out is still in flight has two
+    // device stays at once, at its one pinned address. That is sound: the
+    // incoming copy starts only once the host copy is complete, so after the
+    // outgoing one has read the region (swap_in waits for src.ready).
+    if (arena_holds_[b] > 0) {
+      ++arena_holds_[b];
+      return true;
+    }
     const uint64_t end = offset + bytes;  // validate_plan checked it fits the budget
     auto next = arena_.lower_bound(offset);
-    if (next != arena_.end() && next->first < end && bytes > 0) {
-      return overlap(b, next->second.second);
-    }
+    if (next != arena_.end() && next->first < end) return overlap(b, next->second.second);
     if (next != arena_.begin()) {
       const auto prev = std::prev(next);
-      if (prev->second.first > offset && bytes > 0) return overlap(b, prev->second.second);
+      if (prev->second.first > offset) return overlap(b, prev->second.second);
     }
-    if (bytes > 0) arena_.emplace(offset, std::make_pair(end, b));
+    arena_.emplace(offset, std::make_pair(end, b));
+    arena_holds_[b] = 1;
     return true;
   }
   bool overlap(BufferId b, BufferId other) {
@@ -633,6 +644,13 @@ class Simulator {
     double end = std::max(last_release_, 0.0);
     for (const double t : free_at_) end = std::max(end, t);
     result_.iteration_time = end;
+    // Stays still open (buffers the next iteration keeps) end after every release.
+    for (Residency& stay : result_.residencies) {
+      if (stay.release_seq == 0) {
+        stay.release_seq = event_seq_;
+        stay.release_time = end;
+      }
+    }
     result_.compute_busy_fraction = end > 0 ? result_.compute_time / end : 0;
     if (result_.steps_executed == 0 && !result_.valid) result_.steps_executed = result_.failed_step;
     return std::move(result_);
@@ -649,7 +667,8 @@ class Simulator {
   std::vector<double> op_time_;
   std::vector<uint64_t> offset_of_;                          // empty: no offsets
   std::map<uint64_t, std::pair<uint64_t, BufferId>> arena_;  // offset -> (end, buffer)
-  std::vector<Release> releases_;                            // min-heap on time
+  std::vector<uint32_t> arena_holds_;  // device stays of each buffer holding its address
+  std::vector<Release> releases_;      // min-heap on time
   std::array<std::vector<TierEvent>, kNumTiers> tier_events_;
   std::array<double, kNumResources> free_at_{};
   std::vector<uint32_t> open_stay_;  // residency index of each buffer's device copy

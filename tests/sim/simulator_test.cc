@@ -270,11 +270,54 @@ TEST(Simulator, OffsetsMustNotOverlapWhileCoResident) {
             "step 1 (compute): buffer 1 (\"b\") has no offset, but the plan pins addresses");
 }
 
+// swap_out(a) copies from t=1 to t=2 (d2h 1024 B/s), but swap_in(a) is
+// issued right behind it and allocates at once: the incoming copy shares a's
+// one address with the outgoing one, which is sound because it starts only
+// when the host copy exists (t=2).
+TEST(Simulator, ASwapInWhileItsSwapOutIsInFlightKeepsItsAddress) {
+  const SwapGraph s = swap_graph(1, 2, 1);
+  Plan plan = make_plan({Step::compute(0), Step::swap_out(s.a), Step::swap_in(s.a),
+                         Step::compute(1), Step::compute(2), Step::free(s.a), Step::free(s.b)},
+                        4096);
+  plan.offsets = {{s.a, 0}, {s.b, 1024}};
+  const SimResult r = simulate(s.graph, plan, test_hardware(), {.record_residency = true});
+  ASSERT_TRUE(r.valid) << r.reason;
+  EXPECT_EQ(r.peak_bytes[0], 2 * 1024u + 8);  // both stays count until the outgoing one ends
+  ASSERT_EQ(r.residencies.size(), 3u);
+  EXPECT_EQ(r.residencies[0].buf, s.a);
+  EXPECT_EQ(r.residencies[1].buf, s.a);
+  EXPECT_LT(r.residencies[1].alloc_seq, r.residencies[0].release_seq);  // co-resident
+  EXPECT_EQ(r.residencies[0].release_time, 2.0);
+  // b must still not overlap a while either copy of a holds the address.
+  plan.offsets = {{s.a, 0}, {s.b, 1000}};
+  EXPECT_FALSE(simulate(s.graph, plan, test_hardware()).valid);
+}
+
+// A buffer still on the device at the end (a persistent one here) ends its
+// stay after every other release.
+TEST(Simulator, StaysOpenAtTheEndCloseLast) {
+  GraphBuilder g;
+  const BufferId w = g.buffer("w", 64, BufferKind::kParam);
+  const BufferId x = g.buffer("x", 32, BufferKind::kActivation);
+  g.op("f", Phase::kForward, {w}, {x});
+  g.op("b", Phase::kBackward, {x}, {});
+  set_times(g.graph, {1, 1});
+  const SimResult r = simulate(g.graph, default_plan(g.graph, "test", 1024), test_hardware(),
+                               {.record_residency = true});
+  ASSERT_TRUE(r.valid) << r.reason;
+  ASSERT_EQ(r.residencies.size(), 2u);
+  EXPECT_EQ(r.residencies[0].buf, w);
+  EXPECT_EQ(r.residencies[1].buf, x);
+  EXPECT_LT(r.residencies[1].release_seq, r.residencies[0].release_seq);
+  EXPECT_EQ(r.residencies[0].release_seq, 3u);  // events: alloc w, alloc x, release x
+  EXPECT_EQ(r.residencies[0].release_time, r.iteration_time);
+}
+
 TEST(Simulator, ResidenciesOrderAllocationsAndReleases) {
   const SwapGraph s = swap_graph(1, 2, 1);
-  const Plan plan = make_plan({Step::compute(0), Step::swap_out(s.a), Step::compute(1),
-                               Step::swap_in(s.a), Step::compute(2), Step::free(s.a),
-                               Step::free(s.b)});
+  const Plan plan =
+      make_plan({Step::compute(0), Step::swap_out(s.a), Step::compute(1), Step::swap_in(s.a),
+                 Step::compute(2), Step::free(s.a), Step::free(s.b)});
   const SimResult r = simulate(s.graph, plan, test_hardware(), {.record_residency = true});
   ASSERT_TRUE(r.valid) << r.reason;
   // a (t=0), b and a's incoming copy (t=1), a's outgoing copy released

@@ -48,7 +48,10 @@ struct MemoryPoint {
 // as the simulator applied them (ties in time included), so intervals
 // [alloc_seq, release_seq) conflict exactly when the simulator has the two
 // buffers allocated at once: a static layout of these intervals passes the
-// simulator's offset check.
+// simulator's offset check. Stays still open when the simulation ends (the
+// buffers the next iteration keeps, or all of them after an invalid step)
+// end there: release_seq is one past every recorded event, release_time the
+// iteration time.
 struct Residency {
   BufferId buf = -1;
   uint64_t alloc_seq = 0;
@@ -84,9 +87,9 @@ struct SimResult {
 
   // Per tier, in time order; consecutive points have different times.
   std::array<std::vector<MemoryPoint>, kNumTiers> curves;
-  std::vector<Span> timeline;  // in plan order per resource
+  std::vector<Span> timeline;          // in plan order per resource
   std::vector<Residency> residencies;  // in allocation order (workspace excluded)
-  size_t steps_executed = 0;   // steps simulated before stopping
+  size_t steps_executed = 0;           // steps simulated before stopping
 };
 
 // Simulates `plan` over `graph` on `hardware`. Never throws for an invalid

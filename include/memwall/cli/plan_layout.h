@@ -1,0 +1,30 @@
+// The glue between the simulator, which knows when each buffer of a plan is
+// in device memory, and src/layout, which gives buffers addresses: the
+// layout problem of a plan, and a plan with a layout's offsets pinned.
+#pragma once
+
+#include <span>
+
+#include "memwall/graph/types.h"
+#include "memwall/layout/types.h"
+#include "memwall/plan/plan.h"
+#include "memwall/sim/simulator.h"
+
+namespace memwall {
+
+// One LayoutBuffer per buffer of non-zero size that the simulated plan ever
+// places in device memory (ids are buffer ids). Its lifetime runs from its
+// first allocation to its last release in the simulator's sequence numbers
+// (Residency): a plan pins one offset per buffer, so a buffer swapped out
+// and back in, or dropped and recomputed, keeps its address in between.
+// Alignment 1; capacity `capacity`.
+LayoutProblem plan_layout_problem(const Graph& graph, std::span<const Residency> residencies,
+                                  uint64_t capacity);
+
+// `plan` with `offsets` set from `layout` (a layout of `problem`, whose ids
+// are buffer ids), and offset 0 for the zero-byte buffers of `residencies`,
+// which occupy no address but still need one.
+Plan pin_offsets(Plan plan, const Graph& graph, const LayoutProblem& problem, const Layout& layout,
+                 std::span<const Residency> residencies);
+
+}  // namespace memwall

@@ -1,0 +1,211 @@
+// `memwall layout`: an address for every buffer of a lifetimes CSV, of a
+// graph's default schedule or of a plan, with the arena, the lower bound,
+// their ratio and the time taken. Exit code 0: a layout within the capacity
+// (if any); 1: none found; 2: bad input.
+#include <iostream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "format.h"
+#include "layout_runner.h"
+#include "memwall/cli/plan_layout.h"
+#include "memwall/graph/error.h"
+#include "memwall/graph/file_text.h"
+#include "memwall/layout/csv.h"
+#include "memwall/layout/from_graph.h"
+#include "memwall/layout/problem.h"
+#include "memwall/plan/builders.h"
+#include "memwall/plan/plan.h"
+#include "memwall/sim/simulator.h"
+#include "options.h"
+
+namespace memwall::cli {
+namespace {
+
+struct LayoutArgs {
+  std::string csv_file;
+  std::string plan_file;
+  GraphSource source;
+  GpuSource gpu;
+  std::string capacity;
+  std::string alignment = "1";
+  std::string algorithm = "default";
+  double time_limit = 1.0;
+  std::string out;
+  bool json = false;
+  bool graph_given = false;  // --model or --graph on the command line
+};
+
+// What is being laid out, and how to write the result.
+struct Input {
+  std::string name;
+  LayoutProblem problem;
+  // Graph and plan inputs: the plan that gets the offsets, the graph and
+  // the residencies to check it with.
+  std::optional<Graph> graph;
+  std::optional<Plan> plan;
+  std::optional<Hardware> hw;
+  SimResult sim;
+};
+
+Input load_input(const LayoutArgs& args) {
+  Input in;
+  if (!args.csv_file.empty()) {
+    if (args.graph_given || !args.plan_file.empty()) {
+      fail("--csv takes no --model, --graph or --plan: lay out one input at a time");
+    }
+    in.name = args.csv_file;
+    in.problem = read_layout_csv(args.csv_file).problem;
+    return in;
+  }
+  in.graph = args.source.load();
+  in.hw = args.gpu.load();
+  if (args.plan_file.empty()) {
+    // The default schedule: lifetimes in op indices (from_graph.h). Its
+    // plan gets the offsets when a plan is written.
+    in.name = in.graph->name + " (default schedule)";
+    in.problem = layout_problem(*in.graph);
+    in.plan = default_plan(*in.graph, in.hw->name, in.hw->device_memory_bytes);
+    return in;
+  }
+  in.name = args.plan_file;
+  in.plan = read_plan_file(args.plan_file);
+  if (in.plan->graph != in.graph->name) {
+    fail("{}: the plan is for graph \"{}\", not \"{}\"", args.plan_file, in.plan->graph,
+         in.graph->name);
+  }
+  try {
+    validate_plan(*in.plan, *in.graph);
+  } catch (const Error& e) {
+    fail("{}: {}", args.plan_file, e.what());
+  }
+  in.plan->offsets.clear();  // the plan's own offsets, if any, are replaced
+  in.sim =
+      simulate(*in.graph, *in.plan, *in.hw, {.record_curves = false, .record_residency = true});
+  if (!in.sim.valid) fail("{}: the plan is invalid: {}", args.plan_file, in.sim.reason);
+  // The plan's arena is its budget.
+  in.problem = plan_layout_problem(*in.graph, in.sim.residencies, in.plan->budget);
+  return in;
+}
+
+// Writes the CSV, or the plan with offsets after the simulator accepts it.
+void write_output(const LayoutArgs& args, Input& in, const Layout& layout) {
+  if (args.out.ends_with(".csv")) {
+    write_layout_csv(args.out, in.problem, layout);
+    return;
+  }
+  if (in.sim.residencies.empty()) {
+    in.sim =
+        simulate(*in.graph, *in.plan, *in.hw, {.record_curves = false, .record_residency = true});
+  }
+  if (layout.arena > in.plan->budget) {
+    fail("--out {}: the arena ({} bytes) exceeds the plan's budget ({} bytes)", args.out,
+         layout.arena, in.plan->budget);
+  }
+  const Plan pinned = pin_offsets(*in.plan, *in.graph, in.problem, layout, in.sim.residencies);
+  const SimResult check = simulate(*in.graph, pinned, *in.hw, {.record_curves = false});
+  if (!check.valid) fail("internal error: the simulator rejects the pinned plan: {}", check.reason);
+  write_file_atomically(args.out, plan_to_json_text(pinned));
+}
+
+int run_layout_command(const LayoutArgs& args) {
+  if (!(args.time_limit > 0) || args.time_limit > 86400) {
+    fail("--time-limit must be a number of seconds in (0, 86400] (got {})", args.time_limit);
+  }
+  if (!args.out.empty() && !args.out.ends_with(".csv") && !args.csv_file.empty()) {
+    fail("--out {}: a CSV input lays out to a .csv file", args.out);
+  }
+  Input in = load_input(args);
+  in.problem.alignment = static_cast<uint64_t>(parse_count(args.alignment, "--alignment"));
+  validate_problem(in.problem);
+  if (!args.capacity.empty()) {
+    if (!args.plan_file.empty()) fail("--capacity: a plan's arena is its budget");
+    in.problem.capacity = parse_bytes(args.capacity, "--capacity", live_lower_bound(in.problem));
+  }
+  const LayoutRun run = run_layout(in.problem, args.algorithm, args.time_limit);
+  const bool ok = run.fits();
+  if (ok && !args.out.empty()) write_output(args, in, *run.layout);
+
+  const uint64_t capacity = in.problem.capacity;
+  if (args.json) {
+    nlohmann::json j = {{"input", in.name},
+                        {"buffers", in.problem.buffers.size()},
+                        {"alignment", in.problem.alignment},
+                        {"algorithm", run.algorithm},
+                        {"found_by", run.found_by},
+                        {"lower_bound", run.lower_bound},
+                        {"optimal", run.optimal},
+                        {"fits", ok},
+                        {"seconds", run.seconds}};
+    j["capacity"] = capacity > 0 ? nlohmann::json(capacity) : nlohmann::json(nullptr);
+    j["arena"] = run.layout ? nlohmann::json(run.layout->arena) : nlohmann::json(nullptr);
+    j["ratio"] = run.layout ? nlohmann::json(run.ratio()) : nlohmann::json(nullptr);
+    if (ok && !args.out.empty()) j["out"] = args.out;
+    std::cout << j.dump(2) << "\n";
+    return ok ? 0 : 1;
+  }
+  const auto line = [](std::string_view label, const std::string& value) {
+    std::cout << fmt::format("  {:<22}{}\n", label, value);
+  };
+  const auto bytes = [](uint64_t b) {
+    return fmt::format("{} B ({})", grouped(b), human_bytes(b));
+  };
+  std::cout << fmt::format("{}: {} buffers, alignment {}\n", in.name,
+                           grouped(in.problem.buffers.size()), in.problem.alignment);
+  line("algorithm", run.algorithm == "default" && run.found_by != run.algorithm
+                        ? fmt::format("default (won by {})", run.found_by)
+                        : run.algorithm);
+  if (run.layout) {
+    line("arena", bytes(run.layout->arena));
+  } else {
+    line("arena", run.infeasible ? "none: proven not to fit the capacity"
+                                 : "none found within the time limit");
+  }
+  line("lower bound", bytes(run.lower_bound));
+  if (run.layout) {
+    line("arena / lower bound",
+         fmt::format("{:.4f}{}", run.ratio(), run.optimal ? " (optimal)" : ""));
+  }
+  if (capacity > 0) {
+    line("capacity", fmt::format("{}: {}", bytes(capacity), ok ? "fits" : "does not fit"));
+  }
+  line("time", human_seconds(run.seconds));
+  if (ok && !args.out.empty()) line("written to", args.out);
+  return ok ? 0 : 1;
+}
+
+}  // namespace
+
+void add_layout(CLI::App& app, Action& action) {
+  auto* cmd =
+      app.add_subcommand("layout", "an address for every buffer: arena, lower bound, ratio, time");
+  auto args = std::make_shared<LayoutArgs>();
+  cmd->add_option("--csv", args->csv_file, "id,lower,upper,size lifetimes (MiniMalloc's format)");
+  cmd->add_option(
+      "--plan", args->plan_file,
+      "lay out a memwall.plan/1 plan of --model/--graph (lifetimes from the simulator)");
+  args->source.add_options(*cmd, "gpt2-small");
+  args->gpu.add_options(*cmd, "a100-80g");
+  cmd->add_option("--capacity", args->capacity,
+                  "arena bytes available: bytes, 1MiB, or a percentage of the live lower bound");
+  cmd->add_option("--alignment", args->alignment, "every offset a multiple of it (a power of two)")
+      ->capture_default_str();
+  cmd->add_option("--algo", args->algorithm,
+                  "default, greedy-by-size, greedy-by-breadth, greedy-by-conflicts, "
+                  "best-fit-by-size, best-fit-by-duration, best-fit or exact")
+      ->capture_default_str();
+  cmd->add_option("--time-limit", args->time_limit, "seconds for default and exact")
+      ->capture_default_str();
+  cmd->add_option("--out", args->out,
+                  "write the layout: FILE.csv (an offset column), or FILE.json (the plan with "
+                  "offsets; --model/--graph/--plan)");
+  cmd->add_flag("--json", args->json, "machine-readable output");
+  cmd->callback([&action, args, cmd] {
+    args->graph_given = cmd->count("--model") + cmd->count("--graph") > 0;
+    action = [args] { return run_layout_command(*args); };
+  });
+}
+
+}  // namespace memwall::cli
