@@ -68,6 +68,8 @@ Input load_input(const LayoutArgs& args) {
     in.name = in.graph->name + " (default schedule)";
     in.problem = layout_problem(*in.graph);
     in.plan = default_plan(*in.graph, in.hw->name, in.hw->device_memory_bytes);
+    // Pinned into the plan, the offsets must lie within its budget.
+    if (args.out.ends_with(".json")) in.problem.capacity = in.plan->budget;
     return in;
   }
   in.name = args.plan_file;
@@ -100,10 +102,6 @@ void write_output(const LayoutArgs& args, Input& in, const Layout& layout) {
     in.sim =
         simulate(*in.graph, *in.plan, *in.hw, {.record_curves = false, .record_residency = true});
   }
-  if (layout.arena > in.plan->budget) {
-    fail("--out {}: the arena ({} bytes) exceeds the plan's budget ({} bytes)", args.out,
-         layout.arena, in.plan->budget);
-  }
   const Plan pinned = pin_offsets(*in.plan, *in.graph, in.problem, layout, in.sim.residencies);
   const SimResult check = simulate(*in.graph, pinned, *in.hw, {.record_curves = false});
   if (!check.valid) fail("internal error: the simulator rejects the pinned plan: {}", check.reason);
@@ -121,7 +119,9 @@ int run_layout_command(const LayoutArgs& args) {
   in.problem.alignment = static_cast<uint64_t>(parse_count(args.alignment, "--alignment"));
   validate_problem(in.problem);
   if (!args.capacity.empty()) {
-    if (!args.plan_file.empty()) fail("--capacity: a plan's arena is its budget");
+    if (in.problem.capacity > 0) {
+      fail("--capacity: a plan's arena is its budget ({} bytes)", in.problem.capacity);
+    }
     in.problem.capacity = parse_bytes(args.capacity, "--capacity", live_lower_bound(in.problem));
   }
   const LayoutRun run = run_layout(in.problem, args.algorithm, args.time_limit);
