@@ -45,16 +45,6 @@ LayoutRun run_layout(const LayoutProblem& problem, std::string_view algorithm, d
     run.optimal = r.optimal;
     run.found_by = r.algorithm;
     run.layout = std::move(r.layout);
-    // Minimizing may stop above a capacity that a decision search can meet.
-    const double left = time_limit - since(start);
-    if (problem.capacity > 0 && run.layout->arena > problem.capacity && left > 0) {
-      ExactResult e = solve_exact(problem, {.capacity = problem.capacity, .time_limit = left});
-      if (e.layout) {
-        run.layout = std::move(e.layout);
-        run.found_by = "exact";
-      }
-      run.lower_bound = std::max(run.lower_bound, e.best_lower_bound);
-    }
   } else if (algorithm == "exact") {
     ExactResult e = solve_exact(problem, {.capacity = problem.capacity, .time_limit = time_limit});
     run.layout = std::move(e.layout);

@@ -35,9 +35,9 @@ struct LayoutRun {
 // Runs `algorithm` (layout_algorithm_names) on a validated problem; the
 // layout is checked with check_layout, and a failed check (a bug) throws
 // Error. The exact solver decides the problem's capacity when it has one and
-// minimizes the arena otherwise; the default minimizes the arena and, when
-// that exceeds the capacity, spends what is left of the time limit deciding
-// the capacity. Throws Error for an unknown name.
+// minimizes the arena otherwise; the default decides the capacity first when
+// the heuristics exceed it (default_layout.h). Throws Error for an unknown
+// name.
 LayoutRun run_layout(const LayoutProblem& problem, std::string_view algorithm, double time_limit);
 
 }  // namespace memwall::cli

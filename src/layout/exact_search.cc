@@ -40,11 +40,16 @@
 //   floor, and a side that fails fails the node without retrying the sides
 //   solved before it.
 // - Failed states. A node's future depends only on the unplaced buffers'
-//   minimum offsets, its floor and the buffers excluded there. A hash of
-//   those (updated incrementally) goes into a table when the node fails; a
-//   node whose hash is there fails at once. Different arrangements below the
+//   minimum offsets, its floor and the exclusions that can still apply: an
+//   unplaced buffer excluded at its current minimum offset, at or above the
+//   floor. (An exclusion below the minimum offset is dead, since minimum
+//   offsets only rise; hashing it too, as this search once did, made states
+//   that differ only in such leftovers look different and missed most
+//   hits.) A hash of those goes into a table when the node fails; a node
+//   whose hash is there fails at once. Different arrangements below the
 //   floor often leave the same state (two buffers with the same lifetime
-//   stacked in either order, say).
+//   stacked in either order, say). Failure does not depend on the order
+//   candidates are tried in, so restarts share the table.
 //
 // The search is iterative (a leaf can hold tens of thousands of buffers),
 // undoes each placement from logs, and gives up when the node or time limit
@@ -123,20 +128,6 @@ struct Context {
   uint64_t outside = 0;    // state hash of the unplaced buffers not in it
 };
 
-// Hashes of states whose search failed (Note [Canonical search]): a lossy
-// table, a slot keeps the last state stored in it.
-class FailedStates {
- public:
-  explicit FailedStates(int bits) : mask_((size_t{1} << bits) - 1), slots_(mask_ + 1, 0) {}
-  // 0 marks an empty slot, so state 0 is never stored (a missed hit only).
-  bool failed(uint64_t state) const { return state != 0 && slots_[state & mask_] == state; }
-  void add(uint64_t state) { slots_[state & mask_] = state; }
-
- private:
-  size_t mask_;
-  std::vector<uint64_t> slots_;
-};
-
 // A 64-bit mix (splitmix64's finalizer): hashes of (buffer, minimum offset).
 uint64_t mix(uint64_t x) {
   x += 0x9e3779b97f4a7c15ULL;
@@ -169,7 +160,7 @@ struct Frame {
 class Search {
  public:
   Search(const LeafModel& model, uint64_t capacity, std::span<const int> rank, bool by_load,
-         const SearchLimits& limits, int64_t& nodes)
+         const SearchLimits& limits, int64_t& nodes, FailedStates* failed)
       : m_(model),
         cap_(capacity),
         rank_(rank),
@@ -185,7 +176,8 @@ class Search {
         high_(model.sections, 0),
         crossing_(model.crossing),
         remaining_max_(model.section_bytes),
-        failed_(table_bits(limits.nodes)),
+        own_failed_(failed ? 0 : table_bits(limits.nodes)),
+        failed_(failed ? *failed : own_failed_),
         excluded_at_(model.buffers(), kFree) {
     for (int b = 0; b < model.buffers(); ++b) by_rank_[rank[b]] = b;
   }
@@ -279,13 +271,10 @@ class Search {
   // same offset again (Note [Canonical search]).
   void exclude(int u) {
     excluded_log_.push_back({u, excluded_at_[u]});
-    excluded_hash_ ^= exclusion_term(u, excluded_at_[u]) ^ exclusion_term(u, min_offset_[u]);
     excluded_at_[u] = min_offset_[u];
   }
 
-  uint64_t exclusion_term(int u, uint64_t at) const {
-    return at == kFree ? 0 : mix(term(u, at) ^ 0x5bd1e995u);
-  }
+  uint64_t exclusion_term(int u, uint64_t at) const { return mix(term(u, at) ^ 0x5bd1e995u); }
 
   // Lists the node's candidates: unplaced buffers at or above the floor,
   // not excluded there, that start below every unplaced buffer's lowest
@@ -294,12 +283,19 @@ class Search {
   void enter(Frame& f) {
     const Context& c = contexts_[f.context];
     f.first = f.end = pool_.size();
-    f.state = state_ ^ c.outside ^ excluded_hash_ ^ mix(f.floor);
-    if (failed_.failed(f.state)) return;
     uint64_t limit = kFree;
+    uint64_t exclusions = 0;
     for (const int u : c.buffers) {
-      if (offset_[u] == kFree) limit = std::min(limit, min_offset_[u] + m_.size[u]);
+      if (offset_[u] != kFree) continue;
+      limit = std::min(limit, min_offset_[u] + m_.size[u]);
+      // Only an exclusion at the buffer's current minimum offset, at or
+      // above the floor, can still stop a placement here or below.
+      if (excluded_at_[u] == min_offset_[u] && min_offset_[u] >= f.floor) {
+        exclusions ^= exclusion_term(u, min_offset_[u]);
+      }
     }
+    f.state = state_ ^ c.outside ^ exclusions ^ mix(f.floor);
+    if (failed_.failed(f.state)) return;
     for (const int u : c.buffers) {
       const uint64_t at = min_offset_[u];
       if (offset_[u] != kFree || at < f.floor || at >= limit || at + m_.size[u] > cap_ ||
@@ -336,7 +332,6 @@ class Search {
       while (excluded_log_.size() > f.excluded_mark) {
         const auto [u, at] = excluded_log_.back();
         excluded_log_.pop_back();
-        excluded_hash_ ^= exclusion_term(u, excluded_at_[u]) ^ exclusion_term(u, at);
         excluded_at_[u] = at;
       }
       pool_.resize(f.first);
@@ -571,11 +566,11 @@ class Search {
   std::vector<std::pair<int, uint64_t>> high_log_;
   std::vector<int> crossing_;  // unplaced buffers spanning each boundary
   MaxTree remaining_max_;
-  uint64_t state_ = 0;  // XOR of term(u, min offset) over unplaced buffers
-  FailedStates failed_;
+  uint64_t state_ = 0;       // XOR of term(u, min offset) over unplaced buffers
+  FailedStates own_failed_;  // unused when the caller shares a table
+  FailedStates& failed_;
   std::vector<uint64_t> excluded_at_;  // offset a buffer may not take again, kFree: none
   std::vector<std::pair<int, uint64_t>> excluded_log_;
-  uint64_t excluded_hash_ = 0;
 
   std::vector<int> placed_;
   std::vector<std::pair<int, uint64_t>> offset_log_;
@@ -590,10 +585,27 @@ class Search {
 
 }  // namespace
 
+FailedStates::FailedStates(int bits) : mask_((size_t{1} << bits) - 1), slots_(mask_ + 1, 0) {}
+
+void FailedStates::add(uint64_t state) {
+  // Past one add per slot, most slots have been overwritten at least once:
+  // double the table (up to 2^20 slots, 8 MB), keeping what it holds.
+  if (++stored_ > slots_.size() && slots_.size() < (size_t{1} << 20)) {
+    std::vector<uint64_t> old = std::move(slots_);
+    mask_ = 2 * old.size() - 1;
+    slots_.assign(mask_ + 1, 0);
+    for (const uint64_t s : old) {
+      if (s != 0) slots_[s & mask_] = s;
+    }
+    stored_ = 0;
+  }
+  slots_[state & mask_] = state;
+}
+
 Outcome search_leaf(const LeafModel& model, uint64_t capacity, std::span<const int> rank,
                     bool by_load, const SearchLimits& limits, std::vector<uint64_t>& offsets,
-                    int64_t& nodes) {
-  Search search(model, capacity, rank, by_load, limits, nodes);
+                    int64_t& nodes, FailedStates* failed) {
+  Search search(model, capacity, rank, by_load, limits, nodes, failed);
   return search.run(offsets);
 }
 

@@ -30,8 +30,10 @@ struct DefaultLayoutResult {
   double gap() const;
 };
 
-// Minimizes the arena, ignoring the problem's capacity (check_layout tells
-// whether the result fits). Throws Error on an invalid problem
+// Minimizes the arena. When the problem has a capacity that the best
+// heuristic exceeds, the exact solver first decides that capacity, then
+// minimizes below it with the time left; check_layout tells whether the
+// result fits. Throws Error on an invalid problem
 // (validate_problem). The arena is never above the best heuristic's.
 DefaultLayoutResult solve_default_layout(const LayoutProblem& problem,
                                          const DefaultOptions& options = {});

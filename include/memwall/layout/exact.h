@@ -133,14 +133,34 @@ struct SearchLimits {
   std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
 };
 
+// Hashes of search states proved to have no completion (Note [Canonical
+// search] in exact_search.cc): a lossy table, a slot keeps the last state
+// stored in it; it doubles as it fills, up to 2^20 slots. A state's failure
+// holds whatever the order that found it, so the restarts of one decision
+// share a table (Note [Restarts]); it is valid for one leaf at one capacity.
+class FailedStates {
+ public:
+  explicit FailedStates(int bits = 10);
+  // 0 marks an empty slot, so state 0 is never stored (a missed hit only).
+  bool failed(uint64_t state) const { return state != 0 && slots_[state & mask_] == state; }
+  void add(uint64_t state);
+
+ private:
+  size_t mask_;
+  size_t stored_ = 0;  // adds since the last growth
+  std::vector<uint64_t> slots_;
+};
+
 // One depth-first search of the leaf at `capacity` (relative to the leaf's
 // base). On kFound, offsets[b] (relative to the base) is set for every leaf
 // buffer. `nodes` accumulates the placements tried.
 // Candidates at the same offset go by `rank`, or, with by_load, first by
 // the most unplaced bytes in a section they span (Note [Canonical search]).
+// `failed` (null: a table of the search's own) records the states whose
+// subtrees failed and prunes those met again.
 Outcome search_leaf(const LeafModel& model, uint64_t capacity, std::span<const int> rank,
                     bool by_load, const SearchLimits& limits, std::vector<uint64_t>& offsets,
-                    int64_t& nodes);
+                    int64_t& nodes, FailedStates* failed = nullptr);
 
 // search_leaf with restarts (Note [Restarts] in exact_restarts.cc) until one
 // search completes or the limits run out.
