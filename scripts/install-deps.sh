@@ -9,6 +9,7 @@ packages=(
   clang lld libclang-rt-14-dev   # libFuzzer and sanitizer runtimes
   libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libcli11-dev libfmt-dev
+  coinor-libcbc-dev              # CBC, the MILP solver of the checkmate planner
 )
 if [[ "${1:-}" == "--torch" ]]; then
   packages+=(python3-torch python3-torchvision)

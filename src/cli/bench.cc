@@ -8,6 +8,7 @@ void add_bench(CLI::App& app, Action& action) {
   auto* cmd = app.add_subcommand("bench", "compare algorithms side by side on real inputs");
   cmd->require_subcommand(1);
   add_bench_layout(*cmd, action);
+  add_bench_remat(*cmd, action);
 }
 
 }  // namespace memwall::cli

@@ -25,6 +25,7 @@ int run(int argc, char** argv) {
   app.require_subcommand(1);
   Action action;
   add_inspect(app, action);
+  add_plan(app, action);
   add_simulate(app, action);
   add_layout(app, action);
   add_bench(app, action);

@@ -32,4 +32,24 @@ std::string human_seconds(double seconds) {
   return fmt::format("{:.1f} us", seconds * 1e6);
 }
 
+std::string exact_bytes(uint64_t bytes) {
+  return fmt::format("{} B ({})", grouped(bytes), human_bytes(bytes));
+}
+
+std::string human_flops(double flops) {
+  static const char* const kUnits[] = {"FLOP",  "kFLOP", "MFLOP", "GFLOP",
+                                       "TFLOP", "PFLOP", "EFLOP"};
+  int unit = 0;
+  while (flops >= 1000.0 && unit < 6) {
+    flops /= 1000.0;
+    ++unit;
+  }
+  return unit == 0 ? fmt::format("{:.0f} FLOP", flops)
+                   : fmt::format("{:.2f} {}", flops, kUnits[unit]);
+}
+
+std::string field(std::string_view label, std::string_view value, int width) {
+  return fmt::format("  {:<{}}{}\n", label, width, value);
+}
+
 }  // namespace memwall::cli

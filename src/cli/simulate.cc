@@ -8,13 +8,11 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "exports.h"
 #include "format.h"
-#include "memwall/graph/file_text.h"
 #include "memwall/graph/graph.h"
 #include "memwall/plan/builders.h"
 #include "memwall/plan/plan.h"
-#include "memwall/report/chrome_trace.h"
-#include "memwall/report/memory_svg.h"
 #include "memwall/sim/simulator.h"
 #include "options.h"
 
@@ -26,8 +24,7 @@ struct SimulateArgs {
   GpuSource gpu;
   std::string plan_file;
   std::string budget;
-  std::string trace_file;
-  std::string svg_file;
+  SimExports exports;
   bool json = false;
 };
 
@@ -59,13 +56,8 @@ int run_simulate(const SimulateArgs& args) {
     if (args.plan_file.empty()) throw;
     fail("{}: {}", args.plan_file, e.what());
   }
-  const bool timeline = !args.trace_file.empty();
-  const SimResult r = simulate(graph, plan, hw, {.record_timeline = timeline});
-  if (timeline) write_file_atomically(args.trace_file, chrome_trace_json(graph, plan, r));
-  if (!args.svg_file.empty()) {
-    write_file_atomically(
-        args.svg_file, memory_svg(r, fmt::format("{} on {}: device memory", graph.name, hw.name)));
-  }
+  const SimResult r = simulate(graph, plan, hw, args.exports.sim_options());
+  args.exports.write(graph, plan, hw, r);
 
   if (args.json) {
     nlohmann::json out = {{"graph", graph.name},
@@ -94,7 +86,7 @@ int run_simulate(const SimulateArgs& args) {
   }
 
   const auto line = [](std::string_view label, const std::string& value) {
-    std::cout << fmt::format("  {:<24}{}\n", label, value);
+    std::cout << field(label, value);
   };
   std::cout << fmt::format("{} on {}: {} ({} steps)\n", graph.name, hw.name,
                            args.plan_file.empty() ? std::string("default plan") : args.plan_file,
@@ -117,8 +109,7 @@ int run_simulate(const SimulateArgs& args) {
          fmt::format("{} / {}", human_bytes(moved(r, Resource::kNvmeRead)),
                      human_bytes(moved(r, Resource::kNvmeWrite))));
   }
-  if (timeline) line("trace written to", args.trace_file);
-  if (!args.svg_file.empty()) line("plot written to", args.svg_file);
+  std::cout << args.exports.written_rows();
   return r.valid ? 0 : 1;
 }
 
@@ -133,8 +124,7 @@ void add_simulate(CLI::App& app, Action& action) {
   cmd->add_option("--budget", args->budget,
                   "device budget: bytes, 40GiB, or 80% of the default peak (default: the plan's, "
                   "or the GPU's memory for the default plan)");
-  cmd->add_option("--trace", args->trace_file, "write a Chrome trace (Perfetto, chrome://tracing)");
-  cmd->add_option("--svg", args->svg_file, "write an SVG plot of device memory over time");
+  args->exports.add_options(*cmd);
   cmd->add_flag("--json", args->json, "machine-readable output");
   cmd->callback([&action, args] { action = [args] { return run_simulate(*args); }; });
 }

@@ -1,0 +1,52 @@
+// The checkpointing schedule most rematerialization planners share: keep a
+// chosen set of activations on the device from forward to backward, drop
+// every other saved activation after its last forward use, and recompute
+// what the backward needs just before it needs it, from the nearest
+// resident ancestors.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "memwall/graph/types.h"
+#include "memwall/plan/plan.h"
+
+namespace memwall {
+
+// Per buffer: 1 when the buffer can be dropped after forward and recomputed
+// in backward: an activation produced in forward, read by backward
+// (saved_for_backward), whose producer does not update a buffer in place.
+// Everything else stays where the default schedule has it.
+std::vector<uint8_t> droppable_activations(const Graph& graph);
+
+// The default plan in which every droppable activation b with keep[b] == 0
+// is freed after its last forward use and recomputed before its first
+// backward use (plan_with_evictions, Note [Applying evictions]): a backward
+// op needing a dropped buffer recomputes its producer, regenerating first
+// any missing input back to resident buffers (kept checkpoints, params,
+// inputs); each segment between checkpoints is thus recomputed once, and
+// its recomputed activations stay until their last backward use.
+// `keep` is indexed by buffer id (size = buffers) and only matters for
+// droppable buffers: a buffer that is not saved for backward is freed after
+// forward whatever `keep` says, so checkpoints are saved activations.
+// Throws Error when `keep` has the wrong size.
+Plan plan_with_checkpoints(const Graph& graph, std::span<const uint8_t> keep, std::string hardware,
+                           uint64_t budget);
+
+// Bytes of droppable activations with keep[b] == 0 (what the checkpoints
+// save at the boundary between forward and backward).
+uint64_t dropped_bytes(const Graph& graph, std::span<const uint8_t> keep);
+
+// The forward's articulation points on its linearization (forward ops in
+// execution order): droppable activations that are, alone, everything the
+// forward carries across the cut after some forward op. Keeping one splits
+// the forward into independent segments (Chen et al. 2016, sec. 4.1's
+// "candidate stage splitting points"). In forward order, no duplicates.
+std::vector<BufferId> candidate_checkpoints(const Graph& graph);
+
+// FLOPs of the plan's recompute steps (the extra work a remat plan adds).
+double recomputed_flops(const Graph& graph, const Plan& plan);
+
+}  // namespace memwall

@@ -1,0 +1,111 @@
+// Rematerialization planners (issue 5): each reads a Graph, a Hardware
+// profile and a device budget and returns a Plan that drops activations and
+// recomputes them. The simulator, not the planner, says whether the plan is
+// valid, fits the budget, and what it costs.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "memwall/graph/types.h"
+#include "memwall/hw/hardware.h"
+#include "memwall/plan/plan.h"
+#include "memwall/sim/simulator.h"
+
+namespace memwall {
+
+struct RematOptions {
+  double time_limit = 10;  // seconds, for planners that search (MILP, DP)
+  uint64_t seed = 0;       // for planners with randomness
+  // Rotor's chain is merged down to at most this many stages (its DP takes
+  // O(stages^3) time: 128 stages take about 1.7 s here).
+  size_t rotor_stages = 128;
+};
+
+struct RematResult {
+  Plan plan;
+  std::string planner;          // the registry name of the planner
+  bool proven_optimal = false;  // optimal for the planner's own model of cost
+  double gap = 0;               // relative MILP gap when known (0: none or closed)
+  double solve_seconds = 0;     // wall time spent planning
+  std::string note;             // one line: what was chosen (checkpoints, threshold, ...)
+};
+
+// A planner returns a plan the simulator accepts within `budget` device
+// bytes (it checks with require_fit before returning), or throws Error when
+// its method cannot reach the budget; the message names the smallest peak it
+// can reach when known. The plan's `budget` field is `budget`.
+using RematFn = RematResult (*)(const Graph& graph, const Hardware& hardware, uint64_t budget,
+                                const RematOptions& options);
+
+struct RematPlanner {
+  std::string_view name;     // e.g. "chen-sqrt"
+  std::string_view summary;  // one line, for listings
+  RematFn fn = nullptr;
+};
+
+// Every registered planner, in display order (src/remat/registry.cc).
+std::span<const RematPlanner> remat_planners();
+// nullptr for an unknown name.
+const RematPlanner* find_remat_planner(std::string_view name);
+
+// Simulates `plan` (with no budget limit, to learn its peak) and throws Error
+// "<planner>: ..." when the simulator rejects it or its device peak exceeds
+// `budget`, naming the peak. Returns the simulation. The planners' last step.
+SimResult require_fit(const Graph& graph, const Hardware& hardware, const Plan& plan,
+                      uint64_t budget, std::string_view planner);
+
+// ---- Planners (one source file each) -----------------------------------------
+// keep_all.cc: the default plan, nothing recomputed.
+RematResult plan_keep_all(const Graph& graph, const Hardware& hardware, uint64_t budget,
+                          const RematOptions& options);
+// per_layer.cc: keep each transformer layer's / CNN block's input, recompute
+// the layer in backward (Megatron-LM, Hugging Face gradient checkpointing).
+RematResult plan_per_layer(const Graph& graph, const Hardware& hardware, uint64_t budget,
+                           const RematOptions& options);
+// chen.cc: Chen et al. 2016, sqrt(n) segmentation of the forward's
+// candidate checkpoints, and the budget-driven greedy variant.
+RematResult plan_chen_sqrt(const Graph& graph, const Hardware& hardware, uint64_t budget,
+                           const RematOptions& options);
+RematResult plan_chen_greedy(const Graph& graph, const Hardware& hardware, uint64_t budget,
+                             const RematOptions& options);
+// selective.cc: Korthikanti et al. 2022, recompute only attention's s x s part.
+RematResult plan_selective(const Graph& graph, const Hardware& hardware, uint64_t budget,
+                           const RematOptions& options);
+// rotor*.cc: optimal checkpointing of the linearized chain by dynamic
+// programming (Beaumont et al., Rotor).
+RematResult plan_rotor(const Graph& graph, const Hardware& hardware, uint64_t budget,
+                       const RematOptions& options);
+// checkmate*.cc: Jain et al. 2020, the MILP over R, S, FREE solved with CBC
+// under options.time_limit.
+RematResult plan_checkmate(const Graph& graph, const Hardware& hardware, uint64_t budget,
+                           const RematOptions& options);
+// dtr*.cc: Kirisame et al. 2021, Dynamic Tensor Rematerialization: run the
+// ops in order, recompute missing inputs on demand, evict by a heuristic
+// when an op would exceed the budget (h_DTR, its equivalence-class
+// approximation, least recently used, largest first).
+RematResult plan_dtr(const Graph& graph, const Hardware& hardware, uint64_t budget,
+                     const RematOptions& options);
+RematResult plan_dtr_eqclass(const Graph& graph, const Hardware& hardware, uint64_t budget,
+                             const RematOptions& options);
+RematResult plan_dtr_lru(const Graph& graph, const Hardware& hardware, uint64_t budget,
+                         const RematOptions& options);
+RematResult plan_dtr_largest(const Graph& graph, const Hardware& hardware, uint64_t budget,
+                             const RematOptions& options);
+
+// ---- memwall's own planner (src/remat/memwall*.cc, docs/remat-memwall.md) -----
+RematResult plan_memwall(const Graph& graph, const Hardware& hardware, uint64_t budget,
+                         const RematOptions& options);
+
+// The smallest device budget at which memwall's planner finds a plan, and
+// what holds the peak there: one line naming the op at the peak and the
+// bytes by kind resident then (for "budget too small" messages).
+struct RematFloor {
+  uint64_t bytes = 0;
+  std::string why;
+};
+RematFloor remat_floor(const Graph& graph, const Hardware& hardware, const RematOptions& options);
+
+}  // namespace memwall

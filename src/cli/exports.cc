@@ -1,0 +1,37 @@
+#include "exports.h"
+
+#include <fmt/format.h>
+
+#include "format.h"
+#include "memwall/graph/file_text.h"
+#include "memwall/report/chrome_trace.h"
+#include "memwall/report/memory_svg.h"
+
+namespace memwall::cli {
+
+void SimExports::add_options(CLI::App& app) {
+  app.add_option("--trace", trace_file, "write a Chrome trace (Perfetto, chrome://tracing)");
+  app.add_option("--svg", svg_file, "write an SVG plot of device memory over time");
+}
+
+SimOptions SimExports::sim_options() const {
+  return {.record_timeline = !trace_file.empty(), .record_curves = !svg_file.empty()};
+}
+
+void SimExports::write(const Graph& graph, const Plan& plan, const Hardware& hw,
+                       const SimResult& r) const {
+  if (!trace_file.empty()) write_file_atomically(trace_file, chrome_trace_json(graph, plan, r));
+  if (!svg_file.empty()) {
+    write_file_atomically(
+        svg_file, memory_svg(r, fmt::format("{} on {}: device memory", graph.name, hw.name)));
+  }
+}
+
+std::string SimExports::written_rows() const {
+  std::string rows;
+  if (!trace_file.empty()) rows += field("trace written to", trace_file);
+  if (!svg_file.empty()) rows += field("plot written to", svg_file);
+  return rows;
+}
+
+}  // namespace memwall::cli

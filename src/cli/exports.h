@@ -1,0 +1,29 @@
+// --trace FILE and --svg FILE: a simulation's Chrome trace and device memory
+// plot, for the verbs that simulate a plan (simulate, plan).
+#pragma once
+
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "memwall/graph/types.h"
+#include "memwall/hw/hardware.h"
+#include "memwall/plan/plan.h"
+#include "memwall/sim/simulator.h"
+
+namespace memwall::cli {
+
+struct SimExports {
+  std::string trace_file;
+  std::string svg_file;
+
+  void add_options(CLI::App& app);
+  // What the simulation must record for the exports asked for.
+  SimOptions sim_options() const;
+  // Writes the files asked for, each atomically.
+  void write(const Graph& graph, const Plan& plan, const Hardware& hw, const SimResult& r) const;
+  // The "trace written to" / "plot written to" rows of a verb's table.
+  std::string written_rows() const;
+};
+
+}  // namespace memwall::cli

@@ -1,0 +1,173 @@
+// `memwall plan`: a plan for a device budget. Today's strategies are the
+// rematerialization planners (`remat` for memwall's own, `remat:NAME` for any
+// registered one). The plan is re-simulated and every figure printed comes
+// from the simulator. Exit code 0: a plan (written with --out); 1: the
+// planner returned a plan the simulator rejects (a planner bug, nothing is
+// written); 2: bad input, or no plan within the budget (the message gives
+// the minimum feasible budget).
+#include <iostream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "exports.h"
+#include "format.h"
+#include "memwall/graph/error.h"
+#include "memwall/graph/graph.h"
+#include "memwall/remat/checkpoints.h"
+#include "memwall/remat/remat.h"
+#include "options.h"
+#include "remat_runner.h"
+
+namespace memwall::cli {
+namespace {
+
+struct PlanArgs {
+  GraphSource source;
+  GpuSource gpu;
+  std::string budget;
+  std::string strategy = "remat";
+  double time_limit = RematOptions{}.time_limit;
+  std::string out;
+  SimExports exports;
+  bool json = false;
+};
+
+// The one-line error for a planner that found no plan within the budget:
+// the minimum feasible budget, and what holds the peak there.
+[[noreturn]] void fail_infeasible(const Graph& graph, const Hardware& hw, const RematRun& run,
+                                  const RematOptions& options) {
+  RematFloor floor;
+  try {
+    floor = remat_floor(graph, hw, options);
+  } catch (const Error& e) {
+    fail("{} (the minimum feasible budget is unknown: {})", run.error, e.what());
+  }
+  if (run.budget < floor.bytes) {
+    fail("no plan within a budget of {}: the minimum feasible budget is {}, where {}",
+         exact_bytes(run.budget), exact_bytes(floor.bytes), floor.why);
+  }
+  // Within reach of memwall's planner, not of this one.
+  fail("{}; the minimum feasible budget is {}{}, where {}", run.error, exact_bytes(floor.bytes),
+       run.planner == "memwall" ? "" : ", reached by --strategy remat", floor.why);
+}
+
+int count_recomputes(const Plan& plan) {
+  int n = 0;
+  for (const Step& step : plan.steps) n += step.kind == StepKind::kRecompute;
+  return n;
+}
+
+double total_flops(const Graph& graph) {
+  double flops = 0;
+  for (const Op& op : graph.ops) flops += op.flops;
+  return flops;
+}
+
+int run_plan(const PlanArgs& args) {
+  const RematPlanner& planner = remat_strategy(args.strategy);
+  const RematOptions options{.time_limit = checked_time_limit(args.time_limit)};
+  const Graph graph = args.source.load();
+  const Hardware hw = args.gpu.load();
+  const uint64_t budget =
+      args.budget.empty() ? hw.device_memory_bytes
+                          : parse_bytes(args.budget, "--budget", memory_profile(graph).peak_bytes);
+  const SimResult keep_all = keep_all_simulation(graph, hw);
+  const RematRun run = run_remat(graph, hw, planner, budget, options, args.exports.sim_options());
+  if (run.rejected) {
+    std::cerr << fmt::format("memwall: error: internal error: {}\n", run.error);
+    return 1;
+  }
+  if (!run.feasible) fail_infeasible(graph, hw, run, options);
+
+  const Plan& plan = run.result.plan;
+  if (!args.out.empty()) write_plan_file(plan, args.out);
+  args.exports.write(graph, plan, hw, run.sim);
+
+  const uint64_t keep_all_peak = keep_all.peak_bytes[static_cast<int>(Tier::kDevice)];
+  const int recomputes = count_recomputes(plan);
+  const double extra_flops = recomputed_flops(graph, plan);
+  const double flops = total_flops(graph);
+  if (args.json) {
+    nlohmann::json j = {{"graph", graph.name},
+                        {"gpu", hw.name},
+                        {"strategy", args.strategy},
+                        {"planner", run.planner},
+                        {"budget", budget},
+                        {"peak_bytes", run.peak()},
+                        {"keep_all_peak_bytes", keep_all_peak},
+                        {"iteration_time_s", run.sim.iteration_time},
+                        {"keep_all_iteration_time_s", keep_all.iteration_time},
+                        {"overhead", run.overhead(keep_all)},
+                        {"steps", plan.steps.size()},
+                        {"recomputed_ops", recomputes},
+                        {"recomputed_flops", extra_flops},
+                        {"iteration_flops", flops},
+                        {"solve_seconds", run.wall_seconds},
+                        {"note", run.result.note},
+                        {"proven_optimal", run.result.proven_optimal},
+                        {"gap", run.result.gap}};
+    j["out"] = args.out.empty() ? nlohmann::json(nullptr) : nlohmann::json(args.out);
+    j["trace"] = args.exports.trace_file.empty() ? nlohmann::json(nullptr)
+                                                 : nlohmann::json(args.exports.trace_file);
+    j["svg"] = args.exports.svg_file.empty() ? nlohmann::json(nullptr)
+                                             : nlohmann::json(args.exports.svg_file);
+    std::cout << j.dump(2) << "\n";
+    return 0;
+  }
+
+  const auto percent = [](double part, double whole) {
+    return whole > 0 ? fmt::format("{:.1f}%", 100 * part / whole) : std::string("-");
+  };
+  std::cout << fmt::format("{} on {}: remat:{}\n", graph.name, hw.name, run.planner);
+  std::cout << field("planner", fmt::format("{}: {}", planner.name, planner.summary));
+  std::cout << field("budget", fmt::format("{}, {} of the keep-all peak", exact_bytes(budget),
+                                           percent(static_cast<double>(budget),
+                                                   static_cast<double>(keep_all_peak))));
+  std::cout << field("peak device memory",
+                     fmt::format("{} at {} (keep-all {})", exact_bytes(run.peak()),
+                                 human_seconds(run.sim.peak_time[0]), human_bytes(keep_all_peak)));
+  std::cout << field("iteration time",
+                     fmt::format("{} (keep-all {})", human_seconds(run.sim.iteration_time),
+                                 human_seconds(keep_all.iteration_time)));
+  std::cout << field("overhead", fmt::format("{:.4f}x", run.overhead(keep_all)));
+  std::cout << field("recomputed ops", fmt::format("{} ({} steps in all)", grouped(recomputes),
+                                                   grouped(plan.steps.size())));
+  std::cout << field("extra FLOPs",
+                     fmt::format("{} (+{} of the iteration's {})", human_flops(extra_flops),
+                                 percent(extra_flops, flops), human_flops(flops)));
+  std::cout << field("solve time", human_seconds(run.wall_seconds));
+  if (!run.result.note.empty()) std::cout << field("note", run.result.note);
+  if (run.result.proven_optimal) {
+    std::cout << field("optimal", "proven (for the planner's cost model)");
+  } else if (run.result.gap > 0) {
+    std::cout << field("optimal", fmt::format("not proven: gap {:.2f}%", 100 * run.result.gap));
+  }
+  if (!args.out.empty()) std::cout << field("plan written to", args.out);
+  std::cout << args.exports.written_rows();
+  return 0;
+}
+
+}  // namespace
+
+void add_plan(CLI::App& app, Action& action) {
+  auto* cmd = app.add_subcommand("plan", "a plan that fits a device budget (rematerialization)");
+  auto args = std::make_shared<PlanArgs>();
+  args->source.add_options(*cmd, "gpt2-small");
+  args->gpu.add_options(*cmd, "a100-80g");
+  cmd->add_option("--budget", args->budget,
+                  "device budget: bytes, 40GiB, or 80% of the default plan's peak (default: the "
+                  "GPU's memory)");
+  cmd->add_option("--strategy", args->strategy,
+                  "remat (memwall's planner) or remat:NAME (a planner of `memwall bench remat`)")
+      ->capture_default_str();
+  cmd->add_option("--time-limit", args->time_limit, "seconds, for planners that search")
+      ->capture_default_str();
+  cmd->add_option("--out", args->out, "write the plan (memwall.plan/1 JSON)");
+  args->exports.add_options(*cmd);
+  cmd->add_flag("--json", args->json, "machine-readable output");
+  cmd->callback([&action, args] { action = [args] { return run_plan(*args); }; });
+}
+
+}  // namespace memwall::cli

@@ -1,0 +1,182 @@
+// The checkpointing schedule (checkpoints.h).
+//
+// Note [Checkpoints as evictions]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Checkpointing is a special case of the builder every planner shares
+// (plan_with_evictions, Note [Applying evictions] in src/plan/builders.cc):
+// each dropped activation is evicted with "recompute" across the gap from
+// its last forward use to its first backward use. When a backward op finds
+// it missing, the builder recomputes its producer, first regenerating that
+// op's missing inputs back to what is resident (kept checkpoints, other
+// saved activations, parameters, inputs still alive); what it regenerates
+// stays until its own last use, so a segment is recomputed once, in forward
+// order, and intermediates only the recomputation needs are freed right
+// away.
+//
+// Not every activation can come back that way. An op that updates a buffer
+// in place cannot be recomputed (MoE's scatter-add into the layer output),
+// and a buffer updated in place is not what its producer alone makes; an
+// input freed after the forward is gone for good. So a dropped activation
+// whose regeneration would need such a buffer is kept instead: one pass in
+// forward order marks what the backward can have back (resident through
+// the backward, or regenerable from what is) and keeps the droppable
+// activations that are neither.
+#include "memwall/remat/checkpoints.h"
+
+#include <algorithm>
+
+#include "memwall/graph/error.h"
+#include "memwall/graph/graph.h"
+#include "memwall/plan/builders.h"
+
+namespace memwall {
+namespace {
+
+std::vector<uint8_t> updated_in_place(const Graph& graph) {
+  std::vector<uint8_t> updated(graph.buffers.size(), 0);
+  for (const Op& op : graph.ops) {
+    for (const BufferId b : op.updates) updated[b] = 1;
+  }
+  return updated;
+}
+
+// `keep` with the droppable activations that cannot be regenerated in
+// backward added (Note [Checkpoints as evictions]).
+std::vector<uint8_t> effective_keep(const Graph& graph, std::span<const uint8_t> keep,
+                                    std::span<const uint8_t> droppable,
+                                    const std::vector<BufferLife>& lives) {
+  std::vector<uint8_t> kept(keep.begin(), keep.end());
+  const std::vector<uint8_t> updated = updated_in_place(graph);
+  const std::vector<uint8_t> saved = saved_for_backward(graph);
+  // available[b]: b can be on the device when a backward op needs it.
+  std::vector<uint8_t> available(graph.buffers.size(), 0);
+  for (const Buffer& b : graph.buffers) {
+    if (!exists_before_first_op(b.kind)) continue;
+    const OpId last = lives[b.id].last_use;
+    available[b.id] =
+        is_persistent(b.kind) || (last != kNoOp && graph.ops[last].phase != Phase::kForward);
+  }
+  for (const Op& op : graph.ops) {
+    if (op.phase != Phase::kForward) continue;
+    bool inputs_available = op.updates.empty();
+    for (const BufferId x : op.in) inputs_available = inputs_available && available[x];
+    for (const BufferId b : op.out) {
+      const bool regenerable = inputs_available && !updated[b];
+      const bool resident = saved[b] && (!droppable[b] || kept[b]);
+      if (droppable[b] && !kept[b] && !regenerable) kept[b] = 1;
+      available[b] = resident || regenerable || kept[b];
+    }
+  }
+  return kept;
+}
+
+}  // namespace
+
+std::vector<uint8_t> droppable_activations(const Graph& graph) {
+  std::vector<uint8_t> droppable = saved_for_backward(graph);
+  const std::vector<uint8_t> updated = updated_in_place(graph);
+  for (const Op& op : graph.ops) {
+    for (const BufferId b : op.out) {
+      if (!op.updates.empty() || updated[b]) droppable[b] = 0;
+    }
+  }
+  return droppable;
+}
+
+Plan plan_with_checkpoints(const Graph& graph, std::span<const uint8_t> keep, std::string hardware,
+                           uint64_t budget) {
+  if (keep.size() != graph.buffers.size()) {
+    fail("remat: checkpoint set has {} entries for {} buffers", keep.size(), graph.buffers.size());
+  }
+  const std::vector<uint8_t> droppable = droppable_activations(graph);
+  const std::vector<BufferLife> lives = liveness(graph);
+  const std::vector<uint8_t> kept = effective_keep(graph, keep, droppable, lives);
+  const BufferUses uses(graph);
+  std::vector<Eviction> evictions;
+  for (const Buffer& buffer : graph.buffers) {
+    const BufferId b = buffer.id;
+    if (!droppable[b] || kept[b]) continue;
+    OpId after = uses.producer(b);
+    OpId before = kNoOp;
+    for (const OpId op : uses.of(b)) {
+      if (graph.ops[op].phase == Phase::kForward) {
+        after = op;
+      } else {
+        before = op;
+        break;
+      }
+    }
+    if (before == kNoOp || after == kNoOp) continue;
+    evictions.push_back(
+        Eviction{.buf = b, .after = after, .before = before, .how = Eviction::How::kRecompute});
+  }
+  return plan_with_evictions(graph, evictions, std::move(hardware), budget);
+}
+
+uint64_t dropped_bytes(const Graph& graph, std::span<const uint8_t> keep) {
+  const std::vector<uint8_t> droppable = droppable_activations(graph);
+  uint64_t total = 0;
+  for (const Buffer& b : graph.buffers) {
+    if (droppable[b.id] && !keep[b.id]) total = checked_add(total, b.bytes, "remat: dropped bytes");
+  }
+  return total;
+}
+
+std::vector<BufferId> candidate_checkpoints(const Graph& graph) {
+  const std::vector<uint8_t> droppable = droppable_activations(graph);
+  const size_t n = graph.ops.size();
+  // Cut c lies between ops c and c + 1. Difference arrays count the forward
+  // activations crossing each cut and sum their ids, so a cut crossed by
+  // exactly one buffer names it.
+  std::vector<int64_t> count(n + 1, 0);
+  std::vector<int64_t> id_sum(n + 1, 0);
+  std::vector<OpId> last_forward_use(graph.buffers.size(), kNoOp);
+  for (const Op& op : graph.ops) {
+    if (op.phase != Phase::kForward) continue;
+    for (const BufferId b : op.in) last_forward_use[b] = op.id;
+    for (const BufferId b : op.updates) last_forward_use[b] = op.id;
+  }
+  std::vector<OpId> producer(graph.buffers.size(), kNoOp);
+  for (const Op& op : graph.ops) {
+    if (op.phase != Phase::kForward) continue;
+    for (const BufferId b : op.out) {
+      producer[b] = op.id;
+      const OpId last = last_forward_use[b];
+      if (graph.buffers[b].kind != BufferKind::kActivation || last <= op.id) continue;
+      count[op.id] += 1;
+      count[last] -= 1;
+      id_sum[op.id] += b;
+      id_sum[last] -= b;
+    }
+  }
+  std::vector<BufferId> candidates;
+  std::vector<uint8_t> seen(graph.buffers.size(), 0);
+  int64_t crossing = 0;
+  int64_t crossing_ids = 0;
+  for (size_t c = 0; c + 1 < n; ++c) {
+    crossing += count[c];
+    crossing_ids += id_sum[c];
+    if (graph.ops[c].phase != Phase::kForward || graph.ops[c + 1].phase != Phase::kForward) {
+      continue;
+    }
+    if (crossing != 1) continue;
+    const auto b = static_cast<BufferId>(crossing_ids);
+    if (droppable[b] && !seen[b]) {
+      seen[b] = 1;
+      candidates.push_back(b);
+    }
+  }
+  std::stable_sort(candidates.begin(), candidates.end(),
+                   [&](BufferId x, BufferId y) { return producer[x] < producer[y]; });
+  return candidates;
+}
+
+double recomputed_flops(const Graph& graph, const Plan& plan) {
+  double flops = 0;
+  for (const Step& step : plan.steps) {
+    if (step.kind == StepKind::kRecompute) flops += graph.ops[step.op].flops;
+  }
+  return flops;
+}
+
+}  // namespace memwall

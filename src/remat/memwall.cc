@@ -1,0 +1,264 @@
+// memwall's own rematerialization planner (remat.h, docs/remat-memwall.md).
+//
+// Note [One judge, many proposers]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// No single schedule family is best at every budget. Just under the
+// keep-all peak, dropping a few cheap, large activations (softmax outputs,
+// dropout masks, normalized inputs) at op granularity costs a fraction of
+// what recomputing whole layers does; near the floor only multi-level
+// recomputation of segments (Rotor's revolve-like schedules) or online
+// eviction (DTR) fits at all. So the planner proposes plans from several
+// families and lets the simulator, the one judge, pick the shortest
+// simulated iteration within the budget:
+//   1. keep-all, when it fits;
+//   2. its op-level search over keep sets (memwall_search.cc): per
+//      segmentation, a bisected cheapest-per-byte prefix of drops, refined
+//      by re-keeping in groups;
+//   3. structured proposers run at the same budget: per-layer, selective,
+//      chen-greedy and the Rotor dynamic program on the linearized chain,
+//      and DTR's online evictions (all four heuristics), which fit lowest.
+// Checkmate's MILP is the yardstick, not a heuristic; only on graphs of at
+// most 100 ops, where it solves op by op within a second, is it a proposer
+// (so the planner is exact there).
+#include <algorithm>
+#include <array>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "memwall/graph/describe.h"
+#include "memwall/graph/error.h"
+#include "memwall/graph/graph.h"
+#include "memwall/plan/builders.h"
+#include "memwall/remat/remat.h"
+#include "memwall_search.h"
+#include "planner_common.h"
+
+namespace memwall {
+namespace {
+
+using remat_detail::Judged;
+using remat_detail::Stopwatch;
+
+// Proposers from the registry tried at every budget: the structured
+// offline ones, and DTR's online evictions, which reach lowest.
+constexpr std::array<std::string_view, 4> kProposers = {"per-layer", "selective", "chen-greedy",
+                                                        "rotor"};
+constexpr std::array<std::string_view, 4> kOnline = {"dtr", "dtr-eqclass", "dtr-lru",
+                                                     "dtr-largest"};
+
+// Graphs this small get Checkmate's op-level MILP as a proposer too
+// (docs/remat-checkmate.md solves up to 100 ops op by op).
+constexpr size_t kExactOps = 100;
+constexpr double kExactSeconds = 1;
+
+// Seconds the op-level search may take: enough for thousands of
+// evaluations on small graphs, about O(n) evaluations' worth of O(n) each
+// kept in a few seconds on large ones.
+double search_seconds(const Graph& graph, const RematOptions& options) {
+  return std::min(options.time_limit, 0.1 + 1e-4 * static_cast<double>(graph.ops.size()));
+}
+
+// Rotor as a proposer runs on a coarser chain than the baseline's 128
+// stages: 48 stages take an eighth of the DP time (O(stages^3)) and lose
+// little where the op-level search already covers the fine grain.
+constexpr size_t kProposerRotorStages = 48;
+
+Judged judge_plan(const Graph& graph, const Hardware& hardware, Plan plan, std::string how) {
+  Judged judged;
+  judged.how = std::move(how);
+  const uint64_t budget = plan.budget;
+  plan.budget = kMaxBytes;
+  const SimResult sim = simulate(graph, plan, hardware, {.record_curves = false});
+  plan.budget = budget;
+  judged.plan = std::move(plan);
+  judged.valid = sim.valid;
+  judged.peak = sim.peak_bytes[static_cast<int>(Tier::kDevice)];
+  judged.time = sim.iteration_time;
+  return judged;
+}
+
+// The plan of a registered proposer at `budget`, judged; invalid when it
+// declines.
+Judged propose(const Graph& graph, const Hardware& hardware, uint64_t budget, std::string_view name,
+               const RematOptions& options) {
+  const RematPlanner* planner = find_remat_planner(name);
+  if (planner == nullptr) return Judged{};
+  try {
+    RematResult r = planner->fn(graph, hardware, budget, options);
+    return judge_plan(graph, hardware, std::move(r.plan), fmt::format("{}: {}", name, r.note));
+  } catch (const Error&) {
+    return Judged{};
+  }
+}
+
+std::string gib(uint64_t bytes) {
+  return fmt::format("{:.2f} GiB", static_cast<double>(bytes) / double(uint64_t{1} << 30));
+}
+
+// "at op N (name): params X, ..." for the device peak of `plan`.
+std::string describe_peak(const Graph& graph, const Hardware& hardware, const Plan& plan) {
+  Plan unlimited = plan;
+  unlimited.budget = kMaxBytes;
+  const SimResult sim =
+      simulate(graph, unlimited, hardware,
+               {.record_timeline = true, .record_curves = false, .record_residency = true});
+  // Replay the residencies in the simulator's own order to find the set of
+  // buffers resident at the peak.
+  struct Event {
+    uint64_t seq;
+    int64_t sign;
+    size_t index;
+  };
+  std::vector<Event> events;
+  for (size_t i = 0; i < sim.residencies.size(); ++i) {
+    events.push_back({sim.residencies[i].alloc_seq, 1, i});
+    events.push_back({sim.residencies[i].release_seq, -1, i});
+  }
+  std::sort(events.begin(), events.end(), [](const Event& a, const Event& b) {
+    return a.seq < b.seq || (a.seq == b.seq && a.sign < b.sign);
+  });
+  uint64_t live = 0;
+  uint64_t peak_live = 0;
+  uint64_t peak_seq = 0;
+  for (const Event& e : events) {
+    const uint64_t bytes = graph.buffers[sim.residencies[e.index].buf].bytes;
+    live = e.sign > 0 ? live + bytes : live - bytes;
+    if (live > peak_live) {
+      peak_live = live;
+      peak_seq = e.seq;
+    }
+  }
+  std::map<BufferKind, uint64_t> by_kind;
+  for (const Residency& r : sim.residencies) {
+    if (r.alloc_seq <= peak_seq && peak_seq < r.release_seq) {
+      by_kind[graph.buffers[r.buf].kind] += graph.buffers[r.buf].bytes;
+    }
+  }
+  const uint64_t peak = sim.peak_bytes[static_cast<int>(Tier::kDevice)];
+  std::string where;
+  const double t = sim.peak_time[static_cast<int>(Tier::kDevice)];
+  for (const Span& span : sim.timeline) {
+    if (span.resource == Resource::kCompute && span.start <= t && t < span.end) {
+      where = fmt::format(" at {}", detail::op_label(graph, plan.steps[span.step].op));
+      break;
+    }
+  }
+  std::string parts;
+  for (const auto& [kind, bytes] : by_kind) {
+    parts += fmt::format("{}{} {}", parts.empty() ? "" : ", ", to_string(kind), gib(bytes));
+  }
+  if (peak > peak_live) {
+    parts += fmt::format("{}workspace {}", parts.empty() ? "" : ", ", gib(peak - peak_live));
+  }
+  return fmt::format("peak{}: {}", where, parts);
+}
+
+}  // namespace
+
+RematResult plan_memwall(const Graph& graph, const Hardware& hardware, uint64_t budget,
+                         const RematOptions& options) {
+  const Stopwatch clock;
+  Judged best = judge_plan(graph, hardware, default_plan(graph, hardware.name, budget),
+                           "keep-all fits: nothing recomputed");
+  if (!best.fits(budget)) {
+    remat_detail::CheckpointSearch search(graph, hardware, budget);
+    best = search.run(clock, search_seconds(graph, options));
+    best.how += fmt::format(" ({} plans simulated)", search.evaluations());
+    RematOptions proposer_options = options;
+    proposer_options.rotor_stages = std::min(options.rotor_stages, kProposerRotorStages);
+    for (const std::string_view name : kProposers) {
+      Judged proposed = propose(graph, hardware, budget, name, proposer_options);
+      if (proposed.fits(budget) && (!best.fits(budget) || proposed.better_than(best))) {
+        best = std::move(proposed);
+      }
+    }
+    // Note [Small graphs exactly]: the op-level MILP of a graph this small
+    // solves in well under a second, so it is one more proposer.
+    if (graph.ops.size() <= kExactOps) {
+      RematOptions exact = options;
+      exact.time_limit = std::min(options.time_limit, kExactSeconds);
+      Judged proposed = propose(graph, hardware, budget, "checkmate", exact);
+      if (proposed.fits(budget) && (!best.fits(budget) || proposed.better_than(best))) {
+        best = std::move(proposed);
+      }
+    }
+    for (const std::string_view name : kOnline) {
+      Judged proposed = propose(graph, hardware, budget, name, options);
+      if (proposed.fits(budget) && (!best.fits(budget) || proposed.better_than(best))) {
+        best = std::move(proposed);
+      }
+    }
+  }
+  if (!best.fits(budget)) {
+    const RematFloor floor = remat_floor(graph, hardware, options);
+    fail("memwall: budget {} bytes ({}) is below the minimum feasible budget of {} bytes ({}); {}",
+         budget, gib(budget), floor.bytes, gib(floor.bytes), floor.why);
+  }
+  best.plan.budget = budget;
+  return remat_detail::finish(graph, hardware, budget, std::move(best.plan), "memwall",
+                              std::move(best.how), clock);
+}
+
+RematFloor remat_floor(const Graph& graph, const Hardware& hardware, const RematOptions& options) {
+  const Stopwatch clock;
+  Judged lowest =
+      judge_plan(graph, hardware, default_plan(graph, hardware.name, kMaxBytes), "keep-all");
+  const auto consider = [&](Judged judged) {
+    if (judged.valid && judged.peak < lowest.peak) lowest = std::move(judged);
+  };
+  remat_detail::CheckpointSearch search(graph, hardware, kMaxBytes);
+  consider(search.lowest());
+  // Budget-independent proposers: their plan is the same at any budget.
+  for (const std::string_view name : {"per-layer", "selective"}) {
+    consider(propose(graph, hardware, kMaxBytes, name, options));
+  }
+  for (remat_detail::ChenGreedyPlan& p : remat_detail::chen_greedy_plans(graph, hardware)) {
+    consider(Judged{.plan = std::move(p.plan),
+                    .valid = true,
+                    .peak = p.peak,
+                    .time = p.time,
+                    .how = fmt::format("chen-greedy: threshold {:.0f} bytes", p.threshold)});
+  }
+  // Budget-driven ones: bisect each for the smallest budget at which it
+  // returns a plan (a budget it was actually given, so memwall's planner at
+  // that budget has the same plan to choose), to within 1/1024 of it.
+  RematOptions proposer_options = options;  // as plan_memwall runs them
+  proposer_options.rotor_stages = std::min(options.rotor_stages, kProposerRotorStages);
+  uint64_t persistent = 0;
+  for (const Buffer& b : graph.buffers) {
+    if (is_persistent(b.kind)) persistent += b.bytes;
+  }
+  // DTR's probes cost O(n) evictions each, so they stop at 1/256.
+  for (const auto& [name, probes] : {std::pair<std::string_view, int>{kProposers[3], 14},
+                                     {kOnline[0], 8},
+                                     {kOnline[1], 8},
+                                     {kOnline[2], 8},
+                                     {kOnline[3], 8}}) {
+    uint64_t lo = persistent;  // no plan of these keeps less than the model states
+    uint64_t hi = lowest.peak;
+    Judged found;
+    for (int probe = 0; probe < probes && hi - lo > std::max<uint64_t>(hi / 1024, 1); ++probe) {
+      const uint64_t mid = lo + (hi - lo) / 2;
+      Judged judged = propose(graph, hardware, mid, name, proposer_options);
+      if (judged.fits(mid)) {
+        hi = mid;
+        found = std::move(judged);
+      } else {
+        lo = mid;
+      }
+    }
+    if (found.valid) {
+      found.peak = hi;  // the budget it fits, which is what the floor reports
+      consider(std::move(found));
+    }
+  }
+  return RematFloor{
+      .bytes = lowest.peak,
+      .why = fmt::format("{} ({})", describe_peak(graph, hardware, lowest.plan), lowest.how)};
+}
+
+}  // namespace memwall

@@ -1,0 +1,301 @@
+// The op-level search of memwall's planner (memwall_search.h,
+// docs/remat-memwall.md).
+//
+// Note [Drop items and their price]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Dropping a saved activation frees its bytes from the end of its forward
+// uses until the backward regenerates it, and costs the recompute of its
+// producer plus whatever else that recompute needs that is not resident:
+// buffers the forward freed (not saved for backward) are regenerated from
+// their own producers, back to kept activations, parameters and inputs.
+// An item's price is that closure's time under the cost model, computed
+// as if every other saved activation were kept; its ratio price / bytes is
+// what the search orders by. Closures are capped (kClosureCap ops): an item
+// whose regeneration reaches further is never dropped, since its true cost
+// is unbounded by anything the search can see.
+//
+// Note [Segmentations]
+// ~~~~~~~~~~~~~~~~~~~~
+// The forward's articulation points (candidate_checkpoints) cut the graph
+// into segments the backward regenerates one at a time (Chen et al. 2016).
+// Keeping every one of them bounds each regeneration by one segment; keeping
+// every m-th merges m segments, which trades the boundaries' bytes for a
+// larger regeneration peak. For each stride m in 1..ceil(sqrt(k)) + 1 the
+// search keeps those boundaries and drops a prefix of the remaining items,
+// cheapest per byte first, bisecting for the shortest prefix that fits the
+// budget (the simulated peak falls, roughly monotonically, as the prefix
+// grows). The stride with the shortest simulated iteration wins, and is
+// refined.
+//
+// Note [Small graphs exactly]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// With at most 14 items and ops x 2^items under 4M simulated steps, every
+// keep set is simulated and the fastest that fits is exact for this family;
+// bisection and refinement are for everything larger.
+//
+// Note [Re-keeping in groups]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A prefix overshoots: some of its items were needed only because the ratio
+// order is blind to where the peak is. Refinement walks the dropped items,
+// most expensive per byte first, and tries to keep a group of them; a group
+// that still fits is kept as a whole, one that does not is halved and each
+// half tried (group testing), down to single items. Each try is one
+// builder run and one simulation, O(n); groups make the common cases (most
+// fit, or most do not) take O(log) tries per group instead of one per item.
+#include "memwall_search.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <deque>
+#include <limits>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "memwall/graph/error.h"
+#include "memwall/graph/graph.h"
+#include "memwall/remat/checkpoints.h"
+#include "memwall/sim/simulator.h"
+
+namespace memwall::remat_detail {
+namespace {
+
+constexpr size_t kClosureCap = 256;
+constexpr size_t kFirstGroup = 16;
+constexpr size_t kExhaustiveItems = 14;
+constexpr size_t kExhaustiveWork = size_t{1} << 22;  // ops x keep sets
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// Per buffer: can the backward have it without regenerating it, if every
+// saved activation is kept (Note [Drop items and their price]).
+std::vector<uint8_t> resident_in_backward(const Graph& graph, const std::vector<BufferLife>& lives,
+                                          const std::vector<uint8_t>& saved) {
+  std::vector<uint8_t> resident(saved.begin(), saved.end());
+  for (const Buffer& b : graph.buffers) {
+    if (!exists_before_first_op(b.kind)) continue;
+    const OpId last = lives[b.id].last_use;
+    resident[b.id] =
+        is_persistent(b.kind) || (last != kNoOp && graph.ops[last].phase != Phase::kForward);
+  }
+  return resident;
+}
+
+}  // namespace
+
+CheckpointSearch::CheckpointSearch(const Graph& graph, const Hardware& hardware, uint64_t budget)
+    : graph_(graph), hardware_(hardware), budget_(budget) {
+  const std::vector<uint8_t> droppable = droppable_activations(graph);
+  const std::vector<uint8_t> saved = saved_for_backward(graph);
+  const std::vector<BufferLife> lives = liveness(graph);
+  const std::vector<uint8_t> resident = resident_in_backward(graph, lives, saved);
+  std::vector<uint8_t> is_boundary(graph.buffers.size(), 0);
+  for (const BufferId b : candidate_checkpoints(graph)) is_boundary[b] = 1;
+
+  std::vector<uint32_t> seen(graph.ops.size(), 0);
+  uint32_t stamp = 0;
+  std::vector<BufferId> stack;
+  for (const Op& op : graph.ops) {
+    if (op.phase != Phase::kForward || !op.updates.empty()) continue;
+    DropItem item{.op = op.id};
+    for (const BufferId b : op.out) {
+      if (!droppable[b]) continue;
+      item.outputs.push_back(b);
+      item.bytes += graph.buffers[b].bytes;
+      item.boundary = item.boundary || is_boundary[b];
+    }
+    if (item.outputs.empty() || item.bytes == 0) continue;
+    // The closure's price (Note [Drop items and their price]).
+    ++stamp;
+    seen[op.id] = stamp;
+    double cost = op_time(hardware, graph, op);
+    size_t visited = 1;
+    stack.assign(op.in.begin(), op.in.end());
+    while (!stack.empty() && cost < kInf) {
+      const BufferId x = stack.back();
+      stack.pop_back();
+      if (resident[x]) continue;
+      const OpId q = lives[x].producer;
+      if (q == kNoOp || !graph.ops[q].updates.empty() || graph.ops[q].phase != Phase::kForward ||
+          ++visited > kClosureCap) {
+        cost = kInf;
+        break;
+      }
+      if (seen[q] == stamp) continue;
+      seen[q] = stamp;
+      cost += op_time(hardware, graph, graph.ops[q]);
+      stack.insert(stack.end(), graph.ops[q].in.begin(), graph.ops[q].in.end());
+    }
+    if (cost == kInf) continue;
+    item.cost = cost;
+    items_.push_back(std::move(item));
+  }
+  by_ratio_.resize(items_.size());
+  for (size_t i = 0; i < items_.size(); ++i) by_ratio_[i] = i;
+  std::stable_sort(by_ratio_.begin(), by_ratio_.end(), [&](size_t a, size_t b) {
+    return items_[a].cost / static_cast<double>(items_[a].bytes) <
+           items_[b].cost / static_cast<double>(items_[b].bytes);
+  });
+  for (size_t i = 0; i < items_.size(); ++i) {
+    if (items_[i].boundary) boundary_.push_back(i);
+  }
+}
+
+std::vector<uint8_t> CheckpointSearch::keep_of(std::span<const uint8_t> dropped) const {
+  std::vector<uint8_t> keep(graph_.buffers.size(), 1);
+  for (size_t i = 0; i < items_.size(); ++i) {
+    if (!dropped[i]) continue;
+    for (const BufferId b : items_[i].outputs) keep[b] = 0;
+  }
+  return keep;
+}
+
+Judged CheckpointSearch::judge(std::span<const uint8_t> dropped, std::string how) {
+  ++evaluations_;
+  Judged judged;
+  judged.how = std::move(how);
+  try {
+    judged.plan = plan_with_checkpoints(graph_, keep_of(dropped), hardware_.name, kMaxBytes);
+  } catch (const Error&) {
+    return judged;  // a keep set the builder cannot realize: never chosen
+  }
+  const SimResult sim = simulate(graph_, judged.plan, hardware_, {.record_curves = false});
+  judged.plan.budget = budget_;
+  judged.valid = sim.valid;
+  judged.peak = sim.peak_bytes[static_cast<int>(Tier::kDevice)];
+  judged.time = sim.iteration_time;
+  return judged;
+}
+
+std::vector<uint8_t> CheckpointSearch::segment_kept(size_t stride) const {
+  std::vector<uint8_t> kept(items_.size(), 0);
+  for (size_t i = stride - 1; i < boundary_.size(); i += stride) kept[boundary_[i]] = 1;
+  return kept;
+}
+
+Judged CheckpointSearch::bisect(std::span<const size_t> order, const std::string& family) {
+  std::vector<uint8_t> dropped(items_.size(), 0);
+  const auto prefix = [&](size_t k) {
+    std::fill(dropped.begin(), dropped.end(), 0);
+    for (size_t i = 0; i < k; ++i) dropped[order[i]] = 1;
+  };
+  const auto describe = [&](size_t k) {
+    return fmt::format("{}: drops the {} cheapest of {} items per byte", family, k, order.size());
+  };
+  prefix(order.size());
+  Judged best = judge(dropped, describe(order.size()));
+  if (!best.fits(budget_)) return best;
+  std::vector<uint8_t> best_dropped = dropped;
+  size_t lo = 0;  // the caller knows keeping everything does not fit
+  size_t hi = order.size();
+  while (hi - lo > 1) {
+    const size_t mid = lo + (hi - lo) / 2;
+    prefix(mid);
+    Judged judged = judge(dropped, describe(mid));
+    if (judged.fits(budget_)) {
+      hi = mid;
+      best = std::move(judged);
+      best_dropped = dropped;
+    } else {
+      lo = mid;
+    }
+  }
+  if (best_dropped_.empty() || best.better_than(best_found_)) {
+    best_found_ = best;
+    best_dropped_ = best_dropped;
+  }
+  return best;
+}
+
+Judged CheckpointSearch::refine(Judged start, std::vector<uint8_t> dropped, const Stopwatch& clock,
+                                double deadline) {
+  std::vector<size_t> candidates;
+  for (auto it = by_ratio_.rbegin(); it != by_ratio_.rend(); ++it) {
+    if (dropped[*it]) candidates.push_back(*it);
+  }
+  std::deque<std::pair<size_t, size_t>> groups;  // [begin, end) into candidates
+  for (size_t i = 0; i < candidates.size(); i += kFirstGroup) {
+    groups.emplace_back(i, std::min(candidates.size(), i + kFirstGroup));
+  }
+  size_t rekept = 0;
+  while (!groups.empty() && clock.seconds() < deadline) {
+    const auto [begin, end] = groups.front();
+    groups.pop_front();
+    for (size_t i = begin; i < end; ++i) dropped[candidates[i]] = 0;
+    Judged judged = judge(dropped, start.how);
+    if (judged.fits(budget_) && judged.time <= start.time) {
+      rekept += end - begin;
+      start = std::move(judged);
+      continue;
+    }
+    for (size_t i = begin; i < end; ++i) dropped[candidates[i]] = 1;
+    if (end - begin > 1) {
+      const size_t mid = begin + (end - begin) / 2;
+      groups.emplace_front(mid, end);
+      groups.emplace_front(begin, mid);
+    }
+  }
+  if (rekept > 0) start.how += fmt::format(", then re-keeps {} of them", rekept);
+  return start;
+}
+
+Judged CheckpointSearch::exhaustive() {
+  Judged best;
+  std::vector<uint8_t> dropped(items_.size(), 0);
+  for (uint32_t mask = 1; mask < (uint32_t{1} << items_.size()); ++mask) {
+    for (size_t i = 0; i < items_.size(); ++i) dropped[i] = mask >> i & 1;
+    Judged judged = judge(dropped, "");
+    if (judged.fits(budget_) && (!best.fits(budget_) || judged.better_than(best))) {
+      best = std::move(judged);
+      best.how = fmt::format("op-level, exhaustive over {} items: drops {}", items_.size(),
+                             std::popcount(mask));
+    }
+  }
+  return best;
+}
+
+Judged CheckpointSearch::run(const Stopwatch& clock, double deadline) {
+  // Small enough to try every keep set (Note [Small graphs exactly]).
+  if (items_.size() <= kExhaustiveItems &&
+      (graph_.ops.size() << items_.size()) <= kExhaustiveWork) {
+    return exhaustive();
+  }
+  const size_t strides =
+      static_cast<size_t>(std::ceil(std::sqrt(static_cast<double>(boundary_.size())))) + 1;
+  best_dropped_.clear();
+  for (size_t stride = 1; stride <= strides; ++stride) {
+    // Past the deadline, stop once something fits: every stride's full drop
+    // must be tried before giving up, since lowest() promises those peaks.
+    if (stride > 1 && clock.seconds() >= deadline && !best_dropped_.empty()) break;
+    const std::vector<uint8_t> kept = segment_kept(stride);
+    std::vector<size_t> order;
+    for (const size_t i : by_ratio_) {
+      if (!kept[i]) order.push_back(i);
+    }
+    const std::string family =
+        boundary_.empty()
+            ? std::string("op-level")
+            : fmt::format("op-level, every {} of {} boundaries kept", stride, boundary_.size());
+    bisect(order, family);
+  }
+  if (best_dropped_.empty()) return Judged{};  // nothing fits
+  return refine(best_found_, best_dropped_, clock, deadline);
+}
+
+Judged CheckpointSearch::lowest() {
+  const size_t strides =
+      static_cast<size_t>(std::ceil(std::sqrt(static_cast<double>(boundary_.size())))) + 1;
+  Judged lowest;
+  for (size_t stride = 1; stride <= strides; ++stride) {
+    const std::vector<uint8_t> kept = segment_kept(stride);
+    std::vector<uint8_t> dropped(items_.size(), 0);
+    for (size_t i = 0; i < items_.size(); ++i) dropped[i] = !kept[i];
+    Judged judged = judge(dropped, fmt::format("op-level, every {} of {} boundaries kept, all "
+                                               "else dropped",
+                                               stride, boundary_.size()));
+    if (judged.valid && (!lowest.valid || judged.peak < lowest.peak)) lowest = std::move(judged);
+  }
+  return lowest;
+}
+
+}  // namespace memwall::remat_detail

@@ -1,0 +1,90 @@
+// The op-level search of memwall's planner (docs/remat-memwall.md): which
+// saved activations to drop, decided per producing op, and evaluated by the
+// simulator on the checkpointing schedule (checkpoints.h). Internal to
+// src/remat.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "memwall/graph/types.h"
+#include "memwall/hw/hardware.h"
+#include "memwall/plan/plan.h"
+#include "planner_common.h"
+
+namespace memwall::remat_detail {
+
+// The droppable outputs of one forward op: dropped or kept together, since
+// one recompute of the op regenerates all of them.
+struct DropItem {
+  OpId op = kNoOp;
+  uint64_t bytes = 0;     // its droppable outputs
+  double cost = 0;        // seconds to regenerate them from what stays resident
+  bool boundary = false;  // creates an articulation point (candidate_checkpoints)
+  std::vector<BufferId> outputs;
+};
+
+// A plan judged by the simulator with no budget limit.
+struct Judged {
+  Plan plan;
+  bool valid = false;
+  uint64_t peak = 0;
+  double time = 0;
+  std::string how;  // one line: which family, what was dropped
+
+  bool fits(uint64_t budget) const { return valid && peak <= budget; }
+  // Shorter iteration first, then lower peak.
+  bool better_than(const Judged& other) const {
+    return time < other.time || (time == other.time && peak < other.peak);
+  }
+};
+
+class CheckpointSearch {
+ public:
+  CheckpointSearch(const Graph& graph, const Hardware& hardware, uint64_t budget);
+
+  // The best plan this search finds within the budget before `deadline`
+  // (seconds on `clock`); invalid (valid = false) when none fits. Also
+  // records the lowest peak any evaluated keep set reached.
+  Judged run(const Stopwatch& clock, double deadline);
+
+  // The lowest peak of the full-drop plan of each segmentation (what this
+  // search can reach at all), with that plan.
+  Judged lowest();
+
+  size_t evaluations() const { return evaluations_; }
+  std::span<const DropItem> items() const { return items_; }
+
+ private:
+  // Keep set with the items whose flag is set in `dropped` dropped.
+  std::vector<uint8_t> keep_of(std::span<const uint8_t> dropped) const;
+  Judged judge(std::span<const uint8_t> dropped, std::string how);
+  // Every keep set, for graphs with few items (Note [Small graphs exactly]).
+  Judged exhaustive();
+  // Boundary items kept under segmentation stride m (every m-th kept, the
+  // last one of each segment), the rest eligible to drop.
+  std::vector<uint8_t> segment_kept(size_t stride) const;
+  // Smallest prefix of `order` whose dropping fits; nullopt-like invalid
+  // result when even the whole order does not.
+  Judged bisect(std::span<const size_t> order, const std::string& family);
+  // Re-keeps dropped items, most expensive per byte first, in groups that
+  // are split when they do not fit (Note [Re-keeping in groups]).
+  Judged refine(Judged start, std::vector<uint8_t> dropped, const Stopwatch& clock,
+                double deadline);
+
+  const Graph& graph_;
+  const Hardware& hardware_;
+  uint64_t budget_;
+  std::vector<DropItem> items_;
+  std::vector<size_t> by_ratio_;  // item indices, cheapest per byte first
+  std::vector<size_t> boundary_;  // boundary item indices, in forward order
+  size_t evaluations_ = 0;
+  // The best fitting result of the bisections so far and its dropped set
+  // (empty: none fits), for refinement.
+  Judged best_found_;
+  std::vector<uint8_t> best_dropped_;
+};
+
+}  // namespace memwall::remat_detail

@@ -1,0 +1,56 @@
+// Helpers the remat planners share (internal to src/remat).
+#pragma once
+
+#include <chrono>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "memwall/remat/checkpoints.h"
+#include "memwall/remat/remat.h"
+
+namespace memwall::remat_detail {
+
+class Stopwatch {
+ public:
+  double seconds() const {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  }
+
+ private:
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+};
+
+// Checks the plan fits (require_fit) and wraps it as a result.
+inline RematResult finish(const Graph& graph, const Hardware& hardware, uint64_t budget, Plan plan,
+                          std::string_view planner, std::string note, const Stopwatch& clock) {
+  require_fit(graph, hardware, plan, budget, planner);
+  RematResult result;
+  result.plan = std::move(plan);
+  result.planner = std::string(planner);
+  result.note = std::move(note);
+  result.solve_seconds = clock.seconds();
+  return result;
+}
+
+// The checkpointing plan of `keep` for this budget and hardware.
+inline Plan checkpoint_plan(const Graph& graph, const Hardware& hardware, uint64_t budget,
+                            std::span<const uint8_t> keep) {
+  return plan_with_checkpoints(graph, keep, hardware.name, budget);
+}
+
+// chen-greedy's candidate plans, one per distinct checkpoint set of its
+// threshold grid, each simulated without a limit (chen_greedy.cc). The
+// planner returns the fastest that fits; memwall's floor needs the lowest.
+struct ChenGreedyPlan {
+  Plan plan;  // budget: kMaxBytes
+  double threshold = 0;
+  size_t checkpoints = 0;
+  double time = 0;
+  uint64_t peak = 0;
+};
+std::vector<ChenGreedyPlan> chen_greedy_plans(const Graph& graph, const Hardware& hardware);
+
+}  // namespace memwall::remat_detail

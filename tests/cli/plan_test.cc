@@ -1,0 +1,243 @@
+// `memwall plan` and `memwall bench remat` end to end: plans are written
+// only when they fit and the simulator accepts them, every figure is the
+// simulator's, bad input and infeasible budgets get one line and exit
+// code 2 (the latter naming the minimum feasible budget), and the bench
+// spans the budgets from that minimum to the keep-all peak.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <sstream>
+
+#include "memwall/graph/graph.h"
+#include "memwall/hw/hardware.h"
+#include "memwall/models/zoo.h"
+#include "memwall/remat/remat.h"
+#include "run_memwall.h"
+
+namespace memwall {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::count_lines;
+using testing::run_memwall;
+
+// Small enough for ASan, large enough that activations set the peak (at
+// --batch 1 --seq 128 the optimizer step does, and nothing can be saved).
+const std::string kModel = "--model gpt2-small --batch 2 --seq 512";
+
+Graph model_graph() { return build_model("gpt2-small", {.batch = 2, .seq = 512}); }
+
+std::string temp_path(const std::string& name) {
+  return ::testing::TempDir() + "memwall_plan_" + std::to_string(::getpid()) + "_" + name;
+}
+
+std::string grouped(uint64_t value) {
+  std::string digits = std::to_string(value), out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+TEST(CliPlan, NamedPlannerWritesAPlanTheSimulatorAccepts) {
+  const std::string out = temp_path("chen.json");
+  const auto r = run_memwall("plan " + kModel +
+                             " --strategy remat:chen-greedy --budget 90% --out " + out + " --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  const uint64_t peak = memory_profile(model_graph()).peak_bytes;
+  EXPECT_EQ(j["planner"], "chen-greedy");
+  EXPECT_EQ(j["strategy"], "remat:chen-greedy");
+  EXPECT_EQ(j["budget"], static_cast<uint64_t>(0.9 * static_cast<double>(peak)));
+  EXPECT_EQ(j["keep_all_peak_bytes"], peak);
+  EXPECT_LE(j["peak_bytes"].get<uint64_t>(), j["budget"].get<uint64_t>());
+  EXPECT_GT(j["recomputed_ops"].get<int>(), 0);
+  EXPECT_GT(j["recomputed_flops"].get<double>(), 0);
+  EXPECT_DOUBLE_EQ(j["overhead"].get<double>(), j["iteration_time_s"].get<double>() /
+                                                    j["keep_all_iteration_time_s"].get<double>());
+  EXPECT_GT(j["overhead"].get<double>(), 1.0);
+  for (const char* key : {"steps", "solve_seconds", "note", "proven_optimal", "gap", "gpu"}) {
+    EXPECT_TRUE(j.contains(key)) << key;
+  }
+  EXPECT_EQ(j["out"], out);
+  const auto sim = run_memwall("simulate " + kModel + " --plan " + out + " --json");
+  ASSERT_EQ(sim.exit_code, 0) << sim.out << sim.err;
+  const auto s = nlohmann::json::parse(sim.out);
+  EXPECT_TRUE(s["valid"].get<bool>());
+  EXPECT_EQ(s["budget"], j["budget"]);
+  EXPECT_EQ(s["peak_bytes"]["device"], j["peak_bytes"]);
+  EXPECT_EQ(s["iteration_time_s"], j["iteration_time_s"]);
+  EXPECT_EQ(s["steps"], j["steps"]);
+  fs::remove(out);
+}
+
+TEST(CliPlan, HumanTableAndExports) {
+  const std::string out = temp_path("rotor.json");
+  const std::string trace = temp_path("rotor.trace.json");
+  const std::string svg = temp_path("rotor.svg");
+  const auto r = run_memwall("plan " + kModel + " --strategy remat:rotor --budget 2.3GiB --out " +
+                             out + " --trace " + trace + " --svg " + svg);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* row :
+       {"gpt2-small b2 s512 bf16 on a100-80g: remat:rotor\n", "  planner                 rotor: ",
+        "  budget                  2,469,606,195 B (2.30 GiB), ", "  peak device memory      ",
+        "  overhead                ", "  recomputed ops          ", "  extra FLOPs             ",
+        "  solve time              ", "  optimal                 proven",
+        "  plan written to         ", "  trace written to        ", "  plot written to         "}) {
+    EXPECT_NE(r.out.find(row), std::string::npos) << row << "\n" << r.out;
+  }
+  EXPECT_TRUE(fs::exists(out));
+  EXPECT_GT(nlohmann::json::parse(testing::slurp(trace))["traceEvents"].size(), 100u);
+  EXPECT_NE(testing::slurp(svg).find("</svg>"), std::string::npos);
+  fs::remove(out);
+  fs::remove(trace);
+  fs::remove(svg);
+}
+
+TEST(CliPlan, DefaultsAreMemwallsPlannerAndTheGpusMemory) {
+  const auto fits = run_memwall("plan " + kModel + " --gpu a100-40g --json");
+  ASSERT_EQ(fits.exit_code, 0) << fits.err;
+  const auto j = nlohmann::json::parse(fits.out);
+  EXPECT_EQ(j["strategy"], "remat");
+  EXPECT_EQ(j["planner"], "memwall");
+  EXPECT_EQ(j["budget"], find_gpu("a100-40g").device_memory_bytes);
+  EXPECT_EQ(j["recomputed_ops"], 0);  // everything fits: nothing to recompute
+  EXPECT_EQ(j["overhead"], 1.0);
+  const auto squeezed = run_memwall("plan " + kModel + " --budget 85% --json");
+  ASSERT_EQ(squeezed.exit_code, 0) << squeezed.err;
+  EXPECT_GT(nlohmann::json::parse(squeezed.out)["recomputed_ops"].get<int>(), 0);
+}
+
+TEST(CliPlan, BadInputIsOneLineAndExitTwoAndWritesNothing) {
+  const std::string out = temp_path("never.json");
+  const std::pair<std::string, const char*> cases[] = {
+      {"--strategy swap", "unknown strategy 'swap'"},
+      {"--strategy remat:", "unknown rematerialization planner ''"},
+      {"--strategy remat:nope", "(known: keep-all, per-layer"},
+      {"--budget 0", "--budget"},
+      {"--budget abc", "--budget"},
+      {"--budget -1GiB", "--budget"},
+      {"--time-limit 0", "--time-limit"},
+      {"--gpu no-such-gpu", "no-such-gpu"},
+      {"--batch 0", "--batch"},
+  };
+  for (const auto& [args, expected] : cases) {
+    const auto r = run_memwall("plan " + kModel + " " + args + " --out " + out);
+    EXPECT_EQ(r.exit_code, 2) << args << ": " << r.out << r.err;
+    EXPECT_EQ(count_lines(r.err), 1) << args << ": " << r.err;
+    EXPECT_EQ(r.err.rfind("memwall: error: ", 0), 0u) << args << ": " << r.err;
+    EXPECT_NE(r.err.find(expected), std::string::npos) << args << ": " << r.err;
+    EXPECT_TRUE(r.out.empty()) << args;
+    EXPECT_FALSE(fs::exists(out)) << args;
+  }
+}
+
+TEST(CliPlan, InfeasibleBudgetNamesTheMinimumFeasibleBudget) {
+  const Graph graph = model_graph();
+  const RematFloor floor = remat_floor(graph, find_gpu("a100-80g"), {});
+  const std::string out = temp_path("infeasible.json");
+  const std::string svg = temp_path("infeasible.svg");
+  for (const std::string strategy : {"remat:chen-greedy", "remat"}) {
+    const auto r = run_memwall("plan " + kModel + " --strategy " + strategy +
+                               " --budget 1MiB --out " + out + " --svg " + svg);
+    EXPECT_EQ(r.exit_code, 2) << strategy << ": " << r.out;
+    EXPECT_EQ(count_lines(r.err), 1) << r.err;
+    EXPECT_NE(r.err.find("the minimum feasible budget is " + grouped(floor.bytes) + " B"),
+              std::string::npos)
+        << r.err;
+    EXPECT_NE(r.err.find(floor.why), std::string::npos) << r.err;
+    EXPECT_TRUE(r.out.empty());
+    EXPECT_FALSE(fs::exists(out));
+    EXPECT_FALSE(fs::exists(svg));
+  }
+  // Above the minimum, a planner that cannot reach the budget says so and
+  // points at the one that can.
+  const auto keep_all =
+      run_memwall("plan " + kModel + " --strategy remat:keep-all --budget 90% --out " + out);
+  EXPECT_EQ(keep_all.exit_code, 2);
+  EXPECT_EQ(count_lines(keep_all.err), 1) << keep_all.err;
+  EXPECT_NE(keep_all.err.find("reached by --strategy remat"), std::string::npos) << keep_all.err;
+  EXPECT_FALSE(fs::exists(out));
+}
+
+// The overhead table's budget rows: the lines after its column header, up
+// to the blank line.
+int overhead_rows(const std::string& text) {
+  std::istringstream in(text.substr(text.find("overhead:")));
+  std::string line;
+  std::getline(in, line);  // title
+  std::getline(in, line);  // column header
+  int rows = 0;
+  while (std::getline(in, line) && !line.empty()) ++rows;
+  return rows;
+}
+
+TEST(CliBenchRemat, BudgetsFromTheMinimumToTheKeepAllPeak) {
+  const std::string args = "bench remat " + kModel + " --points 3 --planners chen-greedy,rotor";
+  const auto text = run_memwall(args);
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  ASSERT_NE(text.out.find("overhead:"), std::string::npos) << text.out;
+  EXPECT_EQ(overhead_rows(text.out), 3) << text.out;
+  EXPECT_NE(text.out.find("solve time"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("chen-greedy"), std::string::npos) << text.out;
+  EXPECT_EQ(text.out.find("memwall/best"), std::string::npos) << text.out;
+
+  const auto r = run_memwall(args + " --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  const uint64_t peak = memory_profile(model_graph()).peak_bytes;
+  ASSERT_EQ(j["budgets"].size(), 3u);
+  ASSERT_EQ(j["runs"].size(), 6u);
+  EXPECT_EQ(j["keep_all_peak_bytes"], peak);
+  EXPECT_EQ(j["budgets"][0]["budget"], j["floor_bytes"]);
+  EXPECT_EQ(j["budgets"][2]["budget"], peak);
+  EXPECT_LT(j["floor_bytes"].get<uint64_t>(), peak);
+  for (const auto& run : j["runs"]) {
+    for (const char* key : {"budget", "planner", "feasible", "overhead", "iteration_time_s",
+                            "peak_bytes", "solve_seconds", "proven_optimal", "gap", "note"}) {
+      EXPECT_TRUE(run.contains(key)) << key;
+    }
+    if (run["feasible"].get<bool>()) {
+      EXPECT_LE(run["peak_bytes"].get<uint64_t>(), run["budget"].get<uint64_t>());
+      EXPECT_GE(run["overhead"].get<double>(), 1.0);
+    } else {
+      EXPECT_TRUE(run["overhead"].is_null());
+      EXPECT_FALSE(run["note"].get<std::string>().empty());
+    }
+  }
+  // At the keep-all peak every planner fits.
+  EXPECT_TRUE(j["runs"][4]["feasible"].get<bool>());
+  EXPECT_TRUE(j["runs"][5]["feasible"].get<bool>());
+  EXPECT_FALSE(j["budgets"][2]["best"].is_null());
+
+  for (const std::string bad : {" --points 1", " --points x", " --planners chen-greedy,nope",
+                                " --time-limit -1", " --budget 1GiB"}) {
+    const auto e = run_memwall("bench remat " + kModel + bad);
+    EXPECT_EQ(e.exit_code, 2) << bad << ": " << e.out;
+    EXPECT_EQ(count_lines(e.err), 1) << bad << ": " << e.err;
+    EXPECT_TRUE(e.out.empty()) << bad;
+  }
+}
+
+TEST(CliBenchRemat, ComparesMemwallWithTheBestBaseline) {
+  const auto r =
+      run_memwall("bench remat " + kModel + " --points 2 --planners rotor,memwall --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["budgets"].size(), 2u);
+  // memwall's planner reaches its own floor; at the peak both fit.
+  EXPECT_TRUE(j["runs"][1]["feasible"].get<bool>()) << j["runs"][1];
+  const auto& top = j["budgets"][1];
+  EXPECT_EQ(top["best_baseline"], "rotor");
+  EXPECT_GT(top["memwall_over_best_baseline"].get<double>(), 0);
+  const auto text = run_memwall("bench remat " + kModel + " --points 2 --planners rotor,memwall");
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("memwall/best baseline"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("memwall at or below the best baseline at "), std::string::npos)
+      << text.out;
+}
+
+}  // namespace
+}  // namespace memwall

@@ -1,0 +1,158 @@
+// Property tests: every remat planner on every zoo model, at several
+// budgets, returns a plan the simulator accepts within the budget, or says
+// why it cannot.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "memwall/graph/error.h"
+#include "memwall/graph/graph.h"
+#include "memwall/hw/hardware.h"
+#include "memwall/models/zoo.h"
+#include "memwall/plan/builders.h"
+#include "memwall/remat/remat.h"
+#include "memwall/sim/simulator.h"
+
+namespace memwall {
+namespace {
+
+uint64_t device_peak(const SimResult& sim) {
+  return sim.peak_bytes[static_cast<int>(Tier::kDevice)];
+}
+
+// Checkmate's MILP takes its time limit on every call; its own tests
+// (tests/remat/checkmate*) run it on the zoo with a short limit.
+// memwall has its own sweep (memwall_test.cc), which also runs every baseline.
+bool too_slow_for_the_sweep(std::string_view planner) {
+  return planner == "checkmate" || planner == "memwall";
+}
+
+// Small shapes keep the suite fast (it also runs under ASan); the graphs
+// have every op and layer of the real model, and on the smaller models the
+// activations outweigh the gradients, so the backward holds the peak.
+Graph small_model(const ModelInfo& info) {
+  ModelOptions options;
+  // Billion-parameter models: their parameters hold the peak at any small
+  // shape, so the smallest one will do.
+  options.batch = info.param_count > 1'000'000'000 ? 1 : 4;
+  if (info.family == ModelFamily::kCnn) {
+    options.image = 64;
+  } else {
+    options.seq = options.batch == 1 ? 64 : 256;
+  }
+  return build_model(info.name, options);
+}
+
+// Calls the planner and checks what it returns; false when it declined.
+bool check_planner(const Graph& graph, const Hardware& hw, const RematPlanner& planner,
+                   uint64_t budget, uint64_t* peak) {
+  RematResult result;
+  try {
+    result = planner.fn(graph, hw, budget, RematOptions{.time_limit = 2});
+  } catch (const Error& e) {
+    // Declining is allowed only under a limit, with a message naming the planner.
+    EXPECT_NE(budget, kMaxBytes) << "no plan without a limit: " << e.what();
+    EXPECT_TRUE(std::string(e.what()).starts_with(std::string(planner.name) + ":")) << e.what();
+    return false;
+  }
+  EXPECT_EQ(result.planner, planner.name);
+  EXPECT_EQ(result.plan.budget, budget);
+  EXPECT_EQ(result.plan.graph, graph.name);
+  const SimResult sim = simulate(graph, result.plan, hw, {.record_curves = false});
+  EXPECT_TRUE(sim.valid) << sim.reason;
+  EXPECT_LE(device_peak(sim), budget);
+  *peak = device_peak(sim);
+  return sim.valid;
+}
+
+TEST(RematZoo, EveryPlannerFitsOrSaysWhy) {
+  const Hardware& hw = find_gpu("a100-80g");
+  for (const ModelInfo& info : model_zoo()) {
+    const Graph graph = small_model(info);
+    const uint64_t keep_all_peak =
+        device_peak(simulate(graph, default_plan(graph, hw.name, kMaxBytes), hw));
+    // Unlimited first: every planner must produce its plan; the lowest
+    // peak any reaches bounds the interesting budgets from below.
+    uint64_t lowest = keep_all_peak;
+    for (const RematPlanner& planner : remat_planners()) {
+      if (too_slow_for_the_sweep(planner.name)) continue;
+      SCOPED_TRACE(fmt::format("{} {} unlimited", info.name, planner.name));
+      uint64_t peak = 0;
+      if (check_planner(graph, hw, planner, kMaxBytes, &peak)) lowest = std::min(lowest, peak);
+      if (planner.name == "keep-all") {
+        EXPECT_EQ(peak, keep_all_peak);
+      }
+    }
+    std::set<uint64_t> budgets = {keep_all_peak, lowest, lowest - 1};
+    // Mixtral's 8,600 ops make the sweep the suite's slowest part under
+    // ASan; its parameters hold the peak at this shape anyway.
+    const bool sweep = graph.ops.size() < 5000;
+    for (const double f : {0.25, 0.5, 0.75}) {
+      if (!sweep) break;
+      budgets.insert(lowest +
+                     static_cast<uint64_t>(f * static_cast<double>(keep_all_peak - lowest)));
+    }
+    for (const RematPlanner& planner : remat_planners()) {
+      if (too_slow_for_the_sweep(planner.name)) continue;
+      int fits = 0;
+      for (const uint64_t budget : budgets) {
+        SCOPED_TRACE(fmt::format("{} {} budget {}", info.name, planner.name, budget));
+        uint64_t peak = 0;
+        fits += check_planner(graph, hw, planner, budget, &peak);
+      }
+      // The keep-all peak fits keep-all, and is what the others start from.
+      if (planner.name == "keep-all") {
+        EXPECT_GE(fits, 1) << info.name;
+      }
+    }
+  }
+}
+
+// The figures of the closing note, on shapes where activations dominate:
+// every checkpointing planner lowers the peak, and what it costs in time.
+// Prints a table; run with --gtest_also_run_disabled_tests to see it.
+TEST(RematZoo, DISABLED_Figures) {
+  const Hardware& hw = find_gpu("a100-80g");
+  for (const auto& [model, options] :
+       {std::pair<const char*, ModelOptions>{"gpt2-small", {.batch = 4, .seq = 1024}},
+        std::pair<const char*, ModelOptions>{"resnet50", {.batch = 32, .image = 224}}}) {
+    const Graph graph = build_model(model, options);
+    const SimResult base = simulate(graph, default_plan(graph, hw.name, kMaxBytes), hw);
+    for (const RematPlanner& planner : remat_planners()) {
+      try {
+        const RematResult r = planner.fn(graph, hw, kMaxBytes, {.time_limit = 10});
+        const SimResult sim = simulate(graph, r.plan, hw);
+        ASSERT_TRUE(sim.valid) << sim.reason;
+        std::printf(
+            "%-11s %-12s peak %8.3f GiB (keep-all %8.3f)  overhead %.4f  solve %.3f s  %s\n", model,
+            std::string(planner.name).c_str(), static_cast<double>(device_peak(sim)) / (1u << 30),
+            static_cast<double>(device_peak(base)) / (1u << 30),
+            sim.iteration_time / base.iteration_time, r.solve_seconds, r.note.c_str());
+      } catch (const Error& e) {
+        std::printf("%-11s %-12s %s\n", model, std::string(planner.name).c_str(), e.what());
+      }
+    }
+  }
+}
+
+TEST(RematZoo, CheckpointingLowersTheActivationPeak) {
+  const Hardware& hw = find_gpu("a100-80g");
+  const Graph graph = build_model("gpt2-small", {.batch = 4, .seq = 1024});
+  const uint64_t keep_all =
+      device_peak(simulate(graph, default_plan(graph, hw.name, kMaxBytes), hw));
+  for (const char* name : {"per-layer", "selective", "chen-sqrt", "chen-greedy"}) {
+    const RematPlanner* planner = find_remat_planner(name);
+    ASSERT_NE(planner, nullptr);
+    const RematResult r = planner->fn(graph, hw, kMaxBytes, {});
+    EXPECT_LT(device_peak(simulate(graph, r.plan, hw)), keep_all) << name;
+  }
+}
+
+}  // namespace
+}  // namespace memwall
