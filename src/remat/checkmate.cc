@@ -485,10 +485,11 @@ RematResult plan_checkmate(const Graph& graph, const Hardware& hardware, uint64_
   Cbc_setMaximumSeconds(model, std::max(0.1, options.time_limit));
   // The limit is wall time, and the root's cut rounds would otherwise run
   // past it (they are not interrupted by the limit).
-  Cbc_setParameter(model, "timeMode", "elapsed");
+  Cbc_setParameter(model, "timeMode", options.cpu_time_limit ? "cpu" : "elapsed");
 
   // Warm starts (the paper has none; CBC then always holds a schedule):
-  // compute everything once, and on a chain Rotor's schedule.
+  // compute everything once, on a chain Rotor's schedule, and on the op
+  // graph the caller's plan (options.warm_start) when it has one.
   const auto fits = [&](const std::vector<double>& x) {
     for (int t = 0; t < n; ++t) {
       for (int k = 0; k <= t; ++k) {
@@ -533,6 +534,36 @@ RematResult plan_checkmate(const Graph& graph, const Hardware& hardware, uint64_
         std::vector<double> x = complete_from_r(g, c, r, mem, static_mem);
         if (fits(x)) start_x = std::move(x);
       }
+    }
+  }
+  if (!g.coarse && start_x.empty() && options.warm_start != nullptr) {
+    // Stage t of the frontier runs the recomputes issued since the previous
+    // stage, then node t (op t); each stage's nodes run in index order, so
+    // the caller's order is normalized and the result checked.
+    std::vector<std::vector<uint8_t>> r(n, std::vector<uint8_t>(n, 0));
+    std::vector<uint8_t> seen(n, 0);
+    std::vector<int> pending;
+    bool usable = true;
+    for (const Step& step : options.warm_start->steps) {
+      if (step.kind != StepKind::kCompute && step.kind != StepKind::kRecompute) continue;
+      if (step.op < 0 || step.op >= n || step.on != Tier::kDevice) {
+        usable = false;
+        break;
+      }
+      if (seen[step.op]) {
+        pending.push_back(step.op);
+        continue;
+      }
+      seen[step.op] = 1;
+      for (const int k : pending) usable &= k < step.op;
+      for (const int k : pending) r[step.op][k] = 1;
+      pending.clear();
+      r[step.op][step.op] = 1;
+    }
+    usable &= pending.empty() && std::all_of(seen.begin(), seen.end(), [](uint8_t v) { return v; });
+    if (usable) {
+      std::vector<double> x = complete_from_r(g, c, r, mem, static_mem);
+      if (fits(x)) start_x = std::move(x);
     }
   }
   if (!start_x.empty()) {

@@ -176,18 +176,21 @@ RematResult plan_memwall(const Graph& graph, const Hardware& hardware, uint64_t 
         best = std::move(proposed);
       }
     }
-    // Note [Small graphs exactly]: the op-level MILP of a graph this small
-    // solves in well under a second, so it is one more proposer.
-    if (graph.ops.size() <= kExactOps) {
-      RematOptions exact = options;
-      exact.time_limit = std::min(options.time_limit, kExactSeconds);
-      Judged proposed = propose(graph, hardware, budget, "checkmate", exact);
+    for (const std::string_view name : kOnline) {
+      Judged proposed = propose(graph, hardware, budget, name, options);
       if (proposed.fits(budget) && (!best.fits(budget) || proposed.better_than(best))) {
         best = std::move(proposed);
       }
     }
-    for (const std::string_view name : kOnline) {
-      Judged proposed = propose(graph, hardware, budget, name, options);
+    // Note [Small graphs exactly]: the op-level MILP of a graph this small
+    // solves in about a second, so it is the last proposer, started from the
+    // best plan so far.
+    if (graph.ops.size() <= kExactOps) {
+      RematOptions exact = options;
+      exact.time_limit = std::min(options.time_limit, kExactSeconds);
+      if (best.fits(budget)) exact.warm_start = &best.plan;
+      exact.cpu_time_limit = true;  // the same plan however loaded the machine is
+      Judged proposed = propose(graph, hardware, budget, "checkmate", exact);
       if (proposed.fits(budget) && (!best.fits(budget) || proposed.better_than(best))) {
         best = std::move(proposed);
       }

@@ -8,40 +8,29 @@
 
 #include <fmt/format.h>
 
+#include "../graph/graph_builder.h"
 #include "memwall/graph/graph.h"
 
 namespace memwall::testing {
 
+// GraphBuilder with a graph name, default activation buffers and op FLOPs.
 class GraphMaker {
  public:
-  explicit GraphMaker(std::string name) { graph_.name = std::move(name); }
+  explicit GraphMaker(std::string name) { builder_.graph.name = std::move(name); }
   BufferId buffer(std::string name, uint64_t bytes, BufferKind kind = BufferKind::kActivation) {
-    Buffer b;
-    b.id = static_cast<BufferId>(graph_.buffers.size());
-    b.name = std::move(name);
-    b.bytes = bytes;
-    b.kind = kind;
-    graph_.buffers.push_back(std::move(b));
-    return graph_.buffers.back().id;
+    return builder_.buffer(std::move(name), bytes, kind);
   }
   OpId op(std::string name, Phase phase, std::vector<BufferId> in, std::vector<BufferId> out,
           double flops, uint64_t workspace = 0) {
-    Op o;
-    o.id = static_cast<OpId>(graph_.ops.size());
-    o.name = std::move(name);
-    o.type = "test";
-    o.phase = phase;
-    for (const BufferId b : in) o.in.push_back(b);
-    for (const BufferId b : out) o.out.push_back(b);
-    o.flops = flops;
-    o.workspace = workspace;
-    graph_.ops.push_back(std::move(o));
-    return graph_.ops.back().id;
+    const OpId id =
+        builder_.op(std::move(name), phase, std::move(in), std::move(out), {}, workspace);
+    builder_.graph.ops[id].flops = flops;
+    return id;
   }
-  Graph take() { return std::move(graph_); }
+  Graph take() { return std::move(builder_.graph); }
 
  private:
-  Graph graph_;
+  GraphBuilder builder_;
 };
 
 // y_i = f_i(y_{i-1}) with y_-1 = w (a param, so no input is freed early),

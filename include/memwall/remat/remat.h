@@ -22,6 +22,13 @@ struct RematOptions {
   // Rotor's chain is merged down to at most this many stages (its DP takes
   // O(stages^3) time: 128 stages take about 1.7 s here).
   size_t rotor_stages = 128;
+  // Checkmate on the op graph starts CBC from this plan's compute and
+  // recompute sequence when it fits the MILP's accounting (memwall's
+  // planner passes its best plan so far). Not owned.
+  const Plan* warm_start = nullptr;
+  // Count time_limit in CPU seconds of this process instead of wall
+  // seconds (CBC's timeMode): the same answer on a loaded machine.
+  bool cpu_time_limit = false;
 };
 
 struct RematResult {
