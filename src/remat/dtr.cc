@@ -1,6 +1,8 @@
 // dtr, dtr-eqclass, dtr-lru, dtr-largest (remat.h): Kirisame, Lyubomirsky,
 // Haan, Brennan, He, Roesch, Chen, Tatlock, "Dynamic Tensor
-// Rematerialization", ICLR 2021; docs/remat-dtr.md.
+// Rematerialization", ICLR 2021; docs/remat-dtr.md. Also memwall's offline
+// variants memwall-lookahead and memwall-lookahead-eqclass (dtr.h, Note
+// [Lookahead] in dtr_heuristics.cc): the same loop with another score.
 //
 // Note [DTR as a planner]
 // ~~~~~~~~~~~~~~~~~~~~~~~
@@ -274,6 +276,17 @@ RematResult plan_dtr_lru(const Graph& graph, const Hardware& hardware, uint64_t 
 RematResult plan_dtr_largest(const Graph& graph, const Hardware& hardware, uint64_t budget,
                              const RematOptions& /*options*/) {
   return plan(graph, hardware, budget, DtrHeuristic::kLargest, "dtr-largest");
+}
+
+RematResult plan_dtr_lookahead(const Graph& graph, const Hardware& hardware, uint64_t budget,
+                               const RematOptions& /*options*/) {
+  return plan(graph, hardware, budget, DtrHeuristic::kLookahead, "memwall-lookahead");
+}
+
+RematResult plan_dtr_lookahead_eqclass(const Graph& graph, const Hardware& hardware,
+                                       uint64_t budget, const RematOptions& /*options*/) {
+  return plan(graph, hardware, budget, DtrHeuristic::kLookaheadEqClass,
+              "memwall-lookahead-eqclass");
 }
 
 }  // namespace memwall

@@ -1,8 +1,8 @@
 // DTR (Kirisame et al. 2021) as a planner: the pieces shared by dtr.cc (the
 // online loop, Note [DTR as a planner]), dtr_facts.cc (what does not change
 // while it runs, Note [Evictable buffers]) and dtr_heuristics.cc (eviction
-// scores, Note [Evicted neighborhood]). Internal to src/remat;
-// docs/remat-dtr.md.
+// scores, Note [Evicted neighborhood], Note [Lookahead]). Internal to
+// src/remat; docs/remat-dtr.md.
 #pragma once
 
 #include <cstdint>
@@ -13,10 +13,27 @@
 #include "memwall/graph/graph.h"
 #include "memwall/hw/hardware.h"
 #include "memwall/plan/builders.h"
+#include "memwall/remat/remat.h"
+
+namespace memwall {
+
+// memwall's offline variant of DTR (Note [Lookahead]): the same loop, with
+// the staleness of h_DTR replaced by the distance to the next use in the
+// known op order. Part of memwall's planner, not a registered baseline;
+// the result's planner is "memwall-lookahead" (errors start with it).
+RematResult plan_dtr_lookahead(const Graph& graph, const Hardware& hardware, uint64_t budget,
+                               const RematOptions& options);
+// The same with h_DTR-eq's equivalence-class cost ("memwall-lookahead-eqclass").
+RematResult plan_dtr_lookahead_eqclass(const Graph& graph, const Hardware& hardware,
+                                       uint64_t budget, const RematOptions& options);
+
+}  // namespace memwall
 
 namespace memwall::remat_detail {
 
-enum class DtrHeuristic : uint8_t { kDtr, kEqClass, kLru, kLargest };
+// kLookahead and kLookaheadEqClass are memwall's (Note [Lookahead]), not
+// the paper's.
+enum class DtrHeuristic : uint8_t { kDtr, kEqClass, kLru, kLargest, kLookahead, kLookaheadEqClass };
 
 // What does not change while DTR runs (Note [Evictable buffers]).
 struct DtrFacts {
@@ -77,7 +94,10 @@ class DtrScorer {
 
  private:
   double staleness(BufferId b) const;
+  double distance(BufferId b);
   double bytes(BufferId b) const;
+  double weight(BufferId b);
+  bool uses_classes() const;
   bool better(double score, BufferId b, double best_score, BufferId best) const;
   bool absent_relevant(BufferId b) const;
   double projected_cost(BufferId t);
@@ -90,6 +110,7 @@ class DtrScorer {
   const DtrFacts& f_;
   const DtrState& s_;
   const DtrHeuristic heuristic_;
+  std::vector<uint32_t> next_use_;      // lookahead: cursor into f_.uses.of(b)
   std::vector<int32_t> node_;           // union-find node of an evicted buffer, or -1
   std::vector<int32_t> parent_, size_;  // union-find
   std::vector<double> class_cost_;

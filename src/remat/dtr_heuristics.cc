@@ -25,16 +25,45 @@
 //
 // LRU scores 1 / s, largest-first 1 / m. Ties go to the staler buffer,
 // then to the lower id.
+//
+// Note [Lookahead]
+// ~~~~~~~~~~~~~~~~
+// Not the paper's: memwall plans offline, so it knows the whole op order,
+// which DTR cannot. The lookahead heuristics replace the staleness s(t) by
+// the distance d(t) = (index of t's next use after the op being run, in
+// the default op order) - (index of the op being run):
+//   h_LA(t) = c(e*(t)) / (m(t) d(t)),  h_LA-eq with the classes' cost,
+// Belady's MIN (evict what is needed furthest in the future) weighed by
+// the cost of bringing t back and the bytes it frees. A buffer with no use
+// left has d = infinity and scores 0 (such buffers are normally freed
+// already). The distance counts from the op being run even inside a
+// rematerialization for it: the recomputations run "now", before that op,
+// and the inputs of every op on the stack are locked anyway. What it does
+// not see: a buffer may be needed sooner than its next use to regenerate
+// another one that is evicted (the e* of the neighbours accounts for the
+// cost, not the time). Each buffer keeps a cursor into its sorted uses
+// (BufferUses), moved forward past the op being run when it is scored:
+// O(1) amortized per score, as the op being run only moves forward. The
+// candidate pruning by c(t) / (m d) is that of h_DTR.
 #include <algorithm>
+#include <limits>
 
 #include "dtr.h"
 
 namespace memwall::remat_detail {
+namespace {
+
+bool lookahead(DtrHeuristic h) {
+  return h == DtrHeuristic::kLookahead || h == DtrHeuristic::kLookaheadEqClass;
+}
+
+}  // namespace
 
 DtrScorer::DtrScorer(const DtrFacts& facts, const DtrState& state, DtrHeuristic heuristic)
     : f_(facts),
       s_(state),
       heuristic_(heuristic),
+      next_use_(lookahead(heuristic) ? facts.graph.buffers.size() : 0, 0),
       node_(facts.graph.buffers.size(), -1),
       mark_(facts.graph.buffers.size(), 0),
       op_mark_(facts.graph.ops.size(), 0) {}
@@ -44,6 +73,26 @@ double DtrScorer::staleness(BufferId b) const {
 }
 
 double DtrScorer::bytes(BufferId b) const { return static_cast<double>(f_.graph.buffers[b].bytes); }
+
+// Ops from the one being run to b's next use in the default order
+// (infinite when there is none). The cursor only moves forward, as the op
+// being run does, so a query costs O(1) amortized.
+double DtrScorer::distance(BufferId b) {
+  const std::span<const OpId> uses = f_.uses.of(b);
+  uint32_t& next = next_use_[b];
+  while (next < uses.size() && uses[next] <= s_.now) ++next;
+  if (next == uses.size()) return std::numeric_limits<double>::infinity();
+  return static_cast<double>(uses[next] - s_.now);
+}
+
+// The denominator of the cost-based scores: m s, or m d for the lookahead.
+double DtrScorer::weight(BufferId b) {
+  return bytes(b) * (lookahead(heuristic_) ? distance(b) : staleness(b));
+}
+
+bool DtrScorer::uses_classes() const {
+  return heuristic_ == DtrHeuristic::kEqClass || heuristic_ == DtrHeuristic::kLookaheadEqClass;
+}
 
 bool DtrScorer::better(double score, BufferId b, double best_score, BufferId best) const {
   if (best < 0) return true;
@@ -55,7 +104,7 @@ bool DtrScorer::better(double score, BufferId b, double best_score, BufferId bes
 BufferId DtrScorer::choose(std::span<const BufferId> candidates) {
   BufferId best = -1;
   double best_score = 0;
-  if (heuristic_ != DtrHeuristic::kDtr) {
+  if (heuristic_ != DtrHeuristic::kDtr && heuristic_ != DtrHeuristic::kLookahead) {
     for (const BufferId b : candidates) {
       if (s_.locks[b] != 0) continue;
       double score = 0;
@@ -64,7 +113,7 @@ BufferId DtrScorer::choose(std::span<const BufferId> candidates) {
       } else if (heuristic_ == DtrHeuristic::kLargest) {
         score = 1 / bytes(b);
       } else {
-        score = class_cost(b) / (bytes(b) * staleness(b));
+        score = class_cost(b) / weight(b);
       }
       if (better(score, b, best_score, best)) {
         best = b;
@@ -75,16 +124,14 @@ BufferId DtrScorer::choose(std::span<const BufferId> candidates) {
   }
   order_.clear();
   for (const BufferId b : candidates) {
-    if (s_.locks[b] == 0) {
-      order_.emplace_back(f_.cost[f_.producer(b)] / (bytes(b) * staleness(b)), b);
-    }
+    if (s_.locks[b] == 0) order_.emplace_back(f_.cost[f_.producer(b)] / weight(b), b);
   }
   std::sort(order_.begin(), order_.end(), [&](const auto& x, const auto& y) {
     return better(x.first, x.second, y.first, y.second);
   });
   for (const auto& [bound, b] : order_) {
     if (best >= 0 && bound > best_score) break;
-    const double score = projected_cost(b) / (bytes(b) * staleness(b));
+    const double score = projected_cost(b) / weight(b);
     if (better(score, b, best_score, best)) {
       best = b;
       best_score = score;
@@ -174,7 +221,7 @@ void DtrScorer::for_each_neighbour(BufferId b, Fn&& fn) const {
 }
 
 void DtrScorer::left_device(BufferId b, bool eviction) {
-  if (heuristic_ != DtrHeuristic::kEqClass) return;
+  if (!uses_classes()) return;
   if (!eviction && (!f_.relevant[b] || f_.evictable[b])) return;  // banished
   const auto node = static_cast<int32_t>(parent_.size());
   parent_.push_back(node);

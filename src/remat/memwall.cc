@@ -16,7 +16,9 @@
 //      by re-keeping in groups;
 //   3. structured proposers run at the same budget: per-layer, selective,
 //      chen-greedy and the Rotor dynamic program on the linearized chain,
-//      and DTR's online evictions (all four heuristics), which fit lowest.
+//      and DTR's online evictions (all four heuristics), which fit lowest;
+//   4. memwall's lookahead evictions: DTR's engine scoring by the distance
+//      to each buffer's next use, which an offline planner knows.
 // Checkmate's MILP is the yardstick, not a heuristic; only on graphs of at
 // most 100 ops, where it solves op by op within a second, is it a proposer
 // (so the planner is exact there).
@@ -29,6 +31,7 @@
 
 #include <fmt/format.h>
 
+#include "dtr.h"
 #include "memwall/graph/describe.h"
 #include "memwall/graph/error.h"
 #include "memwall/graph/graph.h"
@@ -81,18 +84,33 @@ Judged judge_plan(const Graph& graph, const Hardware& hardware, Plan plan, std::
   return judged;
 }
 
-// The plan of a registered proposer at `budget`, judged; invalid when it
-// declines.
-Judged propose(const Graph& graph, const Hardware& hardware, uint64_t budget, std::string_view name,
-               const RematOptions& options) {
-  const RematPlanner* planner = find_remat_planner(name);
-  if (planner == nullptr) return Judged{};
+// memwall's own online proposers: DTR's engine with a score that knows
+// each buffer's next use (Note [Lookahead] in dtr_heuristics.cc).
+struct OwnProposer {
+  std::string_view name;
+  RematFn fn;
+};
+constexpr std::array<OwnProposer, 2> kLookahead = {
+    OwnProposer{"memwall-lookahead", plan_dtr_lookahead},
+    OwnProposer{"memwall-lookahead-eqclass", plan_dtr_lookahead_eqclass}};
+
+// The plan of a proposer at `budget`, judged; invalid when it declines.
+Judged propose(const Graph& graph, const Hardware& hardware, uint64_t budget, RematFn fn,
+               std::string_view name, const RematOptions& options) {
   try {
-    RematResult r = planner->fn(graph, hardware, budget, options);
+    RematResult r = fn(graph, hardware, budget, options);
     return judge_plan(graph, hardware, std::move(r.plan), fmt::format("{}: {}", name, r.note));
   } catch (const Error&) {
     return Judged{};
   }
+}
+
+// The same for a proposer from the registry, by name.
+Judged propose(const Graph& graph, const Hardware& hardware, uint64_t budget, std::string_view name,
+               const RematOptions& options) {
+  const RematPlanner* planner = find_remat_planner(name);
+  if (planner == nullptr) return Judged{};
+  return propose(graph, hardware, budget, planner->fn, name, options);
 }
 
 std::string gib(uint64_t bytes) {
@@ -182,6 +200,12 @@ RematResult plan_memwall(const Graph& graph, const Hardware& hardware, uint64_t 
         best = std::move(proposed);
       }
     }
+    for (const OwnProposer& own : kLookahead) {
+      Judged proposed = propose(graph, hardware, budget, own.fn, own.name, options);
+      if (proposed.fits(budget) && (!best.fits(budget) || proposed.better_than(best))) {
+        best = std::move(proposed);
+      }
+    }
     // Note [Small graphs exactly]: the op-level MILP of a graph this small
     // solves in about a second, so it is the last proposer, started from the
     // best plan so far.
@@ -236,17 +260,23 @@ RematFloor remat_floor(const Graph& graph, const Hardware& hardware, const Remat
     if (is_persistent(b.kind)) persistent += b.bytes;
   }
   // DTR's probes cost O(n) evictions each, so they stop at 1/256.
-  for (const auto& [name, probes] : {std::pair<std::string_view, int>{kProposers[3], 14},
-                                     {kOnline[0], 8},
-                                     {kOnline[1], 8},
-                                     {kOnline[2], 8},
-                                     {kOnline[3], 8}}) {
+  struct Bisected {
+    std::string_view name;
+    RematFn fn;
+    int probes;
+  };
+  std::vector<Bisected> bisected = {{kProposers[3], find_remat_planner(kProposers[3])->fn, 14}};
+  for (const std::string_view name : kOnline) {
+    if (const RematPlanner* p = find_remat_planner(name)) bisected.push_back({name, p->fn, 8});
+  }
+  for (const OwnProposer& own : kLookahead) bisected.push_back({own.name, own.fn, 8});
+  for (const auto& [name, fn, probes] : bisected) {
     uint64_t lo = persistent;  // no plan of these keeps less than the model states
     uint64_t hi = lowest.peak;
     Judged found;
     for (int probe = 0; probe < probes && hi - lo > std::max<uint64_t>(hi / 1024, 1); ++probe) {
       const uint64_t mid = lo + (hi - lo) / 2;
-      Judged judged = propose(graph, hardware, mid, name, proposer_options);
+      Judged judged = propose(graph, hardware, mid, fn, name, proposer_options);
       if (judged.fits(mid)) {
         hi = mid;
         found = std::move(judged);
