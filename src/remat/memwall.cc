@@ -15,7 +15,7 @@
 //      segmentation, a bisected cheapest-per-byte prefix of drops, refined
 //      by re-keeping in groups;
 //   3. structured proposers run at the same budget: per-layer, selective,
-//      chen-greedy and the Rotor dynamic program on the linearized chain,
+//      chen-sqrt, chen-greedy and the Rotor dynamic program on the linearized chain,
 //      and DTR's online evictions (all four heuristics), which fit lowest;
 //   4. memwall's lookahead evictions: DTR's engine scoring by the distance
 //      to each buffer's next use, which an offline planner knows.
@@ -48,8 +48,8 @@ using remat_detail::Stopwatch;
 
 // Proposers from the registry tried at every budget: the structured
 // offline ones, and DTR's online evictions, which reach lowest.
-constexpr std::array<std::string_view, 4> kProposers = {"per-layer", "selective", "chen-greedy",
-                                                        "rotor"};
+constexpr std::array<std::string_view, 5> kProposers = {"per-layer", "selective", "chen-sqrt",
+                                                        "chen-greedy", "rotor"};
 constexpr std::array<std::string_view, 4> kOnline = {"dtr", "dtr-eqclass", "dtr-lru",
                                                      "dtr-largest"};
 
@@ -240,7 +240,7 @@ RematFloor remat_floor(const Graph& graph, const Hardware& hardware, const Remat
   remat_detail::CheckpointSearch search(graph, hardware, kMaxBytes);
   consider(search.lowest());
   // Budget-independent proposers: their plan is the same at any budget.
-  for (const std::string_view name : {"per-layer", "selective"}) {
+  for (const std::string_view name : {"per-layer", "selective", "chen-sqrt"}) {
     consider(propose(graph, hardware, kMaxBytes, name, options));
   }
   for (remat_detail::ChenGreedyPlan& p : remat_detail::chen_greedy_plans(graph, hardware)) {
@@ -265,7 +265,7 @@ RematFloor remat_floor(const Graph& graph, const Hardware& hardware, const Remat
     RematFn fn;
     int probes;
   };
-  std::vector<Bisected> bisected = {{kProposers[3], find_remat_planner(kProposers[3])->fn, 14}};
+  std::vector<Bisected> bisected = {{kProposers[4], find_remat_planner(kProposers[4])->fn, 14}};
   for (const std::string_view name : kOnline) {
     if (const RematPlanner* p = find_remat_planner(name)) bisected.push_back({name, p->fn, 8});
   }

@@ -27,6 +27,14 @@
 // grows). The stride with the shortest simulated iteration wins, and is
 // refined.
 //
+// Note [Swaps]
+// ~~~~~~~~~~~~
+// Re-keeping only ever removes drops. Last, while time remains, the search
+// exchanges one dropped item for one kept item that is cheaper to
+// recompute (dearest dropped first, cheapest kept first per byte), keeping
+// the first exchange that still fits and shortens the iteration, and starts
+// over: a first-improvement local search, each try one evaluation.
+//
 // Note [Small graphs exactly]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // With at most 14 items and ops x 2^items under 4M simulated steps, every
@@ -236,6 +244,41 @@ Judged CheckpointSearch::refine(Judged start, std::vector<uint8_t> dropped, cons
     }
   }
   if (rekept > 0) start.how += fmt::format(", then re-keeps {} of them", rekept);
+  return swap(std::move(start), std::move(dropped), clock, deadline);
+}
+
+Judged CheckpointSearch::swap(Judged start, std::vector<uint8_t> dropped, const Stopwatch& clock,
+                              double deadline) {
+  size_t swaps = 0;
+  bool improved = true;
+  while (improved && clock.seconds() < deadline) {
+    improved = false;
+    // Dropped items, dearest first; kept ones, cheapest per byte first.
+    std::vector<size_t> out, in;
+    for (auto it = by_ratio_.rbegin(); it != by_ratio_.rend(); ++it) {
+      if (dropped[*it]) out.push_back(*it);
+    }
+    for (const size_t i : by_ratio_) {
+      if (!dropped[i]) in.push_back(i);
+    }
+    for (size_t a = 0; a < out.size() && !improved && clock.seconds() < deadline; ++a) {
+      for (size_t b = 0; b < in.size() && !improved && clock.seconds() < deadline; ++b) {
+        if (items_[in[b]].cost >= items_[out[a]].cost) continue;  // no cheaper
+        dropped[out[a]] = 0;
+        dropped[in[b]] = 1;
+        Judged judged = judge(dropped, start.how);
+        if (judged.fits(budget_) && judged.time < start.time) {
+          start = std::move(judged);
+          improved = true;
+          ++swaps;
+        } else {
+          dropped[out[a]] = 1;
+          dropped[in[b]] = 0;
+        }
+      }
+    }
+  }
+  if (swaps > 0) start.how += fmt::format(", then swaps {} for cheaper ones", swaps);
   return start;
 }
 

@@ -73,6 +73,9 @@ class CheckpointSearch {
   // are split when they do not fit (Note [Re-keeping in groups]).
   Judged refine(Judged start, std::vector<uint8_t> dropped, const Stopwatch& clock,
                 double deadline);
+  // Exchanges a dropped item for a cheaper kept one while that helps
+  // (Note [Swaps]).
+  Judged swap(Judged start, std::vector<uint8_t> dropped, const Stopwatch& clock, double deadline);
 
   const Graph& graph_;
   const Hardware& hardware_;
