@@ -21,6 +21,7 @@
 #include "memwall/remat/checkpoints.h"
 #include "memwall/remat/remat.h"
 #include "memwall/sim/simulator.h"
+#include "plan_steps.h"
 #include "remat_graphs.h"
 
 namespace memwall {
@@ -74,26 +75,8 @@ Graph timed_chain(const std::vector<Layer>& layers, uint64_t loss_grad_bytes, ui
   return graph;
 }
 
-// Buffers freed before their last use (evicted), in plan order.
-std::vector<std::string> evicted(const Graph& graph, const Plan& plan) {
-  const std::vector<BufferLife> lives = liveness(graph);
-  std::vector<uint8_t> computed(graph.ops.size(), 0);
-  std::vector<std::string> names;
-  for (const Step& step : plan.steps) {
-    if (step.kind == StepKind::kCompute) computed[step.op] = 1;
-    const OpId last = step.kind == StepKind::kFree ? lives[step.buf].last_use : kNoOp;
-    if (last != kNoOp && !computed[last]) names.push_back(graph.buffers[step.buf].name);
-  }
-  return names;
-}
-
-std::vector<std::string> recomputed(const Graph& graph, const Plan& plan) {
-  std::vector<std::string> names;
-  for (const Step& step : plan.steps) {
-    if (step.kind == StepKind::kRecompute) names.push_back(graph.ops[step.op].name);
-  }
-  return names;
-}
+using testing::evicted;
+using testing::recomputed;
 
 using Names = std::vector<std::string>;
 
