@@ -13,7 +13,7 @@
 //   1. keep-all, when it fits;
 //   2. its op-level search over keep sets (memwall_search.cc): per
 //      segmentation, a bisected cheapest-per-byte prefix of drops, refined
-//      by re-keeping in groups;
+//      by re-keeping in groups and by swaps;
 //   3. structured proposers run at the same budget: per-layer, selective,
 //      chen-sqrt, chen-greedy and the Rotor dynamic program on the linearized chain,
 //      and DTR's online evictions (all four heuristics), which fit lowest;
@@ -43,15 +43,41 @@
 namespace memwall {
 namespace {
 
+using remat_detail::judge;
 using remat_detail::Judged;
 using remat_detail::Stopwatch;
 
-// Proposers from the registry tried at every budget: the structured
-// offline ones, and DTR's online evictions, which reach lowest.
-constexpr std::array<std::string_view, 5> kProposers = {"per-layer", "selective", "chen-sqrt",
-                                                        "chen-greedy", "rotor"};
-constexpr std::array<std::string_view, 4> kOnline = {"dtr", "dtr-eqclass", "dtr-lru",
-                                                     "dtr-largest"};
+// How remat_floor finds the lowest budget a proposer meets.
+enum class FloorBy : uint8_t {
+  kUnlimited,   // its plan is the same at any budget: the unlimited plan's peak
+  kThresholds,  // chen-greedy: the lowest peak over its threshold grid
+  kBisection,   // budget-driven: bisect over budgets, `probes` times
+};
+
+// Every proposer, tried at every budget: the structured offline baselines,
+// DTR's online evictions, which reach lowest, and memwall's own lookahead
+// evictions (DTR's engine scoring by the distance to each buffer's next
+// use, Note [Lookahead] in dtr_heuristics.cc). DTR's probes cost O(n)
+// evictions each, so their bisection stops at 1/256.
+struct Proposer {
+  std::string_view name;
+  RematFn fn;
+  FloorBy floor;
+  int probes = 0;
+};
+constexpr std::array<Proposer, 11> kProposers = {{
+    {"per-layer", plan_per_layer, FloorBy::kUnlimited},
+    {"selective", plan_selective, FloorBy::kUnlimited},
+    {"chen-sqrt", plan_chen_sqrt, FloorBy::kUnlimited},
+    {"chen-greedy", plan_chen_greedy, FloorBy::kThresholds},
+    {"rotor", plan_rotor, FloorBy::kBisection, 14},
+    {"dtr", plan_dtr, FloorBy::kBisection, 8},
+    {"dtr-eqclass", plan_dtr_eqclass, FloorBy::kBisection, 8},
+    {"dtr-lru", plan_dtr_lru, FloorBy::kBisection, 8},
+    {"dtr-largest", plan_dtr_largest, FloorBy::kBisection, 8},
+    {"memwall-lookahead", plan_dtr_lookahead, FloorBy::kBisection, 8},
+    {"memwall-lookahead-eqclass", plan_dtr_lookahead_eqclass, FloorBy::kBisection, 8},
+}};
 
 // Graphs this small get Checkmate's op-level MILP as a proposer too
 // (docs/remat-checkmate.md solves up to 100 ops op by op).
@@ -71,47 +97,28 @@ double search_seconds(const Graph& graph, const RematOptions& options) {
 // little where the op-level search already covers the fine grain.
 constexpr size_t kProposerRotorStages = 48;
 
-Judged judge_plan(const Graph& graph, const Hardware& hardware, Plan plan, std::string how) {
-  Judged judged;
-  judged.how = std::move(how);
-  const uint64_t budget = plan.budget;
-  plan.budget = kMaxBytes;
-  const SimResult sim = simulate(graph, plan, hardware, {.record_curves = false});
-  plan.budget = budget;
-  judged.plan = std::move(plan);
-  judged.valid = sim.valid;
-  judged.peak = sim.peak_bytes[static_cast<int>(Tier::kDevice)];
-  judged.time = sim.iteration_time;
-  return judged;
+// The options every proposer runs with, in plan_memwall and remat_floor
+// alike (so the floor is a budget plan_memwall meets).
+RematOptions proposer_options(const RematOptions& options) {
+  RematOptions proposer = options;
+  proposer.rotor_stages = std::min(options.rotor_stages, kProposerRotorStages);
+  return proposer;
 }
 
-// memwall's own online proposers: DTR's engine with a score that knows
-// each buffer's next use (Note [Lookahead] in dtr_heuristics.cc).
-struct OwnProposer {
-  std::string_view name;
-  RematFn fn;
-};
-constexpr std::array<OwnProposer, 2> kLookahead = {
-    OwnProposer{"memwall-lookahead", plan_dtr_lookahead},
-    OwnProposer{"memwall-lookahead-eqclass", plan_dtr_lookahead_eqclass}};
-
 // The plan of a proposer at `budget`, judged; invalid when it declines.
-Judged propose(const Graph& graph, const Hardware& hardware, uint64_t budget, RematFn fn,
-               std::string_view name, const RematOptions& options) {
+Judged propose(const Graph& graph, const Hardware& hardware, uint64_t budget, std::string_view name,
+               RematFn fn, const RematOptions& options) {
   try {
     RematResult r = fn(graph, hardware, budget, options);
-    return judge_plan(graph, hardware, std::move(r.plan), fmt::format("{}: {}", name, r.note));
+    // The planner's last step simulated the plan already (finish).
+    return Judged{.plan = std::move(r.plan),
+                  .valid = true,
+                  .peak = r.simulated_peak,
+                  .time = r.simulated_time,
+                  .how = fmt::format("{}: {}", name, r.note)};
   } catch (const Error&) {
     return Judged{};
   }
-}
-
-// The same for a proposer from the registry, by name.
-Judged propose(const Graph& graph, const Hardware& hardware, uint64_t budget, std::string_view name,
-               const RematOptions& options) {
-  const RematPlanner* planner = find_remat_planner(name);
-  if (planner == nullptr) return Judged{};
-  return propose(graph, hardware, budget, planner->fn, name, options);
 }
 
 std::string gib(uint64_t bytes) {
@@ -181,44 +188,26 @@ std::string describe_peak(const Graph& graph, const Hardware& hardware, const Pl
 RematResult plan_memwall(const Graph& graph, const Hardware& hardware, uint64_t budget,
                          const RematOptions& options) {
   const Stopwatch clock;
-  Judged best = judge_plan(graph, hardware, default_plan(graph, hardware.name, budget),
-                           "keep-all fits: nothing recomputed");
+  Judged best = judge(graph, hardware, default_plan(graph, hardware.name, budget),
+                      "keep-all fits: nothing recomputed");
   if (!best.fits(budget)) {
     remat_detail::CheckpointSearch search(graph, hardware, budget);
     best = search.run(clock, search_seconds(graph, options));
     best.how += fmt::format(" ({} plans simulated)", search.evaluations());
-    RematOptions proposer_options = options;
-    proposer_options.rotor_stages = std::min(options.rotor_stages, kProposerRotorStages);
-    for (const std::string_view name : kProposers) {
-      Judged proposed = propose(graph, hardware, budget, name, proposer_options);
-      if (proposed.fits(budget) && (!best.fits(budget) || proposed.better_than(best))) {
-        best = std::move(proposed);
-      }
-    }
-    for (const std::string_view name : kOnline) {
-      Judged proposed = propose(graph, hardware, budget, name, options);
-      if (proposed.fits(budget) && (!best.fits(budget) || proposed.better_than(best))) {
-        best = std::move(proposed);
-      }
-    }
-    for (const OwnProposer& own : kLookahead) {
-      Judged proposed = propose(graph, hardware, budget, own.fn, own.name, options);
-      if (proposed.fits(budget) && (!best.fits(budget) || proposed.better_than(best))) {
-        best = std::move(proposed);
-      }
+    const RematOptions proposer = proposer_options(options);
+    for (const Proposer& p : kProposers) {
+      best.keep_better(propose(graph, hardware, budget, p.name, p.fn, proposer), budget);
     }
     // Note [Small graphs exactly]: the op-level MILP of a graph this small
     // solves in about a second, so it is the last proposer, started from the
     // best plan so far.
     if (graph.ops.size() <= kExactOps) {
-      RematOptions exact = options;
+      RematOptions exact = proposer;
       exact.time_limit = std::min(options.time_limit, kExactSeconds);
       if (best.fits(budget)) exact.warm_start = &best.plan;
       exact.cpu_time_limit = true;  // the same plan however loaded the machine is
-      Judged proposed = propose(graph, hardware, budget, "checkmate", exact);
-      if (proposed.fits(budget) && (!best.fits(budget) || proposed.better_than(best))) {
-        best = std::move(proposed);
-      }
+      best.keep_better(propose(graph, hardware, budget, "checkmate", plan_checkmate, exact),
+                       budget);
     }
   }
   if (!best.fits(budget)) {
@@ -233,61 +222,56 @@ RematResult plan_memwall(const Graph& graph, const Hardware& hardware, uint64_t 
 
 RematFloor remat_floor(const Graph& graph, const Hardware& hardware, const RematOptions& options) {
   const Stopwatch clock;
-  Judged lowest =
-      judge_plan(graph, hardware, default_plan(graph, hardware.name, kMaxBytes), "keep-all");
+  Judged lowest = judge(graph, hardware, default_plan(graph, hardware.name, kMaxBytes), "keep-all");
   const auto consider = [&](Judged judged) {
     if (judged.valid && judged.peak < lowest.peak) lowest = std::move(judged);
   };
   remat_detail::CheckpointSearch search(graph, hardware, kMaxBytes);
   consider(search.lowest());
-  // Budget-independent proposers: their plan is the same at any budget.
-  for (const std::string_view name : {"per-layer", "selective", "chen-sqrt"}) {
-    consider(propose(graph, hardware, kMaxBytes, name, options));
-  }
-  for (remat_detail::ChenGreedyPlan& p : remat_detail::chen_greedy_plans(graph, hardware)) {
-    consider(Judged{.plan = std::move(p.plan),
-                    .valid = true,
-                    .peak = p.peak,
-                    .time = p.time,
-                    .how = fmt::format("chen-greedy: threshold {:.0f} bytes", p.threshold)});
-  }
-  // Budget-driven ones: bisect each for the smallest budget at which it
-  // returns a plan (a budget it was actually given, so memwall's planner at
-  // that budget has the same plan to choose), to within 1/1024 of it.
-  RematOptions proposer_options = options;  // as plan_memwall runs them
-  proposer_options.rotor_stages = std::min(options.rotor_stages, kProposerRotorStages);
+  const RematOptions proposer = proposer_options(options);
   uint64_t persistent = 0;
   for (const Buffer& b : graph.buffers) {
     if (is_persistent(b.kind)) persistent += b.bytes;
   }
-  // DTR's probes cost O(n) evictions each, so they stop at 1/256.
-  struct Bisected {
-    std::string_view name;
-    RematFn fn;
-    int probes;
-  };
-  std::vector<Bisected> bisected = {{kProposers[4], find_remat_planner(kProposers[4])->fn, 14}};
-  for (const std::string_view name : kOnline) {
-    if (const RematPlanner* p = find_remat_planner(name)) bisected.push_back({name, p->fn, 8});
-  }
-  for (const OwnProposer& own : kLookahead) bisected.push_back({own.name, own.fn, 8});
-  for (const auto& [name, fn, probes] : bisected) {
-    uint64_t lo = persistent;  // no plan of these keeps less than the model states
-    uint64_t hi = lowest.peak;
-    Judged found;
-    for (int probe = 0; probe < probes && hi - lo > std::max<uint64_t>(hi / 1024, 1); ++probe) {
-      const uint64_t mid = lo + (hi - lo) / 2;
-      Judged judged = propose(graph, hardware, mid, fn, name, proposer_options);
-      if (judged.fits(mid)) {
-        hi = mid;
-        found = std::move(judged);
-      } else {
-        lo = mid;
+  for (const Proposer& p : kProposers) {
+    switch (p.floor) {
+      case FloorBy::kUnlimited:
+        consider(propose(graph, hardware, kMaxBytes, p.name, p.fn, proposer));
+        break;
+      case FloorBy::kThresholds:
+        for (remat_detail::ChenGreedyPlan& c : remat_detail::chen_greedy_plans(graph, hardware)) {
+          consider(Judged{.plan = std::move(c.plan),
+                          .valid = true,
+                          .peak = c.peak,
+                          .time = c.time,
+                          .how = fmt::format("{}: threshold {:.0f} bytes", p.name, c.threshold)});
+        }
+        break;
+      case FloorBy::kBisection: {
+        // The smallest budget at which it returns a plan, to within 1/1024:
+        // a budget it was actually given, so plan_memwall at that budget
+        // has the same plan to choose. No plan keeps less than the model
+        // states.
+        uint64_t lo = persistent;
+        uint64_t hi = lowest.peak;
+        Judged found;
+        for (int probe = 0; probe < p.probes && hi - lo > std::max<uint64_t>(hi / 1024, 1);
+             ++probe) {
+          const uint64_t mid = lo + (hi - lo) / 2;
+          Judged judged = propose(graph, hardware, mid, p.name, p.fn, proposer);
+          if (judged.fits(mid)) {
+            hi = mid;
+            found = std::move(judged);
+          } else {
+            lo = mid;
+          }
+        }
+        if (found.valid) {
+          found.peak = hi;  // the budget it fits, which is what the floor reports
+          consider(std::move(found));
+        }
+        break;
       }
-    }
-    if (found.valid) {
-      found.peak = hi;  // the budget it fits, which is what the floor reports
-      consider(std::move(found));
     }
   }
   return RematFloor{

@@ -158,21 +158,33 @@ std::vector<uint8_t> CheckpointSearch::keep_of(std::span<const uint8_t> dropped)
   return keep;
 }
 
-Judged CheckpointSearch::judge(std::span<const uint8_t> dropped, std::string how) {
-  ++evaluations_;
+Judged judge(const Graph& graph, const Hardware& hardware, Plan plan, std::string how) {
   Judged judged;
   judged.how = std::move(how);
-  try {
-    judged.plan = plan_with_checkpoints(graph_, keep_of(dropped), hardware_.name, kMaxBytes);
-  } catch (const Error&) {
-    return judged;  // a keep set the builder cannot realize: never chosen
-  }
-  const SimResult sim = simulate(graph_, judged.plan, hardware_, {.record_curves = false});
-  judged.plan.budget = budget_;
+  const uint64_t budget = plan.budget;
+  plan.budget = kMaxBytes;
+  const SimResult sim = simulate(graph, plan, hardware, {.record_curves = false});
+  plan.budget = budget;
+  judged.plan = std::move(plan);
   judged.valid = sim.valid;
   judged.peak = sim.peak_bytes[static_cast<int>(Tier::kDevice)];
   judged.time = sim.iteration_time;
   return judged;
+}
+
+Judged CheckpointSearch::judge(std::span<const uint8_t> dropped, std::string how) {
+  ++evaluations_;
+  Plan plan;
+  try {
+    plan = plan_with_checkpoints(graph_, keep_of(dropped), hardware_.name, budget_);
+  } catch (const Error&) {
+    return Judged{};  // a keep set the builder cannot realize: never chosen
+  }
+  return remat_detail::judge(graph_, hardware_, std::move(plan), std::move(how));
+}
+
+size_t CheckpointSearch::strides() const {
+  return static_cast<size_t>(std::ceil(std::sqrt(static_cast<double>(boundary_.size())))) + 1;
 }
 
 std::vector<uint8_t> CheckpointSearch::segment_kept(size_t stride) const {
@@ -303,10 +315,8 @@ Judged CheckpointSearch::run(const Stopwatch& clock, double deadline) {
       (graph_.ops.size() << items_.size()) <= kExhaustiveWork) {
     return exhaustive();
   }
-  const size_t strides =
-      static_cast<size_t>(std::ceil(std::sqrt(static_cast<double>(boundary_.size())))) + 1;
   best_dropped_.clear();
-  for (size_t stride = 1; stride <= strides; ++stride) {
+  for (size_t stride = 1; stride <= strides(); ++stride) {
     // Past the deadline, stop once something fits: every stride's full drop
     // must be tried before giving up, since lowest() promises those peaks.
     if (stride > 1 && clock.seconds() >= deadline && !best_dropped_.empty()) break;
@@ -326,10 +336,8 @@ Judged CheckpointSearch::run(const Stopwatch& clock, double deadline) {
 }
 
 Judged CheckpointSearch::lowest() {
-  const size_t strides =
-      static_cast<size_t>(std::ceil(std::sqrt(static_cast<double>(boundary_.size())))) + 1;
   Judged lowest;
-  for (size_t stride = 1; stride <= strides; ++stride) {
+  for (size_t stride = 1; stride <= strides(); ++stride) {
     const std::vector<uint8_t> kept = segment_kept(stride);
     std::vector<uint8_t> dropped(items_.size(), 0);
     for (size_t i = 0; i < items_.size(); ++i) dropped[i] = !kept[i];

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "memwall/graph/types.h"
@@ -39,7 +40,17 @@ struct Judged {
   bool better_than(const Judged& other) const {
     return time < other.time || (time == other.time && peak < other.peak);
   }
+  // Takes `other` when it fits the budget and this does not, or is better.
+  void keep_better(Judged other, uint64_t budget) {
+    if (other.fits(budget) && (!fits(budget) || other.better_than(*this))) {
+      *this = std::move(other);
+    }
+  }
 };
+
+// Simulates `plan` with no budget limit (to learn its peak even when it is
+// over) and records the verdict; the plan keeps its own budget.
+Judged judge(const Graph& graph, const Hardware& hardware, Plan plan, std::string how);
 
 class CheckpointSearch {
  public:
@@ -66,6 +77,8 @@ class CheckpointSearch {
   // Boundary items kept under segmentation stride m (every m-th kept, the
   // last one of each segment), the rest eligible to drop.
   std::vector<uint8_t> segment_kept(size_t stride) const;
+  // Strides tried: 1 .. ceil(sqrt(boundaries)) + 1 (Note [Segmentations]).
+  size_t strides() const;
   // Smallest prefix of `order` whose dropping fits; nullopt-like invalid
   // result when even the whole order does not.
   Judged bisect(std::span<const size_t> order, const std::string& family);

@@ -23,11 +23,14 @@ class Stopwatch {
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
 };
 
-// Checks the plan fits (require_fit) and wraps it as a result.
+// Checks the plan fits (require_fit) and wraps it as a result, with the
+// simulator's figures.
 inline RematResult finish(const Graph& graph, const Hardware& hardware, uint64_t budget, Plan plan,
                           std::string_view planner, std::string note, const Stopwatch& clock) {
-  require_fit(graph, hardware, plan, budget, planner);
+  const SimResult sim = require_fit(graph, hardware, plan, budget, planner);
   RematResult result;
+  result.simulated_peak = sim.peak_bytes[static_cast<int>(Tier::kDevice)];
+  result.simulated_time = sim.iteration_time;
   result.plan = std::move(plan);
   result.planner = std::string(planner);
   result.note = std::move(note);

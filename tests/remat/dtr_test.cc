@@ -195,17 +195,8 @@ bool fits(const char* name, const Graph& graph, uint64_t budget) {
     EXPECT_TRUE(std::string(e.what()).starts_with(std::string(name) + ":")) << e.what();
     return false;
   }
-  const SimResult sim = simulate(graph, r.plan, gpu(), {.record_curves = false});
-  EXPECT_TRUE(sim.valid) << sim.reason;
-  EXPECT_LE(device_peak(sim), budget);
-  // Only droppable activations are ever evicted.
-  const std::vector<uint8_t> droppable = droppable_activations(graph);
-  for (const std::string& buffer : evicted(graph, r.plan)) {
-    const auto it = std::find_if(graph.buffers.begin(), graph.buffers.end(),
-                                 [&](const Buffer& b) { return b.name == buffer; });
-    EXPECT_TRUE(it != graph.buffers.end() && droppable[it->id]) << buffer;
-  }
-  return sim.valid && device_peak(sim) <= budget;
+  // Valid, within the budget, and only droppable activations evicted.
+  return testing::plan_fits_evicting_only_droppable(graph, gpu(), budget, r.plan);
 }
 
 // The lowest budget found by bisection fits, and so does every budget

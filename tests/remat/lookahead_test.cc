@@ -179,16 +179,8 @@ bool fits(std::string_view name, const Graph& graph, uint64_t budget) {
     return false;
   }
   EXPECT_EQ(r.planner, name);
-  const SimResult sim = simulate(graph, r.plan, gpu(), {.record_curves = false});
-  EXPECT_TRUE(sim.valid) << sim.reason;
-  EXPECT_LE(device_peak(sim), budget);
-  const std::vector<uint8_t> droppable = droppable_activations(graph);
-  for (const std::string& buffer : evicted(graph, r.plan)) {
-    const auto it = std::find_if(graph.buffers.begin(), graph.buffers.end(),
-                                 [&](const Buffer& b) { return b.name == buffer; });
-    EXPECT_TRUE(it != graph.buffers.end() && droppable[it->id]) << buffer;
-  }
-  return sim.valid && device_peak(sim) <= budget;
+  // Valid, within the budget, and only droppable activations evicted.
+  return testing::plan_fits_evicting_only_droppable(graph, gpu(), budget, r.plan);
 }
 
 // DTR's lowest budget by bisection, then budgets from it to the keep-all

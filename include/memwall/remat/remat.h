@@ -37,6 +37,10 @@ struct RematResult {
   bool proven_optimal = false;  // optimal for the planner's own model of cost
   double gap = 0;               // relative MILP gap when known (0: none or closed)
   double solve_seconds = 0;     // wall time spent planning
+  // The simulator's figures for `plan` (from require_fit, without a budget
+  // limit): its device peak and iteration time.
+  uint64_t simulated_peak = 0;
+  double simulated_time = 0;
   std::string note;             // one line: what was chosen (checkpoints, threshold, ...)
 };
 
