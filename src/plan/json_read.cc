@@ -147,12 +147,13 @@ bool runs_an_op(StepKind kind) {
 // The fields (bits of kStepFields, "do" aside) a kind takes, and as text.
 uint32_t takes(StepKind kind) {
   if (runs_an_op(kind)) return bit(kOp) | bit(kOn);
-  if (kind == StepKind::kSwapOut) return bit(kBuf) | bit(kTo);
+  if (kind == StepKind::kSwapOut || kind == StepKind::kSwapIn) return bit(kBuf) | bit(kTo);
   return bit(kBuf);
 }
 std::string_view takes_text(StepKind kind) {
   if (runs_an_op(kind)) return "\"op\" and optionally \"on\"";
   if (kind == StepKind::kSwapOut) return "\"buf\" and \"to\"";
+  if (kind == StepKind::kSwapIn) return "\"buf\" and optionally \"to\"";
   return "\"buf\"";
 }
 
@@ -161,6 +162,7 @@ bool read_step(JsonCursor& cur, Step& step, Problem& p) {
   Fields fields(kStepFields);
   bool known = false;  // "do" has been read and names a kind
   std::string got;
+  std::string bad_to;  // "to" as shown when it names no tier
   const auto unexpected = [&](int field) {
     p.note("unexpected field \"{}\" ({} takes {})", fields.name(static_cast<size_t>(field)),
            to_string(step.kind), takes_text(step.kind));
@@ -196,11 +198,12 @@ bool read_step(JsonCursor& cur, Step& step, Problem& p) {
         step.buf = read_id(cur, "buf", p);
         break;
       case kTo:
-        if (const auto to =
-                read_name<Tier>(cur, parse_tier, bit(Tier::kHost) | bit(Tier::kNvme), got)) {
+        // A swap_out goes down to host or nvme, a swap_in up to the device or
+        // the host; before "do" is known, any tier is read and checked below.
+        if (const auto to = read_name<Tier>(cur, parse_tier, kAllTiers, got)) {
           step.to = *to;
         } else {
-          p.note(R"("to" must be "host" or "nvme", got {})", got);
+          bad_to = got;
         }
         break;
       default:
@@ -222,8 +225,17 @@ bool read_step(JsonCursor& cur, Step& step, Problem& p) {
     fields.require({kOp}, p);
   } else if (step.kind == StepKind::kSwapOut) {
     fields.require({kBuf, kTo}, p);
+    if (!bad_to.empty() || (fields.has(kTo) && step.to == Tier::kDevice)) {
+      p.note(R"("to" must be "host" or "nvme", got {})", bad_to.empty() ? "\"device\"" : bad_to);
+    }
   } else {
     fields.require({kBuf}, p);
+    if (step.kind == StepKind::kSwapIn) {
+      if (!fields.has(kTo)) step.to = Tier::kDevice;
+      if (!bad_to.empty() || step.to == Tier::kNvme) {
+        p.note(R"("to" must be "device" or "host", got {})", bad_to.empty() ? "\"nvme\"" : bad_to);
+      }
+    }
   }
   return true;
 }
@@ -308,6 +320,14 @@ size_t read_written_step(std::string_view text, size_t pos, Step& step) {
         read.to = Tier::kHost;
       } else if (skip_literal(text, pos, R"(,"to":"nvme"})"sv)) {
         read.to = Tier::kNvme;
+      } else {
+        return 0;
+      }
+    } else if (kind == StepKind::kSwapIn) {
+      if (skip_literal(text, pos, R"(,"to":"host"})"sv)) {
+        read.to = Tier::kHost;
+      } else if (skip_literal(text, pos, "}"sv)) {
+        read.to = Tier::kDevice;
       } else {
         return 0;
       }

@@ -81,6 +81,14 @@ class Writer {
         out_ += '"';
         break;
       case StepKind::kSwapIn:
+        out_ += "\",\"buf\":"sv;
+        id(s.buf, "buf", s, index);
+        if (s.to == Tier::kHost) {
+          out_ += ",\"to\":\"host\""sv;
+        } else if (s.to != Tier::kDevice) {
+          step_fail(s, index, R"("to" must be "device" or "host", got {})", shown(s.to));
+        }
+        break;
       case StepKind::kFree:
         out_ += "\",\"buf\":"sv;
         id(s.buf, "buf", s, index);

@@ -76,6 +76,9 @@ void check_step(const Step& step, size_t index, const Graph& graph) {
       if (step.kind == StepKind::kSwapOut && step.to != Tier::kHost && step.to != Tier::kNvme) {
         step_fail(fmt::format(R"("to" must be "host" or "nvme", got {})", shown(step.to)));
       }
+      if (step.kind == StepKind::kSwapIn && step.to != Tier::kDevice && step.to != Tier::kHost) {
+        step_fail(fmt::format(R"("to" must be "device" or "host", got {})", shown(step.to)));
+      }
       break;
   }
 }

@@ -26,14 +26,19 @@ using report::to_nanos;
 constexpr int kPid = 1;
 
 // Track titles, in Resource order.
-constexpr std::array<std::string_view, kNumResources> kTrackNames = {
-    "device compute",          "h2d copy (host → device)", "d2h copy (device → host)",
-    "nvme read (nvme → host)", "nvme write (host → nvme)", "host cpu"};
+constexpr std::array<std::string_view, kNumResources> kTrackNames = {"device compute",
+                                                                     "h2d copy (host → device)",
+                                                                     "d2h copy (device → host)",
+                                                                     "nvme read (nvme → host)",
+                                                                     "nvme write (host → nvme)",
+                                                                     "host cpu",
+                                                                     "collectives (interconnect)"};
 constexpr std::array<std::string_view, kNumTiers> kCounterNames = {"device memory", "host memory",
                                                                    "nvme memory"};
 
 bool is_copy_engine(Resource resource) {
-  return resource != Resource::kCompute && resource != Resource::kHostCpu;
+  return resource != Resource::kCompute && resource != Resource::kHostCpu &&
+         resource != Resource::kComm;
 }
 
 int tid_of(Resource resource) { return static_cast<int>(resource) + 1; }
@@ -64,7 +69,7 @@ std::string step_title(const Graph& graph, const Step& step) {
     case StepKind::kSwapOut:
       return fmt::format("swap_out {} → {}", buffer_name(graph, step.buf), to_string(step.to));
     case StepKind::kSwapIn:
-      return fmt::format("swap_in {} → device", buffer_name(graph, step.buf));
+      return fmt::format("swap_in {} → {}", buffer_name(graph, step.buf), to_string(step.to));
     case StepKind::kFree:
       return "free " + buffer_name(graph, step.buf);
   }

@@ -7,7 +7,7 @@ namespace memwall {
 
 std::string_view to_string(Resource resource) {
   static constexpr std::array<std::string_view, kNumResources> kNames = {
-      "compute", "h2d", "d2h", "nvme_read", "nvme_write", "host_cpu"};
+      "compute", "h2d", "d2h", "nvme_read", "nvme_write", "host_cpu", "comm"};
   return kNames.at(static_cast<size_t>(resource));
 }
 

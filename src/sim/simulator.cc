@@ -23,6 +23,12 @@
 // (bandwidth and latency); bytes / NVMe bandwidth for NVMe, which is reached
 // through a host bounce buffer (NVMe->host->device, device->host->NVMe);
 // parameters / CPU Adam throughput for an optimizer op on the host.
+// A swap_in "to" host reads NVMe into host memory, and a swap_out to NVMe of
+// a buffer with no device copy writes its host copy back (host compute on
+// NVMe-resident states). A collective (an op of phase comm, e.g. ZeRO's
+// all-gather or reduce-scatter) runs on its own stream: it issues at the
+// cursor without moving it, takes collective_time of its bytes, and
+// allocates its outputs at issue like a swap_in.
 //
 // Memory. Device compute allocates its outputs and workspace at its start;
 // swap_in allocates device memory at issue; swap_out and the destination of
@@ -41,8 +47,9 @@
 // Validity, in plan order: a compute finds each input on its tier (not
 // freed, not swapped out, not yet created is an error, with the step that
 // made it so); an op is computed once, recomputed only after it was computed
-// and only if it updates nothing in place; swap_out needs a device copy,
-// swap_in needs none and a copy elsewhere; free needs a copy, and may not
+// and only if it updates nothing in place; swap_out needs a device copy
+// (or, to NVMe, a host copy), swap_in needs none on its destination and a
+// copy below it; free needs a copy, and may not
 // drop the last copy of a persistent buffer; device bytes stay within the
 // budget (time order); with offsets, co-resident buffers do not overlap and
 // every allocated buffer has an offset. At the end, every op has been
@@ -344,7 +351,7 @@ class Simulator {
       case StepKind::kSwapOut:
         return swap_out(s.buf, static_cast<size_t>(s.to));
       case StepKind::kSwapIn:
-        return swap_in(s.buf);
+        return s.to == Tier::kHost ? swap_in_to_host(s.buf) : swap_in(s.buf);
       case StepKind::kFree:
         return free_buffer(s.buf);
     }
@@ -417,6 +424,7 @@ class Simulator {
     const Op& op = graph_.ops[s.op];
     const std::optional<double> ready = inputs_ready(op, kDevice);
     if (!ready) return false;
+    if (op.phase == Phase::kComm) return collective(s, op, *ready);
     const double natural = free_at(Resource::kCompute);
     const double start = std::max(natural, *ready);
     if (*ready > natural) result_.transfer_stall_time += *ready - natural;
@@ -441,6 +449,33 @@ class Simulator {
     }
     if (op.workspace > 0) {
       if (!allocate_device(start, op.workspace, -1)) return false;
+      release_device(end, op.workspace, -1);
+    }
+    finish_uses(op, kDevice, start, end);
+    computed_[s.op] = 1;
+    return true;
+  }
+
+  // A collective on its own stream: issued at the cursor without holding it
+  // back (the host thread does not wait for it), its outputs allocated at
+  // issue like a swap_in's (allocation times stay ordered), ready at its end.
+  bool collective(const Step& s, const Op& op, double ready) {
+    const double start = std::max({cursor_, free_at(Resource::kComm), ready});
+    const double end = busy(Resource::kComm, start, op_time_[s.op]);
+    result_.comm_time += op_time_[s.op];
+    moved(Resource::kComm, static_cast<uint64_t>(op.bytes));
+    for (const BufferId b : op.out) {
+      if (copy(b, kDevice).present && s.kind == StepKind::kRecompute) continue;
+      if (has_any_copy(b)) {
+        return fail_at(step_, "{}: {} creates {}, which already exists", step_label(step_),
+                       op_name(s.op), buf_name(b));
+      }
+      create(b, kDevice, cursor_, end);
+      ever_created_[b] = 1;
+      if (!allocate_device(cursor_, bytes_of(b), b)) return false;
+    }
+    if (op.workspace > 0) {
+      if (!allocate_device(cursor_, op.workspace, -1)) return false;
       release_device(end, op.workspace, -1);
     }
     finish_uses(op, kDevice, start, end);
@@ -503,6 +538,7 @@ class Simulator {
 
   bool swap_out(BufferId b, size_t to) {
     Copy& device = copy(b, kDevice);
+    if (!device.present && to == kNvme && copy(b, kHost).present) return host_to_nvme(b);
     if (!device.present) {
       return fail_at(step_, "{}: {} is not on the device: {}", step_label(step_), buf_name(b),
                      absence(b, kDevice));
@@ -559,6 +595,49 @@ class Simulator {
     create(b, kDevice, cursor_, end);
     if (!allocate_device(cursor_, bytes, b)) return false;
     if (!is_persistent(graph_.buffers[b].kind)) drop(b, source, end, Gone::kMovedIn);
+    return true;
+  }
+
+  // NVMe -> host (swap_in "to": "host"): for host compute, e.g. optimizer
+  // states kept on NVMe and stepped on the CPU (ZeRO-Infinity).
+  bool swap_in_to_host(BufferId b) {
+    Copy& host = copy(b, kHost);
+    if (host.present) {
+      return fail_at(step_, "{}: {} is already on the host", step_label(step_), buf_name(b));
+    }
+    Copy& src = copy(b, kNvme);
+    if (!src.present) {
+      return fail_at(step_, "{}: {} has no copy on NVMe to bring to the host: {}",
+                     step_label(step_), buf_name(b), absence(b, kNvme));
+    }
+    const uint64_t bytes = bytes_of(b);
+    const double start = std::max({cursor_, free_at(Resource::kNvmeRead), src.ready});
+    const double end =
+        busy(Resource::kNvmeRead, start, static_cast<double>(bytes) / hw_.nvme_read_bandwidth);
+    moved(Resource::kNvmeRead, bytes);
+    src.read_end = std::max(src.read_end, end);
+    create(b, kHost, cursor_, end);
+    if (!is_persistent(graph_.buffers[b].kind)) drop(b, kNvme, end, Gone::kMovedIn);
+    return true;
+  }
+
+  // Host -> NVMe (swap_out "to": "nvme" of a buffer with no device copy):
+  // writes back what the host changed; the host copy is released when the
+  // write ends.
+  bool host_to_nvme(BufferId b) {
+    if (copy(b, kNvme).present) {
+      return fail_at(step_, "{}: {} already has a copy on the nvme", step_label(step_),
+                     buf_name(b));
+    }
+    Copy& host = copy(b, kHost);
+    const uint64_t bytes = bytes_of(b);
+    const double start = std::max({cursor_, free_at(Resource::kNvmeWrite), host.ready});
+    const double end =
+        busy(Resource::kNvmeWrite, start, static_cast<double>(bytes) / hw_.nvme_write_bandwidth);
+    moved(Resource::kNvmeWrite, bytes);
+    create(b, kNvme, cursor_, end);
+    host.read_end = std::max(host.read_end, end);
+    drop(b, kHost, end, Gone::kSwappedOut);
     return true;
   }
 

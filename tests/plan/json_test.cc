@@ -33,11 +33,17 @@ Plan rich_plan() {
   plan.budget = kMaxBytes;
   plan.placement = {
       {0, Tier::kHost}, {5, Tier::kNvme}, {7, Tier::kDevice}, {2147483647, Tier::kHost}};
-  plan.steps = {Step::compute(0),          Step::compute(1, Tier::kHost),
-                Step::swap_out(2),         Step::swap_out(3, Tier::kNvme),
-                Step::swap_in(3),          Step::free(2),
-                Step::recompute(0),        Step::recompute(4, Tier::kHost),
-                Step::compute(2147483647), Step::free(2147483647)};
+  plan.steps = {Step::compute(0),
+                Step::compute(1, Tier::kHost),
+                Step::swap_out(2),
+                Step::swap_out(3, Tier::kNvme),
+                Step::swap_in(3),
+                Step::free(2),
+                Step::recompute(0),
+                Step::recompute(4, Tier::kHost),
+                Step::compute(2147483647),
+                Step::free(2147483647),
+                Step::swap_in(5, Tier::kHost)};
   plan.offsets = {{2, 0}, {3, 64}, {10, kMaxBytes}, {2147483647, 12345678901234}};
   return plan;
 }
@@ -59,6 +65,8 @@ TEST(PlanJson, RoundTripKeepsEveryFeature) {
   EXPECT_EQ(json["steps"].size(), plan.steps.size());
   EXPECT_EQ(json["steps"][1], (nlohmann::json{{"do", "compute"}, {"op", 1}, {"on", "host"}}));
   EXPECT_EQ(json["steps"][3], (nlohmann::json{{"do", "swap_out"}, {"buf", 3}, {"to", "nvme"}}));
+  EXPECT_EQ(json["steps"][4], (nlohmann::json{{"do", "swap_in"}, {"buf", 3}}));
+  EXPECT_EQ(json["steps"][10], (nlohmann::json{{"do", "swap_in"}, {"buf", 5}, {"to", "host"}}));
   EXPECT_EQ(json["offsets"]["2147483647"], 12345678901234u);
   // What nlohmann writes of it reads back the same.
   expect_same(plan_from_json_text(json.dump(2)), plan);

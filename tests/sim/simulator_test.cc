@@ -354,5 +354,73 @@ TEST(Simulator, TimelineHasOneSpanPerBusyStep) {
   EXPECT_EQ(r.timeline[3].start, 2.0);
 }
 
+// A collective runs on its own stream: issued first, it overlaps op 0 and
+// does not move the cursor; op 2 waits for its output.
+TEST(Simulator, CollectivesRunOnTheirOwnStream) {
+  GraphBuilder g;
+  const BufferId shard = g.buffer("w.shard", 512, BufferKind::kParam);
+  const BufferId x = g.buffer("x", 8, BufferKind::kActivation);
+  const BufferId full = g.buffer("w.full", 1024, BufferKind::kTemp);
+  g.op("f0", Phase::kForward, {}, {x});
+  g.op("all_gather", Phase::kComm, {shard}, {full});
+  g.op("f1", Phase::kForward, {x, full}, {});
+  g.graph.ops[0].time = 1;
+  g.graph.ops[1].bytes = 3072;  // 3 s at 1024 bytes/s one way
+  g.graph.ops[2].time = 0.5;
+  Hardware hw = test_hardware();
+  hw.interconnect_bandwidth = 2048;  // both directions summed
+  const Plan plan = make_plan(
+      {Step::compute(1), Step::compute(0), Step::compute(2), Step::free(x), Step::free(full)});
+  const SimResult r = simulate(g.graph, plan, hw, {.record_timeline = true});
+  ASSERT_TRUE(r.valid) << r.reason;
+  EXPECT_EQ(r.comm_time, 3.0);
+  EXPECT_EQ(r.compute_time, 1.5);
+  EXPECT_EQ(r.iteration_time, 3.5);  // f1 waits for the gather (ends at 3)
+  EXPECT_EQ(r.transfer_stall_time, 2.0);
+  EXPECT_EQ(r.bytes_moved[static_cast<size_t>(Resource::kComm)], 3072u);
+  EXPECT_EQ(r.timeline[0].resource, Resource::kComm);
+  EXPECT_EQ(r.timeline[1].start, 0.0);  // f0 did not wait for the gather
+  EXPECT_EQ(r.peak_bytes[0], 512u + 8 + 1024);
+  EXPECT_EQ(collective_time(hw, 3072), 3.0);
+}
+
+// ZeRO-Infinity's optimizer step: the state lives on NVMe, is read into host
+// memory, stepped on the CPU and written back.
+TEST(Simulator, StatesOnNvmeAreSteppedOnTheHost) {
+  GraphBuilder g;
+  const BufferId grad = g.buffer("w.grad", 256, BufferKind::kGrad);
+  const BufferId m = g.buffer("w.m", 512, BufferKind::kOptimState);  // 128 fp32 elements
+  g.op("bwd", Phase::kBackward, {}, {grad});
+  g.op("step", Phase::kOptimizer, {grad}, {}, {m});
+  g.graph.ops[0].time = 1;
+  Plan plan =
+      make_plan({Step::compute(0), Step::swap_out(grad), Step::swap_in(m, Tier::kHost),
+                 Step::compute(1, Tier::kHost), Step::swap_out(m, Tier::kNvme), Step::free(grad)});
+  plan.placement = {{m, Tier::kNvme}};
+  const SimResult r = simulate(g.graph, plan, test_hardware());
+  ASSERT_TRUE(r.valid) << r.reason;
+  // read m 0..1 (512 B at 512 B/s); grad d2h 1..1.25; CPU step 1.25..1.75
+  // (128 / 256 params/s); write back 1.75..2.75.
+  EXPECT_EQ(r.iteration_time, 2.75);
+  EXPECT_EQ(r.host_compute_time, 0.5);
+  EXPECT_EQ(r.bytes_moved[static_cast<size_t>(Resource::kNvmeRead)], 512u);
+  EXPECT_EQ(r.bytes_moved[static_cast<size_t>(Resource::kNvmeWrite)], 512u);
+  EXPECT_EQ(r.peak_bytes[static_cast<size_t>(Tier::kHost)], 768u);
+
+  // Without the write-back the NVMe copy is stale at the end.
+  Plan stale = plan;
+  stale.steps.erase(stale.steps.begin() + 4);
+  const SimResult s = simulate(g.graph, stale, test_hardware());
+  EXPECT_FALSE(s.valid);
+  EXPECT_NE(s.reason.find("w.m"), std::string::npos) << s.reason;
+
+  // Reading in what is not on NVMe.
+  Plan twice = plan;
+  twice.steps.insert(twice.steps.begin() + 3, Step::swap_in(m, Tier::kHost));
+  const SimResult t = simulate(g.graph, twice, test_hardware());
+  EXPECT_FALSE(t.valid);
+  EXPECT_EQ(t.reason, "step 3 (swap_in): buffer 1 (\"w.m\") is already on the host");
+}
+
 }  // namespace
 }  // namespace memwall

@@ -64,8 +64,12 @@ double peak_flops(const Hardware& hw, DType dtype);
 DType op_compute_dtype(const Graph& graph, const Op& op);
 
 // Cost model: max(flops / achievable FLOP/s, bytes / achievable bandwidth)
-// + launch latency, unless the op carries a measured time.
+// + launch latency, unless the op carries a measured time. A collective
+// (phase comm) takes collective_time of its bytes.
 double op_time(const Hardware& hw, const Graph& graph, const Op& op);
+// Seconds for a collective in which each rank sends `bytes` over the
+// interconnect (see Note [Collective time] in cost_model.cc).
+double collective_time(const Hardware& hw, double bytes);
 // Sum of op_time over the graph (the default schedule's compute time).
 double iteration_time(const Hardware& hw, const Graph& graph);
 // Host<->device copy time of `bytes` (latency + bytes / bandwidth).

@@ -25,9 +25,10 @@ enum class StepKind : uint8_t { kCompute, kRecompute, kSwapOut, kSwapIn, kFree }
 inline constexpr int kNumStepKinds = 5;
 
 // One step. `op` for compute/recompute, `buf` for swap_out/swap_in/free
-// (the other is -1). `to` is the destination of a swap_out (host or nvme);
-// `on` is where a compute/recompute runs (device or host). Fields that do
-// not belong to the step's kind are ignored (and not written).
+// (the other is -1). `to` is the destination of a swap_out (host or nvme)
+// or of a swap_in (device, the default, or host: NVMe -> host); `on` is
+// where a compute/recompute runs (device or host). Fields that do not
+// belong to the step's kind are ignored (and not written).
 struct Step {
   StepKind kind = StepKind::kCompute;
   OpId op = -1;
@@ -44,8 +45,8 @@ struct Step {
   static Step swap_out(BufferId buf, Tier to = Tier::kHost) {
     return {StepKind::kSwapOut, -1, buf, to, Tier::kDevice};
   }
-  static Step swap_in(BufferId buf) {
-    return {StepKind::kSwapIn, -1, buf, Tier::kHost, Tier::kDevice};
+  static Step swap_in(BufferId buf, Tier to = Tier::kDevice) {
+    return {StepKind::kSwapIn, -1, buf, to, Tier::kDevice};
   }
   static Step free(BufferId buf) { return {StepKind::kFree, -1, buf, Tier::kHost, Tier::kDevice}; }
 
@@ -78,7 +79,7 @@ std::optional<StepKind> parse_step_kind(std::string_view name);
 // Required: format, graph, hardware, budget, steps; placement and offsets are
 // optional. Per step: "do", then "op" (compute, recompute; "on" optional,
 // device or host) or "buf" (swap_out with "to", required: host or nvme;
-// swap_in; free).
+// swap_in with "to" optional: device, the default, or host; free).
 Plan plan_from_json_text(std::string_view text);
 Plan read_plan_file(const std::string& path);
 std::string plan_to_json_text(const Plan& plan);
@@ -88,8 +89,8 @@ void write_plan_file(const Plan& plan, const std::string& path);
 
 // Checks the plan against its graph: ids in range, placement only for
 // buffers that exist before the first op, offsets only for existing
-// buffers and within the budget, swap_out only to host or nvme, compute
-// only on the device or the host. Throws
+// buffers and within the budget, swap_out only to host or nvme, swap_in
+// only to the device or the host, compute only on the device or the host. Throws
 // Error naming the step. What depends on execution (residency, budget,
 // overlap) is the simulator's to judge.
 void validate_plan(const Plan& plan, const Graph& graph);

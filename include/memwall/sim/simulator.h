@@ -25,8 +25,9 @@ enum class Resource : uint8_t {
   kNvmeRead,   // NVMe -> host
   kNvmeWrite,  // host -> NVMe
   kHostCpu,    // host-side compute (optimizer steps)
+  kComm,       // the collective-communication stream (ops of phase comm)
 };
-inline constexpr int kNumResources = 6;
+inline constexpr int kNumResources = 7;
 std::string_view to_string(Resource resource);
 
 // One busy interval of a resource, for timelines. `step` indexes plan.steps.
@@ -78,8 +79,10 @@ struct SimResult {
   double compute_busy_fraction = 0;
   double transfer_stall_time = 0;  // compute stream idle, waiting for transfers
   double host_compute_time = 0;    // busy seconds of the host CPU
+  double comm_time = 0;            // busy seconds of the collective stream
 
-  // Bytes moved per resource (copy engines and NVMe queues; 0 for compute).
+  // Bytes moved per resource (copy engines, NVMe queues, and the bytes each
+  // rank sends in collectives; 0 for compute).
   std::array<uint64_t, kNumResources> bytes_moved{};
   std::array<uint64_t, kNumTiers> peak_bytes{};  // buffers in flight included
   std::array<double, kNumTiers> peak_time{};     // first time each peak is reached
