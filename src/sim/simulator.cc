@@ -25,10 +25,13 @@
 // parameters / CPU Adam throughput for an optimizer op on the host.
 // A swap_in "to" host reads NVMe into host memory, and a swap_out to NVMe of
 // a buffer with no device copy writes its host copy back (host compute on
-// NVMe-resident states). A collective (an op of phase comm, e.g. ZeRO's
-// all-gather or reduce-scatter) runs on its own stream: it issues at the
-// cursor without moving it, takes collective_time of its bytes, and
-// allocates its outputs at issue like a swap_in.
+// NVMe-resident states). These serve the host CPU, whose thread issues them
+// in plan order too: they issue at the later of the cursor and the start of
+// the latest host compute step, so that a read placed after host step k
+// prefetches one step ahead instead of buffering every state at once. A collective (an op of phase
+// comm, e.g. ZeRO's all-gather or reduce-scatter) runs on its own stream: it issues at the cursor
+// without moving it, takes collective_time of its bytes, and allocates its outputs at issue like a
+// swap_in.
 //
 // Memory. Device compute allocates its outputs and workspace at its start;
 // swap_in allocates device memory at issue; swap_out and the destination of
@@ -519,6 +522,7 @@ class Simulator {
     const std::optional<double> ready = inputs_ready(op, kHost);
     if (!ready) return false;
     const double start = std::max({cursor_, free_at(Resource::kHostCpu), *ready});
+    host_cursor_ = start;
     const double duration = host_op_time(op);
     const double end = busy(Resource::kHostCpu, start, duration);
     result_.host_compute_time += duration;
@@ -611,12 +615,13 @@ class Simulator {
                      step_label(step_), buf_name(b), absence(b, kNvme));
     }
     const uint64_t bytes = bytes_of(b);
-    const double start = std::max({cursor_, free_at(Resource::kNvmeRead), src.ready});
+    const double issue = std::max(cursor_, host_cursor_);
+    const double start = std::max({issue, free_at(Resource::kNvmeRead), src.ready});
     const double end =
         busy(Resource::kNvmeRead, start, static_cast<double>(bytes) / hw_.nvme_read_bandwidth);
     moved(Resource::kNvmeRead, bytes);
     src.read_end = std::max(src.read_end, end);
-    create(b, kHost, cursor_, end);
+    create(b, kHost, issue, end);
     if (!is_persistent(graph_.buffers[b].kind)) drop(b, kNvme, end, Gone::kMovedIn);
     return true;
   }
@@ -631,11 +636,12 @@ class Simulator {
     }
     Copy& host = copy(b, kHost);
     const uint64_t bytes = bytes_of(b);
-    const double start = std::max({cursor_, free_at(Resource::kNvmeWrite), host.ready});
+    const double issue = std::max(cursor_, host_cursor_);
+    const double start = std::max({issue, free_at(Resource::kNvmeWrite), host.ready});
     const double end =
         busy(Resource::kNvmeWrite, start, static_cast<double>(bytes) / hw_.nvme_write_bandwidth);
     moved(Resource::kNvmeWrite, bytes);
-    create(b, kNvme, cursor_, end);
+    create(b, kNvme, issue, end);
     host.read_end = std::max(host.read_end, end);
     drop(b, kHost, end, Gone::kSwappedOut);
     return true;
@@ -754,6 +760,7 @@ class Simulator {
   uint64_t event_seq_ = 0;
   uint64_t device_bytes_ = 0;
   double cursor_ = 0;
+  double host_cursor_ = 0;  // start of the latest host compute step
   double last_release_ = 0;
   uint32_t step_ = 0;
   bool placing_ = true;  // placing the buffers that exist before the first op

@@ -1,0 +1,332 @@
+// ZeRO-Offload and ZeRO-Infinity (offload.h).
+//
+// Note [Offloaded optimizer step]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// On the device an optimizer step reads the gradient and updates its states
+// and the parameter in place. ZeRO-Offload (Ren et al. 2021, sec. 4) runs
+// the step on the CPU over the fp32 master copy and sends back only the new
+// 16-bit parameter. So the step becomes
+//   p.step   (CPU)     in: grad   updates: states   out: p.update (p's size)
+//   p.apply  (device)  in: p.update                  updates: p
+// and the CPU reads 2 bytes of gradient and writes 2 bytes of parameter per
+// parameter over PCIe, as the paper's data-flow graph has it. When the
+// parameters themselves live off the device (ZeRO-Infinity), the CPU step
+// updates the parameter where it lives, as DeepSpeed's CPU Adam writes the
+// 16-bit copy in the same pass, and there is no apply. With fp32
+// parameters and no master copy, p.step keeps one (p.master): the CPU must
+// hold the values it steps. The CPU step's time is its largest state over
+// the profile's CPU Adam throughput (the simulator's host rule).
+//
+// Note [Offload steps]
+// ~~~~~~~~~~~~~~~~~~~~
+// apply_offload edits a plan in one pass:
+// - placement: states start on the optimizer's tier, parameters on theirs;
+// - after the step that last writes a gradient (its producer, the last
+//   accumulation, or ZeRO's reduce-scatter) and, for an offloaded parameter,
+//   after its last device user, swap the gradient out to the host and run
+//   p.step there at once: it overlaps the rest of backward,
+//   which is ZeRO-Offload's overlap of the CPU step with backward, and
+//   free the gradient after it (the plan's own free of it is dropped).
+//   States on NVMe are read into host memory first and written back after
+//   (the simulator issues those moves from the CPU's own position, so the
+//   read of step k+1 overlaps step k);
+// - p.apply keeps its place (after backward, so no backward op sees a new
+//   parameter) and p.update is brought in one apply ahead. An offloaded
+//   parameter has no apply: its CPU step writes it at home (read from and
+//   written back to NVMe with the states when it lives there);
+// - an offloaded parameter is swapped in `prefetch_steps` compute steps
+//   before the first step of each run of its users (compute or recompute
+//   steps reading it, runs split where they are more than regather_gap
+//   compute steps apart) and freed after the run's last user. Its home copy
+//   stays where it is, so freeing the device copy costs nothing.
+#include "memwall/swap/offload.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <utility>
+
+#include "memwall/graph/counts.h"
+#include "memwall/graph/describe.h"
+#include "memwall/graph/error.h"
+#include "memwall/swap/zero.h"
+
+namespace memwall {
+namespace {
+
+BufferId add_buffer(Graph& g, const Buffer& like, const std::string& suffix, BufferKind kind,
+                    DType dtype) {
+  Buffer b = like;
+  b.id = static_cast<BufferId>(g.buffers.size());
+  b.name = like.name + suffix;
+  b.kind = kind;
+  b.dtype = dtype;
+  b.bytes = checked_mul(element_count(like), dtype_size(dtype), "offload: buffer bytes");
+  g.buffers.push_back(std::move(b));
+  return g.buffers.back().id;
+}
+
+void check_options(const OffloadOptions& o) {
+  if (o.params != Tier::kDevice && o.optimizer == Tier::kDevice) {
+    fail(
+        "offloading parameters needs the optimizer offloaded too (ZeRO-Infinity steps them "
+        "on the CPU)");
+  }
+  if (o.prefetch_steps < 0 || o.regather_gap < 1) {
+    fail("offload prefetch distance must be >= 0 and the regather gap >= 1 (got {} and {})",
+         o.prefetch_steps, o.regather_gap);
+  }
+}
+
+}  // namespace
+
+OffloadGraph offload_graph(const Graph& graph, const OffloadOptions& options) {
+  check_options(options);
+  const std::vector<ModelState> states = model_states(graph);
+  OffloadGraph og;
+  og.graph = graph;
+  Graph& g = og.graph;
+  std::vector<std::vector<Op>> after(graph.ops.size());
+  std::vector<OffloadedState> found;
+  found.reserve(states.size());
+  for (const ModelState& s : states) {
+    OffloadedState o{.param = s.param, .grad = s.grad, .states = s.states, .step = s.step};
+    const Buffer param = g.buffers[s.param];
+    if (param.dtype == DType::kF32) {
+      o.states.push_back(add_buffer(g, param, ".master", BufferKind::kOptimState, DType::kF32));
+    }
+    Op& step = g.ops[s.step];
+    step.updates = BufferIds(o.states.begin(), o.states.end());
+    if (options.params != Tier::kDevice) {
+      // The parameter lives with the CPU: the step writes it directly.
+      step.updates.push_back(s.param);
+      found.push_back(std::move(o));
+      continue;
+    }
+    o.update = add_buffer(g, param, ".update", BufferKind::kTemp, param.dtype);
+    step.out = {o.update};
+    Op apply;
+    apply.name = param.name + ".apply";
+    apply.type = "copy";
+    apply.phase = Phase::kOptimizer;
+    apply.in = {o.update};
+    apply.updates = {s.param};
+    apply.bytes = 2.0 * static_cast<double>(param.bytes);
+    after[s.step].push_back(std::move(apply));
+    found.push_back(std::move(o));
+  }
+  // Renumber with each apply right after its step.
+  std::vector<Op> ops;
+  ops.reserve(g.ops.size() + found.size());
+  std::vector<OpId> new_id(g.ops.size());
+  std::vector<OpId> apply_of(g.ops.size(), kNoOp);
+  for (size_t i = 0; i < g.ops.size(); ++i) {
+    new_id[i] = static_cast<OpId>(ops.size());
+    ops.push_back(std::move(g.ops[i]));
+    ops.back().id = new_id[i];
+    for (Op& a : after[i]) {
+      apply_of[i] = static_cast<OpId>(ops.size());
+      a.id = apply_of[i];
+      ops.push_back(std::move(a));
+    }
+  }
+  g.ops = std::move(ops);
+  for (OffloadedState& o : found) {
+    if (o.update >= 0) o.apply = apply_of[o.step];
+    o.step = new_id[o.step];
+  }
+  og.states = std::move(found);
+  return og;
+}
+
+Graph planning_view(const OffloadGraph& og, const OffloadOptions& options) {
+  check_options(options);
+  Graph view = og.graph;
+  for (const OffloadedState& o : og.states) {
+    if (options.optimizer != Tier::kDevice) {
+      for (const BufferId s : o.states) view.buffers[s].bytes = 0;
+      view.buffers[o.grad].bytes = 0;
+      if (o.update >= 0) view.buffers[o.update].bytes = 0;
+    }
+    if (options.params != Tier::kDevice) view.buffers[o.param].bytes = 0;
+  }
+  return view;
+}
+
+namespace {
+
+class OffloadPass {
+ public:
+  OffloadPass(const OffloadGraph& og, const Plan& plan, const OffloadOptions& options)
+      : og_(og), g_(og.graph), plan_(plan), opt_(options) {}
+
+  Plan run() {
+    index_param_runs();
+    index_states();
+    Plan out = plan_;
+    out.steps.clear();
+    out.steps.reserve(plan_.steps.size() + 8 * og_.states.size());
+    for (const OffloadedState& o : og_.states) {
+      for (const BufferId s : o.states) out.placement[s] = opt_.optimizer;
+      if (opt_.params != Tier::kDevice) out.placement[o.param] = opt_.params;
+    }
+    size_t next_apply = 0;  // index into applies_ of the next apply to prefetch
+    for (size_t i = 0; i < plan_.steps.size(); ++i) {
+      for (const BufferId p : swap_in_before_[i]) out.steps.push_back(Step::swap_in(p));
+      const Step& s = plan_.steps[i];
+      const bool runs_op = s.kind == StepKind::kCompute || s.kind == StepKind::kRecompute;
+      if (runs_op && state_of_step_[s.op] >= 0) continue;  // emitted after its gradient
+      if (runs_op && state_of_apply_[s.op] >= 0) {
+        apply(out, og_.states[state_of_apply_[s.op]], next_apply);
+        continue;
+      }
+      if (s.kind == StepKind::kFree && is_grad_[s.buf]) continue;  // freed after its step
+      out.steps.push_back(s);
+      for (const BufferId p : free_after_[i]) out.steps.push_back(Step::free(p));
+      for (const int k : cpu_after_[i]) cpu_step(out, og_.states[k]);
+    }
+    for (const OffloadedState& o : og_.states) {
+      if (!step_emitted_[&o - og_.states.data()]) {
+        fail("offload: the plan never computes {}", detail::op_label(g_, o.step));
+      }
+    }
+    return out;
+  }
+
+ private:
+  void index_states() {
+    state_of_step_.assign(g_.ops.size(), -1);
+    state_of_apply_.assign(g_.ops.size(), -1);
+    cpu_after_.assign(plan_.steps.size(), {});
+    std::vector<size_t> computed_at(g_.ops.size(), SIZE_MAX);  // plan index of each compute
+    for (size_t i = 0; i < plan_.steps.size(); ++i) {
+      if (plan_.steps[i].kind == StepKind::kCompute) computed_at[plan_.steps[i].op] = i;
+    }
+    step_emitted_.assign(og_.states.size(), 0);
+    std::vector<OpId> last_write(g_.buffers.size(), kNoOp);
+    for (const Op& op : g_.ops) {
+      if (op.phase == Phase::kOptimizer) continue;
+      for (const BufferId b : op.out) last_write[b] = op.id;
+      for (const BufferId b : op.updates) last_write[b] = op.id;
+    }
+    is_grad_.assign(g_.buffers.size(), 0);
+    for (size_t k = 0; k < og_.states.size(); ++k) {
+      const OffloadedState& o = og_.states[k];
+      is_grad_[o.grad] = 1;
+      state_of_step_[o.step] = static_cast<int>(k);
+      if (o.apply != kNoOp) state_of_apply_[o.apply] = static_cast<int>(k);
+      const OpId writer = last_write[o.grad];
+      if (writer == kNoOp || computed_at[writer] == SIZE_MAX) {
+        fail("offload: the plan never computes the op that writes {}",
+             detail::buffer_label(g_, o.grad));
+      }
+      // After the gradient is complete and, for a parameter the step updates
+      // at home, after its last device user (which must not see new values).
+      size_t at = computed_at[writer];
+      if (!last_user_.empty() && last_user_[o.param] != SIZE_MAX) {
+        at = std::max(at, last_user_[o.param]);
+      }
+      cpu_after_[at].push_back(static_cast<int>(k));
+    }
+    // The plan's applies in order, for prefetching one ahead.
+    for (const Step& s : plan_.steps) {
+      if (s.kind == StepKind::kCompute && state_of_apply_[s.op] >= 0) {
+        applies_.push_back(state_of_apply_[s.op]);
+      }
+    }
+  }
+
+  // Swap-ins and frees of offloaded parameters around runs of their users.
+  void index_param_runs() {
+    swap_in_before_.assign(plan_.steps.size(), {});
+    free_after_.assign(plan_.steps.size(), {});
+    if (opt_.params == Tier::kDevice) return;
+    last_user_.assign(g_.buffers.size(), SIZE_MAX);
+    std::vector<int> is_param(g_.buffers.size(), 0);
+    for (const OffloadedState& o : og_.states) is_param[o.param] = 1;
+    std::vector<std::vector<size_t>> users(g_.buffers.size());
+    std::vector<size_t> compute_steps;  // plan indices of compute/recompute steps
+    std::vector<size_t> ordinal(plan_.steps.size(), 0);
+    for (size_t i = 0; i < plan_.steps.size(); ++i) {
+      const Step& s = plan_.steps[i];
+      if (s.kind != StepKind::kCompute && s.kind != StepKind::kRecompute) continue;
+      ordinal[i] = compute_steps.size();
+      compute_steps.push_back(i);
+      if (s.on == Tier::kHost || g_.ops[s.op].phase == Phase::kOptimizer) continue;
+      for (const BufferId b : g_.ops[s.op].in) {
+        if (is_param[b] && (users[b].empty() || users[b].back() != i)) users[b].push_back(i);
+      }
+    }
+    for (const OffloadedState& o : og_.states) {
+      const std::vector<size_t>& u = users[o.param];
+      size_t floor = 0;  // a swap-in may not precede the previous run's free
+      for (size_t a = 0; a < u.size();) {
+        size_t b = a + 1;
+        while (b < u.size() && ordinal[u[b]] - ordinal[u[b - 1]] <= size_t(opt_.regather_gap)) ++b;
+        const size_t first = ordinal[u[a]];
+        size_t at = first >= size_t(opt_.prefetch_steps) ? first - opt_.prefetch_steps : 0;
+        at = std::max(at, floor);
+        swap_in_before_[compute_steps[at]].push_back(o.param);
+        free_after_[u[b - 1]].push_back(o.param);
+        last_user_[o.param] = u[b - 1];
+        floor = ordinal[u[b - 1]] + 1;
+        a = b;
+      }
+    }
+  }
+
+  // The gradient leaves for the host; the CPU steps it at once.
+  void cpu_step(Plan& out, const OffloadedState& o) {
+    out.steps.push_back(Step::swap_out(o.grad, Tier::kHost));
+    // What the CPU step updates that lives on NVMe: read it in, write it back.
+    std::vector<BufferId> from_nvme;
+    if (opt_.optimizer == Tier::kNvme) from_nvme = o.states;
+    if (opt_.params == Tier::kNvme) from_nvme.push_back(o.param);
+    for (const BufferId b : from_nvme) out.steps.push_back(Step::swap_in(b, Tier::kHost));
+    out.steps.push_back(Step::compute(o.step, Tier::kHost));
+    out.steps.push_back(Step::free(o.grad));  // after the step has read it
+    for (const BufferId b : from_nvme) out.steps.push_back(Step::swap_out(b, Tier::kNvme));
+    step_emitted_[&o - og_.states.data()] = 1;
+  }
+
+  // Brings this update in (unless prefetched) and the next one ahead.
+  void apply(Plan& out, const OffloadedState& o, size_t& next_apply) {
+    while (next_apply < applies_.size() && next_apply <= position(o) + 1) {
+      out.steps.push_back(Step::swap_in(og_.states[applies_[next_apply]].update));
+      ++next_apply;
+    }
+    out.steps.push_back(Step::compute(o.apply));
+  }
+
+  // Where o's apply is among the plan's applies.
+  size_t position(const OffloadedState& o) {
+    while (apply_cursor_ < applies_.size() &&
+           og_.states[applies_[apply_cursor_]].apply != o.apply) {
+      ++apply_cursor_;
+    }
+    return apply_cursor_;
+  }
+
+  const OffloadGraph& og_;
+  const Graph& g_;
+  const Plan& plan_;
+  const OffloadOptions& opt_;
+  std::vector<int> state_of_step_, state_of_apply_;
+  std::vector<std::vector<int>> cpu_after_;  // per plan index: CPU steps to run after it
+  std::vector<size_t> last_user_;            // offloaded parameters: plan index of the last user
+  std::vector<char> step_emitted_;
+  std::vector<char> is_grad_;  // read by a CPU step: freed right after it
+  std::vector<int> applies_;
+  size_t apply_cursor_ = 0;
+  std::vector<std::vector<BufferId>> swap_in_before_, free_after_;
+};
+
+}  // namespace
+
+Plan apply_offload(const OffloadGraph& og, const Plan& plan, const OffloadOptions& options) {
+  check_options(options);
+  if (!options.any()) return plan;
+  return OffloadPass(og, plan, options).run();
+}
+
+}  // namespace memwall
