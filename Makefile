@@ -19,10 +19,10 @@ build: deps
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS) >/dev/null
 	@cmake --build $(BUILD) -j $(JOBS)
 
-# The main job on built-in defaults.
+# The main job on built-in defaults: how to train Llama-2-7B (full
+# fine-tuning, AdamW) on a 24 GB GPU, and how fast it will be.
 demo: build
-	$(BUILD)/memwall inspect
-	$(BUILD)/memwall inspect --model llama2-7b --batch 4 --seq 4096 --gpu a100-80g
+	$(BUILD)/memwall plan --model llama2-7b --gpu rtx4090 --batch 4 --seq 2048 --optimizer adamw
 
 # The whole suite, then again under AddressSanitizer + UndefinedBehaviorSanitizer,
 # then each libFuzzer target for a short time.

@@ -87,6 +87,13 @@ Graph GraphSource::load() const {
       fail("--batch/--seq/--image/--flash apply to --model, not --graph");
     return read_graph_file(graph_file);
   }
+  Graph g = build_model(model, model_options());
+  validate(g);  // the zoo's graphs are checked like any input
+  return g;
+}
+
+ModelOptions GraphSource::model_options() const {
+  if (!graph_file.empty()) fail("this needs a zoo model (--model), not --graph");
   ModelOptions opts;
   opts.batch = positive(batch, "--batch");
   opts.seq = positive(seq, "--seq");
@@ -94,9 +101,7 @@ Graph GraphSource::load() const {
   opts.precision = parse_precision(dtype);
   opts.optimizer = parse_optimizer(optimizer);
   opts.flash = flash;
-  Graph g = build_model(model, opts);
-  validate(g);  // the zoo's graphs are checked like any input
-  return g;
+  return opts;
 }
 
 void GpuSource::add_options(CLI::App& app, const std::string& default_gpu) {

@@ -10,6 +10,7 @@
 
 #include "memwall/graph/types.h"
 #include "memwall/hw/hardware.h"
+#include "memwall/models/zoo.h"
 
 namespace memwall::cli {
 
@@ -27,6 +28,9 @@ struct GraphSource {
   void add_options(CLI::App& app, const std::string& default_model);
   // Builds or reads the graph; throws Error on bad input.
   Graph load() const;
+  // The zoo options of --model (batch, seq, ... as given); throws Error on
+  // bad values or when the graph comes from --graph.
+  ModelOptions model_options() const;
 };
 
 // A positive integer flag value; throws Error naming the flag otherwise.

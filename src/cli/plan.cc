@@ -1,10 +1,9 @@
-// `memwall plan`: a plan for a device budget. Today's strategies are the
-// rematerialization planners (`remat` for memwall's own, `remat:NAME` for any
-// registered one). The plan is re-simulated and every figure printed comes
-// from the simulator. Exit code 0: a plan (written with --out); 1: the
-// planner returned a plan the simulator rejects (a planner bug, nothing is
-// written); 2: bad input, or no plan within the budget (the message gives
-// the minimum feasible budget).
+// `memwall plan`: a plan for a device budget. The default strategy, `auto`,
+// is the automatic planner (plan_auto.cc); `remat` and `remat:NAME` run the
+// rematerialization planners alone (this file). The plan is re-simulated
+// and every figure printed comes from the simulator. Exit code 0: a plan (written with --out); 1:
+// the planner returned a plan the simulator rejects (a planner bug, nothing is written); 2: bad
+// input, or no plan within the budget (the message gives the minimum feasible budget).
 #include <iostream>
 
 #include <fmt/format.h>
@@ -18,21 +17,11 @@
 #include "memwall/remat/checkpoints.h"
 #include "memwall/remat/remat.h"
 #include "options.h"
+#include "plan_args.h"
 #include "remat_runner.h"
 
 namespace memwall::cli {
 namespace {
-
-struct PlanArgs {
-  GraphSource source;
-  GpuSource gpu;
-  std::string budget;
-  std::string strategy = "remat";
-  double time_limit = RematOptions{}.time_limit;
-  std::string out;
-  SimExports exports;
-  bool json = false;
-};
 
 // The one-line error for a planner that found no plan within the budget:
 // the minimum feasible budget, and what holds the peak there.
@@ -65,7 +54,10 @@ double total_flops(const Graph& graph) {
   return flops;
 }
 
-int run_plan(const PlanArgs& args) {
+int run_remat_plan(const PlanArgs& args) {
+  if (args.max_batch || !args.max_model.empty()) {
+    fail("--max-batch and --max-model search with the automatic planner (--strategy auto)");
+  }
   const RematPlanner& planner = remat_strategy(args.strategy);
   const RematOptions options{.time_limit = checked_time_limit(args.time_limit)};
   const Graph graph = args.source.load();
@@ -149,22 +141,43 @@ int run_plan(const PlanArgs& args) {
   return 0;
 }
 
+int run_plan(const PlanArgs& args) {
+  if (args.strategy == "remat" || args.strategy.starts_with("remat:")) {
+    return run_remat_plan(args);
+  }
+  return run_auto_plan(args);
+}
+
 }  // namespace
 
 void add_plan(CLI::App& app, Action& action) {
-  auto* cmd = app.add_subcommand("plan", "a plan that fits a device budget (rematerialization)");
+  auto* cmd = app.add_subcommand(
+      "plan", "how to train it here: where model states live, what to recompute or swap");
   auto args = std::make_shared<PlanArgs>();
   args->source.add_options(*cmd, "gpt2-small");
   args->gpu.add_options(*cmd, "a100-80g");
   cmd->add_option("--budget", args->budget,
-                  "device budget: bytes, 40GiB, or 80% of the default plan's peak (default: the "
-                  "GPU's memory)");
+                  "device budget: bytes, 40GiB, or 80% of the GPU's memory (default: the GPU's "
+                  "memory less the framework reserve; remat strategies: the GPU's memory)");
   cmd->add_option("--strategy", args->strategy,
-                  "remat (memwall's planner) or remat:NAME (a planner of `memwall bench remat`)")
+                  "auto (memwall's planner), a single technique (vdnn, capuchin, zero-offload, "
+                  "zero-infinity), remat (memwall's rematerialization alone) or remat:NAME")
       ->capture_default_str();
+  cmd->add_option("--ranks", args->ranks, "data-parallel GPUs sharing model states (ZeRO)");
+  cmd->add_option("--zero-stage", args->zero_stage, "only this ZeRO stage (0-3; default: search)");
+  cmd->add_option("--host-memory", args->host_memory,
+                  "host memory for offloading (default: the profile's)");
+  cmd->add_option("--nvme", args->nvme, "NVMe capacity for offloading (default: unlimited)");
+  cmd->add_flag("--max-batch", args->max_batch,
+                "find the largest batch that trains within the budget (--model)");
+  cmd->add_option("--max-model", args->max_model,
+                  "find the largest zoo model whose name starts with FAMILY that trains here");
   cmd->add_option("--time-limit", args->time_limit, "seconds, for planners that search")
       ->capture_default_str();
   cmd->add_option("--out", args->out, "write the plan (memwall.plan/1 JSON)");
+  cmd->add_option("--out-graph", args->out_graph,
+                  "write the graph the plan runs (ZeRO and offload rewrite it; default with "
+                  "--out: next to the plan, when rewritten)");
   args->exports.add_options(*cmd);
   cmd->add_flag("--json", args->json, "machine-readable output");
   cmd->callback([&action, args] { action = [args] { return run_plan(*args); }; });

@@ -96,8 +96,8 @@ TEST(CliPlan, HumanTableAndExports) {
   fs::remove(svg);
 }
 
-TEST(CliPlan, DefaultsAreMemwallsPlannerAndTheGpusMemory) {
-  const auto fits = run_memwall("plan " + kModel + " --gpu a100-40g --json");
+TEST(CliPlan, RematStrategyDefaultsToMemwallsPlannerAndTheGpusMemory) {
+  const auto fits = run_memwall("plan " + kModel + " --gpu a100-40g --strategy remat --json");
   ASSERT_EQ(fits.exit_code, 0) << fits.err;
   const auto j = nlohmann::json::parse(fits.out);
   EXPECT_EQ(j["strategy"], "remat");
@@ -105,15 +105,79 @@ TEST(CliPlan, DefaultsAreMemwallsPlannerAndTheGpusMemory) {
   EXPECT_EQ(j["budget"], find_gpu("a100-40g").device_memory_bytes);
   EXPECT_EQ(j["recomputed_ops"], 0);  // everything fits: nothing to recompute
   EXPECT_EQ(j["overhead"], 1.0);
-  const auto squeezed = run_memwall("plan " + kModel + " --budget 85% --json");
+  const auto squeezed = run_memwall("plan " + kModel + " --strategy remat --budget 85% --json");
   ASSERT_EQ(squeezed.exit_code, 0) << squeezed.err;
   EXPECT_GT(nlohmann::json::parse(squeezed.out)["recomputed_ops"].get<int>(), 0);
+}
+
+// The default strategy is the automatic planner, within the GPU's memory
+// less the framework reserve; its plan and rewritten graph pass `memwall
+// simulate`.
+TEST(CliPlan, AutoIsTheDefaultAndItsPlanSimulates) {
+  const std::string out = temp_path("auto.json");
+  const std::string graph_out = temp_path("auto.graph.json");
+  const auto r = run_memwall(
+      "plan --model gpt2-medium --batch 1 --seq 256 --gpu a100-40g "
+      "--budget 3GB --ranks 4 --time-limit 2 --out " +
+      out + " --out-graph " + graph_out + " --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["technique"], "auto");
+  EXPECT_EQ(j["budget"], 3'000'000'000u);
+  EXPECT_LE(j["peak_bytes"].get<uint64_t>(), 3'000'000'000u);
+  EXPECT_GT(j["zero_stage"].get<int>(), 0);
+  EXPECT_LE(j["lower_bound_s"].get<double>(), j["iteration_time_s"].get<double>());
+  ASSERT_EQ(j["singles"].size(), 5u);
+  for (const auto& single : j["singles"]) {
+    if (single["fits"]) {
+      EXPECT_LE(j["iteration_time_s"].get<double>(), single["iteration_time_s"].get<double>());
+    }
+  }
+  const auto sim =
+      run_memwall("simulate --graph " + graph_out + " --plan " + out + " --gpu a100-40g --json");
+  ASSERT_EQ(sim.exit_code, 0) << sim.err;
+  const auto s = nlohmann::json::parse(sim.out);
+  EXPECT_EQ(s["valid"], true);
+  EXPECT_DOUBLE_EQ(s["iteration_time_s"].get<double>(), j["iteration_time_s"].get<double>());
+  fs::remove(out);
+  fs::remove(graph_out);
+
+  const auto human = run_memwall("plan " + kModel + " --gpu rtx4090");
+  ASSERT_EQ(human.exit_code, 0) << human.err;
+  for (const char* row :
+       {"gpt2-small b2 s512 bf16 on rtx4090: auto\n",
+        "  budget                  24,524,263,261 B (22.84 GiB): 24.00 GiB less a 1.16 GiB "
+        "framework reserve\n",
+        "  model states            ", "  lower bound             ", "  bytes over links        ",
+        "the same work under each single technique:\n", "  zero-infinity  "}) {
+    EXPECT_NE(human.out.find(row), std::string::npos) << row << "\n" << human.out;
+  }
+}
+
+TEST(CliPlan, ImpossibleRequestSaysWhatRunsOut) {
+  const std::string out = temp_path("impossible.json");
+  const auto r = run_memwall("plan " + kModel + " --budget 1MiB --time-limit 1 --out " + out);
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_EQ(count_lines(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find("no plan fits a device budget of 1048576 bytes"), std::string::npos)
+      << r.err;
+  EXPECT_TRUE(r.out.empty());
+  EXPECT_FALSE(fs::exists(out));
+  const auto single = run_memwall("plan " + kModel + " --strategy vdnn --budget 1MiB");
+  EXPECT_EQ(single.exit_code, 2);
+  EXPECT_NE(single.err.find("vdnn does not fit"), std::string::npos) << single.err;
 }
 
 TEST(CliPlan, BadInputIsOneLineAndExitTwoAndWritesNothing) {
   const std::string out = temp_path("never.json");
   const std::pair<std::string, const char*> cases[] = {
       {"--strategy swap", "unknown strategy 'swap'"},
+      {"--ranks 0", "--ranks"},
+      {"--zero-stage 5", "ZeRO stage 5 does not exist"},
+      {"--host-memory lots", "--host-memory"},
+      {"--max-batch", "leave out --batch"},
+      {"--max-model nosuch", "no zoo model's name starts with 'nosuch'"},
+      {"--strategy remat --max-batch", "--max-batch and --max-model search with the automatic"},
       {"--strategy remat:", "unknown rematerialization planner ''"},
       {"--strategy remat:nope", "(known: keep-all, per-layer"},
       {"--budget 0", "--budget"},

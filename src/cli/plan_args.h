@@ -1,0 +1,38 @@
+// `memwall plan`'s options, shared by its two paths: the automatic planner
+// and single techniques (plan_auto.cc), and the rematerialization planners
+// alone (plan.cc).
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "exports.h"
+#include "memwall/remat/remat.h"
+#include "options.h"
+
+namespace memwall::cli {
+
+struct PlanArgs {
+  GraphSource source;
+  GpuSource gpu;
+  std::string budget;
+  std::string strategy = "auto";
+  double time_limit = RematOptions{}.time_limit;
+  std::string out;
+  std::string out_graph;
+  SimExports exports;
+  bool json = false;
+  // The automatic planner's search space and capacity searches.
+  std::optional<std::string> ranks;
+  std::optional<int> zero_stage;
+  std::string host_memory;
+  std::string nvme;
+  bool max_batch = false;
+  std::string max_model;
+};
+
+// The automatic planner or a single technique (--strategy auto, vdnn,
+// capuchin, zero-offload, zero-infinity), with --max-batch / --max-model.
+int run_auto_plan(const PlanArgs& args);
+
+}  // namespace memwall::cli

@@ -1,0 +1,307 @@
+// `memwall plan --strategy auto` (the default) and the single techniques:
+// memwall's automatic planner (src/planner) with its summary, its gap to the
+// lower bound and the side-by-side table of single techniques; and the
+// capacity searches --max-batch and --max-model. Every figure comes from the
+// simulator. Exit code 0: a plan; 2: bad input, or nothing fits (the message
+// names the resource that runs out).
+#include <iostream>
+#include <set>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "format.h"
+#include "memwall/graph/error.h"
+#include "memwall/graph/graph.h"
+#include "memwall/planner/planner.h"
+#include "memwall/swap/zero.h"
+#include "plan_args.h"
+#include "remat_runner.h"
+
+namespace memwall::cli {
+namespace {
+
+PlannerOptions planner_options(const PlanArgs& args, const Hardware& hw) {
+  PlannerOptions o;
+  o.time_limit = checked_time_limit(args.time_limit);
+  if (!args.budget.empty()) o.budget = parse_bytes(args.budget, "--budget", hw.device_memory_bytes);
+  if (args.ranks)
+    o.ranks = static_cast<int>(std::min<int64_t>(parse_count(*args.ranks, "--ranks"), 1 << 20));
+  o.zero_stage = args.zero_stage;
+  if (!args.host_memory.empty()) {
+    o.host_bytes = parse_bytes(args.host_memory, "--host-memory", hw.host_memory_bytes);
+  }
+  if (!args.nvme.empty()) o.nvme_bytes = parse_bytes(args.nvme, "--nvme", 0);
+  if (o.budget > hw.device_memory_bytes) {
+    fail("--budget {} is more than the GPU's {} bytes", o.budget, hw.device_memory_bytes);
+  }
+  return o;
+}
+
+// What a plan does, counted from its steps.
+struct PlanFacts {
+  size_t recomputed_ops = 0;
+  double recomputed_flops = 0;
+  size_t swapped = 0;  // activations (and other temporaries) swapped out
+  uint64_t swapped_bytes = 0;
+  uint64_t offloaded[kNumTiers]{};  // model-state bytes starting off the device, by tier
+};
+
+PlanFacts facts_of(const Graph& g, const Plan& plan) {
+  PlanFacts f;
+  std::set<BufferId> swapped;
+  for (const Step& s : plan.steps) {
+    if (s.kind == StepKind::kRecompute) {
+      ++f.recomputed_ops;
+      f.recomputed_flops += g.ops[s.op].flops;
+    }
+    if (s.kind == StepKind::kSwapOut) {
+      const BufferKind k = g.buffers[s.buf].kind;
+      if ((k == BufferKind::kActivation || k == BufferKind::kTemp) &&
+          swapped.insert(s.buf).second) {
+        f.swapped_bytes += g.buffers[s.buf].bytes;
+      }
+    }
+  }
+  f.swapped = swapped.size();
+  for (const auto& [buf, tier] : plan.placement)
+    f.offloaded[static_cast<size_t>(tier)] += g.buffers[buf].bytes;
+  return f;
+}
+
+std::string link_row(const SimResult& sim) {
+  const auto moved = [&](Resource r) { return sim.bytes_moved[static_cast<size_t>(r)]; };
+  return fmt::format("h2d {}, d2h {}, nvme read {}, nvme write {}, collectives {}",
+                     human_bytes(moved(Resource::kH2D)), human_bytes(moved(Resource::kD2H)),
+                     human_bytes(moved(Resource::kNvmeRead)),
+                     human_bytes(moved(Resource::kNvmeWrite)), human_bytes(moved(Resource::kComm)));
+}
+
+std::string technique_table(const AutoPlan& a) {
+  std::string out = fmt::format("  {:<15}{:<5}{:>12}{:>10}{:>13}  {}\n", "technique", "fits",
+                                "iteration", "vs auto", "device peak", "placement / why not");
+  const auto row = [&](const Candidate& c) {
+    if (!c.fits) {
+      out += fmt::format("  {:<15}{:<5}{:>12}{:>10}{:>13}  {}\n", c.technique, "no", "-", "-", "-",
+                         c.why.size() > 110 ? c.why.substr(0, 107) + "..." : c.why);
+      return;
+    }
+    out += fmt::format("  {:<15}{:<5}{:>12}{:>10}{:>13}  {}; {}\n", c.technique, "yes",
+                       human_seconds(c.sim.iteration_time),
+                       fmt::format("{:.2f}x", c.sim.iteration_time / a.best.sim.iteration_time),
+                       human_bytes(c.sim.peak_bytes[0]), c.states.name(), c.activations);
+  };
+  row(a.best);
+  for (const Candidate& c : a.singles) row(c);
+  return out;
+}
+
+nlohmann::json candidate_json(const Candidate& c) {
+  nlohmann::json j = {{"technique", c.technique},
+                      {"fits", c.fits},
+                      {"activations", c.activations},
+                      {"zero_stage", c.states.stage},
+                      {"optimizer_on", to_string(c.states.optimizer)},
+                      {"params_on", to_string(c.states.params)}};
+  if (c.fits) {
+    j["iteration_time_s"] = c.sim.iteration_time;
+    j["peak_bytes"] = c.sim.peak_bytes[0];
+    j["host_peak_bytes"] = c.sim.peak_bytes[1];
+  } else {
+    j["why"] = c.why;
+  }
+  return j;
+}
+
+// Writes --out, --out-graph, --trace and --svg for the chosen plan.
+std::vector<std::string> write_outputs(const PlanArgs& args, const Graph& input, const Candidate& c,
+                                       const Hardware& hw) {
+  std::vector<std::string> rows;
+  const bool rewritten = c.graph.ops.size() != input.ops.size() ||
+                         c.graph.buffers.size() != input.buffers.size() ||
+                         c.graph.name != input.name;
+  std::string graph_out = args.out_graph;
+  if (graph_out.empty() && rewritten && !args.out.empty()) {
+    graph_out = (args.out.ends_with(".json") ? args.out.substr(0, args.out.size() - 5) : args.out) +
+                ".graph.json";
+  }
+  if (!graph_out.empty()) {
+    write_graph_file(c.graph, graph_out);
+    rows.push_back(field("graph written to", graph_out));
+  }
+  if (!args.out.empty()) {
+    write_plan_file(c.plan, args.out);
+    rows.push_back(field("plan written to", args.out));
+  }
+  if (!args.exports.trace_file.empty() || !args.exports.svg_file.empty()) {
+    const SimResult sim = simulate(c.graph, c.plan, hw, args.exports.sim_options());
+    args.exports.write(c.graph, c.plan, hw, sim);
+  }
+  return rows;
+}
+
+void print_plan(const PlanArgs& args, const Graph& graph, const AutoPlan& a, const Hardware& hw,
+                const std::vector<std::string>& written) {
+  const Candidate& c = a.best;
+  const SimResult& sim = c.sim;
+  const PlanFacts f = facts_of(c.graph, c.plan);
+  std::cout << fmt::format("{} on {}: {}\n", graph.name, hw.name, args.strategy);
+  std::string budget = exact_bytes(a.budget);
+  if (args.budget.empty()) {
+    budget += fmt::format(": {} less a {} framework reserve", human_bytes(hw.device_memory_bytes),
+                          human_bytes(framework_reserve(hw)));
+  }
+  std::cout << field("budget", budget);
+  std::cout << field("model states", c.states.name());
+  std::cout << field("activations", c.activations);
+  std::cout << field("iteration time", human_seconds(sim.iteration_time));
+  std::cout << field("lower bound", fmt::format("{} ({}); the plan is {:.2f}x of it",
+                                                human_seconds(a.bound.seconds), a.bound.why,
+                                                sim.iteration_time / a.bound.seconds));
+  std::cout << field(
+      "time split",
+      fmt::format("compute {}, stalled on transfers {}, host CPU {}, collectives {}",
+                  human_seconds(sim.compute_time), human_seconds(sim.transfer_stall_time),
+                  human_seconds(sim.host_compute_time), human_seconds(sim.comm_time)));
+  std::cout << field("peak device memory", fmt::format("{} at {}", exact_bytes(sim.peak_bytes[0]),
+                                                       human_seconds(sim.peak_time[0])));
+  std::cout << field("peak host memory", fmt::format("{} of {}", human_bytes(sim.peak_bytes[1]),
+                                                     human_bytes(a.hardware.host_memory_bytes)));
+  if (sim.peak_bytes[2] > 0) std::cout << field("peak NVMe use", human_bytes(sim.peak_bytes[2]));
+  std::cout << field("recomputed", fmt::format("{} ops, {}", grouped(f.recomputed_ops),
+                                               human_flops(f.recomputed_flops)));
+  std::cout << field("swapped activations", fmt::format("{} buffers, {}", grouped(f.swapped),
+                                                        human_bytes(f.swapped_bytes)));
+  std::cout << field(
+      "offloaded states",
+      fmt::format("host {}, nvme {}", human_bytes(f.offloaded[1]), human_bytes(f.offloaded[2])));
+  std::cout << field("bytes over links", link_row(sim));
+  std::cout << field("solve time", fmt::format("{} ({} configurations searched)",
+                                               human_seconds(a.solve_seconds), a.configs_tried));
+  for (const std::string& row : written) std::cout << row;
+  std::cout << args.exports.written_rows();
+  std::cout << "\nthe same work under each single technique:\n" << technique_table(a);
+}
+
+nlohmann::json plan_json(const Graph& graph, const AutoPlan& a, const Hardware& hw) {
+  const Candidate& c = a.best;
+  const PlanFacts f = facts_of(c.graph, c.plan);
+  nlohmann::json j = candidate_json(c);
+  j["graph"] = graph.name;
+  j["gpu"] = hw.name;
+  j["budget"] = a.budget;
+  j["lower_bound_s"] = a.bound.seconds;
+  j["lower_bound_why"] = a.bound.why;
+  j["compute_time_s"] = c.sim.compute_time;
+  j["host_compute_time_s"] = c.sim.host_compute_time;
+  j["comm_time_s"] = c.sim.comm_time;
+  j["transfer_stall_s"] = c.sim.transfer_stall_time;
+  j["recomputed_ops"] = f.recomputed_ops;
+  j["swapped_activations"] = f.swapped;
+  j["swapped_bytes"] = f.swapped_bytes;
+  j["offloaded_host_bytes"] = f.offloaded[1];
+  j["offloaded_nvme_bytes"] = f.offloaded[2];
+  j["bytes_moved"] = {{"h2d", c.sim.bytes_moved[static_cast<size_t>(Resource::kH2D)]},
+                      {"d2h", c.sim.bytes_moved[static_cast<size_t>(Resource::kD2H)]},
+                      {"nvme_read", c.sim.bytes_moved[static_cast<size_t>(Resource::kNvmeRead)]},
+                      {"nvme_write", c.sim.bytes_moved[static_cast<size_t>(Resource::kNvmeWrite)]},
+                      {"collectives", c.sim.bytes_moved[static_cast<size_t>(Resource::kComm)]}};
+  j["solve_seconds"] = a.solve_seconds;
+  j["singles"] = nlohmann::json::array();
+  for (const Candidate& s : a.singles) j["singles"].push_back(candidate_json(s));
+  return j;
+}
+
+}  // namespace
+
+int run_auto_plan(const PlanArgs& args) {
+  const Hardware hw = args.gpu.load();
+  const PlannerOptions options = planner_options(args, hw);
+  if (args.strategy != "auto") {
+    bool known = false;
+    for (const std::string_view name : single_technique_names()) known |= name == args.strategy;
+    if (!known || args.strategy == "remat") {
+      fail(
+          "unknown strategy '{}' (known: auto, vdnn, capuchin, zero-offload, zero-infinity, "
+          "remat, remat:NAME)",
+          args.strategy);
+    }
+    if (args.max_batch || !args.max_model.empty()) {
+      fail("--max-batch and --max-model search with the automatic planner (--strategy auto)");
+    }
+  }
+  if (args.max_batch && !args.max_model.empty())
+    fail("--max-batch and --max-model exclude each other");
+
+  if (!args.max_model.empty()) {
+    const MaxModel m = max_model(args.max_model, args.source.model_options(), hw, options);
+    if (args.json) {
+      nlohmann::json j = plan_json(build_model(m.model, args.source.model_options()), m.plan, hw);
+      j["max_model"] = m.model;
+      j["tried"] = nlohmann::json::array();
+      for (const auto& [name, verdict] : m.tried)
+        j["tried"].push_back({{"model", name}, {"result", verdict}});
+      std::cout << j.dump(2) << "\n";
+      return 0;
+    }
+    std::cout << fmt::format("largest '{}' model that trains on {}: {}\n", args.max_model, hw.name,
+                             m.model);
+    for (const auto& [name, verdict] : m.tried) std::cout << field(name, verdict);
+    std::cout << "\n";
+    const Graph graph = build_model(m.model, args.source.model_options());
+    print_plan(args, graph, m.plan, hw, write_outputs(args, graph, m.plan.best, hw));
+    return 0;
+  }
+  if (args.max_batch) {
+    const ModelOptions base = args.source.model_options();
+    if (args.source.batch) fail("--max-batch searches the batch: leave out --batch");
+    const MaxBatch b = max_batch(args.source.model, base, hw, options);
+    ModelOptions at = base;
+    at.batch = b.batch;
+    const Graph graph = build_model(args.source.model, at);
+    if (args.json) {
+      nlohmann::json j = plan_json(graph, b.plan, hw);
+      j["max_batch"] = b.batch;
+      j["first_failing_batch"] = b.first_failing;
+      j["why_not_larger"] = b.why;
+      j["plans_tried"] = b.plans_tried;
+      std::cout << j.dump(2) << "\n";
+      return 0;
+    }
+    std::cout << fmt::format("largest batch of {} that trains on {}: {}\n", args.source.model,
+                             hw.name, b.batch);
+    if (b.first_failing > 0) {
+      std::cout << field(fmt::format("batch {}", b.first_failing), b.why);
+    }
+    std::cout << "\n";
+    print_plan(args, graph, b.plan, hw, write_outputs(args, graph, b.plan.best, hw));
+    return 0;
+  }
+
+  const Graph graph = args.source.load();
+  AutoPlan a;
+  if (args.strategy == "auto") {
+    a = plan_auto(graph, hw, options);
+  } else {
+    // One technique: its plan, or why it does not fit (exit code 2).
+    a.hardware = hw;
+    if (options.host_bytes > 0) a.hardware.host_memory_bytes = options.host_bytes;
+    a.budget = options.budget > 0 ? options.budget : default_budget(hw);
+    PlannerOptions with_budget = options;
+    with_budget.budget = a.budget;
+    a.bound = iteration_lower_bound(graph, a.hardware, with_budget);
+    a.best = plan_single_technique(graph, hw, with_budget, args.strategy);
+    if (!a.best.fits) fail("{} does not fit: {}", args.strategy, a.best.why);
+    a.singles = single_techniques(graph, hw, with_budget);
+    a.solve_seconds = a.best.solve_seconds;
+  }
+  const std::vector<std::string> written = write_outputs(args, graph, a.best, a.hardware);
+  if (args.json) {
+    std::cout << plan_json(graph, a, a.hardware).dump(2) << "\n";
+    return 0;
+  }
+  print_plan(args, graph, a, a.hardware, written);
+  return 0;
+}
+
+}  // namespace memwall::cli

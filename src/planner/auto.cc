@@ -1,0 +1,201 @@
+// The automatic planner (planner.h).
+//
+// Note [Automatic planning]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~
+// The search is over model-state configurations (ZeRO stage when there are
+// several ranks; optimizer on device, host or NVMe; parameters on device,
+// host or NVMe, offloaded only with the optimizer) and, inside each, over
+// activation planners: keep every activation, memwall's rematerialization
+// planner, Capuchin's swap-or-recompute policy to the host and to NVMe.
+// Each configuration's unconstrained time (all activations kept, no device
+// limit) bounds every plan of it from below, so configurations are tried
+// from the fastest bound up, and the search stops at the first whose bound
+// is no better than the best plan found; inside a configuration, keeping
+// every activation is tried first and ends it when it fits. The single
+// techniques of the side-by-side table are candidates too, so the result
+// is never slower than the best of them.
+#include <algorithm>
+#include <chrono>
+#include <limits>
+
+#include <fmt/format.h>
+
+#include "config_work.h"
+#include "memwall/graph/error.h"
+
+namespace memwall {
+namespace {
+
+using planner_detail::Activations;
+using planner_detail::ConfigWork;
+using planner_detail::fit;
+using planner_detail::make_config;
+
+void check(const PlannerOptions& options) {
+  if (options.ranks < 1) fail("--ranks must be at least 1 (got {})", options.ranks);
+  if (options.zero_stage && (*options.zero_stage < 0 || *options.zero_stage > 3)) {
+    fail("ZeRO stage {} does not exist (0, 1, 2 or 3)", *options.zero_stage);
+  }
+  if (!(options.time_limit > 0)) fail("the time limit must be positive");
+}
+
+std::vector<int> stages(const PlannerOptions& options) {
+  if (options.zero_stage) return {*options.zero_stage};
+  if (options.ranks == 1) return {0};
+  return {0, 1, 2, 3};
+}
+
+constexpr std::pair<Tier, Tier> kPlacements[] = {
+    {Tier::kDevice, Tier::kDevice}, {Tier::kHost, Tier::kDevice}, {Tier::kNvme, Tier::kDevice},
+    {Tier::kHost, Tier::kHost},     {Tier::kNvme, Tier::kHost},   {Tier::kNvme, Tier::kNvme},
+};
+
+constexpr Activations kActivationPlanners[] = {Activations::kKeepAll, Activations::kRemat,
+                                               Activations::kCapuchinHost,
+                                               Activations::kCapuchinNvme};
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace
+
+namespace {
+
+struct Single {
+  std::string_view technique;
+  StateConfig config;
+  Activations activations;
+};
+
+// The single techniques for these options. With several ranks, offloading
+// rides on ZeRO as DeepSpeed ships it (ZeRO-Offload on stage 2,
+// ZeRO-Infinity on stage 3); the activation techniques keep plain data
+// parallelism.
+std::vector<Single> singles_for(const PlannerOptions& options) {
+  const bool many = options.ranks > 1;
+  const int plain = options.zero_stage.value_or(0);
+  const int offload_stage = options.zero_stage.value_or(many ? 2 : 0);
+  const int infinity_stage = options.zero_stage.value_or(many ? 3 : 0);
+  return {
+      {"remat", {plain, Tier::kDevice, Tier::kDevice}, Activations::kRemat},
+      {"vdnn", {plain, Tier::kDevice, Tier::kDevice}, Activations::kVdnn},
+      {"capuchin", {plain, Tier::kDevice, Tier::kDevice}, Activations::kCapuchinHost},
+      {"zero-offload", {offload_stage, Tier::kHost, Tier::kDevice}, Activations::kKeepAll},
+      {"zero-infinity", {infinity_stage, Tier::kNvme, Tier::kNvme}, Activations::kKeepAll},
+  };
+}
+
+Candidate run_single(const Graph& graph, const Hardware& hw, const PlannerOptions& options,
+                     const Single& single, const ConfigWork* same_config) {
+  const uint64_t budget = options.budget > 0 ? options.budget : default_budget(hw);
+  Candidate c = same_config ? fit(*same_config, single.activations, hw, budget, options)
+                            : fit(make_config(graph, single.config, options.ranks),
+                                  single.activations, hw, budget, options);
+  c.technique = std::string(single.technique);
+  return c;
+}
+
+}  // namespace
+
+std::vector<std::string_view> single_technique_names() {
+  std::vector<std::string_view> names;
+  for (const Single& s : singles_for({})) names.push_back(s.technique);
+  return names;
+}
+
+Candidate plan_single_technique(const Graph& graph, const Hardware& hardware,
+                                const PlannerOptions& options, std::string_view technique) {
+  check(options);
+  const Hardware hw = planner_detail::with_host(hardware, options);
+  for (const Single& s : singles_for(options)) {
+    if (s.technique == technique) return run_single(graph, hw, options, s, nullptr);
+  }
+  fail("unknown technique '{}' (known: remat, vdnn, capuchin, zero-offload, zero-infinity)",
+       technique);
+}
+
+std::vector<Candidate> single_techniques(const Graph& graph, const Hardware& hardware,
+                                         const PlannerOptions& options) {
+  check(options);
+  const Hardware hw = planner_detail::with_host(hardware, options);
+  const std::vector<Single> singles = singles_for(options);
+  // The activation techniques share one configuration: build it once.
+  const ConfigWork on_device = make_config(graph, singles[0].config, options.ranks);
+  std::vector<Candidate> out;
+  for (const Single& s : singles) {
+    const bool same = s.config.stage == singles[0].config.stage &&
+                      s.config.optimizer == Tier::kDevice && s.config.params == Tier::kDevice;
+    out.push_back(run_single(graph, hw, options, s, same ? &on_device : nullptr));
+  }
+  return out;
+}
+
+AutoPlan plan_auto(const Graph& graph, const Hardware& hardware, const PlannerOptions& options) {
+  check(options);
+  const auto start = std::chrono::steady_clock::now();
+  AutoPlan result;
+  result.hardware = planner_detail::with_host(hardware, options);
+  const Hardware& hw = result.hardware;
+  result.budget = options.budget > 0 ? options.budget : default_budget(hw);
+  PlannerOptions opts = options;
+  opts.budget = result.budget;
+  result.bound = iteration_lower_bound(graph, hw, opts);
+  result.singles = single_techniques(graph, hw, opts);
+
+  const Candidate* best = nullptr;
+  for (const Candidate& c : result.singles) {
+    if (c.fits && (!best || c.sim.iteration_time < best->sim.iteration_time)) best = &c;
+  }
+  Candidate found;  // the best from the configuration search, if better
+  double best_time = best ? best->sim.iteration_time : std::numeric_limits<double>::infinity();
+
+  struct Work {
+    ConfigWork work;
+    planner_detail::Unconstrained bound;
+  };
+  std::vector<Work> works;
+  for (const int stage : stages(options)) {
+    for (const auto& [optimizer, params] : kPlacements) {
+      ConfigWork w = make_config(graph, {stage, optimizer, params}, options.ranks);
+      planner_detail::Unconstrained u = planner_detail::unconstrained_time(w, hw, opts);
+      works.push_back({std::move(w), std::move(u)});
+    }
+  }
+  std::stable_sort(works.begin(), works.end(),
+                   [](const Work& a, const Work& b) { return a.bound.seconds < b.bound.seconds; });
+  std::string frugal_why;  // why the most frugal configuration tried failed
+  for (const Work& w : works) {
+    if (w.bound.seconds >= best_time) {
+      if (!w.bound.why.empty())
+        frugal_why = fmt::format("{}: {}", w.work.config.name(), w.bound.why);
+      continue;
+    }
+    ++result.configs_tried;
+    for (const Activations a : kActivationPlanners) {
+      Candidate c = fit(w.work, a, hw, result.budget, opts);
+      if (c.fits && c.sim.iteration_time < best_time) {
+        best_time = c.sim.iteration_time;
+        found = std::move(c);
+        if (a == Activations::kKeepAll) break;
+      } else if (!c.fits) {
+        frugal_why = fmt::format("{} with {}: {}", w.work.config.name(), c.activations, c.why);
+      } else if (a == Activations::kKeepAll) {
+        break;  // fits but no faster: nothing in this configuration is
+      }
+    }
+  }
+  if (found.fits) {
+    result.best = std::move(found);
+  } else if (best) {
+    result.best = *best;
+  } else {
+    fail("no plan fits a device budget of {} bytes on {}: {}", result.budget, hw.name,
+         frugal_why.empty() ? "nothing was tried" : frugal_why);
+  }
+  result.best.technique = "auto";
+  result.solve_seconds = seconds_since(start);
+  return result;
+}
+
+}  // namespace memwall

@@ -1,0 +1,82 @@
+// Model-state configurations (config_work.h).
+#include "config_work.h"
+
+#include <limits>
+
+#include <fmt/format.h>
+
+#include "memwall/plan/builders.h"
+#include "memwall/swap/zero.h"
+
+namespace memwall::planner_detail {
+
+std::string_view to_string(Activations activations) {
+  switch (activations) {
+    case Activations::kKeepAll:
+      return "keep-all";
+    case Activations::kRemat:
+      return "remat:memwall";
+    case Activations::kCapuchinHost:
+      return "capuchin (host)";
+    case Activations::kCapuchinNvme:
+      return "capuchin (nvme)";
+    case Activations::kVdnn:
+      return "vdnn";
+  }
+  return "?";
+}
+
+ConfigWork make_config(const Graph& graph, const StateConfig& config, int ranks) {
+  ConfigWork work;
+  work.config = config;
+  Graph rank = zero_rank_graph(graph, {.ranks = ranks, .stage = config.stage});
+  work.offload_options = {.optimizer = config.optimizer, .params = config.params};
+  if (!work.offload_options.any()) {
+    work.view = rank;
+    work.graph = std::move(rank);
+    return work;
+  }
+  work.offload = offload_graph(rank, work.offload_options);
+  work.view = planning_view(*work.offload, work.offload_options);
+  work.graph = work.offload->graph;
+  return work;
+}
+
+Plan ConfigWork::finish(const Plan& activation_plan) const {
+  if (!offload) return activation_plan;
+  return apply_offload(*offload, activation_plan, offload_options);
+}
+
+Hardware with_host(const Hardware& hardware, const PlannerOptions& options) {
+  Hardware hw = hardware;
+  if (options.host_bytes > 0) hw.host_memory_bytes = options.host_bytes;
+  return hw;
+}
+
+Unconstrained unconstrained_time(const ConfigWork& work, const Hardware& hardware,
+                                 const PlannerOptions& options) {
+  constexpr double kNever = std::numeric_limits<double>::infinity();
+  const Plan plan = work.finish(default_plan(work.view, hardware.name, kMaxBytes));
+  const SimResult sim = simulate(work.graph, plan, hardware, {.record_curves = false});
+  if (!sim.valid) return {kNever, sim.reason};
+  const uint64_t nvme = sim.peak_bytes[static_cast<size_t>(Tier::kNvme)];
+  if (options.nvme_bytes > 0 && nvme > options.nvme_bytes) {
+    return {kNever, fmt::format("NVMe use exceeds its {} bytes by {} bytes", options.nvme_bytes,
+                                nvme - options.nvme_bytes)};
+  }
+  return {sim.iteration_time, {}};
+}
+
+}  // namespace memwall::planner_detail
+
+namespace memwall {
+
+std::string StateConfig::name() const {
+  std::string out = stage > 0 ? fmt::format("ZeRO-{}", stage) : std::string("replicated states");
+  if (optimizer != Tier::kDevice) out += fmt::format(", optimizer on {}", to_string(optimizer));
+  if (params != Tier::kDevice) out += fmt::format(", parameters on {}", to_string(params));
+  if (optimizer == Tier::kDevice && params == Tier::kDevice) out += ", all on the device";
+  return out;
+}
+
+}  // namespace memwall

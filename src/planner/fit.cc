@@ -1,0 +1,108 @@
+// Fitting an activation planner into a model-state configuration.
+//
+// Note [Fitting activations]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Activation planners (remat, Capuchin, vDNN) plan the planning view: the
+// configuration's graph with what leaves the device weighing nothing. The
+// model-state moves added afterwards still take device memory for a while
+// (a gradient until its copy to the host ends, a parameter brought in
+// ahead of its users, an update on its way to its apply), so the finished
+// plan can exceed a budget its activation plan met. The activation budget
+// then drops by the excess (plus 0.5% of the budget, so that the next try
+// does not land on the edge again) and the planner runs again, at most
+// kMaxTries times. The simulator judges every finished plan; the first
+// that fits is kept, since a lower activation budget only adds work.
+#include <chrono>
+#include <limits>
+
+#include <fmt/format.h>
+
+#include "config_work.h"
+#include "memwall/graph/error.h"
+#include "memwall/plan/builders.h"
+#include "memwall/remat/remat.h"
+#include "memwall/swap/activations.h"
+
+namespace memwall::planner_detail {
+namespace {
+
+constexpr int kMaxTries = 5;
+
+// The activation plan for `budget`; throws Error when the planner finds none.
+Plan activation_plan(const Graph& view, Activations activations, const Hardware& hw,
+                     uint64_t budget, const PlannerOptions& options) {
+  switch (activations) {
+    case Activations::kKeepAll:
+      return default_plan(view, hw.name, budget);
+    case Activations::kRemat:
+      return plan_memwall(view, hw, budget, {.time_limit = options.time_limit}).plan;
+    case Activations::kCapuchinHost:
+    case Activations::kCapuchinNvme: {
+      const SwapOptions swap{
+          .time_limit = options.time_limit,
+          .tier = activations == Activations::kCapuchinNvme ? Tier::kNvme : Tier::kHost};
+      return plan_capuchin(view, hw, budget, swap).plan;
+    }
+    case Activations::kVdnn:
+      return plan_vdnn(view, hw, budget, {.time_limit = options.time_limit}).plan;
+  }
+  fail("unknown activation planner");
+}
+
+// Why a finished plan does not fit, as one line; empty when it fits.
+std::string misfit(const SimResult& sim, uint64_t budget, const PlannerOptions& options) {
+  if (!sim.valid) return sim.reason;
+  const uint64_t device = sim.peak_bytes[static_cast<size_t>(Tier::kDevice)];
+  if (device > budget) {
+    return fmt::format("device memory exceeds the budget by {} bytes ({} > {})", device - budget,
+                       device, budget);
+  }
+  const uint64_t nvme = sim.peak_bytes[static_cast<size_t>(Tier::kNvme)];
+  if (options.nvme_bytes > 0 && nvme > options.nvme_bytes) {
+    return fmt::format("NVMe use exceeds its {} bytes by {} bytes", options.nvme_bytes,
+                       nvme - options.nvme_bytes);
+  }
+  return {};
+}
+
+}  // namespace
+
+Candidate fit(const ConfigWork& work, Activations activations, const Hardware& hw, uint64_t budget,
+              const PlannerOptions& options) {
+  const auto start = std::chrono::steady_clock::now();
+  Candidate c;
+  c.activations = std::string(to_string(activations));
+  c.states = work.config;
+  uint64_t activation_budget = budget;
+  for (int attempt = 0; attempt < kMaxTries; ++attempt) {
+    Plan plan;
+    try {
+      plan = work.finish(activation_plan(work.view, activations, hw, activation_budget, options));
+    } catch (const Error& e) {
+      c.why = e.what();
+      break;
+    }
+    plan.budget = kMaxBytes;  // to learn the peak; the verdict is misfit's
+    SimResult sim = simulate(work.graph, plan, hw, {.record_curves = false});
+    c.why = misfit(sim, budget, options);
+    if (c.why.empty()) {
+      plan.budget = budget;
+      sim.budget = budget;
+      c.fits = true;
+      c.graph = work.graph;
+      c.plan = std::move(plan);
+      c.sim = std::move(sim);
+      break;
+    }
+    if (!sim.valid || activations == Activations::kKeepAll) break;
+    const uint64_t device = sim.peak_bytes[static_cast<size_t>(Tier::kDevice)];
+    if (device <= budget) break;  // something else ran out
+    const uint64_t cut = device - budget + budget / 200;
+    if (cut >= activation_budget) break;
+    activation_budget -= cut;
+  }
+  c.solve_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return c;
+}
+
+}  // namespace memwall::planner_detail

@@ -1,0 +1,174 @@
+// The automatic planner (src/planner): every plan it returns is accepted by
+// the simulator within its budget, it is never slower than any single
+// technique on the same work, it respects the lower bound, the issue's
+// headline case plans, and impossible requests name what runs out.
+#include "memwall/planner/planner.h"
+
+#include <gtest/gtest.h>
+
+#include <fmt/format.h>
+
+#include "memwall/graph/error.h"
+#include "memwall/graph/graph.h"
+#include "memwall/models/zoo.h"
+#include "memwall/plan/builders.h"
+
+namespace memwall {
+namespace {
+
+// The plan re-simulated from scratch within its budget.
+void expect_valid_within_budget(const Candidate& c, const Hardware& hw, uint64_t budget) {
+  ASSERT_TRUE(c.fits) << c.why;
+  EXPECT_EQ(c.plan.budget, budget);
+  const SimResult sim = simulate(c.graph, c.plan, hw);
+  ASSERT_TRUE(sim.valid) << sim.reason;
+  EXPECT_LE(sim.peak_bytes[0], budget);
+  EXPECT_LE(sim.peak_bytes[1], hw.host_memory_bytes);
+  EXPECT_DOUBLE_EQ(sim.iteration_time, c.sim.iteration_time);
+}
+
+struct Work {
+  const char* model;
+  ModelOptions options;
+};
+
+// Small shapes (the suite also runs under ASan); budgets from the keep-all
+// peak down to where offloading or recomputation must do the work.
+TEST(AutoPlanner, NeverSlowerThanAnySingleTechniqueAndAlwaysValid) {
+  const Hardware& hw = find_gpu("rtx4090");
+  const Work works[] = {
+      {"gpt2-small", {.batch = 2, .seq = 256}},
+      {"bert-base", {.batch = 4, .seq = 128}},
+      {"resnet50", {.batch = 8, .image = 128}},
+      {"mobilenetv2", {.batch = 8, .image = 128}},
+  };
+  for (const Work& w : works) {
+    const Graph g = build_model(w.model, w.options);
+    const uint64_t peak = memory_profile(g).peak_bytes;
+    for (const double fraction : {1.0, 0.6, 0.35}) {
+      SCOPED_TRACE(fmt::format("{} at {:.0f}% of its keep-all peak", w.model, 100 * fraction));
+      const auto budget = static_cast<uint64_t>(fraction * static_cast<double>(peak));
+      PlannerOptions options{.budget = budget, .time_limit = 2};
+      AutoPlan a;
+      try {
+        a = plan_auto(g, hw, options);
+      } catch (const Error& e) {
+        // Allowed only when no single technique fits either.
+        for (const Candidate& c : single_techniques(g, hw, options)) EXPECT_FALSE(c.fits);
+        continue;
+      }
+      expect_valid_within_budget(a.best, hw, budget);
+      EXPECT_EQ(a.best.technique, "auto");
+      EXPECT_LE(a.bound.seconds, a.best.sim.iteration_time * (1 + 1e-12));
+      ASSERT_EQ(a.singles.size(), 5u);
+      for (const Candidate& c : a.singles) {
+        if (!c.fits) continue;
+        expect_valid_within_budget(c, hw, budget);
+        EXPECT_LE(a.best.sim.iteration_time, c.sim.iteration_time) << c.technique;
+      }
+    }
+  }
+}
+
+// The headline: Llama-2-7B full fine-tuning with AdamW on a 24 GB
+// GPU (16 bytes of model states per parameter, ~108 GB, cannot stay on it).
+TEST(AutoPlanner, Llama7bFullFineTuningPlansOnA24GbGpu) {
+  const Graph g =
+      build_model("llama2-7b", {.batch = 4, .seq = 2048, .optimizer = Optimizer::kAdamW});
+  const Hardware& hw = find_gpu("rtx4090");
+  const AutoPlan a = plan_auto(g, hw, {});
+  EXPECT_EQ(a.budget, default_budget(hw));
+  expect_valid_within_budget(a.best, hw, a.budget);
+  EXPECT_NE(a.best.states.optimizer, Tier::kDevice);
+  EXPECT_LE(a.bound.seconds, a.best.sim.iteration_time);
+}
+
+TEST(AutoPlanner, ShardsWithZeroWhenRanksShareTheWork) {
+  const Graph g = build_model("gpt2-medium", {.batch = 1, .seq = 256});
+  const Hardware& hw = find_gpu("a100-40g");
+  // Model states of GPT-2 medium are ~5.7 GB (16 bytes x 355M): 3 GB needs
+  // them sharded or offloaded.
+  const uint64_t budget = 3'000'000'000;
+  const AutoPlan a = plan_auto(g, hw, {.budget = budget, .ranks = 8, .time_limit = 2});
+  expect_valid_within_budget(a.best, hw, budget);
+  EXPECT_GT(a.best.states.stage, 0);
+  EXPECT_GT(a.best.sim.comm_time, 0);
+}
+
+TEST(AutoPlanner, ImpossibleRequestsNameWhatRunsOut) {
+  const Graph g = build_model("gpt2-small", {.batch = 1, .seq = 128});
+  const Hardware& hw = find_gpu("rtx4090");
+  const auto message = [&](const PlannerOptions& o) {
+    try {
+      plan_auto(g, hw, o);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  // A budget below one op's working set.
+  const std::string tiny = message({.budget = 1 << 20, .time_limit = 1});
+  EXPECT_EQ(tiny.rfind("no plan fits a device budget of 1048576 bytes on rtx4090: ", 0), 0u)
+      << tiny;
+  EXPECT_NE(tiny.find("device"), std::string::npos) << tiny;
+  // Host memory and NVMe both too small for the optimizer states, and a
+  // budget too small to keep them on the device.
+  const std::string host = message(
+      {.budget = 400'000'000, .host_bytes = 1 << 20, .nvme_bytes = 1 << 20, .time_limit = 1});
+  EXPECT_TRUE(host.find("host memory exceeds") != std::string::npos ||
+              host.find("NVMe use exceeds") != std::string::npos)
+      << host;
+  EXPECT_THROW(plan_auto(g, hw, {.ranks = 0}), Error);
+  EXPECT_THROW(plan_auto(g, hw, {.zero_stage = 4}), Error);
+  EXPECT_THROW(plan_single_technique(g, hw, {}, "nope"), Error);
+}
+
+// Note [Framework reserve]: 1 GiB plus 2% of the memory above 16 GiB.
+TEST(AutoPlanner, DefaultBudgetKeepsTheFrameworkReserve) {
+  constexpr uint64_t kGiB = uint64_t{1} << 30;
+  EXPECT_EQ(framework_reserve(find_gpu("rtx4090")), kGiB + 8 * kGiB / 50);
+  EXPECT_EQ(default_budget(find_gpu("rtx4090")), 24 * kGiB - kGiB - 8 * kGiB / 50);
+  EXPECT_EQ(framework_reserve(find_gpu("t4")), kGiB);
+}
+
+TEST(AutoPlanner, LowerBoundIsComputeWhenStatesFit) {
+  const Graph g = build_model("gpt2-small", {.batch = 2, .seq = 256});
+  const Hardware& hw = find_gpu("a100-80g");
+  const LowerBound b = iteration_lower_bound(g, hw, {});
+  double compute = 0;
+  for (const Op& op : g.ops) {
+    if (op.phase == Phase::kForward || op.phase == Phase::kBackward) compute += op_time(hw, g, op);
+  }
+  EXPECT_DOUBLE_EQ(b.compute, compute);
+  EXPECT_EQ(b.transfer, 0);
+  EXPECT_DOUBLE_EQ(b.seconds, compute);
+  const SimResult keep_all = simulate(g, default_plan(g, hw.name, kMaxBytes), hw);
+  EXPECT_LT(b.seconds, keep_all.iteration_time);  // the optimizer step is left out
+}
+
+// The largest batch plans and the next one does not.
+TEST(AutoPlanner, MaxBatchIsTheLargestThatPlans) {
+  const Hardware& hw = find_gpu("rtx4090");
+  const PlannerOptions options{.budget = 800'000'000, .time_limit = 1};
+  const ModelOptions base{.seq = 128};
+  const MaxBatch m = max_batch("gpt2-small", base, hw, options, 32);
+  ASSERT_GE(m.batch, 1);
+  ASSERT_LT(m.batch, 32);
+  EXPECT_EQ(m.first_failing, m.batch + 1);
+  EXPECT_FALSE(m.why.empty());
+  ModelOptions next = base;
+  next.batch = m.batch + 1;
+  EXPECT_THROW(plan_auto(build_model("gpt2-small", next), hw, options), Error);
+  expect_valid_within_budget(m.plan.best, hw, options.budget);
+}
+
+TEST(AutoPlanner, MaxModelTriesTheFamilyFromTheLargest) {
+  const Hardware& hw = find_gpu("rtx4090");
+  const MaxModel m = max_model("gpt2", {.batch = 1, .seq = 128}, hw, {.time_limit = 1});
+  EXPECT_EQ(m.model, "gpt2-xl");  // it plans with offloading
+  ASSERT_EQ(m.tried.size(), 1u);
+  EXPECT_THROW(max_model("no-such-family", {}, hw, {}), Error);
+}
+
+}  // namespace
+}  // namespace memwall
