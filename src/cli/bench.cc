@@ -9,6 +9,7 @@ void add_bench(CLI::App& app, Action& action) {
   cmd->require_subcommand(1);
   add_bench_layout(*cmd, action);
   add_bench_remat(*cmd, action);
+  add_bench_plan(*cmd, action);
 }
 
 }  // namespace memwall::cli

@@ -20,5 +20,6 @@ void add_bench(CLI::App& app, Action& action);
 // Subcommands of `memwall bench`.
 void add_bench_layout(CLI::App& bench, Action& action);
 void add_bench_remat(CLI::App& bench, Action& action);
+void add_bench_plan(CLI::App& bench, Action& action);
 
 }  // namespace memwall::cli

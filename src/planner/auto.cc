@@ -164,11 +164,13 @@ AutoPlan plan_auto(const Graph& graph, const Hardware& hardware, const PlannerOp
   }
   std::stable_sort(works.begin(), works.end(),
                    [](const Work& a, const Work& b) { return a.bound.seconds < b.bound.seconds; });
-  std::string frugal_why;  // why the most frugal configuration tried failed
-  for (const Work& w : works) {
+  // Why each configuration failed; memwall's rematerialization planner's
+  // reason is preferred (it names the smallest budget it can reach).
+  std::vector<std::string> why(works.size());
+  for (size_t i = 0; i < works.size(); ++i) {
+    const Work& w = works[i];
     if (w.bound.seconds >= best_time) {
-      if (!w.bound.why.empty())
-        frugal_why = fmt::format("{}: {}", w.work.config.name(), w.bound.why);
+      why[i] = w.bound.why;
       continue;
     }
     ++result.configs_tried;
@@ -179,7 +181,9 @@ AutoPlan plan_auto(const Graph& graph, const Hardware& hardware, const PlannerOp
         found = std::move(c);
         if (a == Activations::kKeepAll) break;
       } else if (!c.fits) {
-        frugal_why = fmt::format("{} with {}: {}", w.work.config.name(), c.activations, c.why);
+        if (why[i].empty() || a == Activations::kRemat) {
+          why[i] = fmt::format("with {}, {}", c.activations, c.why);
+        }
       } else if (a == Activations::kKeepAll) {
         break;  // fits but no faster: nothing in this configuration is
       }
@@ -190,8 +194,17 @@ AutoPlan plan_auto(const Graph& graph, const Hardware& hardware, const PlannerOp
   } else if (best) {
     result.best = *best;
   } else {
-    fail("no plan fits a device budget of {} bytes on {}: {}", result.budget, hw.name,
-         frugal_why.empty() ? "nothing was tried" : frugal_why);
+    // Explain with the configuration that keeps the least on the device:
+    // the highest stage with everything on NVMe.
+    size_t frugal = 0;
+    const auto rank = [](const StateConfig& c) {
+      return c.stage * 100 + static_cast<int>(c.params) * 10 + static_cast<int>(c.optimizer);
+    };
+    for (size_t i = 1; i < works.size(); ++i) {
+      if (rank(works[i].work.config) > rank(works[frugal].work.config)) frugal = i;
+    }
+    fail("no plan fits a device budget of {} bytes on {}: even with {}, {}", result.budget, hw.name,
+         works[frugal].work.config.name(), why[frugal]);
   }
   result.best.technique = "auto";
   result.solve_seconds = seconds_since(start);
