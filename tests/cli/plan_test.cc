@@ -303,5 +303,24 @@ TEST(CliBenchRemat, ComparesMemwallWithTheBestBaseline) {
       << text.out;
 }
 
+// `memwall bench plan`: auto against the best single technique, every plan
+// re-simulated within its budget.
+TEST(CliBenchPlan, AutoNeverSlowerAndNeverOverBudget) {
+  const auto r = run_memwall(
+      "bench plan --models resnet50,mobilenetv2 --fractions 1,0.5 --time-limit 1 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["rows"].size(), 4u);
+  EXPECT_EQ(j["summary"]["over_budget"], 0);
+  EXPECT_EQ(j["summary"]["never_worse"], j["summary"]["compared"]);
+  EXPECT_GT(j["summary"]["compared"].get<int>(), 0);
+  for (const auto& row : j["rows"]) {
+    EXPECT_TRUE(row["within_budget"].get<bool>()) << row.dump();
+    if (row["auto_fits"] && !row["best_single_time_s"].is_null()) {
+      EXPECT_LE(row["auto_time_s"].get<double>(), row["best_single_time_s"].get<double>());
+    }
+  }
+}
+
 }  // namespace
 }  // namespace memwall
