@@ -131,6 +131,8 @@ OffloadGraph offload_graph(const Graph& graph, const OffloadOptions& options) {
     }
   }
   g.ops = std::move(ops);
+  g.name += options.params == Tier::kDevice ? " (CPU optimizer)"
+                                            : " (CPU optimizer, parameters off the device)";
   for (OffloadedState& o : found) {
     if (o.update >= 0) o.apply = apply_of[o.step];
     o.step = new_id[o.step];
