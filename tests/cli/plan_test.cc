@@ -142,8 +142,16 @@ TEST(CliPlan, AutoIsTheDefaultAndItsPlanSimulates) {
   fs::remove(out);
   fs::remove(graph_out);
 
-  const auto human = run_memwall("plan " + kModel + " --gpu rtx4090");
+  const std::string trace = temp_path("auto.trace.json");
+  const std::string svg = temp_path("auto.svg");
+  const auto human =
+      run_memwall("plan " + kModel + " --gpu rtx4090 --trace " + trace + " --svg " + svg);
   ASSERT_EQ(human.exit_code, 0) << human.err;
+  EXPECT_GT(nlohmann::json::parse(testing::slurp(trace))["traceEvents"].size(), 100u);
+  EXPECT_NE(testing::slurp(svg).find("</svg>"), std::string::npos);
+  EXPECT_NE(human.out.find("  trace written to        "), std::string::npos) << human.out;
+  fs::remove(trace);
+  fs::remove(svg);
   for (const char* row :
        {"gpt2-small b2 s512 bf16 on rtx4090: auto\n",
         "  budget                  24,524,263,261 B (22.84 GiB): 24.00 GiB less a 1.16 GiB "
