@@ -435,6 +435,15 @@ class Simulator {
     cursor_ = start;
     result_.compute_time += op_time_[s.op];
 
+    if (!allocate_outputs(s, op, start, end)) return false;
+    finish_uses(op, kDevice, start, end);
+    computed_[s.op] = 1;
+    return true;
+  }
+
+  // Creates the op's outputs and workspace on the device, allocated at
+  // `alloc_time` and ready at `end`; the workspace goes back at `end`.
+  bool allocate_outputs(const Step& s, const Op& op, double alloc_time, double end) {
     for (const BufferId b : op.out) {
       Copy& c = copy(b, kDevice);
       if (c.present) {
@@ -446,16 +455,14 @@ class Simulator {
         return fail_at(step_, "{}: {} creates {}, which already exists", step_label(step_),
                        op_name(s.op), buf_name(b));
       }
-      create(b, kDevice, start, end);
+      create(b, kDevice, alloc_time, end);
       ever_created_[b] = 1;
-      if (!allocate_device(start, bytes_of(b), b)) return false;
+      if (!allocate_device(alloc_time, bytes_of(b), b)) return false;
     }
     if (op.workspace > 0) {
-      if (!allocate_device(start, op.workspace, -1)) return false;
+      if (!allocate_device(alloc_time, op.workspace, -1)) return false;
       release_device(end, op.workspace, -1);
     }
-    finish_uses(op, kDevice, start, end);
-    computed_[s.op] = 1;
     return true;
   }
 
@@ -467,20 +474,7 @@ class Simulator {
     const double end = busy(Resource::kComm, start, op_time_[s.op]);
     result_.comm_time += op_time_[s.op];
     moved(Resource::kComm, static_cast<uint64_t>(op.bytes));
-    for (const BufferId b : op.out) {
-      if (copy(b, kDevice).present && s.kind == StepKind::kRecompute) continue;
-      if (has_any_copy(b)) {
-        return fail_at(step_, "{}: {} creates {}, which already exists", step_label(step_),
-                       op_name(s.op), buf_name(b));
-      }
-      create(b, kDevice, cursor_, end);
-      ever_created_[b] = 1;
-      if (!allocate_device(cursor_, bytes_of(b), b)) return false;
-    }
-    if (op.workspace > 0) {
-      if (!allocate_device(cursor_, op.workspace, -1)) return false;
-      release_device(end, op.workspace, -1);
-    }
+    if (!allocate_outputs(s, op, cursor_, end)) return false;
     finish_uses(op, kDevice, start, end);
     computed_[s.op] = 1;
     return true;
