@@ -71,10 +71,9 @@ SwapResult plan_vdnn_impl(const Graph& graph, const Hardware& hardware, uint64_t
   }
   const SwapSchedule schedule =
       schedule_swaps(graph, hardware, budget, evictions, {.time_limit = options.time_limit});
-  const std::string note =
-      fmt::format("offloaded {} {}inputs ({} bytes) to {}, {} prefetches moved for the budget",
-                  evictions.size(), conv_only ? "convolution " : "", offloaded_bytes,
-                  to_string(options.tier), schedule.repairs);
+  const std::string note = fmt::format(
+      "offloaded {} {}inputs ({} bytes) to {}, {} scheduler repair rounds", evictions.size(),
+      conv_only ? "convolution " : "", offloaded_bytes, to_string(options.tier), schedule.repairs);
   return swap_detail::finish(graph, hardware, budget, schedule, planner, note, clock);
 }
 
