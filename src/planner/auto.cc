@@ -6,7 +6,8 @@
 // several ranks; optimizer on device, host or NVMe; parameters on device,
 // host or NVMe, offloaded only with the optimizer) and, inside each, over
 // activation planners: keep every activation, memwall's rematerialization
-// planner, Capuchin's swap-or-recompute policy to the host and to NVMe.
+// planner, Capuchin's swap-or-recompute policy with swaps to the host while
+// the host memory the model states leave allows, and to NVMe beyond.
 // Each configuration's unconstrained time (all activations kept, no device
 // limit) bounds every plan of it from below, so configurations are tried
 // from the fastest bound up, and the search stops at the first whose bound
@@ -51,8 +52,7 @@ constexpr std::pair<Tier, Tier> kPlacements[] = {
 };
 
 constexpr Activations kActivationPlanners[] = {Activations::kKeepAll, Activations::kRemat,
-                                               Activations::kCapuchinHost,
-                                               Activations::kCapuchinNvme};
+                                               Activations::kCapuchinSpill};
 
 double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -18,8 +18,8 @@ std::string_view to_string(Activations activations) {
       return "remat:memwall";
     case Activations::kCapuchinHost:
       return "capuchin (host)";
-    case Activations::kCapuchinNvme:
-      return "capuchin (nvme)";
+    case Activations::kCapuchinSpill:
+      return "capuchin (host, then nvme)";
     case Activations::kVdnn:
       return "vdnn";
   }

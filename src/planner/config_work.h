@@ -24,7 +24,10 @@ struct ConfigWork {
 ConfigWork make_config(const Graph& graph, const StateConfig& config, int ranks);
 
 // How activations are handled.
-enum class Activations { kKeepAll, kRemat, kCapuchinHost, kCapuchinNvme, kVdnn };
+// kCapuchinHost swaps to the host only (Capuchin as published);
+// kCapuchinSpill swaps to the host while the memory the model states leave
+// there allows, and to NVMe beyond (Note [Host, then NVMe] in capuchin.cc).
+enum class Activations { kKeepAll, kRemat, kCapuchinHost, kCapuchinSpill, kVdnn };
 std::string_view to_string(Activations activations);
 
 // The configuration's plan with `activations` within `budget`: the

@@ -29,20 +29,20 @@ namespace {
 constexpr int kMaxTries = 5;
 
 // The activation plan for `budget`; throws Error when the planner finds none.
+// `host_free`: host memory the model states leave for swapped activations.
 Plan activation_plan(const Graph& view, Activations activations, const Hardware& hw,
-                     uint64_t budget, const PlannerOptions& options) {
+                     uint64_t budget, uint64_t host_free, const PlannerOptions& options) {
   switch (activations) {
     case Activations::kKeepAll:
       return default_plan(view, hw.name, budget);
     case Activations::kRemat:
       return plan_memwall(view, hw, budget, {.time_limit = options.time_limit}).plan;
     case Activations::kCapuchinHost:
-    case Activations::kCapuchinNvme: {
-      const SwapOptions swap{
-          .time_limit = options.time_limit,
-          .tier = activations == Activations::kCapuchinNvme ? Tier::kNvme : Tier::kHost};
-      return plan_capuchin(view, hw, budget, swap).plan;
-    }
+      return plan_capuchin(view, hw, budget, {.time_limit = options.time_limit}).plan;
+    case Activations::kCapuchinSpill:
+      return plan_capuchin(view, hw, budget,
+                           {.time_limit = options.time_limit, .host_swap_bytes = host_free})
+          .plan;
     case Activations::kVdnn:
       return plan_vdnn(view, hw, budget, {.time_limit = options.time_limit}).plan;
   }
@@ -65,6 +65,15 @@ std::string misfit(const SimResult& sim, uint64_t budget, const PlannerOptions& 
   return {};
 }
 
+// Host memory left by the configuration's model-state traffic: its
+// keep-all plan's host peak, simulated without a device limit.
+uint64_t host_left(const ConfigWork& work, const Hardware& hw) {
+  const Plan plan = work.finish(default_plan(work.view, hw.name, kMaxBytes));
+  const SimResult sim = simulate(work.graph, plan, hw, {.record_curves = false});
+  const uint64_t used = sim.peak_bytes[static_cast<size_t>(Tier::kHost)];
+  return sim.valid && used < hw.host_memory_bytes ? hw.host_memory_bytes - used : 0;
+}
+
 }  // namespace
 
 Candidate fit(const ConfigWork& work, Activations activations, const Hardware& hw, uint64_t budget,
@@ -74,10 +83,12 @@ Candidate fit(const ConfigWork& work, Activations activations, const Hardware& h
   c.activations = std::string(to_string(activations));
   c.states = work.config;
   uint64_t activation_budget = budget;
+  const uint64_t host_free = activations == Activations::kCapuchinSpill ? host_left(work, hw) : 0;
   for (int attempt = 0; attempt < kMaxTries; ++attempt) {
     Plan plan;
     try {
-      plan = work.finish(activation_plan(work.view, activations, hw, activation_budget, options));
+      plan = work.finish(
+          activation_plan(work.view, activations, hw, activation_budget, host_free, options));
     } catch (const Error& e) {
       c.why = e.what();
       break;

@@ -34,6 +34,16 @@
 //   simulator checks the plan. A round that finds nothing to evict, or the
 //   time limit, ends in an Error saying how far over the budget it is.
 //
+// Note [Host, then NVMe]
+// ~~~~~~~~~~~~~~~~~~~~~~~
+// With SwapOptions::host_swap_bytes set (the automatic planner passes the
+// host memory its model states leave free), the destination is chosen per
+// tensor: a swap goes to the host while the chosen host swaps fit in that
+// many bytes (counted whole, as if all were on the host at once), and to
+// NVMe after that, priced with the NVMe legs. So one plan can keep some
+// activations, swap some to the host and some to NVMe, and recompute
+// others.
+//
 // Note [Recompute chains]
 // ~~~~~~~~~~~~~~~~~~~~~~~
 // Capuchin recomputes a tensor from the nearest ancestors still in memory
@@ -114,10 +124,12 @@ struct Candidate {
   OpId before = kNoOp;
   uint64_t bytes = 0;
   std::optional<Eviction::How> chosen;
+  Tier tier = Tier::kHost;  // where a chosen swap goes
 };
 
 // Where a swap's transfers would go with the engines as they are.
 struct SwapFit {
+  Tier tier = Tier::kHost;  // the swap's destination (Note [Host, then NVMe])
   double out_start = 0, out_end = 0;
   double in_start = 0;
   double free_time = 0;  // FT; negative: the swap-in ends this much after the access
@@ -195,12 +207,16 @@ class Capuchin {
     const std::vector<Eviction> evictions = chosen_evictions();
     const SwapSchedule schedule =
         schedule_swaps(graph_, hw_, budget_, evictions, {.time_limit = options_.time_limit});
-    size_t swaps = 0;
-    for (const Eviction& e : evictions) swaps += e.how == Eviction::How::kSwap;
+    size_t to_host = 0, to_nvme = 0;
+    for (const Eviction& e : evictions) {
+      if (e.how != Eviction::How::kSwap) continue;
+      ++(e.to == Tier::kHost ? to_host : to_nvme);
+    }
     const std::string note =
-        evictions.empty() ? std::string("fits without evictions")
-                          : fmt::format("{} swapped to {}, {} recomputed, in {} rounds", swaps,
-                                        to_string(options_.tier), evictions.size() - swaps, rounds);
+        evictions.empty()
+            ? std::string("fits without evictions")
+            : fmt::format("{} swapped to host, {} to nvme, {} recomputed, in {} rounds", to_host,
+                          to_nvme, evictions.size() - to_host - to_nvme, rounds);
     return swap_detail::finish(graph_, hw_, budget_, schedule, "capuchin", note, clock);
   }
 
@@ -236,11 +252,8 @@ class Capuchin {
     std::vector<Eviction> out;
     for (const Candidate& c : candidates_) {
       if (!c.chosen) continue;
-      out.push_back({.buf = c.buf,
-                     .after = c.after,
-                     .before = c.before,
-                     .how = *c.chosen,
-                     .to = options_.tier});
+      out.push_back(
+          {.buf = c.buf, .after = c.after, .before = c.before, .how = *c.chosen, .to = c.tier});
     }
     return out;
   }
@@ -258,22 +271,28 @@ class Capuchin {
     return op;
   }
 
-  double out_time(uint64_t bytes) const {
+  double out_time(uint64_t bytes, Tier tier) const {
     double t = d2h_time(hw_, bytes);
-    if (options_.tier == Tier::kNvme) t += static_cast<double>(bytes) / hw_.nvme_write_bandwidth;
+    if (tier == Tier::kNvme) t += static_cast<double>(bytes) / hw_.nvme_write_bandwidth;
     return t;
   }
-  double in_time(uint64_t bytes) const {
+  double in_time(uint64_t bytes, Tier tier) const {
     double t = h2d_time(hw_, bytes);
-    if (options_.tier == Tier::kNvme) t += static_cast<double>(bytes) / hw_.nvme_read_bandwidth;
+    if (tier == Tier::kNvme) t += static_cast<double>(bytes) / hw_.nvme_read_bandwidth;
     return t;
+  }
+  // Where a swap of c would go now (Note [Host, then NVMe]).
+  Tier tier_for(const Candidate& c) const {
+    if (options_.tier != Tier::kHost || !options_.host_swap_bytes) return options_.tier;
+    return host_swapped_ + c.bytes <= *options_.host_swap_bytes ? Tier::kHost : Tier::kNvme;
   }
 
   SwapFit swap_fit(const Candidate& c) const {
     SwapFit fit;
     const OpId producer = lives_[c.buf].producer;
     const double ready = std::max(start_[c.after], producer == kNoOp ? 0 : end_[producer]);
-    const double out = out_time(c.bytes), in = in_time(c.bytes);
+    fit.tier = tier_for(c);
+    const double out = out_time(c.bytes, fit.tier), in = in_time(c.bytes, fit.tier);
     fit.out_start = d2h_.first_fit(ready, out);
     fit.out_end = fit.out_start + out;
     const double deadline = start_[c.before];
@@ -309,6 +328,7 @@ class Capuchin {
     for (auto& users : recompute_users_) users.clear();
     d2h_ = {};
     h2d_ = {};
+    host_swapped_ = 0;
     for (const Choice& choice : choices_) {
       Candidate& c = candidates_[choice.candidate];
       if (choice.how == Eviction::How::kSwap) {
@@ -321,9 +341,11 @@ class Capuchin {
 
   void apply_swap(Candidate& c, const SwapFit& fit) {
     c.chosen = Eviction::How::kSwap;
+    c.tier = fit.tier;
+    if (fit.tier == Tier::kHost) host_swapped_ += c.bytes;
     chosen_of_[c.buf] = static_cast<int32_t>(&c - candidates_.data());
     d2h_.add(fit.out_start, fit.out_end - fit.out_start);
-    h2d_.add(fit.in_start, in_time(c.bytes));
+    h2d_.add(fit.in_start, in_time(c.bytes, fit.tier));
   }
   void apply_recompute(Candidate& c) {
     c.chosen = Eviction::How::kRecompute;
@@ -363,7 +385,7 @@ class Capuchin {
       if (!absent(x, u)) continue;
       const int32_t k = chosen_of_[x];
       if (k >= 0 && candidates_[k].chosen == Eviction::How::kSwap) {
-        t += in_time(graph_.buffers[x].bytes);
+        t += in_time(graph_.buffers[x].bytes, candidates_[k].tier);
       } else {
         t += regenerate_time(x, u, depth + 1, touched);
       }
@@ -471,6 +493,7 @@ class Capuchin {
   // Per buffer: the ops before which a chosen recompute reads or regenerates it.
   std::vector<std::vector<OpId>> recompute_users_;
   Engine d2h_, h2d_;
+  uint64_t host_swapped_ = 0;  // bytes of the chosen swaps to the host
 };
 
 }  // namespace

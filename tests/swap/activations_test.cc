@@ -222,6 +222,29 @@ TEST(Capuchin, SaysByHowMuchItMisses) {
   }
 }
 
+// Note [Host, then NVMe]: the swap of y0 (100 bytes, as in
+// SwapsTheLargestFreeTimeFirst) goes to the host when the host has room for
+// it, and to NVMe when it has none.
+TEST(Capuchin, SwapsGoToTheHostWhileItHasRoom) {
+  const Graph graph = layer_chain();
+  const Hardware hw = copy_profile(100);
+  const auto tiers = [&](const Plan& plan) {
+    Strings out;
+    for (const Step& s : plan.steps) {
+      if (s.kind == StepKind::kSwapOut) {
+        out.push_back(graph.buffers[s.buf].name + " " + std::string(to_string(s.to)));
+      }
+    }
+    return out;
+  };
+  const SwapResult room = plan_capuchin(graph, hw, 422, {.host_swap_bytes = 100});
+  EXPECT_EQ(tiers(room.plan), Strings{"y0 host"});
+  EXPECT_EQ(room.note, "1 swapped to host, 0 to nvme, 0 recomputed, in 1 rounds");
+  const SwapResult none = plan_capuchin(graph, hw, 422, {.host_swap_bytes = 99});
+  EXPECT_EQ(tiers(none.plan), Strings{"y0 nvme"});
+  EXPECT_LE(none.simulated_peak, 422u);
+}
+
 TEST(Capuchin, EnoughBudgetEvictsNothing) {
   const Graph graph = layer_chain();
   const Hardware hw = copy_profile(100);

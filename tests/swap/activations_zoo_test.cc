@@ -172,5 +172,27 @@ TEST(SwapZoo, CapuchinNeverSlowerThanVdnn) {
   }
 }
 
+// Note [Host, then NVMe] on a zoo model: with host room for about half of
+// what Capuchin swaps to an unlimited host, one plan swaps to both tiers and
+// still fits.
+TEST(SwapZoo, CapuchinSplitsSwapsBetweenHostAndNvme) {
+  const Hardware& hw = find_gpu("a100-80g");
+  const Graph graph = zoo_graph(kCases[0]);
+  const uint64_t budget = static_cast<uint64_t>(0.9 * double(keep_all_peak(graph, hw)));
+  const SwapResult host = plan_capuchin(graph, hw, budget, {});
+  ASSERT_GT(host.bytes_swapped_out, 0u);
+  const SwapResult mixed =
+      plan_capuchin(graph, hw, budget, {.host_swap_bytes = host.bytes_swapped_out / 2});
+  expect_fits(graph, hw, mixed, budget);
+  uint64_t on_host = 0, on_nvme = 0;
+  for (const Step& s : mixed.plan.steps) {
+    if (s.kind != StepKind::kSwapOut) continue;
+    (s.to == Tier::kHost ? on_host : on_nvme) += graph.buffers[s.buf].bytes;
+  }
+  EXPECT_GT(on_host, 0u);
+  EXPECT_GT(on_nvme, 0u);
+  EXPECT_LE(on_host, host.bytes_swapped_out / 2);
+}
+
 }  // namespace
 }  // namespace memwall

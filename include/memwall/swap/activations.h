@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -26,6 +27,10 @@ struct SwapOptions {
   Tier tier = Tier::kHost;  // where swapped activations go: host or nvme
   // Capuchin: also consider recomputation (its hybrid policy); false: swap only.
   bool allow_recompute = true;
+  // Capuchin with tier host: the host memory its swaps may use; the swaps
+  // beyond it go to NVMe (Note [Host, then NVMe] in capuchin.cc). nullopt:
+  // every swap goes to `tier`.
+  std::optional<uint64_t> host_swap_bytes;
 };
 
 struct SwapResult {
