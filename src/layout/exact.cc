@@ -166,10 +166,9 @@ class Solver {
     for (size_t l = 0; l < d_.leaves.size(); ++l) {
       for (const Preorder order : kPreorders) {
         const LeafModel& m = model(l);
-        const std::vector<int> rank = preorder_ranks(m, order);
         std::vector<uint64_t> offsets;
-        if (search_leaf(m, kUnbounded, rank, true, limits(deadline_), offsets, result_.nodes) !=
-            Outcome::kFound) {
+        if (search_leaf(m, kUnbounded, {.order = order}, true, limits(deadline_), offsets,
+                        result_.nodes) != Outcome::kFound) {
           break;
         }
         const uint64_t top = leaf_arena(m, offsets);

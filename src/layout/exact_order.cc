@@ -11,6 +11,10 @@
 // order wins everywhere, so the search cycles through a few (decide_leaf),
 // also jittered: restarts on slightly different orders escape the huge
 // fruitless subtrees one fixed order can get stuck in.
+//
+// "Total" is measured on given per-section bytes: the leaf's live bytes for
+// the whole leaf, the bytes still unplaced for the side of a split that the
+// search ranks again (Note [Re-ranking sides] in exact_search.cc).
 #include <algorithm>
 #include <numeric>
 #include <tuple>
@@ -32,38 +36,47 @@ uint64_t next_random(uint64_t& state) {
 }  // namespace
 
 std::vector<int> preorder_ranks(const LeafModel& model, Preorder order, uint64_t seed) {
-  const int n = model.buffers();
+  std::vector<int> all(model.buffers());
+  std::iota(all.begin(), all.end(), 0);
+  return preorder_ranks(model, order, seed, model.section_bytes, all);
+}
+
+std::vector<int> preorder_ranks(const LeafModel& model, Preorder order, uint64_t seed,
+                                std::span<const uint64_t> section_totals,
+                                std::span<const int> buffers) {
+  const int n = static_cast<int>(buffers.size());
   std::vector<uint64_t> total(n, 0);
   std::vector<double> area(n);  // may exceed 64 bits; ties are harmless
   std::vector<int64_t> length(n);
-  for (int b = 0; b < n; ++b) {
+  for (int i = 0; i < n; ++i) {
+    const int b = buffers[i];
     for (int s = model.first_section[b]; s < model.end_section[b]; ++s) {
-      total[b] = std::max(total[b], model.section_bytes[s]);
+      total[i] = std::max(total[i], section_totals[s]);
     }
-    length[b] = model.upper[b] - model.lower[b];
-    area[b] = static_cast<double>(model.size[b]) * static_cast<double>(length[b]);
+    length[i] = model.upper[b] - model.lower[b];
+    area[i] = static_cast<double>(model.size[b]) * static_cast<double>(length[i]);
   }
   std::vector<int> by_rank(n);
   std::iota(by_rank.begin(), by_rank.end(), 0);
-  const auto key = [&](int b) {
+  const auto key = [&](int i) {
     // Larger first: negate through the comparison below.
     switch (order) {
       case Preorder::kLengthAreaTotal:
-        return std::make_tuple(static_cast<double>(length[b]), area[b],
-                               static_cast<double>(total[b]));
+        return std::make_tuple(static_cast<double>(length[i]), area[i],
+                               static_cast<double>(total[i]));
       case Preorder::kTotalAreaLength:
-        return std::make_tuple(static_cast<double>(total[b]), area[b],
-                               static_cast<double>(length[b]));
+        return std::make_tuple(static_cast<double>(total[i]), area[i],
+                               static_cast<double>(length[i]));
       case Preorder::kTotalLengthArea:
-        return std::make_tuple(static_cast<double>(total[b]), static_cast<double>(length[b]),
-                               area[b]);
+        return std::make_tuple(static_cast<double>(total[i]), static_cast<double>(length[i]),
+                               area[i]);
     }
     return std::make_tuple(0.0, 0.0, 0.0);
   };
   std::stable_sort(by_rank.begin(), by_rank.end(), [&](int a, int b) {
     const auto ka = key(a), kb = key(b);
     if (ka != kb) return ka > kb;
-    return model.size[a] > model.size[b];
+    return model.size[buffers[a]] > model.size[buffers[b]];
   });
   std::vector<int> rank(n);
   for (int r = 0; r < n; ++r) rank[by_rank[r]] = r;
@@ -71,9 +84,9 @@ std::vector<int> preorder_ranks(const LeafModel& model, Preorder order, uint64_t
   // Each buffer moves by a uniform amount in [-n/32, n/32] ranks.
   std::vector<double> jittered(n);
   const double spread = n / 16.0;
-  for (int b = 0; b < n; ++b) {
+  for (int i = 0; i < n; ++i) {
     const double unit = static_cast<double>(next_random(seed) >> 11) * 0x1.0p-53;
-    jittered[b] = rank[b] + (unit - 0.5) * spread;
+    jittered[i] = rank[i] + (unit - 0.5) * spread;
   }
   std::stable_sort(by_rank.begin(), by_rank.end(),
                    [&](int a, int b) { return jittered[a] < jittered[b]; });

@@ -47,15 +47,12 @@ Outcome decide_leaf(const LeafModel& model, uint64_t capacity, const SearchLimit
   const int64_t start = nodes;
   const int64_t unit = std::max<int64_t>(kUnitPerBuffer * model.buffers(), 256);
   constexpr auto kOrders = static_cast<int64_t>(std::size(kPreorders));
-  std::vector<std::vector<int>> ranks;
-  for (const Preorder order : kPreorders) ranks.push_back(preorder_ranks(model, order));
   uint64_t seed = 0;
   FailedStates failed(16);
   for (int64_t run = 1;; ++run) {
     const int64_t slot = (run - 1) % (2 * kOrders);
     const auto order = static_cast<size_t>(slot % kOrders);
-    const std::vector<int> rank =
-        slot < kOrders ? ranks[order] : preorder_ranks(model, kPreorders[order], ++seed);
+    const Ranking ranking{.order = kPreorders[order], .seed = slot < kOrders ? 0 : ++seed};
     SearchLimits limit = limits;
     limit.nodes = luby(run) * unit;
     if (limits.nodes > 0) {
@@ -64,7 +61,7 @@ Outcome decide_leaf(const LeafModel& model, uint64_t capacity, const SearchLimit
       limit.nodes = std::min(limit.nodes, left);
     }
     const Outcome outcome =
-        search_leaf(model, capacity, rank, true, limit, offsets, nodes, &failed);
+        search_leaf(model, capacity, ranking, true, limit, offsets, nodes, &failed);
     if (outcome != Outcome::kAborted) return outcome;
     if (std::chrono::steady_clock::now() >= limits.deadline) return Outcome::kAborted;
   }

@@ -125,6 +125,20 @@ inline constexpr Preorder kPreorders[] = {Preorder::kLengthAreaTotal, Preorder::
 // seed != 0 jitters the order (ranks move by a few percent of n, the same
 // for the same seed) so that restarts explore different trees.
 std::vector<int> preorder_ranks(const LeafModel& model, Preorder order, uint64_t seed = 0);
+// The same order over `buffers` only (ranks[i] for buffers[i], from 0),
+// judging each buffer's crowding by `section_totals` (bytes per section) in
+// place of the model's live bytes: the search re-ranks the buffers of each
+// side of a split by the bytes still unplaced (Note [Re-ranking sides] in
+// exact_search.cc).
+std::vector<int> preorder_ranks(const LeafModel& model, Preorder order, uint64_t seed,
+                                std::span<const uint64_t> section_totals,
+                                std::span<const int> buffers);
+
+// A static order for one search: the preorder and its jitter seed.
+struct Ranking {
+  Preorder order = Preorder::kLengthAreaTotal;
+  uint64_t seed = 0;
+};
 
 enum class Outcome { kFound, kInfeasible, kAborted };
 
@@ -154,13 +168,14 @@ class FailedStates {
 // One depth-first search of the leaf at `capacity` (relative to the leaf's
 // base). On kFound, offsets[b] (relative to the base) is set for every leaf
 // buffer. `nodes` accumulates the placements tried.
-// Candidates at the same offset go by `rank`, or, with by_load, first by
-// the most unplaced bytes in a section they span (Note [Canonical search]).
+// Candidates at the same offset go by the rank `ranking` gives them, or,
+// with by_load, first by the most unplaced bytes in a section they span
+// (Note [Canonical search]).
 // `failed` (null: a table of the search's own) records the states whose
 // subtrees failed and prunes those met again.
-Outcome search_leaf(const LeafModel& model, uint64_t capacity, std::span<const int> rank,
-                    bool by_load, const SearchLimits& limits, std::vector<uint64_t>& offsets,
-                    int64_t& nodes, FailedStates* failed = nullptr);
+Outcome search_leaf(const LeafModel& model, uint64_t capacity, const Ranking& ranking, bool by_load,
+                    const SearchLimits& limits, std::vector<uint64_t>& offsets, int64_t& nodes,
+                    FailedStates* failed = nullptr);
 
 // search_leaf with restarts (Note [Restarts] in exact_restarts.cc) until one
 // search completes or the limits run out.
