@@ -555,6 +555,7 @@ class Search {
   void rerank(std::span<const int> buffers) {
     const std::vector<int> ranks =
         preorder_ranks(m_, ranking_.order, ranking_.seed, remaining_, buffers);
+    work_ += buffers.size();
     for (size_t i = 0; i < buffers.size(); ++i) {
       rank_log_.push_back({buffers[i], rank_[buffers[i]]});
       rank_[buffers[i]] = ranks[i];
