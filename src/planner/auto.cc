@@ -52,7 +52,8 @@ constexpr std::pair<Tier, Tier> kPlacements[] = {
 };
 
 constexpr Activations kActivationPlanners[] = {Activations::kKeepAll, Activations::kRemat,
-                                               Activations::kCapuchinSpill};
+                                               Activations::kCapuchinSpill,
+                                               Activations::kCapuchinNvme};
 
 double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -20,6 +20,8 @@ std::string_view to_string(Activations activations) {
       return "capuchin (host)";
     case Activations::kCapuchinSpill:
       return "capuchin (host, then nvme)";
+    case Activations::kCapuchinNvme:
+      return "capuchin (nvme)";
     case Activations::kVdnn:
       return "vdnn";
   }

@@ -27,7 +27,9 @@ ConfigWork make_config(const Graph& graph, const StateConfig& config, int ranks)
 // kCapuchinHost swaps to the host only (Capuchin as published);
 // kCapuchinSpill swaps to the host while the memory the model states leave
 // there allows, and to NVMe beyond (Note [Host, then NVMe] in capuchin.cc).
-enum class Activations { kKeepAll, kRemat, kCapuchinHost, kCapuchinSpill, kVdnn };
+// kCapuchinNvme swaps everything to NVMe, which Capuchin's greedy choices
+// sometimes turn into a faster plan than the spill.
+enum class Activations { kKeepAll, kRemat, kCapuchinHost, kCapuchinSpill, kCapuchinNvme, kVdnn };
 std::string_view to_string(Activations activations);
 
 // The configuration's plan with `activations` within `budget`: the

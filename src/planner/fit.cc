@@ -39,6 +39,10 @@ Plan activation_plan(const Graph& view, Activations activations, const Hardware&
       return plan_memwall(view, hw, budget, {.time_limit = options.time_limit}).plan;
     case Activations::kCapuchinHost:
       return plan_capuchin(view, hw, budget, {.time_limit = options.time_limit}).plan;
+    case Activations::kCapuchinNvme:
+      return plan_capuchin(view, hw, budget,
+                           {.time_limit = options.time_limit, .tier = Tier::kNvme})
+          .plan;
     case Activations::kCapuchinSpill:
       return plan_capuchin(view, hw, budget,
                            {.time_limit = options.time_limit, .host_swap_bytes = host_free})
