@@ -2,7 +2,6 @@
 // technique on the zoo models at several budgets, each plan re-simulated
 // within its budget: auto's iteration time over the best single
 // technique's, whether any plan exceeds its budget, and planning time.
-#include <chrono>
 #include <iostream>
 #include <sstream>
 
@@ -13,6 +12,7 @@
 #include "format.h"
 #include "memwall/graph/error.h"
 #include "memwall/graph/graph.h"
+#include "memwall/graph/stopwatch.h"
 #include "memwall/models/zoo.h"
 #include "memwall/planner/planner.h"
 #include "options.h"
@@ -46,13 +46,13 @@ struct Row {
 bool simulates_within(const Candidate& c, const Hardware& hw, uint64_t budget) {
   if (!c.fits) return true;
   const SimResult sim = simulate(c.graph, c.plan, hw, {.record_curves = false});
-  return sim.valid && sim.peak_bytes[0] <= budget && c.plan.budget == budget;
+  return sim.valid && device_peak(sim) <= budget && c.plan.budget == budget;
 }
 
 Row bench_one(const std::string& model, const Graph& graph, const Hardware& hw, uint64_t budget,
               double time_limit) {
   Row r{.model = model, .budget = budget};
-  const auto start = std::chrono::steady_clock::now();
+  const Stopwatch clock;
   try {
     const AutoPlan a = plan_auto(graph, hw, {.budget = budget, .time_limit = time_limit});
     r.auto_fits = true;
@@ -69,7 +69,7 @@ Row bench_one(const std::string& model, const Graph& graph, const Hardware& hw, 
   } catch (const Error& e) {
     r.why = e.what();
   }
-  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  r.seconds = clock.seconds();
   return r;
 }
 

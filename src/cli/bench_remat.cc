@@ -90,7 +90,7 @@ int run_bench_remat(const BenchRematArgs& args) {
   const Graph graph = args.source.load();
   const Hardware hw = args.gpu.load();
   const SimResult keep_all = keep_all_simulation(graph, hw);
-  const uint64_t peak = keep_all.peak_bytes[static_cast<int>(Tier::kDevice)];
+  const uint64_t peak = device_peak(keep_all);
   const RematFloor floor = remat_floor(graph, hw, options);
   const std::vector<uint64_t> budgets = budget_points(std::min(floor.bytes, peak), peak, points);
 

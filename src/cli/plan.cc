@@ -77,7 +77,7 @@ int run_remat_plan(const PlanArgs& args) {
   if (!args.out.empty()) write_plan_file(plan, args.out);
   args.exports.write(graph, plan, hw, run.sim);
 
-  const uint64_t keep_all_peak = keep_all.peak_bytes[static_cast<int>(Tier::kDevice)];
+  const uint64_t keep_all_peak = device_peak(keep_all);
   const int recomputes = count_recomputes(plan);
   const double extra_flops = recomputed_flops(graph, plan);
   const double flops = total_flops(graph);

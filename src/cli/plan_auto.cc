@@ -117,9 +117,8 @@ nlohmann::json candidate_json(const Candidate& c) {
 std::vector<std::string> write_outputs(const PlanArgs& args, const Graph& input, const Candidate& c,
                                        const Hardware& hw) {
   std::vector<std::string> rows;
-  const bool rewritten = c.graph.ops.size() != input.ops.size() ||
-                         c.graph.buffers.size() != input.buffers.size() ||
-                         c.graph.name != input.name;
+  // zero_rank_graph and offload_graph name every graph they rewrite.
+  const bool rewritten = c.graph.name != input.name;
   std::string graph_out = args.out_graph;
   if (graph_out.empty() && rewritten && !args.out.empty()) {
     graph_out = (args.out.ends_with(".json") ? args.out.substr(0, args.out.size() - 5) : args.out) +

@@ -41,7 +41,7 @@ struct RematRun {
   SimResult sim;          // result.plan re-simulated within `budget`
   double wall_seconds = 0;
 
-  uint64_t peak() const { return sim.peak_bytes[static_cast<int>(Tier::kDevice)]; }
+  uint64_t peak() const { return device_peak(sim); }
   // Iteration time / the keep-all iteration time.
   double overhead(const SimResult& keep_all) const {
     return sim.iteration_time / keep_all.iteration_time;

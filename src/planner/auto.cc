@@ -16,13 +16,13 @@
 // techniques of the side-by-side table are candidates too, so the result
 // is never slower than the best of them.
 #include <algorithm>
-#include <chrono>
 #include <limits>
 
 #include <fmt/format.h>
 
 #include "config_work.h"
 #include "memwall/graph/error.h"
+#include "memwall/graph/stopwatch.h"
 
 namespace memwall {
 namespace {
@@ -54,10 +54,6 @@ constexpr std::pair<Tier, Tier> kPlacements[] = {
 constexpr Activations kActivationPlanners[] = {Activations::kKeepAll, Activations::kRemat,
                                                Activations::kCapuchinSpill,
                                                Activations::kCapuchinNvme};
-
-double seconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
 
 }  // namespace
 
@@ -134,7 +130,7 @@ std::vector<Candidate> single_techniques(const Graph& graph, const Hardware& har
 
 AutoPlan plan_auto(const Graph& graph, const Hardware& hardware, const PlannerOptions& options) {
   check(options);
-  const auto start = std::chrono::steady_clock::now();
+  const Stopwatch clock;
   AutoPlan result;
   result.hardware = planner_detail::with_host(hardware, options);
   const Hardware& hw = result.hardware;
@@ -208,7 +204,7 @@ AutoPlan plan_auto(const Graph& graph, const Hardware& hardware, const PlannerOp
          works[frugal].work.config.name(), why[frugal]);
   }
   result.best.technique = "auto";
-  result.solve_seconds = seconds_since(start);
+  result.solve_seconds = clock.seconds();
   return result;
 }
 

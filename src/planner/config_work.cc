@@ -49,6 +49,15 @@ Plan ConfigWork::finish(const Plan& activation_plan) const {
   return apply_offload(*offload, activation_plan, offload_options);
 }
 
+const ConfigWork::KeepAll& ConfigWork::keep_all(const Hardware& hardware) const {
+  if (!keep_all_) {
+    Plan plan = finish(default_plan(view, hardware.name, kMaxBytes));
+    SimResult sim = simulate(graph, plan, hardware, {.record_curves = false});
+    keep_all_ = KeepAll{std::move(plan), std::move(sim)};
+  }
+  return *keep_all_;
+}
+
 Hardware with_host(const Hardware& hardware, const PlannerOptions& options) {
   Hardware hw = hardware;
   if (options.host_bytes > 0) hw.host_memory_bytes = options.host_bytes;
@@ -58,8 +67,7 @@ Hardware with_host(const Hardware& hardware, const PlannerOptions& options) {
 Unconstrained unconstrained_time(const ConfigWork& work, const Hardware& hardware,
                                  const PlannerOptions& options) {
   constexpr double kNever = std::numeric_limits<double>::infinity();
-  const Plan plan = work.finish(default_plan(work.view, hardware.name, kMaxBytes));
-  const SimResult sim = simulate(work.graph, plan, hardware, {.record_curves = false});
+  const SimResult& sim = work.keep_all(hardware).sim;
   if (!sim.valid) return {kNever, sim.reason};
   const uint64_t nvme = sim.peak_bytes[static_cast<size_t>(Tier::kNvme)];
   if (options.nvme_bytes > 0 && nvme > options.nvme_bytes) {

@@ -6,6 +6,7 @@
 #include <string_view>
 
 #include "memwall/planner/planner.h"
+#include "memwall/sim/simulator.h"
 #include "memwall/swap/offload.h"
 
 namespace memwall::planner_detail {
@@ -19,6 +20,19 @@ struct ConfigWork {
 
   // An activation plan of `view` with the configuration's model-state moves.
   Plan finish(const Plan& activation_plan) const;
+
+  // The configuration with every activation kept (plan.budget = kMaxBytes),
+  // simulated without a device limit. unconstrained_time, the host memory
+  // left for swaps and the keep-all fit all read it, so it is simulated once
+  // per configuration; `hardware` must be the same on every call.
+  struct KeepAll {
+    Plan plan;
+    SimResult sim;
+  };
+  const KeepAll& keep_all(const Hardware& hardware) const;
+
+ private:
+  mutable std::optional<KeepAll> keep_all_;
 };
 
 ConfigWork make_config(const Graph& graph, const StateConfig& config, int ranks);

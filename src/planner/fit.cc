@@ -12,13 +12,13 @@
 // does not land on the edge again) and the planner runs again, at most
 // kMaxTries times. The simulator judges every finished plan; the first
 // that fits is kept, since a lower activation budget only adds work.
-#include <chrono>
 #include <limits>
 
 #include <fmt/format.h>
 
 #include "config_work.h"
 #include "memwall/graph/error.h"
+#include "memwall/graph/stopwatch.h"
 #include "memwall/plan/builders.h"
 #include "memwall/remat/remat.h"
 #include "memwall/swap/activations.h"
@@ -56,7 +56,7 @@ Plan activation_plan(const Graph& view, Activations activations, const Hardware&
 // Why a finished plan does not fit, as one line; empty when it fits.
 std::string misfit(const SimResult& sim, uint64_t budget, const PlannerOptions& options) {
   if (!sim.valid) return sim.reason;
-  const uint64_t device = sim.peak_bytes[static_cast<size_t>(Tier::kDevice)];
+  const uint64_t device = device_peak(sim);
   if (device > budget) {
     return fmt::format("device memory exceeds the budget by {} bytes ({} > {})", device - budget,
                        device, budget);
@@ -72,8 +72,7 @@ std::string misfit(const SimResult& sim, uint64_t budget, const PlannerOptions& 
 // Host memory left by the configuration's model-state traffic: its
 // keep-all plan's host peak, simulated without a device limit.
 uint64_t host_left(const ConfigWork& work, const Hardware& hw) {
-  const Plan plan = work.finish(default_plan(work.view, hw.name, kMaxBytes));
-  const SimResult sim = simulate(work.graph, plan, hw, {.record_curves = false});
+  const SimResult& sim = work.keep_all(hw).sim;
   const uint64_t used = sim.peak_bytes[static_cast<size_t>(Tier::kHost)];
   return sim.valid && used < hw.host_memory_bytes ? hw.host_memory_bytes - used : 0;
 }
@@ -82,7 +81,7 @@ uint64_t host_left(const ConfigWork& work, const Hardware& hw) {
 
 Candidate fit(const ConfigWork& work, Activations activations, const Hardware& hw, uint64_t budget,
               const PlannerOptions& options) {
-  const auto start = std::chrono::steady_clock::now();
+  const Stopwatch clock;
   Candidate c;
   c.activations = std::string(to_string(activations));
   c.states = work.config;
@@ -90,15 +89,21 @@ Candidate fit(const ConfigWork& work, Activations activations, const Hardware& h
   const uint64_t host_free = activations == Activations::kCapuchinSpill ? host_left(work, hw) : 0;
   for (int attempt = 0; attempt < kMaxTries; ++attempt) {
     Plan plan;
-    try {
-      plan = work.finish(
-          activation_plan(work.view, activations, hw, activation_budget, host_free, options));
-    } catch (const Error& e) {
-      c.why = e.what();
-      break;
+    SimResult sim;
+    if (activations == Activations::kKeepAll) {
+      plan = work.keep_all(hw).plan;  // the budget does not change it
+      sim = work.keep_all(hw).sim;
+    } else {
+      try {
+        plan = work.finish(
+            activation_plan(work.view, activations, hw, activation_budget, host_free, options));
+      } catch (const Error& e) {
+        c.why = e.what();
+        break;
+      }
+      plan.budget = kMaxBytes;  // to learn the peak; the verdict is misfit's
+      sim = simulate(work.graph, plan, hw, {.record_curves = false});
     }
-    plan.budget = kMaxBytes;  // to learn the peak; the verdict is misfit's
-    SimResult sim = simulate(work.graph, plan, hw, {.record_curves = false});
     c.why = misfit(sim, budget, options);
     if (c.why.empty()) {
       plan.budget = budget;
@@ -110,13 +115,13 @@ Candidate fit(const ConfigWork& work, Activations activations, const Hardware& h
       break;
     }
     if (!sim.valid || activations == Activations::kKeepAll) break;
-    const uint64_t device = sim.peak_bytes[static_cast<size_t>(Tier::kDevice)];
+    const uint64_t device = device_peak(sim);
     if (device <= budget) break;  // something else ran out
     const uint64_t cut = device - budget + budget / 200;
     if (cut >= activation_budget) break;
     activation_budget -= cut;
   }
-  c.solve_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  c.solve_seconds = clock.seconds();
   return c;
 }
 

@@ -87,7 +87,7 @@ std::vector<ChenGreedyPlan> remat_detail::chen_greedy_plans(const Graph& graph,
     if (!sim.valid) continue;
     p.threshold = threshold;
     p.time = sim.iteration_time;
-    p.peak = sim.peak_bytes[static_cast<int>(Tier::kDevice)];
+    p.peak = device_peak(sim);
     plans.push_back(std::move(p));
   }
   return plans;

@@ -164,7 +164,7 @@ std::string describe_peak(const Graph& graph, const Hardware& hardware, const Pl
       by_kind[graph.buffers[r.buf].kind] += graph.buffers[r.buf].bytes;
     }
   }
-  const uint64_t peak = sim.peak_bytes[static_cast<int>(Tier::kDevice)];
+  const uint64_t peak = device_peak(sim);
   std::string where;
   const double t = sim.peak_time[static_cast<int>(Tier::kDevice)];
   for (const Span& span : sim.timeline) {

@@ -167,7 +167,7 @@ Judged judge(const Graph& graph, const Hardware& hardware, Plan plan, std::strin
   plan.budget = budget;
   judged.plan = std::move(plan);
   judged.valid = sim.valid;
-  judged.peak = sim.peak_bytes[static_cast<int>(Tier::kDevice)];
+  judged.peak = device_peak(sim);
   judged.time = sim.iteration_time;
   return judged;
 }

@@ -1,27 +1,19 @@
 // Helpers the remat planners share (internal to src/remat).
 #pragma once
 
-#include <chrono>
 #include <span>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
+#include "memwall/graph/stopwatch.h"
 #include "memwall/remat/checkpoints.h"
 #include "memwall/remat/remat.h"
 
 namespace memwall::remat_detail {
 
-class Stopwatch {
- public:
-  double seconds() const {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-  }
-
- private:
-  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
-};
+using memwall::Stopwatch;
 
 // Checks the plan fits (require_fit) and wraps it as a result, with the
 // simulator's figures.
@@ -29,7 +21,7 @@ inline RematResult finish(const Graph& graph, const Hardware& hardware, uint64_t
                           std::string_view planner, std::string note, const Stopwatch& clock) {
   const SimResult sim = require_fit(graph, hardware, plan, budget, planner);
   RematResult result;
-  result.simulated_peak = sim.peak_bytes[static_cast<int>(Tier::kDevice)];
+  result.simulated_peak = device_peak(sim);
   result.simulated_time = sim.iteration_time;
   result.plan = std::move(plan);
   result.planner = std::string(planner);

@@ -45,13 +45,13 @@
 // The FIFO order of the H2D engine is the order of the prefetches in the
 // plan: by issue point, then by the op needing them first.
 #include <algorithm>
-#include <chrono>
 #include <limits>
 #include <set>
 #include <tuple>
 #include <utility>
 
 #include "memwall/graph/error.h"
+#include "memwall/graph/stopwatch.h"
 #include "memwall/swap/activations.h"
 
 namespace memwall {
@@ -59,21 +59,9 @@ namespace {
 
 constexpr size_t kDeviceTier = static_cast<size_t>(Tier::kDevice);
 
-uint64_t device_peak(const SimResult& sim) { return sim.peak_bytes[kDeviceTier]; }
-
 Plan build(const Graph& graph, const Hardware& hardware, uint64_t budget,
            std::span<const Eviction> evictions) {
   return plan_with_evictions(graph, evictions, hardware.name, budget);
-}
-
-SimResult simulate_unlimited(const Graph& graph, const Hardware& hardware, const Plan& plan,
-                             bool timeline) {
-  Plan unlimited = plan;
-  unlimited.budget = kMaxBytes;
-  SimResult sim = simulate(graph, unlimited, hardware,
-                           {.record_timeline = timeline, .record_curves = timeline});
-  sim.budget = plan.budget;
-  return sim;
 }
 
 bool fits(const SimResult& sim, uint64_t budget) { return sim.valid && device_peak(sim) <= budget; }
@@ -140,10 +128,7 @@ class Scheduler {
   }
 
   SwapSchedule run() {
-    const auto clock = std::chrono::steady_clock::now();
-    const auto elapsed = [&] {
-      return std::chrono::duration<double>(std::chrono::steady_clock::now() - clock).count();
-    };
+    const Stopwatch clock;
     // 1. Just in time.
     std::vector<OpId> jit(swaps_.size());
     for (size_t s = 0; s < swaps_.size(); ++s) jit[s] = evictions_[swaps_[s]].before - 1;
@@ -167,7 +152,7 @@ class Scheduler {
         candidate.repairs = repairs;
         return strip(std::move(candidate));
       }
-      if (!candidate.sim.valid || elapsed() > options_.time_limit) break;
+      if (!candidate.sim.valid || clock.seconds() > options_.time_limit) break;
       const OpMemory now = op_memory(graph_, candidate.plan, candidate.sim);
       for (size_t j = 0; j < headroom_.size(); ++j) {
         if (now.bytes[j] <= budget_) continue;
@@ -266,18 +251,6 @@ SwapSchedule schedule_swaps(const Graph& graph, const Hardware& hardware, uint64
                             std::span<const Eviction> evictions,
                             const SwapScheduleOptions& options) {
   return Scheduler(graph, hardware, budget, evictions, options).run();
-}
-
-SimResult swap_require_fit(const Graph& graph, const Hardware& hardware, const Plan& plan,
-                           uint64_t budget, std::string_view planner) {
-  SimResult sim = simulate_unlimited(graph, hardware, plan, /*timeline=*/false);
-  if (!sim.valid) fail("{}: the simulator rejects the plan: {}", planner, sim.reason);
-  const uint64_t peak = device_peak(sim);
-  if (peak > budget) {
-    fail("{}: needs {} device bytes, over the budget of {} by {}", planner, peak, budget,
-         peak - budget);
-  }
-  return sim;
 }
 
 }  // namespace memwall

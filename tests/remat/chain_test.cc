@@ -25,10 +25,6 @@ using testing::chain_graph;
 
 const Hardware& gpu() { return find_gpu("a100-80g"); }
 
-uint64_t device_peak(const SimResult& sim) {
-  return sim.peak_bytes[static_cast<int>(Tier::kDevice)];
-}
-
 SimResult simulate_unlimited(const Graph& graph, Plan plan) {
   plan.budget = kMaxBytes;
   return simulate(graph, plan, gpu());

@@ -25,10 +25,6 @@
 namespace memwall {
 namespace {
 
-uint64_t device_peak(const SimResult& sim) {
-  return sim.peak_bytes[static_cast<int>(Tier::kDevice)];
-}
-
 // Least simulated compute time over every choice of R (stage t computes op
 // t and any subset of earlier ops, in order), each run with minimal
 // liveness; nullopt when none fits.

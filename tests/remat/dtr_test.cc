@@ -31,10 +31,6 @@ constexpr const char* kHeuristics[] = {"dtr", "dtr-eqclass", "dtr-lru", "dtr-lar
 
 const Hardware& gpu() { return find_gpu("a100-80g"); }
 
-uint64_t device_peak(const SimResult& sim) {
-  return sim.peak_bytes[static_cast<int>(Tier::kDevice)];
-}
-
 RematResult run(const char* name, const Graph& graph, uint64_t budget) {
   const RematPlanner* planner = find_remat_planner(name);
   if (planner == nullptr) throw Error(fmt::format("no planner {}", name));

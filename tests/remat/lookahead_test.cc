@@ -35,10 +35,6 @@ constexpr std::string_view kLookaheadEq = "memwall-lookahead-eqclass";
 
 const Hardware& gpu() { return find_gpu("a100-80g"); }
 
-uint64_t device_peak(const SimResult& sim) {
-  return sim.peak_bytes[static_cast<int>(Tier::kDevice)];
-}
-
 RematResult run(std::string_view name, const Graph& graph, uint64_t budget) {
   if (name == kLookahead) return plan_dtr_lookahead(graph, gpu(), budget, {});
   if (name == kLookaheadEq) return plan_dtr_lookahead_eqclass(graph, gpu(), budget, {});

@@ -23,10 +23,6 @@
 namespace memwall {
 namespace {
 
-uint64_t device_peak(const SimResult& sim) {
-  return sim.peak_bytes[static_cast<int>(Tier::kDevice)];
-}
-
 TEST(Rotor, LinearizesAHandBuiltChainIntoOneStagePerLayer) {
   const Graph graph = testing::hetero_chain({100, 300, 200, 50});
   const rotor::Chain chain = rotor::linearize(graph, find_gpu("a100-80g"), 0);

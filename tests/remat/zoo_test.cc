@@ -22,10 +22,6 @@
 namespace memwall {
 namespace {
 
-uint64_t device_peak(const SimResult& sim) {
-  return sim.peak_bytes[static_cast<int>(Tier::kDevice)];
-}
-
 // Checkmate's MILP takes its time limit on every call; its own tests
 // (tests/remat/checkmate*) run it on the zoo with a short limit.
 // memwall has its own sweep (memwall_test.cc), which also runs every baseline.

@@ -267,12 +267,12 @@ TEST(SwapRequireFit, NamesThePeak) {
   const Hardware hw = copy_profile(100);
   const Plan plan = default_plan(graph, hw.name, 500);
   try {
-    swap_require_fit(graph, hw, plan, 500, "test");
+    require_fit(graph, hw, plan, 500, "test");
     ADD_FAILURE();
   } catch (const Error& e) {
     EXPECT_STREQ(e.what(), "test: needs 522 device bytes, over the budget of 500 by 22");
   }
-  EXPECT_EQ(swap_require_fit(graph, hw, plan, 522, "test").peak_bytes[kDevice], 522u);
+  EXPECT_EQ(require_fit(graph, hw, plan, 522, "test").peak_bytes[kDevice], 522u);
 }
 
 }  // namespace

@@ -20,10 +20,6 @@
 namespace memwall {
 namespace {
 
-uint64_t device_peak(const SimResult& sim) {
-  return sim.peak_bytes[static_cast<int>(Tier::kDevice)];
-}
-
 // Shapes at which activations outweigh the model states, so that budgets
 // below keep-all's peak leave the planners something to do.
 struct ZooCase {

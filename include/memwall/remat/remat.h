@@ -41,7 +41,7 @@ struct RematResult {
   // limit): its device peak and iteration time.
   uint64_t simulated_peak = 0;
   double simulated_time = 0;
-  std::string note;             // one line: what was chosen (checkpoints, threshold, ...)
+  std::string note;  // one line: what was chosen (checkpoints, threshold, ...)
 };
 
 // A planner returns a plan the simulator accepts within `budget` device
@@ -61,12 +61,6 @@ struct RematPlanner {
 std::span<const RematPlanner> remat_planners();
 // nullptr for an unknown name.
 const RematPlanner* find_remat_planner(std::string_view name);
-
-// Simulates `plan` (with no budget limit, to learn its peak) and throws Error
-// "<planner>: ..." when the simulator rejects it or its device peak exceeds
-// `budget`, naming the peak. Returns the simulation. The planners' last step.
-SimResult require_fit(const Graph& graph, const Hardware& hardware, const Plan& plan,
-                      uint64_t budget, std::string_view planner);
 
 // ---- Planners (one source file each) -----------------------------------------
 // keep_all.cc: the default plan, nothing recomputed.

@@ -101,4 +101,23 @@ struct SimResult {
 SimResult simulate(const Graph& graph, const Plan& plan, const Hardware& hardware,
                    const SimOptions& options = {});
 
+// Device bytes at the simulation's peak.
+inline uint64_t device_peak(const SimResult& sim) {
+  return sim.peak_bytes[static_cast<size_t>(Tier::kDevice)];
+}
+
+// Simulates `plan` without a device limit, so that the result carries the
+// peak even when it is over plan.budget; times do not depend on the budget,
+// so the verdict within it follows from the peak. result.budget is
+// plan.budget. Curves and the timeline are recorded only when `timeline`.
+SimResult simulate_unlimited(const Graph& graph, const Hardware& hardware, const Plan& plan,
+                             bool timeline = false);
+
+// Every planner's last step, so that a returned plan is one the simulator
+// accepts within `budget`: throws Error "<who>: ..." when the simulator
+// rejects the plan or its device peak exceeds `budget` (naming the peak and
+// the excess). Returns the simulation, with result.budget = budget.
+SimResult require_fit(const Graph& graph, const Hardware& hardware, const Plan& plan,
+                      uint64_t budget, std::string_view who);
+
 }  // namespace memwall

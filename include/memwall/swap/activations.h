@@ -98,12 +98,6 @@ std::span<const SwapPlanner> swap_planners();
 // nullptr for an unknown name.
 const SwapPlanner* find_swap_planner(std::string_view name);
 
-// Simulates `plan` without a budget limit and throws Error "<planner>: ..."
-// when the simulator rejects it or its device peak exceeds `budget`, naming
-// the peak and the excess. Returns the simulation.
-SimResult swap_require_fit(const Graph& graph, const Hardware& hardware, const Plan& plan,
-                           uint64_t budget, std::string_view planner);
-
 // vdnn.cc: vDNN (Rhu et al. 2016) on the op graph: every forward op's inputs
 // that are saved for backward are offloaded after their last forward use
 // and prefetched one offloaded layer ahead in backward; vdnn-conv offloads
