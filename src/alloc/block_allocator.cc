@@ -1,0 +1,696 @@
+// The block engine behind "caching", "expandable" and "stitching": PyTorch's
+// CUDACachingAllocator data structures (segments split into address-linked
+// blocks, free blocks in per-pool sets ordered by (stream, size, address))
+// over the Device's chunks. The three policies differ only in how they get
+// memory when no free block fits (grow) and how they give it back
+// (release_cache); see docs/alloc.md for the rules and their sources.
+#include <algorithm>
+#include <deque>
+#include <map>
+#include <set>
+#include <unordered_map>
+#include <vector>
+
+#include "policies.h"
+
+namespace memwall::alloc {
+namespace {
+
+constexpr ChunkHandle kUnmapped = UINT64_MAX;
+
+struct Segment;
+
+struct Block {
+  uintptr_t addr = 0;
+  uint64_t size = 0;
+  uint64_t requested = 0;  // bytes asked for while allocated
+  Segment* segment = nullptr;
+  // Address-adjacent blocks of the same mapped run (null at a segment's end
+  // or at an unmapped hole), as PyTorch's Block::prev/next.
+  Block* prev = nullptr;
+  Block* next = nullptr;
+  StreamId stream = 0;
+  PoolKind pool = PoolKind::large;
+  bool allocated = false;
+};
+
+// One reserved virtual range (a cudaMalloc'd segment in PyTorch's terms).
+struct Segment {
+  uintptr_t base = 0;
+  uint64_t virtual_bytes = 0;
+  // The chunk mapped at each granule, kUnmapped for a hole. An expandable
+  // segment stores only its mapped prefix.
+  std::vector<ChunkHandle> chunks;
+  uint64_t mapped_chunks = 0;
+  StreamId stream = 0;
+  PoolKind pool = PoolKind::large;
+  bool expandable = false;
+  Block* tail = nullptr;  // expandable: the block ending at the mapped end
+};
+
+// PyTorch's BlockComparatorSize: best fit is the first block >= the request
+// of the same stream, the lowest address among equals.
+struct BySize {
+  bool operator()(const Block* a, const Block* b) const {
+    if (a->stream != b->stream) return a->stream < b->stream;
+    if (a->size != b->size) return a->size < b->size;
+    return a->addr < b->addr;
+  }
+};
+
+// Note [Allocation-free fast path]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A cached allocate+free moves one block out of a std::set and back, and in
+// and out of the live map. Both containers keep the nodes they give up
+// (C++17 node handles) and reuse them, and Blocks come from a free list, so
+// the steady state calls neither malloc nor free: that is most of the
+// difference between ~60 ns and ~150 ns per pair.
+template <typename Container>
+class NodeRecycler {
+ public:
+  using Node = typename Container::node_type;
+  Node take() {
+    if (spare_.empty()) return Node();
+    Node node = std::move(spare_.back());
+    spare_.pop_back();
+    return node;
+  }
+  void give(Node&& node) { spare_.push_back(std::move(node)); }
+
+ private:
+  std::vector<Node> spare_;
+};
+
+class FreePool {
+ public:
+  using Set = std::set<Block*, BySize>;
+  void insert(Block* block) {
+    Set::node_type node = nodes_.take();
+    if (node.empty()) {
+      set_.insert(block);
+      return;
+    }
+    node.value() = block;
+    set_.insert(std::move(node));
+  }
+  void erase(Set::iterator it) { nodes_.give(set_.extract(it)); }
+  void erase(Block* block) { erase(set_.find(block)); }
+  Set::iterator first_fit(StreamId stream, uint64_t size) const {
+    Block key;
+    key.stream = stream;
+    key.size = size;
+    return set_.lower_bound(&key);
+  }
+  // One past the last block of `stream`.
+  Set::iterator stream_end(StreamId stream) const {
+    auto it = first_fit(stream, UINT64_MAX);
+    while (it != set_.end() && (*it)->stream == stream) ++it;
+    return it;
+  }
+  const Set& blocks() const { return set_; }
+
+ private:
+  Set set_;
+  NodeRecycler<Set> nodes_;
+};
+
+class BlockAllocator final : public Allocator {
+ public:
+  BlockAllocator(BlockPolicy policy, Device& device, const Options& options)
+      : Allocator(name_of(policy), device), policy_(policy), max_split_(options.max_split_size) {
+    live_.reserve(1024);
+  }
+
+  ~BlockAllocator() override {
+    for (auto& [base, segment] : segments_) release_everything(*segment);
+  }
+
+ private:
+  static std::string_view name_of(BlockPolicy policy) {
+    switch (policy) {
+      case BlockPolicy::caching:
+        return "caching";
+      case BlockPolicy::expandable:
+        return "expandable";
+      case BlockPolicy::stitching:
+        return "stitching";
+    }
+    return "?";
+  }
+
+  // Note [Stitching granularity]: the stitching policy keeps large blocks
+  // whole chunks, so any free large block can give its chunks away; small
+  // requests use PyTorch's small pool unchanged (as GMLake leaves requests
+  // under 2 MiB to the caching allocator).
+  uint64_t block_size(uint64_t bytes, PoolKind pool) const {
+    const uint64_t rounded = round_size(bytes);
+    if (policy_ == BlockPolicy::stitching && pool == PoolKind::large) {
+      return round_up(rounded, granularity());
+    }
+    return rounded;
+  }
+
+  FreePool& pool(PoolKind kind) { return kind == PoolKind::small ? small_ : large_; }
+
+  Allocation do_allocate(uint64_t bytes, StreamId stream, uint64_t /*tag*/) override {
+    const PoolKind kind = pool_for(round_size(bytes));
+    const uint64_t size = block_size(bytes, kind);
+    Block* block = take_free_block(kind, stream, size);
+    if (block == nullptr) block = grow(kind, stream, size);
+    if (block == nullptr) {
+      // PyTorch's last resort: release every cached segment, then retry.
+      count_cache_flush();
+      release_cache();
+      block = grow(kind, stream, size);
+    }
+    if (block == nullptr) return {};
+    carve(block, size);
+    block->allocated = true;
+    block->requested = bytes;
+    insert_live(block);
+    return {reinterpret_cast<void*>(block->addr), block->size, false};
+  }
+
+  Freed do_free(void* ptr) override {
+    const auto address = reinterpret_cast<uintptr_t>(ptr);
+    auto it = live_.find(address);
+    if (it == live_.end()) throw Error(not_live_message(address));
+    Block* block = it->second;
+    live_nodes_.give(live_.extract(it));
+    const Freed freed{block->size, block->requested};
+    block->allocated = false;
+    block->requested = 0;
+    merge_with_neighbours(block);
+    pool(block->pool).insert(block);
+    return freed;
+  }
+
+  void do_empty_cache() override { release_cache(); }
+
+  // ---- Finding and shaping blocks ----
+
+  Block* take_free_block(PoolKind kind, StreamId stream, uint64_t size) {
+    FreePool& free = pool(kind);
+    auto it = free.first_fit(stream, size);
+    if (it == free.blocks().end() || (*it)->stream != stream) return nullptr;
+    if (policy_ == BlockPolicy::caching && kind == PoolKind::large &&
+        !oversize_filter_accepts((*it)->size, size, max_split_)) {
+      return nullptr;
+    }
+    Block* block = *it;
+    free.erase(it);
+    return block;
+  }
+
+  bool splits(const Block* block, uint64_t size) const {
+    switch (policy_) {
+      case BlockPolicy::caching:
+        return should_split(block->pool, block->size, size, max_split_);
+      case BlockPolicy::expandable:
+        return should_split(block->pool, block->size, size, max_split_, /*expandable=*/true);
+      case BlockPolicy::stitching:
+        // Large blocks are whole chunks, so any remainder is at least one chunk.
+        return block->pool == PoolKind::large
+                   ? block->size > size
+                   : should_split(block->pool, block->size, size, max_split_);
+    }
+    return false;
+  }
+
+  // Cuts `size` bytes off the front of a free block taken out of its pool;
+  // the rest goes back to the pool.
+  void carve(Block* block, uint64_t size) {
+    if (!splits(block, size)) return;
+    Block* rest = new_block();
+    rest->addr = block->addr + size;
+    rest->size = block->size - size;
+    rest->segment = block->segment;
+    rest->stream = block->stream;
+    rest->pool = block->pool;
+    rest->prev = block;
+    rest->next = block->next;
+    if (block->next != nullptr) block->next->prev = rest;
+    block->next = rest;
+    block->size = size;
+    if (block->segment->tail == block) block->segment->tail = rest;
+    pool(rest->pool).insert(rest);
+  }
+
+  // PyTorch's try_merge_blocks on both sides of a block being freed.
+  void merge_with_neighbours(Block* block) {
+    if (Block* prev = block->prev; prev != nullptr && !prev->allocated) {
+      pool(prev->pool).erase(prev);
+      block->addr = prev->addr;
+      block->size += prev->size;
+      block->prev = prev->prev;
+      if (block->prev != nullptr) block->prev->next = block;
+      recycle(prev);
+    }
+    if (Block* next = block->next; next != nullptr && !next->allocated) {
+      pool(next->pool).erase(next);
+      block->size += next->size;
+      block->next = next->next;
+      if (block->next != nullptr) block->next->prev = block;
+      if (block->segment->tail == next) block->segment->tail = block;
+      recycle(next);
+    }
+  }
+
+  // ---- Getting memory from the device ----
+
+  // A free block of at least `size` bytes, outside the pool, or null.
+  Block* grow(PoolKind kind, StreamId stream, uint64_t size) {
+    switch (policy_) {
+      case BlockPolicy::caching:
+        return new_segment(kind, stream, segment_size(size));
+      case BlockPolicy::expandable:
+        return grow_expandable(kind, stream, size);
+      case BlockPolicy::stitching:
+        return kind == PoolKind::small ? new_segment(kind, stream, segment_size(size))
+                                       : stitch(stream, size);
+    }
+    return nullptr;
+  }
+
+  // Creates `count` chunks, all or none.
+  bool create_chunks(uint64_t count, std::vector<ChunkHandle>& chunks) {
+    if (count > device_headroom_chunks()) return false;
+    const size_t before = chunks.size();
+    for (uint64_t i = 0; i < count; ++i) {
+      std::optional<ChunkHandle> chunk = create_chunk();
+      if (!chunk) {
+        // Another user of the device took the headroom meanwhile.
+        while (chunks.size() > before) {
+          release_chunk(chunks.back());
+          chunks.pop_back();
+        }
+        return false;
+      }
+      chunks.push_back(*chunk);
+    }
+    return true;
+  }
+
+  Block* new_segment(PoolKind kind, StreamId stream, uint64_t bytes) {
+    std::vector<ChunkHandle> chunks;
+    if (!create_chunks(round_up(bytes, granularity()) / granularity(), chunks)) return nullptr;
+    return install_segment(kind, stream, std::move(chunks));
+  }
+
+  // Maps `chunks` contiguously into a new range; returns its one free block.
+  Block* install_segment(PoolKind kind, StreamId stream, std::vector<ChunkHandle> chunks) {
+    const uint64_t bytes = chunks.size() * granularity();
+    uintptr_t base = 0;
+    try {
+      base = reserve_range(bytes);
+    } catch (...) {
+      for (ChunkHandle chunk : chunks) release_chunk(chunk);
+      throw;
+    }
+    for (size_t i = 0; i < chunks.size(); ++i) map_chunk(base + i * granularity(), chunks[i]);
+    auto segment = std::make_unique<Segment>();
+    segment->base = base;
+    segment->virtual_bytes = bytes;
+    segment->mapped_chunks = chunks.size();
+    segment->chunks = std::move(chunks);
+    segment->stream = stream;
+    segment->pool = kind;
+    Block* block = new_block();
+    block->addr = base;
+    block->size = bytes;
+    block->segment = segment.get();
+    block->stream = stream;
+    block->pool = kind;
+    segments_.emplace(base, std::move(segment));
+    return block;
+  }
+
+  // Note [Expandable segments]
+  // ~~~~~~~~~~~~~~~~~~~~~~~~~~
+  // As PyTorch's expandable_segments: one range per (stream, pool), reserved
+  // at the device's capacity so it never needs to move, mapped only up to
+  // what is in use. When no free block fits, map just enough chunks at the
+  // end to extend the free tail block (or start a new one) to the request;
+  // release_cache unmaps the whole chunks of a free tail. Deviation: PyTorch
+  // grows the large pool in 20 MiB steps and also unmaps free chunks in the
+  // middle of a segment; we grow by one granule (2 MiB) and trim the tail only.
+  Block* grow_expandable(PoolKind kind, StreamId stream, uint64_t size) {
+    Segment*& segment = expandable_[{stream, kind}];
+    if (segment == nullptr) {
+      const uint64_t virtual_bytes = std::max(device_.capacity(), granularity());
+      auto fresh = std::make_unique<Segment>();
+      fresh->base = reserve_range(virtual_bytes);
+      fresh->virtual_bytes = virtual_bytes;
+      fresh->stream = stream;
+      fresh->pool = kind;
+      fresh->expandable = true;
+      segment = fresh.get();
+      segments_.emplace(fresh->base, std::move(fresh));
+    }
+    Block* tail = segment->tail;
+    const uint64_t have = tail != nullptr && !tail->allocated ? tail->size : 0;
+    const uint64_t count = round_up(size - have, granularity()) / granularity();
+    if (segment->mapped_chunks + count > segment->virtual_bytes / granularity()) return nullptr;
+    const uintptr_t end = segment->base + segment->mapped_chunks * granularity();
+    if (!create_chunks(count, segment->chunks)) return nullptr;
+    for (uint64_t i = 0; i < count; ++i) {
+      map_chunk(end + i * granularity(), segment->chunks[segment->mapped_chunks + i]);
+    }
+    segment->mapped_chunks += count;
+    if (have != 0) {
+      pool(kind).erase(tail);
+      tail->size += count * granularity();
+      return tail;
+    }
+    Block* block = new_block();
+    block->addr = end;
+    block->size = count * granularity();
+    block->segment = segment;
+    block->stream = stream;
+    block->pool = kind;
+    block->prev = tail;
+    if (tail != nullptr) tail->next = block;
+    segment->tail = block;
+    return block;
+  }
+
+  // Note [Stitching]
+  // ~~~~~~~~~~~~~~~~
+  // GMLake (Guo et al., "GMLake: Efficient and Transparent GPU Memory
+  // Defragmentation for Large-scale DNN Training with Virtual Memory
+  // Stitching", ASPLOS'24) observes that a caching allocator fails or grows
+  // while its cache holds enough free memory, only not in one piece; with
+  // virtual memory the pieces' physical chunks can be mapped side by side
+  // into a fresh range and used as one buffer. Here, when no free large block
+  // of the stream fits, the request takes chunks from the stream's free large
+  // blocks (largest first, the last one split at a chunk boundary), unmapping
+  // them where they were; only the shortfall is created on the device; the
+  // chunks are mapped contiguously into a new range. Reserved memory grows
+  // only when the stream's cache really is too small.
+  //
+  // How this differs from GMLake: GMLake maps the same physical chunks a
+  // second time (its stitched sBlocks alias its primitive pBlocks), keeps both
+  // views in its pools with state shared between them, and caches stitched
+  // blocks so an identical later request reuses them. We move chunks instead
+  // (unmap, then map): each chunk is mapped at exactly one place, so "every
+  // byte belongs to one block" stays a simple invariant and a stitched
+  // range is an ordinary segment whose free blocks best fit reuses and
+  // splits. The price is one unmap per taken block and one map per chunk on
+  // each stitch, where GMLake's cache hit costs none. GMLake rounds large
+  // requests to its 2 MiB chunk size as we do (Note [Stitching granularity]).
+  // Chunks move only within a stream, since a block freed on one stream may
+  // still be in use by work queued on it.
+  Block* stitch(StreamId stream, uint64_t size) {
+    const uint64_t needed = size / granularity();
+    FreePool& free = large_;
+    uint64_t free_chunks = 0;
+    for (auto it = free.first_fit(stream, 0); it != free.blocks().end() && (*it)->stream == stream;
+         ++it) {
+      free_chunks += (*it)->size / granularity();
+    }
+    if (free_chunks + device_headroom_chunks() < needed) return nullptr;
+    std::vector<ChunkHandle> chunks;
+    chunks.reserve(needed);
+    while (chunks.size() < needed && free_chunks > 0) {
+      auto largest = std::prev(free.stream_end(stream));
+      Block* block = *largest;
+      const uint64_t want = needed - chunks.size();
+      const uint64_t own = block->size / granularity();
+      free_chunks -= std::min(own, want);
+      if (own <= want) {
+        release_free_block(block, &chunks);
+      } else {
+        free.erase(largest);
+        block->size -= want * granularity();
+        take_chunks(*block->segment, block->addr + block->size, want, &chunks);
+        if (block->next != nullptr) block->next->prev = nullptr;  // now across a hole
+        block->next = nullptr;
+        free.insert(block);
+      }
+    }
+    if (!chunks.empty()) count_stitch();
+    if (!create_chunks(needed - chunks.size(), chunks)) {
+      for (ChunkHandle chunk : chunks) release_chunk(chunk);
+      return nullptr;
+    }
+    return install_segment(PoolKind::large, stream, std::move(chunks));
+  }
+
+  // ---- Giving memory back ----
+
+  void release_cache() {
+    std::vector<Block*> candidates;
+    for (const FreePool* free : {&small_, &large_}) {
+      for (Block* block : free->blocks()) {
+        if (releasable(block)) candidates.push_back(block);
+      }
+    }
+    for (Block* block : candidates) release_free_block(block, nullptr);
+    if (policy_ == BlockPolicy::expandable) {
+      for (auto& [key, segment] : expandable_) trim_tail(*segment);
+    }
+  }
+
+  // Caching releases whole segments only (cudaFree frees a segment);
+  // stitching also releases any free large block, which is whole chunks.
+  bool releasable(const Block* block) const {
+    switch (policy_) {
+      case BlockPolicy::caching:
+        return block->prev == nullptr && block->next == nullptr;
+      case BlockPolicy::expandable:
+        return false;
+      case BlockPolicy::stitching:
+        return block->pool == PoolKind::large || (block->prev == nullptr && block->next == nullptr);
+    }
+    return false;
+  }
+
+  // Unmaps the `count` chunks at `address` of `segment` and hands them to
+  // `into` (or releases them to the device when null).
+  void take_chunks(Segment& segment, uintptr_t address, uint64_t count,
+                   std::vector<ChunkHandle>* into) {
+    unmap_range(address, count * granularity());
+    const uint64_t first = (address - segment.base) / granularity();
+    for (uint64_t i = first; i < first + count; ++i) {
+      if (into != nullptr) {
+        into->push_back(segment.chunks[i]);
+      } else {
+        release_chunk(segment.chunks[i]);
+      }
+      segment.chunks[i] = kUnmapped;
+    }
+    segment.mapped_chunks -= count;
+  }
+
+  // Removes a free, chunk-aligned block (in its pool) and its memory.
+  void release_free_block(Block* block, std::vector<ChunkHandle>* into) {
+    pool(block->pool).erase(block);
+    Segment& segment = *block->segment;
+    take_chunks(segment, block->addr, block->size / granularity(), into);
+    if (block->prev != nullptr) block->prev->next = nullptr;
+    if (block->next != nullptr) block->next->prev = nullptr;
+    recycle(block);
+    if (segment.mapped_chunks == 0) {
+      unreserve_range(segment.base, segment.virtual_bytes);
+      segments_.erase(segment.base);
+    }
+  }
+
+  void trim_tail(Segment& segment) {
+    Block* tail = segment.tail;
+    if (tail == nullptr || tail->allocated) return;
+    const uint64_t first = round_up(tail->addr - segment.base, granularity()) / granularity();
+    if (first >= segment.mapped_chunks) return;
+    pool(tail->pool).erase(tail);
+    const uintptr_t cut = segment.base + first * granularity();
+    unmap_range(cut, (segment.mapped_chunks - first) * granularity());
+    for (uint64_t i = first; i < segment.mapped_chunks; ++i) release_chunk(segment.chunks[i]);
+    segment.chunks.resize(first);
+    segment.mapped_chunks = first;
+    tail->size = cut - tail->addr;
+    if (tail->size != 0) {
+      pool(tail->pool).insert(tail);
+      return;
+    }
+    segment.tail = tail->prev;
+    if (tail->prev != nullptr) tail->prev->next = nullptr;
+    recycle(tail);
+  }
+
+  // Destructor: everything goes, live or not, in runs of mapped granules.
+  void release_everything(Segment& segment) {
+    const uint64_t slots = segment.chunks.size();
+    uint64_t i = 0;
+    while (i < slots) {
+      if (segment.chunks[i] == kUnmapped) {
+        ++i;
+        continue;
+      }
+      uint64_t end = i;
+      while (end < slots && segment.chunks[end] != kUnmapped) ++end;
+      unmap_range(segment.base + i * granularity(), (end - i) * granularity());
+      for (; i < end; ++i) release_chunk(segment.chunks[i]);
+    }
+    unreserve_range(segment.base, segment.virtual_bytes);
+  }
+
+  // ---- Bookkeeping ----
+
+  Block* new_block() {
+    if (spare_blocks_.empty()) return &block_storage_.emplace_back();
+    Block* block = spare_blocks_.back();
+    spare_blocks_.pop_back();
+    *block = Block{};
+    return block;
+  }
+  void recycle(Block* block) { spare_blocks_.push_back(block); }
+
+  void insert_live(Block* block) {
+    auto node = live_nodes_.take();
+    if (node.empty()) {
+      live_.emplace(block->addr, block);
+      return;
+    }
+    node.key() = block->addr;
+    node.mapped() = block;
+    live_.insert(std::move(node));
+  }
+
+  std::string not_live_message(uintptr_t address) const {
+    const std::string prefix = std::string(policy()) + ": free of " + hex_address(address);
+    auto segment = segments_.upper_bound(address);
+    if (segment != segments_.begin() &&
+        (--segment, address < segment->first + segment->second->virtual_bytes)) {
+      return prefix + ", which is not a live allocation (double free or interior pointer)";
+    }
+    return prefix + ", which this allocator did not allocate (foreign pointer)";
+  }
+
+  std::vector<const Block*> all_blocks() const {
+    std::vector<const Block*> blocks;
+    for (const auto& [address, block] : live_) blocks.push_back(block);
+    for (const FreePool* free : {&small_, &large_}) {
+      blocks.insert(blocks.end(), free->blocks().begin(), free->blocks().end());
+    }
+    std::sort(blocks.begin(), blocks.end(),
+              [](const Block* a, const Block* b) { return a->addr < b->addr; });
+    return blocks;
+  }
+
+  std::vector<SnapshotSegment> do_snapshot() const override {
+    std::vector<SnapshotSegment> out;
+    std::unordered_map<const Segment*, size_t> index;
+    for (const auto& [base, segment] : segments_) {
+      index[segment.get()] = out.size();
+      out.push_back({base,
+                     segment->virtual_bytes,
+                     segment->mapped_chunks * granularity(),
+                     segment->stream,
+                     segment->pool,
+                     {}});
+    }
+    for (const Block* block : all_blocks()) {
+      out[index.at(block->segment)].blocks.push_back(
+          {block->addr, block->size, block->requested, block->allocated});
+    }
+    return out;
+  }
+
+  void do_audit() const override {
+    auto fail = [&](const std::string& what, const Block* block) {
+      throw Error(std::string(policy()) + ": audit: " + what +
+                  (block != nullptr ? " (block at " + hex_address(block->addr) + ")" : ""));
+    };
+    uint64_t allocated = 0;
+    uint64_t live_count = 0;
+    std::unordered_map<const Segment*, uint64_t> covered;
+    const Block* previous = nullptr;
+    for (const Block* block : all_blocks()) {
+      const Segment* segment = block->segment;
+      if (segments_.count(segment->base) == 0) fail("block of a released segment", block);
+      if (block->size == 0 || block->addr < segment->base ||
+          block->addr + block->size > segment->base + segment->virtual_bytes) {
+        fail("block outside its segment", block);
+      }
+      if (previous != nullptr && previous->addr + previous->size > block->addr) {
+        fail("blocks overlap", block);
+      }
+      previous = block;
+      const uint64_t first = (block->addr - segment->base) / granularity();
+      const uint64_t last = (block->addr + block->size - 1 - segment->base) / granularity();
+      for (uint64_t i = first; i <= last; ++i) {
+        if (i >= segment->chunks.size() || segment->chunks[i] == kUnmapped) {
+          fail("block over an unmapped granule", block);
+        }
+      }
+      if (block->next != nullptr &&
+          (block->next->prev != block || block->next->addr != block->addr + block->size)) {
+        fail("broken next link", block);
+      }
+      if (block->prev != nullptr && block->prev->next != block) fail("broken prev link", block);
+      if (block->allocated) {
+        allocated += block->size;
+        ++live_count;
+        if (live_.count(block->addr) == 0) fail("allocated block not in the live map", block);
+      } else {
+        if (block->next != nullptr && !block->next->allocated) fail("unmerged free blocks", block);
+      }
+      covered[segment] += block->size;
+    }
+    for (const FreePool* free : {&small_, &large_}) {
+      for (const Block* block : free->blocks()) {
+        if (block->allocated) fail("allocated block in a free pool", block);
+        if (&pool(block->pool) != free) fail("free block in the wrong pool", block);
+      }
+    }
+    uint64_t mapped = 0;
+    for (const auto& [base, segment] : segments_) {
+      const uint64_t mapped_bytes = segment->mapped_chunks * granularity();
+      mapped += mapped_bytes;
+      const auto it = covered.find(segment.get());
+      if ((it == covered.end() ? 0 : it->second) != mapped_bytes) {
+        fail("blocks do not tile the mapped memory of segment " + hex_address(base), nullptr);
+      }
+      const auto holes = std::count(segment->chunks.begin(), segment->chunks.end(), kUnmapped);
+      if (segment->chunks.size() - static_cast<uint64_t>(holes) != segment->mapped_chunks) {
+        fail("mapped chunk count of segment " + hex_address(base), nullptr);
+      }
+      if (segment->expandable && segment->tail != nullptr &&
+          segment->tail->addr + segment->tail->size != base + mapped_bytes) {
+        fail("expandable tail does not end at the mapped end", segment->tail);
+      }
+    }
+    const Stats& stats = current_stats();
+    if (live_count != live_.size() || live_count != stats.live_allocations) {
+      fail("live allocation count", nullptr);
+    }
+    if (allocated != stats.allocated_bytes) fail("allocated bytes", nullptr);
+    if (mapped != stats.reserved_bytes) fail("reserved bytes != mapped chunk bytes", nullptr);
+  }
+
+  const FreePool& pool(PoolKind kind) const { return kind == PoolKind::small ? small_ : large_; }
+
+  BlockPolicy policy_;
+  uint64_t max_split_;
+  FreePool small_;
+  FreePool large_;
+  std::unordered_map<uintptr_t, Block*> live_;
+  NodeRecycler<std::unordered_map<uintptr_t, Block*>> live_nodes_;
+  std::map<uintptr_t, std::unique_ptr<Segment>> segments_;
+  std::map<std::pair<StreamId, PoolKind>, Segment*> expandable_;
+  std::deque<Block> block_storage_;
+  std::vector<Block*> spare_blocks_;
+};
+
+}  // namespace
+
+std::unique_ptr<Allocator> make_block_allocator(BlockPolicy policy, Device& device,
+                                                const Options& options) {
+  if (options.max_split_size < kLargeBuffer) {
+    throw Error("max_split_size of " + std::to_string(options.max_split_size) +
+                " bytes is below PyTorch's minimum of 20 MiB");
+  }
+  return std::make_unique<BlockAllocator>(policy, device, options);
+}
+
+}  // namespace memwall::alloc

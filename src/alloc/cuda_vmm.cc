@@ -1,0 +1,257 @@
+// The CUDA VMM backend: cuMemAddressReserve / cuMemCreate / cuMemMap /
+// cuMemSetAccess / cuMemUnmap / cuMemRelease behind the Device interface.
+//
+// Note [CUDA entry points]
+// ~~~~~~~~~~~~~~~~~~~~~~~~
+// memwall links nothing from CUDA: binaries must load and run on machines
+// without a driver (like this repository's CI). Only cuda.h is used at
+// compile time (for types and, through decltype, the exact signatures); at
+// run time make_cuda_vmm dlopens libcuda.so.1, takes cuGetProcAddress from it
+// and resolves every other entry point through it for the CUDA 12.0 ABI
+// (falling back to plain dlsym of the versioned names on drivers without
+// cuGetProcAddress). Any missing piece - the library, a symbol, cuInit, the
+// GPU - makes make_cuda_vmm return null with the reason, never abort.
+// The file compiles to a stub when CMake found no toolkit.
+#include <memory>
+#include <string>
+
+#include "memwall/alloc/device.h"
+#include "memwall/alloc/error.h"
+
+#ifdef MEMWALL_HAVE_CUDA
+#include <cuda.h>
+#include <dlfcn.h>
+
+#include <mutex>
+#endif
+
+namespace memwall::alloc {
+
+#ifdef MEMWALL_HAVE_CUDA
+namespace {
+
+// The ABI version every entry point is requested at (all exist since 11.x).
+constexpr int kEntryPointVersion = 12000;
+
+struct Driver {
+  void* library = nullptr;
+  decltype(&cuGetErrorString) get_error_string = nullptr;
+  decltype(&cuInit) init = nullptr;
+  decltype(&cuDeviceGetCount) device_get_count = nullptr;
+  decltype(&cuDeviceGet) device_get = nullptr;
+  decltype(&cuDeviceTotalMem) device_total_mem = nullptr;
+  decltype(&cuDevicePrimaryCtxRetain) primary_ctx_retain = nullptr;
+  decltype(&cuDevicePrimaryCtxRelease) primary_ctx_release = nullptr;
+  decltype(&cuCtxSetCurrent) ctx_set_current = nullptr;
+  decltype(&cuMemGetAllocationGranularity) get_granularity = nullptr;
+  decltype(&cuMemAddressReserve) address_reserve = nullptr;
+  decltype(&cuMemAddressFree) address_free = nullptr;
+  decltype(&cuMemCreate) create = nullptr;
+  decltype(&cuMemRelease) release = nullptr;
+  decltype(&cuMemMap) map = nullptr;
+  decltype(&cuMemUnmap) unmap = nullptr;
+  decltype(&cuMemSetAccess) set_access = nullptr;
+};
+
+// Loads the driver once per process; returns null and a reason on failure.
+const Driver* load_driver(std::string& why) {
+  static std::once_flag once;
+  static Driver driver;
+  static std::string failure;
+  std::call_once(once, [] {
+    driver.library = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (driver.library == nullptr) {
+      const char* error = dlerror();
+      failure = std::string("cannot load libcuda.so.1 (no NVIDIA driver): ") +
+                (error != nullptr ? error : "unknown error");
+      return;
+    }
+    using GetProcAddress =
+        CUresult (*)(const char*, void**, int, cuuint64_t, CUdriverProcAddressQueryResult*);
+    auto get_proc = reinterpret_cast<GetProcAddress>(dlsym(driver.library, "cuGetProcAddress_v2"));
+    // `base` goes to cuGetProcAddress, `versioned` to dlsym.
+    auto resolve = [&](auto& slot, const char* base, const char* versioned) {
+      void* pfn = nullptr;
+      CUdriverProcAddressQueryResult status{};
+      if (get_proc == nullptr || get_proc(base, &pfn, kEntryPointVersion,
+                                          CU_GET_PROC_ADDRESS_DEFAULT, &status) != CUDA_SUCCESS) {
+        pfn = dlsym(driver.library, versioned);
+      }
+      if (pfn == nullptr && failure.empty()) {
+        failure = std::string("libcuda.so.1 lacks ") + versioned;
+      }
+      slot = reinterpret_cast<std::remove_reference_t<decltype(slot)>>(pfn);
+    };
+    resolve(driver.get_error_string, "cuGetErrorString", "cuGetErrorString");
+    resolve(driver.init, "cuInit", "cuInit");
+    resolve(driver.device_get_count, "cuDeviceGetCount", "cuDeviceGetCount");
+    resolve(driver.device_get, "cuDeviceGet", "cuDeviceGet");
+    resolve(driver.device_total_mem, "cuDeviceTotalMem", "cuDeviceTotalMem_v2");
+    resolve(driver.primary_ctx_retain, "cuDevicePrimaryCtxRetain", "cuDevicePrimaryCtxRetain");
+    resolve(driver.primary_ctx_release, "cuDevicePrimaryCtxRelease",
+            "cuDevicePrimaryCtxRelease_v2");
+    resolve(driver.ctx_set_current, "cuCtxSetCurrent", "cuCtxSetCurrent");
+    resolve(driver.get_granularity, "cuMemGetAllocationGranularity",
+            "cuMemGetAllocationGranularity");
+    resolve(driver.address_reserve, "cuMemAddressReserve", "cuMemAddressReserve");
+    resolve(driver.address_free, "cuMemAddressFree", "cuMemAddressFree");
+    resolve(driver.create, "cuMemCreate", "cuMemCreate");
+    resolve(driver.release, "cuMemRelease", "cuMemRelease");
+    resolve(driver.map, "cuMemMap", "cuMemMap");
+    resolve(driver.unmap, "cuMemUnmap", "cuMemUnmap");
+    resolve(driver.set_access, "cuMemSetAccess", "cuMemSetAccess");
+    if (failure.empty() && driver.init(0) != CUDA_SUCCESS) {
+      failure = "cuInit failed (driver present but no usable GPU)";
+    }
+  });
+  why = failure;
+  return failure.empty() ? &driver : nullptr;
+}
+
+class CudaVmm final : public Device {
+ public:
+  CudaVmm(const Driver& driver, CUdevice device, CUcontext context, uint64_t granularity,
+          uint64_t capacity)
+      : driver_(driver),
+        device_(device),
+        context_(context),
+        granularity_(granularity),
+        slots_(capacity / granularity) {}
+  ~CudaVmm() override { driver_.primary_ctx_release(device_); }
+
+  std::string_view name() const override { return "cuda-vmm"; }
+  uint64_t granularity() const override { return granularity_; }
+  uint64_t capacity() const override { return slots_ * granularity_; }
+  uint64_t chunks_in_use() const override {
+    std::lock_guard lock(mutex_);
+    return in_use_;
+  }
+  bool host_accessible() const override { return false; }
+
+  uintptr_t reserve(uint64_t bytes) override {
+    bind();
+    CUdeviceptr base = 0;
+    check(driver_.address_reserve(&base, bytes, granularity_, 0, 0), "cuMemAddressReserve");
+    return static_cast<uintptr_t>(base);
+  }
+  void unreserve(uintptr_t base, uint64_t bytes) override {
+    check(driver_.address_free(static_cast<CUdeviceptr>(base), bytes), "cuMemAddressFree");
+  }
+
+  std::optional<ChunkHandle> create_chunk() override {
+    {
+      std::lock_guard lock(mutex_);
+      if (in_use_ == slots_) return std::nullopt;
+      ++in_use_;
+    }
+    bind();
+    CUmemGenericAllocationHandle handle = 0;
+    const CUmemAllocationProp prop = properties();
+    const CUresult result = driver_.create(&handle, granularity_, &prop, 0);
+    if (result != CUDA_SUCCESS) {
+      std::lock_guard lock(mutex_);
+      --in_use_;
+      if (result == CUDA_ERROR_OUT_OF_MEMORY) return std::nullopt;
+      check(result, "cuMemCreate");
+    }
+    return static_cast<ChunkHandle>(handle);
+  }
+  void release_chunk(ChunkHandle chunk) override {
+    check(driver_.release(static_cast<CUmemGenericAllocationHandle>(chunk)), "cuMemRelease");
+    std::lock_guard lock(mutex_);
+    --in_use_;
+  }
+
+  void map(uintptr_t address, ChunkHandle chunk) override {
+    const auto at = static_cast<CUdeviceptr>(address);
+    check(driver_.map(at, granularity_, 0, static_cast<CUmemGenericAllocationHandle>(chunk), 0),
+          "cuMemMap");
+    CUmemAccessDesc access{};
+    access.location = properties().location;
+    access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    check(driver_.set_access(at, granularity_, &access, 1), "cuMemSetAccess");
+  }
+  void unmap(uintptr_t address, uint64_t bytes) override {
+    check(driver_.unmap(static_cast<CUdeviceptr>(address), bytes), "cuMemUnmap");
+  }
+
+  static CUmemAllocationProp properties(CUdevice device) {
+    CUmemAllocationProp prop{};
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = static_cast<int>(device);
+    return prop;
+  }
+
+ private:
+  CUmemAllocationProp properties() const { return properties(device_); }
+  // The driver API acts on the calling thread's current context.
+  void bind() const { check(driver_.ctx_set_current(context_), "cuCtxSetCurrent"); }
+  void check(CUresult result, const char* call) const {
+    if (result == CUDA_SUCCESS) return;
+    const char* text = nullptr;
+    driver_.get_error_string(result, &text);
+    throw Error(std::string("cuda-vmm: ") + call +
+                " failed: " + (text != nullptr ? text : std::to_string(static_cast<int>(result))));
+  }
+
+  const Driver& driver_;
+  CUdevice device_;
+  CUcontext context_;
+  uint64_t granularity_;
+  uint64_t slots_;
+  mutable std::mutex mutex_;
+  uint64_t in_use_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Device> make_cuda_vmm(int device_index, uint64_t capacity,
+                                      std::string* why_unavailable) {
+  std::string why;
+  auto unavailable = [&](std::string reason) -> std::unique_ptr<Device> {
+    if (why_unavailable != nullptr) *why_unavailable = std::move(reason);
+    return nullptr;
+  };
+  const Driver* driver = load_driver(why);
+  if (driver == nullptr) return unavailable(why);
+  int count = 0;
+  if (driver->device_get_count(&count) != CUDA_SUCCESS || device_index < 0 ||
+      device_index >= count) {
+    return unavailable("no CUDA device " + std::to_string(device_index) + " (found " +
+                       std::to_string(count) + ")");
+  }
+  CUdevice device = 0;
+  CUcontext context = nullptr;
+  size_t total = 0;
+  size_t granularity = 0;
+  const CUmemAllocationProp prop = CudaVmm::properties(device_index);
+  if (driver->device_get(&device, device_index) != CUDA_SUCCESS ||
+      driver->device_total_mem(&total, device) != CUDA_SUCCESS ||
+      driver->get_granularity(&granularity, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED) !=
+          CUDA_SUCCESS ||
+      driver->primary_ctx_retain(&context, device) != CUDA_SUCCESS) {
+    return unavailable("CUDA device " + std::to_string(device_index) +
+                       " does not support virtual memory management");
+  }
+  const uint64_t limit = capacity == 0 ? total : std::min<uint64_t>(capacity, total);
+  return std::make_unique<CudaVmm>(*driver, device, context, granularity, limit);
+}
+
+bool cuda_vmm_compiled() { return true; }
+
+#else
+
+std::unique_ptr<Device> make_cuda_vmm(int /*device_index*/, uint64_t /*capacity*/,
+                                      std::string* why_unavailable) {
+  if (why_unavailable != nullptr) {
+    *why_unavailable = "memwall was built without the CUDA toolkit";
+  }
+  return nullptr;
+}
+
+bool cuda_vmm_compiled() { return false; }
+
+#endif
+
+}  // namespace memwall::alloc

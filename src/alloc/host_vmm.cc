@@ -1,0 +1,131 @@
+// HostVMM: CUDA's virtual memory model on host memory.
+//
+// Note [HostVMM]
+// ~~~~~~~~~~~~~~
+// Physical chunks are slots of ONE memfd: chunk k is the file range
+// [k*G, (k+1)*G). One file rather than one memfd per chunk because a process
+// has ~1024 descriptors by default and a 40 GB device is 20,480 chunks of
+// 2 MiB; slots of one sparse file cost one descriptor and no memory until
+// touched. The file is sized to the capacity up front (sparse), so creating a
+// chunk is only bookkeeping: a free-slot list, with capacity enforced by
+// counting slots in use. Releasing a chunk punches a hole (FALLOC_FL_PUNCH_HOLE
+// | FALLOC_FL_KEEP_SIZE) so its pages return to the kernel and a later chunk
+// in the same slot reads zeros, as fresh cuMemCreate memory would.
+//
+// A reserved range is a PROT_NONE, MAP_NORESERVE anonymous mapping; map
+// replaces one granule of it with MAP_FIXED|MAP_SHARED of the chunk's slot,
+// and unmap puts PROT_NONE anonymous memory back, so the range stays reserved
+// (no other mmap can land in it) exactly like cuMemUnmap leaves the VA range
+// of cuMemAddressReserve. Two mappings of one slot would alias, which is legal
+// (CUDA allows it too) but the policies never do it.
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <mutex>
+#include <vector>
+
+#include "memwall/alloc/device.h"
+#include "memwall/alloc/error.h"
+
+namespace memwall::alloc {
+namespace {
+
+[[noreturn]] void fail_errno(const std::string& what) {
+  throw Error("host-vmm: " + what + ": " + std::strerror(errno));
+}
+
+class HostVmm final : public Device {
+ public:
+  HostVmm(uint64_t capacity, uint64_t granularity) : granularity_(granularity) {
+    const long page = sysconf(_SC_PAGESIZE);
+    if (granularity == 0 || (granularity & (granularity - 1)) != 0 ||
+        granularity % static_cast<uint64_t>(page) != 0) {
+      throw Error("host-vmm: granularity " + std::to_string(granularity) +
+                  " is not a power of two multiple of the page size");
+    }
+    slots_ = capacity / granularity;
+    fd_ = memfd_create("memwall-host-vmm", MFD_CLOEXEC);
+    if (fd_ < 0) fail_errno("memfd_create");
+    if (ftruncate(fd_, static_cast<off_t>(slots_ * granularity_)) != 0) {
+      const int saved = errno;
+      close(fd_);
+      errno = saved;
+      fail_errno("ftruncate to the capacity of " + std::to_string(slots_ * granularity_) +
+                 " bytes");
+    }
+  }
+  ~HostVmm() override { close(fd_); }
+
+  std::string_view name() const override { return "host-vmm"; }
+  uint64_t granularity() const override { return granularity_; }
+  uint64_t capacity() const override { return slots_ * granularity_; }
+  uint64_t chunks_in_use() const override {
+    std::lock_guard lock(mutex_);
+    return in_use_;
+  }
+  bool host_accessible() const override { return true; }
+
+  uintptr_t reserve(uint64_t bytes) override {
+    void* base =
+        mmap(nullptr, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (base == MAP_FAILED) fail_errno("reserving " + std::to_string(bytes) + " bytes");
+    return reinterpret_cast<uintptr_t>(base);
+  }
+  void unreserve(uintptr_t base, uint64_t bytes) override {
+    if (munmap(reinterpret_cast<void*>(base), bytes) != 0) fail_errno("munmap");
+  }
+
+  std::optional<ChunkHandle> create_chunk() override {
+    std::lock_guard lock(mutex_);
+    if (in_use_ == slots_) return std::nullopt;
+    ++in_use_;
+    if (!free_slots_.empty()) {
+      const ChunkHandle slot = free_slots_.back();
+      free_slots_.pop_back();
+      return slot;
+    }
+    return next_slot_++;
+  }
+  void release_chunk(ChunkHandle chunk) override {
+    // Give the pages back; the slot reads zeros when reused.
+    if (fallocate(fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+                  static_cast<off_t>(chunk * granularity_),
+                  static_cast<off_t>(granularity_)) != 0) {
+      fail_errno("punching chunk " + std::to_string(chunk));
+    }
+    std::lock_guard lock(mutex_);
+    free_slots_.push_back(chunk);
+    --in_use_;
+  }
+
+  void map(uintptr_t address, ChunkHandle chunk) override {
+    void* at = mmap(reinterpret_cast<void*>(address), granularity_, PROT_READ | PROT_WRITE,
+                    MAP_SHARED | MAP_FIXED, fd_, static_cast<off_t>(chunk * granularity_));
+    if (at == MAP_FAILED) fail_errno("mapping chunk " + std::to_string(chunk));
+  }
+  void unmap(uintptr_t address, uint64_t bytes) override {
+    void* at = mmap(reinterpret_cast<void*>(address), bytes, PROT_NONE,
+                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+    if (at == MAP_FAILED) fail_errno("unmapping " + std::to_string(bytes) + " bytes");
+  }
+
+ private:
+  uint64_t granularity_;
+  uint64_t slots_ = 0;
+  int fd_ = -1;
+  mutable std::mutex mutex_;
+  uint64_t in_use_ = 0;
+  uint64_t next_slot_ = 0;
+  std::vector<ChunkHandle> free_slots_;
+};
+
+}  // namespace
+
+std::unique_ptr<Device> make_host_vmm(uint64_t capacity, uint64_t granularity) {
+  return std::make_unique<HostVmm>(capacity, granularity);
+}
+
+}  // namespace memwall::alloc

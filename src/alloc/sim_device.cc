@@ -1,0 +1,126 @@
+// The simulated device: addresses and chunk ids without memory, so a replay
+// of an 80 GB training step runs in this process. It checks the map/unmap
+// discipline a real driver enforces, which catches policy bugs in tests.
+#include <map>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "memwall/alloc/device.h"
+#include "memwall/alloc/error.h"
+
+namespace memwall::alloc {
+namespace {
+
+class SimDevice final : public Device {
+ public:
+  SimDevice(uint64_t capacity, uint64_t granularity) : granularity_(granularity) {
+    if (granularity == 0 || (granularity & (granularity - 1)) != 0) {
+      throw Error("sim: granularity " + std::to_string(granularity) + " is not a power of two");
+    }
+    slots_ = capacity / granularity;
+  }
+
+  std::string_view name() const override { return "sim"; }
+  uint64_t granularity() const override { return granularity_; }
+  uint64_t capacity() const override { return slots_ * granularity_; }
+  uint64_t chunks_in_use() const override {
+    std::lock_guard lock(mutex_);
+    return in_use_;
+  }
+  bool host_accessible() const override { return false; }
+
+  uintptr_t reserve(uint64_t bytes) override {
+    std::lock_guard lock(mutex_);
+    // Fresh addresses every time, with a gap so that ranges are never
+    // adjacent (adjacent ranges would hide a policy merging across them).
+    const uintptr_t base = next_address_;
+    if (bytes > (UINTPTR_MAX - base) / 2) throw Error("sim: address space exhausted");
+    next_address_ += bytes + granularity_;
+    ranges_.emplace(base, bytes);
+    return base;
+  }
+  void unreserve(uintptr_t base, uint64_t bytes) override {
+    std::lock_guard lock(mutex_);
+    auto range = ranges_.find(base);
+    if (range == ranges_.end() || range->second != bytes) {
+      throw Error("sim: unreserve of a range that was not reserved");
+    }
+    for (uintptr_t a = base; a < base + bytes; a += granularity_) {
+      if (mapped_.count(a) != 0) throw Error("sim: unreserve of a range with mapped chunks");
+    }
+    ranges_.erase(range);
+  }
+
+  std::optional<ChunkHandle> create_chunk() override {
+    std::lock_guard lock(mutex_);
+    if (in_use_ == slots_) return std::nullopt;
+    ++in_use_;
+    ChunkHandle chunk = next_chunk_++;
+    if (!free_chunks_.empty()) {
+      chunk = free_chunks_.back();
+      free_chunks_.pop_back();
+    }
+    map_count_[chunk] = 0;
+    return chunk;
+  }
+  void release_chunk(ChunkHandle chunk) override {
+    std::lock_guard lock(mutex_);
+    auto it = map_count_.find(chunk);
+    if (it == map_count_.end()) throw Error("sim: release of an unknown chunk");
+    if (it->second != 0) throw Error("sim: release of a mapped chunk");
+    map_count_.erase(it);
+    free_chunks_.push_back(chunk);
+    --in_use_;
+  }
+
+  void map(uintptr_t address, ChunkHandle chunk) override {
+    std::lock_guard lock(mutex_);
+    check_reserved(address, granularity_);
+    auto count = map_count_.find(chunk);
+    if (count == map_count_.end()) throw Error("sim: map of an unknown chunk");
+    if (!mapped_.emplace(address, chunk).second) throw Error("sim: map over a mapped granule");
+    ++count->second;
+  }
+  void unmap(uintptr_t address, uint64_t bytes) override {
+    std::lock_guard lock(mutex_);
+    check_reserved(address, bytes);
+    for (uintptr_t a = address; a < address + bytes; a += granularity_) {
+      auto it = mapped_.find(a);
+      if (it == mapped_.end()) throw Error("sim: unmap of an unmapped granule");
+      --map_count_[it->second];
+      mapped_.erase(it);
+    }
+  }
+
+ private:
+  void check_reserved(uintptr_t address, uint64_t bytes) const {
+    if (address % granularity_ != 0 || bytes % granularity_ != 0) {
+      throw Error("sim: unaligned map or unmap");
+    }
+    auto range = ranges_.upper_bound(address);
+    if (range == ranges_.begin() || (--range, address + bytes > range->first + range->second)) {
+      throw Error("sim: map or unmap outside a reserved range");
+    }
+  }
+
+  uint64_t granularity_;
+  uint64_t slots_ = 0;
+  mutable std::mutex mutex_;
+  uint64_t in_use_ = 0;
+  ChunkHandle next_chunk_ = 0;
+  std::vector<ChunkHandle> free_chunks_;
+  // Start well above zero so no address is null or small.
+  uintptr_t next_address_ = uintptr_t{1} << 40;
+  std::map<uintptr_t, uint64_t> ranges_;
+  std::unordered_map<uintptr_t, ChunkHandle> mapped_;
+  std::unordered_map<ChunkHandle, uint64_t> map_count_;
+};
+
+}  // namespace
+
+std::unique_ptr<Device> make_sim_device(uint64_t capacity, uint64_t granularity) {
+  return std::make_unique<SimDevice>(capacity, granularity);
+}
+
+}  // namespace memwall::alloc

@@ -1,0 +1,184 @@
+// The virtual-memory policies: "expandable", "stitching" (on real host
+// memory, so stitched buffers are written and read) and "plan".
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "alloc_test_util.h"
+
+namespace memwall::alloc {
+namespace {
+
+using testing::address;
+using testing::error_of;
+using testing::host_rig;
+using testing::kGranule;
+using testing::sim_rig;
+
+TEST(Expandable, GrowsOneRangeByMappingChunksAtItsEnd) {
+  auto a = sim_rig("expandable", 64 * kMiB);
+  const Allocation x = a->allocate(3 * kMiB);
+  EXPECT_EQ(a->stats().reserved_bytes, 4 * kMiB);
+  // The 1 MiB free tail plus one more chunk: contiguous with x.
+  const Allocation y = a->allocate(3 * kMiB);
+  EXPECT_EQ(address(y), address(x) + 3 * kMiB);
+  Stats s = a->stats();
+  EXPECT_EQ(s.reserved_bytes, 6 * kMiB);
+  EXPECT_EQ(s.segments_created, 1u);
+  EXPECT_EQ(s.maps, 3u);
+  a->audit();
+  // A free tail's whole chunks go back on empty_cache.
+  a->free(y.ptr);
+  a->empty_cache();
+  EXPECT_EQ(a->stats().reserved_bytes, 4 * kMiB);
+  a->audit();
+  a->free(x.ptr);
+  a->empty_cache();
+  EXPECT_EQ(a->stats().reserved_bytes, 0u);
+  a->audit();
+}
+
+TEST(Expandable, StreamsAndPoolsGrowSeparateRanges) {
+  auto a = sim_rig("expandable", 64 * kMiB);
+  a->allocate(3 * kMiB, 0);
+  a->allocate(3 * kMiB, 1);
+  a->allocate(1000, 0);
+  EXPECT_EQ(a->stats().segments_created, 3u);
+  a->audit();
+}
+
+TEST(Expandable, OutOfMemoryTrimsOtherTailsAndRetries) {
+  auto a = sim_rig("expandable", 8 * kMiB);
+  a->free(a->allocate(6 * kMiB, 1).ptr);  // 6 MiB cached on stream 1
+  const Allocation x = a->allocate(4 * kMiB, 0);
+  ASSERT_TRUE(x);
+  EXPECT_EQ(a->stats().reserved_bytes, 4 * kMiB);
+  EXPECT_EQ(a->stats().cache_flushes, 1u);
+  a->audit();
+}
+
+// Free holes between live blocks are useless to a caching allocator; the
+// stitching policy maps their chunks side by side instead of growing.
+TEST(Stitching, BuildsABufferFromFreeHolesInsteadOfGrowing) {
+  auto a = host_rig("stitching", 16 * kMiB);
+  std::vector<Allocation> blocks;
+  for (uint64_t bytes : {4 * kMiB, 2 * kMiB, 4 * kMiB, 2 * kMiB, 4 * kMiB}) {
+    blocks.push_back(a->allocate(bytes));
+    ASSERT_TRUE(blocks.back());
+    std::memset(blocks.back().ptr, static_cast<int>(blocks.size()), bytes);
+  }
+  EXPECT_EQ(a->stats().reserved_bytes, 16 * kMiB);  // the device is full
+  a->free(blocks[0].ptr);
+  a->free(blocks[2].ptr);
+  a->free(blocks[4].ptr);
+  const Allocation stitched = a->allocate(10 * kMiB);
+  ASSERT_TRUE(stitched);
+  Stats s = a->stats();
+  EXPECT_EQ(s.stitches, 1u);
+  EXPECT_EQ(s.reserved_bytes, 16 * kMiB);
+  EXPECT_EQ(s.chunks_created, 8u);  // no new chunk
+  EXPECT_EQ(s.oom_events, 0u);
+  a->audit();
+  // The whole buffer is usable memory, and the live neighbours kept theirs.
+  std::memset(stitched.ptr, 0x77, 10 * kMiB);
+  const auto* bytes = static_cast<const unsigned char*>(stitched.ptr);
+  EXPECT_EQ(bytes[0], 0x77);
+  EXPECT_EQ(bytes[10 * kMiB - 1], 0x77);
+  EXPECT_EQ(static_cast<const unsigned char*>(blocks[1].ptr)[2 * kMiB - 1], 2);
+  EXPECT_EQ(static_cast<const unsigned char*>(blocks[3].ptr)[0], 4);
+  // The 2 MiB left over (one 4 MiB hole was split) is still cached.
+  const Allocation rest = a->allocate(2 * kMiB);
+  EXPECT_TRUE(rest);
+  EXPECT_EQ(a->stats().reserved_bytes, 16 * kMiB);
+  a->audit();
+}
+
+TEST(Stitching, CachingRunsOutOfMemoryOnTheSameSequence) {
+  auto a = sim_rig("caching", 16 * kMiB);
+  std::vector<Allocation> blocks;
+  for (uint64_t bytes : {4 * kMiB, 2 * kMiB}) blocks.push_back(a->allocate(bytes));
+  // 4 MiB and 2 MiB requests share one 20 MiB segment, over the capacity.
+  EXPECT_FALSE(blocks[0]);
+}
+
+TEST(Stitching, LargeRequestsAreWholeChunksSmallOnesUsePyTorchsSmallPool) {
+  auto a = sim_rig("stitching", 64 * kMiB);
+  EXPECT_EQ(a->allocate(kMiB + 1).block_bytes, 2 * kMiB);
+  EXPECT_EQ(a->allocate(5 * kMiB).block_bytes, 6 * kMiB);
+  EXPECT_EQ(a->allocate(1000).block_bytes, 1024u);
+  EXPECT_EQ(a->stats().reserved_bytes, 10 * kMiB);  // 2 + 6 + a 2 MiB small segment
+  a->audit();
+}
+
+TEST(Stitching, TopsUpWithNewChunksAndReleasesFreeChunksOnEmptyCache) {
+  auto a = sim_rig("stitching", 64 * kMiB);
+  const Allocation x = a->allocate(4 * kMiB);
+  const Allocation keep = a->allocate(2 * kMiB);
+  a->free(x.ptr);
+  const Allocation y = a->allocate(8 * kMiB);  // 4 MiB of x's chunks + 4 MiB new
+  ASSERT_TRUE(y);
+  EXPECT_EQ(a->stats().stitches, 1u);
+  EXPECT_EQ(a->stats().reserved_bytes, 10 * kMiB);
+  a->free(y.ptr);
+  a->empty_cache();
+  EXPECT_EQ(a->stats().reserved_bytes, 2 * kMiB);
+  a->free(keep.ptr);
+  a->empty_cache();
+  EXPECT_EQ(a->stats().reserved_bytes, 0u);
+  EXPECT_EQ(a->device().chunks_in_use(), 0u);
+  a->audit();
+}
+
+Options plan_options() {
+  Options options;
+  options.arena_bytes = 10 * kMiB;
+  options.offsets = {{0, 0}, {1, 4 * kMiB}, {2, 2 * kMiB}, {3, 9 * kMiB}};
+  return options;
+}
+
+TEST(Plan, ReturnsTheArenaBasePlusTheOffset) {
+  auto a = host_rig("plan", 64 * kMiB, plan_options());
+  const Allocation x = a->allocate(4 * kMiB, 0, /*tag=*/0);
+  const Allocation y = a->allocate(5 * kMiB, 0, 1);
+  EXPECT_EQ(address(y), address(x) + 4 * kMiB);
+  EXPECT_EQ(y.block_bytes, 5 * kMiB);
+  std::memset(x.ptr, 1, 4 * kMiB);
+  std::memset(y.ptr, 2, 5 * kMiB);
+  Stats s = a->stats();
+  EXPECT_EQ(s.reserved_bytes, 10 * kMiB);
+  EXPECT_EQ(s.allocated_bytes, 9 * kMiB);
+  a->free(x.ptr);
+  const Allocation z = a->allocate(2 * kMiB, 0, 2);  // reuses x's bytes
+  EXPECT_EQ(address(z), address(x) + 2 * kMiB);
+  a->audit();
+}
+
+TEST(Plan, RejectsOverlapsMissingTagsAndOverruns) {
+  auto a = sim_rig("plan", 64 * kMiB, plan_options());
+  a->allocate(4 * kMiB, 0, 0);
+  EXPECT_EQ(error_of([&] { a->allocate(3 * kMiB, 0, 2); }),
+            "plan: request 2 at [2097152, 5242880) overlaps live request 0 at [0, 4194304)");
+  EXPECT_EQ(error_of([&] { a->allocate(512, 0, 7); }), "plan: request 7 has no offset in the plan");
+  EXPECT_EQ(error_of([&] { a->allocate(512); }),
+            "plan: allocate needs the request's tag (its id in the plan)");
+  EXPECT_EQ(error_of([&] { a->allocate(2 * kMiB, 0, 3); }),
+            "plan: request 3 of 2097152 bytes at offset 9437184 ends past the arena of 10485760 "
+            "bytes");
+  EXPECT_EQ(a->stats().live_allocations, 1u);
+  a->audit();
+}
+
+TEST(Plan, ArenaLargerThanTheDeviceIsOutOfMemory) {
+  auto a = sim_rig("plan", 8 * kMiB, plan_options());
+  const Allocation x = a->allocate(512, 0, 0);
+  EXPECT_TRUE(x.out_of_memory);
+  EXPECT_EQ(a->stats().reserved_bytes, 0u);
+  EXPECT_EQ(error_of([] {
+              auto device = make_sim_device(kGranule);
+              make_allocator("plan", *device, {});
+            }),
+            "plan: Options::arena_bytes must be positive");
+}
+
+}  // namespace
+}  // namespace memwall::alloc
