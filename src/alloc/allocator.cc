@@ -71,14 +71,15 @@ void Allocator::empty_cache() {
 
 Stats Allocator::stats() const {
   std::lock_guard lock(mutex_);
-  return stats_;
+  Stats stats = stats_;
+  stats.cached_bytes = do_cached_bytes();
+  return stats;
 }
 
 void Allocator::audit() const {
   std::lock_guard lock(mutex_);
   do_audit();
-  if (stats_.reserved_bytes != device_.chunks_in_use() * granularity_ &&
-      device_.chunks_in_use() * granularity_ < stats_.reserved_bytes) {
+  if (stats_.reserved_bytes > device_.chunks_in_use() * granularity_) {
     throw Error(policy_ + ": audit: reserved bytes exceed the device's chunks in use");
   }
 }
@@ -135,6 +136,7 @@ std::string Allocator::snapshot_json() const {
       {"allocated_bytes", s.allocated_bytes},
       {"peak_allocated_bytes", s.peak_allocated_bytes},
       {"reserved_bytes", s.reserved_bytes},
+      {"cached_bytes", do_cached_bytes()},
       {"peak_reserved_bytes", s.peak_reserved_bytes},
       {"allocated_at_peak_reserved", s.allocated_at_peak_reserved},
       {"fragmentation", s.fragmentation()},

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "live_map.h"
+#include "node_recycler.h"
 #include "policies.h"
 
 namespace memwall::alloc {
@@ -49,13 +50,22 @@ struct Segment {
   Block* tail = nullptr;  // expandable: the block ending at the mapped end
 };
 
+// A free block as its pool orders it. The key is copied into the set's node
+// so that a search compares without touching the Blocks.
+struct FreeKey {
+  StreamId stream = 0;
+  uint64_t size = 0;
+  uintptr_t addr = 0;
+  Block* block = nullptr;
+};
+
 // PyTorch's BlockComparatorSize: best fit is the first block >= the request
 // of the same stream, the lowest address among equals.
 struct BySize {
-  bool operator()(const Block* a, const Block* b) const {
-    if (a->stream != b->stream) return a->stream < b->stream;
-    if (a->size != b->size) return a->size < b->size;
-    return a->addr < b->addr;
+  bool operator()(const FreeKey& a, const FreeKey& b) const {
+    if (a.stream != b.stream) return a.stream < b.stream;
+    if (a.size != b.size) return a.size < b.size;
+    return a.addr < b.addr;
   }
 };
 
@@ -66,53 +76,42 @@ struct BySize {
 // node handles) for their next insert, Blocks come from a free list, and
 // the live map is a flat table (Note [Live map]), so the steady state calls
 // neither malloc nor free.
-template <typename Container>
-class NodeRecycler {
- public:
-  using Node = typename Container::node_type;
-  Node take() {
-    if (spare_.empty()) return Node();
-    Node node = std::move(spare_.back());
-    spare_.pop_back();
-    return node;
-  }
-  void give(Node&& node) { spare_.push_back(std::move(node)); }
-
- private:
-  std::vector<Node> spare_;
-};
-
 class FreePool {
  public:
-  using Set = std::set<Block*, BySize>;
+  using Set = std::set<FreeKey, BySize>;
   void insert(Block* block) {
+    bytes_ += block->size;
+    const FreeKey key{block->stream, block->size, block->addr, block};
     Set::node_type node = nodes_.take();
     if (node.empty()) {
-      set_.insert(block);
+      set_.insert(key);
       return;
     }
-    node.value() = block;
+    node.value() = key;
     set_.insert(std::move(node));
   }
-  void erase(Set::iterator it) { nodes_.give(set_.extract(it)); }
-  void erase(Block* block) { erase(set_.find(block)); }
+  void erase(Set::iterator it) {
+    bytes_ -= it->size;
+    nodes_.give(set_.extract(it));
+  }
+  // The block's key fields must be those it was inserted with.
+  void erase(const Block* block) { erase(set_.find({block->stream, block->size, block->addr})); }
   Set::iterator first_fit(StreamId stream, uint64_t size) const {
-    Block key;
-    key.stream = stream;
-    key.size = size;
-    return set_.lower_bound(&key);
+    return set_.lower_bound({stream, size, 0});
   }
   // One past the last block of `stream`.
   Set::iterator stream_end(StreamId stream) const {
     auto it = first_fit(stream, UINT64_MAX);
-    while (it != set_.end() && (*it)->stream == stream) ++it;
+    while (it != set_.end() && it->stream == stream) ++it;
     return it;
   }
   const Set& blocks() const { return set_; }
+  uint64_t bytes() const { return bytes_; }
 
  private:
   Set set_;
   NodeRecycler<Set> nodes_;
+  uint64_t bytes_ = 0;  // sum of the sizes of the blocks in the set
 };
 
 class BlockAllocator final : public Allocator {
@@ -186,17 +185,19 @@ class BlockAllocator final : public Allocator {
 
   void do_empty_cache() override { release_cache(); }
 
+  uint64_t do_cached_bytes() const override { return small_.bytes() + large_.bytes(); }
+
   // ---- Finding and shaping blocks ----
 
   Block* take_free_block(PoolKind kind, StreamId stream, uint64_t size) {
     FreePool& free = pool(kind);
     auto it = free.first_fit(stream, size);
-    if (it == free.blocks().end() || (*it)->stream != stream) return nullptr;
+    if (it == free.blocks().end() || it->stream != stream) return nullptr;
     if (policy_ == BlockPolicy::caching && kind == PoolKind::large &&
-        !oversize_filter_accepts((*it)->size, size, max_split_)) {
+        !oversize_filter_accepts(it->size, size, max_split_)) {
       return nullptr;
     }
-    Block* block = *it;
+    Block* block = it->block;
     free.erase(it);
     return block;
   }
@@ -403,16 +404,16 @@ class BlockAllocator final : public Allocator {
     const uint64_t needed = size / granularity();
     FreePool& free = large_;
     uint64_t free_chunks = 0;
-    for (auto it = free.first_fit(stream, 0); it != free.blocks().end() && (*it)->stream == stream;
+    for (auto it = free.first_fit(stream, 0); it != free.blocks().end() && it->stream == stream;
          ++it) {
-      free_chunks += (*it)->size / granularity();
+      free_chunks += it->size / granularity();
     }
     if (free_chunks + device_headroom_chunks() < needed) return nullptr;
     std::vector<ChunkHandle> chunks;
     chunks.reserve(needed);
     while (chunks.size() < needed && free_chunks > 0) {
       auto largest = std::prev(free.stream_end(stream));
-      Block* block = *largest;
+      Block* block = largest->block;
       const uint64_t want = needed - chunks.size();
       const uint64_t own = block->size / granularity();
       free_chunks -= std::min(own, want);
@@ -440,8 +441,8 @@ class BlockAllocator final : public Allocator {
   void release_cache() {
     std::vector<Block*> candidates;
     for (const FreePool* free : {&small_, &large_}) {
-      for (Block* block : free->blocks()) {
-        if (releasable(block)) candidates.push_back(block);
+      for (const FreeKey& key : free->blocks()) {
+        if (releasable(key.block)) candidates.push_back(key.block);
       }
     }
     for (Block* block : candidates) release_free_block(block, nullptr);
@@ -558,7 +559,7 @@ class BlockAllocator final : public Allocator {
     std::vector<const Block*> blocks;
     live_.for_each([&](uintptr_t, Block* block) { blocks.push_back(block); });
     for (const FreePool* free : {&small_, &large_}) {
-      blocks.insert(blocks.end(), free->blocks().begin(), free->blocks().end());
+      for (const FreeKey& key : free->blocks()) blocks.push_back(key.block);
     }
     std::sort(blocks.begin(), blocks.end(),
               [](const Block* a, const Block* b) { return a->addr < b->addr; });
@@ -626,7 +627,11 @@ class BlockAllocator final : public Allocator {
       covered[segment] += block->size;
     }
     for (const FreePool* free : {&small_, &large_}) {
-      for (const Block* block : free->blocks()) {
+      for (const FreeKey& key : free->blocks()) {
+        const Block* block = key.block;
+        if (key.stream != block->stream || key.size != block->size || key.addr != block->addr) {
+          fail("stale key in a free pool", block);
+        }
         if (block->allocated) fail("allocated block in a free pool", block);
         if (&pool(block->pool) != free) fail("free block in the wrong pool", block);
       }

@@ -14,6 +14,7 @@
 // it, the request is an out-of-memory result like any other policy's.
 #include <map>
 
+#include "node_recycler.h"
 #include "policies.h"
 
 namespace memwall::alloc {
@@ -49,7 +50,14 @@ class PlanAllocator final : public Allocator {
     }
     check_no_overlap(tag, offset, bytes);
     if (chunks_.empty() && !map_arena()) return {};
-    live_.emplace(offset, Live{bytes, tag});
+    auto node = live_nodes_.take();
+    if (node.empty()) {
+      live_.emplace(offset, Live{bytes, tag});
+    } else {
+      node.key() = offset;
+      node.mapped() = Live{bytes, tag};
+      live_.insert(std::move(node));
+    }
     return {reinterpret_cast<void*>(base_ + offset), bytes, false};
   }
 
@@ -84,8 +92,12 @@ class PlanAllocator final : public Allocator {
                           : ", which this allocator did not allocate (foreign pointer)"));
     }
     const Freed freed{it->second.bytes, it->second.bytes};
-    live_.erase(it);
+    live_nodes_.give(live_.extract(it));
     return freed;
+  }
+
+  uint64_t do_cached_bytes() const override {
+    return chunks_.empty() ? 0 : mapped_bytes_ - current_stats().allocated_bytes;
   }
 
   void do_empty_cache() override {
@@ -149,6 +161,7 @@ class PlanAllocator final : public Allocator {
   uintptr_t base_ = 0;
   std::vector<ChunkHandle> chunks_;
   std::map<uint64_t, Live> live_;  // by offset
+  NodeRecycler<std::map<uint64_t, Live>> live_nodes_;
 };
 
 }  // namespace

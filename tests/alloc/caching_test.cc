@@ -24,6 +24,7 @@ TEST(Caching, OneByteTakes512InATwoMiBSmallSegment) {
   EXPECT_EQ(s.allocated_bytes, 512u);
   EXPECT_EQ(s.requested_bytes, 1u);
   EXPECT_EQ(s.reserved_bytes, 2 * kMiB);
+  EXPECT_EQ(s.cached_bytes, 2 * kMiB - 512);
   EXPECT_EQ(s.segments_created, 1u);
   EXPECT_EQ(s.chunks_created, 1u);
   a->audit();

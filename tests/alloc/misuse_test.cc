@@ -33,6 +33,7 @@ class Misuse : public ::testing::TestWithParam<std::string_view> {
     const Stats after = allocator().stats();
     EXPECT_EQ(after.allocated_bytes, before_.allocated_bytes);
     EXPECT_EQ(after.reserved_bytes, before_.reserved_bytes);
+    EXPECT_EQ(after.cached_bytes, before_.cached_bytes);
     EXPECT_EQ(after.live_allocations, before_.live_allocations);
     EXPECT_EQ(after.free_calls, before_.free_calls);
     allocator().audit();

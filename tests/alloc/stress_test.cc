@@ -110,7 +110,7 @@ void check_counts(const Allocator& allocator, const LiveBlocks& live, uint64_t c
   ASSERT_EQ(s.allocated_bytes, live.allocated());
   ASSERT_EQ(s.requested_bytes, live.requested());
   ASSERT_EQ(s.live_allocations, live.size());
-  ASSERT_LE(s.allocated_bytes, s.reserved_bytes);
+  ASSERT_EQ(s.allocated_bytes + s.cached_bytes, s.reserved_bytes) << "bytes unaccounted for";
   ASSERT_LE(s.reserved_bytes, capacity);
   ASSERT_EQ(s.reserved_bytes % kDefaultGranularity, 0u);
   ASSERT_EQ(s.reserved_bytes, allocator.device().chunks_in_use() * kDefaultGranularity);

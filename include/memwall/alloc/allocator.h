@@ -76,6 +76,10 @@ struct Stats {
   uint64_t allocated_bytes = 0;  // sum of live blocks (requests after rounding)
   uint64_t peak_allocated_bytes = 0;
   uint64_t reserved_bytes = 0;  // physical chunks held (created, not released)
+  // Reserved bytes in no live block (free blocks of the cache, the unused
+  // part of a plan's arena). Kept apart from the chunk count, so that
+  // allocated_bytes + cached_bytes == reserved_bytes checks both.
+  uint64_t cached_bytes = 0;
   uint64_t peak_reserved_bytes = 0;
   // The largest allocated_bytes seen while reserved_bytes was at its peak.
   uint64_t allocated_at_peak_reserved = 0;
@@ -152,6 +156,7 @@ class Allocator {
   virtual void do_empty_cache() = 0;
   virtual std::vector<SnapshotSegment> do_snapshot() const = 0;
   virtual void do_audit() const = 0;
+  virtual uint64_t do_cached_bytes() const = 0;
 
   // Device calls that keep the statistics; policies use only these.
   uintptr_t reserve_range(uint64_t bytes);
