@@ -12,9 +12,11 @@
 // cuGetProcAddress). Any missing piece - the library, a symbol, cuInit, the
 // GPU - makes make_cuda_vmm return null with the reason, never abort.
 // The file compiles to a stub when CMake found no toolkit.
+#include <algorithm>
 #include <memory>
 #include <string>
 
+#include "budgeted_device.h"
 #include "memwall/alloc/device.h"
 #include "memwall/alloc/error.h"
 
@@ -108,30 +110,23 @@ const Driver* load_driver(std::string& why) {
   return failure.empty() ? &driver : nullptr;
 }
 
-class CudaVmm final : public Device {
+class CudaVmm final : public BudgetedDevice {
  public:
   CudaVmm(const Driver& driver, CUdevice device, CUcontext context, uint64_t granularity,
           uint64_t capacity)
-      : driver_(driver),
+      : BudgetedDevice("cuda-vmm", capacity, granularity),
+        driver_(driver),
         device_(device),
-        context_(context),
-        granularity_(granularity),
-        slots_(capacity / granularity) {}
+        context_(context) {}
   ~CudaVmm() override { driver_.primary_ctx_release(device_); }
 
   std::string_view name() const override { return "cuda-vmm"; }
-  uint64_t granularity() const override { return granularity_; }
-  uint64_t capacity() const override { return slots_ * granularity_; }
-  uint64_t chunks_in_use() const override {
-    std::lock_guard lock(mutex_);
-    return in_use_;
-  }
   bool host_accessible() const override { return false; }
 
   uintptr_t reserve(uint64_t bytes) override {
     bind();
     CUdeviceptr base = 0;
-    check(driver_.address_reserve(&base, bytes, granularity_, 0, 0), "cuMemAddressReserve");
+    check(driver_.address_reserve(&base, bytes, granularity(), 0, 0), "cuMemAddressReserve");
     return static_cast<uintptr_t>(base);
   }
   void unreserve(uintptr_t base, uint64_t bytes) override {
@@ -139,18 +134,13 @@ class CudaVmm final : public Device {
   }
 
   std::optional<ChunkHandle> create_chunk() override {
-    {
-      std::lock_guard lock(mutex_);
-      if (in_use_ == slots_) return std::nullopt;
-      ++in_use_;
-    }
+    if (!take_budget()) return std::nullopt;
     bind();
     CUmemGenericAllocationHandle handle = 0;
     const CUmemAllocationProp prop = properties();
-    const CUresult result = driver_.create(&handle, granularity_, &prop, 0);
+    const CUresult result = driver_.create(&handle, granularity(), &prop, 0);
     if (result != CUDA_SUCCESS) {
-      std::lock_guard lock(mutex_);
-      --in_use_;
+      return_budget();
       if (result == CUDA_ERROR_OUT_OF_MEMORY) return std::nullopt;
       check(result, "cuMemCreate");
     }
@@ -158,18 +148,17 @@ class CudaVmm final : public Device {
   }
   void release_chunk(ChunkHandle chunk) override {
     check(driver_.release(static_cast<CUmemGenericAllocationHandle>(chunk)), "cuMemRelease");
-    std::lock_guard lock(mutex_);
-    --in_use_;
+    return_budget();
   }
 
   void map(uintptr_t address, ChunkHandle chunk) override {
     const auto at = static_cast<CUdeviceptr>(address);
-    check(driver_.map(at, granularity_, 0, static_cast<CUmemGenericAllocationHandle>(chunk), 0),
+    check(driver_.map(at, granularity(), 0, static_cast<CUmemGenericAllocationHandle>(chunk), 0),
           "cuMemMap");
     CUmemAccessDesc access{};
     access.location = properties().location;
     access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-    check(driver_.set_access(at, granularity_, &access, 1), "cuMemSetAccess");
+    check(driver_.set_access(at, granularity(), &access, 1), "cuMemSetAccess");
   }
   void unmap(uintptr_t address, uint64_t bytes) override {
     check(driver_.unmap(static_cast<CUdeviceptr>(address), bytes), "cuMemUnmap");
@@ -198,10 +187,6 @@ class CudaVmm final : public Device {
   const Driver& driver_;
   CUdevice device_;
   CUcontext context_;
-  uint64_t granularity_;
-  uint64_t slots_;
-  mutable std::mutex mutex_;
-  uint64_t in_use_ = 0;
 };
 
 }  // namespace

@@ -27,8 +27,7 @@
 #include <mutex>
 #include <vector>
 
-#include "memwall/alloc/device.h"
-#include "memwall/alloc/error.h"
+#include "budgeted_device.h"
 
 namespace memwall::alloc {
 namespace {
@@ -37,35 +36,23 @@ namespace {
   throw Error("host-vmm: " + what + ": " + std::strerror(errno));
 }
 
-class HostVmm final : public Device {
+class HostVmm final : public BudgetedDevice {
  public:
-  HostVmm(uint64_t capacity, uint64_t granularity) : granularity_(granularity) {
-    const long page = sysconf(_SC_PAGESIZE);
-    if (granularity == 0 || (granularity & (granularity - 1)) != 0 ||
-        granularity % static_cast<uint64_t>(page) != 0) {
-      throw Error("host-vmm: granularity " + std::to_string(granularity) +
-                  " is not a power of two multiple of the page size");
-    }
-    slots_ = capacity / granularity;
+  HostVmm(uint64_t capacity, uint64_t granularity)
+      : BudgetedDevice("host-vmm", capacity, granularity,
+                       static_cast<uint64_t>(sysconf(_SC_PAGESIZE))) {
     fd_ = memfd_create("memwall-host-vmm", MFD_CLOEXEC);
     if (fd_ < 0) fail_errno("memfd_create");
-    if (ftruncate(fd_, static_cast<off_t>(slots_ * granularity_)) != 0) {
+    if (ftruncate(fd_, static_cast<off_t>(this->capacity())) != 0) {
       const int saved = errno;
       close(fd_);
       errno = saved;
-      fail_errno("ftruncate to the capacity of " + std::to_string(slots_ * granularity_) +
-                 " bytes");
+      fail_errno("ftruncate to the capacity of " + std::to_string(this->capacity()) + " bytes");
     }
   }
   ~HostVmm() override { close(fd_); }
 
   std::string_view name() const override { return "host-vmm"; }
-  uint64_t granularity() const override { return granularity_; }
-  uint64_t capacity() const override { return slots_ * granularity_; }
-  uint64_t chunks_in_use() const override {
-    std::lock_guard lock(mutex_);
-    return in_use_;
-  }
   bool host_accessible() const override { return true; }
 
   uintptr_t reserve(uint64_t bytes) override {
@@ -79,9 +66,8 @@ class HostVmm final : public Device {
   }
 
   std::optional<ChunkHandle> create_chunk() override {
+    if (!take_budget()) return std::nullopt;
     std::lock_guard lock(mutex_);
-    if (in_use_ == slots_) return std::nullopt;
-    ++in_use_;
     if (!free_slots_.empty()) {
       const ChunkHandle slot = free_slots_.back();
       free_slots_.pop_back();
@@ -92,18 +78,18 @@ class HostVmm final : public Device {
   void release_chunk(ChunkHandle chunk) override {
     // Give the pages back; the slot reads zeros when reused.
     if (fallocate(fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-                  static_cast<off_t>(chunk * granularity_),
-                  static_cast<off_t>(granularity_)) != 0) {
+                  static_cast<off_t>(chunk * granularity()),
+                  static_cast<off_t>(granularity())) != 0) {
       fail_errno("punching chunk " + std::to_string(chunk));
     }
     std::lock_guard lock(mutex_);
     free_slots_.push_back(chunk);
-    --in_use_;
+    return_budget();
   }
 
   void map(uintptr_t address, ChunkHandle chunk) override {
-    void* at = mmap(reinterpret_cast<void*>(address), granularity_, PROT_READ | PROT_WRITE,
-                    MAP_SHARED | MAP_FIXED, fd_, static_cast<off_t>(chunk * granularity_));
+    void* at = mmap(reinterpret_cast<void*>(address), granularity(), PROT_READ | PROT_WRITE,
+                    MAP_SHARED | MAP_FIXED, fd_, static_cast<off_t>(chunk * granularity()));
     if (at == MAP_FAILED) fail_errno("mapping chunk " + std::to_string(chunk));
   }
   void unmap(uintptr_t address, uint64_t bytes) override {
@@ -113,11 +99,8 @@ class HostVmm final : public Device {
   }
 
  private:
-  uint64_t granularity_;
-  uint64_t slots_ = 0;
   int fd_ = -1;
-  mutable std::mutex mutex_;
-  uint64_t in_use_ = 0;
+  std::mutex mutex_;  // guards the slot bookkeeping
   uint64_t next_slot_ = 0;
   std::vector<ChunkHandle> free_slots_;
 };

@@ -6,28 +6,17 @@
 #include <unordered_map>
 #include <vector>
 
-#include "memwall/alloc/device.h"
-#include "memwall/alloc/error.h"
+#include "budgeted_device.h"
 
 namespace memwall::alloc {
 namespace {
 
-class SimDevice final : public Device {
+class SimDevice final : public BudgetedDevice {
  public:
-  SimDevice(uint64_t capacity, uint64_t granularity) : granularity_(granularity) {
-    if (granularity == 0 || (granularity & (granularity - 1)) != 0) {
-      throw Error("sim: granularity " + std::to_string(granularity) + " is not a power of two");
-    }
-    slots_ = capacity / granularity;
-  }
+  SimDevice(uint64_t capacity, uint64_t granularity)
+      : BudgetedDevice("sim", capacity, granularity) {}
 
   std::string_view name() const override { return "sim"; }
-  uint64_t granularity() const override { return granularity_; }
-  uint64_t capacity() const override { return slots_ * granularity_; }
-  uint64_t chunks_in_use() const override {
-    std::lock_guard lock(mutex_);
-    return in_use_;
-  }
   bool host_accessible() const override { return false; }
 
   uintptr_t reserve(uint64_t bytes) override {
@@ -36,7 +25,7 @@ class SimDevice final : public Device {
     // adjacent (adjacent ranges would hide a policy merging across them).
     const uintptr_t base = next_address_;
     if (bytes > (UINTPTR_MAX - base) / 2) throw Error("sim: address space exhausted");
-    next_address_ += bytes + granularity_;
+    next_address_ += bytes + granularity();
     ranges_.emplace(base, bytes);
     return base;
   }
@@ -46,16 +35,15 @@ class SimDevice final : public Device {
     if (range == ranges_.end() || range->second != bytes) {
       throw Error("sim: unreserve of a range that was not reserved");
     }
-    for (uintptr_t a = base; a < base + bytes; a += granularity_) {
+    for (uintptr_t a = base; a < base + bytes; a += granularity()) {
       if (mapped_.count(a) != 0) throw Error("sim: unreserve of a range with mapped chunks");
     }
     ranges_.erase(range);
   }
 
   std::optional<ChunkHandle> create_chunk() override {
+    if (!take_budget()) return std::nullopt;
     std::lock_guard lock(mutex_);
-    if (in_use_ == slots_) return std::nullopt;
-    ++in_use_;
     ChunkHandle chunk = next_chunk_++;
     if (!free_chunks_.empty()) {
       chunk = free_chunks_.back();
@@ -71,12 +59,12 @@ class SimDevice final : public Device {
     if (it->second != 0) throw Error("sim: release of a mapped chunk");
     map_count_.erase(it);
     free_chunks_.push_back(chunk);
-    --in_use_;
+    return_budget();
   }
 
   void map(uintptr_t address, ChunkHandle chunk) override {
     std::lock_guard lock(mutex_);
-    check_reserved(address, granularity_);
+    check_reserved(address, granularity());
     auto count = map_count_.find(chunk);
     if (count == map_count_.end()) throw Error("sim: map of an unknown chunk");
     if (!mapped_.emplace(address, chunk).second) throw Error("sim: map over a mapped granule");
@@ -85,7 +73,7 @@ class SimDevice final : public Device {
   void unmap(uintptr_t address, uint64_t bytes) override {
     std::lock_guard lock(mutex_);
     check_reserved(address, bytes);
-    for (uintptr_t a = address; a < address + bytes; a += granularity_) {
+    for (uintptr_t a = address; a < address + bytes; a += granularity()) {
       auto it = mapped_.find(a);
       if (it == mapped_.end()) throw Error("sim: unmap of an unmapped granule");
       --map_count_[it->second];
@@ -95,7 +83,7 @@ class SimDevice final : public Device {
 
  private:
   void check_reserved(uintptr_t address, uint64_t bytes) const {
-    if (address % granularity_ != 0 || bytes % granularity_ != 0) {
+    if (address % granularity() != 0 || bytes % granularity() != 0) {
       throw Error("sim: unaligned map or unmap");
     }
     auto range = ranges_.upper_bound(address);
@@ -104,10 +92,7 @@ class SimDevice final : public Device {
     }
   }
 
-  uint64_t granularity_;
-  uint64_t slots_ = 0;
-  mutable std::mutex mutex_;
-  uint64_t in_use_ = 0;
+  mutable std::mutex mutex_;  // guards everything below
   ChunkHandle next_chunk_ = 0;
   std::vector<ChunkHandle> free_chunks_;
   // Start well above zero so no address is null or small.
