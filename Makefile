@@ -5,10 +5,11 @@ JOBS ?= $(shell nproc)
 BUILD ?= build
 ASAN_BUILD ?= build-asan
 FUZZ_BUILD ?= build-fuzz
+TSAN_BUILD ?= build-tsan
 FUZZ_SECONDS ?= 15
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build demo test test-release test-asan fuzz bench format clean
+.PHONY: all deps build demo test test-release test-asan test-tsan fuzz bench format clean
 
 all: build
 
@@ -25,8 +26,9 @@ demo: build
 	$(BUILD)/memwall plan --model llama2-7b --gpu rtx4090 --batch 4 --seq 2048 --optimizer adamw
 
 # The whole suite, then again under AddressSanitizer + UndefinedBehaviorSanitizer,
-# then each libFuzzer target for a short time.
-test: test-release test-asan fuzz
+# the runtime allocator's tests under ThreadSanitizer, then each libFuzzer
+# target for a short time.
+test: test-release test-asan test-tsan fuzz
 
 test-release: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
@@ -37,6 +39,14 @@ test-asan: deps
 	@cmake --build $(ASAN_BUILD) -j $(JOBS)
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --output-on-failure -j $(JOBS)
+
+# Only test_alloc is built with -fsanitize=thread: the allocator is the one
+# module with concurrent callers (tests/alloc/threads_test.cc).
+test-tsan: deps
+	@cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMEMWALL_TSAN=ON \
+	  -DMEMWALL_BUILD_BENCH=OFF $(CMAKE_FLAGS) >/dev/null
+	@cmake --build $(TSAN_BUILD) -j $(JOBS) --target test_alloc
+	TSAN_OPTIONS=halt_on_error=1 $(TSAN_BUILD)/tests/test_alloc --gtest_brief=1
 
 fuzz: deps
 	@CXX=clang++ cmake -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo \
@@ -51,4 +61,4 @@ format:
 	@clang-format -i $$(git ls-files '*.cc' '*.h')
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(FUZZ_BUILD)
