@@ -20,6 +20,16 @@
 //
 // A prefetch (the swap_in of a swap eviction) is emitted after the compute
 // of `prefetch_after`; one whose buffer is back already is skipped.
+//
+// Note [Inputs kept for recomputes]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// An input (labels, token ids) is freed after its last reader, but a
+// recompute can read it later: cross-entropy's log-probabilities dropped in
+// forward are regenerated before log_softmax_backward from the logits and
+// the labels, whose last reader, nll_loss_backward, ran just before. No op
+// can create an input again, so the walk keeps it: when a restore finds an
+// input gone, the walk starts over with that input freed only after the op
+// that needed it (each input at most once per op, so the walk ends).
 #include "memwall/plan/builders.h"
 
 #include <algorithm>
@@ -79,12 +89,22 @@ namespace {
 using detail::buffer_label;
 using detail::op_label;
 
+// Thrown by a walk that found input `buf` gone before op `op` needed it
+// (Note [Inputs kept for recomputes]).
+struct InputGone {
+  BufferId buf = 0;
+  OpId op = 0;
+};
+
 class Walker {
  public:
-  Walker(const Graph& graph, std::span<const Eviction> evictions)
+  // keep_until[b]: input b is freed no earlier than after that op.
+  Walker(const Graph& graph, std::span<const Eviction> evictions,
+         const std::vector<OpId>& keep_until)
       : graph_(graph),
         uses_(graph),
         lives_(liveness(graph)),
+        keep_until_(keep_until),
         resident_(graph.buffers.size(), 0),
         off_device_(graph.buffers.size(), 0),
         evictions_after_(graph.ops.size()),
@@ -212,6 +232,9 @@ class Walker {
         continue;
       }
       const OpId producer = lives_[b].producer;
+      if (producer == kNoOp && graph_.buffers[b].kind == BufferKind::kInput && keep_until_[b] < i) {
+        throw InputGone{b, i};
+      }
       if (producer == kNoOp) {
         fail("plan: {} needs {} before op {}, but it is gone and no op creates it",
              op_label(graph_, i), buffer_label(graph_, b), i);
@@ -264,16 +287,20 @@ class Walker {
   // Buffers whose default free comes after op i.
   std::span<const BufferId> frees_at(OpId i) {
     if (free_start_.empty()) {
+      std::vector<OpId> free_op(lives_.size());
+      for (size_t b = 0; b < lives_.size(); ++b) {
+        free_op[b] =
+            lives_[b].free_op == kNoOp ? kNoOp : std::max(lives_[b].free_op, keep_until_[b]);
+      }
       free_start_.assign(graph_.ops.size() + 1, 0);
-      for (const BufferLife& life : lives_) {
-        if (life.free_op != kNoOp) ++free_start_[life.free_op + 1];
+      for (const OpId f : free_op) {
+        if (f != kNoOp) ++free_start_[f + 1];
       }
       for (size_t k = 0; k < graph_.ops.size(); ++k) free_start_[k + 1] += free_start_[k];
       free_list_.resize(free_start_.back());
       std::vector<size_t> next(free_start_.begin(), free_start_.end() - 1);
-      for (size_t b = 0; b < lives_.size(); ++b) {
-        if (lives_[b].free_op != kNoOp)
-          free_list_[next[lives_[b].free_op]++] = static_cast<BufferId>(b);
+      for (size_t b = 0; b < free_op.size(); ++b) {
+        if (free_op[b] != kNoOp) free_list_[next[free_op[b]]++] = static_cast<BufferId>(b);
       }
     }
     return {free_list_.data() + free_start_[i], free_list_.data() + free_start_[i + 1]};
@@ -301,6 +328,7 @@ class Walker {
   const Graph& graph_;
   const BufferUses uses_;
   const std::vector<BufferLife> lives_;
+  const std::vector<OpId>& keep_until_;
   std::vector<uint8_t> resident_;    // on the device, in program order
   std::vector<uint8_t> off_device_;  // has a copy on the host or NVMe
   std::vector<std::vector<Eviction>> evictions_after_;
@@ -321,8 +349,15 @@ Plan plan_with_evictions(const Graph& graph, std::span<const Eviction> evictions
   plan.graph = graph.name;
   plan.hardware = std::move(hardware);
   plan.budget = budget;
-  plan.steps = Walker(graph, evictions).run();
-  return plan;
+  std::vector<OpId> keep_until(graph.buffers.size(), kNoOp);
+  while (true) {
+    try {
+      plan.steps = Walker(graph, evictions, keep_until).run();
+      return plan;
+    } catch (const InputGone& gone) {
+      keep_until[gone.buf] = gone.op;  // grows each time: the loop ends
+    }
+  }
 }
 
 Plan default_plan(const Graph& graph, std::string hardware, uint64_t budget) {
