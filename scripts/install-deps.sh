@@ -12,7 +12,7 @@ packages=(
   coinor-libcbc-dev              # CBC, the MILP solver of the checkmate planner
 )
 if [[ "${1:-}" == "--torch" ]]; then
-  packages+=(python3-torch python3-torchvision)
+  packages+=(python3-torch python3-torchvision libtorch-dev)
 fi
 
 missing=()

@@ -10,6 +10,7 @@ void add_bench(CLI::App& app, Action& action) {
   add_bench_layout(*cmd, action);
   add_bench_remat(*cmd, action);
   add_bench_plan(*cmd, action);
+  add_bench_alloc(*cmd, action);
 }
 
 }  // namespace memwall::cli

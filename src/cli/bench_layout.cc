@@ -18,6 +18,7 @@
 #include "memwall/layout/from_graph.h"
 #include "memwall/layout/problem.h"
 #include "memwall/models/zoo.h"
+#include "options.h"
 
 namespace memwall::cli {
 namespace {
@@ -38,25 +39,6 @@ struct BenchInput {
   LayoutProblem problem;
 };
 
-// The first existing candidate; "" when there is none. The data lives next
-// to the checkout (../shared/data), so both the working directory and the
-// source tree are tried.
-std::string find_data_dir(const std::string& given) {
-  if (!given.empty()) {
-    if (!fs::is_directory(given)) fail("--data {}: no such directory", given);
-    return given;
-  }
-  std::vector<std::string> candidates;
-  if (const char* env = std::getenv("MEMWALL_DATA"))
-    candidates.push_back(std::string(env) + "/layout");
-  candidates.emplace_back("../shared/data/layout");
-  candidates.emplace_back(std::string(MEMWALL_SOURCE_DIR) + "/../shared/data/layout");
-  for (const std::string& dir : candidates) {
-    if (fs::is_directory(dir)) return dir;
-  }
-  return "";
-}
-
 // MiniMalloc names its inputs NAME.CAPACITY.csv: the capacity to fit (0
 // when the name carries none). Parsed by hand: std::regex trips g++ 12's
 // -Wmaybe-uninitialized in sanitizer builds.
@@ -72,17 +54,13 @@ uint64_t capacity_from_name(const std::string& file) {
 
 std::vector<BenchInput> load_inputs(const BenchLayoutArgs& args, std::string& data_note) {
   std::vector<BenchInput> inputs;
-  const std::string dir = find_data_dir(args.data_dir);
+  const std::string dir = find_data_dir(args.data_dir, "layout");
   if (dir.empty()) {
     data_note = "no data directory (../shared/data/layout or --data): zoo models only";
   } else {
-    std::vector<fs::path> files;
-    for (const auto& entry : fs::directory_iterator(dir)) {
-      if (entry.path().extension() == ".csv") files.push_back(entry.path());
-    }
-    std::sort(files.begin(), files.end());
-    for (const fs::path& file : files) {
-      BenchInput in{file.stem().string(), read_layout_csv(file.string()).problem};
+    for (const std::string& path : csv_files(dir)) {
+      const fs::path file(path);
+      BenchInput in{file.stem().string(), read_layout_csv(path).problem};
       in.problem.capacity = capacity_from_name(file.filename().string());
       inputs.push_back(std::move(in));
     }

@@ -17,9 +17,11 @@ void add_simulate(CLI::App& app, Action& action);
 void add_plan(CLI::App& app, Action& action);
 void add_layout(CLI::App& app, Action& action);
 void add_bench(CLI::App& app, Action& action);
+void add_alloc_replay(CLI::App& app, Action& action);
 // Subcommands of `memwall bench`.
 void add_bench_layout(CLI::App& bench, Action& action);
 void add_bench_remat(CLI::App& bench, Action& action);
 void add_bench_plan(CLI::App& bench, Action& action);
+void add_bench_alloc(CLI::App& bench, Action& action);
 
 }  // namespace memwall::cli

@@ -73,20 +73,10 @@ Input load_input(const LayoutArgs& args) {
     return in;
   }
   in.name = args.plan_file;
-  in.plan = read_plan_file(args.plan_file);
-  if (in.plan->graph != in.graph->name) {
-    fail("{}: the plan is for graph \"{}\", not \"{}\"", args.plan_file, in.plan->graph,
-         in.graph->name);
-  }
-  try {
-    validate_plan(*in.plan, *in.graph);
-  } catch (const Error& e) {
-    fail("{}: {}", args.plan_file, e.what());
-  }
-  in.plan->offsets.clear();  // the plan's own offsets, if any, are replaced
-  in.sim =
-      simulate(*in.graph, *in.plan, *in.hw, {.record_curves = false, .record_residency = true});
-  if (!in.sim.valid) fail("{}: the plan is invalid: {}", args.plan_file, in.sim.reason);
+  // The plan's own offsets, if any, are replaced.
+  SimulatedPlan simulated = simulate_plan_file(args.plan_file, *in.graph, *in.hw, true);
+  in.plan = std::move(simulated.plan);
+  in.sim = std::move(simulated.sim);
   // The plan's arena is its budget.
   in.problem = plan_layout_problem(*in.graph, in.sim.residencies, in.plan->budget);
   return in;

@@ -1,6 +1,9 @@
 #include "options.h"
 
+#include <algorithm>
 #include <charconv>
+#include <cstdlib>
+#include <filesystem>
 #include <string_view>
 #include <utility>
 
@@ -113,6 +116,32 @@ void GpuSource::add_options(CLI::App& app, const std::string& default_gpu) {
 Hardware GpuSource::load() const {
   if (!gpu_file.empty()) return read_hardware_file(gpu_file);
   return find_gpu(gpu);
+}
+
+std::string find_data_dir(const std::string& given, const std::string& sub) {
+  namespace fs = std::filesystem;
+  if (!given.empty()) {
+    if (!fs::is_directory(given)) fail("--data {}: no such directory", given);
+    return given;
+  }
+  std::vector<std::string> candidates;
+  if (const char* env = std::getenv("MEMWALL_DATA"))
+    candidates.push_back(std::string(env) + "/" + sub);
+  candidates.push_back("../shared/data/" + sub);
+  candidates.push_back(std::string(MEMWALL_SOURCE_DIR) + "/../shared/data/" + sub);
+  for (const std::string& dir : candidates) {
+    if (fs::is_directory(dir)) return dir;
+  }
+  return "";
+}
+
+std::vector<std::string> csv_files(const std::string& dir) {
+  std::vector<std::string> files;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    if (entry.path().extension() == ".csv") files.push_back(entry.path().string());
+  }
+  std::sort(files.begin(), files.end());
+  return files;
 }
 
 }  // namespace memwall::cli

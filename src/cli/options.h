@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -50,5 +51,14 @@ struct GpuSource {
   void add_options(CLI::App& app, const std::string& default_gpu);
   Hardware load() const;
 };
+
+// A directory of ../shared/data: `given` (--data) when set, which must
+// exist; else the first of $MEMWALL_DATA/<sub>, ../shared/data/<sub> and the
+// same next to the source tree (the data lives beside the checkout); "" when
+// none exists.
+std::string find_data_dir(const std::string& given, const std::string& sub);
+
+// The .csv files of `dir`, sorted by path.
+std::vector<std::string> csv_files(const std::string& dir);
 
 }  // namespace memwall::cli

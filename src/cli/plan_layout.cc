@@ -49,4 +49,22 @@ Plan pin_offsets(Plan plan, const Graph& graph, const LayoutProblem& problem, co
   return plan;
 }
 
+SimulatedPlan simulate_plan_file(const std::string& path, const Graph& graph, const Hardware& hw,
+                                 bool drop_offsets) {
+  SimulatedPlan out;
+  out.plan = read_plan_file(path);
+  if (out.plan.graph != graph.name) {
+    fail("{}: the plan is for graph \"{}\", not \"{}\"", path, out.plan.graph, graph.name);
+  }
+  try {
+    validate_plan(out.plan, graph);
+  } catch (const Error& e) {
+    fail("{}: {}", path, e.what());
+  }
+  if (drop_offsets) out.plan.offsets.clear();
+  out.sim = simulate(graph, out.plan, hw, {.record_curves = false, .record_residency = true});
+  if (!out.sim.valid) fail("{}: the plan is invalid: {}", path, out.sim.reason);
+  return out;
+}
+
 }  // namespace memwall

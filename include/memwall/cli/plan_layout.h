@@ -4,6 +4,7 @@
 #pragma once
 
 #include <span>
+#include <string>
 
 #include "memwall/graph/types.h"
 #include "memwall/layout/types.h"
@@ -26,5 +27,16 @@ LayoutProblem plan_layout_problem(const Graph& graph, std::span<const Residency>
 // which occupy no address but still need one.
 Plan pin_offsets(Plan plan, const Graph& graph, const LayoutProblem& problem, const Layout& layout,
                  std::span<const Residency> residencies);
+
+// A plan file of `graph`, checked against it and simulated with every
+// device stay recorded; throws Error naming the file when it does not
+// belong to the graph or the simulator rejects it. `drop_offsets`: the
+// plan's own offsets are removed first (a caller about to replace them).
+struct SimulatedPlan {
+  Plan plan;
+  SimResult sim;
+};
+SimulatedPlan simulate_plan_file(const std::string& path, const Graph& graph, const Hardware& hw,
+                                 bool drop_offsets = false);
 
 }  // namespace memwall

@@ -1,0 +1,182 @@
+// Allocation traces (alloc_trace.h) and `memwall alloc-replay` /
+// `memwall bench alloc` end to end.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <fstream>
+
+#include "memwall/cli/alloc_trace.h"
+#include "memwall/cli/plan_layout.h"
+#include "memwall/graph/graph.h"
+#include "memwall/hw/hardware.h"
+#include "memwall/layout/csv.h"
+#include "memwall/models/zoo.h"
+#include "memwall/plan/builders.h"
+#include "memwall/remat/remat.h"
+#include "memwall/sim/simulator.h"
+#include "run_memwall.h"
+
+namespace memwall {
+namespace {
+
+using testing::count_lines;
+using testing::run_memwall;
+
+// A device no replay here fills. Not larger: expandable segments reserve
+// address ranges of the device's size.
+constexpr uint64_t kHuge = uint64_t{64} << 30;
+
+std::string write_temp(const std::string& name, const std::string& text) {
+  const std::string path =
+      ::testing::TempDir() + "memwall_alloc_" + std::to_string(::getpid()) + "_" + name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+// The most bytes requested at once in a replay of the default schedule is
+// the default schedule's peak, exactly: the trace has every buffer and every
+// op's workspace, and frees come before allocations at equal times.
+TEST(AllocTrace, DefaultScheduleReplaysToTheGraphsPeak) {
+  for (const char* model : {"gpt2-small", "resnet50", "mobilenetv2"}) {
+    const Graph graph = build_model(model, {});
+    const AllocTrace trace = graph_alloc_trace(graph);
+    const uint64_t peak = memory_profile(graph).peak_bytes;
+    EXPECT_EQ(peak_live_bytes(trace), peak) << model;
+    for (const char* policy : {"caching", "expandable", "stitching"}) {
+      const PolicyReplay r = replay_policy(trace, policy, kHuge);
+      ASSERT_TRUE(r.result.fits) << model << " " << policy;
+      EXPECT_EQ(r.result.stats.peak_requested_bytes, peak) << model << " " << policy;
+      EXPECT_GE(r.result.stats.peak_reserved_bytes, peak) << model << " " << policy;
+    }
+  }
+}
+
+TEST(AllocTrace, EventsFreeBeforeTheyAllocateAtTheSameTime) {
+  const LayoutCsv csv = layout_from_csv("id,lower,upper,size\n7,0,2,100\n8,2,3,50\n9,1,3,10\n");
+  const AllocTrace trace = csv_alloc_trace(csv, "tiny");
+  const std::vector<alloc::ReplayEvent> events = replay_events(trace);
+  using K = alloc::ReplayEvent::Kind;
+  // Allocations are numbered in input order: 7 -> 0, 8 -> 1, 9 -> 2.
+  const std::vector<std::pair<K, uint64_t>> expected = {{K::alloc, 0}, {K::alloc, 2}, {K::free, 0},
+                                                        {K::alloc, 1}, {K::free, 1},  {K::free, 2}};
+  ASSERT_EQ(events.size(), expected.size());
+  for (size_t i = 0; i < events.size(); ++i) {
+    EXPECT_EQ(events[i].kind, expected[i].first) << i;
+    EXPECT_EQ(events[i].id, expected[i].second) << i;
+  }
+  EXPECT_EQ(events[1].bytes, 10u);
+  EXPECT_EQ(peak_live_bytes(trace), 110u);
+}
+
+// A CSV's own offsets are the plan policy's layout, which then reserves
+// exactly the arena (rounded to a chunk).
+TEST(AllocTrace, PlanPolicyUsesTheCsvsOffsets) {
+  const LayoutCsv csv =
+      layout_from_csv("id,lower,upper,size,offset\n1,0,2,4096,0\n2,1,3,4096,4096\n3,3,5,8192,0\n");
+  AllocTrace trace = csv_alloc_trace(csv, "offsets");
+  ASSERT_TRUE(trace.layout.has_value());
+  EXPECT_EQ(trace.layout->arena, 8192u);
+  const PolicyReplay r = replay_policy(trace, "plan", kHuge, {}, 4096);
+  ASSERT_TRUE(r.result.fits);
+  EXPECT_EQ(r.result.stats.peak_reserved_bytes, 8192u);
+}
+
+// A plan's stays: every swap-in or recompute is an allocation of its own,
+// and the plan policy keeps one address per buffer, from memwall's layout.
+TEST(AllocTrace, RematPlanReplaysThroughEveryPolicy) {
+  const Graph graph = build_model("gpt2-small", {.batch = 2, .seq = 256});
+  const Hardware hw = find_gpu("a100-80g");
+  const SimResult keep_all =
+      simulate(graph, default_plan(graph, hw.name, kMaxBytes), hw, {.record_curves = false});
+  const uint64_t budget = device_peak(keep_all) * 95 / 100;
+  const RematResult remat = plan_memwall(graph, hw, budget, {});
+  const SimResult sim =
+      simulate(graph, remat.plan, hw, {.record_curves = false, .record_residency = true});
+  ASSERT_TRUE(sim.valid);
+  AllocTrace trace = plan_alloc_trace(graph, remat.plan, sim);
+  EXPECT_GT(trace.allocations.size(), trace.layout_problem.buffers.size());  // recomputes
+  // Residencies leave workspace out: at most the simulator's peak.
+  EXPECT_LE(peak_live_bytes(trace), device_peak(sim));
+  add_layout(trace, 1.0);
+  for (const std::string_view policy : alloc::policy_names()) {
+    const PolicyReplay r = replay_policy(trace, policy, kHuge);
+    EXPECT_TRUE(r.result.fits) << policy;
+    EXPECT_EQ(r.result.stats.peak_requested_bytes, peak_live_bytes(trace)) << policy;
+  }
+}
+
+TEST(CliAllocReplay, ReportsEveryPolicyAsJson) {
+  const auto r = run_memwall("alloc-replay --model resnet50 --batch 8 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  const uint64_t peak = memory_profile(build_model("resnet50", {.batch = 8})).peak_bytes;
+  EXPECT_EQ(j["peak_live"].get<uint64_t>(), peak);
+  ASSERT_EQ(j["policies"].size(), 4u);
+  for (const auto& p : j["policies"]) {
+    EXPECT_TRUE(p["fits"].get<bool>()) << p["policy"];
+    EXPECT_EQ(p["peak_requested"].get<uint64_t>(), peak) << p["policy"];
+    EXPECT_GE(p["peak_reserved"].get<uint64_t>(), p["peak_requested"].get<uint64_t>());
+  }
+  EXPECT_EQ(j["policies"][3]["policy"], "plan");
+}
+
+TEST(CliAllocReplay, ACapacityBelowThePeakDoesNotFit) {
+  const auto r = run_memwall(
+      "alloc-replay --model resnet50 --batch 8 --policy caching "
+      "--capacity 256MiB");
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.out.find("no: out of memory at event"), std::string::npos) << r.out;
+}
+
+TEST(CliAllocReplay, ReplaysAPlanFile) {
+  const std::string plan =
+      ::testing::TempDir() + "memwall_alloc_plan_" + std::to_string(::getpid()) + ".json";
+  ASSERT_EQ(run_memwall("plan --model gpt2-small --batch 2 --seq 256 --budget 95% "
+                        "--strategy remat --out " +
+                        plan)
+                .exit_code,
+            0);
+  const auto r = run_memwall("alloc-replay --model gpt2-small --batch 2 --seq 256 --plan " + plan +
+                             " --policy stitching --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["input"], plan);
+  std::remove(plan.c_str());
+}
+
+TEST(CliAllocReplay, BadInputGetsOneLineAndExitCode2) {
+  const std::string csv = write_temp("bad.csv", "id,lower,upper,size\n1,5,2,10\n");
+  for (const std::string& args : std::vector<std::string>{
+           "alloc-replay --model gpt2-small --policy fastest",
+           "alloc-replay --model gpt2-small --granularity 3000", "alloc-replay --model nope",
+           "alloc-replay --model gpt2-small --capacity 0", "alloc-replay --csv " + csv,
+           "alloc-replay --csv " + csv + " --plan p.json",
+           "alloc-replay --model gpt2-small --layout-time -1", "alloc-replay --csv /no/such.csv"}) {
+    const auto r = run_memwall(args);
+    EXPECT_EQ(r.exit_code, 2) << args;
+    EXPECT_EQ(count_lines(r.err), 1) << args << ": " << r.err;
+    EXPECT_TRUE(r.out.empty()) << args;
+  }
+  std::remove(csv.c_str());
+}
+
+TEST(CliBenchAlloc, ComparesPoliciesOnModelsAndCsvs) {
+  const std::string dir = ::testing::TempDir() + "memwall_bench_alloc_" + std::to_string(getpid());
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/toy.csv") << "id,lower,upper,size\n1,0,2,3000000\n2,1,3,5000000\n";
+  const auto r = run_memwall("bench alloc --models vgg16 --data " + dir + " --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["inputs"].size(), 2u);
+  EXPECT_EQ(j["inputs"][0]["name"], "vgg16");
+  EXPECT_EQ(j["inputs"][1]["name"], "toy");
+  EXPECT_EQ(j["inputs"][1]["peak_live"].get<uint64_t>(), 8000000u);
+  for (const auto& in : j["inputs"]) {
+    ASSERT_EQ(in["policies"].size(), 4u);
+    for (const auto& p : in["policies"]) EXPECT_GE(p["reserved_over_live"].get<double>(), 1.0);
+  }
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace memwall
