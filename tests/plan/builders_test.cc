@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "../graph/graph_builder.h"
 #include "memwall/graph/graph.h"
 #include "memwall/plan/builders.h"
 
@@ -19,38 +20,25 @@ namespace {
 //   ops:     0 logits [w] -> [2]; 1 loss [2, 1] -> [4, 3]; 2 seed -> [5];
 //            3 nll_bwd [5, 1] -> [6]; 4 sm_bwd [6, 3] -> [7]; 5 w.bwd [7, 2] -> [8]
 Graph cross_entropy_graph() {
-  Graph g;
-  g.name = "cross-entropy";
-  const auto buffer = [&](std::string name, BufferKind kind) {
-    g.buffers.push_back({.id = static_cast<BufferId>(g.buffers.size()),
-                         .name = std::move(name),
-                         .bytes = 64,
-                         .kind = kind});
-  };
-  const auto op = [&](std::string name, Phase phase, BufferIds in, BufferIds out) {
-    Op o;
-    o.id = static_cast<OpId>(g.ops.size());
-    o.name = std::move(name);
-    o.type = "test";
-    o.phase = phase;
-    o.in = std::move(in);
-    o.out = std::move(out);
-    g.ops.push_back(std::move(o));
-  };
-  buffer("w", BufferKind::kParam);
-  buffer("labels", BufferKind::kInput);
-  for (const char* name : {"logits", "log_probs", "loss"}) buffer(name, BufferKind::kActivation);
-  for (const char* name : {"seed", "grad_log_probs", "grad_logits"})
-    buffer(name, BufferKind::kTemp);
-  buffer("w.grad", BufferKind::kGrad);
-  op("logits", Phase::kForward, {0}, {2});
-  op("loss", Phase::kForward, {2, 1}, {4, 3});
-  op("seed", Phase::kBackward, {}, {5});
-  op("nll_bwd", Phase::kBackward, {5, 1}, {6});
-  op("sm_bwd", Phase::kBackward, {6, 3}, {7});
-  op("w.bwd", Phase::kBackward, {7, 2}, {8});
-  validate(g);
-  return g;
+  testing::GraphBuilder g;
+  const BufferId w = g.buffer("w", 64, BufferKind::kParam);
+  const BufferId labels = g.buffer("labels", 64, BufferKind::kInput);
+  const BufferId logits = g.buffer("logits", 64, BufferKind::kActivation);
+  const BufferId log_probs = g.buffer("log_probs", 64, BufferKind::kActivation);
+  const BufferId loss = g.buffer("loss", 64, BufferKind::kActivation);
+  const BufferId seed = g.buffer("seed", 64, BufferKind::kTemp);
+  const BufferId grad_log_probs = g.buffer("grad_log_probs", 64, BufferKind::kTemp);
+  const BufferId grad_logits = g.buffer("grad_logits", 64, BufferKind::kTemp);
+  const BufferId w_grad = g.buffer("w.grad", 64, BufferKind::kGrad);
+  g.op("logits", Phase::kForward, {w}, {logits});
+  g.op("loss", Phase::kForward, {logits, labels}, {loss, log_probs});
+  g.op("seed", Phase::kBackward, {}, {seed});
+  g.op("nll_bwd", Phase::kBackward, {seed, labels}, {grad_log_probs});
+  g.op("sm_bwd", Phase::kBackward, {grad_log_probs, log_probs}, {grad_logits});
+  g.op("w.bwd", Phase::kBackward, {grad_logits, logits}, {w_grad});
+  g.graph.name = "cross-entropy";
+  validate(g.graph);
+  return g.graph;
 }
 
 size_t position(const std::vector<Step>& steps, const Step& step) {
