@@ -71,8 +71,9 @@ const Driver* load_driver(std::string& why) {
     using GetProcAddress =
         CUresult (*)(const char*, void**, int, cuuint64_t, CUdriverProcAddressQueryResult*);
     auto get_proc = reinterpret_cast<GetProcAddress>(dlsym(driver.library, "cuGetProcAddress_v2"));
-    // `base` goes to cuGetProcAddress, `versioned` to dlsym.
-    auto resolve = [&](auto& slot, const char* base, const char* versioned) {
+    // `base` goes to cuGetProcAddress, `versioned` (default: base) to dlsym.
+    auto resolve = [&](auto& slot, const char* base, const char* versioned = nullptr) {
+      if (versioned == nullptr) versioned = base;
       void* pfn = nullptr;
       CUdriverProcAddressQueryResult status{};
       if (get_proc == nullptr || get_proc(base, &pfn, kEntryPointVersion,
@@ -84,24 +85,23 @@ const Driver* load_driver(std::string& why) {
       }
       slot = reinterpret_cast<std::remove_reference_t<decltype(slot)>>(pfn);
     };
-    resolve(driver.get_error_string, "cuGetErrorString", "cuGetErrorString");
-    resolve(driver.init, "cuInit", "cuInit");
-    resolve(driver.device_get_count, "cuDeviceGetCount", "cuDeviceGetCount");
-    resolve(driver.device_get, "cuDeviceGet", "cuDeviceGet");
+    resolve(driver.get_error_string, "cuGetErrorString");
+    resolve(driver.init, "cuInit");
+    resolve(driver.device_get_count, "cuDeviceGetCount");
+    resolve(driver.device_get, "cuDeviceGet");
     resolve(driver.device_total_mem, "cuDeviceTotalMem", "cuDeviceTotalMem_v2");
-    resolve(driver.primary_ctx_retain, "cuDevicePrimaryCtxRetain", "cuDevicePrimaryCtxRetain");
+    resolve(driver.primary_ctx_retain, "cuDevicePrimaryCtxRetain");
     resolve(driver.primary_ctx_release, "cuDevicePrimaryCtxRelease",
             "cuDevicePrimaryCtxRelease_v2");
-    resolve(driver.ctx_set_current, "cuCtxSetCurrent", "cuCtxSetCurrent");
-    resolve(driver.get_granularity, "cuMemGetAllocationGranularity",
-            "cuMemGetAllocationGranularity");
-    resolve(driver.address_reserve, "cuMemAddressReserve", "cuMemAddressReserve");
-    resolve(driver.address_free, "cuMemAddressFree", "cuMemAddressFree");
-    resolve(driver.create, "cuMemCreate", "cuMemCreate");
-    resolve(driver.release, "cuMemRelease", "cuMemRelease");
-    resolve(driver.map, "cuMemMap", "cuMemMap");
-    resolve(driver.unmap, "cuMemUnmap", "cuMemUnmap");
-    resolve(driver.set_access, "cuMemSetAccess", "cuMemSetAccess");
+    resolve(driver.ctx_set_current, "cuCtxSetCurrent");
+    resolve(driver.get_granularity, "cuMemGetAllocationGranularity");
+    resolve(driver.address_reserve, "cuMemAddressReserve");
+    resolve(driver.address_free, "cuMemAddressFree");
+    resolve(driver.create, "cuMemCreate");
+    resolve(driver.release, "cuMemRelease");
+    resolve(driver.map, "cuMemMap");
+    resolve(driver.unmap, "cuMemUnmap");
+    resolve(driver.set_access, "cuMemSetAccess");
     if (failure.empty() && driver.init(0) != CUDA_SUCCESS) {
       failure = "cuInit failed (driver present but no usable GPU)";
     }
@@ -130,6 +130,7 @@ class CudaVmm final : public BudgetedDevice {
     return static_cast<uintptr_t>(base);
   }
   void unreserve(uintptr_t base, uint64_t bytes) override {
+    bind();
     check(driver_.address_free(static_cast<CUdeviceptr>(base), bytes), "cuMemAddressFree");
   }
 
@@ -147,11 +148,13 @@ class CudaVmm final : public BudgetedDevice {
     return static_cast<ChunkHandle>(handle);
   }
   void release_chunk(ChunkHandle chunk) override {
+    bind();
     check(driver_.release(static_cast<CUmemGenericAllocationHandle>(chunk)), "cuMemRelease");
     return_budget();
   }
 
   void map(uintptr_t address, ChunkHandle chunk) override {
+    bind();
     const auto at = static_cast<CUdeviceptr>(address);
     check(driver_.map(at, granularity(), 0, static_cast<CUmemGenericAllocationHandle>(chunk), 0),
           "cuMemMap");
@@ -161,6 +164,7 @@ class CudaVmm final : public BudgetedDevice {
     check(driver_.set_access(at, granularity(), &access, 1), "cuMemSetAccess");
   }
   void unmap(uintptr_t address, uint64_t bytes) override {
+    bind();
     check(driver_.unmap(static_cast<CUdeviceptr>(address), bytes), "cuMemUnmap");
   }
 
@@ -174,7 +178,8 @@ class CudaVmm final : public BudgetedDevice {
 
  private:
   CUmemAllocationProp properties() const { return properties(device_); }
-  // The driver API acts on the calling thread's current context.
+  // The driver API acts on the calling thread's current context, and the
+  // allocator may be called from any thread.
   void bind() const { check(driver_.ctx_set_current(context_), "cuCtxSetCurrent"); }
   void check(CUresult result, const char* call) const {
     if (result == CUDA_SUCCESS) return;
