@@ -136,23 +136,15 @@ class BlockAllocator final : public Allocator {
     return "?";
   }
 
-  // Note [Stitching granularity]: the stitching policy keeps large blocks
-  // whole chunks, so any free large block can give its chunks away; small
-  // requests use PyTorch's small pool unchanged (as GMLake leaves requests
-  // under 2 MiB to the caching allocator).
-  uint64_t block_size(uint64_t bytes, PoolKind pool) const {
-    const uint64_t rounded = round_size(bytes);
-    if (policy_ == BlockPolicy::stitching && pool == PoolKind::large) {
-      return round_up(rounded, granularity());
-    }
-    return rounded;
-  }
+  // Every policy rounds requests as PyTorch does; blocks are not chunks
+  // (Note [Stitching granularity]).
+  static uint64_t block_size(uint64_t bytes) { return round_size(bytes); }
 
   FreePool& pool(PoolKind kind) { return kind == PoolKind::small ? small_ : large_; }
 
   Allocation do_allocate(uint64_t bytes, StreamId stream, uint64_t /*tag*/) override {
     const PoolKind kind = pool_for(round_size(bytes));
-    const uint64_t size = block_size(bytes, kind);
+    const uint64_t size = block_size(bytes);
     Block* block = take_free_block(kind, stream, size);
     if (block == nullptr) block = grow(kind, stream, size);
     if (block == nullptr) {
@@ -207,12 +199,10 @@ class BlockAllocator final : public Allocator {
       case BlockPolicy::caching:
         return should_split(block->pool, block->size, size, max_split_);
       case BlockPolicy::expandable:
-        return should_split(block->pool, block->size, size, max_split_, /*expandable=*/true);
       case BlockPolicy::stitching:
-        // Large blocks are whole chunks, so any remainder is at least one chunk.
-        return block->pool == PoolKind::large
-                   ? block->size > size
-                   : should_split(block->pool, block->size, size, max_split_);
+        // Both can hand a free remainder's whole chunks to other requests, so
+        // splitting large blocks costs no address space they cannot recover.
+        return should_split(block->pool, block->size, size, max_split_, /*expandable=*/true);
     }
     return false;
   }
@@ -382,11 +372,11 @@ class BlockAllocator final : public Allocator {
   // while its cache holds enough free memory, only not in one piece; with
   // virtual memory the pieces' physical chunks can be mapped side by side
   // into a fresh range and used as one buffer. Here, when no free large block
-  // of the stream fits, the request takes chunks from the stream's free large
-  // blocks (largest first, the last one split at a chunk boundary), unmapping
-  // them where they were; only the shortfall is created on the device; the
-  // chunks are mapped contiguously into a new range. Reserved memory grows
-  // only when the stream's cache really is too small.
+  // of the stream fits, the request takes the whole chunks inside the
+  // stream's free large blocks (those with most first), unmapping them where
+  // they were; only the shortfall is created on the device; the chunks are
+  // mapped contiguously into a new range. Reserved memory grows only when
+  // the stream's cache really is too small.
   //
   // How this differs from GMLake: GMLake maps the same physical chunks a
   // second time (its stitched sBlocks alias its primitive pBlocks), keeps both
@@ -396,37 +386,42 @@ class BlockAllocator final : public Allocator {
   // byte belongs to one block" stays a simple invariant and a stitched
   // range is an ordinary segment whose free blocks best fit reuses and
   // splits. The price is one unmap per taken block and one map per chunk on
-  // each stitch, where GMLake's cache hit costs none. GMLake rounds large
-  // requests to its 2 MiB chunk size as we do (Note [Stitching granularity]).
+  // each stitch, where GMLake's cache hit costs none. Blocks are not chunks
+  // (Note [Stitching granularity]).
   // Chunks move only within a stream, since a block freed on one stream may
   // still be in use by work queued on it.
+  // Note [Stitching granularity]
+  // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+  // Blocks keep PyTorch's 512-byte rounding; only physical memory moves in
+  // whole chunks. A free block gives away the chunks lying entirely inside it
+  // (its inner chunks); the partial chunks at its ends stay mapped as
+  // smaller free blocks, shared with the live neighbours. So a 1.5 MiB tensor
+  // holds 1.5 MiB, not a 2 MiB chunk, and a stitched buffer's last chunk
+  // keeps its unused tail as a free block for the next request. Large blocks
+  // split like expandable segments' (whenever 512 bytes remain), since a
+  // remainder's chunks are never lost to fragmentation. Small requests
+  // use PyTorch's small pool unchanged (GMLake, too, leaves small requests
+  // to the caching allocator).
   Block* stitch(StreamId stream, uint64_t size) {
-    const uint64_t needed = size / granularity();
-    FreePool& free = large_;
+    const uint64_t needed = round_up(size, granularity()) / granularity();
+    // The stream's free large blocks with whole chunks inside, most first.
+    std::vector<std::pair<uint64_t, Block*>> donors;
     uint64_t free_chunks = 0;
-    for (auto it = free.first_fit(stream, 0); it != free.blocks().end() && it->stream == stream;
+    for (auto it = large_.first_fit(stream, 0); it != large_.blocks().end() && it->stream == stream;
          ++it) {
-      free_chunks += it->size / granularity();
+      const uint64_t count = inner_chunks(*it->block).count();
+      if (count == 0) continue;
+      donors.emplace_back(count, it->block);
+      free_chunks += count;
     }
     if (free_chunks + device_headroom_chunks() < needed) return nullptr;
+    std::sort(donors.begin(), donors.end(),
+              [](const auto& a, const auto& b) { return a.first > b.first; });
     std::vector<ChunkHandle> chunks;
     chunks.reserve(needed);
-    while (chunks.size() < needed && free_chunks > 0) {
-      auto largest = std::prev(free.stream_end(stream));
-      Block* block = largest->block;
-      const uint64_t want = needed - chunks.size();
-      const uint64_t own = block->size / granularity();
-      free_chunks -= std::min(own, want);
-      if (own <= want) {
-        release_free_block(block, &chunks);
-      } else {
-        free.erase(largest);
-        block->size -= want * granularity();
-        take_chunks(*block->segment, block->addr + block->size, want, &chunks);
-        if (block->next != nullptr) block->next->prev = nullptr;  // now across a hole
-        block->next = nullptr;
-        free.insert(block);
-      }
+    for (const auto& [count, block] : donors) {
+      if (chunks.size() == needed) break;
+      cut_chunks(block, std::min<uint64_t>(count, needed - chunks.size()), &chunks);
     }
     if (!chunks.empty()) count_stitch();
     if (!create_chunks(needed - chunks.size(), chunks)) {
@@ -436,31 +431,87 @@ class BlockAllocator final : public Allocator {
     return install_segment(PoolKind::large, stream, std::move(chunks));
   }
 
+  // The granules of a block's segment that lie entirely inside the block.
+  struct ChunkRange {
+    uint64_t first = 0;
+    uint64_t end = 0;
+    uint64_t count() const { return end - first; }
+  };
+  ChunkRange inner_chunks(const Block& block) const {
+    const uint64_t begin = block.addr - block.segment->base;
+    const uint64_t first = round_up(begin, granularity()) / granularity();
+    const uint64_t end = (begin + block.size) / granularity();
+    return {first, std::max(first, end)};
+  }
+
+  // Takes the last `count` inner chunks of a free block (in its pool),
+  // unmapping them and handing them to `into` (or releasing them when null).
+  // What is left of the block on either side of the hole stays free.
+  void cut_chunks(Block* block, uint64_t count, std::vector<ChunkHandle>* into) {
+    Segment& segment = *block->segment;
+    const ChunkRange inner = inner_chunks(*block);
+    const uintptr_t cut_begin = segment.base + (inner.end - count) * granularity();
+    const uintptr_t cut_end = segment.base + inner.end * granularity();
+    const uintptr_t block_end = block->addr + block->size;
+    FreePool& free = pool(block->pool);
+    free.erase(block);
+    take_chunks(segment, cut_begin, count, into);
+    if (cut_end < block_end) {
+      Block* right = new_block();
+      right->addr = cut_end;
+      right->size = block_end - cut_end;
+      right->segment = &segment;
+      right->stream = block->stream;
+      right->pool = block->pool;
+      right->next = block->next;
+      if (right->next != nullptr) right->next->prev = right;
+      free.insert(right);
+    } else if (block->next != nullptr) {
+      block->next->prev = nullptr;  // now across a hole
+    }
+    block->next = nullptr;
+    block->size = cut_begin - block->addr;
+    if (block->size != 0) {
+      free.insert(block);
+    } else {
+      if (block->prev != nullptr) block->prev->next = nullptr;
+      recycle(block);
+    }
+    if (segment.mapped_chunks == 0) {
+      unreserve_range(segment.base, segment.virtual_bytes);
+      segments_.erase(segment.base);
+    }
+  }
+
   // ---- Giving memory back ----
 
   void release_cache() {
     std::vector<Block*> candidates;
     for (const FreePool* free : {&small_, &large_}) {
       for (const FreeKey& key : free->blocks()) {
-        if (releasable(key.block)) candidates.push_back(key.block);
+        if (releasable(key.block) && inner_chunks(*key.block).count() != 0) {
+          candidates.push_back(key.block);
+        }
       }
     }
-    for (Block* block : candidates) release_free_block(block, nullptr);
+    // A whole segment's block is all inner chunks: cutting them frees the segment.
+    for (Block* block : candidates) cut_chunks(block, inner_chunks(*block).count(), nullptr);
     if (policy_ == BlockPolicy::expandable) {
       for (auto& [key, segment] : expandable_) trim_tail(*segment);
     }
   }
 
-  // Caching releases whole segments only (cudaFree frees a segment);
-  // stitching also releases any free large block, which is whole chunks.
+  // Caching releases whole free segments only, as cudaFree frees a segment;
+  // stitching also gives back every whole chunk inside a free large block.
   bool releasable(const Block* block) const {
+    const bool whole_segment = block->prev == nullptr && block->next == nullptr;
     switch (policy_) {
       case BlockPolicy::caching:
-        return block->prev == nullptr && block->next == nullptr;
+        return whole_segment;
       case BlockPolicy::expandable:
         return false;
       case BlockPolicy::stitching:
-        return block->pool == PoolKind::large || (block->prev == nullptr && block->next == nullptr);
+        return block->pool == PoolKind::large || whole_segment;
     }
     return false;
   }
@@ -480,20 +531,6 @@ class BlockAllocator final : public Allocator {
       segment.chunks[i] = kUnmapped;
     }
     segment.mapped_chunks -= count;
-  }
-
-  // Removes a free, chunk-aligned block (in its pool) and its memory.
-  void release_free_block(Block* block, std::vector<ChunkHandle>* into) {
-    pool(block->pool).erase(block);
-    Segment& segment = *block->segment;
-    take_chunks(segment, block->addr, block->size / granularity(), into);
-    if (block->prev != nullptr) block->prev->next = nullptr;
-    if (block->next != nullptr) block->next->prev = nullptr;
-    recycle(block);
-    if (segment.mapped_chunks == 0) {
-      unreserve_range(segment.base, segment.virtual_bytes);
-      segments_.erase(segment.base);
-    }
   }
 
   void trim_tail(Segment& segment) {

@@ -212,11 +212,12 @@ TEST_P(Stress, TenMillionOperationsKeepEveryByteAccountedFor) {
   EXPECT_GT(outcome.allocations, ops / 3);
   const Stats& s = outcome.stats;
   std::printf(
-      "%s: %llu ops, %llu allocations, %llu OOM, peak allocated %.1f MiB, peak reserved "
-      "%.1f MiB, fragmentation %.3f, stitches %llu\n",
+      "%s: %llu ops, %llu allocations, %llu OOM, peak requested %.1f MiB, peak allocated %.1f "
+      "MiB, peak reserved %.1f MiB, fragmentation %.3f, stitches %llu\n",
       std::string(GetParam()).c_str(), static_cast<unsigned long long>(ops),
       static_cast<unsigned long long>(outcome.allocations),
       static_cast<unsigned long long>(outcome.ooms),
+      static_cast<double>(s.peak_requested_bytes) / double(kMiB),
       static_cast<double>(s.peak_allocated_bytes) / double(kMiB),
       static_cast<double>(s.peak_reserved_bytes) / double(kMiB), s.fragmentation(),
       static_cast<unsigned long long>(s.stitches));

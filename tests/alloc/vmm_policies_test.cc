@@ -101,12 +101,26 @@ TEST(Stitching, CachingRunsOutOfMemoryOnTheSameSequence) {
   EXPECT_FALSE(blocks[0]);
 }
 
-TEST(Stitching, LargeRequestsAreWholeChunksSmallOnesUsePyTorchsSmallPool) {
+TEST(Stitching, BlocksKeep512ByteRoundingAndStitchOnlyWholeChunks) {
   auto a = sim_rig("stitching", 64 * kMiB);
-  EXPECT_EQ(a->allocate(kMiB + 1).block_bytes, 2 * kMiB);
-  EXPECT_EQ(a->allocate(5 * kMiB).block_bytes, 6 * kMiB);
-  EXPECT_EQ(a->allocate(1000).block_bytes, 1024u);
-  EXPECT_EQ(a->stats().reserved_bytes, 10 * kMiB);  // 2 + 6 + a 2 MiB small segment
+  // 1 MiB + 512 in a new 2 MiB segment, whose free tail (1 MiB - 512) holds
+  // no whole chunk; 5 MiB then needs three new chunks.
+  const Allocation x = a->allocate(kMiB + 1);
+  EXPECT_EQ(x.block_bytes, kMiB + 512);
+  EXPECT_EQ(a->allocate(5 * kMiB).block_bytes, 5 * kMiB);
+  EXPECT_EQ(a->allocate(1000).block_bytes, 1024u);  // PyTorch's small pool
+  Stats s = a->stats();
+  EXPECT_EQ(s.reserved_bytes, 10 * kMiB);  // 2 + 6 + a 2 MiB small segment
+  EXPECT_EQ(s.stitches, 0u);
+  // Freeing x frees one whole chunk (x's segment merges back into one free
+  // block); the 5 MiB block's free 1 MiB tail holds none. A 3 MiB request
+  // fits no free block, so it stitches x's chunk with one new chunk.
+  a->free(x.ptr);
+  const Allocation y = a->allocate(3 * kMiB);
+  s = a->stats();
+  EXPECT_EQ(y.block_bytes, 3 * kMiB);
+  EXPECT_EQ(s.stitches, 1u);
+  EXPECT_EQ(s.reserved_bytes, 12 * kMiB);
   a->audit();
 }
 
