@@ -117,25 +117,15 @@ class FreePool {
 class BlockAllocator final : public Allocator {
  public:
   BlockAllocator(BlockPolicy policy, Device& device, const Options& options)
-      : Allocator(name_of(policy), device), policy_(policy), max_split_(options.max_split_size) {}
+      : Allocator(policy_names()[static_cast<size_t>(policy)], device),
+        policy_(policy),
+        max_split_(options.max_split_size) {}
 
   ~BlockAllocator() override {
     for (auto& [base, segment] : segments_) release_everything(*segment);
   }
 
  private:
-  static std::string_view name_of(BlockPolicy policy) {
-    switch (policy) {
-      case BlockPolicy::caching:
-        return "caching";
-      case BlockPolicy::expandable:
-        return "expandable";
-      case BlockPolicy::stitching:
-        return "stitching";
-    }
-    return "?";
-  }
-
   // Every policy rounds requests as PyTorch does; blocks are not chunks
   // (Note [Stitching granularity]).
   static uint64_t block_size(uint64_t bytes) { return round_size(bytes); }

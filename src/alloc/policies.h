@@ -7,6 +7,7 @@
 
 namespace memwall::alloc {
 
+// In policy_names() order.
 enum class BlockPolicy : uint8_t { caching, expandable, stitching };
 
 // caching, expandable and stitching share one block engine (block_allocator.cc).

@@ -7,6 +7,7 @@
 namespace memwall::alloc {
 namespace {
 
+// round_size(): kMinBlockSize = 512.
 TEST(AllocRules, RoundSizeTo512) {
   EXPECT_EQ(round_size(1), 512u);
   EXPECT_EQ(round_size(512), 512u);
@@ -16,11 +17,13 @@ TEST(AllocRules, RoundSizeTo512) {
   EXPECT_EQ(round_size(uint64_t{1} << 62), uint64_t{1} << 62);  // no wrap at the limit
 }
 
+// get_pool(): size <= kSmallSize (1 MiB) is small.
 TEST(AllocRules, PoolBoundaryIsOneMiB) {
   EXPECT_EQ(pool_for(round_size(kMiB)), PoolKind::small);
   EXPECT_EQ(pool_for(round_size(kMiB + 1)), PoolKind::large);
 }
 
+// get_allocation_size(): kSmallBuffer, kLargeBuffer below kMinLargeAlloc, else kRoundLarge.
 TEST(AllocRules, SegmentSizes) {
   EXPECT_EQ(segment_size(round_size(1)), 2 * kMiB);
   EXPECT_EQ(segment_size(round_size(kMiB)), 2 * kMiB);
@@ -31,6 +34,7 @@ TEST(AllocRules, SegmentSizes) {
   EXPECT_EQ(segment_size(100 * kMiB + 1), 102 * kMiB);
 }
 
+// should_split().
 TEST(AllocRules, SplitRules) {
   // Small: split when >= 512 bytes remain.
   EXPECT_TRUE(should_split(PoolKind::small, 2 * kMiB, 2 * kMiB - 512, kNoSplitLimit));
@@ -45,6 +49,7 @@ TEST(AllocRules, SplitRules) {
   EXPECT_TRUE(should_split(PoolKind::large, 20 * kMiB, 19 * kMiB, kNoSplitLimit, true));
 }
 
+// get_free_block()'s two max_split_size checks.
 TEST(AllocRules, OversizeFilter) {
   const uint64_t limit = 40 * kMiB;
   EXPECT_FALSE(

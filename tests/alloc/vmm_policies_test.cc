@@ -4,6 +4,8 @@
 
 #include <cstring>
 
+#include <nlohmann/json.hpp>
+
 #include "alloc_test_util.h"
 
 namespace memwall::alloc {
@@ -86,6 +88,19 @@ TEST(Stitching, BuildsABufferFromFreeHolesInsteadOfGrowing) {
   EXPECT_EQ(bytes[10 * kMiB - 1], 0x77);
   EXPECT_EQ(static_cast<const unsigned char*>(blocks[1].ptr)[2 * kMiB - 1], 2);
   EXPECT_EQ(static_cast<const unsigned char*>(blocks[3].ptr)[0], 4);
+  // Two freed 4 MiB segments gave all their chunks and are gone; the third
+  // gave one chunk and keeps the other mapped beside a hole.
+  const auto snapshot = nlohmann::json::parse(a->snapshot_json());
+  int with_hole = 0;
+  for (const auto& segment : snapshot["segments"]) {
+    if (segment["mapped_bytes"] != segment["virtual_bytes"]) {
+      ++with_hole;
+      EXPECT_EQ(segment["virtual_bytes"], 4 * kMiB);
+      EXPECT_EQ(segment["mapped_bytes"], 2 * kMiB);
+    }
+  }
+  EXPECT_EQ(with_hole, 1);
+  EXPECT_EQ(snapshot["segments"].size(), 4u);  // blocks 1 and 3, the half, the stitched one
   // The 2 MiB left over (one 4 MiB hole was split) is still cached.
   const Allocation rest = a->allocate(2 * kMiB);
   EXPECT_TRUE(rest);
