@@ -21,34 +21,7 @@ namespace {
 constexpr ChunkHandle kUnmapped = UINT64_MAX;
 
 struct Segment;
-
-struct Block {
-  uintptr_t addr = 0;
-  uint64_t size = 0;
-  uint64_t requested = 0;  // bytes asked for while allocated
-  Segment* segment = nullptr;
-  // Address-adjacent blocks of the same mapped run (null at a segment's end
-  // or at an unmapped hole), as PyTorch's Block::prev/next.
-  Block* prev = nullptr;
-  Block* next = nullptr;
-  StreamId stream = 0;
-  PoolKind pool = PoolKind::large;
-  bool allocated = false;
-};
-
-// One reserved virtual range (a cudaMalloc'd segment in PyTorch's terms).
-struct Segment {
-  uintptr_t base = 0;
-  uint64_t virtual_bytes = 0;
-  // The chunk mapped at each granule, kUnmapped for a hole. An expandable
-  // segment stores only its mapped prefix.
-  std::vector<ChunkHandle> chunks;
-  uint64_t mapped_chunks = 0;
-  StreamId stream = 0;
-  PoolKind pool = PoolKind::large;
-  bool expandable = false;
-  Block* tail = nullptr;  // expandable: the block ending at the mapped end
-};
+struct Block;
 
 // A free block as its pool orders it. The key is copied into the set's node
 // so that a search compares without touching the Blocks.
@@ -76,26 +49,58 @@ struct BySize {
 // node handles) for their next insert, Blocks come from a free list, and
 // the live map is a flat table (Note [Live map]), so the steady state calls
 // neither malloc nor free.
+using FreeSet = std::set<FreeKey, BySize>;
+
+struct Block {
+  uintptr_t addr = 0;
+  uint64_t size = 0;
+  uint64_t requested = 0;  // bytes asked for while allocated
+  Segment* segment = nullptr;
+  // Address-adjacent blocks of the same mapped run (null at a segment's end
+  // or at an unmapped hole), as PyTorch's Block::prev/next.
+  Block* prev = nullptr;
+  Block* next = nullptr;
+  StreamId stream = 0;
+  PoolKind pool = PoolKind::large;
+  bool allocated = false;
+  // Its place in its pool while free, so that merging erases without a search.
+  FreeSet::iterator in_pool;
+};
+
+// One reserved virtual range (a cudaMalloc'd segment in PyTorch's terms).
+struct Segment {
+  uintptr_t base = 0;
+  uint64_t virtual_bytes = 0;
+  // The chunk mapped at each granule, kUnmapped for a hole. An expandable
+  // segment stores only its mapped prefix.
+  std::vector<ChunkHandle> chunks;
+  uint64_t mapped_chunks = 0;
+  StreamId stream = 0;
+  PoolKind pool = PoolKind::large;
+  bool expandable = false;
+  Block* tail = nullptr;  // expandable: the block ending at the mapped end
+};
+
 class FreePool {
  public:
-  using Set = std::set<FreeKey, BySize>;
+  using Set = FreeSet;
   void insert(Block* block) {
     bytes_ += block->size;
     const FreeKey key{block->stream, block->size, block->addr, block};
     Set::node_type node = nodes_.take();
     if (node.empty()) {
-      set_.insert(key);
+      block->in_pool = set_.insert(key).first;
       return;
     }
     node.value() = key;
-    set_.insert(std::move(node));
+    block->in_pool = set_.insert(std::move(node)).position;
   }
   void erase(Set::iterator it) {
     bytes_ -= it->size;
     nodes_.give(set_.extract(it));
   }
-  // The block's key fields must be those it was inserted with.
-  void erase(const Block* block) { erase(set_.find({block->stream, block->size, block->addr})); }
+  // The block must be in this pool.
+  void erase(const Block* block) { erase(block->in_pool); }
   Set::iterator first_fit(StreamId stream, uint64_t size) const {
     return set_.lower_bound({stream, size, 0});
   }
@@ -654,9 +659,10 @@ class BlockAllocator final : public Allocator {
       covered[segment] += block->size;
     }
     for (const FreePool* free : {&small_, &large_}) {
-      for (const FreeKey& key : free->blocks()) {
-        const Block* block = key.block;
-        if (key.stream != block->stream || key.size != block->size || key.addr != block->addr) {
+      for (auto it = free->blocks().begin(); it != free->blocks().end(); ++it) {
+        const Block* block = it->block;
+        if (it->stream != block->stream || it->size != block->size || it->addr != block->addr ||
+            block->in_pool != it) {
           fail("stale key in a free pool", block);
         }
         if (block->allocated) fail("allocated block in a free pool", block);
