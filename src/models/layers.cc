@@ -274,18 +274,30 @@ Tensor cross_entropy(Builder& b, std::string_view name, const Tensor& logits,
   Tensor loss = outs[0];
   Tensor log_probs = outs[1];
   b.propagate_requires_grad({logits}, {loss});
-  // nll_loss_backward then log_softmax_backward (softmax - one_hot) read the
-  // labels and the saved log-probabilities; the fp32 gradient of the upcast
-  // logits is cast back to the logits' dtype (workspace).
+  // Two backward kernels, as PyTorch runs cross_entropy (log_softmax, then
+  // nll_loss; aten/src/ATen/native/LossNLL.cpp): nll_loss_backward reads the
+  // labels and writes a dense fp32 gradient of the log-probabilities
+  // (zeros_like, then a scatter of -g at the labels); log_softmax_backward
+  // (softmax - that gradient's row sums) reads it and the saved
+  // log-probabilities. Both [N, V] gradients are live during the second
+  // kernel; the fp32 gradient of the upcast logits is cast back to the
+  // logits' dtype (workspace). Cross-checked against a traced GPT-2
+  // (docs/trace.md).
   b.on_backward([&b, fq, logits, labels, log_probs, loss, upcast] {
     Tensor g = b.grad(loss);
     if (!g.valid() || !b.requires_grad(logits)) return;
+    Tensor dlp = b.emit1({.name = fq + ".nll_bwd",
+                          .type = "nll_loss_backward",
+                          .phase = Phase::kBackward,
+                          .in = {g, labels},
+                          .flops = numel_d(logits)},
+                         {fq + ".grad_log_probs", logits.shape, DType::kF32, kTmp});
     Tensor dx = b.emit1({.name = fq + ".bwd",
-                         .type = "cross_entropy_backward",
+                         .type = "log_softmax_backward",
                          .phase = Phase::kBackward,
-                         .in = {g, log_probs, labels},
+                         .in = {dlp, log_probs},
                          .workspace = upcast,
-                         .flops = 4 * numel_d(logits)},
+                         .flops = 3 * numel_d(logits)},
                         {fq + ".grad_in", logits.shape, logits.dtype, kTmp});
     b.add_grad(logits, dx, fq);
   });
