@@ -9,12 +9,18 @@ TSAN_BUILD ?= build-tsan
 FUZZ_SECONDS ?= 15
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build demo test test-release test-asan test-tsan fuzz bench format clean
+.PHONY: all deps torch-deps build demo test test-release test-asan test-tsan fuzz bench format clean
 
 all: build
 
 deps:
 	@scripts/install-deps.sh
+
+# PyTorch for the tests of `memwall trace`, best effort: when python3-torch
+# cannot be installed those tests skip and say so; the rest still runs.
+torch-deps: deps
+	@scripts/install-deps.sh --torch || \
+	  echo "make: python3-torch/python3-torchvision could not be installed; the memwall trace tests will skip"
 
 build: deps
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS) >/dev/null
@@ -30,10 +36,10 @@ demo: build
 # target for a short time.
 test: test-release test-asan test-tsan fuzz
 
-test-release: build
+test-release: build torch-deps
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
-test-asan: deps
+test-asan: deps torch-deps
 	@cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMEMWALL_SANITIZE=ON \
 	  -DMEMWALL_BUILD_BENCH=OFF $(CMAKE_FLAGS) >/dev/null
 	@cmake --build $(ASAN_BUILD) -j $(JOBS)

@@ -1,0 +1,48 @@
+// `memwall trace`: imports a real PyTorch training iteration as a Graph.
+//
+// The tracer is Python (python/memwall_trace.py, docs/trace.md), compiled
+// into this library as text at build time so that the binary needs no
+// source tree at run time. It runs under Debian's python3-torch through
+// /usr/bin/python3 (or $MEMWALL_PYTHON), writes memwall.graph/1 JSON, and
+// the C++ side reads and validates what it wrote.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "memwall/graph/types.h"
+
+namespace memwall::importers {
+
+// The embedded source of python/memwall_trace.py.
+std::string_view torch_tracer_source();
+
+// The interpreter that runs the tracer: $MEMWALL_PYTHON when set and not
+// empty, else /usr/bin/python3 (Debian's python3-torch is installed for it,
+// not for a python3 that may come first on PATH).
+std::string tracer_python();
+
+struct TorchTraceRequest {
+  std::string torchvision;  // a torchvision classification model name, or
+  std::string script;       // "FILE.py:FUNCTION" returning (model, batch, loss_fn, optimizer)
+  int64_t batch = 32;       // torchvision only
+  int64_t image = 0;        // torchvision only; 0: the model's own (224, Inception v3 299)
+  std::string optimizer = "adam";  // torchvision only: sgd, momentum, adam, adamw
+  bool measure = false;            // run on the CPU and record each op's time
+};
+
+// Traces one training iteration and returns the validated graph. Throws
+// Error with one line naming the problem: no python or torch, an unknown
+// model, a missing script or function, the aten operator that failed, or a
+// graph that does not validate.
+Graph trace_torch(const TorchTraceRequest& request);
+
+// Runs the embedded tracer with `args` in a private temporary directory
+// (its working directory is the caller's; "{tmp}" in an argument is
+// replaced by that directory's path) and returns its standard output.
+// Throws Error carrying the tracer's one-line message when it fails.
+std::string run_torch_tracer(const std::vector<std::string>& args);
+
+}  // namespace memwall::importers

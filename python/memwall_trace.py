@@ -1,0 +1,895 @@
+#!/usr/bin/python3
+# memwall's PyTorch tracer: records one training iteration (forward, loss,
+# backward, optimizer step) op by op and writes it as a memwall.graph/1 JSON
+# graph. `memwall trace` embeds this file in its binary and runs it with
+# Debian's python3-torch (1.13) through /usr/bin/python3; docs/trace.md
+# explains every rule applied here.
+#
+#   memwall_trace.py --torchvision resnet50 --batch 32 [--image 224] --out g.json
+#   memwall_trace.py --script my_model.py:build --out g.json
+#   memwall_trace.py --sweep DIR --batch 8        (every torchvision classifier)
+#
+# Bad input ends with one line "memwall-trace: error: <message>" on stderr and
+# exit code 2; the C++ side forwards that line.
+import argparse
+import json
+import os
+import sys
+import time
+import traceback
+import warnings
+
+ERROR_PREFIX = "memwall-trace: error: "
+
+# Importing the user's script must not leave __pycache__ next to it.
+sys.dont_write_bytecode = True
+
+
+class TraceError(Exception):
+    """Bad input or an untraceable model: reported as one line, exit 2."""
+
+
+def fail(message):
+    raise TraceError(message)
+
+
+try:
+    import torch
+    from torch.multiprocessing.reductions import StorageWeakRef
+    from torch.overrides import TorchFunctionMode
+    from torch.utils._pytree import tree_flatten
+    from torch.utils._python_dispatch import TorchDispatchMode
+except ImportError as e:  # reported by main(): python3-torch is missing
+    torch = None
+    _TORCH_IMPORT_ERROR = str(e)
+
+# ---------------------------------------------------------------------------
+# dtypes: memwall's names (include/memwall/graph/types.h)
+
+if torch is not None:
+    DTYPES = {
+        torch.float32: "fp32",
+        torch.float16: "fp16",
+        torch.bfloat16: "bf16",
+        torch.float64: "fp64",
+        torch.int64: "int64",
+        torch.int32: "int32",
+        torch.int8: "int8",
+        torch.uint8: "uint8",
+        torch.bool: "bool",
+    }
+
+
+def dtype_name(dtype):
+    # memwall's graph has no int16/complex buffers; those are rare enough in
+    # training that naming them in a clear error beats guessing a layout.
+    if dtype not in DTYPES:
+        fail(f"tensors of dtype {dtype} are not supported by memwall.graph/1")
+    return DTYPES[dtype]
+
+
+# ---------------------------------------------------------------------------
+# Building on the meta device
+#
+# torch 1.13 has no `with torch.device("meta")`; this function mode is the
+# same idea (torch 2.0 implements it this way): factory functions called
+# without a device (or with another one) create meta tensors, so a 7B model
+# is "built" without allocating its weights, and model code that calls
+# torch.arange/zeros in forward keeps working.
+
+# Factories that allocate a tensor's memory (parameters, buffers, inputs).
+_ALLOCATING = ["empty", "empty_strided", "zeros", "ones", "full", "rand", "randn", "randint"]
+# Factories that also compute values: architectures computed from tensors
+# (torchvision's RegNet sizes its stages with torch.arange(...).tolist())
+# need their values while the model is being built, so these stay on the CPU
+# during construction (the tensors they create are small, and move to meta
+# with the model afterwards).
+_COMPUTING = ["arange", "range", "linspace", "logspace", "eye", "tensor", "as_tensor",
+              "scalar_tensor", "tril_indices", "triu_indices", "randperm"]
+
+
+class MetaDeviceMode(TorchFunctionMode if torch is not None else object):
+    def __init__(self, building):
+        super().__init__()
+        names = _ALLOCATING if building else _ALLOCATING + _COMPUTING
+        self.factories = {getattr(torch, n) for n in names if hasattr(torch, n)}
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = dict(kwargs or {})
+        if func in self.factories:
+            kwargs["device"] = "meta"
+        elif func is torch.nn.functional.dropout and len(args) >= 1:
+            # On CUDA, dropout is one native_dropout kernel keeping a bool
+            # mask; on CPU and meta it is bernoulli + mul keeping a mask in
+            # the input's dtype (4x the bytes in fp32). The meta trace stands
+            # for a GPU run, so it takes the CUDA path.
+            return _cuda_dropout(*args, **kwargs)
+        return func(*args, **kwargs)
+
+
+def to_meta(model, batch, optimizer):
+    """Moves what construction left on the CPU to the meta device. Module.to
+    replaces a moved parameter with a new Parameter object, so the
+    optimizer's parameter lists are remapped by name."""
+    before = dict(model.named_parameters())
+    model.to("meta")
+    after = dict(model.named_parameters())
+    moved = {id(before[n]): after[n] for n in before if before[n] is not after[n]}
+    if moved:
+        for group in optimizer.param_groups:
+            group["params"] = [moved.get(id(p), p) for p in group["params"]]
+    return torch.utils._pytree.tree_map(
+        lambda t: t.to("meta") if isinstance(t, torch.Tensor) else t, batch)
+
+
+def _cuda_dropout(input, p=0.5, training=True, inplace=False):
+    if not training or p == 0:
+        return input
+    out = torch.native_dropout(input, p, True)[0]
+    if inplace:
+        return input.copy_(out)
+    return out
+
+
+# Backward kernels that torch 1.13 lacks on the meta device. Their outputs
+# are the gradients of their inputs, so shapes and dtypes follow from the
+# arguments; the recorder still records the op (reads, outputs, FLOPs).
+
+
+def _meta_like(t):
+    return torch.empty(t.shape, dtype=t.dtype, device="meta")
+
+
+def _convolution_backward_meta(grad_output, input, weight, bias_sizes, stride, padding,
+                               dilation, transposed, output_padding, groups, output_mask):
+    grad_bias = None
+    if output_mask[2]:
+        grad_bias = torch.empty([weight.shape[1] * groups if transposed else weight.shape[0]],
+                                dtype=grad_output.dtype, device="meta")
+    return (_meta_like(input) if output_mask[0] else None,
+            _meta_like(weight) if output_mask[1] else None, grad_bias)
+
+
+def backward_like_input(func, args, kwargs):
+    """The generic meta fallback: a backward kernel with one Tensor result
+    returns the gradient of its `self`/`input` argument, so that argument's
+    shape and dtype are the result's (pooling, activation and padding
+    backwards). None when the op does not fit that pattern."""
+    schema = func._schema
+    if "backward" not in schema.name or len(schema.returns) != 1:
+        return None
+    if str(schema.returns[0].type) != "Tensor":
+        return None
+    for i, a in enumerate(schema.arguments):
+        if a.name in ("self", "input"):
+            t = args[i] if i < len(args) else kwargs.get(a.name)
+            if isinstance(t, torch.Tensor) and t.is_meta:
+                return _meta_like(t)
+    return None
+
+
+if torch is not None:
+    META_FALLBACKS = {
+        torch.ops.aten.convolution_backward.default: _convolution_backward_meta,
+    }
+
+
+# ---------------------------------------------------------------------------
+# FLOPs from shapes (docs/trace.md, "FLOP rules")
+
+
+def _numel(t):
+    return t.numel() if isinstance(t, torch.Tensor) else 0
+
+
+def _prod(xs):
+    n = 1
+    for x in xs:
+        n *= int(x)
+    return n
+
+
+def _conv_macs(x, w, out, transposed):
+    # Every output element of a convolution is a dot product over
+    # Cin/groups * prod(kernel) inputs (w is [Cout, Cin/groups, *k]); a
+    # transposed convolution scatters every input element into
+    # Cout/groups * prod(kernel) outputs (w is [Cin, Cout/groups, *k]).
+    k = _prod(w.shape[2:])
+    if transposed:
+        return x.numel() * w.shape[1] * k
+    return out.numel() * w.shape[1] * k
+
+
+def _attention_flops(q, k, v):
+    # QK^T and PV: 2 * b * heads * s_q * s_k * d each.
+    batch_heads = _prod(q.shape[:-2])
+    return 2.0 * batch_heads * q.shape[-2] * k.shape[-2] * (q.shape[-1] + v.shape[-1])
+
+
+def op_flops(name, args, outs):
+    """FLOPs of one aten op (name is the overload packet's, e.g. "addmm")."""
+    if name in ("mm", "matmul"):
+        a, b = args[0], args[1]
+        return 2.0 * a.shape[0] * a.shape[1] * b.shape[-1]
+    if name == "addmm":  # bias + a @ b: the zoo counts the bias add too
+        a, b = args[1], args[2]
+        return 2.0 * a.shape[0] * a.shape[1] * b.shape[1] + a.shape[0] * b.shape[1]
+    if name == "bmm":
+        a, b = args[0], args[1]
+        return 2.0 * a.shape[0] * a.shape[1] * a.shape[2] * b.shape[2]
+    if name == "baddbmm":
+        a, b = args[1], args[2]
+        return 2.0 * a.shape[0] * a.shape[1] * a.shape[2] * b.shape[2] + outs[0].numel()
+    if name in ("convolution", "_convolution", "cudnn_convolution", "mkldnn_convolution",
+                "_slow_conv2d_forward", "slow_conv3d_forward", "thnn_conv2d"):
+        x, w = args[0], args[1]
+        transposed = bool(args[6]) if name in ("convolution", "_convolution") else False
+        bias = args[2] if len(args) > 2 and isinstance(args[2], torch.Tensor) else None
+        return 2.0 * _conv_macs(x, w, outs[0], transposed) + (outs[0].numel() if bias is not None else 0)
+    if name == "convolution_backward":
+        g, x, w = args[0], args[1], args[2]
+        transposed, mask = bool(args[7]), args[10]
+        macs = _conv_macs(x, w, g, transposed)
+        flops = 0.0
+        if mask[0]:
+            flops += 2.0 * macs  # input gradient
+        if mask[1]:
+            flops += 2.0 * macs  # weight gradient
+        if mask[2]:
+            flops += g.numel()  # bias gradient: a sum over g
+        return flops
+    if "attention" in name and "backward" not in name and len(args) >= 3:
+        q, k, v = args[0], args[1], args[2]
+        if all(isinstance(t, torch.Tensor) and t.dim() >= 3 for t in (q, k, v)):
+            return _attention_flops(q, k, v)
+    if "attention" in name and "backward" in name and len(args) >= 4:
+        # The backward recomputes nothing and does twice the forward's matmuls.
+        q, k, v = args[1], args[2], args[3]
+        if all(isinstance(t, torch.Tensor) and t.dim() >= 3 for t in (q, k, v)):
+            return 2.0 * _attention_flops(q, k, v)
+    if name in ZERO_FLOP_OPS:
+        return 0.0
+    # Elementwise ops, reductions, norms, losses: one flop per element of the
+    # largest operand (an approximation, documented as such).
+    largest = 0
+    for t in list(args) + list(outs):
+        largest = max(largest, _numel(t))
+    return float(largest)
+
+
+# Ops that only move or create memory.
+ZERO_FLOP_OPS = {
+    "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "clone",
+    "copy_", "_to_copy", "cat", "stack", "contiguous", "index_select", "gather",
+    "embedding", "constant_pad_nd", "repeat", "new_zeros", "zeros", "zeros_like", "zero_",
+    "ones_like", "new_ones", "fill_", "full", "full_like", "scalar_tensor", "lift_fresh_copy",
+    "bernoulli_", "slice_backward", "select_backward", "_unsafe_view", "masked_fill_",
+    "detach", "alias", "expand", "t", "transpose", "permute", "view", "_reshape_alias",
+}
+
+
+# ---------------------------------------------------------------------------
+# The recorder
+
+
+class Buffer:
+    __slots__ = ("name", "nbytes", "kind", "dtype", "shape", "producer", "ref")
+
+    def __init__(self, name, nbytes, kind, dtype, shape, producer, ref):
+        self.name = name
+        self.nbytes = nbytes
+        self.kind = kind
+        self.dtype = dtype
+        self.shape = shape
+        self.producer = producer  # op index, or None: exists before the first op
+        self.ref = ref  # StorageWeakRef: pins the storage's identity (not its data)
+
+
+class Op:
+    __slots__ = ("name", "type", "phase", "ins", "outs", "updates", "flops", "bytes", "time")
+
+
+def storage_key(t):
+    # The StorageImpl's address. While the recorder holds a StorageWeakRef to
+    # it, the impl object is not freed (a weak intrusive_ptr keeps the object,
+    # not its data), so no later storage can reuse the address: the key stays
+    # unique for the whole trace even as storages die.
+    return t.storage()._storage._cdata
+
+
+def _op_failure(e, func):
+    """One short reason for an op's failure (PyTorch's dispatcher errors run
+    to a paragraph listing every backend)."""
+    text = _first_line(e)
+    if text.startswith("Could not run") and "'Meta' backend" in text:
+        return ("it has no meta-device kernel in torch " + torch.__version__.split("+")[0]
+                + " (outputs whose shape depends on values cannot be traced without data;"
+                " --measure runs the model on the CPU instead)")
+    return text
+
+
+def unannotated_writes(func, args):
+    """Arguments an op writes although its torch 1.13 schema does not say so
+    (Tensor(a!)): native_batch_norm updates running_mean and running_var
+    (arguments 3 and 4) in training mode; torch 2.0 fixed the schema."""
+    if func.overloadpacket.__name__ == "native_batch_norm" and len(args) > 5 and args[5]:
+        return (3, 4)
+    return ()
+
+
+class OpFailed(Exception):
+    """An aten op raised: carries its name for the one-line message."""
+
+    def __init__(self, op, why):
+        super().__init__(f"{op}: {why}")
+        self.op = op
+        self.why = why
+
+
+class Recorder(TorchDispatchMode):
+    """Sees every aten op below autograd (forward, backward and optimizer)."""
+
+    def __init__(self, measure):
+        super().__init__()
+        self.measure = measure
+        self.recording = False
+        self.phase = "forward"
+        self.buffers = []
+        self.by_storage = {}
+        self.ops = []
+        self.scope = []  # module path stack (forward hooks)
+        self.failed_op = None
+        self._writes = {}  # func -> indices of arguments it writes (schema (a!))
+        self._names = {}
+
+    # ---- buffers ----
+    def unique_name(self, name):
+        n = self._names.get(name, 0)
+        self._names[name] = n + 1
+        return name if n == 0 else f"{name}#{n}"
+
+    def register(self, t, name, kind, producer=None):
+        key = storage_key(t)
+        if key in self.by_storage:
+            return self.by_storage[key]
+        storage = t.storage()
+        buf = Buffer(self.unique_name(name), storage.nbytes(), kind, dtype_name(t.dtype),
+                     list(t.shape), producer, StorageWeakRef(storage))
+        self.buffers.append(buf)
+        self.by_storage[key] = len(self.buffers) - 1
+        return len(self.buffers) - 1
+
+    def buffer_of(self, t):
+        return self.by_storage.get(storage_key(t))
+
+    # ---- naming ----
+    def owner(self, ins, updates):
+        """Where a backward or optimizer op belongs. Backward: the module of
+        the parameter (or running statistic) it touches, else the scope of
+        the latest forward activation it reads. Optimizer: the parameter it
+        steps (a state "<param>.<key>" names its parameter), else the scope
+        of the op that made its latest input (the step's temporaries)."""
+        backward = self.phase == "backward"
+        for b in list(updates) + list(ins):
+            buf = self.buffers[b]
+            if buf.kind == "param":
+                return buf.name.rpartition(".")[0] or buf.name if backward else buf.name
+            if buf.kind == "optim_state":
+                return buf.name.rpartition(".")[0] or buf.name
+        latest = None
+        for b in list(ins) + ([] if backward else list(updates)):
+            buf = self.buffers[b]
+            if buf.producer is None or (backward and buf.kind != "activation"):
+                continue
+            if latest is None or buf.producer > latest:
+                latest = buf.producer
+        if latest is not None:
+            return self.ops[latest].name.rpartition(".")[0]
+        return self.phase
+
+    # ---- dispatch ----
+    def writes(self, func):
+        w = self._writes.get(func)
+        if w is None:
+            w = [(i, a.name) for i, a in enumerate(func._schema.arguments)
+                 if a.alias_info is not None and a.alias_info.is_write]
+            self._writes[func] = w
+        return w
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is torch.ops.aten._local_scalar_dense.default and args[0].is_meta:
+            # .item() of a meta tensor (Adam's step count, a loss scale): meta
+            # tensors hold no values, so the trace continues with 1, the
+            # first step's value. Data-dependent control flow follows it.
+            return True if args[0].dtype == torch.bool else 1
+        start = time.perf_counter() if self.measure else 0.0
+        try:
+            out = self.run(func, args, kwargs)
+        except Exception as e:
+            if self.failed_op is None:
+                self.failed_op = (func._schema.name, _op_failure(e, func))
+            raise
+        if not self.recording:
+            return out
+        elapsed = time.perf_counter() - start if self.measure else None
+        self.record(func, args, kwargs, out, elapsed)
+        return out
+
+    def run(self, func, args, kwargs):
+        if self.measure:
+            return func(*args, **kwargs)
+        fallback = META_FALLBACKS.get(func)
+        if fallback is not None:
+            return fallback(*args, **kwargs)
+        try:
+            return func(*args, **kwargs)
+        except NotImplementedError:
+            out = backward_like_input(func, args, kwargs)
+            if out is None:
+                raise
+            return out
+
+    def record(self, func, args, kwargs, out, elapsed):
+        written = set()
+        for i, name in self.writes(func):
+            t = args[i] if i < len(args) else kwargs.get(name)
+            for x in (t if isinstance(t, (list, tuple)) else [t]):
+                if isinstance(x, torch.Tensor):
+                    written.add(storage_key(x))
+        for i in unannotated_writes(func, args):
+            if i < len(args) and isinstance(args[i], torch.Tensor):
+                written.add(storage_key(args[i]))
+        in_tensors = [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]
+        out_tensors = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
+
+        ins, updates, traffic = [], [], 0.0
+        for t in in_tensors:
+            key = storage_key(t)
+            b = self.by_storage.get(key)
+            if b is None:
+                # A tensor made outside the trace and not registered (a plain
+                # tensor attribute, a constant): it exists before the first op.
+                b = self.register(t, f"external.{len(self.buffers)}", "input")
+            if key in written:
+                if b not in updates:
+                    updates.append(b)
+                    traffic += 2.0 * t.numel() * t.element_size()
+            elif b not in ins:
+                ins.append(b)
+                traffic += t.numel() * t.element_size()
+        fresh = []
+        for t in out_tensors:
+            key = storage_key(t)
+            if key in self.by_storage:
+                # A view or alias of a known buffer, or the op's in-place
+                # result: no new memory.
+                b = self.by_storage[key]
+                nbytes = t.storage().nbytes()
+                if nbytes > self.buffers[b].nbytes:  # resize_ / out= growing a buffer
+                    self.buffers[b].nbytes = nbytes
+                continue
+            fresh.append(t)
+        if not fresh and not updates:
+            return  # views, metadata queries: no memory, no work
+        if func.namespace == "profiler":
+            return  # record_function's handles (optimizer.step's profiling scope)
+        name = func.overloadpacket.__name__
+        op = Op()
+        if self.phase == "forward":
+            scope = self.scope[-1] if self.scope else "model"
+        else:
+            scope = self.owner(ins, updates)
+        op.name = f"{scope}.{name}"
+        op.type = name
+        op.phase = self.phase
+        op.ins, op.updates = ins, updates
+        op.outs = []
+        index = len(self.ops)
+        kind = "activation" if self.phase == "forward" else "temp"
+        for j, t in enumerate(fresh):
+            label = op.name if j == 0 else f"{op.name}.{j}"
+            op.outs.append(self.register(t, label, kind, producer=index))
+            traffic += t.numel() * t.element_size()
+        op.flops = op_flops(name, args, out_tensors if out_tensors else [])
+        op.bytes = traffic
+        op.time = elapsed
+        self.ops.append(op)
+
+
+# ---------------------------------------------------------------------------
+# One training iteration
+
+
+def _module_hooks(model, recorder):
+    handles = []
+    for path, module in model.named_modules():
+        label = path or "model"
+
+        def pre(module, inputs, label=label):
+            recorder.scope.append(label)
+
+        def post(module, inputs, output):
+            if recorder.scope:
+                recorder.scope.pop()
+
+        handles.append(module.register_forward_pre_hook(pre))
+        handles.append(module.register_forward_hook(post))
+    return handles
+
+
+def _as_args(inputs):
+    if isinstance(inputs, dict):
+        return (), inputs
+    if isinstance(inputs, (list, tuple)):
+        return tuple(inputs), {}
+    return (inputs,), {}
+
+
+def _loss_of(output, target, loss_fn):
+    # torchvision's GoogLeNet and Inception v3 return their auxiliary
+    # classifiers' logits in training; their reference recipe adds those
+    # losses with weight 0.4 (references/classification/train.py,
+    # torchvision's GoogLeNet paper setting 0.3 is for Inception v1: we use
+    # the recipe's single factor so that every aux head gets a gradient).
+    if isinstance(output, tuple) and hasattr(output, "_fields"):
+        main, *aux = [o for o in output if isinstance(o, torch.Tensor)]
+        loss = _call_loss(loss_fn, main, target)
+        for a in aux:
+            loss = loss + 0.4 * _call_loss(loss_fn, a, target)
+        return loss
+    if hasattr(output, "logits") and not isinstance(output, torch.Tensor):
+        output = output.logits  # Hugging Face style outputs
+    return _call_loss(loss_fn, output, target)
+
+
+def _call_loss(loss_fn, output, target):
+    return loss_fn(output) if target is None else loss_fn(output, target)
+
+
+def _warm_up_optimizer(model, optimizer):
+    """Creates the optimizer's lazy states (Adam's moments and step, SGD's
+    momentum buffers) with a step over zero gradients, so that the traced
+    step is a steady-state one whose states exist before the first op, as
+    memwall.graph/1 requires of optim_state buffers. A zero gradient leaves
+    the parameters unchanged except for decoupled weight decay (AdamW)."""
+    for group in optimizer.param_groups:
+        for p in group["params"]:
+            if p.requires_grad and p.grad is None:
+                p.grad = torch.zeros_like(p)
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+
+
+def trace_iteration(model, batch, loss_fn, optimizer, measure):
+    if not isinstance(batch, (tuple, list)) or len(batch) != 2:
+        fail("the example batch must be a pair (inputs, target); target may be None")
+    inputs, target = batch
+    model.train()
+    recorder = Recorder(measure)
+    param_names = {}
+    for name, p in model.named_parameters():
+        param_names.setdefault(storage_key(p), name)
+    with recorder:
+        _warm_up_optimizer(model, optimizer)
+    # Model states and inputs exist before the first op.
+    seen = set()
+    for name, p in model.named_parameters():
+        if storage_key(p) not in seen:
+            seen.add(storage_key(p))
+            recorder.register(p, name, "param")
+    for p, state in optimizer.state.items():
+        pname = param_names.get(storage_key(p), "param")
+        for key, value in state.items():
+            if isinstance(value, torch.Tensor):
+                recorder.register(value, f"{pname}.{key}", "optim_state")
+    # Registered module buffers (batch norm running statistics and counters)
+    # are persistent state updated in place but not trained: optim_state is
+    # the persistent kind that is not counted as parameters (docs/trace.md).
+    for name, buf in model.named_buffers():
+        recorder.register(buf, name, "optim_state")
+    flat_inputs = [t for t in tree_flatten((inputs, target))[0] if isinstance(t, torch.Tensor)]
+    for i, t in enumerate(flat_inputs):
+        recorder.register(t, "input" if i == 0 else f"input.{i}", "input")
+    if target is not None and isinstance(target, torch.Tensor):
+        b = recorder.buffer_of(target)
+        if b is not None and recorder.buffers[b].name.startswith("input"):
+            recorder.buffers[b].name = "target"
+
+    handles = _module_hooks(model, recorder)
+    try:
+        _record_iteration(model, inputs, target, loss_fn, optimizer, recorder)
+    except TraceError:
+        raise
+    except Exception as e:
+        # Autograd re-raises a backward kernel's error as its own: the first
+        # op that failed is what the user needs to hear about.
+        if recorder.failed_op is not None:
+            raise OpFailed(*recorder.failed_op) from e
+        raise
+    finally:
+        for h in handles:
+            h.remove()
+    return recorder
+
+
+def _record_iteration(model, inputs, target, loss_fn, optimizer, recorder):
+    with recorder:
+        recorder.recording = True
+        args, kwargs = _as_args(inputs)
+        output = model(*args, **kwargs)
+        recorder.scope = ["loss"]
+        loss = _loss_of(output, target, loss_fn)
+        recorder.scope = []
+        if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
+            fail("the loss function must return a scalar tensor")
+        del output
+        recorder.phase = "backward"
+        loss.backward()
+        del loss
+        # The gradients the step will read: kind grad.
+        for name, p in model.named_parameters():
+            if p.grad is not None:
+                b = recorder.buffer_of(p.grad)
+                if b is not None and recorder.buffers[b].producer is not None:
+                    recorder.buffers[b].kind = "grad"
+                    recorder.buffers[b].name = recorder.unique_name(f"{name}.grad")
+                    # The op that made a weight gradient belongs to that
+                    # weight's module (its reads may not say so: mm(g, x)).
+                    op = recorder.ops[recorder.buffers[b].producer]
+                    op.name = f"{name.rpartition('.')[0] or name}.{op.type}"
+        recorder.phase = "optimizer"
+        optimizer.step()
+        recorder.recording = False
+
+
+def to_graph(recorder, name, meta):
+    """The recorded iteration as memwall.graph/1. Drops allocations that
+    nothing reads (record_function's dummy handle in optimizer.step, batch
+    norm's empty reserve): they read and update nothing either, so no other
+    op depends on them. Drops model states that no op touches (optimizer
+    states of parameters that got no gradient: a real run never creates
+    them)."""
+    read = set()
+    for op in recorder.ops:
+        read.update(op.ins)
+        read.update(op.updates)
+    ops = [op for op in recorder.ops
+           if op.ins or op.updates or any(b in read for b in op.outs)]
+    used = set(read)
+    for op in ops:
+        used.update(op.outs)
+    keep = [i for i, b in enumerate(recorder.buffers)
+            if i in used or b.kind in ("param", "input")]
+    new_id = {old: new for new, old in enumerate(keep)}
+    buffers = []
+    for old in keep:
+        b = recorder.buffers[old]
+        buffers.append({"id": new_id[old], "name": b.name, "bytes": int(b.nbytes),
+                        "kind": b.kind, "dtype": b.dtype, "shape": [int(d) for d in b.shape]})
+    records = []
+    for i, op in enumerate(ops):
+        records.append({"id": i, "name": op.name, "type": op.type, "phase": op.phase,
+                        "in": [new_id[b] for b in op.ins], "out": [new_id[b] for b in op.outs],
+                        "updates": [new_id[b] for b in op.updates], "workspace": 0,
+                        "flops": float(op.flops), "bytes": float(op.bytes), "time": op.time})
+    return {"format": "memwall.graph/1", "name": name, "meta": meta, "buffers": buffers,
+            "ops": records}
+
+
+# ---------------------------------------------------------------------------
+# Model sources
+
+
+def torchvision_models():
+    """torchvision's classification builders (models registered in the
+    top-level torchvision.models package, not detection/segmentation/video/
+    quantization/optical_flow)."""
+    import torchvision.models as tm
+    return tm.list_models(module=tm)
+
+
+def make_optimizer(name, params):
+    # foreach=False: the per-parameter loop, whose ops the graph lists one
+    # parameter at a time (torch 1.13's default when foreach is not given).
+    if name == "sgd":
+        return torch.optim.SGD(params, lr=0.1, foreach=False)
+    if name == "momentum":
+        return torch.optim.SGD(params, lr=0.1, momentum=0.9, foreach=False)
+    if name == "adam":
+        return torch.optim.Adam(params, lr=1e-3, foreach=False)
+    if name == "adamw":
+        return torch.optim.AdamW(params, lr=1e-3, foreach=False)
+    fail(f"unknown optimizer '{name}' (known: sgd, momentum, adam, adamw)")
+
+
+def default_image(name):
+    # torchvision documents N x 3 x 299 x 299 inputs for Inception v3 (its
+    # auxiliary classifier's 5x5 convolution needs at least 17x17 features
+    # there, about 270 pixels); every other classifier takes 224.
+    return 299 if name == "inception_v3" else 224
+
+
+def build_torchvision(name, batch, image, optimizer):
+    import torchvision.models as tm
+    known = torchvision_models()
+    if name not in known:
+        fail(f"unknown torchvision classification model '{name}' (known: {', '.join(known)})")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # GoogLeNet/Inception's init-change notice
+        try:
+            model = tm.get_model(name, weights=None)
+        except Exception as e:
+            fail(f"{name}: building the model failed: {type(e).__name__}: {_first_line(e)}")
+    images = torch.randn(batch, 3, image, image)
+    labels = torch.randint(0, 1000, (batch,))
+    return model, (images, labels), torch.nn.CrossEntropyLoss(), make_optimizer(
+        optimizer, model.parameters())
+
+
+def build_script(spec):
+    import importlib.util
+    path, sep, fn_name = spec.rpartition(":")
+    if not sep or not path or not fn_name:
+        fail(f"--script takes FILE.py:FUNCTION, got '{spec}'")
+    if not os.path.isfile(path):
+        fail(f"script '{path}' does not exist")
+    module_spec = importlib.util.spec_from_file_location("memwall_user_model", path)
+    module = importlib.util.module_from_spec(module_spec)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
+    try:
+        module_spec.loader.exec_module(module)
+    except Exception as e:
+        fail(f"script '{path}' failed to load: {type(e).__name__}: {_first_line(e)}")
+    fn = getattr(module, fn_name, None)
+    if not callable(fn):
+        fail(f"script '{path}' has no function '{fn_name}'")
+    try:
+        result = fn()
+    except TraceError:
+        raise
+    except Exception as e:
+        fail(f"{path}: {fn_name}() failed: {type(e).__name__}: {_first_line(e)}")
+    if isinstance(result, dict):
+        try:
+            result = (result["model"], result["batch"], result["loss_fn"], result["optimizer"])
+        except KeyError as e:
+            fail(f"{fn_name}() returned a dict without {e}")
+    if not isinstance(result, (tuple, list)) or len(result) != 4:
+        fail(f"{fn_name}() must return (model, batch, loss_fn, optimizer)")
+    return tuple(result)
+
+
+def _first_line(e):
+    text = str(e).strip()
+    return text.splitlines()[0] if text else type(e).__name__
+
+
+def run_one(source, meta, measure, build):
+    """Builds (on meta unless measuring) and traces; returns the graph."""
+    if measure:
+        model, batch, loss_fn, optimizer = _check_built(build())
+    else:
+        with MetaDeviceMode(building=True):
+            model, batch, loss_fn, optimizer = _check_built(build())
+        batch = to_meta(model, batch, optimizer)
+    try:
+        if measure:
+            recorder = trace_iteration(model, batch, loss_fn, optimizer, measure)
+        else:
+            with MetaDeviceMode(building=False):
+                recorder = trace_iteration(model, batch, loss_fn, optimizer, measure)
+    except OpFailed as e:
+        fail(f"{source}: operator {e.op} failed: {e.why}")
+    except TraceError:
+        raise
+    except Exception as e:
+        fail(f"{source}: the training step failed: {type(e).__name__}: {_first_line(e)}")
+    meta = dict(meta)
+    meta["param_count"] = sum(p.numel() for p in _unique_params(model))
+    meta["device"] = "cpu" if measure else "meta"
+    meta["torch"] = torch.__version__
+    meta["source"] = "memwall trace"
+    return to_graph(recorder, meta.get("model", source), meta)
+
+
+def _check_built(built):
+    model, batch, loss_fn, optimizer = built
+    if not isinstance(model, torch.nn.Module):
+        fail("the model must be a torch.nn.Module")
+    if not isinstance(optimizer, torch.optim.Optimizer):
+        fail("the optimizer must be a torch.optim.Optimizer")
+    return model, batch, loss_fn, optimizer
+
+
+def _unique_params(model):
+    seen = set()
+    for p in model.parameters():
+        if id(p) not in seen:
+            seen.add(id(p))
+            yield p
+
+
+def write_json(graph, path):
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w") as f:
+        json.dump(graph, f, separators=(",", ":"))
+    os.replace(tmp, path)
+
+
+def main(argv):
+    parser = argparse.ArgumentParser(prog="memwall_trace.py")
+    parser.add_argument("--torchvision")
+    parser.add_argument("--script")
+    parser.add_argument("--sweep")
+    parser.add_argument("--only", help="--sweep: these comma-separated models only")
+    parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--image", type=int)
+    parser.add_argument("--optimizer", default="adam")
+    parser.add_argument("--measure", action="store_true")
+    parser.add_argument("--out")
+    args = parser.parse_args(argv)
+    if torch is None:
+        fail(f"PyTorch is not installed for {sys.executable} ({_TORCH_IMPORT_ERROR}; "
+             "install python3-torch and python3-torchvision: scripts/install-deps.sh --torch)")
+    if args.batch <= 0 or (args.image is not None and args.image <= 0):
+        fail("--batch and --image must be positive")
+    torch.manual_seed(0)
+    if args.sweep:
+        return sweep(args)
+    if not args.out:
+        fail("--out is required")
+    if args.torchvision:
+        args.image = args.image or default_image(args.torchvision)
+        meta = {"model": args.torchvision, "batch": args.batch, "image": args.image,
+                "optimizer": args.optimizer}
+        graph = run_one(args.torchvision, meta, args.measure, lambda: build_torchvision(
+            args.torchvision, args.batch, args.image, args.optimizer))
+        graph["name"] = f"{args.torchvision} b{args.batch} i{args.image} traced"
+    elif args.script:
+        name = os.path.splitext(os.path.basename(args.script.rpartition(":")[0]))[0]
+        graph = run_one(args.script, {"model": name}, args.measure,
+                        lambda: build_script(args.script))
+        graph["name"] = f"{name} traced"
+    else:
+        fail("give --torchvision NAME or --script FILE.py:FUNCTION")
+    write_json(graph, args.out)
+    return 0
+
+
+def sweep(args):
+    """Traces every torchvision classifier in this one process (one torch
+    import for all); writes DIR/<name>.json and prints one line per model:
+    "<name> ok <seconds>" or "<name> error <message>"."""
+    os.makedirs(args.sweep, exist_ok=True)
+    names = torchvision_models()
+    if args.only:
+        names = [n for n in args.only.split(",") if n]
+    for name in names:
+        start = time.perf_counter()
+        image = args.image or default_image(name)
+        try:
+            meta = {"model": name, "batch": args.batch, "image": image,
+                    "optimizer": args.optimizer}
+            graph = run_one(name, meta, False, lambda: build_torchvision(
+                name, args.batch, image, args.optimizer))
+            graph["name"] = f"{name} b{args.batch} i{image} traced"
+            write_json(graph, os.path.join(args.sweep, f"{name}.json"))
+            print(f"{name} ok {time.perf_counter() - start:.2f}", flush=True)
+        except Exception as e:  # one model's failure must not hide the others'
+            print(f"{name} error {type(e).__name__}: {_first_line(e)}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main(sys.argv[1:]))
+    except TraceError as e:
+        sys.stderr.write(f"{ERROR_PREFIX}{e}\n")
+        sys.exit(2)
+    except Exception as e:  # a tracer bug: still one line, with where it came from
+        tb = traceback.extract_tb(e.__traceback__)
+        where = f" (at line {tb[-1].lineno})" if tb else ""
+        sys.stderr.write(f"{ERROR_PREFIX}internal tracer error: {type(e).__name__}: "
+                         f"{_first_line(e)}{where}\n")
+        sys.exit(2)

@@ -1,0 +1,111 @@
+// `memwall trace`: imports one training iteration of a real PyTorch model
+// (a torchvision classifier or the user's own script) as a memwall.graph/1
+// file, through the tracer of src/importers (docs/trace.md).
+#include <chrono>
+#include <iostream>
+#include <optional>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "format.h"
+#include "memwall/graph/counts.h"
+#include "memwall/graph/graph.h"
+#include "memwall/importers/torch_trace.h"
+#include "options.h"
+
+namespace memwall::cli {
+namespace {
+
+struct TraceArgs {
+  std::string torchvision;
+  std::string script;
+  // Text, parsed by parse_count (CLI11 would saturate an overflowing integer).
+  std::optional<std::string> batch, image;
+  std::string optimizer = "adam";
+  bool measure = false;
+  std::string out;
+  bool json = false;
+};
+
+int run_trace(const TraceArgs& args) {
+  importers::TorchTraceRequest request;
+  request.torchvision = args.torchvision;
+  request.script = args.script;
+  if (!args.script.empty() && (args.batch || args.image)) {
+    fail("--batch and --image apply to --torchvision models; a script builds its own batch");
+  }
+  if (args.batch) request.batch = parse_count(*args.batch, "--batch");
+  if (args.image) request.image = parse_count(*args.image, "--image");
+  (void)parse_optimizer(args.optimizer);  // reject unknown names before starting Python
+  request.optimizer = args.optimizer;
+  request.measure = args.measure;
+
+  const auto start = std::chrono::steady_clock::now();
+  const Graph graph = importers::trace_torch(request);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  write_graph_file(graph, args.out);
+
+  const MemoryProfile profile = memory_profile(graph);
+  const MemorySummary summary = memory_summary(graph);
+  const uint64_t params = param_count(graph);
+  const std::string device = args.measure ? "cpu" : "meta";
+  if (args.json) {
+    nlohmann::json out = {{"graph", graph.name},
+                          {"out", args.out},
+                          {"device", device},
+                          {"ops", graph.ops.size()},
+                          {"buffers", graph.buffers.size()},
+                          {"param_count", params},
+                          {"saved_activation_bytes", summary.saved_activation_bytes},
+                          {"peak_bytes", profile.peak_bytes},
+                          {"trace_seconds", seconds}};
+    std::cout << out.dump(2) << "\n";
+    return 0;
+  }
+  std::cout << fmt::format("{} ({} device, traced in {})\n", graph.name, device,
+                           human_seconds(seconds));
+  std::cout << field("ops / buffers", fmt::format("{} / {}", grouped(graph.ops.size()),
+                                                  grouped(graph.buffers.size())));
+  std::cout << field("parameters", grouped(params));
+  std::cout << field("saved for backward", exact_bytes(summary.saved_activation_bytes));
+  std::cout << field("peak (default schedule)", exact_bytes(profile.peak_bytes));
+  std::cout << field("graph written to", args.out);
+  return 0;
+}
+
+}  // namespace
+
+void add_trace(CLI::App& app, Action& action) {
+  auto* cmd = app.add_subcommand(
+      "trace", "import one training iteration of a PyTorch model as a memwall graph");
+  auto args = std::make_shared<TraceArgs>();
+  auto* tv = cmd->add_option("--torchvision", args->torchvision,
+                             "a torchvision classification model (resnet50, vgg16, ...)");
+  auto* script = cmd->add_option("--script", args->script,
+                                 "FILE.py:FUNCTION returning (model, batch, loss_fn, optimizer)");
+  tv->excludes(script);
+  script->excludes(tv);
+  cmd->add_option("--batch", args->batch, "batch size for --torchvision (default 32)");
+  cmd->add_option("--image", args->image,
+                  "image side for --torchvision (default 224; inception_v3 299)");
+  cmd->add_option("--optimizer", args->optimizer,
+                  "optimizer for --torchvision: sgd, momentum, adam, adamw")
+      ->capture_default_str();
+  cmd->add_flag("--measure", args->measure,
+                "run on the CPU and record each op's measured time (default: meta device)");
+  cmd->add_option("--out", args->out, "where to write the graph (memwall.graph/1 JSON)")
+      ->required();
+  cmd->add_flag("--json", args->json, "machine-readable output");
+  cmd->callback([&action, args] {
+    if (args->torchvision.empty() && args->script.empty()) {
+      // Checked here so that it is reported like other option errors.
+      throw CLI::ValidationError("trace", "give --torchvision NAME or --script FILE.py:FUNCTION");
+    }
+    action = [args] { return run_trace(*args); };
+  });
+}
+
+}  // namespace memwall::cli

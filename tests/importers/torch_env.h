@@ -1,0 +1,52 @@
+// Shared by the tracer tests: whether python3-torch is there, where the test
+// models live, and the trace of a test script.
+#pragma once
+
+#include <cstdlib>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "memwall/graph/error.h"
+#include "memwall/importers/torch_trace.h"
+
+namespace memwall::testing {
+
+// True when the tracer's interpreter imports torch and torchvision.
+inline bool torch_available() {
+  static const bool available = [] {
+    const std::string cmd =
+        importers::tracer_python() + " -c 'import torch, torchvision' >/dev/null 2>&1";
+    return std::system(cmd.c_str()) == 0;
+  }();
+  return available;
+}
+
+#define MEMWALL_REQUIRE_TORCH()                                                             \
+  do {                                                                                      \
+    if (!::memwall::testing::torch_available()) {                                           \
+      GTEST_SKIP() << "python3-torch / python3-torchvision are not importable by "          \
+                   << ::memwall::importers::tracer_python()                                 \
+                   << ": `make test` installs them (scripts/install-deps.sh --torch, best " \
+                      "effort) and the install failed or did not run";                      \
+    }                                                                                       \
+  } while (0)
+
+inline std::string test_script(const std::string& spec) {
+  return std::string(MEMWALL_SOURCE_DIR) + "/tests/python/" + spec;
+}
+
+// True under AddressSanitizer (GCC and clang spellings).
+#if defined(__SANITIZE_ADDRESS__)
+inline constexpr bool kAsan = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+inline constexpr bool kAsan = true;
+#else
+inline constexpr bool kAsan = false;
+#endif
+#else
+inline constexpr bool kAsan = false;
+#endif
+
+}  // namespace memwall::testing

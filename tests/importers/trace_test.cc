@@ -1,0 +1,246 @@
+// The tracer on small models whose graphs can be checked by hand: kinds,
+// views and in-place updates, FLOPs, measured times, and the messages for
+// models that cannot be traced.
+#include <algorithm>
+#include <set>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "memwall/graph/counts.h"
+#include "memwall/graph/graph.h"
+#include "torch_env.h"
+
+namespace memwall {
+namespace {
+
+using importers::TorchTraceRequest;
+using importers::trace_torch;
+using testing::test_script;
+
+const Buffer* find_buffer(const Graph& g, const std::string& name) {
+  for (const Buffer& b : g.buffers) {
+    if (b.name == name) return &b;
+  }
+  return nullptr;
+}
+
+std::vector<const Op*> ops_of_type(const Graph& g, const std::string& type) {
+  std::vector<const Op*> out;
+  for (const Op& op : g.ops) {
+    if (op.type == type) out.push_back(&op);
+  }
+  return out;
+}
+
+bool contains(const BufferIds& ids, BufferId id) {
+  return std::find(ids.begin(), ids.end(), id) != ids.end();
+}
+
+std::string trace_error(const TorchTraceRequest& request) {
+  try {
+    trace_torch(request);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// tests/python/tiny_cnn.py: conv 3->4 3x3 (bias) -> BN -> ReLU(inplace) ->
+// flatten -> linear 256->10, batch 2 of 3x8x8, Adam.
+class TinyCnn : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (!testing::torch_available()) return;
+    graph_ = new Graph(trace_torch({.script = test_script("tiny_cnn.py:build")}));
+  }
+  static void TearDownTestSuite() {
+    delete graph_;
+    graph_ = nullptr;
+  }
+  void SetUp() override { MEMWALL_REQUIRE_TORCH(); }
+  static Graph* graph_;
+};
+Graph* TinyCnn::graph_ = nullptr;
+
+TEST_F(TinyCnn, ParametersGradsAndStatesByKind) {
+  const Graph& g = *graph_;
+  // 4*3*3*3 + 4 (conv) + 4 + 4 (bn) + 10*256 + 10 (fc).
+  EXPECT_EQ(param_count(g), 2690u);
+  const char* params[] = {"conv.weight", "conv.bias", "bn.weight",
+                          "bn.bias",     "fc.weight", "fc.bias"};
+  for (const char* p : params) {
+    const std::string name(p);
+    const Buffer* param = find_buffer(g, name);
+    ASSERT_NE(param, nullptr) << name;
+    EXPECT_EQ(param->kind, BufferKind::kParam);
+    const Buffer* grad = find_buffer(g, name + ".grad");
+    ASSERT_NE(grad, nullptr) << name;
+    EXPECT_EQ(grad->kind, BufferKind::kGrad);
+    EXPECT_EQ(grad->bytes, param->bytes);
+    // Adam's moments (fp32, the parameter's size) and its step counter (a
+    // 0-d fp32 tensor in torch 1.13) exist before the first op.
+    for (const char* state : {"exp_avg", "exp_avg_sq"}) {
+      const Buffer* s = find_buffer(g, name + "." + state);
+      ASSERT_NE(s, nullptr) << name << state;
+      EXPECT_EQ(s->kind, BufferKind::kOptimState);
+      EXPECT_EQ(s->bytes, param->bytes);
+    }
+    const Buffer* step = find_buffer(g, name + ".step");
+    ASSERT_NE(step, nullptr);
+    EXPECT_EQ(step->bytes, 4u);
+    // The step updates the parameter in place: exactly one optimizer op.
+    int updates = 0;
+    for (const Op& op : g.ops) {
+      if (op.phase == Phase::kOptimizer && contains(op.updates, param->id)) ++updates;
+    }
+    EXPECT_EQ(updates, 1) << name;
+  }
+  EXPECT_EQ(find_buffer(g, "conv.weight")->bytes, 432u);
+  // Batch-norm running statistics: persistent, not parameters.
+  EXPECT_EQ(find_buffer(g, "bn.running_mean")->kind, BufferKind::kOptimState);
+  EXPECT_EQ(find_buffer(g, "bn.running_var")->kind, BufferKind::kOptimState);
+  EXPECT_EQ(find_buffer(g, "bn.num_batches_tracked")->bytes, 8u);
+  const Buffer* input = find_buffer(g, "input");
+  ASSERT_NE(input, nullptr);
+  EXPECT_EQ(input->kind, BufferKind::kInput);
+  EXPECT_EQ(input->bytes, 2u * 3 * 8 * 8 * 4);
+  EXPECT_EQ(input->dtype, DType::kF32);
+  const Buffer* target = find_buffer(g, "target");
+  ASSERT_NE(target, nullptr);
+  EXPECT_EQ(target->dtype, DType::kI64);
+  EXPECT_EQ(target->bytes, 16u);
+}
+
+TEST_F(TinyCnn, ViewsShareTheirBaseAndInPlaceOpsUpdateIt) {
+  const Graph& g = *graph_;
+  // flatten and the weight transposes are views: no op, no buffer.
+  for (const char* view : {"view", "_reshape_alias", "t", "transpose", "detach", "expand"}) {
+    EXPECT_TRUE(ops_of_type(g, view).empty()) << view;
+  }
+  // The in-place ReLU creates nothing and updates batch norm's output,
+  // which the fc reads through the flatten view.
+  const auto relus = ops_of_type(g, "relu_");
+  ASSERT_EQ(relus.size(), 1u);
+  EXPECT_TRUE(relus[0]->out.empty());
+  ASSERT_EQ(relus[0]->updates.size(), 1u);
+  const BufferId bn_out = relus[0]->updates[0];
+  EXPECT_EQ(g.buffers[bn_out].bytes, 2u * 4 * 8 * 8 * 4);
+  const auto addmm = ops_of_type(g, "addmm");
+  ASSERT_EQ(addmm.size(), 1u);
+  EXPECT_TRUE(contains(addmm[0]->in, bn_out));
+  // ... and is saved for backward (threshold_backward reads it).
+  EXPECT_TRUE(saved_for_backward(g)[bn_out]);
+  // The forward batch norm updates the running statistics in place.
+  const auto bn = ops_of_type(g, "native_batch_norm");
+  ASSERT_EQ(bn.size(), 1u);
+  EXPECT_TRUE(contains(bn[0]->updates, find_buffer(g, "bn.running_mean")->id));
+  EXPECT_TRUE(contains(bn[0]->updates, find_buffer(g, "bn.running_var")->id));
+}
+
+TEST_F(TinyCnn, FlopsFromShapes) {
+  const Graph& g = *graph_;
+  // Convolution: 2 * output elements (2*4*8*8) * Cin*k*k (3*9) + bias.
+  const auto conv = ops_of_type(g, "convolution");
+  ASSERT_EQ(conv.size(), 1u);
+  EXPECT_EQ(conv[0]->flops, 2.0 * 512 * 27 + 512);
+  // Its backward: the image needs no gradient, so the weight gradient
+  // (2 * macs) and the bias gradient (a sum over 512 elements) only.
+  const auto conv_bwd = ops_of_type(g, "convolution_backward");
+  ASSERT_EQ(conv_bwd.size(), 1u);
+  EXPECT_EQ(conv_bwd[0]->flops, 2.0 * 512 * 27 + 512);
+  // Linear: addmm of [2, 256] x [256, 10] plus the bias.
+  EXPECT_EQ(ops_of_type(g, "addmm")[0]->flops, 2.0 * 2 * 256 * 10 + 2 * 10);
+  // Its backward: two mm, 2*m*k*n each.
+  const auto mm = ops_of_type(g, "mm");
+  ASSERT_EQ(mm.size(), 2u);
+  EXPECT_EQ(mm[0]->flops, 2.0 * 2 * 10 * 256);
+  EXPECT_EQ(mm[1]->flops, 2.0 * 10 * 2 * 256);
+  // Elementwise: one per element.
+  EXPECT_EQ(ops_of_type(g, "relu_")[0]->flops, 512.0);
+  for (const Op& op : g.ops) EXPECT_FALSE(op.time.has_value()) << op.name;
+}
+
+TEST_F(TinyCnn, PhasesInOrder) {
+  const Graph& g = *graph_;
+  Phase last = Phase::kForward;
+  for (const Op& op : g.ops) {
+    EXPECT_GE(static_cast<int>(op.phase), static_cast<int>(last)) << op.name;
+    last = op.phase;
+  }
+  EXPECT_EQ(last, Phase::kOptimizer);
+  EXPECT_EQ(g.meta.at("device"), "meta");
+  EXPECT_EQ(g.meta.at("param_count"), 2690);
+}
+
+TEST(Trace, MomentumBuffersExistBeforeTheFirstOp) {
+  MEMWALL_REQUIRE_TORCH();
+  const Graph g = trace_torch({.script = test_script("tiny_cnn.py:build_sgd")});
+  const Buffer* momentum = find_buffer(g, "fc.weight.momentum_buffer");
+  ASSERT_NE(momentum, nullptr);
+  EXPECT_EQ(momentum->kind, BufferKind::kOptimState);
+  EXPECT_EQ(momentum->bytes, 10240u);
+  // The steady-state step scales and accumulates it in place (no clone).
+  int updates = 0;
+  for (const Op& op : g.ops) updates += contains(op.updates, momentum->id);
+  EXPECT_GE(updates, 2);
+  EXPECT_TRUE(ops_of_type(g, "clone").empty());
+}
+
+TEST(Trace, MeasureRecordsEveryOpsTime) {
+  MEMWALL_REQUIRE_TORCH();
+  const Graph g = trace_torch({.script = test_script("tiny_cnn.py:build"), .measure = true});
+  EXPECT_EQ(g.meta.at("device"), "cpu");
+  EXPECT_EQ(param_count(g), 2690u);
+  ASSERT_FALSE(g.ops.empty());
+  for (const Op& op : g.ops) {
+    ASSERT_TRUE(op.time.has_value()) << op.name;
+    EXPECT_GE(*op.time, 0.0);
+  }
+}
+
+TEST(Trace, UntraceableModelNamesTheOperator) {
+  MEMWALL_REQUIRE_TORCH();
+  const std::string err = trace_error({.script = test_script("untraceable.py:build")});
+  EXPECT_NE(err.find("operator aten::nonzero failed"), std::string::npos) << err;
+  EXPECT_NE(err.find("meta"), std::string::npos) << err;
+  EXPECT_EQ(err.find('\n'), std::string::npos) << err;
+}
+
+TEST(Trace, BadInputIsOneLine) {
+  MEMWALL_REQUIRE_TORCH();
+  const std::pair<TorchTraceRequest, const char*> cases[] = {
+      {{.torchvision = "resnet51", .batch = 2}, "unknown torchvision classification model"},
+      {{.script = test_script("missing.py:build")}, "does not exist"},
+      {{.script = test_script("tiny_cnn.py:no_such_function")}, "has no function"},
+      {{.script = test_script("tiny_cnn.py")}, "FILE.py:FUNCTION"},
+      {{.torchvision = "resnet18", .batch = 2, .optimizer = "lion"}, "unknown optimizer"},
+      {{.torchvision = "inception_v3", .batch = 2, .image = 64}, "inception_v3: operator aten::"},
+  };
+  for (const auto& [request, expected] : cases) {
+    const std::string err = trace_error(request);
+    EXPECT_NE(err.find(expected), std::string::npos) << err;
+    EXPECT_EQ(err.find('\n'), std::string::npos) << err;
+  }
+}
+
+TEST(Trace, MissingPythonIsReported) {
+  ::setenv("MEMWALL_PYTHON", "/nonexistent/python3", 1);
+  const std::string err = trace_error({.torchvision = "resnet18"});
+  ::unsetenv("MEMWALL_PYTHON");
+  EXPECT_NE(err.find("no Python interpreter at /nonexistent/python3"), std::string::npos) << err;
+}
+
+TEST(Trace, EmbeddedSourceIsTheRepositorysTracer) {
+  const std::string path = std::string(MEMWALL_SOURCE_DIR) + "/python/memwall_trace.py";
+  FILE* f = std::fopen(path.c_str(), "rb");
+  ASSERT_NE(f, nullptr);
+  std::string text;
+  char chunk[4096];
+  for (size_t n; (n = std::fread(chunk, 1, sizeof chunk, f)) > 0;) text.append(chunk, n);
+  std::fclose(f);
+  EXPECT_EQ(importers::torch_tracer_source(), text);
+}
+
+}  // namespace
+}  // namespace memwall
