@@ -16,11 +16,12 @@ all: build
 deps:
 	@scripts/install-deps.sh
 
-# PyTorch for the tests of `memwall trace`, best effort: when python3-torch
-# cannot be installed those tests skip and say so; the rest still runs.
+# PyTorch for the tests of `memwall trace` and of the PyTorch allocator
+# library, best effort: when it cannot be installed those tests skip and say
+# so; the rest still runs.
 torch-deps: deps
 	@scripts/install-deps.sh --torch || \
-	  echo "make: python3-torch/python3-torchvision could not be installed; the memwall trace tests will skip"
+	  echo "make: python3-torch/python3-torchvision could not be installed; the PyTorch tests will skip"
 
 build: deps
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS) >/dev/null
@@ -36,7 +37,9 @@ demo: build
 # target for a short time.
 test: test-release test-asan test-tsan fuzz
 
-test-release: build torch-deps
+# PyTorch first: the build makes the PyTorch allocator library only when
+# libtorch-dev is there (src/alloc/torch).
+test-release: torch-deps build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 test-asan: deps torch-deps
