@@ -528,10 +528,10 @@ def _as_args(inputs):
 
 def _loss_of(output, target, loss_fn):
     # torchvision's GoogLeNet and Inception v3 return their auxiliary
-    # classifiers' logits in training; their reference recipe adds those
-    # losses with weight 0.4 (references/classification/train.py,
-    # torchvision's GoogLeNet paper setting 0.3 is for Inception v1: we use
-    # the recipe's single factor so that every aux head gets a gradient).
+    # classifiers' logits in training (named tuples). Each auxiliary loss is
+    # added with weight 0.4 (Inception v3's usual setting; the GoogLeNet
+    # paper used 0.3): the weight does not change memory, but adding the
+    # losses gives the auxiliary heads gradients, as in real training.
     if isinstance(output, tuple) and hasattr(output, "_fields"):
         main, *aux = [o for o in output if isinstance(o, torch.Tensor)]
         loss = _call_loss(loss_fn, main, target)
