@@ -86,14 +86,27 @@ TEST(Zero, RankPlansSimulateAndStagesSaveMemory) {
   const Graph g = build_model("gpt2-small", {.batch = 2, .seq = 128});
   const Hardware& hw = find_gpu("a100-40g");
   uint64_t previous = UINT64_MAX;
+  uint64_t previous_grads = UINT64_MAX;
   for (int stage = 0; stage <= 3; ++stage) {
     SCOPED_TRACE(stage);
     const Graph r = zero_rank_graph(g, {.ranks = 4, .stage = stage});
     const SimResult sim = simulate(r, default_plan(r, hw.name, hw.device_memory_bytes), hw);
     ASSERT_TRUE(sim.valid) << sim.reason;
     EXPECT_GT(sim.comm_time, 0);
-    EXPECT_LT(sim.peak_bytes[0], previous);
+    // Stage 1 shards optimizer states and stage 3 parameters, which are
+    // alive at the peak. The peak is in cross-entropy's backward, before
+    // most gradients exist, so stage 2's gradient shards lower it little or
+    // not at all: they show in the gradient bytes instead.
+    uint64_t grads = 0;
+    for (const Buffer& b : r.buffers) grads += b.kind == BufferKind::kGrad ? b.bytes : 0;
+    if (stage == 2) {
+      EXPECT_LE(sim.peak_bytes[0], previous);
+      EXPECT_LT(grads, previous_grads / 2);
+    } else {
+      EXPECT_LT(sim.peak_bytes[0], previous);
+    }
     previous = sim.peak_bytes[0];
+    previous_grads = grads;
     // Collectives overlap compute: the iteration is shorter than their sum.
     EXPECT_LT(sim.iteration_time, sim.compute_time + sim.comm_time);
   }
