@@ -71,14 +71,20 @@ struct Block {
 struct Segment {
   uintptr_t base = 0;
   uint64_t virtual_bytes = 0;
-  // The chunk mapped at each granule, kUnmapped for a hole. An expandable
-  // segment stores only its mapped prefix.
+  // The chunk mapped at each granule, kUnmapped for a hole. A growable
+  // segment stores only the granules up to its end (chunks.size()), which
+  // may hold holes under "stitching" (Note [Stitching]).
   std::vector<ChunkHandle> chunks;
   uint64_t mapped_chunks = 0;
   StreamId stream = 0;
   PoolKind pool = PoolKind::large;
-  bool expandable = false;
-  Block* tail = nullptr;  // expandable: the block ending at the mapped end
+  bool expandable = false;  // grown at its end ("expandable", "stitching")
+  // The range its (stream, pool) grows now; "stitching" retires a range
+  // whose virtual end is used up and starts another.
+  bool growing = false;
+  // Growable: the block ending at the end, or null when the end is 0 or
+  // follows a hole.
+  Block* tail = nullptr;
 };
 
 class FreePool {
@@ -245,16 +251,8 @@ class BlockAllocator final : public Allocator {
 
   // A free block of at least `size` bytes, outside the pool, or null.
   Block* grow(PoolKind kind, StreamId stream, uint64_t size) {
-    switch (policy_) {
-      case BlockPolicy::caching:
-        return new_segment(kind, stream, segment_size(size));
-      case BlockPolicy::expandable:
-        return grow_expandable(kind, stream, size);
-      case BlockPolicy::stitching:
-        return kind == PoolKind::small ? new_segment(kind, stream, segment_size(size))
-                                       : stitch(stream, size);
-    }
-    return nullptr;
+    if (policy_ == BlockPolicy::caching) return new_segment(kind, stream, segment_size(size));
+    return grow_range(kind, stream, size);
   }
 
   // Creates `count` chunks, all or none.
@@ -319,27 +317,88 @@ class BlockAllocator final : public Allocator {
   // release_cache unmaps the whole chunks of a free tail. Deviation: PyTorch
   // grows the large pool in 20 MiB steps and also unmaps free chunks in the
   // middle of a segment; we grow by one granule (2 MiB) and trim the tail only.
-  Block* grow_expandable(PoolKind kind, StreamId stream, uint64_t size) {
-    Segment*& segment = expandable_[{stream, kind}];
-    if (segment == nullptr) {
-      const uint64_t virtual_bytes = std::max(device_.capacity(), granularity());
-      auto fresh = std::make_unique<Segment>();
-      fresh->base = reserve_range(virtual_bytes);
-      fresh->virtual_bytes = virtual_bytes;
-      fresh->stream = stream;
-      fresh->pool = kind;
-      fresh->expandable = true;
-      segment = fresh.get();
-      segments_.emplace(fresh->base, std::move(fresh));
-    }
+  //
+  // Note [Stitching]
+  // ~~~~~~~~~~~~~~~~
+  // GMLake (Guo et al., "GMLake: Efficient and Transparent GPU Memory
+  // Defragmentation for Large-scale DNN Training with Virtual Memory
+  // Stitching", ASPLOS'24) observes that a caching allocator grows (or fails)
+  // while its cache holds enough free memory, only not in one piece; with
+  // virtual memory the pieces' physical chunks can be mapped side by side
+  // and used as one buffer.
+  //
+  // "stitching" is built on the expandable range above, for both pools:
+  //   1. Placement. Each (stream, pool) grows one range and best fit places
+  //      blocks inside it, so live blocks pack densely and few chunks are
+  //      shared between a live block and free memory. (A first version
+  //      stitched into fresh per-request ranges beside PyTorch's segments;
+  //      live blocks then lay scattered over many ranges, and the free parts
+  //      of chunks they shared - which no policy can move - kept the zoo's
+  //      CNNs at 1.09-1.16x their peak allocated bytes, no better than
+  //      "caching".)
+  //   2. Stitching. When the range must grow by n chunks, it first takes
+  //      the whole chunks lying inside the stream's free blocks anywhere
+  //      (either pool, any of its ranges): they are unmapped there - the free
+  //      block keeps its partial ends on either side of the new hole - and
+  //      mapped at the growing end, contiguous with the free tail. Only the
+  //      shortfall is created on the device, so reserved memory grows only
+  //      when the stream's free whole chunks really are too few. Stats counts
+  //      each growth that took chunks as a stitch.
+  //   3. Release. empty_cache and the out-of-memory retry release every whole
+  //      chunk inside a free block; a range whose end they free shrinks.
+  // So peak reserved exceeds peak allocated only by the partial chunks that
+  // free memory shares with live blocks, plus the tails of the last chunks.
+  //
+  // How this differs from GMLake: GMLake maps the same physical chunks a
+  // second time (its stitched sBlocks alias its primitive pBlocks), keeps
+  // both views in its pools with state shared between them, and caches
+  // stitched blocks so that an identical later request costs no mapping.
+  // Here chunks move (unmap, then map) and each chunk is mapped at exactly
+  // one place, so "every byte belongs to one block" stays a simple invariant;
+  // the price is one unmap per donor block and one map per chunk at each
+  // stitch. GMLake stitches into a new virtual range per request, over
+  // PyTorch's segments; here the stitched chunks extend the one growing
+  // range, which is what packs the next requests densely. Holes left behind
+  // are not refilled: the range's end moves on, through a virtual range of
+  // twice the device's capacity, and when that is used up the range is
+  // retired (its blocks still serve best fit, and it is unreserved once its
+  // last chunk goes) and a fresh one grows. GMLake's chunks are 2 MiB as
+  // here, but its small requests stay with PyTorch's allocator; ours use the
+  // same growable range. Chunks never move across streams, since a block
+  // freed on one stream may still be used by work queued on it.
+  //
+  // Note [Stitching granularity]
+  // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+  // Blocks keep PyTorch's 512-byte rounding; only physical memory moves in
+  // whole chunks. So a 1.5 MiB tensor holds 1.5 MiB, not a 2 MiB chunk, and
+  // the partial chunk at either end of a free block stays mapped beside its
+  // live neighbour. Blocks of both pools split whenever 512 bytes remain, as
+  // with expandable segments, since a remainder's whole chunks are never
+  // lost to fragmentation.
+  Block* grow_range(PoolKind kind, StreamId stream, uint64_t size) {
+    Segment* segment = growing_range(kind, stream, size);
+    if (segment == nullptr) return nullptr;
     Block* tail = segment->tail;
     const uint64_t have = tail != nullptr && !tail->allocated ? tail->size : 0;
-    const uint64_t count = round_up(size - have, granularity()) / granularity();
-    if (segment->mapped_chunks + count > segment->virtual_bytes / granularity()) return nullptr;
-    const uintptr_t end = segment->base + segment->mapped_chunks * granularity();
-    if (!create_chunks(count, segment->chunks)) return nullptr;
+    uint64_t count = round_up(size - have, granularity()) / granularity();
+    if (segment->chunks.size() + count > segment->virtual_bytes / granularity()) {
+      if (policy_ != BlockPolicy::stitching) return nullptr;
+      segment = renew_range(*segment, size);
+      return segment == nullptr ? nullptr : grow_range(kind, stream, size);
+    }
+    std::vector<ChunkHandle> chunks;
+    chunks.reserve(count);
+    if (policy_ == BlockPolicy::stitching) {
+      if (!stitch_chunks(stream, have != 0 ? tail : nullptr, count, chunks)) return nullptr;
+    } else if (!create_chunks(count, chunks)) {
+      return nullptr;
+    }
+    // Taking chunks may have emptied and reset the range, never moved its end
+    // (its free tail is no donor).
+    const uintptr_t end = segment->base + segment->chunks.size() * granularity();
     for (uint64_t i = 0; i < count; ++i) {
-      map_chunk(end + i * granularity(), segment->chunks[segment->mapped_chunks + i]);
+      map_chunk(end + i * granularity(), chunks[i]);
+      segment->chunks.push_back(chunks[i]);
     }
     segment->mapped_chunks += count;
     if (have != 0) {
@@ -353,77 +412,86 @@ class BlockAllocator final : public Allocator {
     block->segment = segment;
     block->stream = stream;
     block->pool = kind;
-    block->prev = tail;
-    if (tail != nullptr) tail->next = block;
+    block->prev = segment->tail;
+    if (block->prev != nullptr) block->prev->next = block;
     segment->tail = block;
     return block;
   }
 
-  // Note [Stitching]
-  // ~~~~~~~~~~~~~~~~
-  // GMLake (Guo et al., "GMLake: Efficient and Transparent GPU Memory
-  // Defragmentation for Large-scale DNN Training with Virtual Memory
-  // Stitching", ASPLOS'24) observes that a caching allocator fails or grows
-  // while its cache holds enough free memory, only not in one piece; with
-  // virtual memory the pieces' physical chunks can be mapped side by side
-  // into a fresh range and used as one buffer. Here, when no free large block
-  // of the stream fits, the request takes the whole chunks inside the
-  // stream's free large blocks (those with most first), unmapping them where
-  // they were; only the shortfall is created on the device; the chunks are
-  // mapped contiguously into a new range. Reserved memory grows only when
-  // the stream's cache really is too small.
-  //
-  // How this differs from GMLake: GMLake maps the same physical chunks a
-  // second time (its stitched sBlocks alias its primitive pBlocks), keeps both
-  // views in its pools with state shared between them, and caches stitched
-  // blocks so an identical later request reuses them. We move chunks instead
-  // (unmap, then map): each chunk is mapped at exactly one place, so "every
-  // byte belongs to one block" stays a simple invariant and a stitched
-  // range is an ordinary segment whose free blocks best fit reuses and
-  // splits. The price is one unmap per taken block and one map per chunk on
-  // each stitch, where GMLake's cache hit costs none. Blocks are not chunks
-  // (Note [Stitching granularity]).
-  // Chunks move only within a stream, since a block freed on one stream may
-  // still be in use by work queued on it.
-  // Note [Stitching granularity]
-  // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
-  // Blocks keep PyTorch's 512-byte rounding; only physical memory moves in
-  // whole chunks. A free block gives away the chunks lying entirely inside it
-  // (its inner chunks); the partial chunks at its ends stay mapped as
-  // smaller free blocks, shared with the live neighbours. So a 1.5 MiB tensor
-  // holds 1.5 MiB, not a 2 MiB chunk, and a stitched buffer's last chunk
-  // keeps its unused tail as a free block for the next request. Large blocks
-  // split like expandable segments' (whenever 512 bytes remain), since a
-  // remainder's chunks are never lost to fragmentation. Small requests
-  // use PyTorch's small pool unchanged (GMLake, too, leaves small requests
-  // to the caching allocator).
-  Block* stitch(StreamId stream, uint64_t size) {
-    const uint64_t needed = round_up(size, granularity()) / granularity();
-    // The stream's free large blocks with whole chunks inside, most first.
-    std::vector<std::pair<uint64_t, Block*>> donors;
-    uint64_t free_chunks = 0;
-    for (auto it = large_.first_fit(stream, 0); it != large_.blocks().end() && it->stream == stream;
-         ++it) {
-      const uint64_t count = inner_chunks(*it->block).count();
-      if (count == 0) continue;
-      donors.emplace_back(count, it->block);
-      free_chunks += count;
+  // The range (stream, kind) grows, reserved on first use: the device's
+  // capacity for "expandable" (it never holds holes), twice that (or the
+  // request) for "stitching", whose end moves past holes.
+  Segment* growing_range(PoolKind kind, StreamId stream, uint64_t size) {
+    Segment*& segment = expandable_[{stream, kind}];
+    if (segment != nullptr) return segment;
+    uint64_t virtual_bytes = std::max(device_.capacity(), granularity());
+    if (policy_ == BlockPolicy::stitching) {
+      virtual_bytes = std::max(2 * virtual_bytes, round_up(size, granularity()));
     }
-    if (free_chunks + device_headroom_chunks() < needed) return nullptr;
-    std::sort(donors.begin(), donors.end(),
-              [](const auto& a, const auto& b) { return a.first > b.first; });
-    std::vector<ChunkHandle> chunks;
-    chunks.reserve(needed);
-    for (const auto& [count, block] : donors) {
-      if (chunks.size() == needed) break;
-      cut_chunks(block, std::min<uint64_t>(count, needed - chunks.size()), &chunks);
-    }
-    if (!chunks.empty()) count_stitch();
-    if (!create_chunks(needed - chunks.size(), chunks)) {
-      for (ChunkHandle chunk : chunks) release_chunk(chunk);
+    auto fresh = std::make_unique<Segment>();
+    fresh->base = reserve_range(virtual_bytes);
+    fresh->virtual_bytes = virtual_bytes;
+    fresh->stream = stream;
+    fresh->pool = kind;
+    fresh->expandable = true;
+    fresh->growing = true;
+    segment = fresh.get();
+    segments_.emplace(fresh->base, std::move(fresh));
+    return segment;
+  }
+
+  // Retires a growing range whose virtual end is used up and starts a fresh
+  // one; null when even a fresh one could not hold `size`.
+  Segment* renew_range(Segment& old, uint64_t size) {
+    if (round_up(size, granularity()) / granularity() > device_.capacity() / granularity()) {
       return nullptr;
     }
-    return install_segment(PoolKind::large, stream, std::move(chunks));
+    old.growing = false;
+    expandable_.erase({old.stream, old.pool});
+    if (old.mapped_chunks == 0) {
+      unreserve_range(old.base, old.virtual_bytes);
+      const PoolKind kind = old.pool;
+      const StreamId stream = old.stream;
+      segments_.erase(old.base);
+      return growing_range(kind, stream, size);
+    }
+    return growing_range(old.pool, old.stream, size);
+  }
+
+  // Fills `chunks` with `count` chunks for a growing range of `stream`:
+  // first the whole chunks inside the stream's free blocks other than
+  // `keep` (the range's free tail, being extended), unmapped where they
+  // were; then the shortfall from the device. All or nothing.
+  bool stitch_chunks(StreamId stream, const Block* keep, uint64_t count,
+                     std::vector<ChunkHandle>& chunks) {
+    std::vector<std::pair<uint64_t, Block*>> donors;
+    uint64_t free_chunks = 0;
+    for (const FreePool* free : {&small_, &large_}) {
+      for (auto it = free->first_fit(stream, 0); it != free->blocks().end() && it->stream == stream;
+           ++it) {
+        if (it->block == keep) continue;
+        const uint64_t inner = inner_chunks(*it->block).count();
+        if (inner == 0) continue;
+        donors.emplace_back(inner, it->block);
+        free_chunks += inner;
+      }
+    }
+    if (free_chunks + device_headroom_chunks() < count) return false;
+    // Most chunks first: a donor emptied of whole chunks leaves at most
+    // its two partial ends, so fewer donors mean fewer unmaps.
+    std::sort(donors.begin(), donors.end(), [](const auto& a, const auto& b) {
+      return a.first != b.first ? a.first > b.first : a.second->addr < b.second->addr;
+    });
+    for (const auto& [inner, block] : donors) {
+      if (chunks.size() == count) break;
+      cut_chunks(block, std::min<uint64_t>(inner, count - chunks.size()), &chunks);
+    }
+    if (!chunks.empty()) count_stitch();
+    if (!create_chunks(count - chunks.size(), chunks)) {
+      for (ChunkHandle chunk : chunks) release_chunk(chunk);
+      return false;
+    }
+    return true;
   }
 
   // The granules of a block's segment that lie entirely inside the block.
@@ -441,13 +509,17 @@ class BlockAllocator final : public Allocator {
 
   // Takes the last `count` inner chunks of a free block (in its pool),
   // unmapping them and handing them to `into` (or releasing them when null).
-  // What is left of the block on either side of the hole stays free.
+  // What is left of the block on either side of the hole stays free; a
+  // growable range whose end the hole reaches ends at the hole instead.
   void cut_chunks(Block* block, uint64_t count, std::vector<ChunkHandle>* into) {
     Segment& segment = *block->segment;
     const ChunkRange inner = inner_chunks(*block);
     const uintptr_t cut_begin = segment.base + (inner.end - count) * granularity();
     const uintptr_t cut_end = segment.base + inner.end * granularity();
     const uintptr_t block_end = block->addr + block->size;
+    const bool at_end =
+        segment.expandable && cut_end == segment.base + segment.chunks.size() * granularity();
+    Block* const before = block->prev;
     FreePool& free = pool(block->pool);
     free.erase(block);
     take_chunks(segment, cut_begin, count, into);
@@ -466,13 +538,26 @@ class BlockAllocator final : public Allocator {
     }
     block->next = nullptr;
     block->size = cut_begin - block->addr;
-    if (block->size != 0) {
+    const bool kept = block->size != 0;
+    if (kept) {
       free.insert(block);
     } else {
-      if (block->prev != nullptr) block->prev->next = nullptr;
+      if (before != nullptr) before->next = nullptr;
       recycle(block);
     }
+    if (at_end) {
+      // Nothing lies past the hole (cut_end was the block's end too).
+      segment.chunks.resize((cut_begin - segment.base) / granularity());
+      segment.tail = kept ? block : before;
+    }
     if (segment.mapped_chunks == 0) {
+      if (segment.growing) {
+        // Keep the range its (stream, pool) grows, from its start again.
+        segment.chunks.clear();
+        segment.tail = nullptr;
+        return;
+      }
+      // A retired range: no longer in expandable_, so nothing points to it.
       unreserve_range(segment.base, segment.virtual_bytes);
       segments_.erase(segment.base);
     }
@@ -497,16 +582,15 @@ class BlockAllocator final : public Allocator {
   }
 
   // Caching releases whole free segments only, as cudaFree frees a segment;
-  // stitching also gives back every whole chunk inside a free large block.
+  // stitching gives back every whole chunk inside any free block.
   bool releasable(const Block* block) const {
-    const bool whole_segment = block->prev == nullptr && block->next == nullptr;
     switch (policy_) {
       case BlockPolicy::caching:
-        return whole_segment;
+        return block->prev == nullptr && block->next == nullptr;
       case BlockPolicy::expandable:
         return false;
       case BlockPolicy::stitching:
-        return block->pool == PoolKind::large || whole_segment;
+        return true;
     }
     return false;
   }
@@ -531,6 +615,7 @@ class BlockAllocator final : public Allocator {
   void trim_tail(Segment& segment) {
     Block* tail = segment.tail;
     if (tail == nullptr || tail->allocated) return;
+    // "expandable" ranges hold no holes: the mapped chunks are a prefix.
     const uint64_t first = round_up(tail->addr - segment.base, granularity()) / granularity();
     if (first >= segment.mapped_chunks) return;
     pool(tail->pool).erase(tail);
@@ -681,9 +766,21 @@ class BlockAllocator final : public Allocator {
       if (segment->chunks.size() - static_cast<uint64_t>(holes) != segment->mapped_chunks) {
         fail("mapped chunk count of segment " + hex_address(base), nullptr);
       }
-      if (segment->expandable && segment->tail != nullptr &&
-          segment->tail->addr + segment->tail->size != base + mapped_bytes) {
-        fail("expandable tail does not end at the mapped end", segment->tail);
+      if (segment->expandable) {
+        const uintptr_t end = base + segment->chunks.size() * granularity();
+        if (segment->tail != nullptr && (segment->tail->segment != segment.get() ||
+                                         segment->tail->addr + segment->tail->size != end)) {
+          fail("growable tail does not end at the range's end", segment->tail);
+        }
+        if (segment->tail == nullptr && !segment->chunks.empty() &&
+            segment->chunks.back() != kUnmapped) {
+          fail("growable range " + hex_address(base) + " has a mapped end but no tail", nullptr);
+        }
+        if (segment->growing !=
+            (expandable_.count({segment->stream, segment->pool}) != 0 &&
+             expandable_.at({segment->stream, segment->pool}) == segment.get())) {
+          fail("growing flag of range " + hex_address(base), nullptr);
+        }
       }
     }
     const Stats& stats = current_stats();

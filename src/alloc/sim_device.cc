@@ -35,8 +35,12 @@ class SimDevice final : public BudgetedDevice {
     if (range == ranges_.end() || range->second != bytes) {
       throw Error("sim: unreserve of a range that was not reserved");
     }
-    for (uintptr_t a = base; a < base + bytes; a += granularity()) {
-      if (mapped_.count(a) != 0) throw Error("sim: unreserve of a range with mapped chunks");
+    // The first mapping at or after `base`, not a walk over every granule: a
+    // growable range is reserved at the device's capacity (or more), which
+    // is millions of granules for a large simulated GPU.
+    if (auto first = mapped_.lower_bound(base);
+        first != mapped_.end() && first->first < base + bytes) {
+      throw Error("sim: unreserve of a range with mapped chunks");
     }
     ranges_.erase(range);
   }
@@ -98,7 +102,8 @@ class SimDevice final : public BudgetedDevice {
   // Start well above zero so no address is null or small.
   uintptr_t next_address_ = uintptr_t{1} << 40;
   std::map<uintptr_t, uint64_t> ranges_;
-  std::unordered_map<uintptr_t, ChunkHandle> mapped_;
+  // Ordered, so that unreserve finds a mapping inside a range in O(log n).
+  std::map<uintptr_t, ChunkHandle> mapped_;
   std::unordered_map<ChunkHandle, uint64_t> map_count_;
 };
 

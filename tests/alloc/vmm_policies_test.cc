@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <tuple>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -81,6 +83,9 @@ TEST(Stitching, BuildsABufferFromFreeHolesInsteadOfGrowing) {
   EXPECT_EQ(s.chunks_created, 8u);  // no new chunk
   EXPECT_EQ(s.oom_events, 0u);
   a->audit();
+  // The buffer extends the range's free tail (block 4's place) with the
+  // chunks of blocks 0 and 2, mapped after it.
+  EXPECT_EQ(address(stitched), address(blocks[4]));
   // The whole buffer is usable memory, and the live neighbours kept theirs.
   std::memset(stitched.ptr, 0x77, 10 * kMiB);
   const auto* bytes = static_cast<const unsigned char*>(stitched.ptr);
@@ -88,22 +93,26 @@ TEST(Stitching, BuildsABufferFromFreeHolesInsteadOfGrowing) {
   EXPECT_EQ(bytes[10 * kMiB - 1], 0x77);
   EXPECT_EQ(static_cast<const unsigned char*>(blocks[1].ptr)[2 * kMiB - 1], 2);
   EXPECT_EQ(static_cast<const unsigned char*>(blocks[3].ptr)[0], 4);
-  // Two freed 4 MiB segments gave all their chunks and are gone; the third
-  // gave one chunk and keeps the other mapped beside a hole.
+  // One range (reserved at twice the capacity): block 0's chunks and the
+  // last of block 2's left holes; 2 MiB of block 2 is still free there.
   const auto snapshot = nlohmann::json::parse(a->snapshot_json());
-  int with_hole = 0;
-  for (const auto& segment : snapshot["segments"]) {
-    if (segment["mapped_bytes"] != segment["virtual_bytes"]) {
-      ++with_hole;
-      EXPECT_EQ(segment["virtual_bytes"], 4 * kMiB);
-      EXPECT_EQ(segment["mapped_bytes"], 2 * kMiB);
-    }
+  ASSERT_EQ(snapshot["segments"].size(), 1u);
+  const auto& segment = snapshot["segments"][0];
+  EXPECT_EQ(segment["virtual_bytes"], 32 * kMiB);
+  EXPECT_EQ(segment["mapped_bytes"], 16 * kMiB);
+  const uintptr_t base = segment["address"];
+  std::vector<std::tuple<uint64_t, uint64_t, bool>> layout;
+  for (const auto& block : segment["blocks"]) {
+    layout.emplace_back(uint64_t{block["address"]} - base, block["bytes"], block["allocated"]);
   }
-  EXPECT_EQ(with_hole, 1);
-  EXPECT_EQ(snapshot["segments"].size(), 4u);  // blocks 1 and 3, the half, the stitched one
-  // The 2 MiB left over (one 4 MiB hole was split) is still cached.
+  const std::vector<std::tuple<uint64_t, uint64_t, bool>> expected = {{4 * kMiB, 2 * kMiB, true},
+                                                                      {6 * kMiB, 2 * kMiB, false},
+                                                                      {10 * kMiB, 2 * kMiB, true},
+                                                                      {12 * kMiB, 10 * kMiB, true}};
+  EXPECT_EQ(layout, expected);
+  // The 2 MiB left over is still cached.
   const Allocation rest = a->allocate(2 * kMiB);
-  EXPECT_TRUE(rest);
+  EXPECT_EQ(address(rest), base + 6 * kMiB);
   EXPECT_EQ(a->stats().reserved_bytes, 16 * kMiB);
   a->audit();
 }
@@ -118,24 +127,38 @@ TEST(Stitching, CachingRunsOutOfMemoryOnTheSameSequence) {
 
 TEST(Stitching, BlocksKeep512ByteRoundingAndStitchOnlyWholeChunks) {
   auto a = sim_rig("stitching", 64 * kMiB);
-  // 1 MiB + 512 in a new 2 MiB segment, whose free tail (1 MiB - 512) holds
-  // no whole chunk; 5 MiB then needs three new chunks.
+  // 1 MiB + 512 opens the large range with one chunk; 5 MiB extends its
+  // free tail (1 MiB - 512) by three chunks and leaves 2 MiB - 512 free.
   const Allocation x = a->allocate(kMiB + 1);
   EXPECT_EQ(x.block_bytes, kMiB + 512);
-  EXPECT_EQ(a->allocate(5 * kMiB).block_bytes, 5 * kMiB);
-  EXPECT_EQ(a->allocate(1000).block_bytes, 1024u);  // PyTorch's small pool
+  const Allocation big = a->allocate(5 * kMiB);
+  EXPECT_EQ(big.block_bytes, 5 * kMiB);
+  EXPECT_EQ(address(big), address(x) + kMiB + 512);
+  EXPECT_EQ(a->allocate(1000).block_bytes, 1024u);  // a small range of its own
   Stats s = a->stats();
-  EXPECT_EQ(s.reserved_bytes, 10 * kMiB);  // 2 + 6 + a 2 MiB small segment
-  EXPECT_EQ(s.stitches, 0u);
-  // Freeing x frees one whole chunk (x's segment merges back into one free
-  // block); the 5 MiB block's free 1 MiB tail holds none. A 3 MiB request
-  // fits no free block, so it stitches x's chunk with one new chunk.
+  EXPECT_EQ(s.reserved_bytes, 10 * kMiB);  // 8 large + 2 small
+  EXPECT_EQ(s.segments_created, 2u);
+  // Freed, x holds no whole chunk (it shares its chunk with `big`), so a
+  // 3 MiB request extends the tail with one new chunk and stitches nothing.
   a->free(x.ptr);
   const Allocation y = a->allocate(3 * kMiB);
   s = a->stats();
   EXPECT_EQ(y.block_bytes, 3 * kMiB);
-  EXPECT_EQ(s.stitches, 1u);
+  EXPECT_EQ(address(y), address(big) + 5 * kMiB);
+  EXPECT_EQ(s.stitches, 0u);
   EXPECT_EQ(s.reserved_bytes, 12 * kMiB);
+  // Freeing `big` makes [0, 6 MiB + 512) free: three whole chunks, which an
+  // 8 MiB request takes to the end; one chunk is new. The partial chunk
+  // beside y stays.
+  a->free(big.ptr);
+  const Allocation z = a->allocate(8 * kMiB);
+  s = a->stats();
+  EXPECT_EQ(address(z), address(y) + 3 * kMiB);
+  EXPECT_EQ(s.stitches, 1u);
+  EXPECT_EQ(s.reserved_bytes, 14 * kMiB);
+  EXPECT_EQ(s.chunks_created, 7u);
+  // Free: 512 B beside y, the small range's 2 MiB - 1 KiB, the tail's 1 MiB - 512 B.
+  EXPECT_EQ(s.cached_bytes, 3 * kMiB - 1024);
   a->audit();
 }
 
