@@ -6,8 +6,9 @@ prints today (after a change to the zoo, say).
 Usage: tools/refresh_readme.py [BUILD_DIR] [--only SUBSTRING]
 
 Commands run in a scratch directory next to a link to ../shared, so that
-relative paths such as ../shared/data/layout resolve as from the checkout
-and files the commands write do not land in the repository. `echo $?`
+relative paths such as ../shared/data/layout (and tests/, linked there)
+resolve as from the checkout and files the commands write do not land in
+the repository. `echo $?`
 prints the exit code of the command before it.
 """
 import os
@@ -26,6 +27,8 @@ def run_blocks(text, memwall, only):
     shared = os.path.join(os.path.dirname(ROOT), "shared")
     if os.path.isdir(shared):
         os.symlink(shared, os.path.join(scratch, "shared"))
+    # Inputs the README names by repository path (tests/python/*.py).
+    os.symlink(os.path.join(ROOT, "tests"), os.path.join(work, "tests"))
     bindir = os.path.join(scratch, "bin")
     os.mkdir(bindir)
     os.symlink(memwall, os.path.join(bindir, "memwall"))
