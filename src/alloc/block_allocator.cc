@@ -1,9 +1,11 @@
 // The block engine behind "caching", "expandable" and "stitching": PyTorch's
 // CUDACachingAllocator data structures (segments split into address-linked
 // blocks, free blocks in per-pool sets ordered by (stream, size, address))
-// over the Device's chunks. The three policies differ only in how they get
-// memory when no free block fits (grow) and how they give it back
-// (release_cache); see docs/alloc.md for the rules and their sources.
+// over the Device's chunks. The three policies differ in how they get
+// memory when no free block fits (grow), how they give it back
+// (release_cache) and, for "stitching", in free blocks that may span
+// unmapped granules (Note [Stitching]); see docs/alloc.md for the rules and
+// their sources.
 #include <algorithm>
 #include <deque>
 #include <map>
@@ -63,6 +65,9 @@ struct Block {
   StreamId stream = 0;
   PoolKind pool = PoolKind::large;
   bool allocated = false;
+  // "stitching": unmapped granules inside this free block (Note [Stitching]);
+  // always 0 for live blocks and for the other policies.
+  uint64_t holes = 0;
   // Its place in its pool while free, so that merging erases without a search.
   FreeSet::iterator in_pool;
 };
@@ -82,8 +87,7 @@ struct Segment {
   // The range its (stream, pool) grows now; "stitching" retires a range
   // whose virtual end is used up and starts another.
   bool growing = false;
-  // Growable: the block ending at the end, or null when the end is 0 or
-  // follows a hole.
+  // Growable: the block ending at the end (null when the end is 0).
   Block* tail = nullptr;
 };
 
@@ -146,13 +150,14 @@ class BlockAllocator final : public Allocator {
   Allocation do_allocate(uint64_t bytes, StreamId stream, uint64_t /*tag*/) override {
     const PoolKind kind = pool_for(round_size(bytes));
     const uint64_t size = block_size(bytes);
-    Block* block = take_free_block(kind, stream, size);
-    if (block == nullptr) block = grow(kind, stream, size);
+    Block* block = obtain(kind, stream, size);
     if (block == nullptr) {
-      // PyTorch's last resort: release every cached segment, then retry.
+      // PyTorch's last resort: release every cached segment (stitching:
+      // every free whole chunk), then retry.
       count_cache_flush();
       release_cache();
-      block = grow(kind, stream, size);
+      block = policy_ == BlockPolicy::stitching ? take_backed_block(kind, stream, size)
+                                                : grow(kind, stream, size);
     }
     if (block == nullptr) return {};
     carve(block, size);
@@ -160,6 +165,13 @@ class BlockAllocator final : public Allocator {
     block->requested = bytes;
     live_.insert(block->addr, block);
     return {reinterpret_cast<void*>(block->addr), block->size, false};
+  }
+
+  // A free block of at least `size` bytes, out of its pool, or null.
+  Block* obtain(PoolKind kind, StreamId stream, uint64_t size) {
+    if (policy_ == BlockPolicy::stitching) return take_backed_block(kind, stream, size);
+    Block* block = take_free_block(kind, stream, size);
+    return block != nullptr ? block : grow(kind, stream, size);
   }
 
   Freed do_free(void* ptr) override {
@@ -178,7 +190,10 @@ class BlockAllocator final : public Allocator {
 
   void do_empty_cache() override { release_cache(); }
 
-  uint64_t do_cached_bytes() const override { return small_.bytes() + large_.bytes(); }
+  // Free blocks' bytes minus their holes: cached physical memory.
+  uint64_t do_cached_bytes() const override {
+    return small_.bytes() + large_.bytes() - hole_chunks_ * granularity();
+  }
 
   // ---- Finding and shaping blocks ----
 
@@ -223,6 +238,10 @@ class BlockAllocator final : public Allocator {
     if (block->next != nullptr) block->next->prev = rest;
     block->next = rest;
     block->size = size;
+    // The part handed out is fully mapped (take_backed_block), so every hole
+    // left lies in the rest.
+    rest->holes = block->holes;
+    block->holes = 0;
     if (block->segment->tail == block) block->segment->tail = rest;
     pool(rest->pool).insert(rest);
   }
@@ -233,6 +252,7 @@ class BlockAllocator final : public Allocator {
       pool(prev->pool).erase(prev);
       block->addr = prev->addr;
       block->size += prev->size;
+      block->holes += prev->holes;
       block->prev = prev->prev;
       if (block->prev != nullptr) block->prev->next = block;
       recycle(prev);
@@ -240,6 +260,7 @@ class BlockAllocator final : public Allocator {
     if (Block* next = block->next; next != nullptr && !next->allocated) {
       pool(next->pool).erase(next);
       block->size += next->size;
+      block->holes += next->holes;
       block->next = next->next;
       if (block->next != nullptr) block->next->prev = block;
       if (block->segment->tail == next) block->segment->tail = block;
@@ -327,45 +348,50 @@ class BlockAllocator final : public Allocator {
   // virtual memory the pieces' physical chunks can be mapped side by side
   // and used as one buffer.
   //
-  // "stitching" is built on the expandable range above, for both pools:
-  //   1. Placement. Each (stream, pool) grows one range and best fit places
-  //      blocks inside it, so live blocks pack densely and few chunks are
-  //      shared between a live block and free memory. (A first version
-  //      stitched into fresh per-request ranges beside PyTorch's segments;
-  //      live blocks then lay scattered over many ranges, and the free parts
-  //      of chunks they shared - which no policy can move - kept the zoo's
-  //      CNNs at 1.09-1.16x their peak allocated bytes, no better than
-  //      "caching".)
-  //   2. Stitching. When the range must grow by n chunks, it first takes
-  //      the whole chunks lying inside the stream's free blocks anywhere
-  //      (either pool, any of its ranges): they are unmapped there - the free
-  //      block keeps its partial ends on either side of the new hole - and
-  //      mapped at the growing end, contiguous with the free tail. Only the
-  //      shortfall is created on the device, so reserved memory grows only
-  //      when the stream's free whole chunks really are too few. Stats counts
-  //      each growth that took chunks as a stitch.
-  //   3. Release. empty_cache and the out-of-memory retry release every whole
-  //      chunk inside a free block; a range whose end they free shrinks.
-  // So peak reserved exceeds peak allocated only by the partial chunks that
-  // free memory shares with live blocks, plus the tails of the last chunks.
+  // "stitching" separates where a block lives (address space) from what
+  // backs it (chunks):
+  //   1. Placement is expandable segments' (Note [Expandable segments]), for
+  //      both pools: one range per (stream, pool), best fit inside it, the
+  //      range's end grown when no free block is large enough. Live blocks
+  //      pack densely, so few chunks are shared between live and free memory.
+  //   2. A free block may span holes: whole granules inside it with no chunk
+  //      mapped (Block::holes). Growing the end adds only holes, to the free
+  //      tail.
+  //   3. Stitching. A block handed out must be mapped where the request
+  //      lies. Its holes are filled first with the mapped whole chunks inside
+  //      the stream's other free blocks (either pool, most first), unmapped
+  //      there - those blocks keep their place and size, with more holes -
+  //      then with new chunks for the shortfall only. So reserved memory grows
+  //      only when the stream's free whole chunks really are too few; Stats
+  //      counts each allocation that moved chunks as a stitch.
+  //   4. empty_cache and the out-of-memory retry release every mapped whole
+  //      chunk inside a free block and give the holes at a free tail back as
+  //      address space.
+  // Since placement is the same, the ranges' ends follow expandable's mapped
+  // ends, and peak reserved exceeds peak allocated only by the partial chunks
+  // that free blocks share with live neighbours. Two simpler designs fell
+  // short on the zoo's CNNs: stitching into fresh per-request ranges beside
+  // PyTorch's segments scattered live blocks over many ranges (1.09-1.16x
+  // peak allocated, like "caching"); cutting the moved chunks out of free
+  // blocks (splitting them around a hole) lost the address-space reuse and
+  // left two partial chunks per cut (up to 1.5%; 3.5% on the CNN-like test).
   //
   // How this differs from GMLake: GMLake maps the same physical chunks a
   // second time (its stitched sBlocks alias its primitive pBlocks), keeps
-  // both views in its pools with state shared between them, and caches
-  // stitched blocks so that an identical later request costs no mapping.
-  // Here chunks move (unmap, then map) and each chunk is mapped at exactly
-  // one place, so "every byte belongs to one block" stays a simple invariant;
-  // the price is one unmap per donor block and one map per chunk at each
-  // stitch. GMLake stitches into a new virtual range per request, over
-  // PyTorch's segments; here the stitched chunks extend the one growing
-  // range, which is what packs the next requests densely. Holes left behind
-  // are not refilled: the range's end moves on, through a virtual range of
-  // twice the device's capacity, and when that is used up the range is
-  // retired (its blocks still serve best fit, and it is unreserved once its
-  // last chunk goes) and a fresh one grows. GMLake's chunks are 2 MiB as
-  // here, but its small requests stay with PyTorch's allocator; ours use the
-  // same growable range. Chunks never move across streams, since a block
-  // freed on one stream may still be used by work queued on it.
+  // both views in its pools with state shared between them, stitches into a
+  // new virtual range per request and caches stitched blocks, so that an
+  // identical later request costs no mapping. Here chunks move (unmap, then
+  // map), each chunk is mapped at exactly one place and a block keeps its
+  // address for its life, so "every byte belongs to one block" stays a
+  // simple invariant; the price is one unmap per donor run and one map per
+  // chunk at each stitch, where GMLake's cache hit costs none. GMLake's
+  // small requests stay with PyTorch's allocator; ours use the same scheme.
+  // Chunks never move across streams, since a block freed on one stream may
+  // still be used by work queued on it. A range is reserved at twice the
+  // device's capacity; if its end is used up anyway (free address space may
+  // exceed the chunks behind it), it is retired - its blocks still
+  // serve best fit and it is unreserved once nothing in it is mapped - and
+  // a fresh range grows.
   //
   // Note [Stitching granularity]
   // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
@@ -377,38 +403,40 @@ class BlockAllocator final : public Allocator {
   // lost to fragmentation.
   Block* grow_range(PoolKind kind, StreamId stream, uint64_t size) {
     Segment* segment = growing_range(kind, stream, size);
-    if (segment == nullptr) return nullptr;
     Block* tail = segment->tail;
     const uint64_t have = tail != nullptr && !tail->allocated ? tail->size : 0;
-    uint64_t count = round_up(size - have, granularity()) / granularity();
+    const uint64_t count = round_up(size - have, granularity()) / granularity();
     if (segment->chunks.size() + count > segment->virtual_bytes / granularity()) {
       if (policy_ != BlockPolicy::stitching) return nullptr;
-      segment = renew_range(*segment, size);
-      return segment == nullptr ? nullptr : grow_range(kind, stream, size);
+      if (!renew_range(*segment, size)) return nullptr;
+      return grow_range(kind, stream, size);
     }
-    std::vector<ChunkHandle> chunks;
-    chunks.reserve(count);
-    if (policy_ == BlockPolicy::stitching) {
-      if (!stitch_chunks(stream, have != 0 ? tail : nullptr, count, chunks)) return nullptr;
-    } else if (!create_chunks(count, chunks)) {
-      return nullptr;
-    }
-    // Taking chunks may have emptied and reset the range, never moved its end
-    // (its free tail is no donor).
     const uintptr_t end = segment->base + segment->chunks.size() * granularity();
-    for (uint64_t i = 0; i < count; ++i) {
-      map_chunk(end + i * granularity(), chunks[i]);
-      segment->chunks.push_back(chunks[i]);
+    if (policy_ == BlockPolicy::stitching) {
+      // Only address space here: the granules join the free tail as holes,
+      // which take_backed_block maps as the request needs them.
+      segment->chunks.resize(segment->chunks.size() + count, kUnmapped);
+      hole_chunks_ += count;
+    } else {
+      std::vector<ChunkHandle> chunks;
+      if (!create_chunks(count, chunks)) return nullptr;
+      for (uint64_t i = 0; i < count; ++i) {
+        map_chunk(end + i * granularity(), chunks[i]);
+        segment->chunks.push_back(chunks[i]);
+      }
+      segment->mapped_chunks += count;
     }
-    segment->mapped_chunks += count;
+    const uint64_t holes = policy_ == BlockPolicy::stitching ? count : 0;
     if (have != 0) {
       pool(kind).erase(tail);
       tail->size += count * granularity();
+      tail->holes += holes;
       return tail;
     }
     Block* block = new_block();
     block->addr = end;
     block->size = count * granularity();
+    block->holes = holes;
     block->segment = segment;
     block->stream = stream;
     block->pool = kind;
@@ -420,7 +448,7 @@ class BlockAllocator final : public Allocator {
 
   // The range (stream, kind) grows, reserved on first use: the device's
   // capacity for "expandable" (it never holds holes), twice that (or the
-  // request) for "stitching", whose end moves past holes.
+  // request) for "stitching", whose free blocks may span holes.
   Segment* growing_range(PoolKind kind, StreamId stream, uint64_t size) {
     Segment*& segment = expandable_[{stream, kind}];
     if (segment != nullptr) return segment;
@@ -440,28 +468,58 @@ class BlockAllocator final : public Allocator {
     return segment;
   }
 
-  // Retires a growing range whose virtual end is used up and starts a fresh
-  // one; null when even a fresh one could not hold `size`.
-  Segment* renew_range(Segment& old, uint64_t size) {
+  // Retires a growing range whose virtual end is used up, so that the next
+  // growing_range reserves a fresh one; false when even a fresh one could
+  // not hold `size` chunks of the device.
+  bool renew_range(Segment& old, uint64_t size) {
     if (round_up(size, granularity()) / granularity() > device_.capacity() / granularity()) {
-      return nullptr;
+      return false;
     }
     old.growing = false;
     expandable_.erase({old.stream, old.pool});
-    if (old.mapped_chunks == 0) {
-      unreserve_range(old.base, old.virtual_bytes);
-      const PoolKind kind = old.pool;
-      const StreamId stream = old.stream;
-      segments_.erase(old.base);
-      return growing_range(kind, stream, size);
-    }
-    return growing_range(old.pool, old.stream, size);
+    if (old.mapped_chunks == 0) drop_empty(old);
+    return true;
   }
 
-  // Fills `chunks` with `count` chunks for a growing range of `stream`:
-  // first the whole chunks inside the stream's free blocks other than
-  // `keep` (the range's free tail, being extended), unmapped where they
-  // were; then the shortfall from the device. All or nothing.
+  // "stitching": takes a free block (out of its pool) of at least `size`
+  // bytes whose first `size` bytes are mapped, growing the range's address
+  // space when no free block is large enough; null when the chunks for its
+  // holes cannot be had (the block stays free).
+  Block* take_backed_block(PoolKind kind, StreamId stream, uint64_t size) {
+    Block* block = take_free_block(kind, stream, size);
+    if (block == nullptr) block = grow_range(kind, stream, size);
+    if (block == nullptr) return nullptr;
+    if (block->holes == 0) return block;
+    // The granules the handed-out part touches (all of the block when it
+    // is not split); those it shares with the rest are mapped too.
+    Segment& segment = *block->segment;
+    const uint64_t bytes = splits(block, size) ? size : block->size;
+    const uint64_t first = (block->addr - segment.base) / granularity();
+    const uint64_t end =
+        round_up(block->addr + bytes - segment.base, granularity()) / granularity();
+    uint64_t needed = 0;
+    for (uint64_t i = first; i < end; ++i) needed += segment.chunks[i] == kUnmapped ? 1 : 0;
+    std::vector<ChunkHandle> chunks;
+    if (needed != 0 && !stitch_chunks(stream, block, needed, chunks)) {
+      pool(kind).insert(block);
+      return nullptr;
+    }
+    size_t next = 0;
+    for (uint64_t i = first; i < end && next < chunks.size(); ++i) {
+      if (segment.chunks[i] != kUnmapped) continue;
+      map_chunk(segment.base + i * granularity(), chunks[next]);
+      segment.chunks[i] = chunks[next++];
+    }
+    segment.mapped_chunks += needed;
+    block->holes -= needed;
+    hole_chunks_ -= needed;
+    return block;
+  }
+
+  // Fills `chunks` with `count` chunks for the holes of free block `keep`:
+  // first the mapped whole chunks inside the stream's other free blocks,
+  // unmapped where they were; then the shortfall from the device. All or
+  // nothing.
   bool stitch_chunks(StreamId stream, const Block* keep, uint64_t count,
                      std::vector<ChunkHandle>& chunks) {
     std::vector<std::pair<uint64_t, Block*>> donors;
@@ -470,21 +528,20 @@ class BlockAllocator final : public Allocator {
       for (auto it = free->first_fit(stream, 0); it != free->blocks().end() && it->stream == stream;
            ++it) {
         if (it->block == keep) continue;
-        const uint64_t inner = inner_chunks(*it->block).count();
-        if (inner == 0) continue;
-        donors.emplace_back(inner, it->block);
-        free_chunks += inner;
+        const uint64_t mapped = inner_chunks(*it->block).count() - it->block->holes;
+        if (mapped == 0) continue;
+        donors.emplace_back(mapped, it->block);
+        free_chunks += mapped;
       }
     }
     if (free_chunks + device_headroom_chunks() < count) return false;
-    // Most chunks first: a donor emptied of whole chunks leaves at most
-    // its two partial ends, so fewer donors mean fewer unmaps.
+    // Most chunks first: fewer donors, fewer unmap calls.
     std::sort(donors.begin(), donors.end(), [](const auto& a, const auto& b) {
       return a.first != b.first ? a.first > b.first : a.second->addr < b.second->addr;
     });
-    for (const auto& [inner, block] : donors) {
+    for (const auto& [mapped, block] : donors) {
       if (chunks.size() == count) break;
-      cut_chunks(block, std::min<uint64_t>(inner, count - chunks.size()), &chunks);
+      unmap_inner(block, count - chunks.size(), &chunks);
     }
     if (!chunks.empty()) count_stitch();
     if (!create_chunks(count - chunks.size(), chunks)) {
@@ -492,6 +549,49 @@ class BlockAllocator final : public Allocator {
       return false;
     }
     return true;
+  }
+
+  // "stitching": unmaps up to `limit` mapped whole chunks inside a free
+  // block (from its end), handing them to `into` or releasing them when
+  // null. The block keeps its place and size; they become holes. A range
+  // left with nothing mapped holds only this block, which goes with it.
+  void unmap_inner(Block* block, uint64_t limit, std::vector<ChunkHandle>* into) {
+    Segment& segment = *block->segment;
+    const ChunkRange inner = inner_chunks(*block);
+    uint64_t taken = 0;
+    for (uint64_t i = inner.end; i > inner.first && taken < limit;) {
+      if (segment.chunks[i - 1] == kUnmapped) {
+        --i;
+        continue;
+      }
+      uint64_t run = 0;  // mapped granules [i - run, i)
+      while (i - run > inner.first && taken + run < limit &&
+             segment.chunks[i - run - 1] != kUnmapped) {
+        ++run;
+      }
+      take_chunks(segment, segment.base + (i - run) * granularity(), run, into);
+      taken += run;
+      i -= run;
+    }
+    block->holes += taken;
+    hole_chunks_ += taken;
+    if (segment.mapped_chunks == 0) drop_empty(segment);
+  }
+
+  // A growable range with nothing mapped holds at most one block, free and
+  // all holes (live blocks are mapped; free neighbours merge): it goes, and
+  // the range restarts from its base if it is growing, else is unreserved.
+  void drop_empty(Segment& segment) {
+    if (Block* block = segment.tail; block != nullptr) {
+      pool(block->pool).erase(block);
+      hole_chunks_ -= block->holes;
+      recycle(block);
+    }
+    segment.chunks.clear();
+    segment.tail = nullptr;
+    if (segment.growing) return;
+    unreserve_range(segment.base, segment.virtual_bytes);
+    segments_.erase(segment.base);
   }
 
   // The granules of a block's segment that lie entirely inside the block.
@@ -507,60 +607,14 @@ class BlockAllocator final : public Allocator {
     return {first, std::max(first, end)};
   }
 
-  // Takes the last `count` inner chunks of a free block (in its pool),
-  // unmapping them and handing them to `into` (or releasing them when null).
-  // What is left of the block on either side of the hole stays free; a
-  // growable range whose end the hole reaches ends at the hole instead.
-  void cut_chunks(Block* block, uint64_t count, std::vector<ChunkHandle>* into) {
+  // "caching": gives a free block that is a whole segment back to the device.
+  void release_segment(Block* block) {
     Segment& segment = *block->segment;
-    const ChunkRange inner = inner_chunks(*block);
-    const uintptr_t cut_begin = segment.base + (inner.end - count) * granularity();
-    const uintptr_t cut_end = segment.base + inner.end * granularity();
-    const uintptr_t block_end = block->addr + block->size;
-    const bool at_end =
-        segment.expandable && cut_end == segment.base + segment.chunks.size() * granularity();
-    Block* const before = block->prev;
-    FreePool& free = pool(block->pool);
-    free.erase(block);
-    take_chunks(segment, cut_begin, count, into);
-    if (cut_end < block_end) {
-      Block* right = new_block();
-      right->addr = cut_end;
-      right->size = block_end - cut_end;
-      right->segment = &segment;
-      right->stream = block->stream;
-      right->pool = block->pool;
-      right->next = block->next;
-      if (right->next != nullptr) right->next->prev = right;
-      free.insert(right);
-    } else if (block->next != nullptr) {
-      block->next->prev = nullptr;  // now across a hole
-    }
-    block->next = nullptr;
-    block->size = cut_begin - block->addr;
-    const bool kept = block->size != 0;
-    if (kept) {
-      free.insert(block);
-    } else {
-      if (before != nullptr) before->next = nullptr;
-      recycle(block);
-    }
-    if (at_end) {
-      // Nothing lies past the hole (cut_end was the block's end too).
-      segment.chunks.resize((cut_begin - segment.base) / granularity());
-      segment.tail = kept ? block : before;
-    }
-    if (segment.mapped_chunks == 0) {
-      if (segment.growing) {
-        // Keep the range its (stream, pool) grows, from its start again.
-        segment.chunks.clear();
-        segment.tail = nullptr;
-        return;
-      }
-      // A retired range: no longer in expandable_, so nothing points to it.
-      unreserve_range(segment.base, segment.virtual_bytes);
-      segments_.erase(segment.base);
-    }
+    pool(block->pool).erase(block);
+    take_chunks(segment, segment.base, segment.chunks.size(), nullptr);
+    recycle(block);
+    unreserve_range(segment.base, segment.virtual_bytes);
+    segments_.erase(segment.base);
   }
 
   // ---- Giving memory back ----
@@ -569,15 +623,19 @@ class BlockAllocator final : public Allocator {
     std::vector<Block*> candidates;
     for (const FreePool* free : {&small_, &large_}) {
       for (const FreeKey& key : free->blocks()) {
-        if (releasable(key.block) && inner_chunks(*key.block).count() != 0) {
-          candidates.push_back(key.block);
-        }
+        if (releasable(key.block)) candidates.push_back(key.block);
       }
     }
-    // A whole segment's block is all inner chunks: cutting them frees the segment.
-    for (Block* block : candidates) cut_chunks(block, inner_chunks(*block).count(), nullptr);
-    if (policy_ == BlockPolicy::expandable) {
-      for (auto& [key, segment] : expandable_) trim_tail(*segment);
+    for (Block* block : candidates) {
+      if (policy_ == BlockPolicy::stitching) {
+        unmap_inner(block, UINT64_MAX, nullptr);
+      } else {
+        release_segment(block);
+      }
+    }
+    for (auto& [key, segment] : expandable_) {
+      if (policy_ == BlockPolicy::expandable) trim_tail(*segment);
+      if (policy_ == BlockPolicy::stitching) trim_holes(*segment);
     }
   }
 
@@ -590,9 +648,40 @@ class BlockAllocator final : public Allocator {
       case BlockPolicy::expandable:
         return false;
       case BlockPolicy::stitching:
-        return true;
+        return inner_chunks(*block).count() != block->holes;
     }
     return false;
+  }
+
+  // "stitching": gives the holes at the end of a free tail back as address
+  // space, so that the range's end does not creep on.
+  void trim_holes(Segment& segment) {
+    Block* tail = segment.tail;
+    if (tail == nullptr || tail->allocated) return;
+    const uint64_t end = segment.chunks.size();
+    const uint64_t first = round_up(tail->addr - segment.base, granularity()) / granularity();
+    uint64_t cut = end;
+    while (cut > first && segment.chunks[cut - 1] == kUnmapped) --cut;
+    if (cut == end) return;
+    tail->holes -= end - cut;
+    hole_chunks_ -= end - cut;
+    end_range_at(segment, cut);
+  }
+
+  // Moves a growable range's end back to granule `end`, inside its free
+  // tail (nothing past `end` may be mapped); the tail shrinks or goes.
+  void end_range_at(Segment& segment, uint64_t end) {
+    Block* tail = segment.tail;
+    pool(tail->pool).erase(tail);
+    segment.chunks.resize(end);
+    tail->size = segment.base + end * granularity() - tail->addr;
+    if (tail->size != 0) {
+      pool(tail->pool).insert(tail);
+      return;
+    }
+    segment.tail = tail->prev;
+    if (tail->prev != nullptr) tail->prev->next = nullptr;
+    recycle(tail);
   }
 
   // Unmaps the `count` chunks at `address` of `segment` and hands them to
@@ -618,20 +707,9 @@ class BlockAllocator final : public Allocator {
     // "expandable" ranges hold no holes: the mapped chunks are a prefix.
     const uint64_t first = round_up(tail->addr - segment.base, granularity()) / granularity();
     if (first >= segment.mapped_chunks) return;
-    pool(tail->pool).erase(tail);
-    const uintptr_t cut = segment.base + first * granularity();
-    unmap_range(cut, (segment.mapped_chunks - first) * granularity());
-    for (uint64_t i = first; i < segment.mapped_chunks; ++i) release_chunk(segment.chunks[i]);
-    segment.chunks.resize(first);
-    segment.mapped_chunks = first;
-    tail->size = cut - tail->addr;
-    if (tail->size != 0) {
-      pool(tail->pool).insert(tail);
-      return;
-    }
-    segment.tail = tail->prev;
-    if (tail->prev != nullptr) tail->prev->next = nullptr;
-    recycle(tail);
+    take_chunks(segment, segment.base + first * granularity(), segment.mapped_chunks - first,
+                nullptr);
+    end_range_at(segment, first);
   }
 
   // Destructor: everything goes, live or not, in runs of mapped granules.
@@ -710,6 +788,7 @@ class BlockAllocator final : public Allocator {
     uint64_t allocated = 0;
     uint64_t live_count = 0;
     std::unordered_map<const Segment*, uint64_t> covered;
+    uint64_t all_holes = 0;
     const Block* previous = nullptr;
     for (const Block* block : all_blocks()) {
       const Segment* segment = block->segment;
@@ -724,11 +803,20 @@ class BlockAllocator final : public Allocator {
       previous = block;
       const uint64_t first = (block->addr - segment->base) / granularity();
       const uint64_t last = (block->addr + block->size - 1 - segment->base) / granularity();
+      uint64_t holes = 0;
       for (uint64_t i = first; i <= last; ++i) {
-        if (i >= segment->chunks.size() || segment->chunks[i] == kUnmapped) {
+        if (i >= segment->chunks.size()) fail("block past its segment's end", block);
+        if (segment->chunks[i] != kUnmapped) continue;
+        // Only a free block may span a hole, and only whole granules of it.
+        const uintptr_t granule = segment->base + i * granularity();
+        if (block->allocated || granule < block->addr ||
+            granule + granularity() > block->addr + block->size) {
           fail("block over an unmapped granule", block);
         }
+        ++holes;
       }
+      if (holes != block->holes) fail("hole count", block);
+      all_holes += holes;
       if (block->next != nullptr &&
           (block->next->prev != block || block->next->addr != block->addr + block->size)) {
         fail("broken next link", block);
@@ -759,8 +847,8 @@ class BlockAllocator final : public Allocator {
       const uint64_t mapped_bytes = segment->mapped_chunks * granularity();
       mapped += mapped_bytes;
       const auto it = covered.find(segment.get());
-      if ((it == covered.end() ? 0 : it->second) != mapped_bytes) {
-        fail("blocks do not tile the mapped memory of segment " + hex_address(base), nullptr);
+      if ((it == covered.end() ? 0 : it->second) != segment->chunks.size() * granularity()) {
+        fail("blocks do not tile the granules of segment " + hex_address(base), nullptr);
       }
       const auto holes = std::count(segment->chunks.begin(), segment->chunks.end(), kUnmapped);
       if (segment->chunks.size() - static_cast<uint64_t>(holes) != segment->mapped_chunks) {
@@ -789,6 +877,7 @@ class BlockAllocator final : public Allocator {
     }
     if (allocated != stats.allocated_bytes) fail("allocated bytes", nullptr);
     if (mapped != stats.reserved_bytes) fail("reserved bytes != mapped chunk bytes", nullptr);
+    if (all_holes != hole_chunks_) fail("holes of the free blocks", nullptr);
   }
 
   const FreePool& pool(PoolKind kind) const { return kind == PoolKind::small ? small_ : large_; }
@@ -800,6 +889,7 @@ class BlockAllocator final : public Allocator {
   LiveMap<Block*> live_;
   std::map<uintptr_t, std::unique_ptr<Segment>> segments_;
   std::map<std::pair<StreamId, PoolKind>, Segment*> expandable_;
+  uint64_t hole_chunks_ = 0;  // sum of the free blocks' holes
   std::deque<Block> block_storage_;
   std::vector<Block*> spare_blocks_;
 };

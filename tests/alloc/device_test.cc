@@ -93,6 +93,31 @@ TEST(HostVmm, RejectsBadGranularity) {
   EXPECT_THROW(make_host_vmm(kGranule, 0), Error);
 }
 
+// A range of 2^28 granules (512 TiB): unreserve looks up the first mapping
+// at or after the base instead of walking every granule (which took ~20 s
+// for a range the size of a large capacity).
+TEST(SimDevice, UnreservesAHugeRangeWithoutWalkingItsGranules) {
+  auto device = make_sim_device(4 * kGranule);
+  const uint64_t bytes = (uint64_t{1} << 28) * kGranule;
+  const uintptr_t base = device->reserve(bytes);
+  const ChunkHandle chunk = *device->create_chunk();
+  device->map(base + bytes - kGranule, chunk);  // the last granule
+  try {
+    device->unreserve(base, bytes);
+    ADD_FAILURE() << "unreserve of a range with a mapping did not throw";
+  } catch (const Error& error) {
+    EXPECT_STREQ(error.what(), "sim: unreserve of a range with mapped chunks");
+  }
+  // A mapping in the next range does not count against this one.
+  const uintptr_t next = device->reserve(kGranule);
+  device->unmap(base + bytes - kGranule, kGranule);
+  device->map(next, chunk);
+  device->unreserve(base, bytes);
+  device->unmap(next, kGranule);
+  device->unreserve(next, kGranule);
+  device->release_chunk(chunk);
+}
+
 TEST(SimDevice, ChecksTheMapDiscipline) {
   auto device = make_sim_device(4 * kGranule);
   EXPECT_FALSE(device->host_accessible());

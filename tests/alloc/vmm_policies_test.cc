@@ -93,8 +93,9 @@ TEST(Stitching, BuildsABufferFromFreeHolesInsteadOfGrowing) {
   EXPECT_EQ(bytes[10 * kMiB - 1], 0x77);
   EXPECT_EQ(static_cast<const unsigned char*>(blocks[1].ptr)[2 * kMiB - 1], 2);
   EXPECT_EQ(static_cast<const unsigned char*>(blocks[3].ptr)[0], 4);
-  // One range (reserved at twice the capacity): block 0's chunks and the
-  // last of block 2's left holes; 2 MiB of block 2 is still free there.
+  // One range (reserved at twice the capacity). Blocks 0 and 2 are still
+  // free blocks at their places, but block 0's chunks and the last of block
+  // 2's are holes in them now.
   const auto snapshot = nlohmann::json::parse(a->snapshot_json());
   ASSERT_EQ(snapshot["segments"].size(), 1u);
   const auto& segment = snapshot["segments"][0];
@@ -105,15 +106,21 @@ TEST(Stitching, BuildsABufferFromFreeHolesInsteadOfGrowing) {
   for (const auto& block : segment["blocks"]) {
     layout.emplace_back(uint64_t{block["address"]} - base, block["bytes"], block["allocated"]);
   }
-  const std::vector<std::tuple<uint64_t, uint64_t, bool>> expected = {{4 * kMiB, 2 * kMiB, true},
-                                                                      {6 * kMiB, 2 * kMiB, false},
-                                                                      {10 * kMiB, 2 * kMiB, true},
-                                                                      {12 * kMiB, 10 * kMiB, true}};
+  const std::vector<std::tuple<uint64_t, uint64_t, bool>> expected = {
+      {0, 4 * kMiB, false},        {4 * kMiB, 2 * kMiB, true},   {6 * kMiB, 4 * kMiB, false},
+      {10 * kMiB, 2 * kMiB, true}, {12 * kMiB, 10 * kMiB, true},
+  };
   EXPECT_EQ(layout, expected);
-  // The 2 MiB left over is still cached.
+  EXPECT_EQ(s.cached_bytes, 2 * kMiB);  // one chunk is still mapped in block 2
+  // Best fit puts 2 MiB at the start of block 0's place, and that chunk
+  // moves there: still no new chunk.
   const Allocation rest = a->allocate(2 * kMiB);
-  EXPECT_EQ(address(rest), base + 6 * kMiB);
-  EXPECT_EQ(a->stats().reserved_bytes, 16 * kMiB);
+  EXPECT_EQ(address(rest), base);
+  std::memset(rest.ptr, 0x55, 2 * kMiB);
+  s = a->stats();
+  EXPECT_EQ(s.reserved_bytes, 16 * kMiB);
+  EXPECT_EQ(s.stitches, 2u);
+  EXPECT_EQ(s.cached_bytes, 0u);
   a->audit();
 }
 

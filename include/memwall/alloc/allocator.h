@@ -14,8 +14,10 @@
 //                 pools, on OOM release cached segments and retry.
 //   "expandable"  one growable range per (stream, pool), grown by mapping
 //                 chunks at its end (PyTorch's expandable_segments).
-//   "stitching"   large requests take free chunks from anywhere in their
-//                 stream's cache and map them contiguously (Note [Stitching]).
+//   "stitching"   expandable's placement, but free blocks give their whole
+//                 chunks to the blocks being handed out, which map them
+//                 contiguously; new chunks only for the shortfall (Note
+//                 [Stitching], after GMLake).
 //   "plan"        fixed offsets in one arena from a static layout
 //                 (Options::arena_bytes, Options::offsets, request tag = key).
 //
@@ -89,7 +91,7 @@ struct Stats {
   uint64_t segments_released = 0;
   uint64_t maps = 0;           // chunk maps
   uint64_t unmaps = 0;         // unmap calls (one per contiguous range)
-  uint64_t stitches = 0;       // buffers built from chunks taken from free blocks
+  uint64_t stitches = 0;       // allocations backed by chunks moved from free blocks
   uint64_t cache_flushes = 0;  // releases of cached memory (empty_cache and OOM retries)
   uint64_t oom_events = 0;
   uint64_t alloc_calls = 0;  // allocate() calls, including size 0 and OOM
