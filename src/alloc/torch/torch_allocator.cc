@@ -18,9 +18,9 @@
 
 #include <cstdint>
 #include <exception>
-#include <stdexcept>
 #include <memory>
 #include <mutex>
+#include <stdexcept>
 #include <string>
 
 #include "memwall/alloc/allocator.h"
@@ -36,7 +36,7 @@ struct State {
   std::string stats_json;
 };
 
-State* g_state = nullptr;  // set once by memwall_torch_install; never freed
+State* g_state = nullptr;    // set once by memwall_torch_install; never freed
 std::mutex g_install_mutex;  // guards the install, g_last_error and stats_json
 std::string g_last_error;
 
