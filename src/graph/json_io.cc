@@ -278,6 +278,134 @@ void read_op(JsonCursor& cur, size_t index, Op& op) {
   if (problem.any()) fail_object("op", index, named ? &op.name : nullptr, problem);
 }
 
+// ---- Canonical layout ---------------------------------------------------------
+
+// Note [Canonical fast path]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~
+// memwall's writer puts every field of a buffer or op in the format's order,
+// with no whitespace inside the object, and so do the tracer and most tools.
+// For such an object the readers below match each `,"key":` as one literal
+// and read its value with the same cursor primitives (parse_number,
+// parse_string, to_double) and the same checks as the general readers, but
+// skip their per-member work: key lookup, duplicate and required-field
+// bookkeeping, the problem text. At the first thing they do not expect (other
+// order or spacing, a missing optional field, a value the general reader
+// would reject) they return false; the caller then resets the object, moves
+// the cursor back to its start and reads it with the general reader. So
+// every message, and every document not in this layout, still goes through
+// the one strict reader; this path only accepts what that reader accepts,
+// with the same values. A syntax error thrown from here is the one the
+// general reader would throw at the same place, as nothing before it in the
+// object was wrong. On the 1M-op benchmark graph it takes ~70% of the general
+// reader's time per op and per buffer (e.g. 223 vs 320 ns per op, one thread).
+
+// A non-negative integer no larger than `max`, as read_size accepts it.
+std::optional<uint64_t> canonical_size(JsonCursor& cur, uint64_t max) {
+  const std::optional<uint64_t> value = cur.try_small_uint();
+  if (!value || *value > max) return std::nullopt;
+  return value;
+}
+
+// A finite number >= 0, as read_amount accepts it.
+std::optional<double> canonical_amount(JsonCursor& cur) {
+  if (const std::optional<uint64_t> integer = cur.try_small_uint()) {
+    return static_cast<double>(*integer);  // what to_double gives an integer
+  }
+  if (!cur.at_number()) return std::nullopt;
+  const std::optional<double> value = detail::to_double(cur.parse_number());
+  if (!value || *value < 0) return std::nullopt;
+  return value;
+}
+
+std::optional<std::string_view> canonical_string(JsonCursor& cur) { return cur.try_plain_string(); }
+
+// `[` ids `]` with no whitespace, each id as read_ids accepts it.
+template <typename List>
+bool canonical_list(JsonCursor& cur, uint64_t max, List& list) {
+  if (!cur.try_literal("[")) return false;
+  if (cur.try_literal("]")) return true;
+  do {
+    const std::optional<uint64_t> value = canonical_size(cur, max);
+    if (!value) return false;
+    list.push_back(static_cast<typename List::value_type>(*value));
+  } while (cur.try_literal(","));
+  return cur.try_literal("]");
+}
+
+bool canonical_buffer(JsonCursor& cur, size_t index, Buffer& buffer) {
+  std::optional<uint64_t> id, bytes;
+  std::optional<std::string_view> name, kind, dtype;
+  if (!cur.try_literal("{\"id\":") || !(id = canonical_size(cur, kMaxId)) || *id != index) {
+    return false;
+  }
+  if (!cur.try_literal(",\"name\":") || !(name = canonical_string(cur))) return false;
+  buffer.name.assign(*name);
+  if (!cur.try_literal(",\"bytes\":") || !(bytes = canonical_size(cur, kMaxBytes))) return false;
+  if (!cur.try_literal(",\"kind\":") || !(kind = canonical_string(cur))) return false;
+  const std::optional<BufferKind> parsed_kind = parse_buffer_kind(*kind);
+  if (!parsed_kind || !cur.try_literal(",\"dtype\":") || !(dtype = canonical_string(cur))) {
+    return false;
+  }
+  const std::optional<DType> parsed_dtype = parse_dtype(*dtype);
+  if (!parsed_dtype || !cur.try_literal(",\"shape\":") ||
+      !canonical_list(cur, std::numeric_limits<int64_t>::max(), buffer.shape) ||
+      !cur.try_literal("}")) {
+    return false;
+  }
+  buffer.id = static_cast<BufferId>(index);
+  buffer.bytes = *bytes;
+  buffer.kind = *parsed_kind;
+  buffer.dtype = *parsed_dtype;
+  return true;
+}
+
+bool canonical_op(JsonCursor& cur, size_t index, Op& op) {
+  std::optional<uint64_t> id, workspace;
+  std::optional<std::string_view> text;
+  std::optional<double> flops, bytes;
+  if (!cur.try_literal("{\"id\":") || !(id = canonical_size(cur, kMaxId)) || *id != index) {
+    return false;
+  }
+  if (!cur.try_literal(",\"name\":") || !(text = canonical_string(cur))) return false;
+  op.name.assign(*text);
+  if (!cur.try_literal(",\"type\":") || !(text = canonical_string(cur))) return false;
+  op.type.assign(*text);
+  if (!cur.try_literal(",\"phase\":") || !(text = canonical_string(cur))) return false;
+  const std::optional<Phase> phase = parse_phase(*text);
+  if (!phase || !cur.try_literal(",\"in\":") || !canonical_list(cur, kMaxId, op.in) ||
+      !cur.try_literal(",\"out\":") || !canonical_list(cur, kMaxId, op.out) ||
+      !cur.try_literal(",\"updates\":") || !canonical_list(cur, kMaxId, op.updates) ||
+      !cur.try_literal(",\"workspace\":") || !(workspace = canonical_size(cur, kMaxBytes)) ||
+      !cur.try_literal(",\"flops\":") || !(flops = canonical_amount(cur)) ||
+      !cur.try_literal(",\"bytes\":") || !(bytes = canonical_amount(cur)) ||
+      !cur.try_literal(",\"time\":")) {
+    return false;
+  }
+  if (!cur.try_literal("null")) {
+    const std::optional<double> time = canonical_amount(cur);
+    if (!time) return false;
+    op.time = *time;
+  }
+  if (!cur.try_literal("}")) return false;
+  op.id = static_cast<OpId>(index);
+  op.phase = *phase;
+  op.workspace = *workspace;
+  op.flops = *flops;
+  op.bytes = *bytes;
+  return true;
+}
+
+// Reads one object the fast way when it is in the canonical layout, else
+// (from its start, on a fresh object) with the general reader.
+template <typename T, typename Canonical, typename General>
+void read_object(JsonCursor& cur, size_t index, T& item, Canonical canonical, General general) {
+  const size_t start = cur.position();
+  if (canonical(cur, index, item)) return;
+  item = T{};
+  cur.seek(start);
+  general(cur, index, item);
+}
+
 // Note [Huge pages for the big arrays]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // A 1M-op graph's op array is ~180 MB, its buffer array ~90 MB: ~70k page
@@ -371,8 +499,9 @@ class OpsTail {
   static std::unique_ptr<OpsTail> start(std::string_view text) {
     if (text.size() < kMinText || std::thread::hardware_concurrency() < 2) return nullptr;
     auto tail = std::make_unique<OpsTail>();
-    // A little before halfway: the tail thread also sets up its vector.
-    if (!tail->guess(text, text.size() / 20 * 9)) return nullptr;
+    // Halfway: with the fast path (Note [Canonical fast path]) a byte of
+    // buffers costs about what a byte of ops does.
+    if (!tail->guess(text, text.size() / 2)) return nullptr;
     OpsTail* self = tail.get();
     tail->thread_ = std::jthread([self, text](std::stop_token stop) { self->read(text, stop); });
     return tail;
@@ -442,7 +571,8 @@ class OpsTail {
       reserve_items(ops_, index_ + cur.remaining() / bytes * 3 / 2 + 2);
       ops_.resize(index_);
       read_elements(
-          cur, "ops", "op", index_, ops_, [&](size_t index, Op& op) { read_op(cur, index, op); },
+          cur, "ops", "op", index_, ops_,
+          [&](size_t index, Op& op) { read_object(cur, index, op, canonical_op, read_op); },
           [&](size_t) { return stop.stop_requested(); });
       end_ = cur.position();
     } catch (...) {
@@ -518,7 +648,9 @@ Graph graph_from_json_text(std::string_view text) {
         reserve_like(graph.buffers, graph.ops.size(), cur.remaining(), kMinBufferText);
         read_objects(
             cur, "buffers", "buffer", graph.buffers,
-            [&](size_t index, Buffer& buffer) { read_buffer(cur, index, buffer); },
+            [&](size_t index, Buffer& buffer) {
+              read_object(cur, index, buffer, canonical_buffer, read_buffer);
+            },
             [](size_t) { return false; });
         break;
       case kOps:
@@ -528,7 +660,8 @@ Graph graph_from_json_text(std::string_view text) {
           reserve_like(graph.ops, graph.buffers.size(), cur.remaining(), kMinOpText);
         }
         read_objects(
-            cur, "ops", "op", graph.ops, [&](size_t index, Op& op) { read_op(cur, index, op); },
+            cur, "ops", "op", graph.ops,
+            [&](size_t index, Op& op) { read_object(cur, index, op, canonical_op, read_op); },
             [&](size_t index) { return tail && tail->take_over(cur, index, graph.ops); });
         if (tail) tail->cancel();  // done with it, whether used or not
         break;

@@ -107,27 +107,50 @@ class JsonCursor {
   std::string_view parse_string() {
     expect('"');
     const size_t start = pos_;
-    const char* data = text_.data();
-    const size_t size = text_.size();
     // Fast path: plain ASCII without escapes is a view of the text.
-    size_t i = start;
-    if constexpr (std::endian::native == std::endian::little) {
-      for (; i + 8 <= size; i += 8) {
-        if (const uint64_t special = special_bytes(load8(data + i))) {
-          i += static_cast<size_t>(std::countr_zero(special)) / 8;
-          break;
-        }
-      }
+    const size_t stop = find_special(start);
+    if (stop < text_.size() && text_[stop] == '"') {
+      pos_ = stop + 1;
+      return text_.substr(start, stop - start);
     }
-    for (; i < size; ++i) {
-      const auto c = static_cast<unsigned char>(data[i]);
-      if (c == '"') {
-        pos_ = i + 1;
-        return text_.substr(start, i - start);
-      }
-      if (c == '\\' || c < 0x20 || c >= 0x80) break;
+    return parse_string_slow(start, stop);
+  }
+
+  // Canonical-layout primitives (Note [Canonical fast path] in json_io.cc):
+  // each reads a value right here (no whitespace skipped) only in its
+  // plainest form, with the value the general parse gives; anything else
+  // returns std::nullopt and leaves the cursor where it was.
+
+  // A string without escapes, control characters or non-ASCII bytes.
+  std::optional<std::string_view> try_plain_string() {
+    if (pos_ >= text_.size() || text_[pos_] != '"') return std::nullopt;
+    const size_t stop = find_special(pos_ + 1);
+    if (stop >= text_.size() || text_[stop] != '"') return std::nullopt;
+    const std::string_view value = text_.substr(pos_ + 1, stop - pos_ - 1);
+    pos_ = stop + 1;
+    return value;
+  }
+  // A non-negative integer of at most 15 digits, not followed by a fraction
+  // or an exponent.
+  std::optional<uint64_t> try_small_uint() {
+    if constexpr (std::endian::native != std::endian::little) return std::nullopt;
+    const char* data = text_.data();
+    const size_t i = pos_;
+    if (text_.size() - i < 16) return std::nullopt;
+    unsigned n = 0;
+    uint64_t value = 0;
+    if (data[i] == '0') {
+      n = 1;  // JSON forbids leading zeros: "01" is left to the general path
+      if (is_digit(data[i + 1])) return std::nullopt;
+    } else if (data[i] >= '1' && data[i] <= '9') {
+      if (!small_digits(data + i, n, value)) return std::nullopt;
+    } else {
+      return std::nullopt;
     }
-    return parse_string_slow(start, i);
+    const char next = data[i + n];
+    if (next == '.' || next == 'e' || next == 'E') return std::nullopt;
+    pos_ = i + n;
+    return value;
   }
 
   JsonNumber parse_number() {
@@ -138,21 +161,10 @@ class JsonCursor {
     size_t i = pos_;
     if constexpr (std::endian::native == std::endian::little) {
       // Up to 15 digits, two words at a time; needs 16 readable bytes.
+      unsigned n = 0;
+      uint64_t value = 0;
       if (size - i >= 16 && data[i] >= '1' && data[i] <= '9') {
-        const uint64_t first = load8(data + i);
-        unsigned n = leading_digits(first);
-        uint64_t value = 0;
-        if (n < 8) {
-          value = digits_value(first, n);
-        } else {
-          const uint64_t second = load8(data + i + 8);
-          const unsigned more = leading_digits(second);
-          if (more == 8) return parse_number_slow();
-          static constexpr uint64_t kPow10[8] = {1,     10,     100,     1000,
-                                                 10000, 100000, 1000000, 10000000};
-          value = digits_value(first, 8) * kPow10[more] + (more ? digits_value(second, more) : 0);
-          n += more;
-        }
+        if (!small_digits(data + i, n, value)) return parse_number_slow();
         const char next = data[i + n];
         if (!(next == '.' || next == 'e' || next == 'E')) {
           JsonNumber number;
@@ -203,6 +215,14 @@ class JsonCursor {
     if (!same_bytes(text_.data() + pos_, quoted_key)) return false;
     pos_ += quoted_key.size();
     expect(':');
+    return true;
+  }
+  // Consumes `literal` when the text continues with exactly these bytes (no
+  // whitespace skipped): the canonical-layout fast path of the readers.
+  bool try_literal(std::string_view literal) {
+    if (text_.size() - pos_ < literal.size()) return false;
+    if (std::memcmp(text_.data() + pos_, literal.data(), literal.size()) != 0) return false;
+    pos_ += literal.size();
     return true;
   }
   // After a member's value: true when another member follows.
@@ -260,6 +280,41 @@ class JsonCursor {
       if (c != ' ' && c != '\n' && c != '\r' && c != '\t') return;
       ++pos_;
     }
+  }
+  // Index of the first '"', '\\', control character or non-ASCII byte at or
+  // after `i`; the text's size when there is none. Eight bytes at a time.
+  size_t find_special(size_t i) const {
+    const char* data = text_.data();
+    const size_t size = text_.size();
+    if constexpr (std::endian::native == std::endian::little) {
+      for (; i + 8 <= size; i += 8) {
+        if (const uint64_t special = special_bytes(load8(data + i))) {
+          return i + static_cast<size_t>(std::countr_zero(special)) / 8;
+        }
+      }
+    }
+    for (; i < size; ++i) {
+      const auto c = static_cast<unsigned char>(data[i]);
+      if (c == '"' || c == '\\' || c < 0x20 || c >= 0x80) return i;
+    }
+    return size;
+  }
+  // The value and count `n` of the 1..15 digits starting at `p` (the first
+  // is 1..9; 16 bytes readable). False when there are more than 15.
+  static bool small_digits(const char* p, unsigned& n, uint64_t& value) {
+    static constexpr uint64_t kPow10[8] = {1, 10, 100, 1000, 10000, 100000, 1000000, 10000000};
+    const uint64_t first = load8(p);
+    n = leading_digits(first);
+    if (n < 8) {
+      value = digits_value(first, n);
+      return true;
+    }
+    const uint64_t second = load8(p + 8);
+    const unsigned more = leading_digits(second);
+    if (more == 8) return false;
+    value = digits_value(first, 8) * kPow10[more] + (more ? digits_value(second, more) : 0);
+    n += more;
+    return true;
   }
   // High bit set in the byte of `word` that is the first '"', '\\', control
   // character or non-ASCII byte (bytes above it may be flagged spuriously:
