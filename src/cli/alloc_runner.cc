@@ -59,9 +59,11 @@ AllocSetup AllocFlags::parse(const Hardware& hw) const {
 
 std::vector<PolicyReplay> replay_policies(AllocTrace& trace, const AllocSetup& setup) {
   std::vector<PolicyReplay> runs;
+  const std::vector<alloc::ReplayEvent> events = replay_events(trace);
   for (const std::string& policy : setup.policies) {
     if (policy == "plan") add_layout(trace, setup.layout_seconds);
-    runs.push_back(replay_policy(trace, policy, setup.capacity, setup.options, setup.granularity));
+    runs.push_back(
+        replay_policy(trace, events, policy, setup.capacity, setup.options, setup.granularity));
   }
   return runs;
 }

@@ -132,13 +132,18 @@ uint64_t peak_live_bytes(const AllocTrace& trace) {
 
 PolicyReplay replay_policy(const AllocTrace& trace, std::string_view policy, uint64_t capacity,
                            const alloc::Options& options, uint64_t granularity) {
+  return replay_policy(trace, replay_events(trace), policy, capacity, options, granularity);
+}
+
+PolicyReplay replay_policy(const AllocTrace& trace, const std::vector<alloc::ReplayEvent>& events,
+                           std::string_view policy, uint64_t capacity,
+                           const alloc::Options& options, uint64_t granularity) {
   alloc::Options tuned = options;
   if (policy == "plan") {
     const alloc::Options placed = plan_policy_options(trace);
     tuned.arena_bytes = placed.arena_bytes;
     tuned.offsets = placed.offsets;
   }
-  const std::vector<alloc::ReplayEvent> events = replay_events(trace);
   PolicyReplay out;
   out.policy = std::string(policy);
   out.capacity = capacity;

@@ -34,7 +34,7 @@ Plan activation_plan(const Graph& view, Activations activations, const Hardware&
                      uint64_t budget, uint64_t host_free, const PlannerOptions& options) {
   switch (activations) {
     case Activations::kKeepAll:
-      return default_plan(view, hw.name, budget);
+      break;  // fit() takes keep-all from the configuration's cached simulation
     case Activations::kRemat:
       return plan_memwall(view, hw, budget, {.time_limit = options.time_limit}).plan;
     case Activations::kCapuchinHost:
@@ -50,7 +50,7 @@ Plan activation_plan(const Graph& view, Activations activations, const Hardware&
     case Activations::kVdnn:
       return plan_vdnn(view, hw, budget, {.time_limit = options.time_limit}).plan;
   }
-  fail("unknown activation planner");
+  fail("no activation planner for {}", to_string(activations));
 }
 
 // Why a finished plan does not fit, as one line; empty when it fits.

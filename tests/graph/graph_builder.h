@@ -64,4 +64,14 @@ inline Graph two_layer_step() {
   return g.graph;
 }
 
+// The message graph_from_json_text throws for `text`, or "no error".
+inline std::string json_error_of(const std::string& text) {
+  try {
+    graph_from_json_text(text);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
 }  // namespace memwall::testing

@@ -87,14 +87,7 @@ std::string one_op_graph(const std::string& op) {
          op + "]}";
 }
 
-std::string error_of(const std::string& text) {
-  try {
-    graph_from_json_text(text);
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "no error";
-}
+using testing::json_error_of;
 
 constexpr const char* kOpStart =
     R"({"id":0,"name":"f","type":"relu","phase":"forward","in":[0],"out":[1],"updates":[],)";
@@ -122,46 +115,48 @@ TEST(JsonCanonical, ObjectsLeavingTheLayoutAreReadWhole) {
 TEST(JsonCanonical, MistakesGetTheGeneralMessages) {
   const std::string tail = R"("workspace":0,"flops":0,"bytes":0,"time":null})";
   EXPECT_EQ(
-      error_of(one_op_graph(std::string(kOpStart) + tail + "x")),
+      json_error_of(one_op_graph(std::string(kOpStart) + tail + "x")),
       "graph: invalid JSON at line 5, column 130 (in op 0): expected ',' or ']' after an array "
       "element");
-  EXPECT_EQ(error_of(one_op_graph(std::string(kOpStart) +
-                                  R"("workspace":0,"flops":0,"bytes":0,"time":null,"extra":1})")),
-            "graph: op 0 (\"f\"): unknown field \"extra\"");
-  EXPECT_EQ(error_of(one_op_graph(std::string(kOpStart) +
-                                  R"("workspace":0,"flops":0,"bytes":0,"time":null,"flops":1})")),
-            "graph: op 0 (\"f\"): duplicate field \"flops\"");
-  EXPECT_EQ(error_of(one_op_graph(std::string(kOpStart) +
-                                  R"("workspace":01,"flops":0,"bytes":0,"time":null})")),
+  EXPECT_EQ(
+      json_error_of(one_op_graph(std::string(kOpStart) +
+                                 R"("workspace":0,"flops":0,"bytes":0,"time":null,"extra":1})")),
+      "graph: op 0 (\"f\"): unknown field \"extra\"");
+  EXPECT_EQ(
+      json_error_of(one_op_graph(std::string(kOpStart) +
+                                 R"("workspace":0,"flops":0,"bytes":0,"time":null,"flops":1})")),
+      "graph: op 0 (\"f\"): duplicate field \"flops\"");
+  EXPECT_EQ(json_error_of(one_op_graph(std::string(kOpStart) +
+                                       R"("workspace":01,"flops":0,"bytes":0,"time":null})")),
             "graph: invalid JSON at line 5, column 97 (in op 0): expected ',' or '}' after an "
             "object member");
-  EXPECT_EQ(error_of(one_op_graph(std::string(kOpStart) +
-                                  R"("workspace":0,"flops":-1,"bytes":0,"time":null})")),
+  EXPECT_EQ(json_error_of(one_op_graph(std::string(kOpStart) +
+                                       R"("workspace":0,"flops":-1,"bytes":0,"time":null})")),
             "graph: op 0 (\"f\"): \"flops\" must be a finite number >= 0, got -1");
-  EXPECT_EQ(error_of(one_op_graph(std::string(kOpStart) +
-                                  R"("workspace":0,"flops":1e999,"bytes":0,"time":null})")),
+  EXPECT_EQ(json_error_of(one_op_graph(std::string(kOpStart) +
+                                       R"("workspace":0,"flops":1e999,"bytes":0,"time":null})")),
             "graph: op 0 (\"f\"): \"flops\" must be a finite number >= 0, got 1e999");
-  EXPECT_EQ(error_of(one_op_graph(std::string(kOpStart) +
-                                  R"("workspace":0,"flops":1.,"bytes":0,"time":null})")),
+  EXPECT_EQ(json_error_of(one_op_graph(std::string(kOpStart) +
+                                       R"("workspace":0,"flops":1.,"bytes":0,"time":null})")),
             "graph: invalid JSON at line 5, column 108 (in op 0): invalid number (a digit must "
             "follow '.')");
   EXPECT_EQ(
-      error_of(one_op_graph(
+      json_error_of(one_op_graph(
           R"({"id":0,"name":"f","type":"relu","phase":"fwd","in":[0],"out":[1],"updates":[],)" +
           tail)),
       "graph: op 0 (\"f\"): unknown phase \"fwd\" (expected forward, backward, optimizer or "
       "comm)");
   EXPECT_EQ(
-      error_of(one_op_graph(
+      json_error_of(one_op_graph(
           R"({"id":0,"name":"f","type":"relu","phase":"forward","in":[0,-1],"out":[1],"updates":[],)" +
           tail)),
       "graph: op 0 (\"f\"): \"in\" must be an array of buffer ids, got -1 in it");
   EXPECT_EQ(
-      error_of(one_op_graph(
+      json_error_of(one_op_graph(
           R"({"id":0,"name":"f","type":"relu","phase":"forward","in":[2147483648],"out":[1],"updates":[],)" +
           tail)),
       "graph: op 0 (\"f\"): reads buffer 2147483648, which does not exist");
-  EXPECT_EQ(error_of(one_op_graph(
+  EXPECT_EQ(json_error_of(one_op_graph(
                 R"({"id":1,"name":"f","type":"relu","phase":"forward","in":[0],"out":[1],)"
                 R"("updates":[],)" +
                 tail)),

@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "graph_builder.h"
 #include "memwall/graph/graph.h"
 
 namespace memwall {
@@ -46,14 +47,7 @@ Graph chain() {
   return chain([](int i) { return fmt::format("op{}", i); });
 }
 
-std::string error_of(const std::string& text) {
-  try {
-    graph_from_json_text(text);
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "no error";
-}
+using testing::json_error_of;
 
 // Replaces the first occurrence of `from` at or after `at`.
 std::string replaced(std::string text, const std::string& from, const std::string& to,
@@ -103,7 +97,7 @@ TEST(JsonParallel, OpsBeforeBuffers) {
   const std::string bad =
       replaced(replaced(swapped, "\"relu\"", "7", op_offset(swapped, kOps - 10)), "\"bytes\":64",
                "\"bytes\":-1", swapped.find("\"buffers\":"));
-  EXPECT_EQ(error_of(bad),
+  EXPECT_EQ(json_error_of(bad),
             fmt::format("graph: op {} (\"op{}\"): \"type\" must be a string, got a number",
                         kOps - 10, kOps - 10));
 }
@@ -125,7 +119,7 @@ TEST(JsonParallel, ErrorsInEitherHalf) {
   for (const int i : {1, first - 1, first, first + 1, kOps / 2, kOps - 1}) {
     SCOPED_TRACE(i);
     const size_t at = op_offset(text, i);
-    EXPECT_EQ(error_of(replaced(text, "\"phase\":\"forward\"", "\"phase\":\"sideways\"", at)),
+    EXPECT_EQ(json_error_of(replaced(text, "\"phase\":\"forward\"", "\"phase\":\"sideways\"", at)),
               fmt::format("graph: op {} (\"op{}\"): unknown phase \"sideways\" (expected "
                           "forward, backward, optimizer or comm)",
                           i, i));
@@ -137,12 +131,12 @@ TEST(JsonParallel, ErrorsInEitherHalf) {
             std::count(broken.begin(), broken.begin() + static_cast<std::ptrdiff_t>(pos), '\n')) +
         1;
     const size_t column = pos - broken.rfind('\n', pos);
-    EXPECT_EQ(error_of(broken),
+    EXPECT_EQ(json_error_of(broken),
               fmt::format("graph: invalid JSON at line {}, column {} (in op {}): expected ':', got "
                           "'\"'",
                           line, column, i));
     // An id out of order where the second thread may start.
-    EXPECT_EQ(error_of(replaced(text, fmt::format("{{\"id\":{},", i), "{\"id\":4,", at - 1)),
+    EXPECT_EQ(json_error_of(replaced(text, fmt::format("{{\"id\":{},", i), "{\"id\":4,", at - 1)),
               fmt::format("graph: op {} (\"op{}\"): \"id\" is 4, expected {} (ids are dense, "
                           "0-based and in order)",
                           i, i, i));
@@ -155,20 +149,21 @@ TEST(JsonParallel, FirstErrorInTheTextWins) {
   const std::string op_message =
       fmt::format("graph: op {} (\"op{}\"): \"in\" must be an array of buffer ids, got -{} in it",
                   kOps * 3 / 4, kOps * 3 / 4, kOps * 3 / 4);
-  EXPECT_EQ(error_of(bad_op), op_message);
+  EXPECT_EQ(json_error_of(bad_op), op_message);
   // Buffers come first in the text: their error is the one reported.
-  EXPECT_EQ(error_of(replaced(bad_op, "\"kind\":\"activation\"", "\"kind\":\"weights\"")),
+  EXPECT_EQ(json_error_of(replaced(bad_op, "\"kind\":\"activation\"", "\"kind\":\"weights\"")),
             "graph: buffer 1 (\"a1\"): unknown kind \"weights\" (expected param, grad, "
             "optim_state, activation, input, workspace or temp)");
   // So does an earlier op's, and a syntax error in meta.
-  EXPECT_EQ(error_of(replaced(bad_op, "\"type\":\"relu\"", "\"type\":1", op_offset(text, 2))),
+  EXPECT_EQ(json_error_of(replaced(bad_op, "\"type\":\"relu\"", "\"type\":1", op_offset(text, 2))),
             "graph: op 2 (\"op2\"): \"type\" must be a string, got a number");
   const std::string meta_message = "graph: invalid JSON at line 3,";
-  EXPECT_EQ(
-      error_of(replaced(bad_op, "\"meta\": {}", "\"meta\": {,}")).substr(0, meta_message.size()),
-      meta_message);
+  EXPECT_EQ(json_error_of(replaced(bad_op, "\"meta\": {}", "\"meta\": {,}"))
+                .substr(0, meta_message.size()),
+            meta_message);
   // A later problem noted on the top-level object is reported after.
-  EXPECT_EQ(error_of(replaced(bad_op, "\"meta\": {}", "\"meta\": {}, \"extra\": 1")), op_message);
+  EXPECT_EQ(json_error_of(replaced(bad_op, "\"meta\": {}", "\"meta\": {}, \"extra\": 1")),
+            op_message);
 }
 
 }  // namespace

@@ -83,5 +83,11 @@ struct PolicyReplay {
 PolicyReplay replay_policy(const AllocTrace& trace, std::string_view policy, uint64_t capacity,
                            const alloc::Options& options = {},
                            uint64_t granularity = alloc::kDefaultGranularity);
+// The same with the trace's replay_events given: callers replaying several
+// policies sort the events once.
+PolicyReplay replay_policy(const AllocTrace& trace, const std::vector<alloc::ReplayEvent>& events,
+                           std::string_view policy, uint64_t capacity,
+                           const alloc::Options& options = {},
+                           uint64_t granularity = alloc::kDefaultGranularity);
 
 }  // namespace memwall
