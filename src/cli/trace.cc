@@ -1,7 +1,6 @@
 // `memwall trace`: imports one training iteration of a real PyTorch model
 // (a torchvision classifier or the user's own script) as a memwall.graph/1
 // file, through the tracer of src/importers (docs/trace.md).
-#include <chrono>
 #include <iostream>
 #include <optional>
 
@@ -12,6 +11,7 @@
 #include "format.h"
 #include "memwall/graph/counts.h"
 #include "memwall/graph/graph.h"
+#include "memwall/graph/stopwatch.h"
 #include "memwall/importers/torch_trace.h"
 #include "options.h"
 
@@ -42,10 +42,9 @@ int run_trace(const TraceArgs& args) {
   request.optimizer = args.optimizer;
   request.measure = args.measure;
 
-  const auto start = std::chrono::steady_clock::now();
+  const Stopwatch stopwatch;
   const Graph graph = importers::trace_torch(request);
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double seconds = stopwatch.seconds();
   write_graph_file(graph, args.out);
 
   const MemoryProfile profile = memory_profile(graph);

@@ -317,8 +317,6 @@ std::optional<double> canonical_amount(JsonCursor& cur) {
   return value;
 }
 
-std::optional<std::string_view> canonical_string(JsonCursor& cur) { return cur.try_plain_string(); }
-
 // `[` ids `]` with no whitespace, each id as read_ids accepts it.
 template <typename List>
 bool canonical_list(JsonCursor& cur, uint64_t max, List& list) {
@@ -338,12 +336,12 @@ bool canonical_buffer(JsonCursor& cur, size_t index, Buffer& buffer) {
   if (!cur.try_literal("{\"id\":") || !(id = canonical_size(cur, kMaxId)) || *id != index) {
     return false;
   }
-  if (!cur.try_literal(",\"name\":") || !(name = canonical_string(cur))) return false;
+  if (!cur.try_literal(",\"name\":") || !(name = cur.try_plain_string())) return false;
   buffer.name.assign(*name);
   if (!cur.try_literal(",\"bytes\":") || !(bytes = canonical_size(cur, kMaxBytes))) return false;
-  if (!cur.try_literal(",\"kind\":") || !(kind = canonical_string(cur))) return false;
+  if (!cur.try_literal(",\"kind\":") || !(kind = cur.try_plain_string())) return false;
   const std::optional<BufferKind> parsed_kind = parse_buffer_kind(*kind);
-  if (!parsed_kind || !cur.try_literal(",\"dtype\":") || !(dtype = canonical_string(cur))) {
+  if (!parsed_kind || !cur.try_literal(",\"dtype\":") || !(dtype = cur.try_plain_string())) {
     return false;
   }
   const std::optional<DType> parsed_dtype = parse_dtype(*dtype);
@@ -366,11 +364,11 @@ bool canonical_op(JsonCursor& cur, size_t index, Op& op) {
   if (!cur.try_literal("{\"id\":") || !(id = canonical_size(cur, kMaxId)) || *id != index) {
     return false;
   }
-  if (!cur.try_literal(",\"name\":") || !(text = canonical_string(cur))) return false;
+  if (!cur.try_literal(",\"name\":") || !(text = cur.try_plain_string())) return false;
   op.name.assign(*text);
-  if (!cur.try_literal(",\"type\":") || !(text = canonical_string(cur))) return false;
+  if (!cur.try_literal(",\"type\":") || !(text = cur.try_plain_string())) return false;
   op.type.assign(*text);
-  if (!cur.try_literal(",\"phase\":") || !(text = canonical_string(cur))) return false;
+  if (!cur.try_literal(",\"phase\":") || !(text = cur.try_plain_string())) return false;
   const std::optional<Phase> phase = parse_phase(*text);
   if (!phase || !cur.try_literal(",\"in\":") || !canonical_list(cur, kMaxId, op.in) ||
       !cur.try_literal(",\"out\":") || !canonical_list(cur, kMaxId, op.out) ||

@@ -20,10 +20,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <sstream>
 
 #include "memwall/graph/error.h"
+#include "memwall/graph/file_text.h"
 #include "memwall/graph/graph.h"
 
 extern char** environ;
@@ -56,19 +56,6 @@ class TempDir {
   std::string path_;
 };
 
-std::string read_all(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-void write_all(const std::string& path, std::string_view text) {
-  std::ofstream out(path, std::ios::binary);
-  out << text;
-  if (!out.flush()) fail("trace: cannot write {}", path);
-}
-
 // The tracer's one-line message, else the last non-empty line of stderr.
 std::string failure_line(const std::string& err) {
   std::string last;
@@ -78,14 +65,6 @@ std::string failure_line(const std::string& err) {
     if (line.find_first_not_of(" \t\r") != std::string::npos) last = line;
   }
   return last;
-}
-
-std::string replace_all(std::string text, std::string_view what, const std::string& with) {
-  for (size_t at = text.find(what); at != std::string::npos;
-       at = text.find(what, at + with.size())) {
-    text.replace(at, what.size(), with);
-  }
-  return text;
 }
 
 }  // namespace
@@ -109,10 +88,10 @@ std::string run_tracer_in(const TempDir& dir, const std::vector<std::string>& ar
   const std::string script = dir.path() + "/memwall_trace.py";
   const std::string out_path = dir.path() + "/stdout";
   const std::string err_path = dir.path() + "/stderr";
-  write_all(script, torch_tracer_source());
+  write_file_atomically(script, torch_tracer_source());
 
   std::vector<std::string> argv_text = {python, script};
-  for (const std::string& a : args) argv_text.push_back(replace_all(a, "{tmp}", dir.path()));
+  argv_text.insert(argv_text.end(), args.begin(), args.end());
   std::vector<char*> argv;
   for (std::string& a : argv_text) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -132,7 +111,7 @@ std::string run_tracer_in(const TempDir& dir, const std::vector<std::string>& ar
   while (waitpid(pid, &status, 0) < 0) {
     if (errno != EINTR) fail("trace: waiting for {}: {}", python, std::strerror(errno));
   }
-  const std::string err = read_all(err_path);
+  const std::string err(FileText(err_path).text());
   if (WIFSIGNALED(status)) {
     fail("trace: the PyTorch tracer was killed by signal {}{}", WTERMSIG(status),
          WTERMSIG(status) == SIGKILL ? " (out of memory?)" : "");
@@ -143,7 +122,7 @@ std::string run_tracer_in(const TempDir& dir, const std::vector<std::string>& ar
       fail("trace: the PyTorch tracer failed with exit code {}", WEXITSTATUS(status));
     fail("trace: {}", line);
   }
-  return read_all(out_path);
+  return std::string(FileText(out_path).text());
 }
 
 }  // namespace
@@ -169,9 +148,9 @@ Graph trace_torch(const TorchTraceRequest& request) {
     args = {"--script", request.script};
   }
   if (request.measure) args.push_back("--measure");
-  args.push_back("--out");
-  args.push_back("{tmp}/graph.json");
   TempDir dir;
+  args.push_back("--out");
+  args.push_back(dir.path() + "/graph.json");
   run_tracer_in(dir, args);
   try {
     return read_graph_file(dir.path() + "/graph.json");

@@ -39,9 +39,8 @@ struct TorchTraceRequest {
 // graph that does not validate.
 Graph trace_torch(const TorchTraceRequest& request);
 
-// Runs the embedded tracer with `args` in a private temporary directory
-// (its working directory is the caller's; "{tmp}" in an argument is
-// replaced by that directory's path) and returns its standard output.
+// Runs the embedded tracer with `args` from a private temporary directory
+// (its working directory is the caller's) and returns its standard output.
 // Throws Error carrying the tracer's one-line message when it fails.
 std::string run_torch_tracer(const std::vector<std::string>& args);
 
