@@ -39,9 +39,21 @@ try:
     from torch.overrides import TorchFunctionMode
     from torch.utils._pytree import tree_flatten
     from torch.utils._python_dispatch import TorchDispatchMode
-except ImportError as e:  # reported by main(): python3-torch is missing
+except ImportError as e:  # python3-torch is missing
     torch = None
     _TORCH_IMPORT_ERROR = str(e)
+
+
+def _torch_missing():
+    return (f"PyTorch is not installed for {sys.executable} ({_TORCH_IMPORT_ERROR}; "
+            "install python3-torch and python3-torchvision: scripts/install-deps.sh --torch, "
+            "or point MEMWALL_PYTHON at an interpreter that has them)")
+
+
+# Said before the classes below are defined: they derive from torch's.
+if torch is None and __name__ == "__main__":
+    sys.stderr.write(f"{ERROR_PREFIX}{_torch_missing()}\n")
+    sys.exit(2)
 
 # ---------------------------------------------------------------------------
 # dtypes: memwall's names (include/memwall/graph/types.h)
@@ -787,10 +799,50 @@ def run_one(source, meta, measure, build):
         fail(f"{source}: the training step failed: {type(e).__name__}: {_first_line(e)}")
     meta = dict(meta)
     meta["param_count"] = sum(p.numel() for p in _unique_params(model))
+    meta["dtype"] = _param_dtype(model)
+    if "batch" not in meta:
+        size = _batch_size(batch)
+        if size is not None:
+            meta["batch"] = size
     meta["device"] = "cpu" if measure else "meta"
     meta["torch"] = torch.__version__
     meta["source"] = "memwall trace"
     return to_graph(recorder, meta.get("model", source), meta)
+
+
+def _param_dtype(model):
+    """The floating dtype holding most parameter elements ("fp32", "bf16",
+    ...): what a user means by the model's dtype. Mixed precision under
+    autocast still keeps fp32 parameters and is reported as fp32."""
+    elements = {}
+    for p in _unique_params(model):
+        if p.dtype.is_floating_point:
+            elements[p.dtype] = elements.get(p.dtype, 0) + p.numel()
+    if not elements:
+        return "fp32"
+    return dtype_name(max(elements, key=elements.get))
+
+
+def _batch_size(batch):
+    """The first dimension of the batch's first tensor, or None."""
+    flat, _ = tree_flatten(batch)
+    for t in flat:
+        if isinstance(t, torch.Tensor) and t.dim() > 0:
+            return int(t.shape[0])
+    return None
+
+
+def graph_name(model, meta, function=None):
+    """"resnet50 b32 i224 fp32 traced", "my_model:build b8 bf16 traced": the
+    model, batch, image side (torchvision) and dtype, so that plans made
+    for one trace are not mistaken for another's."""
+    parts = [f"{model}:{function}" if function else model]
+    if "batch" in meta:
+        parts.append(f"b{meta['batch']}")
+    if "image" in meta:
+        parts.append(f"i{meta['image']}")
+    parts.append(meta["dtype"])
+    return " ".join(parts) + " traced"
 
 
 def _check_built(built):
@@ -811,7 +863,7 @@ def _unique_params(model):
 
 
 def write_json(graph, path):
-    tmp = f"{path}.tmp{os.getpid()}"
+    tmp = f"{path}.tmp"  # memwall's private directory: it removes this name if interrupted
     with open(tmp, "w") as f:
         json.dump(graph, f, separators=(",", ":"))
     os.replace(tmp, path)
@@ -830,8 +882,7 @@ def main(argv):
     parser.add_argument("--out")
     args = parser.parse_args(argv)
     if torch is None:
-        fail(f"PyTorch is not installed for {sys.executable} ({_TORCH_IMPORT_ERROR}; "
-             "install python3-torch and python3-torchvision: scripts/install-deps.sh --torch)")
+        fail(_torch_missing())
     if args.batch <= 0 or (args.image is not None and args.image <= 0):
         fail("--batch and --image must be positive")
     torch.manual_seed(0)
@@ -845,12 +896,13 @@ def main(argv):
                 "optimizer": args.optimizer}
         graph = run_one(args.torchvision, meta, args.measure, lambda: build_torchvision(
             args.torchvision, args.batch, args.image, args.optimizer))
-        graph["name"] = f"{args.torchvision} b{args.batch} i{args.image} traced"
+        graph["name"] = graph_name(args.torchvision, graph["meta"])
     elif args.script:
-        name = os.path.splitext(os.path.basename(args.script.rpartition(":")[0]))[0]
-        graph = run_one(args.script, {"model": name}, args.measure,
+        path, _, function = args.script.rpartition(":")
+        name = os.path.splitext(os.path.basename(path))[0]
+        graph = run_one(args.script, {"model": name, "function": function}, args.measure,
                         lambda: build_script(args.script))
-        graph["name"] = f"{name} traced"
+        graph["name"] = graph_name(name, graph["meta"], function)
     else:
         fail("give --torchvision NAME or --script FILE.py:FUNCTION")
     write_json(graph, args.out)
@@ -873,7 +925,7 @@ def sweep(args):
                     "optimizer": args.optimizer}
             graph = run_one(name, meta, False, lambda: build_torchvision(
                 name, args.batch, image, args.optimizer))
-            graph["name"] = f"{name} b{args.batch} i{image} traced"
+            graph["name"] = graph_name(name, graph["meta"])
             write_json(graph, os.path.join(args.sweep, f"{name}.json"))
             print(f"{name} ok {time.perf_counter() - start:.2f}", flush=True)
         except Exception as e:  # one model's failure must not hide the others'

@@ -31,12 +31,12 @@ struct ReplayArgs {
 
 AllocTrace load_trace(const ReplayArgs& args, const Hardware& hw) {
   if (!args.csv_file.empty()) {
-    if (!args.plan_file.empty() || !args.source.graph_file.empty()) {
-      fail("--csv takes no --graph or --plan: replay one input at a time");
+    if (!args.plan_file.empty() || args.source.given()) {
+      fail("--csv takes no --model, --graph or --plan: replay one input at a time");
     }
     return csv_alloc_trace(read_layout_csv(args.csv_file), args.csv_file);
   }
-  const Graph graph = args.source.load();
+  const Graph graph = args.source.load(hw);
   if (args.plan_file.empty()) return graph_alloc_trace(graph);
   const SimulatedPlan plan = simulate_plan_file(args.plan_file, graph, hw);
   AllocTrace trace = plan_alloc_trace(graph, plan.plan, plan.sim);
@@ -64,7 +64,10 @@ nlohmann::json replay_json(const PolicyReplay& r) {
 }
 
 int run_replay(const ReplayArgs& args) {
-  const Hardware hw = args.gpu.load();
+  // A plan is replayed on the hardware it was made for, unless --gpu says.
+  const Hardware hw = args.plan_file.empty()
+                          ? args.gpu.load()
+                          : args.gpu.load_for_plan(read_plan_file(args.plan_file));
   const AllocSetup setup = args.flags.parse(hw);
   AllocTrace trace = load_trace(args, hw);
   const std::vector<PolicyReplay> runs = replay_policies(trace, setup);

@@ -83,9 +83,16 @@ int run_bench_plan(const BenchPlanArgs& args) {
   if (models.empty()) {
     for (const ModelInfo& m : model_zoo()) models.push_back(m.name);
   }
+  // The zoo's default shapes, in bf16, or fp16 on a GPU without bf16.
+  ModelOptions shapes;
+  if (!computes_in(hw, DType::kBF16)) {
+    shapes.precision = Precision::kFp16;
+    note(fmt::format("{} has no bf16 arithmetic: the models train in fp16 mixed precision",
+                     hw.name));
+  }
   std::vector<Row> rows;
   for (const std::string& model : models) {
-    const Graph graph = build_model(model, {});
+    const Graph graph = build_model(model, shapes);
     const uint64_t peak = memory_profile(graph).peak_bytes;
     const uint64_t cap = default_budget(hw);
     for (const double f : args.fractions) {

@@ -87,8 +87,8 @@ int run_bench_remat(const BenchRematArgs& args) {
   const bool has_memwall = std::any_of(planners.begin(), planners.end(),
                                        [](const RematPlanner* p) { return p->name == kMemwall; });
 
-  const Graph graph = args.source.load();
   const Hardware hw = args.gpu.load();
+  const Graph graph = args.source.load(hw);
   const SimResult keep_all = keep_all_simulation(graph, hw);
   const uint64_t peak = device_peak(keep_all);
   const RematFloor floor = remat_floor(graph, hw, options);

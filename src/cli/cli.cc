@@ -7,6 +7,8 @@
 
 #include "commands.h"
 #include "memwall/graph/error.h"
+#include "memwall/graph/interrupt_cleanup.h"
+#include "terminal_text.h"
 
 namespace memwall::cli {
 namespace {
@@ -21,7 +23,11 @@ bool is_verb(CLI::App& app, const std::string& name) {
 }  // namespace
 
 int run(int argc, char** argv) {
+  install_interrupt_cleanup();  // an interrupted command leaves no temporaries
+  escape_control_characters(std::cout);
+  escape_control_characters(std::cerr);
   CLI::App app{"memwall: plan, simulate and run training that does not fit in accelerator memory"};
+  app.set_version_flag("--version", "memwall " MEMWALL_VERSION);
   app.require_subcommand(1);
   Action action;
   add_inspect(app, action);
@@ -48,6 +54,8 @@ int run(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
   } catch (const CLI::ParseError& e) {
     // One line, exit code 2, like every other bad input.
     std::cerr << fmt::format("memwall: error: {}\n", e.what());
@@ -61,6 +69,10 @@ int run(int argc, char** argv) {
   } catch (const std::bad_alloc&) {
     std::cerr << "memwall: error: out of memory (input too large)\n";
     return 2;
+  } catch (const std::exception& e) {
+    // Not a judgement on the input: a memwall bug, reported in one line.
+    std::cerr << fmt::format("memwall: error: internal error: {}\n", e.what());
+    return 1;
   }
 }
 

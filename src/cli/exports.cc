@@ -3,7 +3,8 @@
 #include <fmt/format.h>
 
 #include "format.h"
-#include "memwall/graph/file_text.h"
+#include "memwall/graph/graph.h"
+#include "memwall/graph/output_files.h"
 #include "memwall/report/chrome_trace.h"
 #include "memwall/report/memory_svg.h"
 
@@ -18,12 +19,17 @@ SimOptions SimExports::sim_options() const {
   return {.record_timeline = !trace_file.empty(), .record_curves = !svg_file.empty()};
 }
 
-void SimExports::write(const Graph& graph, const Plan& plan, const Hardware& hw,
-                       const SimResult& r) const {
-  if (!trace_file.empty()) write_file_atomically(trace_file, chrome_trace_json(graph, plan, r));
+void SimExports::declare(OutputFiles& outputs) const {
+  outputs.declare(trace_file);
+  outputs.declare(svg_file);
+}
+
+void SimExports::write(OutputFiles& outputs, const Graph& graph, const Plan& plan,
+                       const Hardware& hw, const SimResult& r) const {
+  if (!trace_file.empty()) outputs.set(trace_file, chrome_trace_json(graph, plan, r));
   if (!svg_file.empty()) {
-    write_file_atomically(
-        svg_file, memory_svg(r, fmt::format("{} on {}: device memory", graph.name, hw.name)));
+    outputs.set(svg_file,
+                memory_svg(r, fmt::format("{} on {}: device memory", graph.name, hw.name)));
   }
 }
 
@@ -32,6 +38,11 @@ std::string SimExports::written_rows() const {
   if (!trace_file.empty()) rows += field("trace written to", trace_file);
   if (!svg_file.empty()) rows += field("plot written to", svg_file);
   return rows;
+}
+
+std::string plan_text_for(Plan plan, const Graph& graph) {
+  plan.graph_fingerprint = graph_fingerprint(graph);
+  return plan_to_json_text(plan);
 }
 
 }  // namespace memwall::cli

@@ -11,6 +11,7 @@
 #include "format.h"
 #include "memwall/graph/counts.h"
 #include "memwall/graph/graph.h"
+#include "memwall/graph/output_files.h"
 #include "memwall/hw/hardware.h"
 #include "options.h"
 
@@ -72,8 +73,10 @@ uint64_t of_kind(const std::array<uint64_t, kNumBufferKinds>& bytes, BufferKind 
 }
 
 int run_inspect(const InspectArgs& args) {
-  const Graph graph = args.source.load();
+  OutputFiles outputs;
+  outputs.declare(args.export_path);
   const Hardware hw = args.gpu.load();
+  const Graph graph = args.source.load(hw);
   const MemoryProfile profile = memory_profile(graph);
   const MemorySummary summary = memory_summary(graph);
   const uint64_t params = param_count(graph);
@@ -83,13 +86,17 @@ int run_inspect(const InspectArgs& args) {
   const std::string peak_op_name =
       profile.peak_op == kNoOp ? std::string() : graph.ops[profile.peak_op].name;
 
-  if (!args.export_path.empty()) write_graph_file(graph, args.export_path);
+  if (!args.export_path.empty()) {
+    outputs.set(args.export_path, graph_to_json_text(graph));
+    outputs.commit();
+  }
 
   if (args.json) {
     nlohmann::json out = {{"graph", graph.name},
                           {"gpu", hw.name},
                           {"ops", graph.ops.size()},
                           {"buffers", graph.buffers.size()},
+                          {"fingerprint", graph_fingerprint(graph)},
                           {"param_count", params}};
     if (graph.meta.contains("model")) out["model"] = graph.meta["model"];
     for (BufferKind kind : kKinds) {
@@ -128,6 +135,7 @@ int run_inspect(const InspectArgs& args) {
   std::cout << fmt::format("{} on {} ({})\n", graph.name, hw.name, hw.description);
   line("ops / buffers",
        fmt::format("{} / {}", grouped(graph.ops.size()), grouped(graph.buffers.size())));
+  line("fingerprint", graph_fingerprint(graph));
   line("parameters", grouped(params));
   bytes_line("params", of_kind(summary.bytes_by_kind, BufferKind::kParam));
   bytes_line("grads", of_kind(summary.bytes_by_kind, BufferKind::kGrad));

@@ -8,11 +8,12 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "exports.h"
 #include "format.h"
 #include "layout_runner.h"
 #include "memwall/cli/plan_layout.h"
 #include "memwall/graph/error.h"
-#include "memwall/graph/file_text.h"
+#include "memwall/graph/output_files.h"
 #include "memwall/layout/csv.h"
 #include "memwall/layout/from_graph.h"
 #include "memwall/layout/problem.h"
@@ -60,9 +61,9 @@ Input load_input(const LayoutArgs& args) {
     in.problem = read_layout_csv(args.csv_file).problem;
     return in;
   }
-  in.graph = args.source.load();
-  in.hw = args.gpu.load();
   if (args.plan_file.empty()) {
+    in.hw = args.gpu.load();
+    in.graph = args.source.load(*in.hw);
     // The default schedule: lifetimes in op indices (from_graph.h). Its
     // plan gets the offsets when a plan is written.
     in.name = in.graph->name + " (default schedule)";
@@ -73,8 +74,12 @@ Input load_input(const LayoutArgs& args) {
     return in;
   }
   in.name = args.plan_file;
+  Plan plan = read_plan_file(args.plan_file);
+  in.hw = args.gpu.load_for_plan(plan);
+  in.graph = args.source.load(*in.hw);
   // The plan's own offsets, if any, are replaced.
-  SimulatedPlan simulated = simulate_plan_file(args.plan_file, *in.graph, *in.hw, true);
+  SimulatedPlan simulated =
+      simulate_plan_file(args.plan_file, std::move(plan), *in.graph, *in.hw, true);
   in.plan = std::move(simulated.plan);
   in.sim = std::move(simulated.sim);
   // The plan's arena is its budget.
@@ -82,10 +87,10 @@ Input load_input(const LayoutArgs& args) {
   return in;
 }
 
-// Writes the CSV, or the plan with offsets after the simulator accepts it.
-void write_output(const LayoutArgs& args, Input& in, const Layout& layout) {
+// The CSV, or the plan with offsets after the simulator accepts it.
+void write_output(OutputFiles& outputs, const LayoutArgs& args, Input& in, const Layout& layout) {
   if (args.out.ends_with(".csv")) {
-    write_layout_csv(args.out, in.problem, layout);
+    outputs.set(args.out, layout_to_csv(in.problem, layout));
     return;
   }
   if (in.sim.residencies.empty()) {
@@ -95,7 +100,7 @@ void write_output(const LayoutArgs& args, Input& in, const Layout& layout) {
   const Plan pinned = pin_offsets(*in.plan, *in.graph, in.problem, layout, in.sim.residencies);
   const SimResult check = simulate(*in.graph, pinned, *in.hw, {.record_curves = false});
   if (!check.valid) fail("internal error: the simulator rejects the pinned plan: {}", check.reason);
-  write_file_atomically(args.out, plan_to_json_text(pinned));
+  outputs.set(args.out, plan_text_for(pinned, *in.graph));
 }
 
 int run_layout_command(const LayoutArgs& args) {
@@ -105,6 +110,8 @@ int run_layout_command(const LayoutArgs& args) {
   if (!args.out.empty() && !args.out.ends_with(".csv") && !args.csv_file.empty()) {
     fail("--out {}: a CSV input lays out to a .csv file", args.out);
   }
+  OutputFiles outputs;
+  outputs.declare(args.out);
   Input in = load_input(args);
   in.problem.alignment = static_cast<uint64_t>(parse_count(args.alignment, "--alignment"));
   validate_problem(in.problem);
@@ -116,7 +123,10 @@ int run_layout_command(const LayoutArgs& args) {
   }
   const LayoutRun run = run_layout(in.problem, args.algorithm, args.time_limit);
   const bool ok = run.fits();
-  if (ok && !args.out.empty()) write_output(args, in, *run.layout);
+  if (ok && !args.out.empty()) {
+    write_output(outputs, args, in, *run.layout);
+    outputs.commit();
+  }
 
   const uint64_t capacity = in.problem.capacity;
   if (args.json) {

@@ -79,7 +79,7 @@ void add_gpus(CLI::App& app, Action& action) {
       for (const Hardware& hw : builtin_gpus()) {
         std::cout << fmt::format("{:<10} {:>10} {:>11.1f} {:>11.1f} {:>9.0f} {:>9.1f}  {}\n",
                                  hw.name, human_bytes(hw.device_memory_bytes),
-                                 peak_flops(hw, DType::kBF16) / 1e12, hw.peak_flops_fp32 / 1e12,
+                                 hw.peak_flops_bf16 / 1e12, hw.peak_flops_fp32 / 1e12,
                                  hw.hbm_bandwidth / 1e9, hw.h2d_bandwidth / 1e9, hw.description);
       }
       return 0;

@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cstdlib>
 #include <filesystem>
+#include <iostream>
 #include <string_view>
 #include <utility>
 
@@ -18,6 +19,19 @@ namespace {
 // "the model's default", which a user typing 0 did not ask for.
 int64_t positive(const std::optional<std::string>& value, const char* flag) {
   return value ? parse_count(*value, flag) : 0;
+}
+
+// The dtype the math of a precision runs in (mixed precision: the half type).
+DType compute_dtype(Precision precision) {
+  switch (precision) {
+    case Precision::kBf16:
+      return DType::kBF16;
+    case Precision::kFp16:
+      return DType::kF16;
+    case Precision::kFp32:
+      break;
+  }
+  return DType::kF32;
 }
 
 }  // namespace
@@ -74,28 +88,52 @@ uint64_t parse_bytes(const std::string& text, const char* flag, uint64_t referen
 
 void GraphSource::add_options(CLI::App& app, const std::string& default_model) {
   model = default_model;
-  app.add_option("--model", model, "built-in model (see `memwall models`)")->capture_default_str();
+  model_option = app.add_option("--model", model, "built-in model (see `memwall models`)")
+                     ->capture_default_str();
   app.add_option("--graph", graph_file, "read a memwall.graph/1 JSON file instead of --model");
   app.add_option("--batch", batch, "batch size (default: the model's)");
   app.add_option("--seq", seq, "sequence length, transformers (default: the model's)");
   app.add_option("--image", image, "image side in pixels, CNNs (default: the model's)");
-  app.add_option("--dtype", dtype, "fp32, or bf16/fp16 mixed precision")->capture_default_str();
-  app.add_option("--optimizer", optimizer, "sgd, momentum, adam or adamw")->capture_default_str();
+  dtype_option = app.add_option("--dtype", dtype,
+                                "fp32, or bf16/fp16 mixed precision (default: bf16, or fp16 on "
+                                "GPUs without bf16)");
+  optimizer_option = app.add_option("--optimizer", optimizer, "sgd, momentum, adam or adamw")
+                         ->capture_default_str();
   app.add_flag("--flash", flash, "fused flash attention (saves no s x s tensors)");
 }
 
-Graph GraphSource::load() const {
+bool GraphSource::given() const {
+  return !graph_file.empty() || (model_option != nullptr && model_option->count() > 0);
+}
+
+Graph GraphSource::load(const Hardware& hw) const {
   if (!graph_file.empty()) {
-    if (batch || seq || image || flash)
-      fail("--batch/--seq/--image/--flash apply to --model, not --graph");
-    return read_graph_file(graph_file);
+    // A graph file fixes all of these; taking them silently would answer
+    // for something else than the user asked.
+    const bool zoo_options = batch || seq || image || flash ||
+                             (model_option && model_option->count() > 0) ||
+                             (dtype_option && dtype_option->count() > 0) ||
+                             (optimizer_option && optimizer_option->count() > 0);
+    if (zoo_options) {
+      fail(
+          "--model, --batch, --seq, --image, --dtype, --optimizer and --flash build a zoo model; "
+          "they do not apply to --graph {}",
+          graph_file);
+    }
+    Graph graph = read_graph_file(graph_file);
+    if (const OpId op = first_op_not_computable(hw, graph); op != kNoOp) {
+      const Op& o = graph.ops[op];
+      fail("{}: op {} ({}) computes in {}, which {} cannot (it computes in {})", graph_file, op,
+           o.name, to_string(op_compute_dtype(graph, o)), hw.name, float_dtypes_of(hw));
+    }
+    return graph;
   }
-  Graph g = build_model(model, model_options());
+  Graph g = build_model(model, model_options(hw));
   validate(g);  // the zoo's graphs are checked like any input
   return g;
 }
 
-ModelOptions GraphSource::model_options() const {
+ModelOptions GraphSource::model_options(const Hardware& hw) const {
   if (!graph_file.empty()) fail("this needs a zoo model (--model), not --graph");
   ModelOptions opts;
   opts.batch = positive(batch, "--batch");
@@ -104,19 +142,61 @@ ModelOptions GraphSource::model_options() const {
   opts.precision = parse_precision(dtype);
   opts.optimizer = parse_optimizer(optimizer);
   opts.flash = flash;
+  const DType math = compute_dtype(opts.precision);
+  if (!computes_in(hw, math)) {
+    const bool chosen = dtype_option != nullptr && dtype_option->count() > 0;
+    if (chosen || !computes_in(hw, DType::kF16)) {
+      fail("--dtype {}: {} cannot compute in {} (it computes in {})", dtype, hw.name,
+           to_string(math), float_dtypes_of(hw));
+    }
+    // The default is bf16; on a GPU without it, mixed precision is fp16.
+    opts.precision = Precision::kFp16;
+    note(fmt::format("{} has no bf16 arithmetic: using fp16 mixed precision (--dtype to choose)",
+                     hw.name));
+  }
   return opts;
 }
 
 void GpuSource::add_options(CLI::App& app, const std::string& default_gpu) {
   gpu = default_gpu;
-  app.add_option("--gpu", gpu, "built-in GPU profile (see `memwall gpus`)")->capture_default_str();
+  gpu_option = app.add_option("--gpu", gpu, "built-in GPU profile (see `memwall gpus`)")
+                   ->capture_default_str();
   app.add_option("--gpu-file", gpu_file, "hardware profile JSON file instead of --gpu");
 }
 
+bool GpuSource::given() const {
+  return !gpu_file.empty() || (gpu_option != nullptr && gpu_option->count() > 0);
+}
+
 Hardware GpuSource::load() const {
-  if (!gpu_file.empty()) return read_hardware_file(gpu_file);
+  if (!gpu_file.empty()) {
+    if (gpu_option != nullptr && gpu_option->count() > 0) {
+      fail("--gpu {} and --gpu-file {}: name the hardware once", gpu, gpu_file);
+    }
+    return read_hardware_file(gpu_file);
+  }
   return find_gpu(gpu);
 }
+
+Hardware GpuSource::load_for_plan(const Plan& plan) const {
+  if (given()) {
+    Hardware hw = load();
+    if (hw.name != plan.hardware) {
+      note(fmt::format("the plan was made for {}; judging it on {} as asked", plan.hardware,
+                       hw.name));
+    }
+    return hw;
+  }
+  for (const Hardware& hw : builtin_gpus()) {
+    if (hw.name == plan.hardware) return hw;
+  }
+  fail(
+      "the plan was made for hardware \"{}\", which is not built in: give its profile with "
+      "--gpu-file (or --gpu NAME to judge it elsewhere)",
+      plan.hardware);
+}
+
+void note(const std::string& text) { std::cerr << "memwall: note: " << text << "\n"; }
 
 std::string find_data_dir(const std::string& given, const std::string& sub) {
   namespace fs = std::filesystem;

@@ -12,6 +12,7 @@
 #include "memwall/graph/types.h"
 #include "memwall/hw/hardware.h"
 #include "memwall/models/zoo.h"
+#include "memwall/plan/plan.h"
 
 namespace memwall::cli {
 
@@ -25,13 +26,23 @@ struct GraphSource {
   std::string dtype = "bf16";
   std::string optimizer = "adam";
   bool flash = false;
+  // The options as registered, to tell a default from a value the user gave.
+  CLI::Option* model_option = nullptr;
+  CLI::Option* dtype_option = nullptr;
+  CLI::Option* optimizer_option = nullptr;
 
   void add_options(CLI::App& app, const std::string& default_model);
-  // Builds or reads the graph; throws Error on bad input.
-  Graph load() const;
-  // The zoo options of --model (batch, seq, ... as given); throws Error on
-  // bad values or when the graph comes from --graph.
-  ModelOptions model_options() const;
+  // Whether the user named a source (--model or --graph).
+  bool given() const;
+  // Builds or reads the graph for `hw`; throws Error on bad input: zoo
+  // options with --graph, a dtype `hw` cannot compute in (see
+  // model_options), a graph file computing in one.
+  Graph load(const Hardware& hw) const;
+  // The zoo options of --model (batch, seq, ... as given) for `hw`: without
+  // --dtype, bf16, or fp16 on a GPU without bf16 arithmetic (with a note on
+  // stderr); throws Error on bad values, on a --dtype `hw` cannot compute
+  // in, and when the graph comes from --graph.
+  ModelOptions model_options(const Hardware& hw) const;
 };
 
 // A positive integer flag value; throws Error naming the flag otherwise.
@@ -43,14 +54,26 @@ int64_t parse_count(const std::string& text, const char* flag);
 // for zero, and for sizes above 2^62 bytes.
 uint64_t parse_bytes(const std::string& text, const char* flag, uint64_t reference);
 
-// --gpu NAME or --gpu-file FILE.
+// --gpu NAME or --gpu-file FILE (not both).
 struct GpuSource {
   std::string gpu;
   std::string gpu_file;
+  CLI::Option* gpu_option = nullptr;
 
   void add_options(CLI::App& app, const std::string& default_gpu);
+  // Whether the user named the hardware (--gpu or --gpu-file).
+  bool given() const;
   Hardware load() const;
+  // The hardware to judge `plan` on: the profile the plan was made for,
+  // unless the user names another (then a note on stderr says so). Throws
+  // Error when the plan's hardware is not built in and no --gpu-file names
+  // it.
+  Hardware load_for_plan(const Plan& plan) const;
 };
+
+// "memwall: note: ..." on stderr: something the user should know that does
+// not change the exit code.
+void note(const std::string& text);
 
 // A directory of ../shared/data: `given` (--data) when set, which must
 // exist; else the first of $MEMWALL_DATA/<sub>, ../shared/data/<sub> and the

@@ -60,8 +60,11 @@ int run_remat_plan(const PlanArgs& args) {
   }
   const RematPlanner& planner = remat_strategy(args.strategy);
   const RematOptions options{.time_limit = checked_time_limit(args.time_limit)};
-  const Graph graph = args.source.load();
+  OutputFiles outputs;
+  outputs.declare(args.out);
+  args.exports.declare(outputs);
   const Hardware hw = args.gpu.load();
+  const Graph graph = args.source.load(hw);
   const uint64_t budget =
       args.budget.empty() ? hw.device_memory_bytes
                           : parse_bytes(args.budget, "--budget", memory_profile(graph).peak_bytes);
@@ -74,8 +77,9 @@ int run_remat_plan(const PlanArgs& args) {
   if (!run.feasible) fail_infeasible(graph, hw, run, options);
 
   const Plan& plan = run.result.plan;
-  if (!args.out.empty()) write_plan_file(plan, args.out);
-  args.exports.write(graph, plan, hw, run.sim);
+  if (!args.out.empty()) outputs.set(args.out, plan_text_for(plan, graph));
+  args.exports.write(outputs, graph, plan, hw, run.sim);
+  outputs.commit();
 
   const uint64_t keep_all_peak = device_peak(keep_all);
   const int recomputes = count_recomputes(plan);

@@ -13,6 +13,7 @@
 #include "format.h"
 #include "memwall/graph/error.h"
 #include "memwall/graph/graph.h"
+#include "memwall/graph/output_files.h"
 #include "memwall/planner/planner.h"
 #include "memwall/swap/zero.h"
 #include "plan_args.h"
@@ -113,9 +114,10 @@ nlohmann::json candidate_json(const Candidate& c) {
   return j;
 }
 
-// Writes --out, --out-graph, --trace and --svg for the chosen plan.
-std::vector<std::string> write_outputs(const PlanArgs& args, const Graph& input, const Candidate& c,
-                                       const Hardware& hw) {
+// Writes --out, --out-graph, --trace and --svg for the chosen plan (all
+// declared in `outputs` before the work, but the default --out-graph path).
+std::vector<std::string> write_outputs(OutputFiles& outputs, const PlanArgs& args,
+                                       const Graph& input, const Candidate& c, const Hardware& hw) {
   std::vector<std::string> rows;
   // zero_rank_graph and offload_graph name every graph they rewrite.
   const bool rewritten = c.graph.name != input.name;
@@ -125,17 +127,19 @@ std::vector<std::string> write_outputs(const PlanArgs& args, const Graph& input,
                 ".graph.json";
   }
   if (!graph_out.empty()) {
-    write_graph_file(c.graph, graph_out);
+    if (args.out_graph.empty()) outputs.declare(graph_out);
+    outputs.set(graph_out, graph_to_json_text(c.graph));
     rows.push_back(field("graph written to", graph_out));
   }
   if (!args.out.empty()) {
-    write_plan_file(c.plan, args.out);
+    outputs.set(args.out, plan_text_for(c.plan, c.graph));
     rows.push_back(field("plan written to", args.out));
   }
   if (!args.exports.trace_file.empty() || !args.exports.svg_file.empty()) {
     const SimResult sim = simulate(c.graph, c.plan, hw, args.exports.sim_options());
-    args.exports.write(c.graph, c.plan, hw, sim);
+    args.exports.write(outputs, c.graph, c.plan, hw, sim);
   }
+  outputs.commit();
   return rows;
 }
 
@@ -214,6 +218,10 @@ nlohmann::json plan_json(const Graph& graph, const AutoPlan& a, const Hardware& 
 }  // namespace
 
 int run_auto_plan(const PlanArgs& args) {
+  OutputFiles outputs;
+  outputs.declare(args.out);
+  outputs.declare(args.out_graph);
+  args.exports.declare(outputs);
   const Hardware hw = args.gpu.load();
   const PlannerOptions options = planner_options(args, hw);
   if (args.strategy != "auto") {
@@ -233,9 +241,12 @@ int run_auto_plan(const PlanArgs& args) {
     fail("--max-batch and --max-model exclude each other");
 
   if (!args.max_model.empty()) {
-    const MaxModel m = max_model(args.max_model, args.source.model_options(), hw, options);
+    const ModelOptions mo = args.source.model_options(hw);
+    const MaxModel m = max_model(args.max_model, mo, hw, options);
+    const Graph graph = build_model(m.model, mo);
+    const std::vector<std::string> written = write_outputs(outputs, args, graph, m.plan.best, hw);
     if (args.json) {
-      nlohmann::json j = plan_json(build_model(m.model, args.source.model_options()), m.plan, hw);
+      nlohmann::json j = plan_json(graph, m.plan, hw);
       j["max_model"] = m.model;
       j["tried"] = nlohmann::json::array();
       for (const auto& [name, verdict] : m.tried)
@@ -247,17 +258,17 @@ int run_auto_plan(const PlanArgs& args) {
                              m.model);
     for (const auto& [name, verdict] : m.tried) std::cout << field(name, verdict);
     std::cout << "\n";
-    const Graph graph = build_model(m.model, args.source.model_options());
-    print_plan(args, graph, m.plan, hw, write_outputs(args, graph, m.plan.best, hw));
+    print_plan(args, graph, m.plan, hw, written);
     return 0;
   }
   if (args.max_batch) {
-    const ModelOptions base = args.source.model_options();
+    const ModelOptions base = args.source.model_options(hw);
     if (args.source.batch) fail("--max-batch searches the batch: leave out --batch");
     const MaxBatch b = max_batch(args.source.model, base, hw, options);
     ModelOptions at = base;
     at.batch = b.batch;
     const Graph graph = build_model(args.source.model, at);
+    const std::vector<std::string> written = write_outputs(outputs, args, graph, b.plan.best, hw);
     if (args.json) {
       nlohmann::json j = plan_json(graph, b.plan, hw);
       j["max_batch"] = b.batch;
@@ -273,11 +284,11 @@ int run_auto_plan(const PlanArgs& args) {
       std::cout << field(fmt::format("batch {}", b.first_failing), b.why);
     }
     std::cout << "\n";
-    print_plan(args, graph, b.plan, hw, write_outputs(args, graph, b.plan.best, hw));
+    print_plan(args, graph, b.plan, hw, written);
     return 0;
   }
 
-  const Graph graph = args.source.load();
+  const Graph graph = args.source.load(hw);
   AutoPlan a;
   if (args.strategy == "auto") {
     a = plan_auto(graph, hw, options);
@@ -294,7 +305,7 @@ int run_auto_plan(const PlanArgs& args) {
     a.singles = single_techniques(graph, hw, with_budget);
     a.solve_seconds = a.best.solve_seconds;
   }
-  const std::vector<std::string> written = write_outputs(args, graph, a.best, a.hardware);
+  const std::vector<std::string> written = write_outputs(outputs, args, graph, a.best, a.hardware);
   if (args.json) {
     std::cout << plan_json(graph, a, a.hardware).dump(2) << "\n";
     return 0;

@@ -51,12 +51,15 @@ Plan pin_offsets(Plan plan, const Graph& graph, const LayoutProblem& problem, co
 
 SimulatedPlan simulate_plan_file(const std::string& path, const Graph& graph, const Hardware& hw,
                                  bool drop_offsets) {
+  return simulate_plan_file(path, read_plan_file(path), graph, hw, drop_offsets);
+}
+
+SimulatedPlan simulate_plan_file(const std::string& path, Plan plan, const Graph& graph,
+                                 const Hardware& hw, bool drop_offsets) {
   SimulatedPlan out;
-  out.plan = read_plan_file(path);
-  if (out.plan.graph != graph.name) {
-    fail("{}: the plan is for graph \"{}\", not \"{}\"", path, out.plan.graph, graph.name);
-  }
+  out.plan = std::move(plan);
   try {
+    check_plan_graph(out.plan, graph);
     validate_plan(out.plan, graph);
   } catch (const Error& e) {
     fail("{}: {}", path, e.what());

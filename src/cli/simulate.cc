@@ -11,6 +11,7 @@
 #include "exports.h"
 #include "format.h"
 #include "memwall/graph/graph.h"
+#include "memwall/graph/output_files.h"
 #include "memwall/plan/builders.h"
 #include "memwall/plan/plan.h"
 #include "memwall/sim/simulator.h"
@@ -36,15 +37,24 @@ uint64_t moved(const SimResult& r, Resource link) {
 }
 
 int run_simulate(const SimulateArgs& args) {
-  const Graph graph = args.source.load();
-  const Hardware hw = args.gpu.load();
+  OutputFiles outputs;
+  args.exports.declare(outputs);
   Plan plan;
+  Hardware hw;
+  if (args.plan_file.empty()) {
+    hw = args.gpu.load();
+  } else {
+    plan = read_plan_file(args.plan_file);
+    hw = args.gpu.load_for_plan(plan);
+  }
+  const Graph graph = args.source.load(hw);
   if (args.plan_file.empty()) {
     plan = default_plan(graph, hw.name, hw.device_memory_bytes);
   } else {
-    plan = read_plan_file(args.plan_file);
-    if (plan.graph != graph.name) {
-      fail("{}: the plan is for graph \"{}\", not \"{}\"", args.plan_file, plan.graph, graph.name);
+    try {
+      check_plan_graph(plan, graph);
+    } catch (const Error& e) {
+      fail("{}: {}", args.plan_file, e.what());
     }
   }
   if (!args.budget.empty()) {
@@ -57,11 +67,13 @@ int run_simulate(const SimulateArgs& args) {
     fail("{}: {}", args.plan_file, e.what());
   }
   const SimResult r = simulate(graph, plan, hw, args.exports.sim_options());
-  args.exports.write(graph, plan, hw, r);
+  args.exports.write(outputs, graph, plan, hw, r);
+  outputs.commit();
 
   if (args.json) {
     nlohmann::json out = {{"graph", graph.name},
                           {"gpu", hw.name},
+                          {"plan_gpu", plan.hardware},
                           {"plan", args.plan_file.empty() ? "default" : args.plan_file},
                           {"steps", plan.steps.size()},
                           {"valid", r.valid},
@@ -120,6 +132,8 @@ void add_simulate(CLI::App& app, Action& action) {
   auto args = std::make_shared<SimulateArgs>();
   args->source.add_options(*cmd, "gpt2-small");
   args->gpu.add_options(*cmd, "a100-80g");
+  args->gpu.gpu_option->description(
+      "built-in GPU profile (see `memwall gpus`; default: the plan's hardware, else a100-80g)");
   cmd->add_option("--plan", args->plan_file, "memwall.plan/1 JSON (default: the default plan)");
   cmd->add_option("--budget", args->budget,
                   "device budget: bytes, 40GiB, or 80% of the default peak (default: the plan's, "

@@ -11,6 +11,7 @@
 #include "format.h"
 #include "memwall/graph/counts.h"
 #include "memwall/graph/graph.h"
+#include "memwall/graph/output_files.h"
 #include "memwall/graph/stopwatch.h"
 #include "memwall/importers/torch_trace.h"
 #include "options.h"
@@ -25,6 +26,7 @@ struct TraceArgs {
   std::optional<std::string> batch, image;
   std::string optimizer = "adam";
   bool measure = false;
+  double timeout = importers::TorchTraceRequest{}.timeout_s;
   std::string out;
   bool json = false;
 };
@@ -41,11 +43,18 @@ int run_trace(const TraceArgs& args) {
   (void)parse_optimizer(args.optimizer);  // reject unknown names before starting Python
   request.optimizer = args.optimizer;
   request.measure = args.measure;
+  if (!(args.timeout > 0) || args.timeout > 1e7) {
+    fail("--timeout must be a number of seconds in (0, 10^7] (got {})", args.timeout);
+  }
+  request.timeout_s = args.timeout;
+  OutputFiles outputs;
+  outputs.declare(args.out);
 
   const Stopwatch stopwatch;
   const Graph graph = importers::trace_torch(request);
   const double seconds = stopwatch.seconds();
-  write_graph_file(graph, args.out);
+  outputs.set(args.out, graph_to_json_text(graph));
+  outputs.commit();
 
   const MemoryProfile profile = memory_profile(graph);
   const MemorySummary summary = memory_summary(graph);
@@ -95,6 +104,8 @@ void add_trace(CLI::App& app, Action& action) {
       ->capture_default_str();
   cmd->add_flag("--measure", args->measure,
                 "run on the CPU and record each op's measured time (default: meta device)");
+  cmd->add_option("--timeout", args->timeout, "seconds the tracer may take before it is stopped")
+      ->capture_default_str();
   cmd->add_option("--out", args->out, "where to write the graph (memwall.graph/1 JSON)")
       ->required();
   cmd->add_flag("--json", args->json, "machine-readable output");

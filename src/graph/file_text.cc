@@ -20,7 +20,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstdio>
 #include <cstring>
 
 #include "memwall/graph/error.h"
@@ -70,27 +69,6 @@ FileText::FileText(const std::string& path) {
 
 FileText::~FileText() {
   if (map_) ::munmap(map_, text_.size());
-}
-
-void write_file_atomically(const std::string& path, std::string_view text) {
-  const std::string temporary = path + ".tmp";
-  std::FILE* file = std::fopen(temporary.c_str(), "wb");
-  if (!file) fail("{}: cannot write: {}", temporary, std::strerror(errno));
-  bool ok = std::fwrite(text.data(), 1, text.size(), file) == text.size();
-  ok = std::fflush(file) == 0 && ok;
-  // fsync before rename: after a crash the file is either old or complete.
-  ok = fsync(fileno(file)) == 0 && ok;
-  const int saved_errno = errno;
-  ok = std::fclose(file) == 0 && ok;
-  if (!ok) {
-    std::remove(temporary.c_str());
-    fail("{}: cannot write: {}", temporary, std::strerror(saved_errno));
-  }
-  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
-    const int rename_errno = errno;
-    std::remove(temporary.c_str());
-    fail("{}: cannot rename {} to it: {}", path, temporary, std::strerror(rename_errno));
-  }
 }
 
 }  // namespace memwall

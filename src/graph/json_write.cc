@@ -8,8 +8,8 @@
 #include <cmath>
 
 #include "memwall/graph/describe.h"
-#include "memwall/graph/file_text.h"
 #include "memwall/graph/graph.h"
+#include "memwall/graph/output_files.h"
 
 namespace memwall {
 namespace {
@@ -105,9 +105,12 @@ class Writer {
     out_ += ']';
   }
 
+  // The graph's meta with its fingerprint, which describes this content.
   void meta() {
     try {
-      out_ += graph_.meta.dump();
+      nlohmann::json meta = graph_.meta;
+      if (meta.is_object()) meta["fingerprint"] = graph_fingerprint(graph_);
+      out_ += meta.dump();
     } catch (const nlohmann::json::exception& e) {
       fail("graph: cannot write \"meta\": {}", e.what());
     }

@@ -22,13 +22,35 @@ const Buffer& buffer_of(const Graph& graph, const Op& op, BufferId id) {
 
 }  // namespace
 
-double peak_flops(const Hardware& hw, DType dtype) {
+bool computes_in(const Hardware& hw, DType dtype) {
   switch (dtype) {
     case DType::kF16:
-      return hw.peak_flops_fp16 > 0 ? hw.peak_flops_fp16 : hw.peak_flops_fp32;
+      return hw.peak_flops_fp16 > 0;
     case DType::kBF16:
-      // No BF16 tensor cores (V100, T4): frameworks upcast to fp32.
-      return hw.peak_flops_bf16 > 0 ? hw.peak_flops_bf16 : hw.peak_flops_fp32;
+      return hw.peak_flops_bf16 > 0;
+    default:
+      return true;  // the fp32 rate, which every profile has
+  }
+}
+
+std::string float_dtypes_of(const Hardware& hw) {
+  std::string out = "fp32";
+  for (const DType d : {DType::kF16, DType::kBF16}) {
+    if (computes_in(hw, d)) out += fmt::format(", {}", to_string(d));
+  }
+  return out;
+}
+
+double peak_flops(const Hardware& hw, DType dtype) {
+  if (!computes_in(hw, dtype)) {
+    fail("{} cannot compute in {} (its profile gives 0 {} FLOP/s; it computes in {})", hw.name,
+         to_string(dtype), to_string(dtype), float_dtypes_of(hw));
+  }
+  switch (dtype) {
+    case DType::kF16:
+      return hw.peak_flops_fp16;
+    case DType::kBF16:
+      return hw.peak_flops_bf16;
     default:
       // fp32 is plain fp32 (PyTorch's default since 1.12 disables TF32 for
       // matmuls). fp64 and integer ops have no field of their own; they are
@@ -49,6 +71,16 @@ DType op_compute_dtype(const Graph& graph, const Op& op) {
     }
   }
   return DType::kF32;
+}
+
+OpId first_op_not_computable(const Hardware& hw, const Graph& graph) {
+  for (const Op& op : graph.ops) {
+    if (op.flops > 0 && !op.time && op.phase != Phase::kComm &&
+        !computes_in(hw, op_compute_dtype(graph, op))) {
+      return op.id;
+    }
+  }
+  return kNoOp;
 }
 
 double op_time(const Hardware& hw, const Graph& graph, const Op& op) {

@@ -2,15 +2,23 @@
 //
 // Note [Tracer process]
 // The tracer's source is written to a fresh private directory (mkdtemp) and
-// run as `python3 <dir>/memwall_trace.py ARGS`, with its standard output and
-// error sent to files in the same directory and standard input from
-// /dev/null. The tracer reports bad input as one line starting with
-// "memwall-trace: error: " and exit code 2; that line becomes the Error's
-// message. Anything else a failing child prints (a crash, a signal) is
-// reduced to its last line. The directory is removed whatever happens.
+// run as `python3 <dir>/memwall_trace.py ARGS`, with standard input from
+// /dev/null and its standard output and error on pipes that this process
+// reads as they come. What the child prints (the user script's own output,
+// PyTorch's warnings) is passed on to memwall's standard error as it
+// arrives, so a user sees their script's progress and memwall's standard
+// output stays its table or JSON; only the tracer's one-line verdict
+// "memwall-trace: error: <message>" (exit code 2) is held back, and becomes
+// the Error's message. A failing child that printed no verdict (a crash, a
+// signal) is described by its last line. A deadline bounds the whole run:
+// past it the child is killed and the error says so. The directory, and
+// the child, are removed on every path out, SIGINT and SIGTERM included
+// (interrupt_cleanup.h). The sweep (run_torch_tracer) captures the child's
+// standard output instead of passing it on.
 #include "memwall/importers/torch_trace.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -20,11 +28,17 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <list>
 #include <sstream>
 
+#include <chrono>
+#include <cmath>
+#include <optional>
+
 #include "memwall/graph/error.h"
-#include "memwall/graph/file_text.h"
 #include "memwall/graph/graph.h"
+#include "memwall/graph/interrupt_cleanup.h"
+#include "memwall/graph/output_files.h"
 
 extern char** environ;
 
@@ -39,14 +53,21 @@ class TempDir {
     const char* base = std::getenv("TMPDIR");
     std::string pattern =
         std::string(base != nullptr && *base != '\0' ? base : "/tmp") + "/memwall-trace-XXXXXX";
+    const HoldInterrupts hold;  // until the directory is registered
     if (mkdtemp(pattern.data()) == nullptr) {
       fail("trace: cannot create a temporary directory: {}", std::strerror(errno));
     }
     path_ = pattern;
+    cleanup_.emplace(path_, RemoveOnInterrupt::Kind::kDirectory);
   }
   ~TempDir() {
     std::error_code ignored;
     std::filesystem::remove_all(path_, ignored);
+  }
+  // A file the directory will hold, removed with it if interrupted.
+  std::string file(const std::string& name) {
+    files_.emplace_back(path_ + "/" + name, RemoveOnInterrupt::Kind::kFile);
+    return path_ + "/" + name;
   }
   TempDir(const TempDir&) = delete;
   TempDir& operator=(const TempDir&) = delete;
@@ -54,6 +75,8 @@ class TempDir {
 
  private:
   std::string path_;
+  std::optional<RemoveOnInterrupt> cleanup_;
+  std::list<RemoveOnInterrupt> files_;
 };
 
 // The tracer's one-line message, else the last non-empty line of stderr.
@@ -76,8 +99,107 @@ std::string tracer_python() {
 
 namespace {
 
+// A pipe whose ends close with it.
+struct Pipe {
+  int read = -1, write = -1;
+  Pipe() {
+    int fds[2];
+    if (::pipe2(fds, O_CLOEXEC) != 0) fail("trace: cannot create a pipe: {}", std::strerror(errno));
+    read = fds[0];
+    write = fds[1];
+  }
+  ~Pipe() {
+    for (const int fd : {read, write}) {
+      if (fd >= 0) ::close(fd);
+    }
+  }
+  Pipe(const Pipe&) = delete;
+  Pipe& operator=(const Pipe&) = delete;
+};
+
+void pass_on(std::string_view text) {
+  while (!text.empty()) {
+    const ssize_t n = ::write(STDERR_FILENO, text.data(), text.size());
+    if (n <= 0) {
+      if (n < 0 && errno == EINTR) continue;
+      return;  // memwall's stderr is gone: nothing to pass on to
+    }
+    text.remove_prefix(static_cast<size_t>(n));
+  }
+}
+
+// The child's standard error, line by line: every line passed on but the
+// tracer's verdict, and all of it kept for failure_line.
+struct ErrorStream {
+  std::string all;
+  std::string partial;
+  void take(std::string_view chunk) {
+    all.append(chunk);
+    partial.append(chunk);
+    size_t start = 0;
+    for (size_t nl; (nl = partial.find('\n', start)) != std::string::npos; start = nl + 1) {
+      line(std::string_view(partial).substr(start, nl + 1 - start));
+    }
+    partial.erase(0, start);
+  }
+  void finish() {
+    if (!partial.empty()) line(partial);
+    partial.clear();
+  }
+  static void line(std::string_view text) {
+    if (!text.starts_with(kErrorPrefix)) pass_on(text);
+  }
+};
+
+struct ChildOutput {
+  std::string out;  // its standard output, when captured
+  std::string err;
+};
+
+// Reads both pipes until the child closes them or the deadline passes;
+// false on the deadline.
+bool drain(int out_fd, int err_fd, bool capture_out, double timeout_s, ChildOutput& got) {
+  using Clock = std::chrono::steady_clock;
+  const auto deadline = Clock::now() + std::chrono::duration<double>(timeout_s);
+  ErrorStream err;
+  pollfd fds[2] = {{out_fd, POLLIN, 0}, {err_fd, POLLIN, 0}};
+  int open = 2;
+  char chunk[1 << 14];
+  while (open > 0) {
+    const auto left = std::chrono::duration<double, std::milli>(deadline - Clock::now()).count();
+    if (left <= 0) return false;
+    const int ready = ::poll(fds, 2, static_cast<int>(std::min(left, 1e9)) + 1);
+    if (ready < 0) {
+      if (errno == EINTR) continue;
+      fail("trace: waiting for the tracer: {}", std::strerror(errno));
+    }
+    for (pollfd& p : fds) {
+      if (p.fd < 0 || p.revents == 0) continue;
+      const ssize_t n = ::read(p.fd, chunk, sizeof chunk);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {  // end of file, or an error that ends the stream
+        p.fd = -1;
+        --open;
+        continue;
+      }
+      const std::string_view text(chunk, static_cast<size_t>(n));
+      if (p.fd == err_fd) {
+        err.take(text);
+      } else if (capture_out) {
+        got.out.append(text);
+      } else {
+        pass_on(text);
+      }
+    }
+  }
+  err.finish();
+  got.err = std::move(err.all);
+  return true;
+}
+
 // Note [Tracer process].
-std::string run_tracer_in(const TempDir& dir, const std::vector<std::string>& args) {
+ChildOutput run_tracer_in(TempDir& dir, const std::vector<std::string>& args, bool capture_out,
+                          double timeout_s) {
   const std::string python = tracer_python();
   if (access(python.c_str(), X_OK) != 0) {
     fail(
@@ -85,9 +207,10 @@ std::string run_tracer_in(const TempDir& dir, const std::vector<std::string>& ar
         "python3-torchvision: scripts/install-deps.sh --torch; or set MEMWALL_PYTHON)",
         python);
   }
-  const std::string script = dir.path() + "/memwall_trace.py";
-  const std::string out_path = dir.path() + "/stdout";
-  const std::string err_path = dir.path() + "/stderr";
+  if (!(timeout_s > 0) || !std::isfinite(timeout_s)) {
+    fail("trace: the time limit must be a positive number of seconds (got {})", timeout_s);
+  }
+  const std::string script = dir.file("memwall_trace.py");
   write_file_atomically(script, torch_tracer_source());
 
   std::vector<std::string> argv_text = {python, script};
@@ -96,40 +219,72 @@ std::string run_tracer_in(const TempDir& dir, const std::vector<std::string>& ar
   for (std::string& a : argv_text) argv.push_back(a.data());
   argv.push_back(nullptr);
 
+  Pipe out, err;
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, out_path.c_str(),
-                                   O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, err_path.c_str(),
-                                   O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  posix_spawn_file_actions_adddup2(&actions, out.write, STDOUT_FILENO);
+  posix_spawn_file_actions_adddup2(&actions, err.write, STDERR_FILENO);
+  // An interrupt between the spawn and the registration would leave the
+  // child running: hold the signals until it is registered. The child
+  // starts with them unblocked.
+  sigset_t none;
+  sigemptyset(&none);
+  posix_spawnattr_t attributes;
+  posix_spawnattr_init(&attributes);
+  posix_spawnattr_setsigmask(&attributes, &none);
+  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSIGMASK);
   pid_t pid = 0;
-  const int spawned = posix_spawn(&pid, python.c_str(), &actions, nullptr, argv.data(), environ);
+  std::optional<KillOnInterrupt> kill_on_interrupt;
+  int spawned = 0;
+  {
+    const HoldInterrupts hold;
+    spawned = posix_spawn(&pid, python.c_str(), &actions, &attributes, argv.data(), environ);
+    if (spawned == 0) kill_on_interrupt.emplace(pid);
+  }
   posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attributes);
   if (spawned != 0) fail("trace: cannot run {}: {}", python, std::strerror(spawned));
+  ::close(out.write);
+  ::close(err.write);
+  out.write = err.write = -1;
+
+  ChildOutput got;
+  bool finished = false;
+  try {
+    finished = drain(out.read, err.read, capture_out, timeout_s, got);
+  } catch (...) {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+    throw;
+  }
+  if (!finished) ::kill(pid, SIGKILL);
   int status = 0;
   while (waitpid(pid, &status, 0) < 0) {
     if (errno != EINTR) fail("trace: waiting for {}: {}", python, std::strerror(errno));
   }
-  const std::string err(FileText(err_path).text());
+  if (!finished) {
+    fail("trace: the PyTorch tracer did not finish within {:g} s (--timeout); it was stopped",
+         timeout_s);
+  }
   if (WIFSIGNALED(status)) {
     fail("trace: the PyTorch tracer was killed by signal {}{}", WTERMSIG(status),
          WTERMSIG(status) == SIGKILL ? " (out of memory?)" : "");
   }
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    const std::string line = failure_line(err);
+    const std::string line = failure_line(got.err);
     if (line.empty())
       fail("trace: the PyTorch tracer failed with exit code {}", WEXITSTATUS(status));
     fail("trace: {}", line);
   }
-  return std::string(FileText(out_path).text());
+  return got;
 }
 
 }  // namespace
 
-std::string run_torch_tracer(const std::vector<std::string>& args) {
+std::string run_torch_tracer(const std::vector<std::string>& args, double timeout_s) {
   TempDir dir;
-  return run_tracer_in(dir, args);
+  return run_tracer_in(dir, args, /*capture_out=*/true, timeout_s).out;
 }
 
 Graph trace_torch(const TorchTraceRequest& request) {
@@ -149,11 +304,13 @@ Graph trace_torch(const TorchTraceRequest& request) {
   }
   if (request.measure) args.push_back("--measure");
   TempDir dir;
+  const std::string graph_path = dir.file("graph.json");
+  dir.file("graph.json.tmp");  // the tracer writes through it
   args.push_back("--out");
-  args.push_back(dir.path() + "/graph.json");
-  run_tracer_in(dir, args);
+  args.push_back(graph_path);
+  run_tracer_in(dir, args, /*capture_out=*/false, request.timeout_s);
   try {
-    return read_graph_file(dir.path() + "/graph.json");
+    return read_graph_file(graph_path);
   } catch (const Error& e) {
     fail("trace: the tracer's graph is invalid (a tracer bug): {}", e.what());
   }

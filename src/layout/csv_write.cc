@@ -5,7 +5,7 @@
 #include <fmt/format.h>
 
 #include "memwall/graph/error.h"
-#include "memwall/graph/file_text.h"
+#include "memwall/graph/output_files.h"
 #include "memwall/layout/csv.h"
 
 namespace memwall {

@@ -125,6 +125,7 @@ Graph build_model(std::string_view name, const ModelOptions& options) {
   std::string shape_desc;
   if (info.family == ModelFamily::kCnn) {
     if (opts.seq != 0) fail("model {}: --seq applies to transformers only", info.name);
+    if (opts.flash) fail("model {}: --flash (attention) applies to transformers only", info.name);
     if (opts.image == 0) opts.image = info.default_image;
     if (opts.image < e.min_image || opts.image > kMaxImage) {
       fail("model {}: image size {} out of range ({}..{})", info.name, opts.image, e.min_image,

@@ -435,14 +435,20 @@ void read_offsets(JsonCursor& cur, std::map<BufferId, uint64_t>& offsets, Proble
   });
 }
 
-constexpr std::array<std::string_view, 7> kTopFields = {
-    "\"format\"",    "\"graph\"", "\"hardware\"", "\"budget\"",
-    "\"placement\"", "\"steps\"", "\"offsets\""};
+constexpr std::array<std::string_view, 8> kTopFields = {
+    "\"format\"",   "\"graph\"",  "\"graph_fingerprint\"",
+    "\"hardware\"", "\"budget\"", "\"placement\"",
+    "\"steps\"",    "\"offsets\""};
+
+// 16 lowercase hex digits, as graph_fingerprint writes them.
+bool is_fingerprint(std::string_view text) {
+  return text.size() == 16 && text.find_first_not_of("0123456789abcdef") == std::string_view::npos;
+}
 
 }  // namespace
 
 Plan plan_from_json_text(std::string_view text) {
-  enum { kFormat, kGraph, kHardware, kBudget, kPlacement, kSteps, kOffsets };
+  enum { kFormat, kGraph, kFingerprint, kHardware, kBudget, kPlacement, kSteps, kOffsets };
   JsonCursor cur(text, "plan");
   if (const JsonType type = cur.peek_type(); type != JsonType::kObject) {
     cur.skip_value();  // reports a syntax error first, if there is one
@@ -461,6 +467,16 @@ Plan plan_from_json_text(std::string_view text) {
         break;
       case kGraph:
         if (const auto name = read_string(cur, "graph", problem)) plan.graph.assign(*name);
+        break;
+      case kFingerprint:
+        if (const auto print = read_string(cur, "graph_fingerprint", problem)) {
+          if (is_fingerprint(*print)) {
+            plan.graph_fingerprint.assign(*print);
+          } else {
+            problem.note("\"graph_fingerprint\" must be 16 lowercase hex digits, got {}",
+                         in_quotes(*print));
+          }
+        }
         break;
       case kHardware:
         if (const auto name = read_string(cur, "hardware", problem)) plan.hardware.assign(*name);

@@ -10,7 +10,7 @@
 
 #include "memwall/graph/describe.h"
 #include "memwall/graph/error.h"
-#include "memwall/graph/file_text.h"
+#include "memwall/graph/output_files.h"
 #include "memwall/plan/plan.h"
 
 namespace memwall {
@@ -33,6 +33,10 @@ class Writer {
     out_ += kPlanFormat;
     out_ += "\",\n\"graph\": "sv;
     string(plan_.graph, "graph");
+    if (!plan_.graph_fingerprint.empty()) {
+      out_ += ",\n\"graph_fingerprint\": "sv;
+      string(plan_.graph_fingerprint, "graph_fingerprint");
+    }
     out_ += ",\n\"hardware\": "sv;
     string(plan_.hardware, "hardware");
     if (plan_.budget > kMaxBytes) {

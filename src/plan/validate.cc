@@ -5,6 +5,7 @@
 
 #include "memwall/graph/describe.h"
 #include "memwall/graph/error.h"
+#include "memwall/graph/graph.h"
 #include "memwall/plan/plan.h"
 
 namespace memwall {
@@ -113,6 +114,30 @@ void validate_plan(const Plan& plan, const Graph& graph) {
   check_placement(plan, graph);
   for (size_t i = 0; i < plan.steps.size(); ++i) check_step(plan.steps[i], i, graph);
   check_offsets(plan, graph);
+}
+
+}  // namespace memwall
+
+namespace memwall {
+
+void check_plan_graph(const Plan& plan, const Graph& graph) {
+  if (plan.graph_fingerprint.empty()) {
+    // A plan from before fingerprints: its graph's name is all there is.
+    if (plan.graph != graph.name) {
+      fail("the plan is for graph {}, not {}", in_quotes(plan.graph), in_quotes(graph.name));
+    }
+    return;
+  }
+  const std::string actual = graph_fingerprint(graph);
+  if (plan.graph_fingerprint == actual) return;
+  if (plan.graph == graph.name) {
+    fail(
+        "the plan is for another graph named {}: its graph's fingerprint is {}, this one's {} "
+        "(another batch, dtype, model or version of the trace?)",
+        in_quotes(graph.name), plan.graph_fingerprint, actual);
+  }
+  fail("the plan is for graph {} (fingerprint {}), not {} (fingerprint {})", in_quotes(plan.graph),
+       plan.graph_fingerprint, in_quotes(graph.name), actual);
 }
 
 }  // namespace memwall

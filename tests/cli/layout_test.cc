@@ -9,7 +9,7 @@
 #include <random>
 
 #include "memwall/cli/plan_layout.h"
-#include "memwall/graph/file_text.h"
+#include "memwall/graph/output_files.h"
 #include "memwall/hw/hardware.h"
 #include "memwall/layout/csv.h"
 #include "memwall/layout/default_layout.h"

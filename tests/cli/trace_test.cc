@@ -2,7 +2,9 @@
 // exit code 2 and no output file.
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
+#include <fstream>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -42,7 +44,7 @@ TEST(TraceCli, TorchvisionModelToGraphFile) {
   const std::string out = out_path("resnet18");
   RunResult r = run_memwall("trace --torchvision resnet18 --batch 4 --image 64 --out " + out);
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_NE(r.out.find("resnet18 b4 i64 traced (meta device"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("resnet18 b4 i64 fp32 traced (meta device"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("11,689,512"), std::string::npos) << r.out;  // torchvision's num_params
   const Graph g = read_graph_file(out);
   EXPECT_EQ(param_count(g), 11689512u);
@@ -110,6 +112,57 @@ TEST(TraceCli, NoPython) {
   ::setenv("MEMWALL_PYTHON", "/nonexistent/python3", 1);
   expect_one_line_failure("trace --torchvision resnet18", "no Python interpreter");
   ::unsetenv("MEMWALL_PYTHON");
+}
+
+// A stand-in for the interpreter, in a private directory.
+std::string fake_python(const char* tag, const std::string& body) {
+  const std::string path =
+      ::testing::TempDir() + "memwall_fake_python_" + tag + "_" + std::to_string(getpid());
+  std::ofstream(path) << "#!/bin/sh\n" << body;
+  std::filesystem::permissions(path, std::filesystem::perms::owner_all);
+  return path;
+}
+
+TEST(TraceCli, PythonWithoutTorchGetsTheInstallHint) {
+  // -S: no site-packages, so no torch whatever is installed. The tracer
+  // used to die with a NameError at import instead.
+  ::setenv("MEMWALL_PYTHON", fake_python("nosite", "exec /usr/bin/python3 -S \"$@\"\n").c_str(), 1);
+  expect_one_line_failure("trace --torchvision resnet18", "PyTorch is not installed for");
+  expect_one_line_failure("trace --torchvision resnet18",
+                          "or point MEMWALL_PYTHON at an interpreter that has them)");
+  ::unsetenv("MEMWALL_PYTHON");
+}
+
+TEST(TraceCli, TimeLimitStopsTheTracer) {
+  ::setenv("MEMWALL_PYTHON", fake_python("sleepy", "exec sleep 60\n").c_str(), 1);
+  const auto start = std::chrono::steady_clock::now();
+  expect_one_line_failure("trace --torchvision resnet18 --timeout 0.5",
+                          "trace: the PyTorch tracer did not finish within 0.5 s (--timeout); it "
+                          "was stopped");
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
+  ::unsetenv("MEMWALL_PYTHON");
+  expect_one_line_failure("trace --torchvision resnet18 --timeout 0", "--timeout must be");
+  expect_one_line_failure("trace --torchvision resnet18 --timeout -1", "--timeout must be");
+}
+
+TEST(TraceCli, WhatTheScriptPrintsReachesStderr) {
+  // The user's own output (stdout and stderr) is passed on as it comes; the
+  // tracer's verdict becomes memwall's one error line.
+  ::setenv("MEMWALL_PYTHON",
+           fake_python("chatty",
+                       "echo 'epoch 1: building'\n"
+                       "echo 'a warning' >&2\n"
+                       "echo 'memwall-trace: error: script.py: build() failed: boom' >&2\n"
+                       "exit 2\n")
+               .c_str(),
+           1);
+  const RunResult r = run_memwall("trace --script x.py:build --out /dev/null");
+  ::unsetenv("MEMWALL_PYTHON");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(r.out.empty()) << r.out;
+  EXPECT_EQ(r.err,
+            "epoch 1: building\na warning\nmemwall: error: trace: script.py: build() failed: "
+            "boom\n");
 }
 
 }  // namespace

@@ -60,7 +60,18 @@ TEST(PeakFlops, PerDtype) {
   Hardware hw = toy();
   EXPECT_EQ(peak_flops(hw, DType::kF32), 10e12);  // plain fp32, never tf32
   EXPECT_EQ(peak_flops(hw, DType::kF16), 100e12);
-  EXPECT_EQ(peak_flops(hw, DType::kBF16), 10e12);  // no bf16 tensor cores: fp32 rate
+  // No bf16 arithmetic: an error, not the fp32 rate (which made V100
+  // estimates of bf16 models 5x too slow instead of impossible).
+  EXPECT_FALSE(computes_in(hw, DType::kBF16));
+  std::string message;
+  try {
+    peak_flops(hw, DType::kBF16);
+  } catch (const Error& e) {
+    message = e.what();
+  }
+  EXPECT_EQ(message,
+            "toy cannot compute in bf16 (its profile gives 0 bf16 FLOP/s; it computes in fp32, "
+            "fp16)");
   EXPECT_EQ(peak_flops(hw, DType::kF64), 10e12);
   EXPECT_EQ(peak_flops(hw, DType::kI32), 10e12);
   EXPECT_EQ(peak_flops(hw, DType::kBool), 10e12);
@@ -70,7 +81,14 @@ TEST(PeakFlops, PerDtype) {
   EXPECT_EQ(peak_flops(hw, DType::kF32), 10e12);
   // A100-80G: 312 TFLOPS BF16 dense (NVIDIA A100 datasheet, 2021).
   EXPECT_EQ(peak_flops(find_gpu("a100-80g"), DType::kBF16), 312e12);
-  EXPECT_EQ(peak_flops(find_gpu("v100-16g"), DType::kBF16), 15.7e12);
+  // V100 and T4 have fp16 tensor cores but no bf16 (NVIDIA V100 and T4
+  // datasheets list FP16/mixed precision only).
+  for (const char* name : {"v100-16g", "v100-32g", "t4"}) {
+    EXPECT_FALSE(computes_in(find_gpu(name), DType::kBF16)) << name;
+    EXPECT_TRUE(computes_in(find_gpu(name), DType::kF16)) << name;
+    EXPECT_EQ(float_dtypes_of(find_gpu(name)), "fp32, fp16") << name;
+  }
+  EXPECT_EQ(float_dtypes_of(find_gpu("a100-80g")), "fp32, fp16, bf16");
 }
 
 TEST(OpComputeDtype, FirstFloatingOutputThenInputThenUpdate) {
@@ -96,8 +114,18 @@ TEST(OpTime, ComputeBound) {
   // 1e12 fp16 FLOPs at 100e12 * 0.5 = 20 ms; 1e9 bytes at 0.8e12 B/s = 1.25 ms.
   Graph g = graph();
   EXPECT_DOUBLE_EQ(op_time(toy(), g, op({0}, {0}, 1e12, 1e9)), 20e-3 + 5e-6);
-  // Same op in bf16 runs at the fp32 rate on this GPU: 1e12 / 5e12 = 0.2 s.
-  EXPECT_DOUBLE_EQ(op_time(toy(), g, op({1}, {1}, 1e12, 1e9)), 0.2 + 5e-6);
+  // The same op in bf16 cannot run on this GPU (no bf16 arithmetic).
+  EXPECT_THROW(op_time(toy(), g, op({1}, {1}, 1e12, 1e9)), Error);
+}
+
+TEST(OpTime, FirstOpNotComputableIsFound) {
+  Graph g = graph();
+  g.ops = {op({0}, {0}, 1e12, 1e9), op({1}, {1}, 0, 1e9), op({1}, {1}, 1e9, 1e9)};
+  for (size_t i = 0; i < g.ops.size(); ++i) g.ops[i].id = static_cast<OpId>(i);
+  // Op 1 moves bf16 bytes but computes nothing; op 2 computes in bf16.
+  EXPECT_EQ(first_op_not_computable(toy(), g), 2);
+  g.ops[2].time = 1e-3;  // a measured op needs no rate
+  EXPECT_EQ(first_op_not_computable(toy(), g), kNoOp);
 }
 
 TEST(OpTime, MemoryBound) {

@@ -16,6 +16,7 @@ namespace fs = std::filesystem;
 
 void expect_same(const Plan& a, const Plan& b) {
   EXPECT_EQ(a.graph, b.graph);
+  EXPECT_EQ(a.graph_fingerprint, b.graph_fingerprint);
   EXPECT_EQ(a.hardware, b.hardware);
   EXPECT_EQ(a.budget, b.budget);
   EXPECT_EQ(a.placement, b.placement);
@@ -29,6 +30,7 @@ void expect_same(const Plan& a, const Plan& b) {
 Plan rich_plan() {
   Plan plan;
   plan.graph = "two \"layer\" step\n\u00e9 \\ \x01 tab\there \U0001F600";
+  plan.graph_fingerprint = "0123456789abcdef";
   plan.hardware = "a100-40g";
   plan.budget = kMaxBytes;
   plan.placement = {
@@ -59,6 +61,7 @@ TEST(PlanJson, RoundTripKeepsEveryFeature) {
   const nlohmann::json json = plan_to_json(plan);
   EXPECT_EQ(json["format"], "memwall.plan/1");
   EXPECT_EQ(json["graph"], plan.graph);
+  EXPECT_EQ(json["graph_fingerprint"], "0123456789abcdef");
   EXPECT_EQ(json["budget"], kMaxBytes);
   EXPECT_EQ(json["placement"]["5"], "nvme");
   EXPECT_EQ(json["placement"]["7"], "device");

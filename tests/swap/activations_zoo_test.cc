@@ -30,9 +30,11 @@ struct ZooCase {
 constexpr ZooCase kCases[] = {
     {"gpt2-small", 4, 512}, {"bert-base", 4, 512}, {"resnet50", 16, 160}, {"vgg16", 32, 224}};
 
-Graph zoo_graph(const ZooCase& c) {
+// In bf16 mixed precision, or fp16 on GPUs without bf16 (V100, T4).
+Graph zoo_graph(const ZooCase& c, const Hardware* hw = nullptr) {
   ModelOptions options;
   options.batch = c.batch;
+  if (hw != nullptr && !computes_in(*hw, DType::kBF16)) options.precision = Precision::kFp16;
   if (find_model(c.model).family == ModelFamily::kCnn) {
     options.image = c.size;
   } else {
@@ -145,7 +147,7 @@ TEST(SwapZoo, CapuchinNeverSlowerThanVdnn) {
   for (const char* gpu : {"a100-80g", "v100-16g", "t4"}) {
     const Hardware& hw = find_gpu(gpu);
     for (const ZooCase& c : kCases) {
-      const Graph graph = zoo_graph(c);
+      const Graph graph = zoo_graph(c, &hw);
       const uint64_t keep_all = keep_all_peak(graph, hw);
       for (const auto vdnn : {plan_vdnn, plan_vdnn_conv}) {
         const SwapResult unlimited = vdnn(graph, hw, kMaxBytes, {});

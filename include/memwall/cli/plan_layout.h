@@ -38,5 +38,8 @@ struct SimulatedPlan {
 };
 SimulatedPlan simulate_plan_file(const std::string& path, const Graph& graph, const Hardware& hw,
                                  bool drop_offsets = false);
+// The same for a plan already read from `path`.
+SimulatedPlan simulate_plan_file(const std::string& path, Plan plan, const Graph& graph,
+                                 const Hardware& hw, bool drop_offsets = false);
 
 }  // namespace memwall

@@ -1,5 +1,5 @@
-// Whole-file input and atomic output for the readers and writers of graphs,
-// plans, traces and plots. Regular input files are mapped rather than
+// Whole-file input for the readers of graphs, plans and lifetimes (output:
+// output_files.h). Regular input files are mapped rather than
 // copied: see Note [Mapped input] in file_text.cc.
 #pragma once
 
@@ -23,9 +23,5 @@ class FileText {
   std::string copy_;     // the text, when it is not (pipes, empty files)
   std::string_view text_;
 };
-
-// Writes `text` to `path` through a temporary file (fsync, then rename), so
-// that `path` is never half-written. Throws Error naming the path.
-void write_file_atomically(const std::string& path, std::string_view text);
 
 }  // namespace memwall

@@ -30,6 +30,13 @@ std::string graph_to_json_text(const Graph& graph);
 // Writes atomically (temporary file, then rename): never half-written.
 void write_graph_file(const Graph& graph, const std::string& path);
 
+// ---- Fingerprint ----------------------------------------------------------------
+// 16 lowercase hex digits hashing what a plan depends on: the buffers and
+// ops, not the name, meta or cost annotations (Note [Graph fingerprint]).
+// The writer records it in meta as "fingerprint"; plans record the
+// fingerprint of the graph they run, and the verbs check it.
+std::string graph_fingerprint(const Graph& graph);
+
 // ---- Validation ---------------------------------------------------------------
 // Throws Error naming the offending op or buffer: ids not dense, unknown ids,
 // a buffer read before it exists, two producers, a produced buffer of a kind

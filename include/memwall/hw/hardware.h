@@ -53,11 +53,22 @@ Hardware hardware_from_json(const nlohmann::json& json);
 Hardware read_hardware_file(const std::string& path);
 nlohmann::json hardware_to_json(const Hardware& hw);
 
+// Whether the GPU has arithmetic for `dtype`: fp16 and bf16 need a
+// non-zero rate in the profile (V100 and T4 have no bf16); fp32, fp64 and
+// integer math always run (at the fp32 rate).
+bool computes_in(const Hardware& hw, DType dtype);
+// "fp32, fp16, bf16": the floating-point dtypes the GPU computes in.
+std::string float_dtypes_of(const Hardware& hw);
+
 // Peak dense FLOP/s for math in `dtype` (fp32: plain fp32, PyTorch's default
-// for matmuls since 1.12). fp16/bf16 fall back to the fp32 rate when the GPU
-// has no such tensor cores (e.g. bf16 on V100/T4 is upcast); fp64 and integer
-// dtypes use the fp32 rate. See docs/cost-model.md.
+// for matmuls since 1.12; fp64 and integer dtypes: the fp32 rate). Throws
+// Error for a dtype the GPU cannot compute in (computes_in): silently
+// charging bf16 at the fp32 rate made V100 estimates 5x too slow. See
+// docs/cost-model.md.
 double peak_flops(const Hardware& hw, DType dtype);
+
+// The first op with FLOPs in a dtype the GPU cannot compute in, or kNoOp.
+OpId first_op_not_computable(const Hardware& hw, const Graph& graph);
 
 // The dtype an op computes in: its first floating-point output, else its
 // first floating-point input or update, else fp32.

@@ -31,17 +31,20 @@ struct TorchTraceRequest {
   int64_t image = 0;        // torchvision only; 0: the model's own (224, Inception v3 299)
   std::string optimizer = "adam";  // torchvision only: sgd, momentum, adam, adamw
   bool measure = false;            // run on the CPU and record each op's time
+  double timeout_s = 600;          // the tracer is stopped past it
 };
 
-// Traces one training iteration and returns the validated graph. Throws
-// Error with one line naming the problem: no python or torch, an unknown
-// model, a missing script or function, the aten operator that failed, or a
-// graph that does not validate.
+// Traces one training iteration and returns the validated graph. What the
+// tracer (and the user's script) prints goes to standard error as it comes.
+// Throws Error with one line naming the problem: no python or torch, an
+// unknown model, a missing script or function, the aten operator that
+// failed, a graph that does not validate, the time limit.
 Graph trace_torch(const TorchTraceRequest& request);
 
 // Runs the embedded tracer with `args` from a private temporary directory
 // (its working directory is the caller's) and returns its standard output.
-// Throws Error carrying the tracer's one-line message when it fails.
-std::string run_torch_tracer(const std::vector<std::string>& args);
+// Throws Error carrying the tracer's one-line message when it fails or
+// outlives `timeout_s`.
+std::string run_torch_tracer(const std::vector<std::string>& args, double timeout_s = 3600);
 
 }  // namespace memwall::importers

@@ -54,7 +54,10 @@ struct Step {
 };
 
 struct Plan {
-  std::string graph;     // the graph's name
+  std::string graph;  // the graph's name
+  // graph_fingerprint() of the graph the plan runs; empty in plans written
+  // before fingerprints existed, which are matched by name alone.
+  std::string graph_fingerprint;
   std::string hardware;  // the profile's name
   uint64_t budget = 0;   // device bytes
   // Starting tier of buffers that exist before the first op (absent:
@@ -76,8 +79,8 @@ std::optional<StepKind> parse_step_kind(std::string_view name);
 // Strict, like the graph reader: unknown or duplicate fields, wrong types,
 // negative or non-integer ids and sizes, unknown names are errors, reported
 // as one line naming the step ("plan: step 12 (swap_out): ...").
-// Required: format, graph, hardware, budget, steps; placement and offsets are
-// optional. Per step: "do", then "op" (compute, recompute; "on" optional,
+// Required: format, graph, hardware, budget, steps; graph_fingerprint,
+// placement and offsets are optional. Per step: "do", then "op" (compute, recompute; "on" optional,
 // device or host) or "buf" (swap_out with "to", required: host or nvme;
 // swap_in with "to" optional: device, the default, or host; free).
 Plan plan_from_json_text(std::string_view text);
@@ -94,5 +97,10 @@ void write_plan_file(const Plan& plan, const std::string& path);
 // Error naming the step. What depends on execution (residency, budget,
 // overlap) is the simulator's to judge.
 void validate_plan(const Plan& plan, const Graph& graph);
+
+// Checks that the plan was made for this graph: by fingerprint when the
+// plan has one (Note [Graph fingerprint]), else by name. Throws Error
+// saying which graph the plan is for.
+void check_plan_graph(const Plan& plan, const Graph& graph);
 
 }  // namespace memwall
