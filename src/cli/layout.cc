@@ -114,14 +114,27 @@ int run_layout_command(const LayoutArgs& args) {
   outputs.declare(args.out);
   Input in = load_input(args);
   in.problem.alignment = static_cast<uint64_t>(parse_count(args.alignment, "--alignment"));
-  validate_problem(in.problem);
+  // Errors from the layout code (sizes that overflow) name the input.
+  const auto about_input = [&](auto&& work) {
+    try {
+      return work();
+    } catch (const Error& e) {
+      fail("{}: {}", in.name, e.what());
+    }
+  };
+  about_input([&] {
+    validate_problem(in.problem);
+    return 0;
+  });
   if (!args.capacity.empty()) {
     if (in.problem.capacity > 0) {
       fail("--capacity: a plan's arena is its budget ({} bytes)", in.problem.capacity);
     }
-    in.problem.capacity = parse_bytes(args.capacity, "--capacity", live_lower_bound(in.problem));
+    const uint64_t live = about_input([&] { return live_lower_bound(in.problem); });
+    in.problem.capacity = parse_bytes(args.capacity, "--capacity", live);
   }
-  const LayoutRun run = run_layout(in.problem, args.algorithm, args.time_limit);
+  const LayoutRun run =
+      about_input([&] { return run_layout(in.problem, args.algorithm, args.time_limit); });
   const bool ok = run.fits();
   if (ok && !args.out.empty()) {
     write_output(outputs, args, in, *run.layout);

@@ -128,9 +128,17 @@ Graph GraphSource::load(const Hardware& hw) const {
     }
     return graph;
   }
-  Graph g = build_model(model, model_options(hw));
-  validate(g);  // the zoo's graphs are checked like any input
-  return g;
+  const ModelOptions options = model_options(hw);
+  try {
+    Graph g = build_model(model, options);
+    validate(g);  // the zoo's graphs are checked like any input
+    return g;
+  } catch (const Error& e) {
+    // Sizes beyond 2^62 come from deep inside a builder: say which model.
+    if (std::string_view(e.what()).starts_with("model ")) throw;
+    fail("model {} at batch {}: {}", model,
+         options.batch > 0 ? options.batch : find_model(model).default_batch, e.what());
+  }
 }
 
 ModelOptions GraphSource::model_options(const Hardware& hw) const {

@@ -71,7 +71,16 @@ MemoryProfile memory_profile(const Graph& graph, const std::vector<BufferLife>& 
   uint64_t live = profile.initial_bytes;  // bytes live before op i
   for (size_t i = 0; i < n; ++i) {
     const uint64_t buffers = checked_add(live, allocated[i], kInUse);
-    const uint64_t during = checked_add(buffers, graph.ops[i].workspace, kInUse);
+    // Buffers alone are bounded by validate's total; their op's workspace is
+    // what can push the sum over, so the message names the op.
+    const uint64_t workspace = graph.ops[i].workspace;
+    if (buffers > kMaxBytes || workspace > kMaxBytes - buffers) {
+      fail(
+          "graph: {}: {} bytes of live buffers and {} of workspace exceed the limit of 2^62 "
+          "bytes in use",
+          detail::op_label(graph, static_cast<OpId>(i)), buffers, workspace);
+    }
+    const uint64_t during = buffers + workspace;
     profile.curve[i] = during;
     if (profile.peak_op == kNoOp || during > profile.peak_bytes) {
       profile.peak_bytes = during;

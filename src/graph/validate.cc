@@ -24,9 +24,9 @@ using detail::op_label;
 // Returns every buffer's kind: the later passes look kinds up by id, and a
 // 1 MB array stays in cache where the buffers themselves (88 MB for a 1M-op
 // graph) do not.
-std::vector<BufferKind> check_buffers(const Graph& graph) {
+std::vector<BufferKind> check_buffers(const Graph& graph, uint64_t& total) {
   std::vector<BufferKind> kinds(graph.buffers.size());
-  uint64_t total = 0;
+  total = 0;
   for (size_t i = 0; i < graph.buffers.size(); ++i) {
     const Buffer& buffer = graph.buffers[i];
     if (buffer.id < 0 || static_cast<size_t>(buffer.id) != i) {
@@ -40,16 +40,29 @@ std::vector<BufferKind> check_buffers(const Graph& graph) {
     if (static_cast<size_t>(buffer.kind) >= kNumBufferKinds) {
       fail("graph: {}: invalid kind", buffer_label(graph, buffer.id));
     }
-    total = checked_add(total, buffer.bytes, "graph: the total size of all buffers");
+    if (buffer.bytes > kMaxBytes - total) {
+      fail("graph: {}: with its {} bytes, the buffers up to it hold more than 2^62 bytes",
+           buffer_label(graph, buffer.id), buffer.bytes);
+    }
+    total += buffer.bytes;
     kinds[i] = buffer.kind;
   }
   return kinds;
 }
 
-void check_op_fields(const Graph& graph, const Op& op) {
+// `buffer_bytes`: the graph's total, which an op's workspace must fit next
+// to, so that no sum of bytes in use at one time can pass 2^62 anywhere
+// downstream (memory profile, simulator) with a less helpful message.
+void check_op_fields(const Graph& graph, const Op& op, uint64_t buffer_bytes) {
   if (op.workspace > kMaxBytes) {
     fail("graph: {}: \"workspace\" is {}, above the limit of 2^62 bytes", op_label(graph, op.id),
          op.workspace);
+  }
+  if (op.workspace > kMaxBytes - buffer_bytes) {
+    fail(
+        "graph: {}: its workspace of {} bytes and the graph's {} bytes of buffers exceed 2^62 "
+        "bytes together",
+        op_label(graph, op.id), op.workspace, buffer_bytes);
   }
   // `!(x >= 0)` also rejects NaN; infinity is checked separately.
   const auto check = [&](double value, const char* field) {
@@ -86,7 +99,8 @@ bool in_range(const Graph& graph, BufferId id) {
 
 // A buffer is used only after it exists: one pass in execution order, reads
 // and updates of each op checked before its outputs come into existence.
-std::vector<OpId> check_ops(const Graph& graph, const std::vector<BufferKind>& kinds) {
+std::vector<OpId> check_ops(const Graph& graph, const std::vector<BufferKind>& kinds,
+                            uint64_t buffer_bytes) {
   std::vector<OpId> producer(graph.buffers.size(), kNoOp);
   for (size_t i = 0; i < graph.ops.size(); ++i) {
     const Op& op = graph.ops[i];
@@ -94,7 +108,7 @@ std::vector<OpId> check_ops(const Graph& graph, const std::vector<BufferKind>& k
       fail("graph: op at position {} ({}) has id {}; ids must be dense, 0-based and in order", i,
            detail::in_quotes(op.name), op.id);
     }
-    check_op_fields(graph, op);
+    check_op_fields(graph, op, buffer_bytes);
     const auto check_uses = [&](const BufferIds& list, const char* verb) {
       for (const BufferId b : list) {
         if (!in_range(graph, b)) {
@@ -131,8 +145,9 @@ std::vector<OpId> check_ops(const Graph& graph, const std::vector<BufferKind>& k
 }  // namespace
 
 void validate(const Graph& graph) {
-  const std::vector<BufferKind> kinds = check_buffers(graph);
-  const std::vector<OpId> producer = check_ops(graph, kinds);
+  uint64_t buffer_bytes = 0;
+  const std::vector<BufferKind> kinds = check_buffers(graph, buffer_bytes);
+  const std::vector<OpId> producer = check_ops(graph, kinds, buffer_bytes);
   for (size_t b = 0; b < graph.buffers.size(); ++b) {
     if (producer[b] == kNoOp && !exists_before_first_op(kinds[b])) {
       fail(

@@ -260,5 +260,30 @@ TEST(RightText, ControlCharactersInNamesAreEscaped) {
   EXPECT_NE(bad.err.find("x\\u001b[31my"), std::string::npos) << bad.err;
 }
 
+TEST(RightText, SizeMessagesNameTheFileAndOpOrModel) {
+  const fs::path dir = fresh_dir();
+  const std::string graph = (dir / "g.json").string();
+  std::ofstream(graph) << R"({"format":"memwall.graph/1","name":"x","meta":{},"buffers":[)"
+                       << R"({"id":0,"name":"a","bytes":4000000000000000000,"kind":"activation"}],)"
+                       << R"("ops":[{"id":0,"name":"op0","type":"t","phase":"forward","in":[],)"
+                       << R"("out":[0],"workspace":4000000000000000000}]})";
+  expect_bad("inspect --graph " + graph,
+             graph +
+                 ": graph: op 0 (\"op0\"): its workspace of 4000000000000000000 bytes and the "
+                 "graph's 4000000000000000000 bytes of buffers exceed 2^62 bytes together");
+  const std::string csv = (dir / "l.csv").string();
+  std::ofstream(csv)
+      << "id,lower,upper,size\n0,0,10,3000000000000000000\n1,0,10,3000000000000000000\n";
+  expect_bad("layout --csv " + csv,
+             csv +
+                 ": layout: bytes live at one time exceeds the limit of 2^62 bytes "
+                 "(3000000000000000000 + 3000000000000000000)");
+  const RunResult zoo = run_memwall("inspect --model llama2-70b --batch 16777216 --seq 4096");
+  EXPECT_EQ(zoo.exit_code, 2);
+  EXPECT_EQ(zoo.err.rfind("memwall: error: model llama2-70b at batch 16777216: graph: buffer ", 0),
+            0u)
+      << zoo.err;
+}
+
 }  // namespace
 }  // namespace memwall::testing

@@ -32,7 +32,7 @@ Graph edge_values() {
   graph.buffers[2].shape = {0, 1, 999999999999999};  // 15 digits: still a small integer
   graph.buffers[3].shape = {1234567890123456};       // 16 digits: the general number path
   graph.buffers[3].dtype = DType::kI64;
-  graph.buffers[4].bytes = kMaxBytes - 1000;  // 19 digits; the total stays within the limit
+  graph.buffers[4].bytes = kMaxBytes / 2;  // 19 digits; the total stays within the limit
   graph.buffers[5].bytes = 0;
   graph.ops[0].flops = 1.5e9;
   graph.ops[0].bytes = 0.1;
@@ -40,9 +40,9 @@ Graph edge_values() {
   graph.ops[1].flops = 12345678901234567.0;
   graph.ops[1].bytes = 1e300;
   graph.ops[1].time = 0.0;
-  graph.ops[2].flops = -0.0;  // accepted: not below zero
-  graph.ops[2].workspace = kMaxBytes;
-  graph.ops[3].flops = 5e-324;  // the smallest subnormal
+  graph.ops[2].flops = -0.0;                      // accepted: not below zero
+  graph.ops[2].workspace = kMaxBytes / 2 - 1000;  // 19 digits, fits beside the buffers
+  graph.ops[3].flops = 5e-324;                    // the smallest subnormal
   graph.ops[3].type = "";
   graph.ops[4].name = "";
   return graph;
@@ -71,7 +71,7 @@ TEST(JsonCanonical, ReadsWhatTheGeneralReaderReads) {
   expect_same(fast, graph);
   EXPECT_TRUE(std::signbit(fast.ops[2].flops));
   EXPECT_EQ(fast.buffers[3].shape, (std::vector<int64_t>{1234567890123456}));
-  EXPECT_EQ(fast.buffers[4].bytes, kMaxBytes - 1000);
+  EXPECT_EQ(fast.buffers[4].bytes, kMaxBytes / 2);
   EXPECT_EQ(fast.ops[3].flops, 5e-324);
 }
 

@@ -185,11 +185,17 @@ std::vector<Case> cases() {
       {"workspace above 2^62",
        doc(bufs(), ops(op("2", "t", "[]", "[]", R"(,"workspace":9223372036854775807)"))),
        "\"workspace\" is 9223372036854775807, above the limit of 2^62 bytes"},
+      {"workspace beside the buffers above 2^62",
+       doc(buffer("0", "a", "4611686018427387000", "param"),
+           op("0", "t", "[]", "[]", R"(,"workspace":1000)")),
+       "graph: op 0 (\"t\"): its workspace of 1000 bytes and the graph's 4611686018427387000 "
+       "bytes of buffers exceed 2^62 bytes together"},
       {"total bytes overflow",
        doc(buffer("0", "a", "4611686018427387904", "param") + "," +
                buffer("1", "b", "4611686018427387904", "param"),
            ""),
-       "graph: the total size of all buffers exceeds the limit of 2^62 bytes"},
+       "graph: buffer 1 (\"b\"): with its 4611686018427387904 bytes, the buffers up to it hold "
+       "more than 2^62 bytes"},
       {"invalid UTF-8", doc(buffer("0", "w\xff", "4", "param"), ""), "invalid UTF-8 in a string"},
       {"overlong UTF-8", doc(buffer("0", "w\xC0\xAF", "4", "param"), ""),
        "invalid UTF-8 in a string"},

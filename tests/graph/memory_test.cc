@@ -168,6 +168,23 @@ TEST(MemoryProfile, UnvalidatedGraphsFailCleanly) {
   EXPECT_THROW(memory_profile(big), Error);
 }
 
+TEST(MemoryProfile, OverflowNamesTheOp) {
+  // Buffers within validate's total can still overflow with a workspace.
+  GraphBuilder g;
+  const BufferId a = g.buffer("a", kMaxBytes / 2, BufferKind::kActivation);
+  g.op("fill", Phase::kForward, {}, {a});
+  g.op("big", Phase::kForward, {a}, {}, {}, kMaxBytes / 2 + 1);
+  EXPECT_THROW(validate(g.graph), Error);  // which names the op too, from a file
+  try {
+    memory_profile(g.graph);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(),
+                 "graph: op 1 (\"big\"): 2305843009213693952 bytes of live buffers and "
+                 "2305843009213693953 of workspace exceed the limit of 2^62 bytes in use");
+  }
+}
+
 TEST(MemoryProfile, WorkspaceOnlyOp) {
   GraphBuilder g;
   g.op("scratch", Phase::kForward, {}, {}, {}, 1000);
