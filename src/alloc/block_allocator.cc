@@ -446,16 +446,11 @@ class BlockAllocator final : public Allocator {
     return block;
   }
 
-  // The range (stream, kind) grows, reserved on first use: the device's
-  // capacity for "expandable" (it never holds holes), twice that (or the
-  // request) for "stitching", whose free blocks may span holes.
+  // The range (stream, kind) grows, reserved on first use.
   Segment* growing_range(PoolKind kind, StreamId stream, uint64_t size) {
     Segment*& segment = expandable_[{stream, kind}];
     if (segment != nullptr) return segment;
-    uint64_t virtual_bytes = std::max(device_.capacity(), granularity());
-    if (policy_ == BlockPolicy::stitching) {
-      virtual_bytes = std::max(2 * virtual_bytes, round_up(size, granularity()));
-    }
+    const uint64_t virtual_bytes = growable_range_bytes(size);
     auto fresh = std::make_unique<Segment>();
     fresh->base = reserve_range(virtual_bytes);
     fresh->virtual_bytes = virtual_bytes;
@@ -466,6 +461,24 @@ class BlockAllocator final : public Allocator {
     segment = fresh.get();
     segments_.emplace(fresh->base, std::move(fresh));
     return segment;
+  }
+
+  // Note [Growable range size]
+  // ~~~~~~~~~~~~~~~~~~~~~~~~~~~
+  // "expandable" reserves the device's capacity (PyTorch's expandable
+  // segments reserve the GPU's memory), since it never holds holes;
+  // "stitching" twice that (or the request), since its free blocks may span
+  // holes. Neither is ever above 2^62 bytes (kMaxRequestBytes, so the largest
+  // request still fits one range): at twice a capacity above 2^61 the small
+  // and the large pool's ranges alone would need more than the 64-bit address
+  // space, which is what made every replay of a model that does not fit fail
+  // with "sim: address space exhausted" - alloc-replay replays it again on a
+  // 2^62-byte device to learn what it needs. A range holds at most 2^62
+  // mapped bytes then ("stitching" retires a full range and starts another).
+  uint64_t growable_range_bytes(uint64_t size) const {
+    const uint64_t capacity = std::max(device_.capacity(), granularity());
+    if (policy_ != BlockPolicy::stitching) return std::min(capacity, kMaxRequestBytes);
+    return std::max(std::min(capacity, kMaxRequestBytes / 2) * 2, round_up(size, granularity()));
   }
 
   // Retires a growing range whose virtual end is used up, so that the next

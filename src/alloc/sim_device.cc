@@ -24,7 +24,10 @@ class SimDevice final : public BudgetedDevice {
     // Fresh addresses every time, with a gap so that ranges are never
     // adjacent (adjacent ranges would hide a policy merging across them).
     const uintptr_t base = next_address_;
-    if (bytes > (UINTPTR_MAX - base) / 2) throw Error("sim: address space exhausted");
+    if (base > UINTPTR_MAX - granularity() || bytes > UINTPTR_MAX - granularity() - base) {
+      throw Error("sim: address space exhausted (reserving " + std::to_string(bytes) +
+                  " bytes at " + hex_address(base) + ")");
+    }
     next_address_ += bytes + granularity();
     ranges_.emplace(base, bytes);
     return base;

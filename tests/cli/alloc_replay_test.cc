@@ -129,6 +129,35 @@ TEST(CliAllocReplay, ACapacityBelowThePeakDoesNotFit) {
   EXPECT_NE(r.out.find("no: out of memory at event"), std::string::npos) << r.out;
 }
 
+// A model larger than the GPU: every policy runs out of memory and reports
+// what it would need (the stitching policy's re-run without a limit used to
+// stop the verb with "sim: address space exhausted", Note [Growable range
+// size]).
+TEST(CliAllocReplay, AModelThatDoesNotFitIsOutOfMemoryUnderEveryPolicy) {
+  const auto text = run_memwall("alloc-replay --model llama2-7b");
+  EXPECT_EQ(text.exit_code, 1) << text.err;
+  EXPECT_TRUE(text.err.empty()) << text.err;
+  size_t rows = 0;
+  for (size_t at = text.out.find("no: out of memory at event"); at != std::string::npos;
+       at = text.out.find("no: out of memory at event", at + 1)) {
+    ++rows;
+  }
+  EXPECT_EQ(rows, 4u) << text.out;
+  const auto r = run_memwall("alloc-replay --model llama2-7b --json");
+  ASSERT_EQ(r.exit_code, 1) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  const uint64_t live = j["peak_live"].get<uint64_t>();
+  const uint64_t capacity = j["capacity"].get<uint64_t>();
+  EXPECT_GT(live, capacity);
+  ASSERT_EQ(j["policies"].size(), 4u);
+  for (const auto& p : j["policies"]) {
+    EXPECT_FALSE(p["fits"].get<bool>()) << p["policy"];
+    EXPECT_TRUE(p.contains("failed_event")) << p["policy"];
+    EXPECT_LE(p["peak_reserved"].get<uint64_t>(), capacity) << p["policy"];
+    EXPECT_GE(p["peak_reserved_unlimited"].get<uint64_t>(), live) << p["policy"];
+  }
+}
+
 TEST(CliAllocReplay, ReplaysAPlanFile) {
   const std::string plan =
       ::testing::TempDir() + "memwall_alloc_plan_" + std::to_string(::getpid()) + ".json";
