@@ -376,7 +376,7 @@ class BlockAllocator final : public Allocator {
   // map), each chunk is mapped at exactly one place and a block keeps its
   // address for its life, so "every byte belongs to one block" stays a
   // simple invariant; the price is one unmap per donor run and one map per
-  // chunk at each stitch, where GMLake's cache hit costs none. GMLake's
+  // run of chunks moved at each stitch, where GMLake's cache hit costs none. GMLake's
   // small requests stay with PyTorch's allocator; ours use the same scheme.
   // Chunks never move across streams, since a block freed on one stream may
   // still be used by work queued on it. A range is reserved at twice the

@@ -65,7 +65,7 @@ class Device {
   // Bytes per physical chunk and the alignment of every map.
   virtual uint64_t granularity() const = 0;
   // Bytes of physical memory the device will hand out (a multiple of
-  // granularity()); create_chunk fails beyond it.
+  // granularity()); create_chunks fails beyond it.
   virtual uint64_t capacity() const = 0;
   virtual uint64_t chunks_in_use() const = 0;
   // Whether the CPU can read and write mapped addresses.
