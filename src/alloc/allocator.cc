@@ -95,27 +95,27 @@ void Allocator::unreserve_range(uintptr_t base, uint64_t bytes) {
   ++stats_.segments_released;
 }
 
-std::optional<ChunkHandle> Allocator::create_chunk() {
-  std::optional<ChunkHandle> chunk = device_.create_chunk();
-  if (!chunk) return chunk;
-  ++stats_.chunks_created;
-  stats_.reserved_bytes += granularity_;
+bool Allocator::create_chunks(uint64_t count, std::vector<ChunkRun>& runs) {
+  if (count == 0) return true;
+  if (count > device_headroom_chunks() || !device_.create_chunks(count, runs)) return false;
+  stats_.chunks_created += count;
+  stats_.reserved_bytes += count * granularity_;
   if (stats_.reserved_bytes > stats_.peak_reserved_bytes) {
     stats_.peak_reserved_bytes = stats_.reserved_bytes;
     stats_.allocated_at_peak_reserved = stats_.allocated_bytes;
   }
-  return chunk;
+  return true;
 }
 
-void Allocator::release_chunk(ChunkHandle chunk) {
-  device_.release_chunk(chunk);
-  ++stats_.chunks_released;
-  stats_.reserved_bytes -= granularity_;
+void Allocator::release_chunks(ChunkRun run) {
+  device_.release_chunks(run);
+  stats_.chunks_released += run.count;
+  stats_.reserved_bytes -= run.count * granularity_;
 }
 
-void Allocator::map_chunk(uintptr_t address, ChunkHandle chunk) {
-  device_.map(address, chunk);
-  ++stats_.maps;
+void Allocator::map_chunks(uintptr_t address, ChunkRun run) {
+  device_.map_chunks(address, run);
+  stats_.maps += run.count;
 }
 
 void Allocator::unmap_range(uintptr_t address, uint64_t bytes) {

@@ -13,14 +13,13 @@
 #include <unordered_map>
 #include <vector>
 
+#include "chunk_map.h"
 #include "live_map.h"
 #include "node_recycler.h"
 #include "policies.h"
 
 namespace memwall::alloc {
 namespace {
-
-constexpr ChunkHandle kUnmapped = UINT64_MAX;
 
 struct Segment;
 struct Block;
@@ -76,11 +75,12 @@ struct Block {
 struct Segment {
   uintptr_t base = 0;
   uint64_t virtual_bytes = 0;
-  // The chunk mapped at each granule, kUnmapped for a hole. A growable
-  // segment stores only the granules up to its end (chunks.size()), which
-  // may hold holes under "stitching" (Note [Stitching]).
-  std::vector<ChunkHandle> chunks;
-  uint64_t mapped_chunks = 0;
+  // The granules in use from the base: all of a caching segment, those up to
+  // a growable range's end. Under "stitching" some may be holes (Note
+  // [Stitching]).
+  uint64_t granules = 0;
+  // The chunks mapped at them, by granule, as runs (Note [Chunk runs]).
+  ChunkMap chunks;
   StreamId stream = 0;
   PoolKind pool = PoolKind::large;
   bool expandable = false;  // grown at its end ("expandable", "stitching")
@@ -276,47 +276,30 @@ class BlockAllocator final : public Allocator {
     return grow_range(kind, stream, size);
   }
 
-  // Creates `count` chunks, all or none.
-  bool create_chunks(uint64_t count, std::vector<ChunkHandle>& chunks) {
-    if (count > device_headroom_chunks()) return false;
-    const size_t before = chunks.size();
-    for (uint64_t i = 0; i < count; ++i) {
-      std::optional<ChunkHandle> chunk = create_chunk();
-      if (!chunk) {
-        // Another user of the device took the headroom meanwhile.
-        while (chunks.size() > before) {
-          release_chunk(chunks.back());
-          chunks.pop_back();
-        }
-        return false;
-      }
-      chunks.push_back(*chunk);
-    }
-    return true;
-  }
-
   Block* new_segment(PoolKind kind, StreamId stream, uint64_t bytes) {
-    std::vector<ChunkHandle> chunks;
-    if (!create_chunks(round_up(bytes, granularity()) / granularity(), chunks)) return nullptr;
-    return install_segment(kind, stream, std::move(chunks));
+    const uint64_t count = round_up(bytes, granularity()) / granularity();
+    std::vector<ChunkRun> chunks;
+    if (!create_chunks(count, chunks)) return nullptr;
+    return install_segment(kind, stream, count, chunks);
   }
 
-  // Maps `chunks` contiguously into a new range; returns its one free block.
-  Block* install_segment(PoolKind kind, StreamId stream, std::vector<ChunkHandle> chunks) {
-    const uint64_t bytes = chunks.size() * granularity();
+  // Maps the `count` chunks of `chunks` side by side into a new range;
+  // returns its one free block.
+  Block* install_segment(PoolKind kind, StreamId stream, uint64_t count,
+                         const std::vector<ChunkRun>& chunks) {
+    const uint64_t bytes = count * granularity();
     uintptr_t base = 0;
     try {
       base = reserve_range(bytes);
     } catch (...) {
-      for (ChunkHandle chunk : chunks) release_chunk(chunk);
+      for (const ChunkRun& run : chunks) release_chunks(run);
       throw;
     }
-    for (size_t i = 0; i < chunks.size(); ++i) map_chunk(base + i * granularity(), chunks[i]);
     auto segment = std::make_unique<Segment>();
     segment->base = base;
     segment->virtual_bytes = bytes;
-    segment->mapped_chunks = chunks.size();
-    segment->chunks = std::move(chunks);
+    segment->granules = count;
+    map_runs(*segment, 0, chunks);
     segment->stream = stream;
     segment->pool = kind;
     Block* block = new_block();
@@ -327,6 +310,15 @@ class BlockAllocator final : public Allocator {
     block->pool = kind;
     segments_.emplace(base, std::move(segment));
     return block;
+  }
+
+  // Maps `chunks` side by side from granule `first` of the segment.
+  void map_runs(Segment& segment, uint64_t first, const std::vector<ChunkRun>& chunks) {
+    for (const ChunkRun& run : chunks) {
+      map_chunks(segment.base + first * granularity(), run);
+      segment.chunks.insert(first, run);
+      first += run.count;
+    }
   }
 
   // Note [Expandable segments]
@@ -384,7 +376,7 @@ class BlockAllocator final : public Allocator {
   // map), each chunk is mapped at exactly one place and a block keeps its
   // address for its life, so "every byte belongs to one block" stays a
   // simple invariant; the price is one unmap per donor run and one map per
-  // chunk at each stitch, where GMLake's cache hit costs none. GMLake's
+  // run of chunks moved at each stitch, where GMLake's cache hit costs none. GMLake's
   // small requests stay with PyTorch's allocator; ours use the same scheme.
   // Chunks never move across streams, since a block freed on one stream may
   // still be used by work queued on it. A range is reserved at twice the
@@ -406,26 +398,22 @@ class BlockAllocator final : public Allocator {
     Block* tail = segment->tail;
     const uint64_t have = tail != nullptr && !tail->allocated ? tail->size : 0;
     const uint64_t count = round_up(size - have, granularity()) / granularity();
-    if (segment->chunks.size() + count > segment->virtual_bytes / granularity()) {
+    if (segment->granules + count > segment->virtual_bytes / granularity()) {
       if (policy_ != BlockPolicy::stitching) return nullptr;
       if (!renew_range(*segment, size)) return nullptr;
       return grow_range(kind, stream, size);
     }
-    const uintptr_t end = segment->base + segment->chunks.size() * granularity();
+    const uintptr_t end = segment->base + segment->granules * granularity();
     if (policy_ == BlockPolicy::stitching) {
       // Only address space here: the granules join the free tail as holes,
       // which take_backed_block maps as the request needs them.
-      segment->chunks.resize(segment->chunks.size() + count, kUnmapped);
       hole_chunks_ += count;
     } else {
-      std::vector<ChunkHandle> chunks;
+      std::vector<ChunkRun> chunks;
       if (!create_chunks(count, chunks)) return nullptr;
-      for (uint64_t i = 0; i < count; ++i) {
-        map_chunk(end + i * granularity(), chunks[i]);
-        segment->chunks.push_back(chunks[i]);
-      }
-      segment->mapped_chunks += count;
+      map_runs(*segment, segment->granules, chunks);
     }
+    segment->granules += count;
     const uint64_t holes = policy_ == BlockPolicy::stitching ? count : 0;
     if (have != 0) {
       pool(kind).erase(tail);
@@ -446,16 +434,11 @@ class BlockAllocator final : public Allocator {
     return block;
   }
 
-  // The range (stream, kind) grows, reserved on first use: the device's
-  // capacity for "expandable" (it never holds holes), twice that (or the
-  // request) for "stitching", whose free blocks may span holes.
+  // The range (stream, kind) grows, reserved on first use.
   Segment* growing_range(PoolKind kind, StreamId stream, uint64_t size) {
     Segment*& segment = expandable_[{stream, kind}];
     if (segment != nullptr) return segment;
-    uint64_t virtual_bytes = std::max(device_.capacity(), granularity());
-    if (policy_ == BlockPolicy::stitching) {
-      virtual_bytes = std::max(2 * virtual_bytes, round_up(size, granularity()));
-    }
+    const uint64_t virtual_bytes = growable_range_bytes(size);
     auto fresh = std::make_unique<Segment>();
     fresh->base = reserve_range(virtual_bytes);
     fresh->virtual_bytes = virtual_bytes;
@@ -468,6 +451,24 @@ class BlockAllocator final : public Allocator {
     return segment;
   }
 
+  // Note [Growable range size]
+  // ~~~~~~~~~~~~~~~~~~~~~~~~~~~
+  // "expandable" reserves the device's capacity (PyTorch's expandable
+  // segments reserve the GPU's memory), since it never holds holes;
+  // "stitching" twice that (or the request), since its free blocks may span
+  // holes. Neither is ever above 2^62 bytes (kMaxRequestBytes, so the largest
+  // request still fits one range): at twice a capacity above 2^61 the small
+  // and the large pool's ranges alone would need more than the 64-bit address
+  // space, which is what made every replay of a model that does not fit fail
+  // with "sim: address space exhausted" - alloc-replay replays it again on a
+  // 2^62-byte device to learn what it needs. A range holds at most 2^62
+  // mapped bytes then ("stitching" retires a full range and starts another).
+  uint64_t growable_range_bytes(uint64_t size) const {
+    const uint64_t capacity = std::max(device_.capacity(), granularity());
+    if (policy_ != BlockPolicy::stitching) return std::min(capacity, kMaxRequestBytes);
+    return std::max(std::min(capacity, kMaxRequestBytes / 2) * 2, round_up(size, granularity()));
+  }
+
   // Retires a growing range whose virtual end is used up, so that the next
   // growing_range reserves a fresh one; false when even a fresh one could
   // not hold `size` chunks of the device.
@@ -477,7 +478,7 @@ class BlockAllocator final : public Allocator {
     }
     old.growing = false;
     expandable_.erase({old.stream, old.pool});
-    if (old.mapped_chunks == 0) drop_empty(old);
+    if (old.chunks.empty()) drop_empty(old);
     return true;
   }
 
@@ -497,20 +498,34 @@ class BlockAllocator final : public Allocator {
     const uint64_t first = (block->addr - segment.base) / granularity();
     const uint64_t end =
         round_up(block->addr + bytes - segment.base, granularity()) / granularity();
+    std::vector<GranuleSpan>& holes = scratch_holes_;
+    segment.chunks.holes(first, end, holes);
     uint64_t needed = 0;
-    for (uint64_t i = first; i < end; ++i) needed += segment.chunks[i] == kUnmapped ? 1 : 0;
-    std::vector<ChunkHandle> chunks;
+    for (const GranuleSpan& hole : holes) needed += hole.count;
+    std::vector<ChunkRun>& chunks = scratch_moving_;
+    chunks.clear();
     if (needed != 0 && !stitch_chunks(stream, block, needed, chunks)) {
       pool(kind).insert(block);
       return nullptr;
     }
+    // The holes in order, each filled from the runs in order.
     size_t next = 0;
-    for (uint64_t i = first; i < end && next < chunks.size(); ++i) {
-      if (segment.chunks[i] != kUnmapped) continue;
-      map_chunk(segment.base + i * granularity(), chunks[next]);
-      segment.chunks[i] = chunks[next++];
+    uint64_t used = 0;  // chunks of chunks[next] already mapped
+    for (GranuleSpan hole : holes) {
+      while (hole.count != 0) {
+        const ChunkRun run = chunks[next];
+        const ChunkRun piece{run.first + used, std::min(hole.count, run.count - used)};
+        map_chunks(segment.base + hole.start * granularity(), piece);
+        segment.chunks.insert(hole.start, piece);
+        hole.start += piece.count;
+        hole.count -= piece.count;
+        used += piece.count;
+        if (used == run.count) {
+          ++next;
+          used = 0;
+        }
+      }
     }
-    segment.mapped_chunks += needed;
     block->holes -= needed;
     hole_chunks_ -= needed;
     return block;
@@ -521,7 +536,7 @@ class BlockAllocator final : public Allocator {
   // unmapped where they were; then the shortfall from the device. All or
   // nothing.
   bool stitch_chunks(StreamId stream, const Block* keep, uint64_t count,
-                     std::vector<ChunkHandle>& chunks) {
+                     std::vector<ChunkRun>& chunks) {
     std::vector<std::pair<uint64_t, Block*>> donors;
     uint64_t free_chunks = 0;
     for (const FreePool* free : {&small_, &large_}) {
@@ -539,13 +554,14 @@ class BlockAllocator final : public Allocator {
     std::sort(donors.begin(), donors.end(), [](const auto& a, const auto& b) {
       return a.first != b.first ? a.first > b.first : a.second->addr < b.second->addr;
     });
+    uint64_t moved = 0;
     for (const auto& [mapped, block] : donors) {
-      if (chunks.size() == count) break;
-      unmap_inner(block, count - chunks.size(), &chunks);
+      if (moved == count) break;
+      moved += unmap_inner(block, count - moved, &chunks);
     }
-    if (!chunks.empty()) count_stitch();
-    if (!create_chunks(count - chunks.size(), chunks)) {
-      for (ChunkHandle chunk : chunks) release_chunk(chunk);
+    if (moved != 0) count_stitch();
+    if (!create_chunks(count - moved, chunks)) {
+      for (const ChunkRun& run : chunks) release_chunks(run);
       return false;
     }
     return true;
@@ -553,29 +569,24 @@ class BlockAllocator final : public Allocator {
 
   // "stitching": unmaps up to `limit` mapped whole chunks inside a free
   // block (from its end), handing them to `into` or releasing them when
-  // null. The block keeps its place and size; they become holes. A range
-  // left with nothing mapped holds only this block, which goes with it.
-  void unmap_inner(Block* block, uint64_t limit, std::vector<ChunkHandle>* into) {
+  // null; returns how many. The block keeps its place and size; they become
+  // holes. A range left with nothing mapped holds only this block, which
+  // goes with it.
+  uint64_t unmap_inner(Block* block, uint64_t limit, std::vector<ChunkRun>* into) {
     Segment& segment = *block->segment;
     const ChunkRange inner = inner_chunks(*block);
+    std::vector<GranuleSpan>& mapped = scratch_spans_;
+    segment.chunks.mapped_spans(inner.first, inner.end, mapped);
     uint64_t taken = 0;
-    for (uint64_t i = inner.end; i > inner.first && taken < limit;) {
-      if (segment.chunks[i - 1] == kUnmapped) {
-        --i;
-        continue;
-      }
-      uint64_t run = 0;  // mapped granules [i - run, i)
-      while (i - run > inner.first && taken + run < limit &&
-             segment.chunks[i - run - 1] != kUnmapped) {
-        ++run;
-      }
-      take_chunks(segment, segment.base + (i - run) * granularity(), run, into);
+    for (auto span = mapped.rbegin(); span != mapped.rend() && taken < limit; ++span) {
+      const uint64_t run = std::min(span->count, limit - taken);  // one unmap call
+      take_chunks(segment, span->end() - run, run, into);
       taken += run;
-      i -= run;
     }
     block->holes += taken;
     hole_chunks_ += taken;
-    if (segment.mapped_chunks == 0) drop_empty(segment);
+    if (segment.chunks.empty()) drop_empty(segment);
+    return taken;
   }
 
   // A growable range with nothing mapped holds at most one block, free and
@@ -587,7 +598,7 @@ class BlockAllocator final : public Allocator {
       hole_chunks_ -= block->holes;
       recycle(block);
     }
-    segment.chunks.clear();
+    segment.granules = 0;
     segment.tail = nullptr;
     if (segment.growing) return;
     unreserve_range(segment.base, segment.virtual_bytes);
@@ -611,7 +622,7 @@ class BlockAllocator final : public Allocator {
   void release_segment(Block* block) {
     Segment& segment = *block->segment;
     pool(block->pool).erase(block);
-    take_chunks(segment, segment.base, segment.chunks.size(), nullptr);
+    take_chunks(segment, 0, segment.granules, nullptr);
     recycle(block);
     unreserve_range(segment.base, segment.virtual_bytes);
     segments_.erase(segment.base);
@@ -658,10 +669,9 @@ class BlockAllocator final : public Allocator {
   void trim_holes(Segment& segment) {
     Block* tail = segment.tail;
     if (tail == nullptr || tail->allocated) return;
-    const uint64_t end = segment.chunks.size();
+    const uint64_t end = segment.granules;
     const uint64_t first = round_up(tail->addr - segment.base, granularity()) / granularity();
-    uint64_t cut = end;
-    while (cut > first && segment.chunks[cut - 1] == kUnmapped) --cut;
+    const uint64_t cut = segment.chunks.mapped_end(first, end);
     if (cut == end) return;
     tail->holes -= end - cut;
     hole_chunks_ -= end - cut;
@@ -673,7 +683,7 @@ class BlockAllocator final : public Allocator {
   void end_range_at(Segment& segment, uint64_t end) {
     Block* tail = segment.tail;
     pool(tail->pool).erase(tail);
-    segment.chunks.resize(end);
+    segment.granules = end;
     tail->size = segment.base + end * granularity() - tail->addr;
     if (tail->size != 0) {
       pool(tail->pool).insert(tail);
@@ -684,21 +694,14 @@ class BlockAllocator final : public Allocator {
     recycle(tail);
   }
 
-  // Unmaps the `count` chunks at `address` of `segment` and hands them to
-  // `into` (or releases them to the device when null).
-  void take_chunks(Segment& segment, uintptr_t address, uint64_t count,
-                   std::vector<ChunkHandle>* into) {
-    unmap_range(address, count * granularity());
-    const uint64_t first = (address - segment.base) / granularity();
-    for (uint64_t i = first; i < first + count; ++i) {
-      if (into != nullptr) {
-        into->push_back(segment.chunks[i]);
-      } else {
-        release_chunk(segment.chunks[i]);
-      }
-      segment.chunks[i] = kUnmapped;
-    }
-    segment.mapped_chunks -= count;
+  // Unmaps the `count` chunks from granule `first` of `segment` (one unmap
+  // call) and hands them to `into` (or releases them to the device when null).
+  void take_chunks(Segment& segment, uint64_t first, uint64_t count, std::vector<ChunkRun>* into) {
+    unmap_range(segment.base + first * granularity(), count * granularity());
+    std::vector<ChunkRun>& released = scratch_released_;
+    released.clear();
+    segment.chunks.erase(first, first + count, into != nullptr ? *into : released);
+    for (const ChunkRun& run : released) release_chunks(run);
   }
 
   void trim_tail(Segment& segment) {
@@ -706,26 +709,23 @@ class BlockAllocator final : public Allocator {
     if (tail == nullptr || tail->allocated) return;
     // "expandable" ranges hold no holes: the mapped chunks are a prefix.
     const uint64_t first = round_up(tail->addr - segment.base, granularity()) / granularity();
-    if (first >= segment.mapped_chunks) return;
-    take_chunks(segment, segment.base + first * granularity(), segment.mapped_chunks - first,
-                nullptr);
+    const uint64_t mapped = segment.chunks.mapped();
+    if (first >= mapped) return;
+    take_chunks(segment, first, mapped - first, nullptr);
     end_range_at(segment, first);
   }
 
-  // Destructor: everything goes, live or not, in runs of mapped granules.
+  // Destructor: everything goes, live or not, one unmap per run of mapped
+  // granules.
   void release_everything(Segment& segment) {
-    const uint64_t slots = segment.chunks.size();
-    uint64_t i = 0;
-    while (i < slots) {
-      if (segment.chunks[i] == kUnmapped) {
-        ++i;
-        continue;
-      }
-      uint64_t end = i;
-      while (end < slots && segment.chunks[end] != kUnmapped) ++end;
-      unmap_range(segment.base + i * granularity(), (end - i) * granularity());
-      for (; i < end; ++i) release_chunk(segment.chunks[i]);
+    std::vector<GranuleSpan> spans;
+    segment.chunks.mapped_spans(0, segment.granules, spans);
+    for (const GranuleSpan& span : spans) {
+      unmap_range(segment.base + span.start * granularity(), span.count * granularity());
     }
+    std::vector<ChunkRun> chunks;
+    segment.chunks.clear(chunks);
+    for (const ChunkRun& run : chunks) release_chunks(run);
     unreserve_range(segment.base, segment.virtual_bytes);
   }
 
@@ -768,7 +768,7 @@ class BlockAllocator final : public Allocator {
       index[segment.get()] = out.size();
       out.push_back({base,
                      segment->virtual_bytes,
-                     segment->mapped_chunks * granularity(),
+                     segment->chunks.mapped() * granularity(),
                      segment->stream,
                      segment->pool,
                      {}});
@@ -802,18 +802,15 @@ class BlockAllocator final : public Allocator {
       }
       previous = block;
       const uint64_t first = (block->addr - segment->base) / granularity();
-      const uint64_t last = (block->addr + block->size - 1 - segment->base) / granularity();
-      uint64_t holes = 0;
-      for (uint64_t i = first; i <= last; ++i) {
-        if (i >= segment->chunks.size()) fail("block past its segment's end", block);
-        if (segment->chunks[i] != kUnmapped) continue;
-        // Only a free block may span a hole, and only whole granules of it.
-        const uintptr_t granule = segment->base + i * granularity();
-        if (block->allocated || granule < block->addr ||
-            granule + granularity() > block->addr + block->size) {
-          fail("block over an unmapped granule", block);
-        }
-        ++holes;
+      const uint64_t end = (block->addr + block->size - 1 - segment->base) / granularity() + 1;
+      if (end > segment->granules) fail("block past its segment's end", block);
+      const uint64_t holes = end - first - segment->chunks.mapped_in(first, end);
+      // Only a free block may span a hole, and only whole granules of it.
+      const ChunkRange inner = inner_chunks(*block);
+      if (holes != 0 &&
+          (block->allocated ||
+           holes != inner.count() - segment->chunks.mapped_in(inner.first, inner.end))) {
+        fail("block over an unmapped granule", block);
       }
       if (holes != block->holes) fail("hole count", block);
       all_holes += holes;
@@ -844,24 +841,22 @@ class BlockAllocator final : public Allocator {
     }
     uint64_t mapped = 0;
     for (const auto& [base, segment] : segments_) {
-      const uint64_t mapped_bytes = segment->mapped_chunks * granularity();
-      mapped += mapped_bytes;
+      mapped += segment->chunks.mapped() * granularity();
       const auto it = covered.find(segment.get());
-      if ((it == covered.end() ? 0 : it->second) != segment->chunks.size() * granularity()) {
+      if ((it == covered.end() ? 0 : it->second) != segment->granules * granularity()) {
         fail("blocks do not tile the granules of segment " + hex_address(base), nullptr);
       }
-      const auto holes = std::count(segment->chunks.begin(), segment->chunks.end(), kUnmapped);
-      if (segment->chunks.size() - static_cast<uint64_t>(holes) != segment->mapped_chunks) {
-        fail("mapped chunk count of segment " + hex_address(base), nullptr);
+      if (!segment->chunks.consistent() || segment->chunks.end() > segment->granules) {
+        fail("chunk runs of segment " + hex_address(base), nullptr);
       }
       if (segment->expandable) {
-        const uintptr_t end = base + segment->chunks.size() * granularity();
+        const uintptr_t end = base + segment->granules * granularity();
         if (segment->tail != nullptr && (segment->tail->segment != segment.get() ||
                                          segment->tail->addr + segment->tail->size != end)) {
           fail("growable tail does not end at the range's end", segment->tail);
         }
-        if (segment->tail == nullptr && !segment->chunks.empty() &&
-            segment->chunks.back() != kUnmapped) {
+        if (segment->tail == nullptr && segment->granules != 0 &&
+            segment->chunks.end() == segment->granules) {
           fail("growable range " + hex_address(base) + " has a mapped end but no tail", nullptr);
         }
         if (segment->growing !=
@@ -890,6 +885,10 @@ class BlockAllocator final : public Allocator {
   std::map<uintptr_t, std::unique_ptr<Segment>> segments_;
   std::map<std::pair<StreamId, PoolKind>, Segment*> expandable_;
   uint64_t hole_chunks_ = 0;  // sum of the free blocks' holes
+  // Working space of take_backed_block, unmap_inner and take_chunks, kept
+  // for its capacity so that stitching does not allocate.
+  std::vector<GranuleSpan> scratch_holes_, scratch_spans_;
+  std::vector<ChunkRun> scratch_moving_, scratch_released_;
   std::deque<Block> block_storage_;
   std::vector<Block*> spare_blocks_;
 };

@@ -33,16 +33,17 @@ class BudgetedDevice : public Device {
     slots_ = capacity / granularity;
   }
 
-  // Counts one more chunk; false when the capacity is reached.
-  bool take_budget() {
+  // Counts `count` more chunks; false (counting none) when that would pass
+  // the capacity.
+  bool take_budget(uint64_t count) {
     std::lock_guard lock(budget_mutex_);
-    if (in_use_ == slots_) return false;
-    ++in_use_;
+    if (count > slots_ - in_use_) return false;
+    in_use_ += count;
     return true;
   }
-  void return_budget() {
+  void return_budget(uint64_t count) {
     std::lock_guard lock(budget_mutex_);
-    --in_use_;
+    in_use_ -= count;
   }
   uint64_t slots() const { return slots_; }
 

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "budgeted_device.h"
 #include "memwall/alloc/device.h"
@@ -134,34 +135,57 @@ class CudaVmm final : public BudgetedDevice {
     check(driver_.address_free(static_cast<CUdeviceptr>(base), bytes), "cuMemAddressFree");
   }
 
-  std::optional<ChunkHandle> create_chunk() override {
-    if (!take_budget()) return std::nullopt;
+  // One cuMemCreate per chunk: its handles are opaque, so every run is a
+  // single chunk (Note [Chunk runs]). All or none.
+  bool create_chunks(uint64_t count, std::vector<ChunkRun>& runs) override {
+    if (count == 0) return true;
+    if (!take_budget(count)) return false;
     bind();
-    CUmemGenericAllocationHandle handle = 0;
     const CUmemAllocationProp prop = properties();
-    const CUresult result = driver_.create(&handle, granularity(), &prop, 0);
-    if (result != CUDA_SUCCESS) {
-      return_budget();
-      if (result == CUDA_ERROR_OUT_OF_MEMORY) return std::nullopt;
-      check(result, "cuMemCreate");
+    std::vector<ChunkRun> made;
+    made.reserve(count);
+    for (uint64_t i = 0; i < count; ++i) {
+      CUmemGenericAllocationHandle handle = 0;
+      const CUresult result = driver_.create(&handle, granularity(), &prop, 0);
+      if (result != CUDA_SUCCESS) {
+        for (const ChunkRun& run : made) driver_.release(run.first);
+        return_budget(count);
+        if (result == CUDA_ERROR_OUT_OF_MEMORY) return false;
+        check(result, "cuMemCreate");
+      }
+      made.push_back({static_cast<ChunkHandle>(handle), 1});
     }
-    return static_cast<ChunkHandle>(handle);
+    runs.insert(runs.end(), made.begin(), made.end());
+    return true;
   }
-  void release_chunk(ChunkHandle chunk) override {
+  void release_chunks(ChunkRun run) override {
     bind();
-    check(driver_.release(static_cast<CUmemGenericAllocationHandle>(chunk)), "cuMemRelease");
-    return_budget();
+    for (uint64_t i = 0; i < run.count; ++i) {
+      check(driver_.release(static_cast<CUmemGenericAllocationHandle>(run.first + i)),
+            "cuMemRelease");
+    }
+    return_budget(run.count);
   }
 
-  void map(uintptr_t address, ChunkHandle chunk) override {
+  // A run longer than one chunk holds handles that happened to be
+  // consecutive numbers; each is mapped whole, then access is set once for
+  // the run's whole range.
+  void map_chunks(uintptr_t address, ChunkRun run) override {
     bind();
     const auto at = static_cast<CUdeviceptr>(address);
-    check(driver_.map(at, granularity(), 0, static_cast<CUmemGenericAllocationHandle>(chunk), 0),
-          "cuMemMap");
+    for (uint64_t i = 0; i < run.count; ++i) {
+      const CUresult result =
+          driver_.map(at + i * granularity(), granularity(), 0,
+                      static_cast<CUmemGenericAllocationHandle>(run.first + i), 0);
+      if (result != CUDA_SUCCESS) {
+        if (i != 0) driver_.unmap(at, i * granularity());
+        check(result, "cuMemMap");
+      }
+    }
     CUmemAccessDesc access{};
     access.location = properties().location;
     access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-    check(driver_.set_access(at, granularity(), &access, 1), "cuMemSetAccess");
+    check(driver_.set_access(at, run.count * granularity(), &access, 1), "cuMemSetAccess");
   }
   void unmap(uintptr_t address, uint64_t bytes) override {
     bind();

@@ -10,11 +10,13 @@
 // chunk is only bookkeeping: a free-slot list, with capacity enforced by
 // counting slots in use. Releasing a chunk punches a hole (FALLOC_FL_PUNCH_HOLE
 // | FALLOC_FL_KEEP_SIZE) so its pages return to the kernel and a later chunk
-// in the same slot reads zeros, as fresh cuMemCreate memory would.
+// in the same slot reads zeros, as fresh cuMemCreate memory would. Free
+// slots are kept as runs and handed out as runs (Note [Chunk runs]); a run
+// is consecutive slots, i.e. one contiguous piece of the file.
 //
 // A reserved range is a PROT_NONE, MAP_NORESERVE anonymous mapping; map
-// replaces one granule of it with MAP_FIXED|MAP_SHARED of the chunk's slot,
-// and unmap puts PROT_NONE anonymous memory back, so the range stays reserved
+// replaces granules of it with one MAP_FIXED|MAP_SHARED mapping of the run's
+// slots, and unmap puts PROT_NONE anonymous memory back, so the range stays reserved
 // (no other mmap can land in it) exactly like cuMemUnmap leaves the VA range
 // of cuMemAddressReserve. Two mappings of one slot would alias, which is legal
 // (CUDA allows it too) but the policies never do it.
@@ -22,6 +24,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <mutex>
@@ -65,32 +68,44 @@ class HostVmm final : public BudgetedDevice {
     if (munmap(reinterpret_cast<void*>(base), bytes) != 0) fail_errno("munmap");
   }
 
-  std::optional<ChunkHandle> create_chunk() override {
-    if (!take_budget()) return std::nullopt;
+  bool create_chunks(uint64_t count, std::vector<ChunkRun>& runs) override {
+    if (count == 0) return true;
+    if (!take_budget(count)) return false;
     std::lock_guard lock(mutex_);
-    if (!free_slots_.empty()) {
-      const ChunkHandle slot = free_slots_.back();
-      free_slots_.pop_back();
-      return slot;
+    // Freed slots first, newest first; then fresh ones, which stay within
+    // the file: every slot below next_slot_ is in use or in free_runs_.
+    while (count != 0 && !free_runs_.empty()) {
+      ChunkRun& last = free_runs_.back();
+      const uint64_t take = std::min(count, last.count);
+      runs.push_back({last.first + last.count - take, take});
+      last.count -= take;
+      if (last.count == 0) free_runs_.pop_back();
+      count -= take;
     }
-    return next_slot_++;
+    if (count != 0) {
+      runs.push_back({next_slot_, count});
+      next_slot_ += count;
+    }
+    return true;
   }
-  void release_chunk(ChunkHandle chunk) override {
-    // Give the pages back; the slot reads zeros when reused.
+  void release_chunks(ChunkRun run) override {
+    // Give the pages back; the slots read zeros when reused.
     if (fallocate(fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-                  static_cast<off_t>(chunk * granularity()),
-                  static_cast<off_t>(granularity())) != 0) {
-      fail_errno("punching chunk " + std::to_string(chunk));
+                  static_cast<off_t>(run.first * granularity()),
+                  static_cast<off_t>(run.count * granularity())) != 0) {
+      fail_errno("punching chunks " + std::to_string(run.first) + " to " +
+                 std::to_string(run.first + run.count - 1));
     }
     std::lock_guard lock(mutex_);
-    free_slots_.push_back(chunk);
-    return_budget();
+    free_runs_.push_back(run);
+    return_budget(run.count);
   }
 
-  void map(uintptr_t address, ChunkHandle chunk) override {
-    void* at = mmap(reinterpret_cast<void*>(address), granularity(), PROT_READ | PROT_WRITE,
-                    MAP_SHARED | MAP_FIXED, fd_, static_cast<off_t>(chunk * granularity()));
-    if (at == MAP_FAILED) fail_errno("mapping chunk " + std::to_string(chunk));
+  void map_chunks(uintptr_t address, ChunkRun run) override {
+    void* at =
+        mmap(reinterpret_cast<void*>(address), run.count * granularity(), PROT_READ | PROT_WRITE,
+             MAP_SHARED | MAP_FIXED, fd_, static_cast<off_t>(run.first * granularity()));
+    if (at == MAP_FAILED) fail_errno("mapping chunks from " + std::to_string(run.first));
   }
   void unmap(uintptr_t address, uint64_t bytes) override {
     void* at = mmap(reinterpret_cast<void*>(address), bytes, PROT_NONE,
@@ -102,7 +117,7 @@ class HostVmm final : public BudgetedDevice {
   int fd_ = -1;
   std::mutex mutex_;  // guards the slot bookkeeping
   uint64_t next_slot_ = 0;
-  std::vector<ChunkHandle> free_slots_;
+  std::vector<ChunkRun> free_runs_;
 };
 
 }  // namespace

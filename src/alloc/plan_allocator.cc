@@ -104,27 +104,37 @@ class PlanAllocator final : public Allocator {
     if (live_.empty()) release_arena();
   }
 
+  // All or nothing: the arena counts as mapped (chunks_ not empty) only
+  // once every run is.
   bool map_arena() {
-    const uint64_t count = mapped_bytes_ / granularity();
-    if (count > device_headroom_chunks()) return false;
-    for (uint64_t i = 0; i < count; ++i) {
-      std::optional<ChunkHandle> chunk = create_chunk();
-      if (!chunk) {
-        for (ChunkHandle made : chunks_) release_chunk(made);
-        chunks_.clear();
-        return false;
-      }
-      chunks_.push_back(*chunk);
+    std::vector<ChunkRun> chunks;
+    if (!create_chunks(mapped_bytes_ / granularity(), chunks)) return false;
+    try {
+      base_ = reserve_range(mapped_bytes_);
+    } catch (...) {
+      for (const ChunkRun& run : chunks) release_chunks(run);
+      throw;
     }
-    base_ = reserve_range(mapped_bytes_);
-    for (uint64_t i = 0; i < count; ++i) map_chunk(base_ + i * granularity(), chunks_[i]);
+    uint64_t offset = 0;
+    try {
+      for (const ChunkRun& run : chunks) {
+        map_chunks(base_ + offset, run);
+        offset += run.count * granularity();
+      }
+    } catch (...) {
+      if (offset != 0) unmap_range(base_, offset);
+      for (const ChunkRun& run : chunks) release_chunks(run);
+      unreserve_range(base_, mapped_bytes_);
+      throw;
+    }
+    chunks_ = std::move(chunks);
     return true;
   }
 
   void release_arena() {
     if (chunks_.empty()) return;
     unmap_range(base_, mapped_bytes_);
-    for (ChunkHandle chunk : chunks_) release_chunk(chunk);
+    for (const ChunkRun& run : chunks_) release_chunks(run);
     chunks_.clear();
     unreserve_range(base_, mapped_bytes_);
     base_ = 0;
@@ -159,7 +169,7 @@ class PlanAllocator final : public Allocator {
   uint64_t mapped_bytes_;
   std::unordered_map<uint64_t, uint64_t> offsets_;
   uintptr_t base_ = 0;
-  std::vector<ChunkHandle> chunks_;
+  std::vector<ChunkRun> chunks_;   // the arena's, in address order
   std::map<uint64_t, Live> live_;  // by offset
   NodeRecycler<std::map<uint64_t, Live>> live_nodes_;
 };

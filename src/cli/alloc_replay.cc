@@ -2,8 +2,11 @@
 // schedule, of a plan or of a lifetimes CSV, replayed through the runtime
 // allocator's policies (src/alloc) on a simulated device; peak reserved
 // against peak allocated, and whether the device's capacity holds it.
-// Exit code 0: every policy replayed fits; 1: one does not; 2: bad input.
+// Exit code 0: every policy replayed fits; 1: one does not (or, said in one
+// line without replaying, none can); 2: bad input.
 #include <iostream>
+#include <optional>
+#include <string>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -34,7 +37,7 @@ AllocTrace load_trace(const ReplayArgs& args, const Hardware& hw) {
     if (!args.plan_file.empty() || args.source.given()) {
       fail("--csv takes no --model, --graph or --plan: replay one input at a time");
     }
-    return csv_alloc_trace(read_layout_csv(args.csv_file), args.csv_file);
+    return csv_alloc_trace(read_lifetimes_csv(args.csv_file, "replay"), args.csv_file);
   }
   const Graph graph = args.source.load(hw);
   if (args.plan_file.empty()) return graph_alloc_trace(graph);
@@ -63,6 +66,32 @@ nlohmann::json replay_json(const PolicyReplay& r) {
   return j;
 }
 
+// Why no policy can fit the trace, before replaying it: an allocation
+// larger than the device (every policy maps at least the request rounded up
+// to whole chunks, and the device holds whole chunks), or more than 2^62
+// bytes live at once. Nothing when the replay has to tell.
+std::optional<std::string> beyond_any_policy(const AllocTrace& trace, const AllocSetup& setup) {
+  const uint64_t usable = setup.capacity / setup.granularity * setup.granularity;
+  const std::string capacity =
+      exact_bytes(usable) +
+      (usable == setup.capacity
+           ? ""
+           : fmt::format(" (in whole {} chunks)", human_bytes(setup.granularity)));
+  for (const LayoutBuffer& b : trace.allocations) {
+    if (b.size > usable) {
+      return fmt::format("{}: buffer {} of {} is larger than the device's capacity of {}",
+                         trace.name, b.id, exact_bytes(b.size), capacity);
+    }
+  }
+  try {
+    peak_live_bytes(trace);
+  } catch (const Error&) {
+    return fmt::format("{}: more than 2^62 bytes are live at once, more than the device's {}",
+                       trace.name, capacity);
+  }
+  return std::nullopt;
+}
+
 int run_replay(const ReplayArgs& args) {
   // A plan is replayed on the hardware it was made for, unless --gpu says.
   const Hardware hw = args.plan_file.empty()
@@ -70,6 +99,12 @@ int run_replay(const ReplayArgs& args) {
                           : args.gpu.load_for_plan(read_plan_file(args.plan_file));
   const AllocSetup setup = args.flags.parse(hw);
   AllocTrace trace = load_trace(args, hw);
+  if (trace.allocations.empty()) fail("{}: no allocations to replay", trace.name);
+  // Said at once: no replay can change the answer.
+  if (const std::optional<std::string> why = beyond_any_policy(trace, setup)) {
+    std::cerr << "memwall: does not fit under any policy: " << *why << "\n";
+    return 1;
+  }
   const std::vector<PolicyReplay> runs = replay_policies(trace, setup);
   bool all_fit = true;
   for (const PolicyReplay& r : runs) all_fit = all_fit && r.result.fits;

@@ -69,9 +69,10 @@ std::vector<PolicyReplay> replay_policies(AllocTrace& trace, const AllocSetup& s
 }
 
 std::string replay_table(const std::vector<PolicyReplay>& runs, uint64_t peak_live) {
-  std::string out = fmt::format("  {:<11}{:>15}{:>15}{:>14}{:>15}{:>10}{:>9}{:>10}  {}\n", "policy",
-                                "peak allocated", "peak reserved", "reserved/live", "fragmentation",
-                                "segments", "maps", "stitches", "fits");
+  // A space before the counts' columns keeps huge counts apart.
+  std::string out = fmt::format("  {:<11}{:>15}{:>15}{:>14}{:>15}{:>10} {:>8} {:>9}  {}\n",
+                                "policy", "peak allocated", "peak reserved", "reserved/live",
+                                "fragmentation", "segments", "maps", "stitches", "fits");
   for (const PolicyReplay& r : runs) {
     const alloc::Stats& s = r.result.stats;
     const double ratio = peak_live == 0 ? 0
@@ -82,7 +83,7 @@ std::string replay_table(const std::vector<PolicyReplay>& runs, uint64_t peak_li
             ? "yes"
             : fmt::format("no: out of memory at event {}; needs {} reserved",
                           grouped(r.result.failed_event), human_bytes(r.unlimited_peak_reserved));
-    out += fmt::format("  {:<11}{:>15}{:>15}{:>14.4f}{:>14.2f}%{:>10}{:>9}{:>10}  {}\n", r.policy,
+    out += fmt::format("  {:<11}{:>15}{:>15}{:>14.4f}{:>14.2f}%{:>10} {:>8} {:>9}  {}\n", r.policy,
                        human_bytes(s.peak_allocated_bytes), human_bytes(s.peak_reserved_bytes),
                        ratio, 100 * s.fragmentation(), grouped(s.segments_created), grouped(s.maps),
                        grouped(s.stitches), fits);

@@ -44,13 +44,14 @@ double reserved_over_live(const PolicyReplay& r, uint64_t live) {
              : static_cast<double>(r.result.stats.peak_reserved_bytes) / static_cast<double>(live);
 }
 
-// The device holds twice the trace's live peak (at least 1 GiB): room for
-// any policy's overhead without an unbounded device, whose address ranges
-// (expandable segments reserve one of the device's size) would be absurd.
+// The device holds twice the trace's live peak (at least 1 GiB, at most
+// 2^62 bytes): room for any policy's overhead without an unbounded device,
+// whose address ranges (expandable segments reserve one of the device's
+// size) would be absurd.
 Row bench_trace(AllocTrace trace, std::string name, bool zoo, AllocSetup setup) {
   Row row{.name = std::move(name), .zoo = zoo, .allocations = trace.allocations.size()};
   row.live = peak_live_bytes(trace);
-  setup.capacity = std::max<uint64_t>(2 * row.live, uint64_t{1} << 30);
+  setup.capacity = std::clamp<uint64_t>(row.live, uint64_t{1} << 29, kMaxBytes / 2) * 2;
   row.runs = replay_policies(trace, setup);
   return row;
 }
@@ -79,7 +80,8 @@ int run_bench_alloc(const BenchAllocArgs& args) {
   } else {
     for (const std::string& path : csv_files(dir)) {
       const std::string stem = std::filesystem::path(path).stem().string();
-      rows.push_back(bench_trace(csv_alloc_trace(read_layout_csv(path), stem), stem, false, setup));
+      rows.push_back(bench_trace(csv_alloc_trace(read_lifetimes_csv(path, "replay"), stem), stem,
+                                 false, setup));
     }
   }
 

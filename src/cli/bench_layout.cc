@@ -60,7 +60,7 @@ std::vector<BenchInput> load_inputs(const BenchLayoutArgs& args, std::string& da
   } else {
     for (const std::string& path : csv_files(dir)) {
       const fs::path file(path);
-      BenchInput in{file.stem().string(), read_layout_csv(path).problem};
+      BenchInput in{file.stem().string(), read_lifetimes_csv(path, "benchmark").problem};
       in.problem.capacity = capacity_from_name(file.filename().string());
       inputs.push_back(std::move(in));
     }

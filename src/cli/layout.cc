@@ -58,7 +58,7 @@ Input load_input(const LayoutArgs& args) {
       fail("--csv takes no --model, --graph or --plan: lay out one input at a time");
     }
     in.name = args.csv_file;
-    in.problem = read_layout_csv(args.csv_file).problem;
+    in.problem = read_lifetimes_csv(args.csv_file, "lay out").problem;
     return in;
   }
   if (args.plan_file.empty()) {
@@ -154,7 +154,9 @@ int run_layout_command(const LayoutArgs& args) {
                         {"seconds", run.seconds}};
     j["capacity"] = capacity > 0 ? nlohmann::json(capacity) : nlohmann::json(nullptr);
     j["arena"] = run.layout ? nlohmann::json(run.layout->arena) : nlohmann::json(nullptr);
-    j["ratio"] = run.layout ? nlohmann::json(run.ratio()) : nlohmann::json(nullptr);
+    // No ratio to a lower bound of 0 (a problem of nothing but empty lifetimes).
+    j["ratio"] =
+        run.layout && run.lower_bound > 0 ? nlohmann::json(run.ratio()) : nlohmann::json(nullptr);
     if (ok && !args.out.empty()) j["out"] = args.out;
     std::cout << j.dump(2) << "\n";
     return ok ? 0 : 1;
@@ -177,7 +179,7 @@ int run_layout_command(const LayoutArgs& args) {
                                  : "none found within the time limit");
   }
   line("lower bound", bytes(run.lower_bound));
-  if (run.layout) {
+  if (run.layout && run.lower_bound > 0) {
     line("arena / lower bound",
          fmt::format("{:.4f}{}", run.ratio(), run.optimal ? " (optimal)" : ""));
   }

@@ -10,6 +10,7 @@
 
 #include "memwall/graph/error.h"
 #include "memwall/graph/graph.h"
+#include "memwall/layout/csv.h"
 #include "memwall/models/zoo.h"
 
 namespace memwall::cli {
@@ -50,8 +51,9 @@ int64_t parse_count(const std::string& text, const char* flag) {
 
 uint64_t parse_bytes(const std::string& text, const char* flag, uint64_t reference) {
   static constexpr std::pair<std::string_view, double> kUnits[] = {
-      {"KiB", 0x1p10}, {"MiB", 0x1p20}, {"GiB", 0x1p30}, {"TiB", 0x1p40}, {"KB", 1e3},
-      {"MB", 1e6},     {"GB", 1e9},     {"TB", 1e12},    {"%", 0},        {"B", 1}};
+      {"KiB", 0x1p10}, {"MiB", 0x1p20}, {"GiB", 0x1p30}, {"TiB", 0x1p40}, {"PiB", 0x1p50},
+      {"EiB", 0x1p60}, {"KB", 1e3},     {"MB", 1e6},     {"GB", 1e9},     {"TB", 1e12},
+      {"PB", 1e15},    {"EB", 1e18},    {"%", 0},        {"B", 1}};
   std::string_view number = text;
   double scale = 1;
   bool percent = false;
@@ -230,6 +232,14 @@ std::vector<std::string> csv_files(const std::string& dir) {
   }
   std::sort(files.begin(), files.end());
   return files;
+}
+
+LayoutCsv read_lifetimes_csv(const std::string& path, std::string_view purpose) {
+  LayoutCsv csv = read_layout_csv(path);
+  if (csv.problem.buffers.empty()) {
+    fail("{}: no buffers (a header and no rows): nothing to {}", path, purpose);
+  }
+  return csv;
 }
 
 }  // namespace memwall::cli

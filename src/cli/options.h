@@ -5,12 +5,14 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <CLI/CLI.hpp>
 
 #include "memwall/graph/types.h"
 #include "memwall/hw/hardware.h"
+#include "memwall/layout/csv.h"
 #include "memwall/models/zoo.h"
 #include "memwall/plan/plan.h"
 
@@ -49,7 +51,7 @@ struct GraphSource {
 int64_t parse_count(const std::string& text, const char* flag);
 
 // A memory size: plain bytes ("42949672960"), a decimal number with a unit
-// (KiB, MiB, GiB, TiB; KB, MB, GB, TB in powers of ten), or a percentage of
+// (KiB, MiB, GiB, TiB, PiB, EiB; KB, MB, GB, TB, PB, EB in powers of ten), or a percentage of
 // `reference` bytes ("80%"). Throws Error naming the flag for anything else,
 // for zero, and for sizes above 2^62 bytes.
 uint64_t parse_bytes(const std::string& text, const char* flag, uint64_t reference);
@@ -83,5 +85,10 @@ std::string find_data_dir(const std::string& given, const std::string& sub);
 
 // The .csv files of `dir`, sorted by path.
 std::vector<std::string> csv_files(const std::string& dir);
+
+// A lifetimes CSV (read_layout_csv) with at least one buffer: one without
+// rows is an Error naming the file and that there is nothing to `purpose`
+// (every verb's figures are ratios to its live bytes, which would be 0).
+LayoutCsv read_lifetimes_csv(const std::string& path, std::string_view purpose);
 
 }  // namespace memwall::cli

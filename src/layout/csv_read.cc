@@ -47,7 +47,8 @@ class Reader {
 
   LayoutCsv read() {
     std::string_view header;
-    if (!next_line(header)) fail("csv: line 1: missing header \"{}\"", kHeader);
+    if (!next_line(header)) fail("csv: empty file (no header \"{}\")", kHeader);
+    if (header.empty()) fail("csv: line 1: empty line where the header \"{}\" belongs", kHeader);
     const bool with_offset = header == kHeaderWithOffset;
     if (header != kHeader && !with_offset) {
       fail("csv: line 1: header {} is not \"{}\" (optionally followed by \"{}\")", quoted(header),

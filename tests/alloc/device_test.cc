@@ -93,8 +93,8 @@ TEST(HostVmm, RejectsBadGranularity) {
   EXPECT_THROW(make_host_vmm(kGranule, 0), Error);
 }
 
-// A range of 2^28 granules (512 TiB): unreserve looks up the first mapping
-// at or after the base instead of walking every granule (which took ~20 s
+// A range of 2^28 granules (512 TiB): unreserve looks up the last mapping
+// before the range's end instead of walking every granule (which took ~20 s
 // for a range the size of a large capacity).
 TEST(SimDevice, UnreservesAHugeRangeWithoutWalkingItsGranules) {
   auto device = make_sim_device(4 * kGranule);

@@ -188,6 +188,26 @@ TEST(Stitching, TopsUpWithNewChunksAndReleasesFreeChunksOnEmptyCache) {
   a->audit();
 }
 
+// Note [Growable range size]: on a device of 2^62 bytes (what alloc-replay
+// re-runs a trace that does not fit on) a stitching range of twice the
+// capacity cannot be reserved in a 64-bit address space, let alone one per
+// pool; every growable range is at most 2^62 bytes.
+TEST(Stitching, RangesOfADeviceOf2To62BytesFitTheAddressSpace) {
+  for (const char* policy : {"expandable", "stitching"}) {
+    auto a = sim_rig(policy, kMaxRequestBytes);
+    const Allocation small = a->allocate(1000);
+    const Allocation large = a->allocate(3 * kMiB);
+    ASSERT_TRUE(small) << policy;
+    ASSERT_TRUE(large) << policy;
+    const auto snapshot = nlohmann::json::parse(a->snapshot_json());
+    ASSERT_EQ(snapshot["segments"].size(), 2u) << policy;
+    for (const auto& segment : snapshot["segments"]) {
+      EXPECT_EQ(segment["virtual_bytes"], kMaxRequestBytes) << policy;
+    }
+    a->audit();
+  }
+}
+
 Options plan_options() {
   Options options;
   options.arena_bytes = 10 * kMiB;

@@ -114,6 +114,44 @@ TEST(CliLayout, BadCsvsGetOneLineAndExitCode2) {
   EXPECT_EQ(count_lines(missing.err), 1);
 }
 
+// A lifetimes CSV with nothing to lay out: its header only, no text at all,
+// or blank lines. One line naming the file, exit code 2, from `layout` and
+// from `bench layout` over a directory holding it (no 0/0 ratio, no
+// "optimal" for an empty problem).
+const std::pair<const char*, const char*> kEmptyCsvs[] = {
+    {"id,lower,upper,size\n", "no buffers (a header and no rows): nothing to "},
+    {"", "csv: empty file (no header \"id,lower,upper,size\")"},
+    {"\n\n\n", "csv: line 1: empty line where the header \"id,lower,upper,size\" belongs"},
+};
+
+TEST(CliLayout, EmptyCsvsGetOneLineNamingTheFile) {
+  for (const auto& [text, expected] : kEmptyCsvs) {
+    const std::string in = write_temp("empty.csv", text);
+    const auto r = run_memwall("layout --csv " + in);
+    EXPECT_EQ(r.exit_code, 2) << text;
+    EXPECT_EQ(count_lines(r.err), 1) << r.err;
+    EXPECT_NE(r.err.find(in + ": " + expected), std::string::npos) << r.err;
+    EXPECT_TRUE(r.out.empty()) << r.out;
+    fs::remove(in);
+  }
+}
+
+TEST(CliBenchLayout, EmptyCsvsGetOneLineNamingTheFile) {
+  for (const auto& [text, expected] : kEmptyCsvs) {
+    const fs::path dir = temp_path("bench_empty");
+    fs::create_directories(dir);
+    std::ofstream(dir / "good.csv") << kSmallCsv;
+    std::ofstream(dir / "void.csv") << text;
+    const auto r = run_memwall("bench layout --no-models --data " + dir.string());
+    EXPECT_EQ(r.exit_code, 2) << text;
+    EXPECT_EQ(count_lines(r.err), 1) << r.err;
+    EXPECT_NE(r.err.find((dir / "void.csv").string() + ": " + expected), std::string::npos)
+        << r.err;
+    EXPECT_TRUE(r.out.empty()) << r.out;
+    fs::remove_all(dir);
+  }
+}
+
 TEST(CliLayout, BadFlagsGetOneLineAndExitCode2) {
   const std::string in = write_temp("flags.csv", kSmallCsv);
   for (const std::string flags :

@@ -36,7 +36,11 @@ struct Case {
 TEST(Csv, RejectsWithOneLine) {
   const std::vector<Case> cases = {
       // ---- Header ----
-      {"empty file", "", "csv: line 1: missing header \"id,lower,upper,size\""},
+      {"empty file", "", "csv: empty file (no header \"id,lower,upper,size\")"},
+      {"only blank lines", "\n\n\n",
+       "csv: line 1: empty line where the header \"id,lower,upper,size\" belongs"},
+      {"blank line before the header", "\r\nid,lower,upper,size\n0,0,1,8\n",
+       "csv: line 1: empty line where the header \"id,lower,upper,size\" belongs"},
       {"missing column", "id,lower,upper\n0,1,2\n",
        "csv: line 1: header \"id,lower,upper\" is not \"id,lower,upper,size\" (optionally "
        "followed by \",offset\")"},

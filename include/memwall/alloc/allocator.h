@@ -85,11 +85,11 @@ struct Stats {
   uint64_t peak_reserved_bytes = 0;
   // The largest allocated_bytes seen while reserved_bytes was at its peak.
   uint64_t allocated_at_peak_reserved = 0;
-  uint64_t chunks_created = 0;  // device allocations (one granule each)
+  uint64_t chunks_created = 0;  // chunks of one granule each, however many per device call
   uint64_t chunks_released = 0;
   uint64_t segments_created = 0;  // virtual ranges reserved (cudaMalloc calls in PyTorch)
   uint64_t segments_released = 0;
-  uint64_t maps = 0;           // chunk maps
+  uint64_t maps = 0;           // chunk maps (a run of n chunks counts n)
   uint64_t unmaps = 0;         // unmap calls (one per contiguous range)
   uint64_t stitches = 0;       // allocations backed by chunks moved from free blocks
   uint64_t cache_flushes = 0;  // releases of cached memory (empty_cache and OOM retries)
@@ -160,12 +160,15 @@ class Allocator {
   virtual void do_audit() const = 0;
   virtual uint64_t do_cached_bytes() const = 0;
 
-  // Device calls that keep the statistics; policies use only these.
+  // Device calls that keep the statistics; policies use only these. Chunks
+  // come and go in runs (Note [Chunk runs]) but are counted one by one.
   uintptr_t reserve_range(uint64_t bytes);
   void unreserve_range(uintptr_t base, uint64_t bytes);
-  std::optional<ChunkHandle> create_chunk();
-  void release_chunk(ChunkHandle chunk);
-  void map_chunk(uintptr_t address, ChunkHandle chunk);
+  // `count` chunks appended to `runs`, or false (nothing created) when the
+  // device has fewer left.
+  bool create_chunks(uint64_t count, std::vector<ChunkRun>& runs);
+  void release_chunks(ChunkRun run);
+  void map_chunks(uintptr_t address, ChunkRun run);
   void unmap_range(uintptr_t address, uint64_t bytes);
   uint64_t granularity() const { return granularity_; }
   // Chunks the device could still create.

@@ -7,6 +7,23 @@
 // range: that is what lets the stitching policy (Note [Stitching]) build one
 // contiguous buffer from chunks freed at unrelated addresses.
 //
+// Note [Chunk runs]
+// ~~~~~~~~~~~~~~~~~
+// Chunks are created, mapped and released in runs: `count` chunks with the
+// consecutive handles first .. first + count - 1, mapped side by side. A
+// buffer of a million granules is then one call and one record, not a
+// million, on the simulated device (whose bookkeeping would otherwise grow
+// with the bytes it pretends to hold) and in the allocators. The chunk stays
+// one granule, so stitching can still move any single chunk; a run is only
+// shorthand for its chunks. Backends hand out the longest runs they can: the
+// simulated device and HostVMM number chunks themselves (HostVMM maps a run of
+// consecutive memfd slots with one mmap); CUDA's handles are opaque, so its
+// runs are single chunks (cuMemMap maps a handle whole, from offset 0).
+// Chunks of many granules (cuMemCreate takes any multiple of the granularity)
+// were the other way to the same end, but a CUDA allocation is mapped and
+// unmapped whole, so such a chunk could not lend part of itself to a hole:
+// stitching's placements and every policy's statistics would have changed.
+//
 // Backends:
 //   make_host_vmm   real host memory: memfd chunks mapped into PROT_NONE ranges
 //                   (Note [HostVMM]); pointers are usable on the CPU.
@@ -25,10 +42,18 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace memwall::alloc {
 
 using ChunkHandle = uint64_t;
+
+// The chunks first, first + 1, ..., first + count - 1 (Note [Chunk runs]).
+struct ChunkRun {
+  ChunkHandle first = 0;
+  uint64_t count = 0;
+  friend bool operator==(const ChunkRun&, const ChunkRun&) = default;
+};
 
 inline constexpr uint64_t kDefaultGranularity = uint64_t{2} << 20;  // 2 MiB
 
@@ -40,7 +65,7 @@ class Device {
   // Bytes per physical chunk and the alignment of every map.
   virtual uint64_t granularity() const = 0;
   // Bytes of physical memory the device will hand out (a multiple of
-  // granularity()); create_chunk fails beyond it.
+  // granularity()); create_chunks fails beyond it.
   virtual uint64_t capacity() const = 0;
   virtual uint64_t chunks_in_use() const = 0;
   // Whether the CPU can read and write mapped addresses.
@@ -50,15 +75,27 @@ class Device {
   // mapped; throws Error when the address space is exhausted.
   virtual uintptr_t reserve(uint64_t bytes) = 0;
   virtual void unreserve(uintptr_t base, uint64_t bytes) = 0;
-  // One granule of physical memory, or nullopt when capacity() is reached.
-  virtual std::optional<ChunkHandle> create_chunk() = 0;
-  // The chunk must be unmapped everywhere.
-  virtual void release_chunk(ChunkHandle chunk) = 0;
-  // Map `chunk` read/write at `address` (granule-aligned, inside a reserved
-  // range, currently unmapped).
-  virtual void map(uintptr_t address, ChunkHandle chunk) = 0;
-  // Unmap [address, address + bytes), granule-aligned and mapped.
+  // `count` granules of physical memory, appended to `runs` (their counts
+  // add up to `count`); false, with nothing created, when that would pass
+  // capacity().
+  virtual bool create_chunks(uint64_t count, std::vector<ChunkRun>& runs) = 0;
+  // The run's chunks must exist and be unmapped everywhere.
+  virtual void release_chunks(ChunkRun run) = 0;
+  // Map the run's chunks read/write side by side from `address`
+  // (granule-aligned; the run.count granules there reserved and unmapped).
+  virtual void map_chunks(uintptr_t address, ChunkRun run) = 0;
+  // Unmap [address, address + bytes), granule-aligned and mapped (by any
+  // number of runs).
   virtual void unmap(uintptr_t address, uint64_t bytes) = 0;
+
+  // One chunk at a time: nullopt when capacity() is reached.
+  std::optional<ChunkHandle> create_chunk() {
+    std::vector<ChunkRun> runs;
+    if (!create_chunks(1, runs)) return std::nullopt;
+    return runs.front().first;
+  }
+  void release_chunk(ChunkHandle chunk) { release_chunks({chunk, 1}); }
+  void map(uintptr_t address, ChunkHandle chunk) { map_chunks(address, {chunk, 1}); }
 };
 
 // Host memory through memfd + mmap. `capacity` is rounded down to the
