@@ -110,11 +110,13 @@ ModelOptions GraphSource::model_options() const {
 void GpuSource::add_options(CLI::App& app, const std::string& default_gpu) {
   gpu = default_gpu;
   app.add_option("--gpu", gpu, "built-in GPU profile (see `memwall gpus`)")->capture_default_str();
-  app.add_option("--gpu-file", gpu_file, "hardware profile JSON file instead of --gpu");
+  app.add_option("--gpu-file", gpu_file,
+                 "hardware profile JSON file instead of --gpu: one profile, or an array as "
+                 "`memwall gpus --json` prints (its only profile, or the one --gpu names)");
 }
 
 Hardware GpuSource::load() const {
-  if (!gpu_file.empty()) return read_hardware_file(gpu_file);
+  if (!gpu_file.empty()) return read_hardware_file(gpu_file, gpu);
   return find_gpu(gpu);
 }
 

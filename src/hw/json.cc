@@ -1,6 +1,7 @@
 // Hardware profiles as JSON: the same field names as struct Hardware. Every
 // field is required except description; unknown fields are rejected so that a
-// typo ("hbm_bandwith") cannot silently fall back to a default.
+// typo ("hbm_bandwith") cannot silently fall back to a default. A file holds
+// one profile or an array of them (what `memwall gpus --json` prints).
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -10,7 +11,10 @@
 #include <string>
 #include <string_view>
 
+#include <fmt/format.h>
+
 #include "memwall/graph/error.h"
+#include "memwall/graph/json_cursor.h"
 #include "memwall/hw/hardware.h"
 
 namespace memwall {
@@ -122,6 +126,44 @@ double read_number(const json& value, const NumberField& field) {
   return x;
 }
 
+// The JSON of `text`; a syntax error is one line in memwall's words
+// ("<where>: invalid JSON at line L, column C: expected ...").
+json parse_text(const std::string& text, const std::string& where) {
+  detail::JsonCursor cursor(text, where.c_str());
+  cursor.skip_value();
+  cursor.expect_end();
+  try {
+    return json::parse(text);
+  } catch (const json::exception& e) {
+    // The cursor accepts only what RFC 8259 allows, as nlohmann does; this
+    // is a backstop, reported by position.
+    const auto* parse = dynamic_cast<const json::parse_error*>(&e);
+    fail("{}: invalid JSON near byte {}", where, parse ? parse->byte : 0);
+  }
+}
+
+// The profile of an array (`memwall gpus --json`): the only one, or the
+// one named `select`.
+const json& pick(const json& profiles, std::string_view select) {
+  if (profiles.empty()) fail("holds an empty array, not a hardware profile");
+  if (profiles.size() == 1) return profiles[0];
+  const json* found = nullptr;
+  std::string names;
+  for (const json& p : profiles) {
+    const auto name = p.is_object() ? p.find("name") : p.end();
+    if (name == p.end() || !name->is_string()) continue;
+    names += names.empty() ? "" : ", ";
+    names += name->get<std::string>();
+    if (name->get<std::string>() != select) continue;
+    if (found) fail("holds two profiles named '{}'", select);
+    found = &p;
+  }
+  if (!found) {
+    fail("holds {} profiles and none is named '{}' (--gpu): {}", profiles.size(), select, names);
+  }
+  return *found;
+}
+
 }  // namespace
 
 Hardware hardware_from_json(const json& object) {
@@ -142,7 +184,7 @@ Hardware hardware_from_json(const json& object) {
   return hw;
 }
 
-Hardware read_hardware_file(const std::string& path) {
+Hardware read_hardware_file(const std::string& path, std::string_view select) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) fail("hardware file '{}' is a directory", path);
   std::ifstream in(path, std::ios::binary);
@@ -150,16 +192,12 @@ Hardware read_hardware_file(const std::string& path) {
   std::ostringstream text;
   text << in.rdbuf();
   if (in.bad()) fail("cannot read hardware file '{}'", path);
-  json object;
+  const std::string where = fmt::format("hardware file '{}'", path);
+  const json document = parse_text(text.str(), where);
   try {
-    object = json::parse(text.str());
-  } catch (const json::exception& e) {
-    fail("hardware file '{}': invalid JSON: {}", path, e.what());
-  }
-  try {
-    return hardware_from_json(object);
+    return hardware_from_json(document.is_array() ? pick(document, select) : document);
   } catch (const Error& e) {
-    fail("hardware file '{}': {}", path, e.what());
+    fail("{}: {}", where, e.what());
   }
 }
 

@@ -164,10 +164,19 @@ TEST_F(HardwareFile, ErrorsNameThePath) {
   std::string missing = (dir_ / "nope.json").string();
   EXPECT_EQ(error_of_file(missing).rfind("cannot open hardware file '" + missing + "'", 0), 0u);
 
+  // Malformed JSON: one line in memwall's words, with line and column.
   std::string bad = write("bad.json", "{\"name\": \"x\",\n  oops}");
-  std::string message = error_of_file(bad);
-  EXPECT_EQ(message.rfind("hardware file '" + bad + "': invalid JSON: ", 0), 0u) << message;
-  EXPECT_EQ(message.find('\n'), std::string::npos) << message;
+  EXPECT_EQ(error_of_file(bad),
+            "hardware file '" + bad +
+                "': invalid JSON at line 2, column 3: expected a string (an object key)");
+  std::string typo = write("typo.json", "{ x");
+  EXPECT_EQ(error_of_file(typo),
+            "hardware file '" + typo +
+                "': invalid JSON at line 1, column 3: expected a string (an object key)");
+  std::string trailing = write("trailing.json", a100().dump() + "\n}");
+  EXPECT_EQ(error_of_file(trailing), "hardware file '" + trailing +
+                                         "': invalid JSON at line 2, column 1: unexpected '}' "
+                                         "after the top-level object");
 
   json j = a100();
   j.erase("nvme_read_bandwidth");
@@ -178,7 +187,54 @@ TEST_F(HardwareFile, ErrorsNameThePath) {
 
   EXPECT_EQ(error_of_file(dir_.string()), "hardware file '" + dir_.string() + "' is a directory");
   std::string empty = write("empty.json", "");
-  EXPECT_NE(error_of_file(empty).find("invalid JSON"), std::string::npos);
+  EXPECT_EQ(
+      error_of_file(empty),
+      "hardware file '" + empty + "': invalid JSON at line 1, column 1: unexpected end of input");
+}
+
+// `memwall gpus --json` prints an array of every built-in profile; a file
+// holding it gives back each profile exactly, picked by name.
+TEST_F(HardwareFile, ArraysOfProfilesRoundTrip) {
+  json all = json::array();
+  for (const Hardware& hw : builtin_gpus()) all.push_back(hardware_to_json(hw));
+  const std::string path = write("gpus.json", all.dump(2));
+  for (const Hardware& hw : builtin_gpus()) {
+    EXPECT_EQ(hardware_to_json(read_hardware_file(path, hw.name)), hardware_to_json(hw)) << hw.name;
+  }
+  // Edited in place, the edit is read back.
+  all[4]["host_memory_bytes"] = 1099511627776u;
+  const std::string edited = write("edited.json", all.dump(2));
+  const Hardware h100 = read_hardware_file(edited, "h100-80g");
+  EXPECT_EQ(h100.host_memory_bytes, 1099511627776u);
+  // An array of one needs no name.
+  json one = json::array({a100()});
+  one[0]["name"] = "my-gpu";
+  EXPECT_EQ(read_hardware_file(write("one.json", one.dump()), "ignored").name, "my-gpu");
+  // Errors name the file and the choice.
+  EXPECT_EQ(error_of_file(write("none.json", "[]")),
+            "hardware file '" + (dir_ / "none.json").string() +
+                "': holds an empty array, not a hardware profile");
+  try {
+    read_hardware_file(path, "a100");
+    ADD_FAILURE() << "expected Error";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "hardware file '" + path +
+                  "': holds 10 profiles and none is named 'a100' (--gpu): v100-16g, v100-32g, "
+                  "a100-40g, a100-80g, h100-80g, h200, l4, t4, rtx3090, rtx4090");
+  }
+  json twice = json::array({a100(), a100()});
+  EXPECT_THROW(read_hardware_file(write("twice.json", twice.dump()), "a100-80g"), Error);
+  // A bad field of the chosen profile names the file.
+  all[3].erase("hbm_bandwidth");
+  const std::string broken = write("broken.json", all.dump());
+  try {
+    read_hardware_file(broken, "a100-80g");
+    ADD_FAILURE() << "expected Error";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "hardware file '" + broken + "': hardware profile: missing field 'hbm_bandwidth'");
+  }
 }
 
 }  // namespace

@@ -50,7 +50,11 @@ const Hardware& find_gpu(std::string_view name);
 // A profile from JSON (the same field names as above); missing fields are
 // errors except description. Throws Error with one line naming the field.
 Hardware hardware_from_json(const nlohmann::json& json);
-Hardware read_hardware_file(const std::string& path);
+// A hardware file holds one profile (an object) or several (an array, as
+// `memwall gpus --json` prints): then the only one, or the one named
+// `select`. Throws Error with one line naming the file (and, for bad JSON,
+// the line and column).
+Hardware read_hardware_file(const std::string& path, std::string_view select = {});
 nlohmann::json hardware_to_json(const Hardware& hw);
 
 // Peak dense FLOP/s for math in `dtype` (fp32: plain fp32, PyTorch's default
