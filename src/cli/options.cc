@@ -34,6 +34,14 @@ int64_t parse_count(const std::string& text, const char* flag) {
   return value;
 }
 
+int parse_gpus_per_node(const std::string& text) {
+  const int64_t value = parse_count(text, "--gpus-per-node");
+  if (value > kMaxGpusPerNode) {
+    fail("--gpus-per-node must be at most {} (got {})", kMaxGpusPerNode, value);
+  }
+  return static_cast<int>(value);
+}
+
 uint64_t parse_bytes(const std::string& text, const char* flag, uint64_t reference) {
   static constexpr std::pair<std::string_view, double> kUnits[] = {
       {"KiB", 0x1p10}, {"MiB", 0x1p20}, {"GiB", 0x1p30}, {"TiB", 0x1p40}, {"KB", 1e3},

@@ -40,9 +40,19 @@ struct BytesField {
   uint64_t Hardware::*member;
 };
 
+struct CountField {
+  std::string_view key;
+  int Hardware::*member;
+  int max;
+};
+
 constexpr BytesField kBytesFields[] = {
     {"device_memory_bytes", &Hardware::device_memory_bytes},
     {"host_memory_bytes", &Hardware::host_memory_bytes},
+};
+
+constexpr CountField kCountFields[] = {
+    {"gpus_per_node", &Hardware::gpus_per_node, kMaxGpusPerNode},
 };
 
 // In struct order. fp32 must be positive: fp16/bf16 fall back to it.
@@ -59,6 +69,10 @@ constexpr NumberField kNumberFields[] = {
     {"nvme_write_bandwidth", &Hardware::nvme_write_bandwidth, Range::kPositive},
     {"cpu_adam_params_per_s", &Hardware::cpu_adam_params_per_s, Range::kPositive},
     {"interconnect_bandwidth", &Hardware::interconnect_bandwidth, Range::kPositive},
+    {"host_pcie_bandwidth", &Hardware::host_pcie_bandwidth, Range::kPositive},
+    {"network_bandwidth", &Hardware::network_bandwidth, Range::kPositive},
+    {"collective_step_latency", &Hardware::collective_step_latency, Range::kNonNegative},
+    {"network_step_latency", &Hardware::network_step_latency, Range::kNonNegative},
     {"compute_efficiency", &Hardware::compute_efficiency, Range::kFraction},
     {"memory_efficiency", &Hardware::memory_efficiency, Range::kFraction},
     {"launch_latency", &Hardware::launch_latency, Range::kNonNegative},
@@ -75,6 +89,9 @@ bool is_known_key(std::string_view key) {
     if (f.key == key) return true;
   }
   for (const auto& f : kNumberFields) {
+    if (f.key == key) return true;
+  }
+  for (const auto& f : kCountFields) {
     if (f.key == key) return true;
   }
   return false;
@@ -108,6 +125,21 @@ uint64_t read_bytes(const json& value, std::string_view key) {
   if (bytes == 0) fail("hardware profile: field '{}' must be positive", key);
   if (bytes > kMaxBytes) fail("hardware profile: field '{}' exceeds 2^62 bytes", key);
   return bytes;
+}
+
+int read_count(const json& value, const CountField& field) {
+  if (!value.is_number()) {
+    fail("hardware profile: field '{}' must be a number, got {}", field.key, value.type_name());
+  }
+  if (value.is_number_float()) fail("hardware profile: field '{}' must be an integer", field.key);
+  if (!value.is_number_unsigned() && value.get<int64_t>() < 1) {
+    fail("hardware profile: field '{}' must be at least 1, got {}", field.key, value.dump());
+  }
+  if (value.get<uint64_t>() > static_cast<uint64_t>(field.max)) {
+    fail("hardware profile: field '{}' must be at most {}, got {}", field.key, field.max,
+         value.dump());
+  }
+  return static_cast<int>(value.get<uint64_t>());
 }
 
 double read_number(const json& value, const NumberField& field) {
@@ -181,6 +213,7 @@ Hardware hardware_from_json(const json& object) {
   }
   for (const auto& f : kBytesFields) hw.*f.member = read_bytes(require(object, f.key), f.key);
   for (const auto& f : kNumberFields) hw.*f.member = read_number(require(object, f.key), f);
+  for (const auto& f : kCountFields) hw.*f.member = read_count(require(object, f.key), f);
   return hw;
 }
 
@@ -207,6 +240,7 @@ json hardware_to_json(const Hardware& hw) {
   object["description"] = hw.description;
   for (const auto& f : kBytesFields) object[std::string(f.key)] = hw.*f.member;
   for (const auto& f : kNumberFields) object[std::string(f.key)] = hw.*f.member;
+  for (const auto& f : kCountFields) object[std::string(f.key)] = hw.*f.member;
   return object;
 }
 

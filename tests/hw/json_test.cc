@@ -5,6 +5,7 @@
 #include <limits>
 #include <string>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -36,6 +37,11 @@ TEST(HardwareJson, EveryBuiltinRoundTrips) {
     EXPECT_EQ(back.device_memory_bytes, hw.device_memory_bytes);
     EXPECT_EQ(back.peak_flops_bf16, hw.peak_flops_bf16);
     EXPECT_EQ(back.cpu_adam_params_per_s, hw.cpu_adam_params_per_s);
+    EXPECT_EQ(back.gpus_per_node, hw.gpus_per_node);
+    EXPECT_EQ(back.host_pcie_bandwidth, hw.host_pcie_bandwidth);
+    EXPECT_EQ(back.network_bandwidth, hw.network_bandwidth);
+    EXPECT_EQ(back.collective_step_latency, hw.collective_step_latency);
+    EXPECT_EQ(back.network_step_latency, hw.network_step_latency);
     // Through text as well: doubles print with enough digits to round-trip.
     EXPECT_EQ(hardware_to_json(hardware_from_json(json::parse(first.dump()))), first) << hw.name;
   }
@@ -43,10 +49,48 @@ TEST(HardwareJson, EveryBuiltinRoundTrips) {
 
 TEST(HardwareJson, UsesStructFieldNames) {
   json j = a100();
-  EXPECT_EQ(j.size(), 19u);
+  EXPECT_EQ(j.size(), 24u);
   EXPECT_EQ(j["device_memory_bytes"], 85899345920u);
   EXPECT_EQ(j["peak_flops_bf16"], 312e12);
   EXPECT_TRUE(j.contains("launch_latency"));
+}
+
+TEST(HardwareJson, NodeFields) {
+  json j = a100();
+  EXPECT_EQ(j["gpus_per_node"], 8);
+  EXPECT_EQ(j["host_pcie_bandwidth"], 100e9);
+  EXPECT_EQ(j["network_bandwidth"], 25e9);
+  EXPECT_EQ(j["collective_step_latency"], 3.4e-6);
+  EXPECT_EQ(j["network_step_latency"], 14e-6);
+  j["gpus_per_node"] = 4;
+  j["network_bandwidth"] = 12.5e9;
+  const Hardware hw = hardware_from_json(j);
+  EXPECT_EQ(hw.gpus_per_node, 4);
+  EXPECT_EQ(hw.network_bandwidth, 12.5e9);
+  EXPECT_EQ(hardware_to_json(hw), j);
+  for (const char* key : {"gpus_per_node", "host_pcie_bandwidth", "network_bandwidth",
+                          "collective_step_latency", "network_step_latency"}) {
+    j = a100();
+    j.erase(key);
+    EXPECT_EQ(error_of(j), fmt::format("hardware profile: missing field '{}'", key));
+  }
+  j = a100();
+  j["gpus_per_node"] = 0;
+  EXPECT_EQ(error_of(j), "hardware profile: field 'gpus_per_node' must be at least 1, got 0");
+  j["gpus_per_node"] = -8;
+  EXPECT_EQ(error_of(j), "hardware profile: field 'gpus_per_node' must be at least 1, got -8");
+  j["gpus_per_node"] = 1025;
+  EXPECT_EQ(error_of(j), "hardware profile: field 'gpus_per_node' must be at most 1024, got 1025");
+  j["gpus_per_node"] = 2.5;
+  EXPECT_EQ(error_of(j), "hardware profile: field 'gpus_per_node' must be an integer");
+  j["gpus_per_node"] = "8";
+  EXPECT_EQ(error_of(j), "hardware profile: field 'gpus_per_node' must be a number, got string");
+  j = a100();
+  j["network_bandwidth"] = 0;
+  EXPECT_EQ(error_of(j), "hardware profile: field 'network_bandwidth' must be positive");
+  j = a100();
+  j["collective_step_latency"] = 0;  // free steps are allowed
+  EXPECT_EQ(hardware_from_json(j).collective_step_latency, 0);
 }
 
 TEST(HardwareJson, DescriptionIsOptional) {
@@ -202,9 +246,11 @@ TEST_F(HardwareFile, ArraysOfProfilesRoundTrip) {
     EXPECT_EQ(hardware_to_json(read_hardware_file(path, hw.name)), hardware_to_json(hw)) << hw.name;
   }
   // Edited in place, the edit is read back.
+  all[4]["gpus_per_node"] = 4;
   all[4]["host_memory_bytes"] = 1099511627776u;
   const std::string edited = write("edited.json", all.dump(2));
   const Hardware h100 = read_hardware_file(edited, "h100-80g");
+  EXPECT_EQ(h100.gpus_per_node, 4);
   EXPECT_EQ(h100.host_memory_bytes, 1099511627776u);
   // An array of one needs no name.
   json one = json::array({a100()});
