@@ -5,6 +5,8 @@
 #include <string>
 #include <string_view>
 
+#include "memwall/hw/hardware.h"
+
 namespace memwall::cli {
 
 // "12.55 GiB" (binary units, 2 decimals; plain bytes below 1 KiB).
@@ -17,6 +19,9 @@ std::string human_seconds(double seconds);
 std::string exact_bytes(uint64_t bytes);
 // "12.3 GFLOP", "4.56 TFLOP" (powers of ten).
 std::string human_flops(double flops);
+// The `ranks` row of a plan or simulation of several data-parallel ranks:
+// how many nodes they fill and which figures are per rank.
+std::string ranks_row(const Hardware& hw, int ranks);
 // One row of a verb's table: "  label<padded to `width`>value\n".
 std::string field(std::string_view label, std::string_view value, int width = 24);
 

@@ -49,6 +49,14 @@ int64_t parse_count(const std::string& text, const char* flag) {
   return value;
 }
 
+int parse_gpus_per_node(const std::string& text) {
+  const int64_t value = parse_count(text, "--gpus-per-node");
+  if (value > kMaxGpusPerNode) {
+    fail("--gpus-per-node must be at most {} (got {})", kMaxGpusPerNode, value);
+  }
+  return static_cast<int>(value);
+}
+
 uint64_t parse_bytes(const std::string& text, const char* flag, uint64_t reference) {
   static constexpr std::pair<std::string_view, double> kUnits[] = {
       {"KiB", 0x1p10}, {"MiB", 0x1p20}, {"GiB", 0x1p30}, {"TiB", 0x1p40}, {"PiB", 0x1p50},
@@ -171,7 +179,9 @@ void GpuSource::add_options(CLI::App& app, const std::string& default_gpu) {
   gpu = default_gpu;
   gpu_option = app.add_option("--gpu", gpu, "built-in GPU profile (see `memwall gpus`)")
                    ->capture_default_str();
-  app.add_option("--gpu-file", gpu_file, "hardware profile JSON file instead of --gpu");
+  app.add_option("--gpu-file", gpu_file,
+                 "hardware profile JSON file instead of --gpu: one profile, or an array as "
+                 "`memwall gpus --json` prints (its only profile, or the one --gpu names)");
 }
 
 bool GpuSource::given() const {
@@ -180,10 +190,10 @@ bool GpuSource::given() const {
 
 Hardware GpuSource::load() const {
   if (!gpu_file.empty()) {
-    if (gpu_option != nullptr && gpu_option->count() > 0) {
-      fail("--gpu {} and --gpu-file {}: name the hardware once", gpu, gpu_file);
-    }
-    return read_hardware_file(gpu_file);
+    // With a file, --gpu picks a profile of an array; without it, the file
+    // must hold one (the default --gpu would pick silently).
+    const bool named = gpu_option != nullptr && gpu_option->count() > 0;
+    return read_hardware_file(gpu_file, named ? std::string_view(gpu) : std::string_view());
   }
   return find_gpu(gpu);
 }

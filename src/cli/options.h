@@ -56,6 +56,10 @@ int64_t parse_count(const std::string& text, const char* flag);
 // for zero, and for sizes above 2^62 bytes.
 uint64_t parse_bytes(const std::string& text, const char* flag, uint64_t reference);
 
+// --gpus-per-node N: a positive integer up to kMaxGpusPerNode; throws Error
+// naming the flag otherwise.
+int parse_gpus_per_node(const std::string& text);
+
 // --gpu NAME or --gpu-file FILE (not both).
 struct GpuSource {
   std::string gpu;

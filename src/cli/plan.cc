@@ -63,7 +63,7 @@ int run_remat_plan(const PlanArgs& args) {
   OutputFiles outputs;
   outputs.declare(args.out);
   args.exports.declare(outputs);
-  const Hardware hw = args.gpu.load();
+  const Hardware hw = load_node(args);
   const Graph graph = args.source.load(hw);
   const uint64_t budget =
       args.budget.empty() ? hw.device_memory_bytes
@@ -168,6 +168,8 @@ void add_plan(CLI::App& app, Action& action) {
                   "zero-infinity), remat (memwall's rematerialization alone) or remat:NAME")
       ->capture_default_str();
   cmd->add_option("--ranks", args->ranks, "data-parallel GPUs sharing model states (ZeRO)");
+  cmd->add_option("--gpus-per-node", args->gpus_per_node,
+                  "GPUs sharing one host's memory, PCIe, NVMe and CPU (default: the profile's)");
   cmd->add_option("--zero-stage", args->zero_stage, "only this ZeRO stage (0-3; default: search)");
   cmd->add_option("--host-memory", args->host_memory,
                   "host memory for offloading (default: the profile's)");

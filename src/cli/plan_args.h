@@ -24,12 +24,16 @@ struct PlanArgs {
   bool json = false;
   // The automatic planner's search space and capacity searches.
   std::optional<std::string> ranks;
+  std::optional<std::string> gpus_per_node;
   std::optional<int> zero_stage;
   std::string host_memory;
   std::string nvme;
   bool max_batch = false;
   std::string max_model;
 };
+
+// The node's profile: --gpu or --gpu-file, with --gpus-per-node.
+Hardware load_node(const PlanArgs& args);
 
 // The automatic planner or a single technique (--strategy auto, vdnn,
 // capuchin, zero-offload, zero-infinity), with --max-batch / --max-model.

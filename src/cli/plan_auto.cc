@@ -26,8 +26,12 @@ PlannerOptions planner_options(const PlanArgs& args, const Hardware& hw) {
   PlannerOptions o;
   o.time_limit = checked_time_limit(args.time_limit);
   if (!args.budget.empty()) o.budget = parse_bytes(args.budget, "--budget", hw.device_memory_bytes);
-  if (args.ranks)
-    o.ranks = static_cast<int>(std::min<int64_t>(parse_count(*args.ranks, "--ranks"), 1 << 20));
+  if (args.ranks) {
+    // graph_ranks (hw) accepts at most 2^20: a larger count is refused, not capped.
+    const int64_t ranks = parse_count(*args.ranks, "--ranks");
+    if (ranks > (1 << 20)) fail("--ranks {} is more than 2^20 ranks", ranks);
+    o.ranks = static_cast<int>(ranks);
+  }
   o.zero_stage = args.zero_stage;
   if (!args.host_memory.empty()) {
     o.host_bytes = parse_bytes(args.host_memory, "--host-memory", hw.host_memory_bytes);
@@ -144,11 +148,13 @@ std::vector<std::string> write_outputs(OutputFiles& outputs, const PlanArgs& arg
 }
 
 void print_plan(const PlanArgs& args, const Graph& graph, const AutoPlan& a, const Hardware& hw,
-                const std::vector<std::string>& written) {
+                int ranks, const std::vector<std::string>& written) {
   const Candidate& c = a.best;
   const SimResult& sim = c.sim;
   const PlanFacts f = facts_of(c.graph, c.plan);
+  const auto k = static_cast<uint64_t>(ranks_per_node(a.hardware, ranks));
   std::cout << fmt::format("{} on {}: {}\n", graph.name, hw.name, args.strategy);
+  if (ranks > 1) std::cout << field("ranks", ranks_row(a.hardware, ranks));
   std::string budget = exact_bytes(a.budget);
   if (args.budget.empty()) {
     budget += fmt::format(": {} less a {} framework reserve", human_bytes(hw.device_memory_bytes),
@@ -168,9 +174,23 @@ void print_plan(const PlanArgs& args, const Graph& graph, const AutoPlan& a, con
                   human_seconds(sim.host_compute_time), human_seconds(sim.comm_time)));
   std::cout << field("peak device memory", fmt::format("{} at {}", exact_bytes(sim.peak_bytes[0]),
                                                        human_seconds(sim.peak_time[0])));
-  std::cout << field("peak host memory", fmt::format("{} of {}", human_bytes(sim.peak_bytes[1]),
-                                                     human_bytes(a.hardware.host_memory_bytes)));
-  if (sim.peak_bytes[2] > 0) std::cout << field("peak NVMe use", human_bytes(sim.peak_bytes[2]));
+  if (k == 1) {
+    std::cout << field("peak host memory", fmt::format("{} of {}", human_bytes(sim.peak_bytes[1]),
+                                                       human_bytes(a.hardware.host_memory_bytes)));
+    if (sim.peak_bytes[2] > 0) std::cout << field("peak NVMe use", human_bytes(sim.peak_bytes[2]));
+  } else {
+    std::cout << field(
+        "peak host memory",
+        fmt::format("{} of {} on the node ({} ranks x {})",
+                    human_bytes(checked_mul(sim.peak_bytes[1], k, "host bytes")),
+                    human_bytes(a.hardware.host_memory_bytes), k, human_bytes(sim.peak_bytes[1])));
+    if (sim.peak_bytes[2] > 0) {
+      std::cout << field("peak NVMe use",
+                         fmt::format("{} on the node ({} ranks x {})",
+                                     human_bytes(checked_mul(sim.peak_bytes[2], k, "NVMe bytes")),
+                                     k, human_bytes(sim.peak_bytes[2])));
+    }
+  }
   std::cout << field("recomputed", fmt::format("{} ops, {}", grouped(f.recomputed_ops),
                                                human_flops(f.recomputed_flops)));
   std::cout << field("swapped activations", fmt::format("{} buffers, {}", grouped(f.swapped),
@@ -186,12 +206,19 @@ void print_plan(const PlanArgs& args, const Graph& graph, const AutoPlan& a, con
   std::cout << "\nthe same work under each single technique:\n" << technique_table(a);
 }
 
-nlohmann::json plan_json(const Graph& graph, const AutoPlan& a, const Hardware& hw) {
+nlohmann::json plan_json(const Graph& graph, const AutoPlan& a, const Hardware& hw, int ranks) {
   const Candidate& c = a.best;
   const PlanFacts f = facts_of(c.graph, c.plan);
+  const auto k = static_cast<uint64_t>(ranks_per_node(a.hardware, ranks));
   nlohmann::json j = candidate_json(c);
   j["graph"] = graph.name;
   j["gpu"] = hw.name;
+  j["ranks"] = ranks;
+  j["gpus_per_node"] = a.hardware.gpus_per_node;
+  j["ranks_per_node"] = k;
+  j["node_host_memory_bytes"] = a.hardware.host_memory_bytes;
+  j["node_host_peak_bytes"] = checked_mul(c.sim.peak_bytes[1], k, "host bytes");
+  j["node_nvme_peak_bytes"] = checked_mul(c.sim.peak_bytes[2], k, "NVMe bytes");
   j["budget"] = a.budget;
   j["lower_bound_s"] = a.bound.seconds;
   j["lower_bound_why"] = a.bound.why;
@@ -217,12 +244,18 @@ nlohmann::json plan_json(const Graph& graph, const AutoPlan& a, const Hardware& 
 
 }  // namespace
 
+Hardware load_node(const PlanArgs& args) {
+  Hardware hw = args.gpu.load();
+  if (args.gpus_per_node) hw.gpus_per_node = parse_gpus_per_node(*args.gpus_per_node);
+  return hw;
+}
+
 int run_auto_plan(const PlanArgs& args) {
   OutputFiles outputs;
   outputs.declare(args.out);
   outputs.declare(args.out_graph);
   args.exports.declare(outputs);
-  const Hardware hw = args.gpu.load();
+  const Hardware hw = load_node(args);
   const PlannerOptions options = planner_options(args, hw);
   if (args.strategy != "auto") {
     bool known = false;
@@ -246,7 +279,7 @@ int run_auto_plan(const PlanArgs& args) {
     const Graph graph = build_model(m.model, mo);
     const std::vector<std::string> written = write_outputs(outputs, args, graph, m.plan.best, hw);
     if (args.json) {
-      nlohmann::json j = plan_json(graph, m.plan, hw);
+      nlohmann::json j = plan_json(graph, m.plan, hw, options.ranks);
       j["max_model"] = m.model;
       j["tried"] = nlohmann::json::array();
       for (const auto& [name, verdict] : m.tried)
@@ -258,7 +291,7 @@ int run_auto_plan(const PlanArgs& args) {
                              m.model);
     for (const auto& [name, verdict] : m.tried) std::cout << field(name, verdict);
     std::cout << "\n";
-    print_plan(args, graph, m.plan, hw, written);
+    print_plan(args, graph, m.plan, hw, options.ranks, written);
     return 0;
   }
   if (args.max_batch) {
@@ -270,7 +303,7 @@ int run_auto_plan(const PlanArgs& args) {
     const Graph graph = build_model(args.source.model, at);
     const std::vector<std::string> written = write_outputs(outputs, args, graph, b.plan.best, hw);
     if (args.json) {
-      nlohmann::json j = plan_json(graph, b.plan, hw);
+      nlohmann::json j = plan_json(graph, b.plan, hw, options.ranks);
       j["max_batch"] = b.batch;
       j["first_failing_batch"] = b.first_failing;
       j["why_not_larger"] = b.why;
@@ -284,7 +317,7 @@ int run_auto_plan(const PlanArgs& args) {
       std::cout << field(fmt::format("batch {}", b.first_failing), b.why);
     }
     std::cout << "\n";
-    print_plan(args, graph, b.plan, hw, written);
+    print_plan(args, graph, b.plan, hw, options.ranks, written);
     return 0;
   }
 
@@ -307,10 +340,10 @@ int run_auto_plan(const PlanArgs& args) {
   }
   const std::vector<std::string> written = write_outputs(outputs, args, graph, a.best, a.hardware);
   if (args.json) {
-    std::cout << plan_json(graph, a, a.hardware).dump(2) << "\n";
+    std::cout << plan_json(graph, a, a.hardware, options.ranks).dump(2) << "\n";
     return 0;
   }
-  print_plan(args, graph, a, a.hardware, written);
+  print_plan(args, graph, a, a.hardware, options.ranks, written);
   return 0;
 }
 

@@ -10,6 +10,7 @@
 #include "commands.h"
 #include "exports.h"
 #include "format.h"
+#include "memwall/graph/error.h"
 #include "memwall/graph/graph.h"
 #include "memwall/graph/output_files.h"
 #include "memwall/plan/builders.h"
@@ -25,6 +26,7 @@ struct SimulateArgs {
   GpuSource gpu;
   std::string plan_file;
   std::string budget;
+  std::optional<std::string> gpus_per_node;
   SimExports exports;
   bool json = false;
 };
@@ -47,7 +49,11 @@ int run_simulate(const SimulateArgs& args) {
     plan = read_plan_file(args.plan_file);
     hw = args.gpu.load_for_plan(plan);
   }
+  if (args.gpus_per_node) hw.gpus_per_node = parse_gpus_per_node(*args.gpus_per_node);
   const Graph graph = args.source.load(hw);
+  // A rank's graph runs on its share of the node (Note [Ranks on a node]).
+  const int ranks = graph_ranks(graph);
+  const auto k = static_cast<uint64_t>(ranks_per_node(hw, ranks));
   if (args.plan_file.empty()) {
     plan = default_plan(graph, hw.name, hw.device_memory_bytes);
   } else {
@@ -82,7 +88,10 @@ int run_simulate(const SimulateArgs& args) {
                           {"compute_time_s", r.compute_time},
                           {"compute_busy_fraction", r.compute_busy_fraction},
                           {"transfer_stall_s", r.transfer_stall_time},
-                          {"host_compute_s", r.host_compute_time}};
+                          {"host_compute_s", r.host_compute_time},
+                          {"ranks", ranks},
+                          {"gpus_per_node", hw.gpus_per_node},
+                          {"ranks_per_node", k}};
     if (!r.valid) {
       out["failed_step"] = r.failed_step;
       out["reason"] = r.reason;
@@ -93,6 +102,8 @@ int run_simulate(const SimulateArgs& args) {
     nlohmann::json peaks = nlohmann::json::object();
     for (int t = 0; t < kNumTiers; ++t) peaks[to_string(static_cast<Tier>(t))] = r.peak_bytes[t];
     out["peak_bytes"] = peaks;
+    out["node_host_peak_bytes"] = checked_mul(r.peak_bytes[1], k, "host bytes");
+    out["node_nvme_peak_bytes"] = checked_mul(r.peak_bytes[2], k, "NVMe bytes");
     std::cout << out.dump(2) << "\n";
     return r.valid ? 0 : 1;
   }
@@ -103,6 +114,7 @@ int run_simulate(const SimulateArgs& args) {
   std::cout << fmt::format("{} on {}: {} ({} steps)\n", graph.name, hw.name,
                            args.plan_file.empty() ? std::string("default plan") : args.plan_file,
                            grouped(plan.steps.size()));
+  if (ranks > 1) line("ranks", ranks_row(hw, ranks));
   line("valid", r.valid ? std::string("yes") : fmt::format("no: {}", r.reason));
   // An invalid plan is simulated up to its first failing step only.
   line(r.valid ? "iteration time" : "simulated until", human_seconds(r.iteration_time));
@@ -112,8 +124,16 @@ int run_simulate(const SimulateArgs& args) {
   if (r.host_compute_time > 0) line("host compute", human_seconds(r.host_compute_time));
   line("peak device memory", fmt::format("{} at {} (budget {})", human_bytes(r.peak_bytes[0]),
                                          human_seconds(r.peak_time[0]), human_bytes(r.budget)));
-  if (r.peak_bytes[1] > 0) line("peak host memory", human_bytes(r.peak_bytes[1]));
-  if (r.peak_bytes[2] > 0) line("peak NVMe", human_bytes(r.peak_bytes[2]));
+  const auto on_node = [&](uint64_t bytes) {
+    if (k == 1) return human_bytes(bytes);
+    return fmt::format("{} on the node ({} ranks x {})",
+                       human_bytes(checked_mul(bytes, k, "node bytes")), k, human_bytes(bytes));
+  };
+  if (r.peak_bytes[1] > 0) {
+    line("peak host memory",
+         fmt::format("{} of {}", on_node(r.peak_bytes[1]), human_bytes(hw.host_memory_bytes)));
+  }
+  if (r.peak_bytes[2] > 0) line("peak NVMe", on_node(r.peak_bytes[2]));
   line("moved h2d / d2h", fmt::format("{} / {}", human_bytes(moved(r, Resource::kH2D)),
                                       human_bytes(moved(r, Resource::kD2H))));
   if (moved(r, Resource::kNvmeRead) + moved(r, Resource::kNvmeWrite) > 0) {
@@ -135,6 +155,8 @@ void add_simulate(CLI::App& app, Action& action) {
   args->gpu.gpu_option->description(
       "built-in GPU profile (see `memwall gpus`; default: the plan's hardware, else a100-80g)");
   cmd->add_option("--plan", args->plan_file, "memwall.plan/1 JSON (default: the default plan)");
+  cmd->add_option("--gpus-per-node", args->gpus_per_node,
+                  "GPUs sharing one host, for a graph of several ranks (default: the profile's)");
   cmd->add_option("--budget", args->budget,
                   "device budget: bytes, 40GiB, or 80% of the default peak (default: the plan's, "
                   "or the GPU's memory for the default plan)");

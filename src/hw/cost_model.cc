@@ -1,5 +1,6 @@
 // The cost model (docs/cost-model.md): a roofline per op plus a fixed launch
-// cost, and latency + size / bandwidth per host<->device copy.
+// cost, and latency + size / bandwidth per host<->device copy. Collectives
+// and several ranks: ranks.cc.
 #include <algorithm>
 
 #include "memwall/graph/error.h"
@@ -85,7 +86,9 @@ OpId first_op_not_computable(const Hardware& hw, const Graph& graph) {
 
 double op_time(const Hardware& hw, const Graph& graph, const Op& op) {
   if (op.time.has_value()) return *op.time;
-  if (op.phase == Phase::kComm) return collective_time(hw, op.bytes);
+  if (op.phase == Phase::kComm) {
+    return collective_time(hw, collective_of(op), op.bytes, graph_ranks(graph));
+  }
   double compute = 0;
   if (op.flops > 0) {
     compute = op.flops / (peak_flops(hw, op_compute_dtype(graph, op)) * hw.compute_efficiency);
@@ -99,18 +102,6 @@ double iteration_time(const Hardware& hw, const Graph& graph) {
   double total = 0;
   for (const Op& op : graph.ops) total += op_time(hw, graph, op);
   return total;
-}
-
-// Note [Collective time]
-// ~~~~~~~~~~~~~~~~~~~~~~
-// A comm op's `bytes` are what each rank sends. Ring and tree collectives
-// send and receive at once, so the time is the bytes over one direction of
-// the link, half the bidirectional figure NVIDIA quotes (hardware.h), plus
-// one kernel launch. Ring all-reduce of M bytes over N ranks sends
-// 2(N-1)/N M per rank; reduce-scatter and all-gather (N-1)/N M each (Patarasuk
-// & Yuan 2009; the ZeRO paper's communication analysis, sec. 7).
-double collective_time(const Hardware& hw, double bytes) {
-  return hw.launch_latency + bytes / (hw.interconnect_bandwidth / 2);
 }
 
 double h2d_time(const Hardware& hw, uint64_t bytes) {

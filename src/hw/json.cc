@@ -1,6 +1,7 @@
 // Hardware profiles as JSON: the same field names as struct Hardware. Every
 // field is required except description; unknown fields are rejected so that a
-// typo ("hbm_bandwith") cannot silently fall back to a default.
+// typo ("hbm_bandwith") cannot silently fall back to a default. A file holds
+// one profile or an array of them (what `memwall gpus --json` prints).
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -10,7 +11,10 @@
 #include <string>
 #include <string_view>
 
+#include <fmt/format.h>
+
 #include "memwall/graph/error.h"
+#include "memwall/graph/json_cursor.h"
 #include "memwall/hw/hardware.h"
 
 namespace memwall {
@@ -36,9 +40,19 @@ struct BytesField {
   uint64_t Hardware::*member;
 };
 
+struct CountField {
+  std::string_view key;
+  int Hardware::*member;
+  int max;
+};
+
 constexpr BytesField kBytesFields[] = {
     {"device_memory_bytes", &Hardware::device_memory_bytes},
     {"host_memory_bytes", &Hardware::host_memory_bytes},
+};
+
+constexpr CountField kCountFields[] = {
+    {"gpus_per_node", &Hardware::gpus_per_node, kMaxGpusPerNode},
 };
 
 // In struct order. fp32 must be positive: fp16/bf16 fall back to it.
@@ -55,6 +69,10 @@ constexpr NumberField kNumberFields[] = {
     {"nvme_write_bandwidth", &Hardware::nvme_write_bandwidth, Range::kPositive},
     {"cpu_adam_params_per_s", &Hardware::cpu_adam_params_per_s, Range::kPositive},
     {"interconnect_bandwidth", &Hardware::interconnect_bandwidth, Range::kPositive},
+    {"host_pcie_bandwidth", &Hardware::host_pcie_bandwidth, Range::kPositive},
+    {"network_bandwidth", &Hardware::network_bandwidth, Range::kPositive},
+    {"collective_step_latency", &Hardware::collective_step_latency, Range::kNonNegative},
+    {"network_step_latency", &Hardware::network_step_latency, Range::kNonNegative},
     {"compute_efficiency", &Hardware::compute_efficiency, Range::kFraction},
     {"memory_efficiency", &Hardware::memory_efficiency, Range::kFraction},
     {"launch_latency", &Hardware::launch_latency, Range::kNonNegative},
@@ -71,6 +89,9 @@ bool is_known_key(std::string_view key) {
     if (f.key == key) return true;
   }
   for (const auto& f : kNumberFields) {
+    if (f.key == key) return true;
+  }
+  for (const auto& f : kCountFields) {
     if (f.key == key) return true;
   }
   return false;
@@ -106,6 +127,21 @@ uint64_t read_bytes(const json& value, std::string_view key) {
   return bytes;
 }
 
+int read_count(const json& value, const CountField& field) {
+  if (!value.is_number()) {
+    fail("hardware profile: field '{}' must be a number, got {}", field.key, value.type_name());
+  }
+  if (value.is_number_float()) fail("hardware profile: field '{}' must be an integer", field.key);
+  if (!value.is_number_unsigned() && value.get<int64_t>() < 1) {
+    fail("hardware profile: field '{}' must be at least 1, got {}", field.key, value.dump());
+  }
+  if (value.get<uint64_t>() > static_cast<uint64_t>(field.max)) {
+    fail("hardware profile: field '{}' must be at most {}, got {}", field.key, field.max,
+         value.dump());
+  }
+  return static_cast<int>(value.get<uint64_t>());
+}
+
 double read_number(const json& value, const NumberField& field) {
   if (!value.is_number()) {
     fail("hardware profile: field '{}' must be a number, got {}", field.key, value.type_name());
@@ -120,6 +156,64 @@ double read_number(const json& value, const NumberField& field) {
     fail("hardware profile: field '{}' must be in (0, 1], got {}", field.key, x);
   }
   return x;
+}
+
+// The JSON of `text`; a syntax error is one line in memwall's words
+// ("<where>: invalid JSON at line L, column C: expected ...").
+json parse_text(const std::string& text, const std::string& where) {
+  detail::JsonCursor cursor(text, where.c_str());
+  cursor.skip_value();
+  cursor.expect_end();
+  try {
+    return json::parse(text);
+  } catch (const json::exception& e) {
+    // The cursor accepts only what RFC 8259 allows, as nlohmann does; this
+    // is a backstop, reported by position.
+    const auto* parse = dynamic_cast<const json::parse_error*>(&e);
+    fail("{}: invalid JSON near byte {}", where, parse ? parse->byte : 0);
+  }
+}
+
+// The name of a profile object, or "" when it has none (reported later).
+std::string name_of(const json& profile) {
+  const auto name = profile.is_object() ? profile.find("name") : profile.end();
+  return name != profile.end() && name->is_string() ? name->get<std::string>() : std::string();
+}
+
+// The profile of a document: an object, or an array (`memwall gpus --json`)
+// and then its only profile or the one named `select` (--gpu). A `select`
+// that names no profile of the file is an error, never ignored.
+const json& pick(const json& profiles, std::string_view select) {
+  if (!profiles.is_array()) {
+    if (!select.empty() && profiles.is_object() && name_of(profiles) != select) {
+      fail("holds one profile, named '{}', not '{}' (--gpu)", name_of(profiles), select);
+    }
+    return profiles;
+  }
+  if (profiles.empty()) fail("holds an empty array, not a hardware profile");
+  if (profiles.size() == 1 && (select.empty() || name_of(profiles[0]) == select)) {
+    return profiles[0];
+  }
+  if (select.empty()) {
+    std::string names;
+    for (const json& p : profiles) names += (names.empty() ? "" : ", ") + name_of(p);
+    fail("holds {} profiles: name one with --gpu ({})", profiles.size(), names);
+  }
+  const json* found = nullptr;
+  std::string names;
+  for (const json& p : profiles) {
+    const auto name = p.is_object() ? p.find("name") : p.end();
+    if (name == p.end() || !name->is_string()) continue;
+    names += names.empty() ? "" : ", ";
+    names += name->get<std::string>();
+    if (name->get<std::string>() != select) continue;
+    if (found) fail("holds two profiles named '{}'", select);
+    found = &p;
+  }
+  if (!found) {
+    fail("holds {} profiles and none is named '{}' (--gpu): {}", profiles.size(), select, names);
+  }
+  return *found;
 }
 
 }  // namespace
@@ -139,10 +233,11 @@ Hardware hardware_from_json(const json& object) {
   }
   for (const auto& f : kBytesFields) hw.*f.member = read_bytes(require(object, f.key), f.key);
   for (const auto& f : kNumberFields) hw.*f.member = read_number(require(object, f.key), f);
+  for (const auto& f : kCountFields) hw.*f.member = read_count(require(object, f.key), f);
   return hw;
 }
 
-Hardware read_hardware_file(const std::string& path) {
+Hardware read_hardware_file(const std::string& path, std::string_view select) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) fail("hardware file '{}' is a directory", path);
   std::ifstream in(path, std::ios::binary);
@@ -150,16 +245,12 @@ Hardware read_hardware_file(const std::string& path) {
   std::ostringstream text;
   text << in.rdbuf();
   if (in.bad()) fail("cannot read hardware file '{}'", path);
-  json object;
+  const std::string where = fmt::format("hardware file '{}'", path);
+  const json document = parse_text(text.str(), where);
   try {
-    object = json::parse(text.str());
-  } catch (const json::exception& e) {
-    fail("hardware file '{}': invalid JSON: {}", path, e.what());
-  }
-  try {
-    return hardware_from_json(object);
+    return hardware_from_json(pick(document, select));
   } catch (const Error& e) {
-    fail("hardware file '{}': {}", path, e.what());
+    fail("{}: {}", where, e.what());
   }
 }
 
@@ -169,6 +260,7 @@ json hardware_to_json(const Hardware& hw) {
   object["description"] = hw.description;
   for (const auto& f : kBytesFields) object[std::string(f.key)] = hw.*f.member;
   for (const auto& f : kNumberFields) object[std::string(f.key)] = hw.*f.member;
+  for (const auto& f : kCountFields) object[std::string(f.key)] = hw.*f.member;
   return object;
 }
 

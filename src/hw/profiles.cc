@@ -48,6 +48,65 @@ constexpr double kPcieLatency = 10e-6;
 constexpr double kPcie3Link = 32 * kG;
 constexpr double kPcie4Link = 64 * kG;
 
+// ---- The host side of a node's PCIe (Note [Ranks on a node] in ranks.cc) ---
+// Host<->device bytes/s each way that all GPUs of a node get at once: the
+// x16 links between the CPUs and the GPUs (or the PCIe switches above them),
+// each at the achievable rate above.
+// - DGX-1: four PCIe gen3 switches, each with two GPUs and one InfiniBand
+//   adapter on a x16 link to a CPU (NVIDIA, "DGX-1 with Tesla V100 System
+//   Architecture", WP-08437-002, 2017): 4 x 12 GB/s.
+// - DGX-2: the switch tree's uplinks are not published; its two Xeon
+//   Platinum 8168 have 48 PCIe 3.0 lanes each (Intel ARK), so at most six x16
+//   links' worth reaches the host: 6 x 12 GB/s, an upper bound.
+// - DGX A100: four PCIe gen4 switches, each with two GPUs and two ConnectX-6
+//   adapters on a x16 link to a CPU (NVIDIA, "DGX A100 System Architecture",
+//   WP-10083-001, 2020): 4 x 25 GB/s.
+// - DGX H100 and H200: each GPU reaches its CPU through its own ConnectX-7
+//   and that adapter's PCIe gen5 switch, four per CPU (NVIDIA DGX H100/H200
+//   User Guide, "Network Modules"): 8 x 50 GB/s.
+// - One-GPU hosts (the cloud slices and desktops below): the GPU's own link.
+constexpr double kDgx1HostPcie = 4 * kPcie3;
+constexpr double kDgx2HostPcie = 6 * kPcie3;
+constexpr double kDgxA100HostPcie = 4 * kPcie4;
+constexpr double kDgxH100HostPcie = 8 * kPcie5;
+
+// ---- Between nodes (per GPU, each way) --------------------------------------
+// Datasheets give adapters and their line rate (Gb/s, per direction):
+// - DGX-1 (V100): 4x InfiniBand EDR, 100 Gb/s, for 8 GPUs: 6.25 GB/s each
+//   (NVIDIA DGX-1 datasheet).
+// - DGX-2: 8x 100 Gb/s InfiniBand/100GigE for 16 GPUs: 6.25 GB/s each
+//   (NVIDIA DGX-2 datasheet).
+// - DGX A100: 8x single-port ConnectX-6 HDR InfiniBand, 200 Gb/s, one per
+//   GPU: 25 GB/s (NVIDIA DGX A100 datasheet).
+// - DGX H100 and H200: 8x single-port ConnectX-7, 400 Gb/s, one per GPU:
+//   50 GB/s (NVIDIA DGX H100 and DGX H200 datasheets).
+// - AWS g6.4xlarge and g4dn.4xlarge: "up to 25 Gbps" (AWS EC2 instance type
+//   pages): 3.125 GB/s.
+// - Desktops: an assumption, no single source: a desktop has no cluster
+//   fabric; we take one 10GBASE-T port, the fastest onboard Ethernet of
+//   high-end AM4/AM5 boards (e.g. ASUS ProArt X570-Creator WIFI): 1.25 GB/s.
+constexpr double kEdrPerGpuOf8 = 4 * 12.5 * kG / 8;
+constexpr double kEdrPerGpuOf16 = 8 * 12.5 * kG / 16;
+constexpr double kHdr = 25 * kG;
+constexpr double kNdr = 50 * kG;
+constexpr double kAws25Gbps = 3.125 * kG;
+constexpr double kTenGbE = 1.25 * kG;
+
+// ---- GPUs per desktop --------------------------------------------------------
+// An assumption: one card. The Ryzen 9 5950X and 7950X give 24 and 28 PCIe
+// lanes, 16 of them to graphics (AMD specs); a second card would split them
+// x8/x8, and the profiles' 64 GiB host and single drive describe a
+// one-card machine.
+constexpr int kDesktopGpus = 1;
+
+// ---- Ring collective step latency -------------------------------------------
+// NCCL's tuning model (NVIDIA/nccl src/graph/tuning.cc, hwLat, Ring with the
+// Simple protocol): 3.4 us per step over NVLink, 5.7 us over PCIe, 14 us per
+// step that crosses the network (Note [Collective time] in ranks.cc).
+constexpr double kNvlinkStep = 3.4e-6;
+constexpr double kPcieStep = 5.7e-6;
+constexpr double kNetworkStep = 14e-6;
+
 // ---- NVMe SSDs (sequential read / write, vendor specs) ----------------------
 // PCIe 3.0 data-center: Intel SSD DC P4500 4.0 TB, 3.2 / 1.8 GB/s (Lenovo
 // ThinkSystem P4500 product guide, Table 2).
@@ -116,6 +175,11 @@ std::vector<Hardware> make_builtin_gpus() {
       .host_memory_bytes = 512 * kGiB,
       .cpu_adam_params_per_s = cpu_adam(40, dram(8, 2133.33)),
       .interconnect_bandwidth = 300 * kG,
+      .gpus_per_node = 8,  // DGX-1: 8 GPUs (datasheet)
+      .host_pcie_bandwidth = kDgx1HostPcie,
+      .network_bandwidth = kEdrPerGpuOf8,
+      .collective_step_latency = kNvlinkStep,
+      .network_step_latency = kNetworkStep,
       .compute_efficiency = kComputeEfficiency,
       .memory_efficiency = kMemoryEfficiency,
       .launch_latency = kLaunchLatency,
@@ -140,6 +204,11 @@ std::vector<Hardware> make_builtin_gpus() {
       .host_memory_bytes = 1536 * kGiB,
       .cpu_adam_params_per_s = cpu_adam(48, kRefDram),
       .interconnect_bandwidth = 300 * kG,
+      .gpus_per_node = 16,  // DGX-2: 16 GPUs (datasheet)
+      .host_pcie_bandwidth = kDgx2HostPcie,
+      .network_bandwidth = kEdrPerGpuOf16,
+      .collective_step_latency = kNvlinkStep,
+      .network_step_latency = kNetworkStep,
       .compute_efficiency = kComputeEfficiency,
       .memory_efficiency = kMemoryEfficiency,
       .launch_latency = kLaunchLatency,
@@ -167,6 +236,11 @@ std::vector<Hardware> make_builtin_gpus() {
       .host_memory_bytes = 1024 * kGiB,
       .cpu_adam_params_per_s = cpu_adam(128, dram(16, 3200)),
       .interconnect_bandwidth = 600 * kG,
+      .gpus_per_node = 8,  // DGX A100: 8 GPUs (datasheet)
+      .host_pcie_bandwidth = kDgxA100HostPcie,
+      .network_bandwidth = kHdr,
+      .collective_step_latency = kNvlinkStep,
+      .network_step_latency = kNetworkStep,
       .compute_efficiency = kComputeEfficiency,
       .memory_efficiency = kMemoryEfficiency,
       .launch_latency = kLaunchLatency,
@@ -189,6 +263,11 @@ std::vector<Hardware> make_builtin_gpus() {
       .host_memory_bytes = 2048 * kGiB,
       .cpu_adam_params_per_s = cpu_adam(128, dram(16, 3200)),
       .interconnect_bandwidth = 600 * kG,
+      .gpus_per_node = 8,  // DGX A100: 8 GPUs (datasheet)
+      .host_pcie_bandwidth = kDgxA100HostPcie,
+      .network_bandwidth = kHdr,
+      .collective_step_latency = kNvlinkStep,
+      .network_step_latency = kNetworkStep,
       .compute_efficiency = kComputeEfficiency,
       .memory_efficiency = kMemoryEfficiency,
       .launch_latency = kLaunchLatency,
@@ -215,6 +294,11 @@ std::vector<Hardware> make_builtin_gpus() {
       .host_memory_bytes = 2048 * kGiB,
       .cpu_adam_params_per_s = cpu_adam(112, dram(16, 4800)),
       .interconnect_bandwidth = 900 * kG,
+      .gpus_per_node = 8,  // DGX H100: 8 GPUs (datasheet)
+      .host_pcie_bandwidth = kDgxH100HostPcie,
+      .network_bandwidth = kNdr,
+      .collective_step_latency = kNvlinkStep,
+      .network_step_latency = kNetworkStep,
       .compute_efficiency = kComputeEfficiency,
       .memory_efficiency = kMemoryEfficiency,
       .launch_latency = kLaunchLatency,
@@ -241,6 +325,11 @@ std::vector<Hardware> make_builtin_gpus() {
       .host_memory_bytes = 2048 * kGiB,
       .cpu_adam_params_per_s = cpu_adam(112, dram(16, 4800)),
       .interconnect_bandwidth = 900 * kG,
+      .gpus_per_node = 8,  // DGX H200: 8 GPUs (datasheet)
+      .host_pcie_bandwidth = kDgxH100HostPcie,
+      .network_bandwidth = kNdr,
+      .collective_step_latency = kNvlinkStep,
+      .network_step_latency = kNetworkStep,
       .compute_efficiency = kComputeEfficiency,
       .memory_efficiency = kMemoryEfficiency,
       .launch_latency = kLaunchLatency,
@@ -266,6 +355,11 @@ std::vector<Hardware> make_builtin_gpus() {
       .host_memory_bytes = 64 * kGiB,
       .cpu_adam_params_per_s = cpu_adam_vm(16),
       .interconnect_bandwidth = kPcie4Link,
+      .gpus_per_node = 1,  // g6.4xlarge: 1 L4 (AWS)
+      .host_pcie_bandwidth = kPcie4,
+      .network_bandwidth = kAws25Gbps,
+      .collective_step_latency = kPcieStep,
+      .network_step_latency = kNetworkStep,
       .compute_efficiency = kComputeEfficiency,
       .memory_efficiency = kMemoryEfficiency,
       .launch_latency = kLaunchLatency,
@@ -291,6 +385,11 @@ std::vector<Hardware> make_builtin_gpus() {
       .host_memory_bytes = 64 * kGiB,
       .cpu_adam_params_per_s = cpu_adam_vm(16),
       .interconnect_bandwidth = kPcie3Link,
+      .gpus_per_node = 1,  // g4dn.4xlarge: 1 T4 (AWS)
+      .host_pcie_bandwidth = kPcie3,
+      .network_bandwidth = kAws25Gbps,
+      .collective_step_latency = kPcieStep,
+      .network_step_latency = kNetworkStep,
       .compute_efficiency = kComputeEfficiency,
       .memory_efficiency = kMemoryEfficiency,
       .launch_latency = kLaunchLatency,
@@ -319,6 +418,11 @@ std::vector<Hardware> make_builtin_gpus() {
       .host_memory_bytes = 64 * kGiB,
       .cpu_adam_params_per_s = cpu_adam(16, dram(2, 3200)),
       .interconnect_bandwidth = kPcie4Link,
+      .gpus_per_node = kDesktopGpus,
+      .host_pcie_bandwidth = kPcie4,
+      .network_bandwidth = kTenGbE,
+      .collective_step_latency = kPcieStep,
+      .network_step_latency = kNetworkStep,
       .compute_efficiency = kComputeEfficiency,
       .memory_efficiency = kMemoryEfficiency,
       .launch_latency = kLaunchLatency,
@@ -346,6 +450,11 @@ std::vector<Hardware> make_builtin_gpus() {
       .host_memory_bytes = 64 * kGiB,
       .cpu_adam_params_per_s = cpu_adam(16, dram(2, 5200)),
       .interconnect_bandwidth = kPcie4Link,
+      .gpus_per_node = kDesktopGpus,
+      .host_pcie_bandwidth = kPcie4,
+      .network_bandwidth = kTenGbE,
+      .collective_step_latency = kPcieStep,
+      .network_step_latency = kNetworkStep,
       .compute_efficiency = kComputeEfficiency,
       .memory_efficiency = kMemoryEfficiency,
       .launch_latency = kLaunchLatency,

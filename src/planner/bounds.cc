@@ -23,6 +23,8 @@
 //   that needs its parameter's gradient sent out instead: at least
 //   E x (gradient bytes / state bytes per parameter) leave the device. Of E,
 //   what exceeds host memory lives on NVMe and is read once per iteration.
+//   With several ranks on a node, host memory and both links are the rank's
+//   share of the node's (Note [Ranks on a node] in hw/ranks.cc).
 // Both transfer terms are bandwidth-only (no latency): a bound, loose when
 // activations dominate, tight when model states do.
 #include <algorithm>
@@ -72,10 +74,14 @@ LowerBound iteration_lower_bound(const Graph& graph, const Hardware& hardware,
       params + states > 0
           ? std::min(1.0, static_cast<double>(grads) / static_cast<double>(params + states))
           : 0;
-  const double pcie = static_cast<double>(excess) * per_state_byte / hardware.d2h_bandwidth;
-  const uint64_t host = options.host_bytes > 0 ? options.host_bytes : hardware.host_memory_bytes;
+  // The rank's share of its node's host memory and links.
+  Hardware node = hardware;
+  if (options.host_bytes > 0) node.host_memory_bytes = options.host_bytes;
+  const Hardware rank = rank_share(node, static_cast<int>(ranks));
+  const double pcie = static_cast<double>(excess) * per_state_byte / rank.d2h_bandwidth;
+  const uint64_t host = rank.host_memory_bytes;
   const double nvme =
-      excess > host ? static_cast<double>(excess - host) / hardware.nvme_read_bandwidth : 0;
+      excess > host ? static_cast<double>(excess - host) / rank.nvme_read_bandwidth : 0;
   b.transfer = std::max(pcie, nvme);
   b.seconds = std::max(b.compute, b.transfer);
   if (b.transfer > b.compute) {

@@ -67,4 +67,10 @@ Unconstrained unconstrained_time(const ConfigWork& work, const Hardware& hardwar
 // The host size the options ask for.
 Hardware with_host(const Hardware& hardware, const PlannerOptions& options);
 
+// Why the NVMe use of a simulated rank of `graph` does not fit the node's
+// --nvme capacity: the rank's peak times the ranks sharing the node
+// (Note [Ranks on a node] in hw/ranks.cc); empty when it fits.
+std::string nvme_misfit(const SimResult& sim, const Graph& graph, const Hardware& hardware,
+                        const PlannerOptions& options);
+
 }  // namespace memwall::planner_detail

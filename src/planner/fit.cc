@@ -54,27 +54,25 @@ Plan activation_plan(const Graph& view, Activations activations, const Hardware&
 }
 
 // Why a finished plan does not fit, as one line; empty when it fits.
-std::string misfit(const SimResult& sim, uint64_t budget, const PlannerOptions& options) {
+std::string misfit(const SimResult& sim, const ConfigWork& work, const Hardware& hw,
+                   uint64_t budget, const PlannerOptions& options) {
   if (!sim.valid) return sim.reason;
   const uint64_t device = device_peak(sim);
   if (device > budget) {
     return fmt::format("device memory exceeds the budget by {} bytes ({} > {})", device - budget,
                        device, budget);
   }
-  const uint64_t nvme = sim.peak_bytes[static_cast<size_t>(Tier::kNvme)];
-  if (options.nvme_bytes > 0 && nvme > options.nvme_bytes) {
-    return fmt::format("NVMe use exceeds its {} bytes by {} bytes", options.nvme_bytes,
-                       nvme - options.nvme_bytes);
-  }
-  return {};
+  return nvme_misfit(sim, work.graph, hw, options);
 }
 
 // Host memory left by the configuration's model-state traffic: its
-// keep-all plan's host peak, simulated without a device limit.
+// keep-all plan's host peak, simulated without a device limit, against the
+// rank's share of the node's host memory.
 uint64_t host_left(const ConfigWork& work, const Hardware& hw) {
   const SimResult& sim = work.keep_all(hw).sim;
   const uint64_t used = sim.peak_bytes[static_cast<size_t>(Tier::kHost)];
-  return sim.valid && used < hw.host_memory_bytes ? hw.host_memory_bytes - used : 0;
+  const uint64_t share = rank_share(hw, graph_ranks(work.graph)).host_memory_bytes;
+  return sim.valid && used < share ? share - used : 0;
 }
 
 }  // namespace
@@ -104,7 +102,7 @@ Candidate fit(const ConfigWork& work, Activations activations, const Hardware& h
       plan.budget = kMaxBytes;  // to learn the peak; the verdict is misfit's
       sim = simulate(work.graph, plan, hw, {.record_curves = false});
     }
-    c.why = misfit(sim, budget, options);
+    c.why = misfit(sim, work, hw, budget, options);
     if (c.why.empty()) {
       plan.budget = budget;
       sim.budget = budget;

@@ -58,6 +58,12 @@
 // every allocated buffer has an offset. At the end, every op has been
 // computed and every persistent buffer has a copy on its starting tier; host
 // bytes stay within the host's memory.
+//
+// Ranks. A graph of N data-parallel ranks (graph_ranks) is one rank's
+// iteration, and `hardware` its node's profile: the simulator runs the rank
+// on rank_share(hardware, N) (Note [Ranks on a node] in hw/ranks.cc), so
+// host memory, host<->device and NVMe bandwidth and the CPU are the rank's
+// share of the node's.
 #include "memwall/sim/simulator.h"
 
 #include <algorithm>
@@ -118,13 +124,14 @@ class Simulator {
   Simulator(const Graph& graph, const Plan& plan, const Hardware& hw, const SimOptions& options)
       : graph_(graph),
         plan_(plan),
-        hw_(hw),
+        hw_(rank_share(hw, graph_ranks(graph))),
+        node_ranks_(ranks_per_node(hw, graph_ranks(graph))),
         options_(options),
         state_(graph.buffers.size()),
         computed_(graph.ops.size(), 0) {
     result_.budget = plan.budget;
     op_time_.reserve(graph.ops.size());
-    for (const Op& op : graph.ops) op_time_.push_back(op_time(hw, graph, op));
+    for (const Op& op : graph.ops) op_time_.push_back(op_time(hw_, graph, op));
     if (!plan.offsets.empty()) {
       offset_of_.assign(graph.buffers.size(), kNoOffset);
       for (const auto& [buf, offset] : plan.offsets) offset_of_[buf] = offset;
@@ -703,8 +710,17 @@ class Simulator {
           result_.peak_bytes[tier] = now;
           result_.peak_time[tier] = e.time;
           if (tier == kHost && hw_.host_memory_bytes > 0 && now > hw_.host_memory_bytes) {
-            fail_at(e.step, "{}: host memory exceeds the host's {} bytes by {} bytes at {:.6f} s",
-                    step_label(e.step), hw_.host_memory_bytes, now - hw_.host_memory_bytes, e.time);
+            if (node_ranks_ > 1) {
+              fail_at(e.step,
+                      "{}: host memory exceeds this rank's 1/{} share of the node's, {} bytes, "
+                      "by {} bytes at {:.6f} s",
+                      step_label(e.step), node_ranks_, hw_.host_memory_bytes,
+                      now - hw_.host_memory_bytes, e.time);
+            } else {
+              fail_at(e.step, "{}: host memory exceeds the host's {} bytes by {} bytes at {:.6f} s",
+                      step_label(e.step), hw_.host_memory_bytes, now - hw_.host_memory_bytes,
+                      e.time);
+            }
           }
         }
         if (!options_.record_curves) continue;
@@ -737,7 +753,8 @@ class Simulator {
 
   const Graph& graph_;
   const Plan& plan_;
-  const Hardware& hw_;
+  const Hardware hw_;     // the rank's share of the node (Note [Ranks on a node])
+  const int node_ranks_;  // ranks sharing the node
   const SimOptions& options_;
   SimResult result_;
   std::vector<BufferState> state_;

@@ -154,6 +154,7 @@ class Capuchin {
            const SwapOptions& options)
       : graph_(graph),
         hw_(hardware),
+        rank_hw_(rank_share(hardware, graph_ranks(graph))),
         budget_(budget),
         options_(options),
         lives_(liveness(graph)),
@@ -272,13 +273,13 @@ class Capuchin {
   }
 
   double out_time(uint64_t bytes, Tier tier) const {
-    double t = d2h_time(hw_, bytes);
-    if (tier == Tier::kNvme) t += static_cast<double>(bytes) / hw_.nvme_write_bandwidth;
+    double t = d2h_time(rank_hw_, bytes);
+    if (tier == Tier::kNvme) t += static_cast<double>(bytes) / rank_hw_.nvme_write_bandwidth;
     return t;
   }
   double in_time(uint64_t bytes, Tier tier) const {
-    double t = h2d_time(hw_, bytes);
-    if (tier == Tier::kNvme) t += static_cast<double>(bytes) / hw_.nvme_read_bandwidth;
+    double t = h2d_time(rank_hw_, bytes);
+    if (tier == Tier::kNvme) t += static_cast<double>(bytes) / rank_hw_.nvme_read_bandwidth;
     return t;
   }
   // Where a swap of c would go now (Note [Host, then NVMe]).
@@ -480,7 +481,8 @@ class Capuchin {
   }
 
   const Graph& graph_;
-  const Hardware& hw_;
+  const Hardware& hw_;      // the node's profile, for the simulator
+  const Hardware rank_hw_;  // the rank's share of it, for swap-time estimates
   const uint64_t budget_;
   const SwapOptions options_;
   const std::vector<BufferLife> lives_;

@@ -138,7 +138,15 @@ TEST(CliPlan, AutoIsTheDefaultAndItsPlanSimulates) {
   ASSERT_EQ(sim.exit_code, 0) << sim.err;
   const auto s = nlohmann::json::parse(sim.out);
   EXPECT_EQ(s["valid"], true);
+  // The rank's graph runs on its share of the node, as the planner ran it.
+  EXPECT_EQ(s["ranks"], 4);
+  EXPECT_EQ(s["ranks_per_node"], 4);
   EXPECT_DOUBLE_EQ(s["iteration_time_s"].get<double>(), j["iteration_time_s"].get<double>());
+  // On one GPU per node each rank has a whole DGX A100 host to itself.
+  const auto apart = run_memwall("simulate --graph " + graph_out + " --plan " + out +
+                                 " --gpu a100-40g --gpus-per-node 1 --json");
+  ASSERT_EQ(apart.exit_code, 0) << apart.err;
+  EXPECT_EQ(nlohmann::json::parse(apart.out)["ranks_per_node"], 1);
   fs::remove(out);
   fs::remove(graph_out);
 
@@ -176,6 +184,41 @@ TEST(CliPlan, ImpossibleRequestSaysWhatRunsOut) {
   EXPECT_NE(single.err.find("vdnn does not fit"), std::string::npos) << single.err;
 }
 
+// --gpus-per-node: 8 ranks of ZeRO-Offload keep about 1.25e9 host bytes
+// each (tests/planner, RanksOfANodeShareItsHostMemory): a 4 GiB host holds
+// one rank's, not eight's. Host memory is shown per node, against the node's.
+TEST(CliPlan, GpusPerNodeShareTheHost) {
+  const std::string work =
+      "plan --model gpt2-medium --batch 1 --seq 256 --gpu a100-40g --budget 3GB --ranks 8 "
+      "--time-limit 2 --host-memory 4GiB --strategy zero-offload";
+  const auto alone = run_memwall(work + " --gpus-per-node 1 --json");
+  ASSERT_EQ(alone.exit_code, 0) << alone.err;
+  const auto j = nlohmann::json::parse(alone.out);
+  EXPECT_EQ(j["ranks"], 8);
+  EXPECT_EQ(j["gpus_per_node"], 1);
+  EXPECT_EQ(j["ranks_per_node"], 1);
+  EXPECT_EQ(j["node_host_peak_bytes"], j["host_peak_bytes"]);
+  EXPECT_EQ(j["node_host_memory_bytes"], uint64_t{4} << 30);
+  const auto shared = run_memwall(work);  // a100-40g: DGX A100, 8 GPUs per node
+  EXPECT_EQ(shared.exit_code, 2);
+  EXPECT_EQ(count_lines(shared.err), 1) << shared.err;
+  EXPECT_NE(shared.err.find("zero-offload does not fit: "), std::string::npos) << shared.err;
+  EXPECT_NE(shared.err.find("host memory exceeds this rank's 1/8 share of the node's, 536870912 "
+                            "bytes"),
+            std::string::npos)
+      << shared.err;
+  // The automatic planner finds what fits the node, and says so per node.
+  const auto human = run_memwall(
+      "plan --model gpt2-medium --batch 1 --seq 256 --gpu a100-40g --budget 3GB --ranks 8 "
+      "--time-limit 2 --host-memory 4GiB");
+  ASSERT_EQ(human.exit_code, 0) << human.err;
+  EXPECT_NE(human.out.find("  ranks                   8 on 1 node of 8 GPUs (8 ranks share each "
+                           "host's memory, PCIe, NVMe and CPU)"),
+            std::string::npos)
+      << human.out;
+  EXPECT_NE(human.out.find(" of 4.00 GiB on the node (8 ranks x "), std::string::npos) << human.out;
+}
+
 TEST(CliPlan, BadInputIsOneLineAndExitTwoAndWritesNothing) {
   const std::string out = temp_path("never.json");
   const std::pair<std::string, const char*> cases[] = {
@@ -194,6 +237,13 @@ TEST(CliPlan, BadInputIsOneLineAndExitTwoAndWritesNothing) {
       {"--time-limit 0", "--time-limit"},
       {"--gpu no-such-gpu", "no-such-gpu"},
       {"--batch 0", "--batch"},
+      {"--ranks 2 --gpus-per-node 0", "--gpus-per-node must be a positive integer (got 0)"},
+      {"--ranks 2 --gpus-per-node -8", "--gpus-per-node must be a positive integer (got -8)"},
+      {"--ranks 2 --gpus-per-node 4096", "--gpus-per-node must be at most 1024 (got 4096)"},
+      {"--ranks 2 --gpus-per-node 99999999999999999999",
+       "--gpus-per-node 99999999999999999999 is "
+       "too large"},
+      {"--ranks 2 --gpus-per-node eight", "--gpus-per-node must be a positive integer"},
   };
   for (const auto& [args, expected] : cases) {
     const auto r = run_memwall("plan " + kModel + " " + args + " --out " + out);

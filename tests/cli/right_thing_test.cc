@@ -221,8 +221,12 @@ TEST(RightOptions, IgnoredOptionsAreRefused) {
   expect_bad("inspect --model gpt2-medium --graph " + graph, zoo_only);
   expect_bad("inspect --dtype fp32 --graph " + graph, zoo_only);
   expect_bad("simulate --optimizer sgd --graph " + graph, zoo_only);
-  expect_bad("inspect --gpu t4 --gpu-file " + graph,
-             "--gpu t4 and --gpu-file " + graph + ": name the hardware once");
+  // --gpu with --gpu-file picks a profile of the file; one it lacks is an error.
+  const std::string profile = (dir / "gpu.json").string();
+  std::ofstream(profile) << hardware_to_json(find_gpu("l4")).dump();
+  expect_bad("inspect --gpu t4 --gpu-file " + profile,
+             "hardware file '" + profile + "': holds one profile, named 'l4', not 't4' (--gpu)");
+  expect_bad("plan --model gpt2-small --ranks 2000000", "--ranks 2000000 is more than 2^20 ranks");
   expect_bad("inspect --model resnet50 --flash",
              "model resnet50: --flash (attention) applies to transformers only");
   expect_bad("alloc-replay --csv " + graph + " --model gpt2-small",

@@ -113,6 +113,9 @@ TEST(CliSimulate, BadInputIsOneLineAndExitTwo) {
            std::string("--budget 99999999999TiB"),
            std::string("--budget lots"),
            std::string("--gpu no-such-gpu"),
+           std::string("--gpus-per-node 0"),
+           std::string("--gpus-per-node -2"),
+           std::string("--gpus-per-node 2048"),
        }) {
     const auto r = run_memwall(std::string("simulate ") + kModel + " " + args);
     EXPECT_EQ(r.exit_code, 2) << args << ": " << r.out << r.err;

@@ -103,6 +103,39 @@ TEST(Profiles, EveryProfileIsComplete) {
   }
 }
 
+TEST(Profiles, NodesFromSystemDatasheets) {
+  // GPUs per node: DGX-1 8, DGX-2 16, DGX A100/H100/H200 8 (NVIDIA datasheets);
+  // AWS g6.4xlarge and g4dn.4xlarge 1 (AWS instance types); desktops 1 (an
+  // assumption, profiles.cc).
+  const std::pair<const char*, int> gpus[] = {
+      {"v100-16g", 8}, {"v100-32g", 16}, {"a100-40g", 8}, {"a100-80g", 8}, {"h100-80g", 8},
+      {"h200", 8},     {"l4", 1},        {"t4", 1},       {"rtx3090", 1},  {"rtx4090", 1}};
+  for (const auto& [name, count] : gpus) EXPECT_EQ(find_gpu(name).gpus_per_node, count) << name;
+  // Host side of PCIe: DGX A100 four gen4 switch uplinks at 25 GB/s (DGX A100
+  // System Architecture white paper); DGX H100 one gen5 path per GPU at 50 GB/s
+  // (DGX H100 User Guide); DGX-1 four gen3 switch uplinks at 12 GB/s.
+  EXPECT_EQ(find_gpu("a100-80g").host_pcie_bandwidth, 100e9);
+  EXPECT_EQ(find_gpu("h100-80g").host_pcie_bandwidth, 400e9);
+  EXPECT_EQ(find_gpu("v100-16g").host_pcie_bandwidth, 48e9);
+  // Network per GPU, each way: HDR 200 Gb/s (DGX A100), NDR 400 Gb/s (DGX
+  // H100), 4x EDR 100 Gb/s for 8 GPUs (DGX-1).
+  EXPECT_EQ(find_gpu("a100-40g").network_bandwidth, 25e9);
+  EXPECT_EQ(find_gpu("h200").network_bandwidth, 50e9);
+  EXPECT_EQ(find_gpu("v100-16g").network_bandwidth, 6.25e9);
+  // NCCL src/graph/tuning.cc, hwLat Ring/Simple: NVLink 3.4 us, PCI 5.7 us,
+  // network 14 us per step.
+  EXPECT_EQ(find_gpu("h100-80g").collective_step_latency, 3.4e-6);
+  EXPECT_EQ(find_gpu("l4").collective_step_latency, 5.7e-6);
+  for (const Hardware& hw : builtin_gpus()) {
+    EXPECT_EQ(hw.network_step_latency, 14e-6) << hw.name;
+    // A node's host side carries at least one GPU's copies and at most all of them.
+    EXPECT_GE(hw.host_pcie_bandwidth, hw.h2d_bandwidth) << hw.name;
+    EXPECT_LE(hw.host_pcie_bandwidth, hw.gpus_per_node * hw.h2d_bandwidth) << hw.name;
+    EXPECT_GT(hw.network_bandwidth, 0) << hw.name;
+    EXPECT_LT(hw.network_bandwidth, hw.interconnect_bandwidth) << hw.name;
+  }
+}
+
 TEST(Profiles, FindGpuReturnsTheBuiltin) { EXPECT_EQ(&find_gpu("t4"), &builtin_gpus()[7]); }
 
 TEST(Profiles, UnknownGpuListsKnownNames) {

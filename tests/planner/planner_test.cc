@@ -95,6 +95,57 @@ TEST(AutoPlanner, ShardsWithZeroWhenRanksShareTheWork) {
   EXPECT_GT(a.best.sim.comm_time, 0);
 }
 
+// 8 ranks on one node share its host memory (Note [Ranks on a node] in
+// hw/ranks.cc). ZeRO-Offload of GPT-2 medium over 8 ranks keeps about
+// 1.25e9 host bytes per rank (measured by the simulator): a 4 GiB host fits
+// one rank's use but not 8 times it, so with 8 GPUs per node ZeRO-Offload
+// fails and the planner finds a configuration whose node-wide use fits.
+TEST(AutoPlanner, RanksOfANodeShareItsHostMemory) {
+  const Graph g = build_model("gpt2-medium", {.batch = 1, .seq = 256});
+  Hardware hw = find_gpu("a100-40g");
+  const PlannerOptions options{
+      .budget = 3'000'000'000, .ranks = 8, .host_bytes = uint64_t{4} << 30, .time_limit = 2};
+  hw.gpus_per_node = 1;  // one rank per host: the rank's use fits
+  const Candidate alone = plan_single_technique(g, hw, options, "zero-offload");
+  ASSERT_TRUE(alone.fits) << alone.why;
+  const uint64_t rank_host = alone.sim.peak_bytes[static_cast<size_t>(Tier::kHost)];
+  EXPECT_LT(rank_host, options.host_bytes);
+  EXPECT_GT(8 * rank_host, options.host_bytes);
+
+  hw.gpus_per_node = 8;  // the DGX A100 as it is: 8 ranks on one host
+  const Candidate shared = plan_single_technique(g, hw, options, "zero-offload");
+  EXPECT_FALSE(shared.fits);
+  EXPECT_NE(shared.why.find("host memory exceeds this rank's 1/8 share of the node's, "
+                            "536870912 bytes"),
+            std::string::npos)
+      << shared.why;
+  const AutoPlan a = plan_auto(g, hw, options);
+  ASSERT_TRUE(a.best.fits) << a.best.why;
+  EXPECT_LE(8 * a.best.sim.peak_bytes[static_cast<size_t>(Tier::kHost)], options.host_bytes);
+  const SimResult again = simulate(a.best.graph, a.best.plan, a.hardware);
+  ASSERT_TRUE(again.valid) << again.reason;
+  EXPECT_DOUBLE_EQ(again.iteration_time, a.best.sim.iteration_time);
+
+  // The node's NVMe (--nvme) is shared the same way: ZeRO-Infinity keeps a
+  // rank's 1/8 of the parameters (bf16, 2 bytes) and Adam states (fp32
+  // master, momentum, variance: 12 bytes) there, 354,823,168 x 14 / 8 =
+  // 620,940,544 bytes for GPT-2 medium (parameter count: the zoo's, from
+  // Hugging Face's gpt2-medium); 1 GiB holds one rank's, not 8 ranks'.
+  PlannerOptions nvme = options;
+  nvme.host_bytes = 0;
+  nvme.nvme_bytes = uint64_t{1} << 30;
+  hw.gpus_per_node = 1;
+  const Candidate own = plan_single_technique(g, hw, nvme, "zero-infinity");
+  ASSERT_TRUE(own.fits) << own.why;
+  EXPECT_EQ(own.sim.peak_bytes[static_cast<size_t>(Tier::kNvme)], 620'940'544u);
+  hw.gpus_per_node = 8;
+  const Candidate node = plan_single_technique(g, hw, nvme, "zero-infinity");
+  EXPECT_FALSE(node.fits);
+  EXPECT_EQ(node.why,
+            "NVMe use of the node's 8 ranks (8 x 620940544 bytes) exceeds its 1073741824 bytes by "
+            "3893782528 bytes");
+}
+
 TEST(AutoPlanner, ImpossibleRequestsNameWhatRunsOut) {
   const Graph g = build_model("gpt2-small", {.batch = 1, .seq = 128});
   const Hardware& hw = find_gpu("rtx4090");

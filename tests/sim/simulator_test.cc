@@ -367,8 +367,11 @@ TEST(Simulator, CollectivesRunOnTheirOwnStream) {
   g.graph.ops[0].time = 1;
   g.graph.ops[1].bytes = 3072;  // 3 s at 1024 bytes/s one way
   g.graph.ops[2].time = 0.5;
+  g.graph.ops[1].type = "all_gather";
+  g.graph.meta["zero"] = {{"stage", 3}, {"ranks", 2}};
   Hardware hw = test_hardware();
-  hw.interconnect_bandwidth = 2048;  // both directions summed
+  hw.interconnect_bandwidth = 2048;  // both directions summed; steps cost nothing here
+  hw.gpus_per_node = 2;
   const Plan plan = make_plan(
       {Step::compute(1), Step::compute(0), Step::compute(2), Step::free(x), Step::free(full)});
   const SimResult r = simulate(g.graph, plan, hw, {.record_timeline = true});
@@ -381,7 +384,7 @@ TEST(Simulator, CollectivesRunOnTheirOwnStream) {
   EXPECT_EQ(r.timeline[0].resource, Resource::kComm);
   EXPECT_EQ(r.timeline[1].start, 0.0);  // f0 did not wait for the gather
   EXPECT_EQ(r.peak_bytes[0], 512u + 8 + 1024);
-  EXPECT_EQ(collective_time(hw, 3072), 3.0);
+  EXPECT_EQ(collective_time(hw, Collective::kAllGather, 3072, 2), 3.0);
 }
 
 // ZeRO-Infinity's optimizer step: the state lives on NVMe, is read into host
@@ -420,6 +423,44 @@ TEST(Simulator, StatesOnNvmeAreSteppedOnTheHost) {
   const SimResult t = simulate(g.graph, twice, test_hardware());
   EXPECT_FALSE(t.valid);
   EXPECT_EQ(t.reason, "step 3 (swap_in): buffer 1 (\"w.m\") is already on the host");
+}
+
+// A graph of several ranks runs on the rank's share of its node: host
+// memory, host<->device and NVMe bandwidth and the CPU are divided among the
+// ranks on the node (Note [Ranks on a node] in hw/ranks.cc).
+TEST(Simulator, RanksOfANodeShareItsHost) {
+  GraphBuilder g;
+  const BufferId grad = g.buffer("w.grad", 256, BufferKind::kGrad);
+  const BufferId m = g.buffer("w.m", 512, BufferKind::kOptimState);  // 128 fp32 elements
+  g.op("bwd", Phase::kBackward, {}, {grad});
+  g.op("step", Phase::kOptimizer, {grad}, {}, {m});
+  g.graph.ops[0].time = 1;
+  g.graph.meta["zero"] = {{"stage", 1}, {"ranks", 2}};
+  Plan plan =
+      make_plan({Step::compute(0), Step::swap_out(grad), Step::swap_in(m, Tier::kHost),
+                 Step::compute(1, Tier::kHost), Step::swap_out(m, Tier::kNvme), Step::free(grad)});
+  plan.placement = {{m, Tier::kNvme}};
+  Hardware node = test_hardware();
+  node.gpus_per_node = 2;
+  node.host_pcie_bandwidth = 1024;  // 512 B/s each for two ranks, below their own 1024
+  // As StatesOnNvmeAreSteppedOnTheHost at half the NVMe, PCIe and CPU rates:
+  // read m 0..2 (512 B at 256 B/s); grad d2h 1..1.5 (256 B at 512 B/s); CPU
+  // step 2..3 (128 params at 128/s); write back 3..5.
+  const SimResult r = simulate(g.graph, plan, node);
+  ASSERT_TRUE(r.valid) << r.reason;
+  EXPECT_EQ(r.iteration_time, 5.0);
+  EXPECT_EQ(r.host_compute_time, 1.0);
+  EXPECT_EQ(r.peak_bytes[static_cast<size_t>(Tier::kHost)], 768u);
+  // The rank uses 768 host bytes from t = 0 (the copies' destinations are
+  // taken at issue): a 1024-byte host fits one rank, not two.
+  node.host_memory_bytes = 1024;
+  const SimResult shared = simulate(g.graph, plan, node);
+  EXPECT_FALSE(shared.valid);
+  EXPECT_EQ(shared.reason,
+            "step 2 (swap_in): host memory exceeds this rank's 1/2 share of the node's, 512 "
+            "bytes, by 256 bytes at 0.000000 s");
+  node.gpus_per_node = 1;  // each rank on its own node
+  EXPECT_TRUE(simulate(g.graph, plan, node).valid);
 }
 
 }  // namespace

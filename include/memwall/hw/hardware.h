@@ -37,11 +37,30 @@ struct Hardware {
   // both directions summed (one direction gets half).
   double interconnect_bandwidth = 0;
 
+  // The node: the GPUs that share one host. Host memory, NVMe and the CPU
+  // above are the node's, shared by its ranks (see rank_share).
+  int gpus_per_node = 1;
+  // Host<->device bytes/s each way that the node's host side (the CPUs'
+  // PCIe root ports, behind any PCIe switches) sustains for all its GPUs at
+  // once; a rank gets at most h2d_bandwidth of it.
+  double host_pcie_bandwidth = 0;
+  // Per-GPU bytes/s each way between nodes (the GPU's share of the node's
+  // network adapters; InfiniBand and Ethernet rates are per direction).
+  double network_bandwidth = 0;
+  // Seconds per step of a ring collective between GPUs of one node, and per
+  // step that crosses nodes (Note [Collective time] in ranks.cc).
+  double collective_step_latency = 0;
+  double network_step_latency = 0;
+
   // Efficiency factors (fraction of peak that real kernels reach).
   double compute_efficiency = 0;
   double memory_efficiency = 0;
   double launch_latency = 0;  // seconds per kernel
 };
+
+// The largest gpus_per_node a profile or --gpus-per-node may give (no
+// machine has more GPUs behind one host; keeps node arithmetic small).
+inline constexpr int kMaxGpusPerNode = 1024;
 
 // Every built-in profile, in display order.
 const std::vector<Hardware>& builtin_gpus();
@@ -50,7 +69,11 @@ const Hardware& find_gpu(std::string_view name);
 // A profile from JSON (the same field names as above); missing fields are
 // errors except description. Throws Error with one line naming the field.
 Hardware hardware_from_json(const nlohmann::json& json);
-Hardware read_hardware_file(const std::string& path);
+// A hardware file holds one profile (an object) or several (an array, as
+// `memwall gpus --json` prints): then the only one, or the one named
+// `select`. Throws Error with one line naming the file (and, for bad JSON,
+// the line and column).
+Hardware read_hardware_file(const std::string& path, std::string_view select = {});
 nlohmann::json hardware_to_json(const Hardware& hw);
 
 // Whether the GPU has arithmetic for `dtype`: fp16 and bf16 need a
@@ -59,6 +82,20 @@ nlohmann::json hardware_to_json(const Hardware& hw);
 bool computes_in(const Hardware& hw, DType dtype);
 // "fp32, fp16, bf16": the floating-point dtypes the GPU computes in.
 std::string float_dtypes_of(const Hardware& hw);
+
+// ---- Several ranks (data parallelism) ---------------------------------------
+// The data-parallel ranks a graph is one rank of: its meta.zero.ranks
+// (zero_rank_graph writes it), 1 when absent. Throws Error when it is not
+// an integer in [1, 2^20].
+int graph_ranks(const Graph& graph);
+// Ranks that share one node when `ranks` fill nodes of hw.gpus_per_node.
+int ranks_per_node(const Hardware& hw, int ranks);
+// What one of `ranks` data-parallel ranks gets of its node: 1/k of its host
+// memory, NVMe bandwidth and CPU Adam throughput, and of its host PCIe
+// (at most h2d/d2h_bandwidth), k = ranks_per_node (Note [Ranks on a node]
+// in ranks.cc). The node's profile itself when k = 1. The simulator
+// applies it to the node profile it is given; callers pass node profiles.
+Hardware rank_share(const Hardware& node, int ranks);
 
 // Peak dense FLOP/s for math in `dtype` (fp32: plain fp32, PyTorch's default
 // for matmuls since 1.12; fp64 and integer dtypes: the fp32 rate). Throws
@@ -76,11 +113,17 @@ DType op_compute_dtype(const Graph& graph, const Op& op);
 
 // Cost model: max(flops / achievable FLOP/s, bytes / achievable bandwidth)
 // + launch latency, unless the op carries a measured time. A collective
-// (phase comm) takes collective_time of its bytes.
+// (phase comm) takes collective_time of its bytes over graph_ranks(graph).
 double op_time(const Hardware& hw, const Graph& graph, const Op& op);
-// Seconds for a collective in which each rank sends `bytes` over the
-// interconnect (see Note [Collective time] in cost_model.cc).
-double collective_time(const Hardware& hw, double bytes);
+
+enum class Collective : uint8_t { kAllReduce, kReduceScatter, kAllGather };
+// The collective of a comm op, from its type ("all_reduce", "reduce_scatter",
+// "all_gather"); throws Error naming the op for any other.
+Collective collective_of(const Op& op);
+// Seconds for a ring collective over `ranks` ranks on nodes of
+// hw.gpus_per_node in which each rank sends `bytes` (see Note [Collective
+// time] in ranks.cc). Throws Error for ranks < 1.
+double collective_time(const Hardware& hw, Collective kind, double bytes, int ranks);
 // Sum of op_time over the graph (the default schedule's compute time).
 double iteration_time(const Hardware& hw, const Graph& graph);
 // Host<->device copy time of `bytes` (latency + bytes / bandwidth).

@@ -95,9 +95,12 @@ struct SimResult {
   size_t steps_executed = 0;           // steps simulated before stopping
 };
 
-// Simulates `plan` over `graph` on `hardware`. Never throws for an invalid
-// plan: the result says why it is invalid. Throws Error only when the plan
-// does not fit the graph at all (validate_plan).
+// Simulates `plan` over `graph` on `hardware`, the profile of a node: a
+// graph of several data-parallel ranks (graph_ranks) runs on one rank's
+// share of it (rank_share). Never throws for an invalid plan: the result
+// says why it is invalid. Throws Error only when the plan does not fit the
+// graph at all (validate_plan), or for a graph or profile the cost model
+// cannot time (a bad rank count, an unknown collective).
 SimResult simulate(const Graph& graph, const Plan& plan, const Hardware& hardware,
                    const SimOptions& options = {});
 
