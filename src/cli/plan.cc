@@ -32,7 +32,11 @@ namespace {
 // another planner's is completed with the same figures.
 [[noreturn]] void fail_infeasible(const Graph& graph, const Hardware& hw, const RematRun& run,
                                   const RematOptions& options) {
-  if (run.planner == "memwall") fail("{}", run.error);
+  if (run.planner == "memwall") {
+    constexpr std::string_view kPrefix = "memwall: ";
+    const std::string_view why = run.error;
+    fail("{}", why.starts_with(kPrefix) ? why.substr(kPrefix.size()) : why);
+  }
   const RematBound bound = remat_lower_bound(graph);
   if (run.budget < bound.bytes) {
     fail("{}; no plan can fit {}: {}, {} in all", run.error, exact_bytes(run.budget), bound.why,

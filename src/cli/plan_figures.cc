@@ -79,8 +79,8 @@ std::string time_split_row(const SimResult& sim) {
     if (w > 0)
       waits += fmt::format("{}{} {}", waits.empty() ? "" : ", ", c.label, human_seconds(w));
   }
-  if (!waits.empty()) row += " + waiting on " + waits;
-  return row + " = " + human_seconds(sim.iteration_time);
+  if (waits.empty()) return row + " (the whole iteration: no waits)";
+  return row + " + waiting on " + waits + " = " + human_seconds(sim.iteration_time);
 }
 
 nlohmann::json time_split_json(const SimResult& sim) {
