@@ -21,9 +21,11 @@
 // Each probe shrinks the bracket by a quarter at least, so the search plans
 // O(log batch) batches. Under unimodality it returns the best throughput
 // over all batches up to the limit; otherwise the best of those it tried
-// (tests/planner check it against every batch on small models). Ties go to
-// the smaller batch. The time limit is checked before each plan but the
-// first; when it runs out, the best so far is returned, marked cut short.
+// (tests/planner check it against every batch on small models). Of equal
+// throughputs the batch tried first is kept. The time limit is checked
+// before each plan but the first; when it runs out, the best so far is
+// returned, marked cut short. Only the best plan so far is held, since a
+// large model's plans take gigabytes.
 //
 // --largest keeps the earlier search for the largest batch that plans:
 // doubling until one fails, then bisection (plans get harder with the
@@ -72,8 +74,8 @@ class BatchSearch {
     } else {
       fastest();
     }
-    result_.batch = best_;
-    result_.plan = std::move(plans_.at(best_));
+    result_.batch = kept_;
+    result_.plan = std::move(kept_plan_);
     result_.seconds = clock_.seconds();
     return std::move(result_);
   }
@@ -96,7 +98,13 @@ class BatchSearch {
       t.iteration_time = p->best.sim.iteration_time;
       t.samples_per_s = static_cast<double>(batch) / t.iteration_time;
       rate_[batch] = t.samples_per_s;
-      plans_.emplace(batch, std::move(*p));
+      // The best so far by the search's rule: the fastest, or the largest.
+      const bool better =
+          kept_ == 0 || (capacity_.largest ? batch > kept_ : t.samples_per_s > rate_.at(kept_));
+      if (better) {
+        kept_ = batch;
+        kept_plan_ = std::move(*p);
+      }
     } else {
       t.why = why;
       rate_[batch] = -1;
@@ -178,13 +186,9 @@ class BatchSearch {
 
   // The time limit ran out: the best tried so far.
   void stop_cut() {
-    for (const auto& [batch, rate] : rate_) {
-      const bool better = capacity_.largest ? rate >= 0 && batch > best_ : rate > rate_.at(best_);
-      if (better) best_ = batch;
-    }
     result_.stopped = fmt::format(
         "the search time limit of {} s ran out after {} plans; the best batch tried is {}",
-        capacity_.time_limit, result_.tried.size(), best_);
+        capacity_.time_limit, result_.tried.size(), kept_);
   }
 
   std::string model_;
@@ -194,8 +198,9 @@ class BatchSearch {
   const CapacityOptions& capacity_;
   const Stopwatch clock_;
   std::map<int64_t, double> rate_;  // samples/s per rank; -1: does not plan
-  std::map<int64_t, AutoPlan> plans_;
-  int64_t best_ = 1;
+  int64_t best_ = 1;                // the bracket's centre
+  int64_t kept_ = 0;                // the best batch tried (0: none yet)
+  AutoPlan kept_plan_;
   MaxBatch result_;
 };
 
