@@ -20,7 +20,10 @@
 // the interval that ends the iteration. Waits that overlap (two inputs
 // late at once, a copy queued while another runs) are charged to the
 // critical path only: the input that arrived last, and what delayed it,
-// since shortening any other would not end the gap sooner.
+// since shortening any other would not end the gap sooner. Device compute
+// intervals are not recorded: each ends before any idle time of the
+// compute stream it could explain begins, so a chain that reaches one
+// ends there (the simulator's default plans record no link at all).
 #pragma once
 
 #include <algorithm>
@@ -72,8 +75,6 @@ class CriticalPath {
     }
     if (hi > from) waiting[static_cast<size_t>(last)] += hi - from;
   }
-
-  void reserve(size_t n) { links_.reserve(n); }
 
  private:
   struct Link {

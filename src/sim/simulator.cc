@@ -88,14 +88,15 @@ constexpr size_t kNvme = static_cast<size_t>(Tier::kNvme);
 // Why a buffer has no copy on a tier any more, for messages.
 enum class Gone : uint8_t { kNever, kFreed, kSwappedOut, kMovedIn, kStale };
 
+// Fields ordered to pack into 32 bytes (three per buffer, on the hot path).
 struct Copy {
-  bool present = false;
-  double ready = 0;     // when its data is valid
-  double read_end = 0;  // end of the latest reader or outgoing copy
-  Gone gone = Gone::kNever;
+  double ready = 0;         // when its data is valid
+  double read_end = 0;      // end of the latest reader or outgoing copy
   int32_t gone_step = -1;   // the step that removed it
   int32_t ready_link = -1;  // the busy interval that made it ready (Note [Time split])
   int32_t read_end_link = -1;
+  bool present = false;
+  Gone gone = Gone::kNever;
 
   Due due() const { return {ready, ready_link}; }
   Due reads_done() const { return {read_end, read_end_link}; }
@@ -106,6 +107,8 @@ struct Copy {
     }
   }
 };
+
+static_assert(sizeof(Copy) == 32);
 
 struct BufferState {
   std::array<Copy, kNumTiers> copies;
@@ -145,7 +148,6 @@ class Simulator {
       arena_holds_.assign(graph.buffers.size(), 0);
     }
     if (options.record_timeline) result_.timeline.reserve(plan.steps.size());
-    path_.reserve(plan.steps.size());
     if (options.record_residency) open_stay_.assign(graph.buffers.size(), 0);
   }
 
@@ -342,7 +344,7 @@ class Simulator {
   // `duration`; returns its end, and the link that ends there.
   Due busy(Resource r, Due start, double duration) {
     const double end = start.time + duration;
-    const int32_t link = path_.add(r, start.time, end, start.link);
+    const int32_t link = r == Resource::kCompute ? -1 : path_.add(r, start.time, end, start.link);
     free_at_[static_cast<size_t>(r)] = end;
     last_link_[static_cast<size_t>(r)] = link;
     if (options_.record_timeline) result_.timeline.push_back({r, step_, start.time, end});
