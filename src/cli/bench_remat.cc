@@ -1,5 +1,5 @@
 // `memwall bench remat`: every rematerialization planner at evenly spaced
-// budgets from the minimum feasible one (remat_floor) to the keep-all peak,
+// budgets from the lowest one memwall's planner reaches (remat_floor) to the keep-all peak,
 // each plan re-simulated: overhead (iteration time / keep-all) and solve
 // time side by side, the best planner per budget, and how memwall's own
 // planner compares with the best baseline.
@@ -141,9 +141,10 @@ int run_bench_remat(const BenchRematArgs& args) {
   }
 
   std::cout << fmt::format(
-      "{} on {}: keep-all {} at a peak of {}; minimum feasible budget {}: {}\n\n", graph.name,
-      hw.name, human_seconds(keep_all.iteration_time), human_bytes(peak), human_bytes(floor.bytes),
-      floor.why);
+      "{} on {}: keep-all {} at a peak of {}; lowest budget memwall reaches {}: {}; none can fit "
+      "below {}\n\n",
+      graph.name, hw.name, human_seconds(keep_all.iteration_time), human_bytes(peak),
+      human_bytes(floor.bytes), floor.why, human_bytes(floor.bound.bytes));
   const auto header = [&](std::string_view title, bool summary) {
     std::cout << title << "\n" << fmt::format("{:>10}  {:>6}", "budget", "%peak");
     for (const RematPlanner* p : planners) {
@@ -207,7 +208,8 @@ int run_bench_remat(const BenchRematArgs& args) {
 
 void add_bench_remat(CLI::App& bench, Action& action) {
   auto* cmd = bench.add_subcommand(
-      "remat", "every rematerialization planner from the minimum feasible budget to keep-all");
+      "remat",
+      "every rematerialization planner from the lowest budget memwall reaches to keep-all");
   auto args = std::make_shared<BenchRematArgs>();
   args->source.add_options(*cmd, "gpt2-small");
   args->gpu.add_options(*cmd, "a100-80g");

@@ -3,7 +3,8 @@
 // rematerialization planners alone (this file). The plan is re-simulated
 // and every figure printed comes from the simulator. Exit code 0: a plan (written with --out); 1:
 // the planner returned a plan the simulator rejects (a planner bug, nothing is written); 2: bad
-// input, or no plan within the budget (the message gives the minimum feasible budget).
+// input, or no plan within the budget (the message gives the lowest budget memwall's planner
+// reaches, or the proven bound the budget is under: Note [Floor search] in src/remat/memwall.cc).
 #include <iostream>
 
 #include <fmt/format.h>
@@ -14,32 +15,45 @@
 #include "format.h"
 #include "memwall/graph/error.h"
 #include "memwall/graph/graph.h"
+#include "memwall/planner/planner.h"
 #include "memwall/remat/checkpoints.h"
 #include "memwall/remat/remat.h"
 #include "options.h"
 #include "plan_args.h"
+#include "plan_figures.h"
 #include "remat_runner.h"
 
 namespace memwall::cli {
 namespace {
 
-// The one-line error for a planner that found no plan within the budget:
-// the minimum feasible budget, and what holds the peak there.
+// The one-line error for a planner that found no plan within the budget.
+// memwall's own message gives the lowest budget it reaches or the proven
+// bound the budget is under (Note [Floor search] in src/remat/memwall.cc);
+// another planner's is completed with the same figures.
 [[noreturn]] void fail_infeasible(const Graph& graph, const Hardware& hw, const RematRun& run,
                                   const RematOptions& options) {
+  if (run.planner == "memwall") {
+    constexpr std::string_view kPrefix = "memwall: ";
+    const std::string_view why = run.error;
+    fail("{}", why.starts_with(kPrefix) ? why.substr(kPrefix.size()) : why);
+  }
+  const RematBound bound = remat_lower_bound(graph);
+  if (run.budget < bound.bytes) {
+    fail("{}; no plan can fit {}: {}, {} in all", run.error, exact_bytes(run.budget), bound.why,
+         exact_bytes(bound.bytes));
+  }
   RematFloor floor;
   try {
     floor = remat_floor(graph, hw, options);
   } catch (const Error& e) {
-    fail("{} (the minimum feasible budget is unknown: {})", run.error, e.what());
+    fail("{} (memwall's planner's lowest budget is unknown: {})", run.error, e.what());
   }
-  if (run.budget < floor.bytes) {
-    fail("no plan within a budget of {}: the minimum feasible budget is {}, where {}",
-         exact_bytes(run.budget), exact_bytes(floor.bytes), floor.why);
+  if (floor.bytes <= run.budget) {
+    fail("{}; memwall's planner (--strategy remat) finds a plan at every budget from {} up",
+         run.error, exact_bytes(floor.bytes));
   }
-  // Within reach of memwall's planner, not of this one.
-  fail("{}; the minimum feasible budget is {}{}, where {}", run.error, exact_bytes(floor.bytes),
-       run.planner == "memwall" ? "" : ", reached by --strategy remat", floor.why);
+  fail("{}; the lowest budget memwall's planner reaches is {}, where {}; none can fit below {}",
+       run.error, exact_bytes(floor.bytes), floor.why, exact_bytes(bound.bytes));
 }
 
 int count_recomputes(const Plan& plan) {
@@ -55,20 +69,24 @@ double total_flops(const Graph& graph) {
 }
 
 int run_remat_plan(const PlanArgs& args) {
-  if (args.max_batch || !args.max_model.empty()) {
-    fail("--max-batch and --max-model search with the automatic planner (--strategy auto)");
-  }
   const RematPlanner& planner = remat_strategy(args.strategy);
   const RematOptions options{.time_limit = checked_time_limit(args.time_limit)};
   OutputFiles outputs;
   outputs.declare(args.out);
+  outputs.declare(args.out_graph);
   args.exports.declare(outputs);
   const Hardware hw = load_node(args);
   const Graph graph = args.source.load(hw);
-  const uint64_t budget =
-      args.budget.empty() ? hw.device_memory_bytes
-                          : parse_bytes(args.budget, "--budget", memory_profile(graph).peak_bytes);
   const SimResult keep_all = keep_all_simulation(graph, hw);
+  const uint64_t keep_all_peak = device_peak(keep_all);
+  // Remat strategies take a share of the keep-all peak (the table's
+  // "of the keep-all peak"), not of the GPU's memory.
+  const uint64_t budget = args.budget.empty() ? hw.device_memory_bytes
+                                              : parse_bytes(args.budget, "--budget", keep_all_peak);
+  if (budget > hw.device_memory_bytes) {
+    fail("--budget {} is {} bytes, more than the GPU's {} bytes", args.budget, budget,
+         hw.device_memory_bytes);
+  }
   const RematRun run = run_remat(graph, hw, planner, budget, options, args.exports.sim_options());
   if (run.rejected) {
     std::cerr << fmt::format("memwall: error: internal error: {}\n", run.error);
@@ -77,11 +95,13 @@ int run_remat_plan(const PlanArgs& args) {
   if (!run.feasible) fail_infeasible(graph, hw, run, options);
 
   const Plan& plan = run.result.plan;
+  // The graph is not rewritten; --out-graph writes it as the plan runs it.
+  if (!args.out_graph.empty()) outputs.set(args.out_graph, graph_to_json_text(graph));
   if (!args.out.empty()) outputs.set(args.out, plan_text_for(plan, graph));
   args.exports.write(outputs, graph, plan, hw, run.sim);
   outputs.commit();
+  const Throughput throughput = plan_throughput(graph, run.sim.iteration_time, hw, 1);
 
-  const uint64_t keep_all_peak = device_peak(keep_all);
   const int recomputes = count_recomputes(plan);
   const double extra_flops = recomputed_flops(graph, plan);
   const double flops = total_flops(graph);
@@ -100,11 +120,15 @@ int run_remat_plan(const PlanArgs& args) {
                         {"recomputed_ops", recomputes},
                         {"recomputed_flops", extra_flops},
                         {"iteration_flops", flops},
+                        {"throughput", throughput_json(throughput)},
+                        {"time_split_s", time_split_json(run.sim)},
                         {"solve_seconds", run.wall_seconds},
                         {"note", run.result.note},
                         {"proven_optimal", run.result.proven_optimal},
                         {"gap", run.result.gap}};
     j["out"] = args.out.empty() ? nlohmann::json(nullptr) : nlohmann::json(args.out);
+    j["out_graph"] =
+        args.out_graph.empty() ? nlohmann::json(nullptr) : nlohmann::json(args.out_graph);
     j["trace"] = args.exports.trace_file.empty() ? nlohmann::json(nullptr)
                                                  : nlohmann::json(args.exports.trace_file);
     j["svg"] = args.exports.svg_file.empty() ? nlohmann::json(nullptr)
@@ -128,6 +152,8 @@ int run_remat_plan(const PlanArgs& args) {
                      fmt::format("{} (keep-all {})", human_seconds(run.sim.iteration_time),
                                  human_seconds(keep_all.iteration_time)));
   std::cout << field("overhead", fmt::format("{:.4f}x", run.overhead(keep_all)));
+  std::cout << field("throughput", throughput_row(throughput, run.sim.iteration_time));
+  std::cout << field("time split", time_split_row(run.sim));
   std::cout << field("recomputed ops", fmt::format("{} ({} steps in all)", grouped(recomputes),
                                                    grouped(plan.steps.size())));
   std::cout << field("extra FLOPs",
@@ -140,19 +166,60 @@ int run_remat_plan(const PlanArgs& args) {
   } else if (run.result.gap > 0) {
     std::cout << field("optimal", fmt::format("not proven: gap {:.2f}%", 100 * run.result.gap));
   }
+  if (!args.out_graph.empty()) std::cout << field("graph written to", args.out_graph);
   if (!args.out.empty()) std::cout << field("plan written to", args.out);
   std::cout << args.exports.written_rows();
   return 0;
 }
 
+bool is_remat(const PlanArgs& args) {
+  return args.strategy == "remat" || args.strategy.starts_with("remat:");
+}
+
 int run_plan(const PlanArgs& args) {
-  if (args.strategy == "remat" || args.strategy.starts_with("remat:")) {
-    return run_remat_plan(args);
-  }
-  return run_auto_plan(args);
+  refuse_ignored_options(args);
+  return is_remat(args) ? run_remat_plan(args) : run_auto_plan(args);
 }
 
 }  // namespace
+
+void refuse_ignored_options(const PlanArgs& args) {
+  const bool searching = args.max_batch || !args.max_model.empty();
+  if (is_remat(args)) {
+    if (searching) {
+      fail("--max-batch and --max-model search with the automatic planner (--strategy auto)");
+    }
+    const char* offload = args.ranks                  ? "--ranks"
+                          : args.gpus_per_node        ? "--gpus-per-node"
+                          : args.zero_stage           ? "--zero-stage"
+                          : !args.host_memory.empty() ? "--host-memory"
+                          : !args.nvme.empty()        ? "--nvme"
+                                                      : nullptr;
+    if (offload != nullptr) {
+      fail(
+          "{} does not apply to --strategy {}: rematerialization keeps every model state on one "
+          "GPU (ranks, ZeRO, host memory and NVMe are for --strategy auto and the single "
+          "techniques)",
+          offload, args.strategy);
+    }
+  }
+  if (args.zero_stage && *args.zero_stage > 0 && *args.zero_stage <= 3 &&
+      (!args.ranks || parse_count(*args.ranks, "--ranks") == 1)) {
+    fail(
+        "--zero-stage {} shards model states across data-parallel ranks: give --ranks 2 or more "
+        "(with one rank only stage 0 exists)",
+        *args.zero_stage);
+  }
+  if (args.largest && !args.max_batch) fail("--largest applies to --max-batch");
+  if (args.search_time && !searching) fail("--search-time applies to --max-batch and --max-model");
+  if (!args.max_model.empty()) {
+    if (args.model_given) fail("--max-model chooses the model: leave out --model");
+    if (!args.source.graph_file.empty()) fail("--max-model searches the zoo: leave out --graph");
+  }
+  if (args.max_batch && !args.source.graph_file.empty()) {
+    fail("--max-batch searches the batch of a zoo model (--model), not of --graph");
+  }
+}
 
 void add_plan(CLI::App& app, Action& action) {
   auto* cmd = app.add_subcommand(
@@ -160,9 +227,11 @@ void add_plan(CLI::App& app, Action& action) {
   auto args = std::make_shared<PlanArgs>();
   args->source.add_options(*cmd, "gpt2-small");
   args->gpu.add_options(*cmd, "a100-80g");
-  cmd->add_option("--budget", args->budget,
-                  "device budget: bytes, 40GiB, or 80% of the GPU's memory (default: the GPU's "
-                  "memory less the framework reserve; remat strategies: the GPU's memory)");
+  cmd->add_option(
+      "--budget", args->budget,
+      "device budget: bytes, 40GiB, or a percentage: of the GPU's memory (auto and the "
+      "single techniques), of the keep-all plan's peak (remat strategies). Default: "
+      "the GPU's memory less the framework reserve; remat strategies: the GPU's memory");
   cmd->add_option("--strategy", args->strategy,
                   "auto (memwall's planner), a single technique (vdnn, capuchin, zero-offload, "
                   "zero-infinity), remat (memwall's rematerialization alone) or remat:NAME")
@@ -175,9 +244,15 @@ void add_plan(CLI::App& app, Action& action) {
                   "host memory for offloading (default: the profile's)");
   cmd->add_option("--nvme", args->nvme, "NVMe capacity for offloading (default: unlimited)");
   cmd->add_flag("--max-batch", args->max_batch,
-                "find the largest batch that trains within the budget (--model)");
+                "find the batch of --model with the highest throughput that trains within the "
+                "budget (one progress line per batch on stderr)");
+  cmd->add_flag("--largest", args->largest,
+                "with --max-batch: the largest batch that trains, however slow");
   cmd->add_option("--max-model", args->max_model,
                   "find the largest zoo model whose name starts with FAMILY that trains here");
+  cmd->add_option("--search-time", args->search_time,
+                  "seconds --max-batch / --max-model may search, checked before each plan; when "
+                  "they run out, the best so far (default: 300)");
   cmd->add_option("--time-limit", args->time_limit, "seconds, for planners that search")
       ->capture_default_str();
   cmd->add_option("--out", args->out, "write the plan (memwall.plan/1 JSON)");
@@ -186,7 +261,10 @@ void add_plan(CLI::App& app, Action& action) {
                   "--out: next to the plan, when rewritten)");
   args->exports.add_options(*cmd);
   cmd->add_flag("--json", args->json, "machine-readable output");
-  cmd->callback([&action, args] { action = [args] { return run_plan(*args); }; });
+  cmd->callback([&action, args, cmd] {
+    args->model_given = cmd->count("--model") > 0;
+    action = [args] { return run_plan(*args); };
+  });
 }
 
 }  // namespace memwall::cli

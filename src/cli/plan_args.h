@@ -29,11 +29,17 @@ struct PlanArgs {
   std::string host_memory;
   std::string nvme;
   bool max_batch = false;
+  bool largest = false;               // --max-batch: the largest batch, however slow
+  std::optional<double> search_time;  // seconds for --max-batch / --max-model
   std::string max_model;
+  bool model_given = false;  // --model on the command line (not its default)
 };
 
 // The node's profile: --gpu or --gpu-file, with --gpus-per-node.
 Hardware load_node(const PlanArgs& args);
+
+// One line (exit code 2) for an option this combination would ignore.
+void refuse_ignored_options(const PlanArgs& args);
 
 // The automatic planner or a single technique (--strategy auto, vdnn,
 // capuchin, zero-offload, zero-infinity), with --max-batch / --max-model.

@@ -1,9 +1,10 @@
 // `memwall plan --strategy auto` (the default) and the single techniques:
 // memwall's automatic planner (src/planner) with its summary, its gap to the
 // lower bound and the side-by-side table of single techniques; and the
-// capacity searches --max-batch and --max-model. Every figure comes from the
-// simulator. Exit code 0: a plan; 2: bad input, or nothing fits (the message
-// names the resource that runs out).
+// capacity searches --max-batch and --max-model (Note [Batch search] in
+// src/planner/capacity.cc), which report each plan they try on stderr. Every
+// figure comes from the simulator. Exit code 0: a plan; 2: bad input, or
+// nothing fits (the message names the resource that runs out).
 #include <iostream>
 #include <set>
 
@@ -17,6 +18,7 @@
 #include "memwall/planner/planner.h"
 #include "memwall/swap/zero.h"
 #include "plan_args.h"
+#include "plan_figures.h"
 #include "remat_runner.h"
 
 namespace memwall::cli {
@@ -153,6 +155,7 @@ void print_plan(const PlanArgs& args, const Graph& graph, const AutoPlan& a, con
   const SimResult& sim = c.sim;
   const PlanFacts f = facts_of(c.graph, c.plan);
   const auto k = static_cast<uint64_t>(ranks_per_node(a.hardware, ranks));
+  const Throughput throughput = plan_throughput(graph, sim.iteration_time, hw, ranks);
   std::cout << fmt::format("{} on {}: {}\n", graph.name, hw.name, args.strategy);
   if (ranks > 1) std::cout << field("ranks", ranks_row(a.hardware, ranks));
   std::string budget = exact_bytes(a.budget);
@@ -164,14 +167,11 @@ void print_plan(const PlanArgs& args, const Graph& graph, const AutoPlan& a, con
   std::cout << field("model states", c.states.name());
   std::cout << field("activations", c.activations);
   std::cout << field("iteration time", human_seconds(sim.iteration_time));
+  std::cout << field("throughput", throughput_row(throughput, sim.iteration_time));
   std::cout << field("lower bound", fmt::format("{} ({}); the plan is {:.2f}x of it",
                                                 human_seconds(a.bound.seconds), a.bound.why,
                                                 sim.iteration_time / a.bound.seconds));
-  std::cout << field(
-      "time split",
-      fmt::format("compute {}, stalled on transfers {}, host CPU {}, collectives {}",
-                  human_seconds(sim.compute_time), human_seconds(sim.transfer_stall_time),
-                  human_seconds(sim.host_compute_time), human_seconds(sim.comm_time)));
+  std::cout << field("time split", time_split_row(sim));
   std::cout << field("peak device memory", fmt::format("{} at {}", exact_bytes(sim.peak_bytes[0]),
                                                        human_seconds(sim.peak_time[0])));
   if (k == 1) {
@@ -211,6 +211,8 @@ nlohmann::json plan_json(const Graph& graph, const AutoPlan& a, const Hardware& 
   const PlanFacts f = facts_of(c.graph, c.plan);
   const auto k = static_cast<uint64_t>(ranks_per_node(a.hardware, ranks));
   nlohmann::json j = candidate_json(c);
+  j["throughput"] = throughput_json(plan_throughput(graph, c.sim.iteration_time, hw, ranks));
+  j["time_split_s"] = time_split_json(c.sim);
   j["graph"] = graph.name;
   j["gpu"] = hw.name;
   j["ranks"] = ranks;
@@ -240,6 +242,48 @@ nlohmann::json plan_json(const Graph& graph, const AutoPlan& a, const Hardware& 
   j["singles"] = nlohmann::json::array();
   for (const Candidate& s : a.singles) j["singles"].push_back(candidate_json(s));
   return j;
+}
+
+// One stderr line per plan a capacity search tries (stdout stays the result).
+void report_try(const CapacityTry& t) {
+  std::string verdict;
+  if (t.plans) {
+    verdict = fmt::format("plans, {} per iteration, {:.4g} samples/s per rank",
+                          human_seconds(t.iteration_time), t.samples_per_s);
+  } else {
+    verdict = "no plan: " + (t.why.size() > 150 ? t.why.substr(0, 147) + "..." : t.why);
+  }
+  std::cerr << fmt::format("memwall: {} batch {}: {} ({} to plan)\n", t.model, t.batch, verdict,
+                           human_seconds(t.seconds));
+}
+
+CapacityOptions capacity_options(const PlanArgs& args) {
+  CapacityOptions o;
+  o.largest = args.largest;
+  if (args.search_time) {
+    if (!(*args.search_time > 0) || *args.search_time > 86400 * 7) {
+      fail("--search-time must be a number of seconds in (0, 604800] (got {})", *args.search_time);
+    }
+    o.time_limit = *args.search_time;
+  }
+  o.progress = report_try;
+  return o;
+}
+
+nlohmann::json tried_json(const std::vector<CapacityTry>& tried) {
+  nlohmann::json all = nlohmann::json::array();
+  for (const CapacityTry& t : tried) {
+    nlohmann::json j = {
+        {"model", t.model}, {"batch", t.batch}, {"plans", t.plans}, {"seconds", t.seconds}};
+    if (t.plans) {
+      j["iteration_time_s"] = t.iteration_time;
+      j["samples_per_s_per_rank"] = t.samples_per_s;
+    } else {
+      j["why"] = t.why;
+    }
+    all.push_back(j);
+  }
+  return all;
 }
 
 }  // namespace
@@ -274,22 +318,22 @@ int run_auto_plan(const PlanArgs& args) {
     fail("--max-batch and --max-model exclude each other");
 
   if (!args.max_model.empty()) {
-    const ModelOptions mo = args.source.model_options(hw);
-    const MaxModel m = max_model(args.max_model, mo, hw, options);
-    const Graph graph = build_model(m.model, mo);
+    ModelOptions base = args.source.model_options(hw);
+    const MaxModel m = max_model(args.max_model, base, hw, options, capacity_options(args));
+    base.batch = m.tried.back().batch;
+    const Graph graph = build_model(m.model, base);
     const std::vector<std::string> written = write_outputs(outputs, args, graph, m.plan.best, hw);
     if (args.json) {
       nlohmann::json j = plan_json(graph, m.plan, hw, options.ranks);
       j["max_model"] = m.model;
-      j["tried"] = nlohmann::json::array();
-      for (const auto& [name, verdict] : m.tried)
-        j["tried"].push_back({{"model", name}, {"result", verdict}});
+      j["tried"] = tried_json(m.tried);
+      j["search_seconds"] = m.seconds;
       std::cout << j.dump(2) << "\n";
       return 0;
     }
     std::cout << fmt::format("largest '{}' model that trains on {}: {}\n", args.max_model, hw.name,
                              m.model);
-    for (const auto& [name, verdict] : m.tried) std::cout << field(name, verdict);
+    for (const CapacityTry& t : m.tried) std::cout << field(t.model, t.plans ? "plans" : t.why);
     std::cout << "\n";
     print_plan(args, graph, m.plan, hw, options.ranks, written);
     return 0;
@@ -297,7 +341,7 @@ int run_auto_plan(const PlanArgs& args) {
   if (args.max_batch) {
     const ModelOptions base = args.source.model_options(hw);
     if (args.source.batch) fail("--max-batch searches the batch: leave out --batch");
-    const MaxBatch b = max_batch(args.source.model, base, hw, options);
+    const MaxBatch b = max_batch(args.source.model, base, hw, options, capacity_options(args));
     ModelOptions at = base;
     at.batch = b.batch;
     const Graph graph = build_model(args.source.model, at);
@@ -305,14 +349,22 @@ int run_auto_plan(const PlanArgs& args) {
     if (args.json) {
       nlohmann::json j = plan_json(graph, b.plan, hw, options.ranks);
       j["max_batch"] = b.batch;
+      j["goal"] = args.largest ? "largest" : "throughput";
       j["first_failing_batch"] = b.first_failing;
       j["why_not_larger"] = b.why;
-      j["plans_tried"] = b.plans_tried;
+      j["plans_tried"] = b.tried.size();
+      j["tried"] = tried_json(b.tried);
+      j["search_stopped"] = b.stopped;
+      j["cut_short"] = b.cut_short;
+      j["search_seconds"] = b.seconds;
       std::cout << j.dump(2) << "\n";
       return 0;
     }
-    std::cout << fmt::format("largest batch of {} that trains on {}: {}\n", args.source.model,
-                             hw.name, b.batch);
+    std::cout << fmt::format("{} batch of {} that trains on {}: {}\n",
+                             args.largest ? "largest" : "fastest", args.source.model, hw.name,
+                             b.batch);
+    std::cout << field("search", fmt::format("{} ({} plans in {})", b.stopped, b.tried.size(),
+                                             human_seconds(b.seconds)));
     if (b.first_failing > 0) {
       std::cout << field(fmt::format("batch {}", b.first_failing), b.why);
     }

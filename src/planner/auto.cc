@@ -162,7 +162,8 @@ AutoPlan plan_auto(const Graph& graph, const Hardware& hardware, const PlannerOp
   std::stable_sort(works.begin(), works.end(),
                    [](const Work& a, const Work& b) { return a.bound.seconds < b.bound.seconds; });
   // Why each configuration failed; memwall's rematerialization planner's
-  // reason is preferred (it names the smallest budget it can reach).
+  // reason is preferred (it names the lowest budget it reaches, or the
+  // proven bound no plan goes below).
   std::vector<std::string> why(works.size());
   for (size_t i = 0; i < works.size(); ++i) {
     const Work& w = works[i];

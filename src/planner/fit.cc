@@ -84,6 +84,7 @@ Candidate fit(const ConfigWork& work, Activations activations, const Hardware& h
   c.activations = std::string(to_string(activations));
   c.states = work.config;
   uint64_t activation_budget = budget;
+  uint64_t first_peak = 0;  // the finished plan's device peak at the whole budget
   const uint64_t host_free = activations == Activations::kCapuchinSpill ? host_left(work, hw) : 0;
   for (int attempt = 0; attempt < kMaxTries; ++attempt) {
     Plan plan;
@@ -96,7 +97,13 @@ Candidate fit(const ConfigWork& work, Activations activations, const Hardware& h
         plan = work.finish(
             activation_plan(work.view, activations, hw, activation_budget, host_free, options));
       } catch (const Error& e) {
-        c.why = e.what();
+        // After a lowered budget, say so: the planner's message is about
+        // the activation budget, not the device budget.
+        c.why = attempt == 0 ? std::string(e.what())
+                             : fmt::format(
+                                   "the model-state moves took its plan for the whole budget to "
+                                   "{} bytes; at an activation budget lowered to {} bytes, {}",
+                                   first_peak, activation_budget, e.what());
         break;
       }
       plan.budget = kMaxBytes;  // to learn the peak; the verdict is misfit's
@@ -115,6 +122,7 @@ Candidate fit(const ConfigWork& work, Activations activations, const Hardware& h
     if (!sim.valid || activations == Activations::kKeepAll) break;
     const uint64_t device = device_peak(sim);
     if (device <= budget) break;  // something else ran out
+    if (attempt == 0) first_peak = device;
     const uint64_t cut = device - budget + budget / 200;
     if (cut >= activation_budget) break;
     activation_budget -= cut;

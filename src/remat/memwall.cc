@@ -22,8 +22,27 @@
 // Checkmate's MILP is the yardstick, not a heuristic; only on graphs of at
 // most 100 ops, where it solves op by op within a second, is it a proposer
 // (so the planner is exact there).
+//
+// Note [Floor search]
+// ~~~~~~~~~~~~~~~~~~~
+// "Budget too small" messages give the lowest budget the planner reaches,
+// found by remat_floor: the lowest peak over the op-level search's
+// all-dropped keep sets, the budget-free proposers' plans, chen-greedy's
+// threshold grid, and, for each budget-driven proposer, a bisection over
+// budgets between the proven lower bound (remat_lower_bound) and the lowest
+// peak so far. The bisection is geometric while the two ends are more than
+// a factor 2 apart (a keep-all peak of terabytes over a floor of gigabytes
+// needs relative, not absolute, steps) and stops after a proposer's probes.
+// The floor is the peak of a plan actually produced, so it is reached, not
+// estimated; and when plan_memwall's search finds nothing at a budget at or
+// above it, it returns that plan, so the planner finds a plan at every
+// budget from the floor up. Feasibility is not monotone for heuristics
+// (DTR may fail at a budget above one it meets) and the probes are few, so
+// a plan below the floor may exist: the floor is not a proven minimum, and
+// messages say so, quoting the proven lower bound beside it.
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <map>
 #include <string>
 #include <utility>
@@ -185,9 +204,42 @@ std::string describe_peak(const Graph& graph, const Hardware& hardware, const Pl
 
 }  // namespace
 
+RematBound remat_lower_bound(const Graph& graph) {
+  uint64_t states = 0;
+  for (const Buffer& b : graph.buffers) {
+    if (is_persistent(b.kind)) states += b.bytes;
+  }
+  RematBound bound{.bytes = states, .why = "the model states alone"};
+  std::vector<BufferId> held;
+  for (const Op& op : graph.ops) {
+    held.assign(op.in.begin(), op.in.end());
+    held.insert(held.end(), op.updates.begin(), op.updates.end());
+    held.insert(held.end(), op.out.begin(), op.out.end());
+    std::sort(held.begin(), held.end());
+    held.erase(std::unique(held.begin(), held.end()), held.end());
+    uint64_t working = op.workspace;
+    for (const BufferId b : held) {
+      if (!is_persistent(graph.buffers[b].kind)) working += graph.buffers[b].bytes;
+    }
+    if (states + working > bound.bytes) {
+      bound.bytes = states + working;
+      bound.why = fmt::format(
+          "{} holds {} bytes ({}) of inputs, outputs and workspace beside {} "
+          "bytes ({}) of model states",
+          detail::op_label(graph, op.id), working, gib(working), states, gib(states));
+    }
+  }
+  return bound;
+}
+
 RematResult plan_memwall(const Graph& graph, const Hardware& hardware, uint64_t budget,
                          const RematOptions& options) {
   const Stopwatch clock;
+  const RematBound bound = remat_lower_bound(graph);
+  if (budget < bound.bytes) {
+    fail("memwall: no plan can fit a budget of {} bytes ({}): {}, {} bytes ({}) in all", budget,
+         gib(budget), bound.why, bound.bytes, gib(bound.bytes));
+  }
   Judged best = judge(graph, hardware, default_plan(graph, hardware.name, budget),
                       "keep-all fits: nothing recomputed");
   if (!best.fits(budget)) {
@@ -211,9 +263,18 @@ RematResult plan_memwall(const Graph& graph, const Hardware& hardware, uint64_t 
     }
   }
   if (!best.fits(budget)) {
-    const RematFloor floor = remat_floor(graph, hardware, options);
-    fail("memwall: budget {} bytes ({}) is below the minimum feasible budget of {} bytes ({}); {}",
-         budget, gib(budget), floor.bytes, gib(floor.bytes), floor.why);
+    // Note [Floor search]: the floor's plan, when it fits, so that every
+    // budget from the floor up has a plan.
+    RematFloor floor = remat_floor(graph, hardware, options);
+    if (floor.bytes > budget) {
+      fail(
+          "memwall: no plan found within a budget of {} bytes ({}); the lowest budget it reaches "
+          "is {} bytes ({}), {}; none can fit below {} bytes ({})",
+          budget, gib(budget), floor.bytes, gib(floor.bytes), floor.why, floor.bound.bytes,
+          gib(floor.bound.bytes));
+    }
+    best = judge(graph, hardware, std::move(floor.plan),
+                 fmt::format("the floor search's plan, {}", floor.why));
   }
   best.plan.budget = budget;
   return remat_detail::finish(graph, hardware, budget, std::move(best.plan), "memwall",
@@ -229,10 +290,7 @@ RematFloor remat_floor(const Graph& graph, const Hardware& hardware, const Remat
   remat_detail::CheckpointSearch search(graph, hardware, kMaxBytes);
   consider(search.lowest());
   const RematOptions proposer = proposer_options(options);
-  uint64_t persistent = 0;
-  for (const Buffer& b : graph.buffers) {
-    if (is_persistent(b.kind)) persistent += b.bytes;
-  }
+  const RematBound bound = remat_lower_bound(graph);
   for (const Proposer& p : kProposers) {
     switch (p.floor) {
       case FloorBy::kUnlimited:
@@ -248,35 +306,35 @@ RematFloor remat_floor(const Graph& graph, const Hardware& hardware, const Remat
         }
         break;
       case FloorBy::kBisection: {
-        // The smallest budget at which it returns a plan, to within 1/1024:
-        // a budget it was actually given, so plan_memwall at that budget
-        // has the same plan to choose. No plan keeps less than the model
-        // states.
-        uint64_t lo = persistent;
+        // The lowest peak it reaches, to within 1/1024 or its probes, from
+        // the lower bound up (Note [Floor search]).
+        uint64_t lo = std::min(bound.bytes, lowest.peak);
         uint64_t hi = lowest.peak;
-        Judged found;
         for (int probe = 0; probe < p.probes && hi - lo > std::max<uint64_t>(hi / 1024, 1);
              ++probe) {
-          const uint64_t mid = lo + (hi - lo) / 2;
+          const uint64_t mid = lo > 0 && hi / 2 > lo
+                                   ? static_cast<uint64_t>(std::sqrt(static_cast<double>(lo)) *
+                                                           std::sqrt(static_cast<double>(hi)))
+                                   : lo + (hi - lo) / 2;
           Judged judged = propose(graph, hardware, mid, p.name, p.fn, proposer);
           if (judged.fits(mid)) {
-            hi = mid;
-            found = std::move(judged);
+            hi = std::max(lo + 1, judged.peak);
+            consider(std::move(judged));
           } else {
             lo = mid;
           }
-        }
-        if (found.valid) {
-          found.peak = hi;  // the budget it fits, which is what the floor reports
-          consider(std::move(found));
         }
         break;
       }
     }
   }
-  return RematFloor{
+  RematFloor floor{
       .bytes = lowest.peak,
-      .why = fmt::format("{} ({})", describe_peak(graph, hardware, lowest.plan), lowest.how)};
+      .why = fmt::format("{} ({})", describe_peak(graph, hardware, lowest.plan), lowest.how),
+      .plan = std::move(lowest.plan),
+      .bound = bound};
+  floor.plan.budget = floor.bytes;
+  return floor;
 }
 
 }  // namespace memwall

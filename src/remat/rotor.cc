@@ -197,7 +197,7 @@ RematResult plan_rotor(const Graph& graph, const Hardware& hardware, uint64_t bu
   if (budget <= chain.baseline) {
     fail(
         "rotor: budget {} bytes does not hold the baseline (params, optimizer states, inputs) "
-        "of {} bytes; at least {} bytes are needed",
+        "of {} bytes; its chain needs at least {} bytes",
         budget, chain.baseline, chain.baseline + least);
   }
   const rotor::DpResult dp = rotor::solve_chain(chain, budget - chain.baseline, kSlots);

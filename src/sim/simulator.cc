@@ -74,6 +74,7 @@
 
 #include <fmt/format.h>
 
+#include "critical_path.h"
 #include "memwall/graph/counts.h"
 #include "memwall/graph/describe.h"
 #include "memwall/graph/error.h"
@@ -83,6 +84,8 @@ namespace {
 
 using detail::buffer_label;
 using detail::op_label;
+using sim_detail::Due;
+using sim_detail::later;
 
 constexpr size_t kDevice = static_cast<size_t>(Tier::kDevice);
 constexpr size_t kHost = static_cast<size_t>(Tier::kHost);
@@ -91,13 +94,27 @@ constexpr size_t kNvme = static_cast<size_t>(Tier::kNvme);
 // Why a buffer has no copy on a tier any more, for messages.
 enum class Gone : uint8_t { kNever, kFreed, kSwappedOut, kMovedIn, kStale };
 
+// Fields ordered to pack into 32 bytes (three per buffer, on the hot path).
 struct Copy {
+  double ready = 0;         // when its data is valid
+  double read_end = 0;      // end of the latest reader or outgoing copy
+  int32_t gone_step = -1;   // the step that removed it
+  int32_t ready_link = -1;  // the busy interval that made it ready (Note [Time split])
+  int32_t read_end_link = -1;
   bool present = false;
-  double ready = 0;     // when its data is valid
-  double read_end = 0;  // end of the latest reader or outgoing copy
   Gone gone = Gone::kNever;
-  int32_t gone_step = -1;  // the step that removed it
+
+  Due due() const { return {ready, ready_link}; }
+  Due reads_done() const { return {read_end, read_end_link}; }
+  void read_until(double end, int32_t link) {
+    if (end > read_end) {
+      read_end = end;
+      read_end_link = link;
+    }
+  }
 };
+
+static_assert(sizeof(Copy) == 32);
 
 struct BufferState {
   std::array<Copy, kNumTiers> copies;
@@ -154,6 +171,11 @@ class Simulator {
 
  private:
   static constexpr uint64_t kNoOffset = std::numeric_limits<uint64_t>::max();
+  static std::array<int32_t, kNumResources> filled_links() {
+    std::array<int32_t, kNumResources> links{};
+    links.fill(-1);
+    return links;
+  }
 
   // ---- Failure ------------------------------------------------------------------
   template <typename... Args>
@@ -298,11 +320,13 @@ class Simulator {
   Copy& copy(BufferId b, size_t tier) { return state_[b].copies[tier]; }
   uint64_t bytes_of(BufferId b) const { return graph_.buffers[b].bytes; }
 
-  void create(BufferId b, size_t tier, double alloc_time, double ready) {
+  void create(BufferId b, size_t tier, double alloc_time, Due ready) {
     Copy& c = copy(b, tier);
     c.present = true;
-    c.ready = ready;
-    c.read_end = ready;
+    c.ready = ready.time;
+    c.ready_link = ready.link;
+    c.read_end = ready.time;
+    c.read_end_link = ready.link;
     c.gone = Gone::kNever;
     if (tier != kDevice) tier_event(tier, alloc_time, static_cast<int64_t>(bytes_of(b)));
   }
@@ -323,13 +347,24 @@ class Simulator {
   }
 
   // ---- Resources -----------------------------------------------------------------
-  double busy(Resource r, double start, double duration) {
-    const double end = start + duration;
+  // Runs a step on `r` from `start.time` (when `start.link` let it) for
+  // `duration`; returns its end, and the link that ends there.
+  Due busy(Resource r, Due start, double duration) {
+    const double end = start.time + duration;
+    const int32_t link = r == Resource::kCompute ? -1 : path_.add(r, start.time, end, start.link);
     free_at_[static_cast<size_t>(r)] = end;
-    if (options_.record_timeline) result_.timeline.push_back({r, step_, start, end});
-    return end;
+    last_link_[static_cast<size_t>(r)] = link;
+    if (options_.record_timeline) result_.timeline.push_back({r, step_, start.time, end});
+    return {end, link};
   }
   double free_at(Resource r) const { return free_at_[static_cast<size_t>(r)]; }
+  // When `r` is next free, as a Due.
+  Due queue(Resource r) const {
+    return {free_at_[static_cast<size_t>(r)], last_link_[static_cast<size_t>(r)]};
+  }
+  // The device thread's issue time; the host thread's (see Note [Simulation model]).
+  Due cursor() const { return {cursor_, cursor_link_}; }
+  Due host_issue() const { return later(cursor(), {host_cursor_, host_cursor_link_}); }
   void moved(Resource r, uint64_t bytes) { result_.bytes_moved[static_cast<size_t>(r)] += bytes; }
 
   OpId current_op() const { return plan_.steps[step_].op; }
@@ -343,10 +378,10 @@ class Simulator {
       const auto it = plan_.placement.find(b.id);
       const Tier tier = it == plan_.placement.end() ? Tier::kDevice : it->second;
       if (tier == Tier::kDevice) {
-        copy(b.id, kDevice) = {true, 0, 0, Gone::kNever, -1};
+        copy(b.id, kDevice) = Copy{.present = true};
         if (!allocate_device(0, b.bytes, b.id)) return false;
       } else {
-        create(b.id, static_cast<size_t>(tier), 0, 0);
+        create(b.id, static_cast<size_t>(tier), 0, Due{});
       }
     }
     placing_ = false;
@@ -390,8 +425,8 @@ class Simulator {
   }
 
   // Latest ready time of the op's inputs on `tier`, or nullopt after a failure.
-  std::optional<double> inputs_ready(const Op& op, size_t tier) {
-    double ready = 0;
+  std::optional<Due> inputs_ready(const Op& op, size_t tier) {
+    Due ready;
     const auto need = [&](BufferId b, const char* verb) {
       const Copy& c = copy(b, tier);
       if (!c.present) {
@@ -399,7 +434,7 @@ class Simulator {
                        op_name(op.id), verb, buf_name(b), to_string(static_cast<Tier>(tier)),
                        absence(b, tier));
       }
-      ready = std::max(ready, c.ready);
+      ready = later(ready, c.due());
       return true;
     };
     for (const BufferId b : op.in) {
@@ -407,22 +442,20 @@ class Simulator {
     }
     for (const BufferId b : op.updates) {
       if (!need(b, "updates")) return std::nullopt;
-      ready = std::max(ready, copy(b, tier).read_end);  // in-flight copies of it finish first
+      ready = later(ready, copy(b, tier).reads_done());  // in-flight copies of it finish first
     }
     return ready;
   }
 
   // Marks the op's reads and in-place updates done at `end` on `tier` and
   // drops copies its updates make stale.
-  void finish_uses(const Op& op, size_t tier, double start, double end) {
-    for (const BufferId b : op.in) {
-      Copy& c = copy(b, tier);
-      c.read_end = std::max(c.read_end, end);
-    }
+  void finish_uses(const Op& op, size_t tier, double start, Due end) {
+    for (const BufferId b : op.in) copy(b, tier).read_until(end.time, end.link);
     for (const BufferId b : op.updates) {
       Copy& c = copy(b, tier);
-      c.ready = end;
-      c.read_end = std::max(c.read_end, end);
+      c.ready = end.time;
+      c.ready_link = end.link;
+      c.read_until(end.time, end.link);
       for (size_t other = 0; other < kNumTiers; ++other) {
         if (other != tier && copy(b, other).present) drop(b, other, start, Gone::kStale);
       }
@@ -432,25 +465,29 @@ class Simulator {
   bool compute_on_device(const Step& s) {
     if (!check_compute_order(s)) return false;
     const Op& op = graph_.ops[s.op];
-    const std::optional<double> ready = inputs_ready(op, kDevice);
+    const std::optional<Due> ready = inputs_ready(op, kDevice);
     if (!ready) return false;
     if (op.phase == Phase::kComm) return collective(s, op, *ready);
-    const double natural = free_at(Resource::kCompute);
-    const double start = std::max(natural, *ready);
-    if (*ready > natural) result_.transfer_stall_time += *ready - natural;
-    const double end = busy(Resource::kCompute, start, op_time_[s.op]);
-    cursor_ = start;
+    const Due natural = queue(Resource::kCompute);
+    const Due start = later(natural, *ready);
+    if (ready->time > natural.time) {
+      result_.transfer_stall_time += ready->time - natural.time;
+      path_.charge(natural.time, ready->time, ready->link, result_.waiting);
+    }
+    const Due end = busy(Resource::kCompute, start, op_time_[s.op]);
+    cursor_ = start.time;
+    cursor_link_ = end.link;  // its start is the cursor
     result_.compute_time += op_time_[s.op];
 
-    if (!allocate_outputs(s, op, start, end)) return false;
-    finish_uses(op, kDevice, start, end);
+    if (!allocate_outputs(s, op, start.time, end)) return false;
+    finish_uses(op, kDevice, start.time, end);
     computed_[s.op] = 1;
     return true;
   }
 
   // Creates the op's outputs and workspace on the device, allocated at
   // `alloc_time` and ready at `end`; the workspace goes back at `end`.
-  bool allocate_outputs(const Step& s, const Op& op, double alloc_time, double end) {
+  bool allocate_outputs(const Step& s, const Op& op, double alloc_time, Due end) {
     for (const BufferId b : op.out) {
       Copy& c = copy(b, kDevice);
       if (c.present) {
@@ -468,7 +505,7 @@ class Simulator {
     }
     if (op.workspace > 0) {
       if (!allocate_device(alloc_time, op.workspace, -1)) return false;
-      release_device(end, op.workspace, -1);
+      release_device(end.time, op.workspace, -1);
     }
     return true;
   }
@@ -476,13 +513,13 @@ class Simulator {
   // A collective on its own stream: issued at the cursor without holding it
   // back (the host thread does not wait for it), its outputs allocated at
   // issue like a swap_in's (allocation times stay ordered), ready at its end.
-  bool collective(const Step& s, const Op& op, double ready) {
-    const double start = std::max({cursor_, free_at(Resource::kComm), ready});
-    const double end = busy(Resource::kComm, start, op_time_[s.op]);
+  bool collective(const Step& s, const Op& op, Due ready) {
+    const Due start = later(later(queue(Resource::kComm), cursor()), ready);
+    const Due end = busy(Resource::kComm, start, op_time_[s.op]);
     result_.comm_time += op_time_[s.op];
     moved(Resource::kComm, static_cast<uint64_t>(op.bytes));
     if (!allocate_outputs(s, op, cursor_, end)) return false;
-    finish_uses(op, kDevice, start, end);
+    finish_uses(op, kDevice, start.time, end);
     computed_[s.op] = 1;
     return true;
   }
@@ -520,12 +557,13 @@ class Simulator {
                      "Adam throughput",
                      step_label(step_), op_name(s.op));
     }
-    const std::optional<double> ready = inputs_ready(op, kHost);
+    const std::optional<Due> ready = inputs_ready(op, kHost);
     if (!ready) return false;
-    const double start = std::max({cursor_, free_at(Resource::kHostCpu), *ready});
-    host_cursor_ = start;
+    const Due start = later(later(queue(Resource::kHostCpu), cursor()), *ready);
     const double duration = host_op_time(op);
-    const double end = busy(Resource::kHostCpu, start, duration);
+    const Due end = busy(Resource::kHostCpu, start, duration);
+    host_cursor_ = start.time;
+    host_cursor_link_ = end.link;  // its start is the host thread's cursor
     result_.host_compute_time += duration;
     for (const BufferId b : op.out) {
       if (has_any_copy(b) && s.kind == StepKind::kCompute) {
@@ -533,10 +571,10 @@ class Simulator {
                        op_name(s.op), buf_name(b));
       }
       if (copy(b, kHost).present) continue;
-      create(b, kHost, start, end);
+      create(b, kHost, start.time, end);
       ever_created_[b] = 1;
     }
-    finish_uses(op, kHost, start, end);
+    finish_uses(op, kHost, start.time, end);
     computed_[s.op] = 1;
     return true;
   }
@@ -553,21 +591,20 @@ class Simulator {
                      to_string(static_cast<Tier>(to)));
     }
     const uint64_t bytes = bytes_of(b);
-    const double start = std::max({cursor_, free_at(Resource::kD2H), device.ready});
-    const double copied = busy(Resource::kD2H, start, d2h_time(hw_, bytes));
+    const Due start = later(later(queue(Resource::kD2H), cursor()), device.due());
+    const Due copied = busy(Resource::kD2H, start, d2h_time(hw_, bytes));
     moved(Resource::kD2H, bytes);
-    double ready = copied;
+    Due ready = copied;
     if (to == kNvme) {
       tier_event(kHost, cursor_, static_cast<int64_t>(bytes));  // bounce buffer
-      const double write_start = std::max(free_at(Resource::kNvmeWrite), copied);
-      ready = busy(Resource::kNvmeWrite, write_start,
+      ready = busy(Resource::kNvmeWrite, later(queue(Resource::kNvmeWrite), copied),
                    static_cast<double>(bytes) / hw_.nvme_write_bandwidth);
       moved(Resource::kNvmeWrite, bytes);
-      tier_event(kHost, ready, -static_cast<int64_t>(bytes));
+      tier_event(kHost, ready.time, -static_cast<int64_t>(bytes));
     }
     create(b, to, cursor_, ready);
-    device.read_end = std::max(device.read_end, copied);
-    drop(b, kDevice, copied, Gone::kSwappedOut);
+    device.read_until(copied.time, copied.link);
+    drop(b, kDevice, copied.time, Gone::kSwappedOut);
     return true;
   }
 
@@ -584,22 +621,21 @@ class Simulator {
     const size_t source = from_host ? kHost : kNvme;
     const uint64_t bytes = bytes_of(b);
     Copy& src = copy(b, source);
-    double h2d_ready = std::max(cursor_, src.ready);
+    Due h2d_ready = later(cursor(), src.due());
     if (source == kNvme) {
       tier_event(kHost, cursor_, static_cast<int64_t>(bytes));  // bounce buffer
-      const double read_start = std::max(free_at(Resource::kNvmeRead), h2d_ready);
-      h2d_ready = busy(Resource::kNvmeRead, read_start,
+      h2d_ready = busy(Resource::kNvmeRead, later(queue(Resource::kNvmeRead), h2d_ready),
                        static_cast<double>(bytes) / hw_.nvme_read_bandwidth);
       moved(Resource::kNvmeRead, bytes);
     }
-    const double start = std::max(free_at(Resource::kH2D), h2d_ready);
-    const double end = busy(Resource::kH2D, start, h2d_time(hw_, bytes));
+    const Due end =
+        busy(Resource::kH2D, later(queue(Resource::kH2D), h2d_ready), h2d_time(hw_, bytes));
     moved(Resource::kH2D, bytes);
-    if (source == kNvme) tier_event(kHost, end, -static_cast<int64_t>(bytes));
-    src.read_end = std::max(src.read_end, end);
+    if (source == kNvme) tier_event(kHost, end.time, -static_cast<int64_t>(bytes));
+    src.read_until(end.time, end.link);
     create(b, kDevice, cursor_, end);
     if (!allocate_device(cursor_, bytes, b)) return false;
-    if (!is_persistent(graph_.buffers[b].kind)) drop(b, source, end, Gone::kMovedIn);
+    if (!is_persistent(graph_.buffers[b].kind)) drop(b, source, end.time, Gone::kMovedIn);
     return true;
   }
 
@@ -616,14 +652,14 @@ class Simulator {
                      step_label(step_), buf_name(b), absence(b, kNvme));
     }
     const uint64_t bytes = bytes_of(b);
-    const double issue = std::max(cursor_, host_cursor_);
-    const double start = std::max({issue, free_at(Resource::kNvmeRead), src.ready});
-    const double end =
+    const Due issue = host_issue();
+    const Due start = later(later(queue(Resource::kNvmeRead), issue), src.due());
+    const Due end =
         busy(Resource::kNvmeRead, start, static_cast<double>(bytes) / hw_.nvme_read_bandwidth);
     moved(Resource::kNvmeRead, bytes);
-    src.read_end = std::max(src.read_end, end);
-    create(b, kHost, issue, end);
-    if (!is_persistent(graph_.buffers[b].kind)) drop(b, kNvme, end, Gone::kMovedIn);
+    src.read_until(end.time, end.link);
+    create(b, kHost, issue.time, end);
+    if (!is_persistent(graph_.buffers[b].kind)) drop(b, kNvme, end.time, Gone::kMovedIn);
     return true;
   }
 
@@ -637,14 +673,14 @@ class Simulator {
     }
     Copy& host = copy(b, kHost);
     const uint64_t bytes = bytes_of(b);
-    const double issue = std::max(cursor_, host_cursor_);
-    const double start = std::max({issue, free_at(Resource::kNvmeWrite), host.ready});
-    const double end =
+    const Due issue = host_issue();
+    const Due start = later(later(queue(Resource::kNvmeWrite), issue), host.due());
+    const Due end =
         busy(Resource::kNvmeWrite, start, static_cast<double>(bytes) / hw_.nvme_write_bandwidth);
     moved(Resource::kNvmeWrite, bytes);
-    create(b, kNvme, issue, end);
-    host.read_end = std::max(host.read_end, end);
-    drop(b, kHost, end, Gone::kSwappedOut);
+    create(b, kNvme, issue.time, end);
+    host.read_until(end.time, end.link);
+    drop(b, kHost, end.time, Gone::kSwappedOut);
     return true;
   }
 
@@ -737,8 +773,12 @@ class Simulator {
     release_due(std::numeric_limits<double>::infinity());
     settle_tiers();
     double end = std::max(last_release_, 0.0);
-    for (const double t : free_at_) end = std::max(end, t);
+    Due last;  // the busy interval that ends the iteration
+    for (size_t r = 0; r < kNumResources; ++r) last = later(last, {free_at_[r], last_link_[r]});
+    end = std::max(end, last.time);
     result_.iteration_time = end;
+    // The tail after the compute stream's last step (Note [Time split]).
+    path_.charge(free_at(Resource::kCompute), end, last.link, result_.waiting);
     // Stays still open (buffers the next iteration keeps) end after every release.
     for (Residency& stay : result_.residencies) {
       if (stay.release_seq == 0) {
@@ -767,11 +807,16 @@ class Simulator {
   std::vector<Release> releases_;      // min-heap on time
   std::array<std::vector<TierEvent>, kNumTiers> tier_events_;
   std::array<double, kNumResources> free_at_{};
+  std::array<int32_t, kNumResources> last_link_ =
+      filled_links();  // the interval ending at free_at_
+  sim_detail::CriticalPath path_;
   std::vector<uint32_t> open_stay_;  // residency index of each buffer's device copy
   uint64_t event_seq_ = 0;
   uint64_t device_bytes_ = 0;
   double cursor_ = 0;
-  double host_cursor_ = 0;  // start of the latest host compute step
+  int32_t cursor_link_ = -1;  // the compute step that started at cursor_
+  double host_cursor_ = 0;    // start of the latest host compute step
+  int32_t host_cursor_link_ = -1;
   double last_release_ = 0;
   uint32_t step_ = 0;
   bool placing_ = true;  // placing the buffers that exist before the first op

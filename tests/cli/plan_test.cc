@@ -1,8 +1,9 @@
 // `memwall plan` and `memwall bench remat` end to end: plans are written
 // only when they fit and the simulator accepts them, every figure is the
 // simulator's, bad input and infeasible budgets get one line and exit
-// code 2 (the latter naming the minimum feasible budget), and the bench
-// spans the budgets from that minimum to the keep-all peak.
+// code 2 (the latter naming the proven bound or the lowest budget memwall's
+// planner reaches), and the bench spans the budgets from that floor to the
+// keep-all peak.
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -227,7 +228,7 @@ TEST(CliPlan, BadInputIsOneLineAndExitTwoAndWritesNothing) {
       {"--zero-stage 5", "ZeRO stage 5 does not exist"},
       {"--host-memory lots", "--host-memory"},
       {"--max-batch", "leave out --batch"},
-      {"--max-model nosuch", "no zoo model's name starts with 'nosuch'"},
+      {"--max-model nosuch", "--max-model chooses the model: leave out --model"},
       {"--strategy remat --max-batch", "--max-batch and --max-model search with the automatic"},
       {"--strategy remat:", "unknown rematerialization planner ''"},
       {"--strategy remat:nope", "(known: keep-all, per-layer"},
@@ -256,8 +257,12 @@ TEST(CliPlan, BadInputIsOneLineAndExitTwoAndWritesNothing) {
   }
 }
 
-TEST(CliPlan, InfeasibleBudgetNamesTheMinimumFeasibleBudget) {
+// Note [Floor search] in src/remat/memwall.cc: under the proven bound the
+// message says no plan can fit and why; the floor it names elsewhere is a
+// budget reached (`--budget` at it plans), never called a minimum.
+TEST(CliPlan, InfeasibleBudgetNamesTheBoundOrTheFloorReached) {
   const Graph graph = model_graph();
+  const RematBound bound = remat_lower_bound(graph);
   const RematFloor floor = remat_floor(graph, find_gpu("a100-80g"), {});
   const std::string out = temp_path("infeasible.json");
   const std::string svg = temp_path("infeasible.svg");
@@ -266,21 +271,29 @@ TEST(CliPlan, InfeasibleBudgetNamesTheMinimumFeasibleBudget) {
                                " --budget 1MiB --out " + out + " --svg " + svg);
     EXPECT_EQ(r.exit_code, 2) << strategy << ": " << r.out;
     EXPECT_EQ(count_lines(r.err), 1) << r.err;
-    EXPECT_NE(r.err.find("the minimum feasible budget is " + grouped(floor.bytes) + " B"),
-              std::string::npos)
-        << r.err;
-    EXPECT_NE(r.err.find(floor.why), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("no plan can fit"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find(bound.why), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("minimum"), std::string::npos) << r.err;
     EXPECT_TRUE(r.out.empty());
     EXPECT_FALSE(fs::exists(out));
     EXPECT_FALSE(fs::exists(svg));
   }
-  // Above the minimum, a planner that cannot reach the budget says so and
+  // The floor is reached: memwall's planner plans there.
+  const auto at_floor = run_memwall("plan " + kModel + " --strategy remat --budget " +
+                                    std::to_string(floor.bytes) + " --json");
+  ASSERT_EQ(at_floor.exit_code, 0) << at_floor.err;
+  EXPECT_LE(nlohmann::json::parse(at_floor.out)["peak_bytes"].get<uint64_t>(), floor.bytes);
+  // Above the floor, a planner that cannot reach the budget says so and
   // points at the one that can.
   const auto keep_all =
       run_memwall("plan " + kModel + " --strategy remat:keep-all --budget 90% --out " + out);
   EXPECT_EQ(keep_all.exit_code, 2);
   EXPECT_EQ(count_lines(keep_all.err), 1) << keep_all.err;
-  EXPECT_NE(keep_all.err.find("reached by --strategy remat"), std::string::npos) << keep_all.err;
+  EXPECT_NE(keep_all.err.find("memwall's planner (--strategy remat) finds a plan at every budget "
+                              "from " +
+                              grouped(floor.bytes) + " B"),
+            std::string::npos)
+      << keep_all.err;
   EXPECT_FALSE(fs::exists(out));
 }
 
@@ -296,7 +309,7 @@ int overhead_rows(const std::string& text) {
   return rows;
 }
 
-TEST(CliBenchRemat, BudgetsFromTheMinimumToTheKeepAllPeak) {
+TEST(CliBenchRemat, BudgetsFromTheFloorToTheKeepAllPeak) {
   const std::string args = "bench remat " + kModel + " --points 3 --planners chen-greedy,rotor";
   const auto text = run_memwall(args);
   ASSERT_EQ(text.exit_code, 0) << text.err;

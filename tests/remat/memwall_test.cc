@@ -1,7 +1,8 @@
 // memwall's own planner (src/remat/memwall*.cc): it fits wherever any
 // baseline fits, is never slower than the best of them, matches the
 // exhaustive optimum of its keep-set space on small chains and Checkmate
-// where CBC proves optimality, and says what holds the floor.
+// where CBC proves optimality, and says what holds the floor: a budget
+// reached, beside a proven lower bound.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -90,27 +91,98 @@ TEST(Memwall, NeverWorseThanAnyBaselineOnTheZoo) {
   }
 }
 
-// Below the floor the error states the floor and what holds it there.
-TEST(Memwall, InfeasibleBudgetNamesTheFloorAndWhatHoldsIt) {
+// The floor is a budget reached, not a minimum claimed (Note [Floor
+// search]): its plan, re-simulated, peaks exactly there; the planner fits
+// there; the proven bound is below it; and a budget under the bound is
+// refused as impossible, naming the op that needs it.
+TEST(Memwall, TheFloorIsReachedAndTheBoundIsProven) {
   const Hardware& hw = find_gpu("a100-80g");
   const Graph graph = build_model("gpt2-small", {.batch = 2, .seq = 128});
   const RematFloor floor = remat_floor(graph, hw, {});
   EXPECT_TRUE(floor.why.starts_with("peak at op ")) << floor.why;
   EXPECT_NE(floor.why.find("optim_state"), std::string::npos) << floor.why;
-  try {
-    plan_memwall(graph, hw, floor.bytes / 2, {});
-    FAIL() << "a budget of half the floor cannot fit";
-  } catch (const Error& e) {
-    const std::string what = e.what();
-    EXPECT_TRUE(what.starts_with("memwall: budget ")) << what;
-    EXPECT_NE(what.find(fmt::format("minimum feasible budget of {} bytes", floor.bytes)),
-              std::string::npos)
-        << what;
-    EXPECT_NE(what.find(floor.why), std::string::npos) << what;
-  }
-  // At the floor itself it fits (the floor is a budget some proposer met).
+  ASSERT_EQ(floor.plan.budget, floor.bytes);
+  const SimResult reached = simulate(graph, floor.plan, hw);
+  ASSERT_TRUE(reached.valid) << reached.reason;
+  EXPECT_EQ(device_peak(reached), floor.bytes);
   const RematResult at_floor = plan_memwall(graph, hw, floor.bytes, {});
   EXPECT_LE(simulate(graph, at_floor.plan, hw).peak_bytes[0], floor.bytes);
+
+  EXPECT_EQ(floor.bound.bytes, remat_lower_bound(graph).bytes);
+  EXPECT_LE(floor.bound.bytes, floor.bytes);
+  try {
+    plan_memwall(graph, hw, floor.bound.bytes - 1, {});
+    FAIL() << "no plan fits below the proven bound";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_TRUE(what.starts_with("memwall: no plan can fit a budget of ")) << what;
+    EXPECT_NE(what.find(fmt::format("{} bytes", floor.bound.bytes)), std::string::npos) << what;
+    EXPECT_NE(what.find(floor.bound.why), std::string::npos) << what;
+    EXPECT_EQ(what.find("minimum"), std::string::npos) << what;
+  }
+}
+
+// Where the planner finds nothing between the bound and the floor, it says
+// the floor is the lowest budget it reaches, with the bound beside it, and
+// never that the floor is a minimum.
+TEST(Memwall, BetweenTheBoundAndTheFloorTheMessageSaysReached) {
+  const Hardware& hw = find_gpu("a100-80g");
+  int failures = 0;
+  for (const Graph& graph : {build_model("gpt2-small", {.batch = 2, .seq = 128}),
+                             build_model("resnet50", {.batch = 2, .image = 64}),
+                             testing::hetero_chain({400, 100, 300, 200, 500, 100, 300, 200})}) {
+    const RematFloor floor = remat_floor(graph, hw, {});
+    if (floor.bytes == floor.bound.bytes) continue;  // reached the bound: a proven minimum
+    const uint64_t budget = floor.bound.bytes + (floor.bytes - floor.bound.bytes) / 2;
+    try {
+      const RematResult r = plan_memwall(graph, hw, budget, {});
+      EXPECT_LE(simulate(graph, r.plan, hw).peak_bytes[0], budget) << graph.name;
+    } catch (const Error& e) {
+      ++failures;
+      const std::string what = e.what();
+      EXPECT_NE(what.find(fmt::format("the lowest budget it reaches is {} bytes", floor.bytes)),
+                std::string::npos)
+          << what;
+      EXPECT_NE(what.find(fmt::format("none can fit below {} bytes", floor.bound.bytes)),
+                std::string::npos)
+          << what;
+      EXPECT_EQ(what.find("minimum"), std::string::npos) << what;
+    }
+  }
+  EXPECT_GE(failures, 1) << "no graph exercised the message";
+}
+
+// The bound is a true lower bound: no rematerialization planner's plan, at
+// any budget, peaks below it; and it grows with the batch (a larger batch
+// never needs less).
+TEST(Memwall, TheLowerBoundHoldsForEveryPlannerAndGrowsWithTheBatch) {
+  const Hardware& hw = find_gpu("a100-80g");
+  for (const char* model : {"gpt2-small", "bert-base", "resnet50"}) {
+    const bool cnn = find_model(model).family == ModelFamily::kCnn;
+    uint64_t previous = 0;
+    for (const int64_t batch : {1, 2, 3, 4}) {
+      ModelOptions options{.batch = batch};
+      (cnn ? options.image : options.seq) = cnn ? 64 : 128;
+      const Graph graph = build_model(model, options);
+      const RematBound bound = remat_lower_bound(graph);
+      SCOPED_TRACE(fmt::format("{} batch {}", model, batch));
+      EXPECT_GE(bound.bytes, previous);
+      previous = bound.bytes;
+      const uint64_t top = keep_all_peak(graph, hw);
+      EXPECT_LE(bound.bytes, top);
+      for (const RematPlanner& planner : remat_planners()) {
+        if (planner.name == "checkmate") continue;  // seconds per run; its plans are simulated too
+        for (const double f : {0.0, 0.05, 0.2, 0.5}) {
+          const uint64_t budget =
+              bound.bytes + static_cast<uint64_t>(f * static_cast<double>(top - bound.bytes));
+          const Outcome o = run(planner, graph, hw, budget, 1);
+          if (o.fits) {
+            EXPECT_GE(o.peak, bound.bytes) << planner.name;
+          }
+        }
+      }
+    }
+  }
 }
 
 // On a small heterogeneous chain every keep set can be tried: memwall's

@@ -93,6 +93,11 @@ TEST_P(ZooProperty, RandomValidPlansAreAccepted) {
     const SimResult r = simulate(graph, plan, hw);
     ASSERT_TRUE(r.valid) << trial << ": " << r.reason;
     EXPECT_GE(r.compute_time, baseline * (1 - 1e-12));  // recomputation only adds
+    // The time split adds up to the iteration (Note [Time split]).
+    double split = r.compute_time;
+    for (const double w : r.waiting) split += w;
+    EXPECT_NEAR(split, r.iteration_time, 1e-9 * r.iteration_time) << trial;
+    EXPECT_EQ(r.waiting[static_cast<size_t>(Resource::kCompute)], 0.0);
     // Everything not persistent was freed, on every tier.
     EXPECT_EQ(r.curves[1].empty() ? 0u : r.curves[1].back().bytes, 0u);
     EXPECT_EQ(r.curves[2].empty() ? 0u : r.curves[2].back().bytes, 0u);

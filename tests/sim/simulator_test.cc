@@ -463,5 +463,128 @@ TEST(Simulator, RanksOfANodeShareItsHost) {
   EXPECT_TRUE(simulate(g.graph, plan, node).valid);
 }
 
+// Note [Time split]: the compute stream's idle time is charged along the
+// critical path, and compute plus the waits is the iteration time.
+double waited(const SimResult& r, Resource resource) {
+  return r.waiting[static_cast<size_t>(resource)];
+}
+
+double split_total(const SimResult& r) {
+  double total = r.compute_time;
+  for (const double w : r.waiting) total += w;
+  return total;
+}
+
+TEST(TimeSplit, ALateSwapInIsChargedToTheCopy) {
+  GraphBuilder g;
+  const BufferId a = g.buffer("a", 1024, BufferKind::kActivation);  // 1 s each way
+  g.op("f0", Phase::kForward, {}, {a});
+  g.op("f1", Phase::kForward, {}, {});
+  g.op("f2", Phase::kForward, {}, {});
+  g.op("bwd", Phase::kBackward, {a}, {});
+  set_times(g.graph, {1, 4, 0.25, 1});
+  // As in LateSwapInStallsTheConsumerByTheRemainingTransfer: the h2d copy
+  // runs 5..6, bwd could have started at 5.25.
+  const Plan plan =
+      make_plan({Step::compute(0), Step::swap_out(a), Step::compute(1), Step::compute(2),
+                 Step::swap_in(a), Step::compute(3), Step::free(a)});
+  const SimResult r = simulate(g.graph, plan, test_hardware());
+  ASSERT_TRUE(r.valid) << r.reason;
+  EXPECT_EQ(waited(r, Resource::kH2D), 0.75);
+  EXPECT_EQ(waited(r, Resource::kD2H), 0.0);  // the swap-out ran under f1
+  EXPECT_EQ(split_total(r), r.iteration_time);
+}
+
+TEST(TimeSplit, AnNvmeRoundTripIsSplitBetweenTheReadAndTheCopy) {
+  GraphBuilder g;
+  const BufferId a = g.buffer("a", 1024, BufferKind::kActivation);
+  g.op("f0", Phase::kForward, {}, {a});
+  g.op("f1", Phase::kForward, {}, {});
+  g.op("bwd", Phase::kBackward, {a}, {});
+  set_times(g.graph, {1, 4, 1});
+  // d2h 1..2, NVMe write 2..4; the swap_in issues at f1's start (t=1) but
+  // its NVMe read waits for the write: read 4..6, h2d 6..7. bwd could start
+  // at 5: of its 2 s wait, 1 s is the read and 1 s the copy.
+  const Plan plan = make_plan({Step::compute(0), Step::swap_out(a, Tier::kNvme), Step::compute(1),
+                               Step::swap_in(a), Step::compute(2), Step::free(a)});
+  const SimResult r = simulate(g.graph, plan, test_hardware());
+  ASSERT_TRUE(r.valid) << r.reason;
+  EXPECT_EQ(r.iteration_time, 8.0);
+  EXPECT_EQ(r.compute_time, 6.0);
+  EXPECT_EQ(waited(r, Resource::kNvmeRead), 1.0);
+  EXPECT_EQ(waited(r, Resource::kH2D), 1.0);
+  EXPECT_EQ(waited(r, Resource::kNvmeWrite), 0.0);
+  EXPECT_EQ(split_total(r), r.iteration_time);
+}
+
+TEST(TimeSplit, ACollectiveWaitIsChargedToCollectives) {
+  GraphBuilder g;
+  const BufferId shard = g.buffer("w.shard", 512, BufferKind::kParam);
+  const BufferId x = g.buffer("x", 8, BufferKind::kActivation);
+  const BufferId full = g.buffer("w.full", 1024, BufferKind::kTemp);
+  g.op("f0", Phase::kForward, {}, {x});
+  g.op("all_gather", Phase::kComm, {shard}, {full});
+  g.op("f1", Phase::kForward, {x, full}, {});
+  g.graph.ops[0].time = 1;
+  g.graph.ops[1].bytes = 3072;  // 3 s, as in CollectivesRunOnTheirOwnStream
+  g.graph.ops[2].time = 0.5;
+  g.graph.ops[1].type = "all_gather";
+  g.graph.meta["zero"] = {{"stage", 3}, {"ranks", 2}};
+  Hardware hw = test_hardware();
+  hw.interconnect_bandwidth = 2048;
+  hw.gpus_per_node = 2;
+  const Plan plan = make_plan(
+      {Step::compute(1), Step::compute(0), Step::compute(2), Step::free(x), Step::free(full)});
+  const SimResult r = simulate(g.graph, plan, hw);
+  ASSERT_TRUE(r.valid) << r.reason;
+  EXPECT_EQ(waited(r, Resource::kComm), 2.0);  // f1 waits 1..3
+  EXPECT_EQ(split_total(r), r.iteration_time);
+}
+
+// The tail after the last device step: write-back, host step, gradient copy.
+TEST(TimeSplit, TheTailIsChargedBackAlongItsChain) {
+  GraphBuilder g;
+  const BufferId grad = g.buffer("w.grad", 256, BufferKind::kGrad);
+  const BufferId m = g.buffer("w.m", 512, BufferKind::kOptimState);
+  g.op("bwd", Phase::kBackward, {}, {grad});
+  g.op("step", Phase::kOptimizer, {grad}, {}, {m});
+  g.graph.ops[0].time = 1;
+  Plan plan =
+      make_plan({Step::compute(0), Step::swap_out(grad), Step::swap_in(m, Tier::kHost),
+                 Step::compute(1, Tier::kHost), Step::swap_out(m, Tier::kNvme), Step::free(grad)});
+  plan.placement = {{m, Tier::kNvme}};
+  const SimResult r = simulate(g.graph, plan, test_hardware());
+  ASSERT_TRUE(r.valid) << r.reason;
+  // As in StatesOnNvmeAreSteppedOnTheHost: compute 0..1, then grad d2h
+  // 1..1.25, CPU step 1.25..1.75, write-back 1.75..2.75 (the read of m,
+  // 0..1, ran under compute).
+  EXPECT_EQ(r.iteration_time, 2.75);
+  EXPECT_EQ(r.compute_time, 1.0);
+  EXPECT_EQ(waited(r, Resource::kD2H), 0.25);
+  EXPECT_EQ(waited(r, Resource::kHostCpu), 0.5);
+  EXPECT_EQ(waited(r, Resource::kNvmeWrite), 1.0);
+  EXPECT_EQ(waited(r, Resource::kNvmeRead), 0.0);
+  EXPECT_EQ(split_total(r), r.iteration_time);
+}
+
+// A copy queued behind another: the wait is the copy engine's, all of it.
+TEST(TimeSplit, QueueingBehindACopyIsChargedToItsEngine) {
+  GraphBuilder g;
+  const BufferId a = g.buffer("a", 2048, BufferKind::kParam);  // 2 s in
+  const BufferId b = g.buffer("b", 1024, BufferKind::kParam);  // 1 s in
+  g.op("f0", Phase::kForward, {a}, {});
+  g.op("f1", Phase::kForward, {b}, {});
+  set_times(g.graph, {0.5, 0.5});
+  Plan plan = make_plan({Step::swap_in(a), Step::swap_in(b), Step::compute(0), Step::compute(1),
+                         Step::free(a), Step::free(b)});
+  plan.placement = {{a, Tier::kHost}, {b, Tier::kHost}};
+  const SimResult r = simulate(g.graph, plan, test_hardware());
+  ASSERT_TRUE(r.valid) << r.reason;
+  // a: 0..2; b queued: 2..3. f0 2..2.5 waits 2 s; f1 waits 2.5..3.
+  EXPECT_EQ(r.iteration_time, 3.5);
+  EXPECT_EQ(waited(r, Resource::kH2D), 2.5);
+  EXPECT_EQ(split_total(r), r.iteration_time);
+}
+
 }  // namespace
 }  // namespace memwall

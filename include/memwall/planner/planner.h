@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -94,31 +95,77 @@ std::vector<std::string_view> single_technique_names();
 LowerBound iteration_lower_bound(const Graph& graph, const Hardware& hardware,
                                  const PlannerOptions& options);
 
-// ---- Capacity searches (capacity.cc) -----------------------------------------
-struct MaxBatch {
-  int64_t batch = 0;          // the largest batch that plans
-  AutoPlan plan;              // its plan
-  int64_t first_failing = 0;  // the smallest batch found not to plan (0: none up to the limit)
-  std::string why;            // why first_failing does not plan
-  int plans_tried = 0;
+// ---- Throughput (throughput.cc) ----------------------------------------------
+// What an iteration time means in work done (Note [Throughput]).
+struct Throughput {
+  int ranks = 1;
+  int64_t batch = 0;  // samples per rank per iteration (the graph's meta; 0: unknown)
+  int64_t seq = 0;    // tokens per sample (transformers; 0: not one)
+  double iterations_per_s = 0;
+  double samples_per_s = 0;   // ranks x batch / iteration time (0 when the batch is unknown)
+  double tokens_per_s = 0;    // samples_per_s x seq
+  double model_flops = 0;     // per rank and iteration: forward and backward ops, each once
+  DType dtype = DType::kF32;  // the dtype carrying most of model_flops
+  double peak_flops = 0;      // the GPU's peak for it
+  double mfu = 0;             // model_flops / (iteration time x peak_flops)
 };
-// The largest batch of zoo model `model` (other options from `base`) for
-// which plan_auto finds a plan, up to `limit`: doubling, then bisection
-// (plans get harder with the batch). Throws Error when batch 1 does not plan.
+// `graph` is the work as given (not a rank's rewritten graph); throws Error
+// for a non-positive iteration time or ranks < 1.
+Throughput plan_throughput(const Graph& graph, double iteration_time, const Hardware& hardware,
+                           int ranks);
+
+// ---- Capacity searches (capacity.cc) -----------------------------------------
+// One plan_auto run of a capacity search, reported as it ends.
+struct CapacityTry {
+  std::string model;
+  int64_t batch = 0;
+  bool plans = false;
+  double iteration_time = 0;  // when it plans
+  double samples_per_s = 0;   // when it plans: batch / iteration time, per rank
+  std::string why;            // when it does not
+  double seconds = 0;         // planning time
+};
+
+struct CapacityOptions {
+  // --max-batch: the largest batch that plans however slow it is, instead
+  // of the batch with the highest throughput (Note [Batch search]).
+  bool largest = false;
+  // Seconds for the whole search, checked before each plan but the first (a
+  // plan started runs to its end); when they run out the search returns its
+  // best so far.
+  double time_limit = 300;
+  int64_t batch_limit = 65536;
+  std::function<void(const CapacityTry&)> progress;  // after each plan, when set
+};
+
+struct MaxBatch {
+  int64_t batch = 0;               // the batch chosen
+  AutoPlan plan;                   // its plan
+  int64_t first_failing = 0;       // the smallest batch tried that does not plan (0: none)
+  std::string why;                 // why first_failing does not plan
+  std::vector<CapacityTry> tried;  // every batch planned, in order
+  bool cut_short = false;          // the time limit ended the search
+  std::string stopped;             // one line: why the search ended where it did
+  double seconds = 0;
+};
+// The batch of zoo model `model` (other options from `base`) with the
+// highest throughput among those for which plan_auto finds a plan, or with
+// options.largest the largest that plans, up to options.batch_limit (Note
+// [Batch search] in capacity.cc). Throws Error when batch 1 does not plan.
 MaxBatch max_batch(std::string_view model, const ModelOptions& base, const Hardware& hardware,
-                   const PlannerOptions& options, int64_t limit = 65536);
+                   const PlannerOptions& options, const CapacityOptions& capacity);
 
 struct MaxModel {
   std::string model;  // the largest of the family that plans
   AutoPlan plan;
-  // Every member tried, largest first, with "plans" or why not.
-  std::vector<std::pair<std::string, std::string>> tried;
+  std::vector<CapacityTry> tried;  // every member tried, largest first
+  double seconds = 0;
 };
 // The largest zoo model whose name starts with `family` (e.g. "llama2",
 // "gpt2", "resnet") that plans at all, trying members from the largest
-// published parameter count down. Throws Error for a family with no member
-// or none that plans.
+// published parameter count down. Throws Error for a family with no member,
+// none that plans, or a time limit that runs out before one plans.
 MaxModel max_model(std::string_view family, const ModelOptions& base, const Hardware& hardware,
-                   const PlannerOptions& options);
+                   const PlannerOptions& options, const CapacityOptions& capacity);
 
 }  // namespace memwall

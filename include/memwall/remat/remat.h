@@ -104,12 +104,29 @@ RematResult plan_dtr_largest(const Graph& graph, const Hardware& hardware, uint6
 RematResult plan_memwall(const Graph& graph, const Hardware& hardware, uint64_t budget,
                          const RematOptions& options);
 
-// The smallest device budget at which memwall's planner finds a plan, and
-// what holds the peak there: one line naming the op at the peak and the
-// bytes by kind resident then (for "budget too small" messages).
+// A proven lower bound on the device budget of any plan that keeps the
+// model states (param, optim_state) on the device, as every
+// rematerialization plan does: while an op runs, its inputs, in-place
+// updates, outputs and workspace are all resident beside them. No plan fits
+// below `bytes`; whether one fits at it is not claimed.
+struct RematBound {
+  uint64_t bytes = 0;
+  std::string why;  // the op that needs it and what it holds
+};
+RematBound remat_lower_bound(const Graph& graph);
+
+// The lowest device budget memwall's planner reaches (Note [Floor search]
+// in memwall.cc): the lowest peak of a plan its proposers were seen to
+// produce, `plan`, which fits exactly `bytes`. plan_memwall finds a plan at
+// every budget from `bytes` up; below it, down to bound.bytes, a plan may
+// exist that its search did not find, so `bytes` is not a proven minimum.
+// `why`: one line naming the op at the peak and the bytes by kind resident
+// then (for "budget too small" messages).
 struct RematFloor {
   uint64_t bytes = 0;
   std::string why;
+  Plan plan;  // budget: bytes
+  RematBound bound;
 };
 RematFloor remat_floor(const Graph& graph, const Hardware& hardware, const RematOptions& options);
 

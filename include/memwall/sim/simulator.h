@@ -80,6 +80,12 @@ struct SimResult {
   double transfer_stall_time = 0;  // compute stream idle, waiting for transfers
   double host_compute_time = 0;    // busy seconds of the host CPU
   double comm_time = 0;            // busy seconds of the collective stream
+  // The time split (Note [Time split] in src/sim/critical_path.h): the
+  // seconds the device compute stream sat idle, waiting for an input or
+  // after its last step until the iteration ends, each charged to the
+  // resource on the critical path; iteration_time = compute_time + their
+  // sum. waiting[kCompute] is always 0.
+  std::array<double, kNumResources> waiting{};
 
   // Bytes moved per resource (copy engines, NVMe queues, and the bytes each
   // rank sends in collectives; 0 for compute).

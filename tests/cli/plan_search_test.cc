@@ -1,0 +1,226 @@
+// `memwall plan` end to end, issue 17: throughput and the time split for
+// every plan, --max-batch's throughput search with its progress lines and
+// time limit (Note [Batch search]), what a percentage budget is of on each
+// path, and options refused where they would be ignored.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+
+#include "memwall/graph/graph.h"
+#include "memwall/hw/hardware.h"
+#include "memwall/models/zoo.h"
+#include "run_memwall.h"
+
+namespace memwall {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::count_lines;
+using testing::run_memwall;
+
+const std::string kModel = "--model gpt2-small --batch 2 --seq 512";
+
+std::string temp_path(const std::string& name) {
+  return ::testing::TempDir() + "memwall_plan_search_" + std::to_string(::getpid()) + "_" + name;
+}
+
+double model_flops(const Graph& g) {
+  double flops = 0;
+  for (const Op& op : g.ops) {
+    if (op.phase == Phase::kForward || op.phase == Phase::kBackward) flops += op.flops;
+  }
+  return flops;
+}
+
+// Note [Throughput]: samples, tokens and MFU from the iteration time.
+void expect_throughput(const nlohmann::json& j, int ranks, int batch, int seq, double flops,
+                       double peak) {
+  const auto& t = j["throughput"];
+  const double time = j["iteration_time_s"].get<double>();
+  EXPECT_EQ(t["ranks"], ranks);
+  EXPECT_EQ(t["batch"], batch);
+  EXPECT_EQ(t["seq"], seq);
+  EXPECT_DOUBLE_EQ(t["samples_per_s"].get<double>(), ranks * batch / time);
+  EXPECT_DOUBLE_EQ(t["tokens_per_s"].get<double>(), ranks * batch * seq / time);
+  EXPECT_DOUBLE_EQ(t["model_flops"].get<double>(), flops);
+  EXPECT_EQ(t["mfu_dtype"], "bf16");
+  EXPECT_DOUBLE_EQ(t["peak_flops"].get<double>(), peak);
+  EXPECT_DOUBLE_EQ(t["mfu"].get<double>(), flops / (time * peak));
+}
+
+// Note [Time split]: the parts add up to the iteration time.
+void expect_split_adds_up(const nlohmann::json& j) {
+  double total = 0;
+  for (const auto& [part, seconds] : j["time_split_s"].items()) total += seconds.get<double>();
+  const double time = j["iteration_time_s"].get<double>();
+  EXPECT_NEAR(total, time, 1e-9 * time) << j["time_split_s"].dump();
+}
+
+TEST(CliPlanFigures, ThroughputAndTimeSplitOnEveryPath) {
+  const Graph g = build_model("gpt2-small", {.batch = 2, .seq = 512});
+  const Hardware& hw = find_gpu("a100-80g");
+  const double flops = model_flops(g);
+  const auto remat = run_memwall("plan " + kModel + " --strategy remat --budget 80% --json");
+  ASSERT_EQ(remat.exit_code, 0) << remat.err;
+  const auto r = nlohmann::json::parse(remat.out);
+  expect_throughput(r, 1, 2, 512, flops, hw.peak_flops_bf16);
+  expect_split_adds_up(r);
+
+  // Host and NVMe offload, and ZeRO across ranks: every wait has a cause.
+  for (const std::string how :
+       {"--strategy zero-offload", "--strategy zero-infinity", "--ranks 4 --zero-stage 3"}) {
+    SCOPED_TRACE(how);
+    const auto run = run_memwall("plan " + kModel + " " + how + " --time-limit 1 --json");
+    ASSERT_EQ(run.exit_code, 0) << run.err;
+    const auto j = nlohmann::json::parse(run.out);
+    expect_throughput(j, how.find("--ranks 4") != std::string::npos ? 4 : 1, 2, 512, flops,
+                      hw.peak_flops_bf16);
+    expect_split_adds_up(j);
+    if (how.find("infinity") != std::string::npos) {
+      EXPECT_GT(j["time_split_s"]["nvme_read"].get<double>() +
+                    j["time_split_s"]["nvme_write"].get<double>(),
+                0);
+    }
+  }
+
+  const auto human = run_memwall("plan " + kModel + " --strategy zero-infinity --time-limit 1");
+  ASSERT_EQ(human.exit_code, 0) << human.err;
+  for (const char* row :
+       {"  throughput              ", " samples/s, ", " tokens/s (batch 2 x seq 512 / ", "; MFU ",
+        "% of the bf16 peak (model FLOPs ", "  time split              compute ", " + waiting on ",
+        "NVMe "}) {
+    EXPECT_NE(human.out.find(row), std::string::npos) << row << "\n" << human.out;
+  }
+}
+
+// Note [Batch search]: the fastest batch, one stderr line per plan tried.
+// gpt2-small at 2.5 GB peaks at batch 8 (tests/planner/capacity_test.cc
+// checks it against every batch).
+TEST(CliPlanSearch, MaxBatchFindsTheFastestAndReportsEachTry) {
+  const std::string args =
+      "plan --model gpt2-small --seq 128 --gpu rtx4090 --budget 2.5GB --time-limit 1 --max-batch";
+  const auto j_run = run_memwall(args + " --json");
+  ASSERT_EQ(j_run.exit_code, 0) << j_run.err;
+  const auto j = nlohmann::json::parse(j_run.out);
+  EXPECT_EQ(j["max_batch"], 8);
+  EXPECT_EQ(j["goal"], "throughput");
+  EXPECT_EQ(j["cut_short"], false);
+  EXPECT_EQ(j["tried"].size(), j["plans_tried"].get<size_t>());
+  EXPECT_EQ(count_lines(j_run.err), j["plans_tried"].get<int>()) << j_run.err;
+  EXPECT_NE(j_run.err.find("memwall: gpt2-small batch 16: plans, "), std::string::npos)
+      << j_run.err;
+  EXPECT_NE(j["search_stopped"].get<std::string>().find("throughput peaks at batch 8"),
+            std::string::npos);
+  expect_split_adds_up(j);
+
+  const auto human = run_memwall(args);
+  ASSERT_EQ(human.exit_code, 0) << human.err;
+  EXPECT_EQ(human.out.rfind("fastest batch of gpt2-small that trains on rtx4090: 8\n", 0), 0u)
+      << human.out;
+  EXPECT_NE(human.out.find("  search                  throughput peaks at batch 8"),
+            std::string::npos)
+      << human.out;
+  EXPECT_NE(human.out.find("  throughput              "), std::string::npos) << human.out;
+}
+
+TEST(CliPlanSearch, LargestAndTheTimeLimit) {
+  const std::string args =
+      "plan --model gpt2-small --seq 128 --gpu rtx4090 --budget 800MB --time-limit 1 --max-batch";
+  const auto largest = run_memwall(args + " --largest --json");
+  ASSERT_EQ(largest.exit_code, 0) << largest.err;
+  const auto l = nlohmann::json::parse(largest.out);
+  EXPECT_EQ(l["goal"], "largest");
+  EXPECT_EQ(l["first_failing_batch"], l["max_batch"].get<int>() + 1);
+
+  const auto cut = run_memwall(args + " --search-time 0.000001");
+  ASSERT_EQ(cut.exit_code, 0) << cut.err;
+  EXPECT_EQ(cut.out.rfind("fastest batch of gpt2-small that trains on rtx4090: 1\n", 0), 0u)
+      << cut.out;
+  EXPECT_NE(cut.out.find("the search time limit of 1e-06 s ran out after 1 plans"),
+            std::string::npos)
+      << cut.out;
+  EXPECT_EQ(count_lines(cut.err), 1) << cut.err;
+}
+
+// A percentage is of the GPU's memory for auto and the single techniques,
+// of the keep-all peak for remat strategies, as --help says.
+TEST(CliPlanBudget, PercentagesAreOfWhatTheHelpSays) {
+  const Hardware& hw = find_gpu("a100-80g");
+  const auto half = static_cast<uint64_t>(0.5 * static_cast<double>(hw.device_memory_bytes));
+  for (const std::string strategy : {"auto", "zero-offload", "vdnn"}) {
+    const auto r =
+        run_memwall("plan " + kModel + " --strategy " + strategy + " --budget 50% --json");
+    ASSERT_EQ(r.exit_code, 0) << strategy << ": " << r.err;
+    EXPECT_EQ(nlohmann::json::parse(r.out)["budget"], half) << strategy;
+  }
+  for (const std::string strategy : {"remat", "remat:rotor"}) {
+    const auto r =
+        run_memwall("plan " + kModel + " --strategy " + strategy + " --budget 80% --json");
+    ASSERT_EQ(r.exit_code, 0) << strategy << ": " << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["budget"], static_cast<uint64_t>(
+                               0.8 * static_cast<double>(j["keep_all_peak_bytes"].get<uint64_t>())))
+        << strategy;
+  }
+  // More than the GPU holds is refused on the remat path too.
+  const auto over = run_memwall("plan " + kModel + " --gpu t4 --strategy remat --budget 600%");
+  EXPECT_EQ(over.exit_code, 2) << over.out;
+  EXPECT_NE(over.err.find("more than the GPU's 17179869184 bytes"), std::string::npos) << over.err;
+  const auto help = run_memwall("plan --help");
+  EXPECT_NE(help.out.find("of the GPU's memory (auto and the single techniques), of the keep-all "
+                          "plan's peak (remat strategies)"),
+            std::string::npos)
+      << help.out;
+}
+
+TEST(CliPlanOptions, IgnoredOptionsAreRefused) {
+  const std::string graph = temp_path("g.json");
+  const std::pair<std::string, const char*> cases[] = {
+      {kModel + " --strategy remat --ranks 2", "--ranks does not apply to --strategy remat"},
+      {kModel + " --strategy remat:rotor --zero-stage 0",
+       "--zero-stage does not apply to --strategy remat:rotor"},
+      {kModel + " --strategy remat --host-memory 8GiB", "--host-memory does not apply"},
+      {kModel + " --strategy remat --nvme 1TB", "--nvme does not apply"},
+      {kModel + " --strategy remat --gpus-per-node 4", "--gpus-per-node does not apply"},
+      {kModel + " --zero-stage 2", "give --ranks 2 or more (with one rank only stage 0 exists)"},
+      {kModel + " --zero-stage 1 --ranks 1", "give --ranks 2 or more"},
+      {kModel + " --strategy zero-offload --zero-stage 3", "give --ranks 2 or more"},
+      {kModel + " --largest", "--largest applies to --max-batch"},
+      {kModel + " --search-time 5", "--search-time applies to --max-batch and --max-model"},
+      {"--model gpt2-small --max-batch --search-time 0", "--search-time must be"},
+      {"--max-model gpt2 --model gpt2-small", "--max-model chooses the model: leave out --model"},
+      {"--max-model nosuch", "no zoo model's name starts with 'nosuch'"},
+      {"--max-model gpt2 --graph " + graph, "--max-model searches the zoo: leave out --graph"},
+      {"--max-batch --graph " + graph, "--max-batch searches the batch of a zoo model"},
+  };
+  for (const auto& [args, expected] : cases) {
+    const auto r = run_memwall("plan " + args);
+    EXPECT_EQ(r.exit_code, 2) << args << ": " << r.out << r.err;
+    EXPECT_EQ(count_lines(r.err), 1) << args << ": " << r.err;
+    EXPECT_NE(r.err.find(expected), std::string::npos) << args << ": " << r.err;
+    EXPECT_TRUE(r.out.empty()) << args;
+  }
+  // Stage 0 with one rank is the only stage there is: honoured.
+  const auto stage0 = run_memwall("plan " + kModel + " --zero-stage 0 --time-limit 1 --json");
+  ASSERT_EQ(stage0.exit_code, 0) << stage0.err;
+  EXPECT_EQ(nlohmann::json::parse(stage0.out)["zero_stage"], 0);
+}
+
+// --out-graph on the remat path writes the graph the plan runs (as given).
+TEST(CliPlanOptions, OutGraphIsWrittenForRematStrategies) {
+  const std::string out = temp_path("remat.plan.json");
+  const std::string graph_out = temp_path("remat.graph.json");
+  const auto r = run_memwall("plan " + kModel + " --strategy remat:chen-sqrt --out " + out +
+                             " --out-graph " + graph_out);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("  graph written to        " + graph_out), std::string::npos) << r.out;
+  const auto sim = run_memwall("simulate --graph " + graph_out + " --plan " + out + " --json");
+  ASSERT_EQ(sim.exit_code, 0) << sim.err;
+  EXPECT_EQ(nlohmann::json::parse(sim.out)["valid"], true);
+  fs::remove(out);
+  fs::remove(graph_out);
+}
+
+}  // namespace
+}  // namespace memwall
