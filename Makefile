@@ -16,12 +16,13 @@ all: build
 deps:
 	@scripts/install-deps.sh
 
-# PyTorch for the tests of `memwall trace` and of the PyTorch allocator
-# library, best effort: when it cannot be installed those tests skip and say
-# so; the rest still runs.
+# memwall's Python environment (torch, torchvision, transformers from PyPI,
+# python/requirements.txt) for the tests of `memwall trace` and of the
+# PyTorch allocator library, best effort: when it cannot be made those tests
+# skip and say so; the rest still runs.
 torch-deps: deps
 	@scripts/install-deps.sh --torch || \
-	  echo "make: python3-torch/python3-torchvision could not be installed; the PyTorch tests will skip"
+	  echo "make: memwall's Python environment could not be made; the PyTorch tests will skip"
 
 build: deps
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS) >/dev/null
@@ -29,7 +30,10 @@ build: deps
 
 # The main job on built-in defaults: how to train Llama-2-7B (full
 # fine-tuning, AdamW) on a 24 GB GPU, and how fast it will be.
-demo: build
+# It builds only the memwall binary (no tests, no benchmarks).
+demo: deps
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS) >/dev/null
+	@cmake --build $(BUILD) -j $(JOBS) --target memwall
 	$(BUILD)/memwall plan --model llama2-7b --gpu rtx4090 --batch 4 --seq 2048 --optimizer adamw
 
 # The whole suite, then again under AddressSanitizer + UndefinedBehaviorSanitizer,
@@ -37,8 +41,8 @@ demo: build
 # target for a short time.
 test: test-release test-asan test-tsan fuzz
 
-# PyTorch first: the build makes the PyTorch allocator library only when
-# libtorch-dev is there (src/alloc/torch).
+# PyTorch first: the build makes the PyTorch allocator library only against
+# the torch wheel of memwall's environment (src/alloc/torch).
 test-release: torch-deps build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 

@@ -1,9 +1,10 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 # memwall's PyTorch tracer: records one training iteration (forward, loss,
 # backward, optimizer step) op by op and writes it as a memwall.graph/1 JSON
 # graph. `memwall trace` embeds this file in its binary and runs it with
-# Debian's python3-torch (1.13) through /usr/bin/python3; docs/trace.md
-# explains every rule applied here.
+# torch 2.x, in memwall's Python environment (python/requirements.txt, made
+# by scripts/install-deps.sh --torch) unless the user names another
+# interpreter; docs/trace.md explains every rule applied here.
 #
 #   memwall_trace.py --torchvision resnet50 --batch 32 [--image 224] --out g.json
 #   memwall_trace.py --script my_model.py:build --out g.json
@@ -39,15 +40,15 @@ try:
     from torch.overrides import TorchFunctionMode
     from torch.utils._pytree import tree_flatten
     from torch.utils._python_dispatch import TorchDispatchMode
-except ImportError as e:  # python3-torch is missing
+except ImportError as e:  # torch is missing
     torch = None
     _TORCH_IMPORT_ERROR = str(e)
 
 
 def _torch_missing():
     return (f"PyTorch is not installed for {sys.executable} ({_TORCH_IMPORT_ERROR}; "
-            "install python3-torch and python3-torchvision: scripts/install-deps.sh --torch, "
-            "or point MEMWALL_PYTHON at an interpreter that has them)")
+            "scripts/install-deps.sh --torch makes memwall's environment with torch and "
+            "torchvision, or point --python or MEMWALL_PYTHON at an interpreter that has them)")
 
 
 # Said before the classes below are defined: they derive from torch's.
@@ -83,11 +84,12 @@ def dtype_name(dtype):
 # ---------------------------------------------------------------------------
 # Building on the meta device
 #
-# torch 1.13 has no `with torch.device("meta")`; this function mode is the
-# same idea (torch 2.0 implements it this way): factory functions called
-# without a device (or with another one) create meta tensors, so a 7B model
-# is "built" without allocating its weights, and model code that calls
-# torch.arange/zeros in forward keeps working.
+# Like `with torch.device("meta")` (which torch implements the same way),
+# but with a choice per factory: factory functions called without a device
+# (or with another one) create meta tensors, so a 7B model is "built"
+# without allocating its weights, and model code that calls
+# torch.arange/zeros in forward keeps working, while the factories below
+# that compute values stay on the CPU during construction.
 
 # Factories that allocate a tensor's memory (parameters, buffers, inputs).
 _ALLOCATING = ["empty", "empty_strided", "zeros", "ones", "full", "rand", "randn", "randint"]
@@ -141,49 +143,6 @@ def _cuda_dropout(input, p=0.5, training=True, inplace=False):
     if inplace:
         return input.copy_(out)
     return out
-
-
-# Backward kernels that torch 1.13 lacks on the meta device. Their outputs
-# are the gradients of their inputs, so shapes and dtypes follow from the
-# arguments; the recorder still records the op (reads, outputs, FLOPs).
-
-
-def _meta_like(t):
-    return torch.empty(t.shape, dtype=t.dtype, device="meta")
-
-
-def _convolution_backward_meta(grad_output, input, weight, bias_sizes, stride, padding,
-                               dilation, transposed, output_padding, groups, output_mask):
-    grad_bias = None
-    if output_mask[2]:
-        grad_bias = torch.empty([weight.shape[1] * groups if transposed else weight.shape[0]],
-                                dtype=grad_output.dtype, device="meta")
-    return (_meta_like(input) if output_mask[0] else None,
-            _meta_like(weight) if output_mask[1] else None, grad_bias)
-
-
-def backward_like_input(func, args, kwargs):
-    """The generic meta fallback: a backward kernel with one Tensor result
-    returns the gradient of its `self`/`input` argument, so that argument's
-    shape and dtype are the result's (pooling, activation and padding
-    backwards). None when the op does not fit that pattern."""
-    schema = func._schema
-    if "backward" not in schema.name or len(schema.returns) != 1:
-        return None
-    if str(schema.returns[0].type) != "Tensor":
-        return None
-    for i, a in enumerate(schema.arguments):
-        if a.name in ("self", "input"):
-            t = args[i] if i < len(args) else kwargs.get(a.name)
-            if isinstance(t, torch.Tensor) and t.is_meta:
-                return _meta_like(t)
-    return None
-
-
-if torch is not None:
-    META_FALLBACKS = {
-        torch.ops.aten.convolution_backward.default: _convolution_backward_meta,
-    }
 
 
 # ---------------------------------------------------------------------------
@@ -306,14 +265,19 @@ def storage_key(t):
     # it, the impl object is not freed (a weak intrusive_ptr keeps the object,
     # not its data), so no later storage can reuse the address: the key stays
     # unique for the whole trace even as storages die.
-    return t.storage()._storage._cdata
+    return t.untyped_storage()._cdata
 
 
 def _op_failure(e, func):
     """One short reason for an op's failure (PyTorch's dispatcher errors run
     to a paragraph listing every backend)."""
     text = _first_line(e)
-    if text.startswith("Could not run") and "'Meta' backend" in text:
+    # torch's own words differ by version: a dispatcher error naming the
+    # Meta backend, or a meta registration raising NotImplementedError
+    # (torch 2.x's nonzero: "...a correct data-independent implementation
+    # does not exist...").
+    no_kernel = text.startswith("Could not run") and "'Meta' backend" in text
+    if no_kernel or isinstance(e, NotImplementedError):
         return ("it has no meta-device kernel in torch " + torch.__version__.split("+")[0]
                 + " (outputs whose shape depends on values cannot be traced without data;"
                 " --measure runs the model on the CPU instead)")
@@ -321,9 +285,11 @@ def _op_failure(e, func):
 
 
 def unannotated_writes(func, args):
-    """Arguments an op writes although its torch 1.13 schema does not say so
+    """Arguments an op writes although its schema does not say so
     (Tensor(a!)): native_batch_norm updates running_mean and running_var
-    (arguments 3 and 4) in training mode; torch 2.0 fixed the schema."""
+    (arguments 3 and 4) in training mode (still unannotated in torch 2.14;
+    _batch_norm_with_update, its annotated successor, is not what the CPU
+    and meta paths dispatch to)."""
     if func.overloadpacket.__name__ == "native_batch_norm" and len(args) > 5 and args[5]:
         return (3, 4)
     return ()
@@ -364,7 +330,7 @@ class Recorder(TorchDispatchMode):
         key = storage_key(t)
         if key in self.by_storage:
             return self.by_storage[key]
-        storage = t.storage()
+        storage = t.untyped_storage()
         buf = Buffer(self.unique_name(name), storage.nbytes(), kind, dtype_name(t.dtype),
                      list(t.shape), producer, StorageWeakRef(storage))
         self.buffers.append(buf)
@@ -417,7 +383,7 @@ class Recorder(TorchDispatchMode):
             return True if args[0].dtype == torch.bool else 1
         start = time.perf_counter() if self.measure else 0.0
         try:
-            out = self.run(func, args, kwargs)
+            out = func(*args, **kwargs)
         except Exception as e:
             if self.failed_op is None:
                 self.failed_op = (func._schema.name, _op_failure(e, func))
@@ -427,20 +393,6 @@ class Recorder(TorchDispatchMode):
         elapsed = time.perf_counter() - start if self.measure else None
         self.record(func, args, kwargs, out, elapsed)
         return out
-
-    def run(self, func, args, kwargs):
-        if self.measure:
-            return func(*args, **kwargs)
-        fallback = META_FALLBACKS.get(func)
-        if fallback is not None:
-            return fallback(*args, **kwargs)
-        try:
-            return func(*args, **kwargs)
-        except NotImplementedError:
-            out = backward_like_input(func, args, kwargs)
-            if out is None:
-                raise
-            return out
 
     def record(self, func, args, kwargs, out, elapsed):
         written = set()
@@ -477,7 +429,7 @@ class Recorder(TorchDispatchMode):
                 # A view or alias of a known buffer, or the op's in-place
                 # result: no new memory.
                 b = self.by_storage[key]
-                nbytes = t.storage().nbytes()
+                nbytes = t.untyped_storage().nbytes()
                 if nbytes > self.buffers[b].nbytes:  # resize_ / out= growing a buffer
                     self.buffers[b].nbytes = nbytes
                 continue
@@ -703,7 +655,8 @@ def torchvision_models():
 
 def make_optimizer(name, params):
     # foreach=False: the per-parameter loop, whose ops the graph lists one
-    # parameter at a time (torch 1.13's default when foreach is not given).
+    # parameter at a time, as the zoo's graphs do (torch 2.x defaults to the
+    # foreach kernels, which batch all parameters into one op per step).
     if name == "sgd":
         return torch.optim.SGD(params, lr=0.1, foreach=False)
     if name == "momentum":
@@ -805,7 +758,12 @@ def run_one(source, meta, measure, build):
         if size is not None:
             meta["batch"] = size
     meta["device"] = "cpu" if measure else "meta"
+    # Where the graph came from: the versions it was traced with.
     meta["torch"] = torch.__version__
+    for package in ("torchvision", "transformers"):
+        module = sys.modules.get(package)
+        if module is not None and hasattr(module, "__version__"):
+            meta[package] = module.__version__
     meta["source"] = "memwall trace"
     return to_graph(recorder, meta.get("model", source), meta)
 

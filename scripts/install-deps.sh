@@ -1,18 +1,47 @@
 #!/usr/bin/env bash
 # Installs every Debian package memwall needs, idempotently: quick and quiet
-# when everything is present. Pass --torch to also install PyTorch (tests of
-# `memwall trace` and the cross-checks in tools/ use it).
+# when everything is present. Pass --torch to also create memwall's Python
+# environment (PyTorch, torchvision and transformers from PyPI, pinned in
+# python/requirements.txt): `memwall trace`, the PyTorch allocator library
+# and their tests use it.
+#
+# Note [Python environment]: the environment is a virtual environment under
+# ${XDG_CACHE_HOME:-$HOME/.cache}/memwall/venv-KEY, KEY the first 16 hex
+# digits of the SHA-256 of python/requirements.txt (CMakeLists.txt computes
+# the same key, and `memwall trace` looks there). It lives outside the
+# checkout so that every clone on the machine (CI's included) shares one
+# download; a file .memwall-complete marks it usable, written only after pip
+# installed everything and the packages import. A half-made environment
+# (no network, a full disk, an interrupt) lacks the marker and is made again
+# on the next run; a lock keeps two runs from making it at once.
 set -euo pipefail
 
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+with_torch=0
+for arg in "$@"; do
+  case "$arg" in
+    --torch) with_torch=1 ;;
+    --print-python)
+      key=$(sha256sum "$root/python/requirements.txt" | cut -c1-16)
+      echo "${XDG_CACHE_HOME:-$HOME/.cache}/memwall/venv-$key/bin/python"
+      exit 0
+      ;;
+    *)
+      echo "install-deps: unknown option '$arg' (known: --torch, --print-python)" >&2
+      exit 2
+      ;;
+  esac
+done
+
 packages=(
-  build-essential cmake make git
+  build-essential cmake make git ccache
   clang lld libclang-rt-14-dev   # libFuzzer and sanitizer runtimes
   libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libcli11-dev libfmt-dev
   coinor-libcbc-dev              # CBC, the MILP solver of the checkmate planner
 )
-if [[ "${1:-}" == "--torch" ]]; then
-  packages+=(python3-torch python3-torchvision libtorch-dev)
+if [[ $with_torch -eq 1 ]]; then
+  packages+=(python3 python3-venv)
 fi
 
 missing=()
@@ -21,11 +50,33 @@ for p in "${packages[@]}"; do
     missing+=("$p")
   fi
 done
-[[ ${#missing[@]} -eq 0 ]] && exit 0
+if [[ ${#missing[@]} -gt 0 ]]; then
+  echo "install-deps: installing ${missing[*]}"
+  sudo=""
+  [[ $(id -u) -ne 0 ]] && sudo="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -qq
+  $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+[[ $with_torch -eq 1 ]] || exit 0
 
-echo "install-deps: installing ${missing[*]}"
-sudo=""
-[[ $(id -u) -ne 0 ]] && sudo="sudo"
-export DEBIAN_FRONTEND=noninteractive
-$sudo apt-get update -qq
-$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+# Note [Python environment].
+requirements="$root/python/requirements.txt"
+key=$(sha256sum "$requirements" | cut -c1-16)
+cache="${XDG_CACHE_HOME:-$HOME/.cache}/memwall"
+venv="$cache/venv-$key"
+[[ -f "$venv/.memwall-complete" ]] && exit 0
+mkdir -p "$cache"
+exec 9>"$cache/venv-$key.lock"
+flock 9
+[[ -f "$venv/.memwall-complete" ]] && exit 0 # made while this run waited
+rm -rf "$venv"
+echo "install-deps: creating $venv with $(grep -E '^[a-z]' "$requirements" | tr '\n' ' ')from PyPI (once per machine; a few GB)"
+/usr/bin/python3 -m venv "$venv"
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-input \
+  -r "$requirements"
+"$venv/bin/python" -c "import torch, torchvision, transformers" ||
+  { echo "install-deps: $venv was installed but does not import torch, torchvision and transformers" >&2; exit 1; }
+cp "$requirements" "$venv/requirements.txt"
+touch "$venv/.memwall-complete"
+echo "install-deps: $venv/bin/python is memwall's Python"

@@ -15,7 +15,7 @@ per-pixel labels), rebuilt below from its structure.
 Used to cross-check tests/models/cnn_test.cc. Needs torch and torchvision;
 run with the system interpreter, e.g.
 
-    /usr/bin/python3 tools/measure_saved_activations.py resnet50 --batch 2 --image 224
+    $(scripts/install-deps.sh --print-python) tools/measure_saved_activations.py resnet50 --batch 2 --image 224
 """
 import argparse
 
@@ -67,7 +67,7 @@ def measure(model_name: str, batch: int, image: int) -> dict:
     images = torch.randn(batch, 3, image, image)
 
     def storage_key(t: torch.Tensor):
-        s = t.storage()
+        s = t.untyped_storage()
         return s.data_ptr(), s.nbytes()
 
     excluded = {storage_key(t)[0] for t in list(model.parameters()) + list(model.buffers())}

@@ -28,8 +28,22 @@ struct TraceArgs {
   bool measure = false;
   double timeout = importers::TorchTraceRequest{}.timeout_s;
   std::string out;
+  std::string python;  // Note [Tracer interpreter]
   bool json = false;
 };
+
+// "torch 2.14.1+cu130, torchvision 0.29.2": the versions the tracer recorded
+// in the graph's meta (python/memwall_trace.py), for the summary.
+std::string traced_with(const Graph& graph) {
+  std::string text;
+  for (const char* package : {"torch", "torchvision", "transformers"}) {
+    const auto it = graph.meta.find(package);
+    if (it == graph.meta.end() || !it->is_string()) continue;
+    if (!text.empty()) text += ", ";
+    text += fmt::format("{} {}", package, it->get<std::string>());
+  }
+  return text;
+}
 
 int run_trace(const TraceArgs& args) {
   importers::TorchTraceRequest request;
@@ -47,6 +61,7 @@ int run_trace(const TraceArgs& args) {
     fail("--timeout must be a number of seconds in (0, 10^7] (got {})", args.timeout);
   }
   request.timeout_s = args.timeout;
+  request.python = args.python;
   OutputFiles outputs;
   outputs.declare(args.out);
 
@@ -69,7 +84,11 @@ int run_trace(const TraceArgs& args) {
                           {"param_count", params},
                           {"saved_activation_bytes", summary.saved_activation_bytes},
                           {"peak_bytes", profile.peak_bytes},
-                          {"trace_seconds", seconds}};
+                          {"trace_seconds", seconds},
+                          {"python", importers::tracer_python(args.python)}};
+    for (const char* package : {"torch", "torchvision", "transformers"}) {
+      if (graph.meta.contains(package)) out[package] = graph.meta.at(package);
+    }
     std::cout << out.dump(2) << "\n";
     return 0;
   }
@@ -77,6 +96,8 @@ int run_trace(const TraceArgs& args) {
                            human_seconds(seconds));
   std::cout << field("ops / buffers", fmt::format("{} / {}", grouped(graph.ops.size()),
                                                   grouped(graph.buffers.size())));
+  std::cout << field("traced with", fmt::format("{} ({})", traced_with(graph),
+                                                importers::tracer_python(args.python)));
   std::cout << field("parameters", grouped(params));
   std::cout << field("saved for backward", exact_bytes(summary.saved_activation_bytes));
   std::cout << field("peak (default schedule)", exact_bytes(profile.peak_bytes));
@@ -106,6 +127,10 @@ void add_trace(CLI::App& app, Action& action) {
                 "run on the CPU and record each op's measured time (default: meta device)");
   cmd->add_option("--timeout", args->timeout, "seconds the tracer may take before it is stopped")
       ->capture_default_str();
+  cmd->add_option("--python", args->python,
+                  "the Python (with torch) that runs the tracer (default: $MEMWALL_PYTHON, else "
+                  "memwall's environment from scripts/install-deps.sh --torch, else python3 on "
+                  "PATH)");
   cmd->add_option("--out", args->out, "where to write the graph (memwall.graph/1 JSON)")
       ->required();
   cmd->add_flag("--json", args->json, "machine-readable output");

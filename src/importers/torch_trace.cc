@@ -92,9 +92,44 @@ std::string failure_line(const std::string& err) {
 
 }  // namespace
 
-std::string tracer_python() {
+#ifndef MEMWALL_PYTHON_ENV_KEY
+#error "CMakeLists.txt defines MEMWALL_PYTHON_ENV_KEY from python/requirements.txt"
+#endif
+
+std::string memwall_env_python() {
+  const char* xdg = std::getenv("XDG_CACHE_HOME");
+  const char* home = std::getenv("HOME");
+  const std::string cache = xdg != nullptr && *xdg != '\0' ? std::string(xdg)
+                            : home != nullptr              ? std::string(home) + "/.cache"
+                                                           : std::string("/nonexistent/.cache");
+  return cache + "/memwall/venv-" MEMWALL_PYTHON_ENV_KEY "/bin/python";
+}
+
+namespace {
+
+// The first executable `name` in $PATH, or `name` itself when there is none.
+std::string on_path(const std::string& name) {
+  const char* path = std::getenv("PATH");
+  std::istringstream dirs(path != nullptr ? path : "");
+  for (std::string dir; std::getline(dirs, dir, ':');) {
+    const std::string candidate = (dir.empty() ? std::string(".") : dir) + "/" + name;
+    if (access(candidate.c_str(), X_OK) == 0) return candidate;
+  }
+  return name;
+}
+
+}  // namespace
+
+// Note [Tracer interpreter] in torch_trace.h.
+std::string tracer_python(const std::string& chosen) {
+  if (!chosen.empty()) return chosen;
   const char* env = std::getenv("MEMWALL_PYTHON");
-  return env != nullptr && *env != '\0' ? std::string(env) : std::string("/usr/bin/python3");
+  if (env != nullptr && *env != '\0') return env;
+  const std::string own = memwall_env_python();
+  const std::string marker =
+      std::filesystem::path(own).parent_path().parent_path() / ".memwall-complete";
+  if (access(marker.c_str(), F_OK) == 0 && access(own.c_str(), X_OK) == 0) return own;
+  return on_path("python3");
 }
 
 namespace {
@@ -199,12 +234,12 @@ bool drain(int out_fd, int err_fd, bool capture_out, double timeout_s, ChildOutp
 
 // Note [Tracer process].
 ChildOutput run_tracer_in(TempDir& dir, const std::vector<std::string>& args, bool capture_out,
-                          double timeout_s) {
-  const std::string python = tracer_python();
+                          double timeout_s, const std::string& chosen_python) {
+  const std::string python = tracer_python(chosen_python);
   if (access(python.c_str(), X_OK) != 0) {
     fail(
-        "trace: no Python interpreter at {} (install python3, python3-torch and "
-        "python3-torchvision: scripts/install-deps.sh --torch; or set MEMWALL_PYTHON)",
+        "trace: no Python interpreter at {} (scripts/install-deps.sh --torch makes memwall's, "
+        "with torch from PyPI; or name one with --python or MEMWALL_PYTHON)",
         python);
   }
   if (!(timeout_s > 0) || !std::isfinite(timeout_s)) {
@@ -282,9 +317,10 @@ ChildOutput run_tracer_in(TempDir& dir, const std::vector<std::string>& args, bo
 
 }  // namespace
 
-std::string run_torch_tracer(const std::vector<std::string>& args, double timeout_s) {
+std::string run_torch_tracer(const std::vector<std::string>& args, double timeout_s,
+                             const std::string& python) {
   TempDir dir;
-  return run_tracer_in(dir, args, /*capture_out=*/true, timeout_s).out;
+  return run_tracer_in(dir, args, /*capture_out=*/true, timeout_s, python).out;
 }
 
 Graph trace_torch(const TorchTraceRequest& request) {
@@ -308,7 +344,7 @@ Graph trace_torch(const TorchTraceRequest& request) {
   dir.file("graph.json.tmp");  // the tracer writes through it
   args.push_back("--out");
   args.push_back(graph_path);
-  run_tracer_in(dir, args, /*capture_out=*/false, request.timeout_s);
+  run_tracer_in(dir, args, /*capture_out=*/false, request.timeout_s, request.python);
   try {
     return read_graph_file(graph_path);
   } catch (const Error& e) {

@@ -11,6 +11,7 @@
 
 #include "memwall/graph/counts.h"
 #include "memwall/graph/graph.h"
+#include "memwall/importers/torch_trace.h"
 #include "run_memwall.h"
 
 namespace memwall::testing {
@@ -18,17 +19,19 @@ namespace {
 
 bool torch_importable() {
   static const bool ok =
-      std::system("/usr/bin/python3 -c 'import torch, torchvision' >/dev/null 2>&1") == 0;
+      std::system((importers::tracer_python() + " -c 'import torch, torchvision' >/dev/null 2>&1")
+                      .c_str()) == 0;
   return ok;
 }
 
-#define REQUIRE_TORCH()                                                                       \
-  do {                                                                                        \
-    if (!torch_importable()) {                                                                \
-      GTEST_SKIP() << "python3-torch / python3-torchvision are not importable by "            \
-                      "/usr/bin/python3: `make test` installs them (scripts/install-deps.sh " \
-                      "--torch, best effort) and the install failed or did not run";          \
-    }                                                                                         \
+#define REQUIRE_TORCH()                                                                          \
+  do {                                                                                           \
+    if (!torch_importable()) {                                                                   \
+      GTEST_SKIP() << "torch / torchvision are not importable by " << importers::tracer_python() \
+                   << ": `make test` installs them in memwall's environment "                    \
+                      "(scripts/install-deps.sh --torch, best effort) and the install failed "   \
+                      "or did not run";                                                          \
+    }                                                                                            \
   } while (0)
 
 std::string out_path(const char* tag) {
@@ -48,6 +51,18 @@ TEST(TraceCli, TorchvisionModelToGraphFile) {
   EXPECT_NE(r.out.find("11,689,512"), std::string::npos) << r.out;  // torchvision's num_params
   const Graph g = read_graph_file(out);
   EXPECT_EQ(param_count(g), 11689512u);
+  // Where it came from: the versions it was traced with (issue 18 pins
+  // torch 2.x), in the meta and the summary; torchvision was used,
+  // transformers was not.
+  const std::string torch = g.meta.at("torch").get<std::string>();
+  EXPECT_EQ(torch.rfind("2.", 0), 0u) << torch;
+  const std::string torchvision = g.meta.at("torchvision").get<std::string>();
+  EXPECT_FALSE(g.meta.contains("transformers"));
+  EXPECT_NE(r.out.find("  traced with "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(" torch " + torch + ", torchvision " + torchvision + " (" +
+                       importers::tracer_python() + ")\n"),
+            std::string::npos)
+      << r.out;
   // Every other verb accepts it.
   RunResult inspect = run_memwall("inspect --graph " + out + " --json");
   ASSERT_EQ(inspect.exit_code, 0) << inspect.err;
@@ -67,6 +82,8 @@ TEST(TraceCli, ScriptWithJsonOutput) {
   EXPECT_EQ(j.at("out"), out);
   const Graph g = read_graph_file(out);
   EXPECT_EQ(j.at("ops"), g.ops.size());
+  EXPECT_EQ(j.at("torch"), g.meta.at("torch"));
+  EXPECT_EQ(j.at("python"), importers::tracer_python());
   EXPECT_EQ(j.at("peak_bytes"), memory_profile(g).peak_bytes);
   std::filesystem::remove(out);
 }
@@ -129,7 +146,20 @@ TEST(TraceCli, PythonWithoutTorchGetsTheInstallHint) {
   ::setenv("MEMWALL_PYTHON", fake_python("nosite", "exec /usr/bin/python3 -S \"$@\"\n").c_str(), 1);
   expect_one_line_failure("trace --torchvision resnet18", "PyTorch is not installed for");
   expect_one_line_failure("trace --torchvision resnet18",
-                          "or point MEMWALL_PYTHON at an interpreter that has them)");
+                          "or point --python or MEMWALL_PYTHON at an interpreter that has them)");
+  ::unsetenv("MEMWALL_PYTHON");
+}
+
+// Note [Tracer interpreter]: --python wins over $MEMWALL_PYTHON.
+TEST(TraceCli, PythonOptionChoosesTheInterpreter) {
+  ::setenv("MEMWALL_PYTHON", fake_python("env", "echo env >&2; exit 3\n").c_str(), 1);
+  expect_one_line_failure("trace --torchvision resnet18 --python /nonexistent/python3",
+                          "trace: no Python interpreter at /nonexistent/python3 "
+                          "(scripts/install-deps.sh --torch makes memwall's, with torch from "
+                          "PyPI; or name one with --python or MEMWALL_PYTHON)");
+  const std::string chosen =
+      fake_python("chosen", "echo 'memwall-trace: error: chosen' >&2; exit 2\n");
+  expect_one_line_failure("trace --torchvision resnet18 --python " + chosen, "chosen");
   ::unsetenv("MEMWALL_PYTHON");
 }
 

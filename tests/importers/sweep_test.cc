@@ -1,4 +1,5 @@
-// Every classification model of torchvision 0.14 (torchvision.models.
+// Every classification model of the pinned torchvision (0.29.2, python/
+// requirements.txt; torchvision.models.
 // list_models(module=torchvision.models): 80 builders) traces at batch 8 on
 // the meta device and its graph validates. One Python process traces them
 // all (one torch import instead of 80); each graph is then read back with

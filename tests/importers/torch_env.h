@@ -1,4 +1,4 @@
-// Shared by the tracer tests: whether python3-torch is there, where the test
+// Shared by the tracer tests: whether torch is there, where the test
 // models live, and the trace of a test script.
 #pragma once
 
@@ -22,14 +22,15 @@ inline bool torch_available() {
   return available;
 }
 
-#define MEMWALL_REQUIRE_TORCH()                                                             \
-  do {                                                                                      \
-    if (!::memwall::testing::torch_available()) {                                           \
-      GTEST_SKIP() << "python3-torch / python3-torchvision are not importable by "          \
-                   << ::memwall::importers::tracer_python()                                 \
-                   << ": `make test` installs them (scripts/install-deps.sh --torch, best " \
-                      "effort) and the install failed or did not run";                      \
-    }                                                                                       \
+#define MEMWALL_REQUIRE_TORCH()                                                         \
+  do {                                                                                  \
+    if (!::memwall::testing::torch_available()) {                                       \
+      GTEST_SKIP() << "torch / torchvision are not importable by "                      \
+                   << ::memwall::importers::tracer_python()                             \
+                   << ": `make test` installs them in memwall's environment "           \
+                      "(scripts/install-deps.sh --torch, best effort) and the install " \
+                      "failed or did not run";                                          \
+    }                                                                                   \
   } while (0)
 
 inline std::string test_script(const std::string& spec) {

@@ -2,9 +2,10 @@
 //
 // The tracer is Python (python/memwall_trace.py, docs/trace.md), compiled
 // into this library as text at build time so that the binary needs no
-// source tree at run time. It runs under Debian's python3-torch through
-// /usr/bin/python3 (or $MEMWALL_PYTHON), writes memwall.graph/1 JSON, and
-// the C++ side reads and validates what it wrote.
+// source tree at run time. It runs under the interpreter tracer_python()
+// chooses (memwall's own environment with torch 2.x from PyPI unless the
+// user names another), writes memwall.graph/1 JSON, and the C++ side reads
+// and validates what it wrote.
 #pragma once
 
 #include <cstdint>
@@ -19,10 +20,21 @@ namespace memwall::importers {
 // The embedded source of python/memwall_trace.py.
 std::string_view torch_tracer_source();
 
-// The interpreter that runs the tracer: $MEMWALL_PYTHON when set and not
-// empty, else /usr/bin/python3 (Debian's python3-torch is installed for it,
-// not for a python3 that may come first on PATH).
-std::string tracer_python();
+// Note [Tracer interpreter]: the Python that runs the tracer, the first of
+//  1. `chosen` (`memwall trace --python PATH`), when not empty;
+//  2. $MEMWALL_PYTHON, when set and not empty;
+//  3. memwall's environment, made by `scripts/install-deps.sh --torch`
+//     (Note [Python environment] there):
+//     ${XDG_CACHE_HOME:-$HOME/.cache}/memwall/venv-KEY/bin/python, KEY the
+//     hash of python/requirements.txt this binary was built with, when the
+//     environment is complete;
+//  4. the first python3 on PATH (a user's own activated environment).
+// A user's own environment therefore wins only when named (1, 2) or when
+// memwall's does not exist.
+std::string tracer_python(const std::string& chosen = {});
+
+// memwall's environment's interpreter (3 above), whether or not it exists.
+std::string memwall_env_python();
 
 struct TorchTraceRequest {
   std::string torchvision;  // a torchvision classification model name, or
@@ -32,6 +44,7 @@ struct TorchTraceRequest {
   std::string optimizer = "adam";  // torchvision only: sgd, momentum, adam, adamw
   bool measure = false;            // run on the CPU and record each op's time
   double timeout_s = 600;          // the tracer is stopped past it
+  std::string python;              // the interpreter; empty: tracer_python()'s choice
 };
 
 // Traces one training iteration and returns the validated graph. What the
@@ -45,6 +58,7 @@ Graph trace_torch(const TorchTraceRequest& request);
 // (its working directory is the caller's) and returns its standard output.
 // Throws Error carrying the tracer's one-line message when it fails or
 // outlives `timeout_s`.
-std::string run_torch_tracer(const std::vector<std::string>& args, double timeout_s = 3600);
+std::string run_torch_tracer(const std::vector<std::string>& args, double timeout_s = 3600,
+                             const std::string& python = {});
 
 }  // namespace memwall::importers

@@ -46,7 +46,7 @@ void free_block(void* ptr) {
 
 class MemwallCpuAllocator final : public c10::Allocator {
  public:
-  c10::DataPtr allocate(size_t bytes) const override {
+  c10::DataPtr allocate(size_t bytes) override {
     const c10::Device cpu(c10::DeviceType::CPU);
     // PyTorch's own CPU allocator also gives empty tensors no memory.
     if (bytes == 0) return {nullptr, nullptr, &free_block, cpu};
@@ -62,6 +62,10 @@ class MemwallCpuAllocator final : public c10::Allocator {
     return {a.ptr, a.ptr, &free_block, cpu};
   }
   c10::DeleterFnPtr raw_deleter() const override { return &free_block; }
+  // Host memory: a plain memcpy (Allocator::clone of a CPU tensor).
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    default_copy_data(dest, src, count);
+  }
 };
 
 }  // namespace

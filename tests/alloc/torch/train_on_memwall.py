@@ -1,6 +1,6 @@
 """A real PyTorch training run on memwall's allocator (src/alloc/torch).
 
-Usage: /usr/bin/python3 train_on_memwall.py LIBRARY POLICY
+Usage: $(scripts/install-deps.sh --print-python) train_on_memwall.py LIBRARY POLICY
 
 Trains a small CNN for a few steps with PyTorch's own CPU allocator, installs
 memwall's allocator with POLICY through LIBRARY (libmemwall_torch_alloc.so),
@@ -25,8 +25,8 @@ import sys
 try:
     import torch
     import torch.nn.functional as F
-except ImportError as e:  # python3-torch not installed: skip, saying so
-    print(f"SKIP: python3-torch is not installed ({e})")
+except ImportError as e:  # torch not installed: skip, saying so
+    print(f"SKIP: torch is not installed for {sys.executable} ({e})")
     sys.exit(77)
 
 STEPS = 5
