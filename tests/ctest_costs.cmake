@@ -1,0 +1,22 @@
+# Note [Test order]: ctest -j starts the tests of highest COST first. After
+# a run it learns every test's time (Testing/Temporary/CTestCostData.txt),
+# but a fresh clone (CI) has none, and a long test that happens to start
+# last makes the whole run wait for it. These are the tests that take tens
+# of seconds or more in the Release build (figures from
+# `ctest -j2` on the 2-core development machine, docs/development.md);
+# included by CTestTestfile.cmake after the discovered tests exist.
+set(memwall_long_tests
+    Sweep.EveryTorchvisionClassifierTracesAndValidates 270
+    Trace.BadInputIsOneLine 45
+    RematZoo.EveryPlannerFitsOrSaysWhy 37
+    Memwall.WithinOnePercentOfProvenCheckmate 29
+    TraceCli.UnknownModelMissingScriptOrFunction 28
+    Memwall.NeverWorseThanAnyBaselineOnTheZoo 24
+    CrossValidation.ResNet50 15
+    CrossValidation.Gpt2Small 15
+    Trace.MeasureRecordsEveryOpsTime 14
+    CrossValidation.MobileNetV2 14)
+while(memwall_long_tests)
+  list(POP_FRONT memwall_long_tests name cost)
+  set_tests_properties(${name} PROPERTIES COST ${cost})
+endwhile()
