@@ -44,9 +44,13 @@
 #include "memwall/graph/interrupt_cleanup.h"
 
 namespace memwall {
-namespace {
 
+// How an output reaches its path (Note [Output files]). Not in the
+// anonymous namespace: OutputFiles::Output, a member of a public class,
+// holds one.
 enum class How { kReplace, kStream, kOwnDescriptor };
+
+namespace {
 
 std::string directory_of(const std::string& path) {
   const size_t slash = path.find_last_of('/');
