@@ -387,19 +387,33 @@ TEST(Simulator, CollectivesRunOnTheirOwnStream) {
   EXPECT_EQ(collective_time(hw, Collective::kAllGather, 3072, 2), 3.0);
 }
 
+// ZeRO-Infinity's optimizer step on one parameter: the gradient made by a
+// 1 s backward op is copied to the host, the state m is read from NVMe,
+// stepped on the CPU and written back.
+struct NvmeStep {
+  GraphBuilder g;
+  BufferId grad, m;
+  Plan plan;
+};
+
+NvmeStep nvme_step() {
+  NvmeStep c;
+  c.grad = c.g.buffer("w.grad", 256, BufferKind::kGrad);
+  c.m = c.g.buffer("w.m", 512, BufferKind::kOptimState);  // 128 fp32 elements
+  c.g.op("bwd", Phase::kBackward, {}, {c.grad});
+  c.g.op("step", Phase::kOptimizer, {c.grad}, {}, {c.m});
+  c.g.graph.ops[0].time = 1;
+  c.plan = make_plan({Step::compute(0), Step::swap_out(c.grad), Step::swap_in(c.m, Tier::kHost),
+                      Step::compute(1, Tier::kHost), Step::swap_out(c.m, Tier::kNvme),
+                      Step::free(c.grad)});
+  c.plan.placement = {{c.m, Tier::kNvme}};
+  return c;
+}
+
 // ZeRO-Infinity's optimizer step: the state lives on NVMe, is read into host
 // memory, stepped on the CPU and written back.
 TEST(Simulator, StatesOnNvmeAreSteppedOnTheHost) {
-  GraphBuilder g;
-  const BufferId grad = g.buffer("w.grad", 256, BufferKind::kGrad);
-  const BufferId m = g.buffer("w.m", 512, BufferKind::kOptimState);  // 128 fp32 elements
-  g.op("bwd", Phase::kBackward, {}, {grad});
-  g.op("step", Phase::kOptimizer, {grad}, {}, {m});
-  g.graph.ops[0].time = 1;
-  Plan plan =
-      make_plan({Step::compute(0), Step::swap_out(grad), Step::swap_in(m, Tier::kHost),
-                 Step::compute(1, Tier::kHost), Step::swap_out(m, Tier::kNvme), Step::free(grad)});
-  plan.placement = {{m, Tier::kNvme}};
+  auto [g, grad, m, plan] = nvme_step();
   const SimResult r = simulate(g.graph, plan, test_hardware());
   ASSERT_TRUE(r.valid) << r.reason;
   // read m 0..1 (512 B at 512 B/s); grad d2h 1..1.25; CPU step 1.25..1.75
@@ -429,17 +443,8 @@ TEST(Simulator, StatesOnNvmeAreSteppedOnTheHost) {
 // memory, host<->device and NVMe bandwidth and the CPU are divided among the
 // ranks on the node (Note [Ranks on a node] in hw/ranks.cc).
 TEST(Simulator, RanksOfANodeShareItsHost) {
-  GraphBuilder g;
-  const BufferId grad = g.buffer("w.grad", 256, BufferKind::kGrad);
-  const BufferId m = g.buffer("w.m", 512, BufferKind::kOptimState);  // 128 fp32 elements
-  g.op("bwd", Phase::kBackward, {}, {grad});
-  g.op("step", Phase::kOptimizer, {grad}, {}, {m});
-  g.graph.ops[0].time = 1;
+  auto [g, grad, m, plan] = nvme_step();
   g.graph.meta["zero"] = {{"stage", 1}, {"ranks", 2}};
-  Plan plan =
-      make_plan({Step::compute(0), Step::swap_out(grad), Step::swap_in(m, Tier::kHost),
-                 Step::compute(1, Tier::kHost), Step::swap_out(m, Tier::kNvme), Step::free(grad)});
-  plan.placement = {{m, Tier::kNvme}};
   Hardware node = test_hardware();
   node.gpus_per_node = 2;
   node.host_pcie_bandwidth = 1024;  // 512 B/s each for two ranks, below their own 1024
@@ -543,16 +548,7 @@ TEST(TimeSplit, ACollectiveWaitIsChargedToCollectives) {
 
 // The tail after the last device step: write-back, host step, gradient copy.
 TEST(TimeSplit, TheTailIsChargedBackAlongItsChain) {
-  GraphBuilder g;
-  const BufferId grad = g.buffer("w.grad", 256, BufferKind::kGrad);
-  const BufferId m = g.buffer("w.m", 512, BufferKind::kOptimState);
-  g.op("bwd", Phase::kBackward, {}, {grad});
-  g.op("step", Phase::kOptimizer, {grad}, {}, {m});
-  g.graph.ops[0].time = 1;
-  Plan plan =
-      make_plan({Step::compute(0), Step::swap_out(grad), Step::swap_in(m, Tier::kHost),
-                 Step::compute(1, Tier::kHost), Step::swap_out(m, Tier::kNvme), Step::free(grad)});
-  plan.placement = {{m, Tier::kNvme}};
+  const auto [g, grad, m, plan] = nvme_step();
   const SimResult r = simulate(g.graph, plan, test_hardware());
   ASSERT_TRUE(r.valid) << r.reason;
   // As in StatesOnNvmeAreSteppedOnTheHost: compute 0..1, then grad d2h
