@@ -30,7 +30,7 @@ struct BenchAllocArgs {
   bool json = false;
 };
 
-struct Row {
+struct AllocRow {
   std::string name;
   bool zoo = false;
   uint64_t allocations = 0;
@@ -48,8 +48,8 @@ double reserved_over_live(const PolicyReplay& r, uint64_t live) {
 // 2^62 bytes): room for any policy's overhead without an unbounded device,
 // whose address ranges (expandable segments reserve one of the device's
 // size) would be absurd.
-Row bench_trace(AllocTrace trace, std::string name, bool zoo, AllocSetup setup) {
-  Row row{.name = std::move(name), .zoo = zoo, .allocations = trace.allocations.size()};
+AllocRow bench_trace(AllocTrace trace, std::string name, bool zoo, AllocSetup setup) {
+  AllocRow row{.name = std::move(name), .zoo = zoo, .allocations = trace.allocations.size()};
   row.live = peak_live_bytes(trace);
   setup.capacity = std::clamp<uint64_t>(row.live, uint64_t{1} << 29, kMaxBytes / 2) * 2;
   row.runs = replay_policies(trace, setup);
@@ -63,7 +63,7 @@ int run_bench_alloc(const BenchAllocArgs& args) {
   sized.device_memory_bytes = kMaxBytes;
   const AllocSetup setup = args.flags.parse(sized);
 
-  std::vector<Row> rows;
+  std::vector<AllocRow> rows;
   if (!args.no_models) {
     std::vector<std::string> names = args.models;
     if (names.empty()) {
@@ -87,7 +87,7 @@ int run_bench_alloc(const BenchAllocArgs& args) {
 
   if (args.json) {
     nlohmann::json out = {{"granularity", setup.granularity}, {"inputs", nlohmann::json::array()}};
-    for (const Row& row : rows) {
+    for (const AllocRow& row : rows) {
       nlohmann::json in = {{"name", row.name},
                            {"zoo", row.zoo},
                            {"allocations", row.allocations},
@@ -111,7 +111,7 @@ int run_bench_alloc(const BenchAllocArgs& args) {
   }
 
   size_t width = 5;
-  for (const Row& row : rows) width = std::max(width, row.name.size());
+  for (const AllocRow& row : rows) width = std::max(width, row.name.size());
   std::cout << fmt::format(
       "peak reserved / peak live bytes ({} chunks; 1.0000 is the least possible)\n",
       human_bytes(setup.granularity));
@@ -121,7 +121,7 @@ int run_bench_alloc(const BenchAllocArgs& args) {
   // Worst and geometric mean over the zoo models, per policy.
   std::vector<double> worst(setup.policies.size(), 0), log_sum(setup.policies.size(), 0);
   size_t zoo_rows = 0;
-  for (const Row& row : rows) {
+  for (const AllocRow& row : rows) {
     std::cout << fmt::format("{:<{}}  {:>8}  {:>10}", row.name, width, grouped(row.allocations),
                              human_bytes(row.live));
     for (size_t p = 0; p < row.runs.size(); ++p) {

@@ -29,7 +29,7 @@ struct BenchPlanArgs {
   bool json = false;
 };
 
-struct Row {
+struct PlanRow {
   std::string model;
   uint64_t budget = 0;
   bool auto_fits = false;
@@ -49,9 +49,9 @@ bool simulates_within(const Candidate& c, const Hardware& hw, uint64_t budget) {
   return sim.valid && device_peak(sim) <= budget && c.plan.budget == budget;
 }
 
-Row bench_one(const std::string& model, const Graph& graph, const Hardware& hw, uint64_t budget,
-              double time_limit) {
-  Row r{.model = model, .budget = budget};
+PlanRow bench_one(const std::string& model, const Graph& graph, const Hardware& hw, uint64_t budget,
+                  double time_limit) {
+  PlanRow r{.model = model, .budget = budget};
   const Stopwatch clock;
   try {
     const AutoPlan a = plan_auto(graph, hw, {.budget = budget, .time_limit = time_limit});
@@ -90,7 +90,7 @@ int run_bench_plan(const BenchPlanArgs& args) {
     note(fmt::format("{} has no bf16 arithmetic: the models train in fp16 mixed precision",
                      hw.name));
   }
-  std::vector<Row> rows;
+  std::vector<PlanRow> rows;
   for (const std::string& model : models) {
     const Graph graph = build_model(model, shapes);
     const uint64_t peak = memory_profile(graph).peak_bytes;
@@ -100,7 +100,7 @@ int run_bench_plan(const BenchPlanArgs& args) {
           std::min(cap, static_cast<uint64_t>(f * static_cast<double>(std::min(peak, cap))));
       rows.push_back(bench_one(model, graph, hw, budget, time_limit));
       if (!args.json) {
-        const Row& r = rows.back();
+        const PlanRow& r = rows.back();
         std::cerr << fmt::format("  {} at {}: {}\n", model, human_bytes(budget),
                                  r.auto_fits ? human_seconds(r.auto_time) : "no plan");
       }
@@ -108,7 +108,7 @@ int run_bench_plan(const BenchPlanArgs& args) {
   }
   size_t compared = 0, never_worse = 0, better = 0, over_budget = 0, planned = 0;
   double worst_seconds = 0;
-  for (const Row& r : rows) {
+  for (const PlanRow& r : rows) {
     planned += r.auto_fits;
     over_budget += !r.within_budget;
     worst_seconds = std::max(worst_seconds, r.seconds);
@@ -120,7 +120,7 @@ int run_bench_plan(const BenchPlanArgs& args) {
   }
   if (args.json) {
     nlohmann::json j = {{"gpu", hw.name}, {"rows", nlohmann::json::array()}};
-    for (const Row& r : rows) {
+    for (const PlanRow& r : rows) {
       j["rows"].push_back(
           {{"model", r.model},
            {"budget", r.budget},
@@ -143,7 +143,7 @@ int run_bench_plan(const BenchPlanArgs& args) {
   std::cout << fmt::format("automatic planner vs the best single technique on {}\n", hw.name);
   std::cout << fmt::format("  {:<14}{:>12}{:>12}  {:<25}{:>8}{:>11}  {}\n", "model", "budget",
                            "auto", "best single", "ratio", "solve", "auto's choice");
-  for (const Row& r : rows) {
+  for (const PlanRow& r : rows) {
     const std::string single =
         r.best_single.empty()
             ? "none fits"

@@ -12,11 +12,7 @@
 namespace memwall::models {
 namespace {
 
-constexpr BufferKind kAct = BufferKind::kActivation;
-constexpr BufferKind kTmp = BufferKind::kTemp;
-
 double dbl(int64_t v) { return static_cast<double>(v); }
-double numel_d(const Tensor& t) { return dbl(t.numel()); }
 
 // Memory traffic of an op from the tensors it touches. Views of one fused
 // buffer count their own elements, not the whole buffer each (the builder's

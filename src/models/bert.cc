@@ -26,17 +26,14 @@ struct BertConfig {
 };
 
 // HF config.json of bert-base-uncased and bert-large-uncased.
-constexpr BertConfig kConfigs[] = {
+constexpr BertConfig kBertConfigs[] = {
     {"bert-base", 12, 768, 12},
     {"bert-large", 24, 1024, 16},
 };
-constexpr int64_t kVocab = 30522;
-constexpr int64_t kPositions = 512;
+constexpr int64_t kBertVocab = 30522;
+constexpr int64_t kBertPositions = 512;
 constexpr int64_t kTokenTypes = 2;
-constexpr double kDropout = 0.1;  // hidden_dropout_prob, attention_probs_dropout_prob
-
-constexpr BufferKind kAct = BufferKind::kActivation;
-constexpr BufferKind kTmp = BufferKind::kTemp;
+constexpr double kBertDropout = 0.1;  // hidden_dropout_prob, attention_probs_dropout_prob
 
 // tanh; its backward (tanh_backward) reads the output.
 Tensor tanh_layer(Builder& b, std::string_view name, const Tensor& x) {
@@ -83,11 +80,11 @@ Tensor first_token(Builder& b, std::string_view name, const Tensor& x) {
 
 Graph build_bert(std::string_view variant, const ModelOptions& opts) {
   const BertConfig* cfg = nullptr;
-  for (const BertConfig& c : kConfigs) {
+  for (const BertConfig& c : kBertConfigs) {
     if (variant == c.name) cfg = &c;
   }
   if (cfg == nullptr) fail("model: unknown BERT variant '{}'", variant);
-  if (opts.seq > kPositions) fail("model {}: sequence longer than {}", variant, kPositions);
+  if (opts.seq > kBertPositions) fail("model {}: sequence longer than {}", variant, kBertPositions);
   const int64_t batch = opts.batch, s = opts.seq, h = cfg->hidden;
 
   Builder b(std::string(variant), opts);
@@ -97,11 +94,11 @@ Graph build_bert(std::string_view variant, const ModelOptions& opts) {
   Tensor mlm_labels = b.input("labels", {batch, s}, DType::kI64);
   Tensor nsp_labels = b.input("next_sentence_label", {batch}, DType::kI64);
 
-  Tensor words = b.param("embeddings.word_embeddings.weight", {kVocab, h});
+  Tensor words = b.param("embeddings.word_embeddings.weight", {kBertVocab, h});
   Tensor x;
   {
     auto emb = b.scope("embeddings");
-    Tensor pos_table = b.param("position_embeddings.weight", {kPositions, h});
+    Tensor pos_table = b.param("position_embeddings.weight", {kBertPositions, h});
     Tensor type_table = b.param("token_type_embeddings.weight", {kTokenTypes, h});
     x = embedding(b, "word_embeddings", ids, words);
     x = add(b, "sum_token_types", x,
@@ -109,7 +106,7 @@ Graph build_bert(std::string_view variant, const ModelOptions& opts) {
     x = add_broadcast(b, "sum_positions", x,
                       embedding(b, "position_embeddings", positions, pos_table));
     x = layer_norm(b, "LayerNorm", x);
-    x = dropout(b, "dropout", x, kDropout);
+    x = dropout(b, "dropout", x, kBertDropout);
   }
 
   for (int64_t i = 0; i < cfg->layers; ++i) {
@@ -124,18 +121,18 @@ Graph build_bert(std::string_view variant, const ModelOptions& opts) {
                          {.heads = cfg->heads,
                           .kv_heads = cfg->heads,
                           .causal = false,
-                          .dropout = kDropout,
+                          .dropout = kBertDropout,
                           .flash = opts.flash});
     // Post-LN: LayerNorm(dropout(dense(a)) + input).
     a = linear_layer(b, "attention.output.dense", a, h, true);
-    a = dropout(b, "attention.output.dropout", a, kDropout);
+    a = dropout(b, "attention.output.dropout", a, kBertDropout);
     a = add(b, "attention.output.residual", a, x);
     a = layer_norm(b, "attention.output.LayerNorm", a);
 
     Tensor m = linear_layer(b, "intermediate.dense", a, 4 * h, true);
     m = gelu(b, "intermediate.gelu", m);
     m = linear_layer(b, "output.dense", m, h, true);
-    m = dropout(b, "output.dropout", m, kDropout);
+    m = dropout(b, "output.dropout", m, kBertDropout);
     m = add(b, "output.residual", m, a);
     x = layer_norm(b, "output.LayerNorm", m);
   }
@@ -147,11 +144,11 @@ Graph build_bert(std::string_view variant, const ModelOptions& opts) {
   Tensor t = linear_layer(b, "cls.predictions.transform.dense", x, h, true);
   t = gelu(b, "cls.predictions.transform.gelu", t);
   t = layer_norm(b, "cls.predictions.transform.LayerNorm", t);
-  Tensor decoder_bias = b.param("cls.predictions.bias", {kVocab});
+  Tensor decoder_bias = b.param("cls.predictions.bias", {kBertVocab});
   Tensor mlm_logits = linear(b, "cls.predictions.decoder", t, words, decoder_bias);
   Tensor nsp_logits = linear_layer(b, "cls.seq_relationship", pooled, 2, true);
 
-  Tensor mlm_loss = cross_entropy(b, "mlm_loss", b.view(mlm_logits, {batch * s, kVocab}),
+  Tensor mlm_loss = cross_entropy(b, "mlm_loss", b.view(mlm_logits, {batch * s, kBertVocab}),
                                   b.view(mlm_labels, {batch * s}));
   Tensor nsp_loss = cross_entropy(b, "nsp_loss", nsp_logits, nsp_labels);
   return b.finish(add_losses(b, "loss", mlm_loss, nsp_loss));

@@ -148,4 +148,9 @@ class Builder {
 // Element count of a shape, checked against overflow (throws Error).
 int64_t checked_numel(std::span<const int64_t> shape);
 
+// Shorthands shared by the layer and model files.
+inline constexpr BufferKind kAct = BufferKind::kActivation;
+inline constexpr BufferKind kTmp = BufferKind::kTemp;
+inline double numel_d(const Tensor& t) { return static_cast<double>(t.numel()); }
+
 }  // namespace memwall::models

@@ -8,10 +8,6 @@
 namespace memwall::models {
 namespace {
 
-constexpr BufferKind kAct = BufferKind::kActivation;
-constexpr BufferKind kTmp = BufferKind::kTemp;
-
-double numel_d(const Tensor& t) { return static_cast<double>(t.numel()); }
 double numel_d(const std::vector<int64_t>& shape) {
   return static_cast<double>(checked_numel(shape));
 }

@@ -23,37 +23,37 @@ struct Gpt2Config {
 };
 
 // HF config.json of gpt2, gpt2-medium, gpt2-large, gpt2-xl.
-constexpr Gpt2Config kConfigs[] = {
+constexpr Gpt2Config kGpt2Configs[] = {
     {"gpt2-small", 12, 768, 12},
     {"gpt2-medium", 24, 1024, 16},
     {"gpt2-large", 36, 1280, 20},
     {"gpt2-xl", 48, 1600, 25},
 };
-constexpr int64_t kVocab = 50257;
-constexpr int64_t kPositions = 1024;
-constexpr double kDropout = 0.1;  // embd_pdrop, attn_pdrop, resid_pdrop
+constexpr int64_t kGpt2Vocab = 50257;
+constexpr int64_t kGpt2Positions = 1024;
+constexpr double kGpt2Dropout = 0.1;  // embd_pdrop, attn_pdrop, resid_pdrop
 
 }  // namespace
 
 Graph build_gpt2(std::string_view variant, const ModelOptions& opts) {
   const Gpt2Config* cfg = nullptr;
-  for (const Gpt2Config& c : kConfigs) {
+  for (const Gpt2Config& c : kGpt2Configs) {
     if (variant == c.name) cfg = &c;
   }
   if (cfg == nullptr) fail("model: unknown GPT-2 variant '{}'", variant);
-  if (opts.seq > kPositions) fail("model {}: sequence longer than {}", variant, kPositions);
+  if (opts.seq > kGpt2Positions) fail("model {}: sequence longer than {}", variant, kGpt2Positions);
   const int64_t batch = opts.batch, s = opts.seq, h = cfg->hidden;
 
   Builder b(std::string(variant), opts);
   Tensor ids = b.input("input_ids", {batch, s}, DType::kI64);
   Tensor positions = b.input("position_ids", {s}, DType::kI64);
   Tensor labels = b.input("labels", {batch, s}, DType::kI64);
-  Tensor wte = b.param("wte.weight", {kVocab, h});
-  Tensor wpe = b.param("wpe.weight", {kPositions, h});
+  Tensor wte = b.param("wte.weight", {kGpt2Vocab, h});
+  Tensor wpe = b.param("wpe.weight", {kGpt2Positions, h});
 
   Tensor x = embedding(b, "wte", ids, wte);
   x = add_broadcast(b, "embed_sum", x, embedding(b, "wpe", positions, wpe));
-  x = dropout(b, "embed_dropout", x, kDropout);
+  x = dropout(b, "embed_dropout", x, kGpt2Dropout);
 
   // Every buffer a block creates carries its "h<i>." prefix; its residual
   // output is what the next block's ln_1 saves (Korthikanti et al. 2022,
@@ -67,23 +67,23 @@ Graph build_gpt2(std::string_view variant, const ModelOptions& opts) {
                   {.heads = cfg->heads,
                    .kv_heads = cfg->heads,
                    .causal = true,
-                   .dropout = kDropout,
+                   .dropout = kGpt2Dropout,
                    .flash = opts.flash});
     a = linear_layer(b, "attn.proj", a, h, true);
-    a = dropout(b, "attn.resid_dropout", a, kDropout);
+    a = dropout(b, "attn.resid_dropout", a, kGpt2Dropout);
     x = add(b, "attn_residual", x, a);
 
     Tensor m = layer_norm(b, "ln_2", x);
     m = linear_layer(b, "mlp.fc", m, 4 * h, true);
     m = gelu(b, "mlp.gelu", m);
     m = linear_layer(b, "mlp.proj", m, h, true);
-    m = dropout(b, "mlp.dropout", m, kDropout);
+    m = dropout(b, "mlp.dropout", m, kGpt2Dropout);
     x = add(b, "mlp_residual", x, m);
   }
   x = layer_norm(b, "ln_f", x);
   Tensor logits = linear(b, "lm_head", x, wte, Tensor{});  // tied: no weight of its own
-  Tensor loss =
-      cross_entropy(b, "loss", b.view(logits, {batch * s, kVocab}), b.view(labels, {batch * s}));
+  Tensor loss = cross_entropy(b, "loss", b.view(logits, {batch * s, kGpt2Vocab}),
+                              b.view(labels, {batch * s}));
   return b.finish(loss);
 }
 

@@ -8,15 +8,10 @@
 namespace memwall::models {
 namespace {
 
-constexpr BufferKind kAct = BufferKind::kActivation;
-constexpr BufferKind kTmp = BufferKind::kTemp;
-
 std::vector<int64_t> with_last(std::vector<int64_t> shape, int64_t last) {
   shape.back() = last;
   return shape;
 }
-
-double numel_d(const Tensor& t) { return static_cast<double>(t.numel()); }
 
 // Backward of an elementwise op y = f(x) whose kernel reads `saved` and the
 // output gradient: dx = f'(saved) * g.

@@ -22,7 +22,7 @@ struct LlamaConfig {
 };
 
 // HF config.json of meta-llama/Llama-2-{7b,13b,70b}-hf and Meta-Llama-3-8B.
-constexpr LlamaConfig kConfigs[] = {
+constexpr LlamaConfig kLlamaConfigs[] = {
     {"llama2-7b", 32, 4096, 32, 32, 11008, 32000},
     {"llama2-13b", 40, 5120, 40, 40, 13824, 32000},
     {"llama2-70b", 80, 8192, 64, 8, 28672, 32000},
@@ -33,7 +33,7 @@ constexpr LlamaConfig kConfigs[] = {
 
 Graph build_llama(std::string_view variant, const ModelOptions& opts) {
   const LlamaConfig* cfg = nullptr;
-  for (const LlamaConfig& c : kConfigs) {
+  for (const LlamaConfig& c : kLlamaConfigs) {
     if (variant == c.name) cfg = &c;
   }
   if (cfg == nullptr) fail("model: unknown Llama variant '{}'", variant);

@@ -19,7 +19,7 @@ namespace {
 
 // HF config.json of mistralai/Mixtral-8x7B-v0.1.
 constexpr int64_t kLayers = 32, kHidden = 4096, kHeads = 32, kKvHeads = 8;
-constexpr int64_t kExperts = 8, kTopK = 2, kFfn = 14336, kVocab = 32000;
+constexpr int64_t kExperts = 8, kTopK = 2, kFfn = 14336, kMixtralVocab = 32000;
 
 }  // namespace
 
@@ -31,7 +31,8 @@ Graph build_mixtral(std::string_view variant, const ModelOptions& opts) {
   Tensor ids = b.input("input_ids", {batch, s}, DType::kI64);
   Tensor labels = b.input("labels", {batch, s}, DType::kI64);
   const RotaryTables rope = rotary_tables(b, s, h / kHeads);
-  Tensor x = embedding(b, "tok_embeddings", ids, b.param("tok_embeddings.weight", {kVocab, h}));
+  Tensor x =
+      embedding(b, "tok_embeddings", ids, b.param("tok_embeddings.weight", {kMixtralVocab, h}));
 
   for (int64_t i = 0; i < kLayers; ++i) {
     auto block = b.scope(fmt::format("layers.{}", i));
@@ -45,9 +46,9 @@ Graph build_mixtral(std::string_view variant, const ModelOptions& opts) {
     x = add(b, "moe_residual", x, b.view(m, {batch, s, h}));
   }
   x = rms_norm(b, "norm", x);
-  Tensor logits = linear_layer(b, "output", x, kVocab, false);
-  Tensor loss =
-      cross_entropy(b, "loss", b.view(logits, {batch * s, kVocab}), b.view(labels, {batch * s}));
+  Tensor logits = linear_layer(b, "output", x, kMixtralVocab, false);
+  Tensor loss = cross_entropy(b, "loss", b.view(logits, {batch * s, kMixtralVocab}),
+                              b.view(labels, {batch * s}));
   return b.finish(loss);
 }
 

@@ -14,7 +14,7 @@
 namespace memwall::models {
 namespace {
 
-constexpr int64_t kClasses = 1000;
+constexpr int64_t kMobileNetClasses = 1000;
 constexpr int64_t kStemChannels = 32;
 constexpr int64_t kLastChannels = 1280;
 
@@ -70,7 +70,7 @@ Graph build_mobilenet_v2(std::string_view variant, const ModelOptions& opts) {
   x = conv_bn_relu6(b, "features." + std::to_string(++index), x, kLastChannels, 1, 1, 1);
   x = flatten(b, adaptive_avg_pool2d(b, "avgpool", x, 1, 1));
   x = dropout(b, "classifier.0", x, 0.2);
-  Tensor logits = linear_layer(b, "classifier.1", x, kClasses, true);
+  Tensor logits = linear_layer(b, "classifier.1", x, kMobileNetClasses, true);
   return b.finish(cross_entropy(b, "loss", logits, labels));
 }
 

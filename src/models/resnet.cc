@@ -14,7 +14,7 @@
 namespace memwall::models {
 namespace {
 
-constexpr int64_t kClasses = 1000;
+constexpr int64_t kResNetClasses = 1000;
 constexpr int64_t kExpansion = 4;  // Bottleneck.expansion
 
 Tensor conv_bn(Builder& b, const std::string& conv, const std::string& bn, const Tensor& x,
@@ -69,7 +69,7 @@ Graph build_resnet(std::string_view variant, const ModelOptions& opts) {
     }
   }
   x = flatten(b, adaptive_avg_pool2d(b, "avgpool", x, 1, 1));
-  Tensor logits = linear_layer(b, "fc", x, kClasses, /*with_bias=*/true);
+  Tensor logits = linear_layer(b, "fc", x, kResNetClasses, /*with_bias=*/true);
   return b.finish(cross_entropy(b, "loss", logits, labels));
 }
 

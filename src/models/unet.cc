@@ -19,7 +19,7 @@ namespace memwall::models {
 namespace {
 
 constexpr int64_t kInChannels = 3;
-constexpr int64_t kClasses = 2;
+constexpr int64_t kUnetClasses = 2;
 
 // "<prefix>.double_conv.{0..5}" as in unet_parts.DoubleConv.
 Tensor double_conv(Builder& b, const std::string& prefix, const Tensor& x, int64_t channels) {
@@ -63,7 +63,7 @@ Graph build_unet(std::string_view variant, const ModelOptions& opts) {
   x = up(b, "up2", x, x3, 256);
   x = up(b, "up3", x, x2, 128);
   x = up(b, "up4", x, x1, 64);
-  Tensor logits = conv2d(b, "outc.conv", x, kClasses, 1, {.bias = true});
+  Tensor logits = conv2d(b, "outc.conv", x, kUnetClasses, 1, {.bias = true});
   // cross_entropy works on any [N, C, ...] logits: log_softmax over C.
   return b.finish(cross_entropy(b, "loss", logits, labels));
 }

@@ -14,7 +14,7 @@
 namespace memwall::models {
 namespace {
 
-constexpr int64_t kClasses = 1000;
+constexpr int64_t kVggClasses = 1000;
 constexpr int64_t kPool = 0;  // "M" in torchvision's cfgs
 
 const std::vector<int64_t> kCfgD = {64,    64,  kPool, 128, 128,   kPool, 256, 256, 256,
@@ -55,7 +55,7 @@ Graph build_vgg(std::string_view variant, const ModelOptions& opts) {
   x = dropout(b, "classifier.2", x, 0.5);
   x = relu(b, "classifier.4", linear_layer(b, "classifier.3", x, 4096, true));
   x = dropout(b, "classifier.5", x, 0.5);
-  Tensor logits = linear_layer(b, "classifier.6", x, kClasses, true);
+  Tensor logits = linear_layer(b, "classifier.6", x, kVggClasses, true);
   return b.finish(cross_entropy(b, "loss", logits, labels));
 }
 

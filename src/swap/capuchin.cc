@@ -80,7 +80,7 @@ namespace memwall {
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
-constexpr size_t kDeviceTier = static_cast<size_t>(Tier::kDevice);
+constexpr size_t kDeviceTierIndex = static_cast<size_t>(Tier::kDevice);
 // Longest chain of missing inputs a recompute may regenerate.
 constexpr int kMaxChain = 8;
 
@@ -177,7 +177,7 @@ class Capuchin {
       const SimResult sim =
           simulate(graph_, plan, hw_, {.record_timeline = true, .record_curves = false});
       if (!sim.valid) fail("capuchin: the simulator rejects the plan: {}", sim.reason);
-      Round round{choices_.size(), kNoOp, sim.peak_bytes[kDeviceTier]};
+      Round round{choices_.size(), kNoOp, sim.peak_bytes[kDeviceTierIndex]};
       lowest = std::min(lowest, round.peak);
       if (round.peak <= budget_) break;
       if (last && round.peak >= last->peak) {
@@ -261,7 +261,7 @@ class Capuchin {
 
   // The op whose compute was running when the device peak was reached.
   OpId peak_op(const Plan& plan, const SimResult& sim) const {
-    const double when = sim.peak_time[kDeviceTier];
+    const double when = sim.peak_time[kDeviceTierIndex];
     OpId op = 0;
     for (const Span& span : sim.timeline) {
       const Step& step = plan.steps[span.step];

@@ -13,10 +13,10 @@ using testing::address;
 using testing::kGranule;
 using testing::sim_rig;
 
-constexpr uint64_t kCapacity = uint64_t{1} << 30;
+constexpr uint64_t kCachingCapacity = uint64_t{1} << 30;
 
 TEST(Caching, OneByteTakes512InATwoMiBSmallSegment) {
-  auto a = sim_rig("caching", kCapacity);
+  auto a = sim_rig("caching", kCachingCapacity);
   const Allocation x = a->allocate(1);
   ASSERT_TRUE(x);
   EXPECT_EQ(x.block_bytes, 512u);
@@ -31,7 +31,7 @@ TEST(Caching, OneByteTakes512InATwoMiBSmallSegment) {
 }
 
 TEST(Caching, OneMiBIsSmallOneMiBPlusOneIsLarge) {
-  auto a = sim_rig("caching", kCapacity);
+  auto a = sim_rig("caching", kCachingCapacity);
   EXPECT_EQ(a->allocate(kMiB).block_bytes, kMiB);
   EXPECT_EQ(a->stats().reserved_bytes, 2 * kMiB);  // a small segment
   // 1 MiB + 1 rounds to 1 MiB + 512 in a 20 MiB large segment (remaining
@@ -44,7 +44,7 @@ TEST(Caching, OneMiBIsSmallOneMiBPlusOneIsLarge) {
 }
 
 TEST(Caching, SmallRequestsPackIntoOneSegment) {
-  auto a = sim_rig("caching", kCapacity);
+  auto a = sim_rig("caching", kCachingCapacity);
   const Allocation x = a->allocate(1000);
   const Allocation y = a->allocate(1000);
   EXPECT_EQ(address(y), address(x) + 1024);
@@ -52,7 +52,7 @@ TEST(Caching, SmallRequestsPackIntoOneSegment) {
 }
 
 TEST(Caching, FreedBlockIsReusedWithoutTheDevice) {
-  auto a = sim_rig("caching", kCapacity);
+  auto a = sim_rig("caching", kCachingCapacity);
   const Allocation x = a->allocate(3 * kMiB);
   a->free(x.ptr);
   const Stats before = a->stats();
@@ -63,7 +63,7 @@ TEST(Caching, FreedBlockIsReusedWithoutTheDevice) {
 }
 
 TEST(Caching, BestFitBySizeThenAddress) {
-  auto a = sim_rig("caching", kCapacity);
+  auto a = sim_rig("caching", kCachingCapacity);
   const Allocation small_hole = a->allocate(4096);
   const Allocation keep1 = a->allocate(512);
   const Allocation big_hole = a->allocate(8192);
@@ -79,14 +79,14 @@ TEST(Caching, BestFitBySizeThenAddress) {
 }
 
 TEST(Caching, LargeBlockSplitsOnlyWhenMoreThanOneMiBRemains) {
-  auto a = sim_rig("caching", kCapacity);
+  auto a = sim_rig("caching", kCachingCapacity);
   EXPECT_EQ(a->allocate(19 * kMiB).block_bytes, 20 * kMiB);              // 1 MiB left: not split
   EXPECT_EQ(a->allocate(19 * kMiB - 512).block_bytes, 19 * kMiB - 512);  // split
   a->audit();
 }
 
 TEST(Caching, FreeMergesNeighbours) {
-  auto a = sim_rig("caching", kCapacity);
+  auto a = sim_rig("caching", kCachingCapacity);
   const Allocation x = a->allocate(1000);
   const Allocation y = a->allocate(1000);
   const Allocation z = a->allocate(1000);
@@ -103,7 +103,7 @@ TEST(Caching, FreeMergesNeighbours) {
 }
 
 TEST(Caching, StreamsHaveTheirOwnBlocks) {
-  auto a = sim_rig("caching", kCapacity);
+  auto a = sim_rig("caching", kCachingCapacity);
   const Allocation x = a->allocate(1000, /*stream=*/0);
   a->free(x.ptr);
   const Allocation y = a->allocate(1000, /*stream=*/1);
@@ -115,7 +115,7 @@ TEST(Caching, StreamsHaveTheirOwnBlocks) {
 TEST(Caching, MaxSplitSizeKeepsOversizeBlocksWhole) {
   Options options;
   options.max_split_size = 40 * kMiB;
-  auto a = sim_rig("caching", kCapacity, options);
+  auto a = sim_rig("caching", kCachingCapacity, options);
   const Allocation big = a->allocate(100 * kMiB);
   a->free(big.ptr);
   // A normal request never takes an oversize block: a new 20 MiB segment.
@@ -136,7 +136,7 @@ TEST(Caching, MaxSplitSizeKeepsOversizeBlocksWhole) {
 TEST(Caching, RejectsMaxSplitSizeBelowTwentyMiB) {
   Options options;
   options.max_split_size = kMiB;
-  EXPECT_EQ(testing::error_of([&] { sim_rig("caching", kCapacity, options); }),
+  EXPECT_EQ(testing::error_of([&] { sim_rig("caching", kCachingCapacity, options); }),
             "max_split_size of 1048576 bytes is below PyTorch's minimum of 20 MiB");
 }
 
@@ -161,7 +161,7 @@ TEST(Caching, OutOfMemoryReleasesCachedSegmentsAndRetries) {
 }
 
 TEST(Caching, EmptyCacheReleasesOnlyWholeFreeSegments) {
-  auto a = sim_rig("caching", kCapacity);
+  auto a = sim_rig("caching", kCachingCapacity);
   const Allocation x = a->allocate(1000);
   const Allocation y = a->allocate(1000);
   a->free(a->allocate(12 * kMiB).ptr);
@@ -177,7 +177,7 @@ TEST(Caching, EmptyCacheReleasesOnlyWholeFreeSegments) {
 }
 
 TEST(Caching, FragmentationAtThePeak) {
-  auto a = sim_rig("caching", kCapacity);
+  auto a = sim_rig("caching", kCachingCapacity);
   const Allocation x = a->allocate(kMiB + 1);  // 1 MiB + 512 of a 20 MiB segment
   const Stats s = a->stats();
   EXPECT_EQ(s.peak_reserved_bytes, 20 * kMiB);
@@ -187,7 +187,7 @@ TEST(Caching, FragmentationAtThePeak) {
 }
 
 TEST(Caching, SnapshotDescribesSegmentsAndBlocks) {
-  auto a = sim_rig("caching", kCapacity);
+  auto a = sim_rig("caching", kCachingCapacity);
   const Allocation x = a->allocate(1000, 3);
   const auto snapshot = nlohmann::json::parse(a->snapshot_json());
   EXPECT_EQ(snapshot["policy"], "caching");
@@ -210,7 +210,7 @@ TEST(Policies, NamesAndUnknownPolicy) {
   ASSERT_EQ(policy_names().size(), 4u);
   EXPECT_EQ(policy_names()[0], "caching");
   EXPECT_EQ(policy_names()[3], "plan");
-  auto device = make_sim_device(kCapacity);
+  auto device = make_sim_device(kCachingCapacity);
   EXPECT_EQ(testing::error_of([&] { make_allocator("buddy", *device); }),
             "unknown allocator policy \"buddy\" (known: caching, expandable, stitching, plan)");
 }

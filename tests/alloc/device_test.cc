@@ -5,13 +5,14 @@
 #include <cstring>
 #include <string>
 
+#include "alloc_test_util.h"
 #include "memwall/alloc/device.h"
 #include "memwall/alloc/error.h"
 
 namespace memwall::alloc {
 namespace {
 
-constexpr uint64_t kGranule = kDefaultGranularity;
+using testing::kGranule;
 
 TEST(HostVmm, MapsWritesAndReadsThroughChunks) {
   auto device = make_host_vmm(8 * kGranule);

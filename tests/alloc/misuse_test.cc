@@ -12,7 +12,7 @@ namespace {
 using testing::error_of;
 using testing::kGranule;
 
-constexpr uint64_t kCapacity = 64 * kMiB;
+constexpr uint64_t kMisuseCapacity = 64 * kMiB;
 
 class Misuse : public ::testing::TestWithParam<std::string_view> {
  protected:
@@ -20,7 +20,7 @@ class Misuse : public ::testing::TestWithParam<std::string_view> {
     Options options;
     options.arena_bytes = 32 * kMiB;
     for (uint64_t tag = 0; tag < 8; ++tag) options.offsets[tag] = tag * 4 * kMiB;
-    rig_ = testing::sim_rig(GetParam(), kCapacity, options);
+    rig_ = testing::sim_rig(GetParam(), kMisuseCapacity, options);
     live_ = allocator().allocate(3 * kMiB, 0, 0);
     ASSERT_TRUE(live_);
     freed_ = allocator().allocate(1000, 0, 1);
@@ -97,7 +97,7 @@ TEST_P(Misuse, CapacityExhaustedIsAnOutOfMemoryResult) {
     EXPECT_NE(error_of([&] { allocator().allocate(5 * kMiB, 0, 7); }).find("ends past the arena"),
               std::string::npos);
   } else {
-    for (uint64_t huge : {kCapacity, kMaxRequestBytes}) {
+    for (uint64_t huge : {kMisuseCapacity, kMaxRequestBytes}) {
       const Allocation none = allocator().allocate(huge, 0, 3);
       EXPECT_EQ(none.ptr, nullptr);
       EXPECT_TRUE(none.out_of_memory);

@@ -16,6 +16,7 @@
 #include "memwall/remat/remat.h"
 #include "memwall/sim/simulator.h"
 #include "run_memwall.h"
+#include "test_util.h"
 
 namespace memwall {
 namespace {
@@ -26,13 +27,6 @@ using testing::run_memwall;
 // A device no replay here fills. Not larger: expandable segments reserve
 // address ranges of the device's size.
 constexpr uint64_t kHuge = uint64_t{64} << 30;
-
-std::string write_temp(const std::string& name, const std::string& text) {
-  const std::string path =
-      ::testing::TempDir() + "memwall_alloc_" + std::to_string(::getpid()) + "_" + name;
-  std::ofstream(path) << text;
-  return path;
-}
 
 // The most bytes requested at once in a replay of the default schedule is
 // the default schedule's peak, exactly: the trace has every buffer and every

@@ -20,6 +20,7 @@
 #include "memwall/plan/plan.h"
 #include "memwall/sim/simulator.h"
 #include "run_memwall.h"
+#include "test_util.h"
 
 namespace memwall {
 namespace {
@@ -27,16 +28,6 @@ namespace {
 namespace fs = std::filesystem;
 using testing::count_lines;
 using testing::run_memwall;
-
-std::string temp_path(const std::string& name) {
-  return ::testing::TempDir() + "memwall_layout_" + std::to_string(::getpid()) + "_" + name;
-}
-
-std::string write_temp(const std::string& name, const std::string& text) {
-  const std::string path = temp_path(name);
-  std::ofstream(path) << text;
-  return path;
-}
 
 // Three buffers whose live peak is 48 bytes at t=1..2 (a and b) and t=3 (c
 // alone is 32): a at 0, b above it, c at 0 after a ends; arena 48, optimal.

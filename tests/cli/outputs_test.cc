@@ -18,6 +18,7 @@
 
 #include "memwall/graph/graph.h"
 #include "run_memwall.h"
+#include "test_util.h"
 
 extern char** environ;
 
@@ -25,15 +26,6 @@ namespace memwall::testing {
 namespace {
 
 namespace fs = std::filesystem;
-
-fs::path fresh_dir() {
-  const fs::path dir =
-      fs::temp_directory_path() / ("memwall_cli_outputs_" + std::to_string(::getpid()) + "_" +
-                                   ::testing::UnitTest::GetInstance()->current_test_info()->name());
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
 
 std::vector<std::string> names_in(const fs::path& dir) {
   std::vector<std::string> names;

@@ -11,6 +11,7 @@
 #include "memwall/hw/hardware.h"
 #include "memwall/models/zoo.h"
 #include "run_memwall.h"
+#include "test_util.h"
 
 namespace memwall {
 namespace {
@@ -19,11 +20,7 @@ namespace fs = std::filesystem;
 using testing::count_lines;
 using testing::run_memwall;
 
-const std::string kModel = "--model gpt2-small --batch 2 --seq 512";
-
-std::string temp_path(const std::string& name) {
-  return ::testing::TempDir() + "memwall_plan_search_" + std::to_string(::getpid()) + "_" + name;
-}
+const std::string kSearchModel = "--model gpt2-small --batch 2 --seq 512";
 
 double model_flops(const Graph& g) {
   double flops = 0;
@@ -61,7 +58,7 @@ TEST(CliPlanFigures, ThroughputAndTimeSplitOnEveryPath) {
   const Graph g = build_model("gpt2-small", {.batch = 2, .seq = 512});
   const Hardware& hw = find_gpu("a100-80g");
   const double flops = model_flops(g);
-  const auto remat = run_memwall("plan " + kModel + " --strategy remat --budget 80% --json");
+  const auto remat = run_memwall("plan " + kSearchModel + " --strategy remat --budget 80% --json");
   ASSERT_EQ(remat.exit_code, 0) << remat.err;
   const auto r = nlohmann::json::parse(remat.out);
   expect_throughput(r, 1, 2, 512, flops, hw.peak_flops_bf16);
@@ -71,7 +68,7 @@ TEST(CliPlanFigures, ThroughputAndTimeSplitOnEveryPath) {
   for (const std::string how :
        {"--strategy zero-offload", "--strategy zero-infinity", "--ranks 4 --zero-stage 3"}) {
     SCOPED_TRACE(how);
-    const auto run = run_memwall("plan " + kModel + " " + how + " --time-limit 1 --json");
+    const auto run = run_memwall("plan " + kSearchModel + " " + how + " --time-limit 1 --json");
     ASSERT_EQ(run.exit_code, 0) << run.err;
     const auto j = nlohmann::json::parse(run.out);
     expect_throughput(j, how.find("--ranks 4") != std::string::npos ? 4 : 1, 2, 512, flops,
@@ -84,7 +81,8 @@ TEST(CliPlanFigures, ThroughputAndTimeSplitOnEveryPath) {
     }
   }
 
-  const auto human = run_memwall("plan " + kModel + " --strategy zero-infinity --time-limit 1");
+  const auto human =
+      run_memwall("plan " + kSearchModel + " --strategy zero-infinity --time-limit 1");
   ASSERT_EQ(human.exit_code, 0) << human.err;
   for (const char* row :
        {"  throughput              ", " samples/s, ", " tokens/s (batch 2 x seq 512 / ", "; MFU ",
@@ -150,13 +148,13 @@ TEST(CliPlanBudget, PercentagesAreOfWhatTheHelpSays) {
   const auto half = static_cast<uint64_t>(0.5 * static_cast<double>(hw.device_memory_bytes));
   for (const std::string strategy : {"auto", "zero-offload", "vdnn"}) {
     const auto r =
-        run_memwall("plan " + kModel + " --strategy " + strategy + " --budget 50% --json");
+        run_memwall("plan " + kSearchModel + " --strategy " + strategy + " --budget 50% --json");
     ASSERT_EQ(r.exit_code, 0) << strategy << ": " << r.err;
     EXPECT_EQ(nlohmann::json::parse(r.out)["budget"], half) << strategy;
   }
   for (const std::string strategy : {"remat", "remat:rotor"}) {
     const auto r =
-        run_memwall("plan " + kModel + " --strategy " + strategy + " --budget 80% --json");
+        run_memwall("plan " + kSearchModel + " --strategy " + strategy + " --budget 80% --json");
     ASSERT_EQ(r.exit_code, 0) << strategy << ": " << r.err;
     const auto j = nlohmann::json::parse(r.out);
     EXPECT_EQ(j["budget"], static_cast<uint64_t>(
@@ -164,7 +162,8 @@ TEST(CliPlanBudget, PercentagesAreOfWhatTheHelpSays) {
         << strategy;
   }
   // More than the GPU holds is refused on the remat path too.
-  const auto over = run_memwall("plan " + kModel + " --gpu t4 --strategy remat --budget 600%");
+  const auto over =
+      run_memwall("plan " + kSearchModel + " --gpu t4 --strategy remat --budget 600%");
   EXPECT_EQ(over.exit_code, 2) << over.out;
   EXPECT_NE(over.err.find("more than the GPU's 17179869184 bytes"), std::string::npos) << over.err;
   const auto help = run_memwall("plan --help");
@@ -177,17 +176,18 @@ TEST(CliPlanBudget, PercentagesAreOfWhatTheHelpSays) {
 TEST(CliPlanOptions, IgnoredOptionsAreRefused) {
   const std::string graph = temp_path("g.json");
   const std::pair<std::string, const char*> cases[] = {
-      {kModel + " --strategy remat --ranks 2", "--ranks does not apply to --strategy remat"},
-      {kModel + " --strategy remat:rotor --zero-stage 0",
+      {kSearchModel + " --strategy remat --ranks 2", "--ranks does not apply to --strategy remat"},
+      {kSearchModel + " --strategy remat:rotor --zero-stage 0",
        "--zero-stage does not apply to --strategy remat:rotor"},
-      {kModel + " --strategy remat --host-memory 8GiB", "--host-memory does not apply"},
-      {kModel + " --strategy remat --nvme 1TB", "--nvme does not apply"},
-      {kModel + " --strategy remat --gpus-per-node 4", "--gpus-per-node does not apply"},
-      {kModel + " --zero-stage 2", "give --ranks 2 or more (with one rank only stage 0 exists)"},
-      {kModel + " --zero-stage 1 --ranks 1", "give --ranks 2 or more"},
-      {kModel + " --strategy zero-offload --zero-stage 3", "give --ranks 2 or more"},
-      {kModel + " --largest", "--largest applies to --max-batch"},
-      {kModel + " --search-time 5", "--search-time applies to --max-batch and --max-model"},
+      {kSearchModel + " --strategy remat --host-memory 8GiB", "--host-memory does not apply"},
+      {kSearchModel + " --strategy remat --nvme 1TB", "--nvme does not apply"},
+      {kSearchModel + " --strategy remat --gpus-per-node 4", "--gpus-per-node does not apply"},
+      {kSearchModel + " --zero-stage 2",
+       "give --ranks 2 or more (with one rank only stage 0 exists)"},
+      {kSearchModel + " --zero-stage 1 --ranks 1", "give --ranks 2 or more"},
+      {kSearchModel + " --strategy zero-offload --zero-stage 3", "give --ranks 2 or more"},
+      {kSearchModel + " --largest", "--largest applies to --max-batch"},
+      {kSearchModel + " --search-time 5", "--search-time applies to --max-batch and --max-model"},
       {"--model gpt2-small --max-batch --search-time 0", "--search-time must be"},
       {"--max-model gpt2 --model gpt2-small", "--max-model chooses the model: leave out --model"},
       {"--max-model nosuch", "no zoo model's name starts with 'nosuch'"},
@@ -202,7 +202,7 @@ TEST(CliPlanOptions, IgnoredOptionsAreRefused) {
     EXPECT_TRUE(r.out.empty()) << args;
   }
   // Stage 0 with one rank is the only stage there is: honoured.
-  const auto stage0 = run_memwall("plan " + kModel + " --zero-stage 0 --time-limit 1 --json");
+  const auto stage0 = run_memwall("plan " + kSearchModel + " --zero-stage 0 --time-limit 1 --json");
   ASSERT_EQ(stage0.exit_code, 0) << stage0.err;
   EXPECT_EQ(nlohmann::json::parse(stage0.out)["zero_stage"], 0);
 }
@@ -211,7 +211,7 @@ TEST(CliPlanOptions, IgnoredOptionsAreRefused) {
 TEST(CliPlanOptions, OutGraphIsWrittenForRematStrategies) {
   const std::string out = temp_path("remat.plan.json");
   const std::string graph_out = temp_path("remat.graph.json");
-  const auto r = run_memwall("plan " + kModel + " --strategy remat:chen-sqrt --out " + out +
+  const auto r = run_memwall("plan " + kSearchModel + " --strategy remat:chen-sqrt --out " + out +
                              " --out-graph " + graph_out);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("  graph written to        " + graph_out), std::string::npos) << r.out;

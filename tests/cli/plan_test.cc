@@ -15,6 +15,7 @@
 #include "memwall/models/zoo.h"
 #include "memwall/remat/remat.h"
 #include "run_memwall.h"
+#include "test_util.h"
 
 namespace memwall {
 namespace {
@@ -28,10 +29,6 @@ using testing::run_memwall;
 const std::string kModel = "--model gpt2-small --batch 2 --seq 512";
 
 Graph model_graph() { return build_model("gpt2-small", {.batch = 2, .seq = 512}); }
-
-std::string temp_path(const std::string& name) {
-  return ::testing::TempDir() + "memwall_plan_" + std::to_string(::getpid()) + "_" + name;
-}
 
 std::string grouped(uint64_t value) {
   std::string digits = std::to_string(value), out;
@@ -183,6 +180,9 @@ TEST(CliPlan, ImpossibleRequestSaysWhatRunsOut) {
   const auto single = run_memwall("plan " + kModel + " --strategy vdnn --budget 1MiB");
   EXPECT_EQ(single.exit_code, 2);
   EXPECT_NE(single.err.find("vdnn does not fit"), std::string::npos) << single.err;
+  // Issue 17: no failure claims a "minimum" it did not prove.
+  EXPECT_EQ(r.err.find("minimum"), std::string::npos) << r.err;
+  EXPECT_EQ(single.err.find("minimum"), std::string::npos) << single.err;
 }
 
 // --gpus-per-node: 8 ranks of ZeRO-Offload keep about 1.25e9 host bytes

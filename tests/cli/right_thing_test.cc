@@ -14,20 +14,12 @@
 #include "memwall/models/zoo.h"
 #include "memwall/plan/plan.h"
 #include "run_memwall.h"
+#include "test_util.h"
 
 namespace memwall::testing {
 namespace {
 
 namespace fs = std::filesystem;
-
-fs::path fresh_dir() {
-  const fs::path dir =
-      fs::temp_directory_path() / ("memwall_right_" + std::to_string(::getpid()) + "_" +
-                                   ::testing::UnitTest::GetInstance()->current_test_info()->name());
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
 
 void expect_bad(const std::string& args, const std::string& message) {
   const RunResult r = run_memwall(args);

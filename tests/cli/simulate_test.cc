@@ -13,6 +13,7 @@
 #include "memwall/plan/plan.h"
 #include "memwall/sim/simulator.h"
 #include "run_memwall.h"
+#include "test_util.h"
 
 namespace memwall {
 namespace {
@@ -21,19 +22,15 @@ namespace fs = std::filesystem;
 using testing::count_lines;
 using testing::run_memwall;
 
-const char* kModel = "--model gpt2-small --batch 2 --seq 128";
+const char* kSimModel = "--model gpt2-small --batch 2 --seq 128";
 
-Graph model_graph() { return build_model("gpt2-small", {.batch = 2, .seq = 128}); }
-
-std::string temp_path(const std::string& name) {
-  return ::testing::TempDir() + "memwall_sim_" + std::to_string(::getpid()) + "_" + name;
-}
+Graph sim_model_graph() { return build_model("gpt2-small", {.batch = 2, .seq = 128}); }
 
 TEST(CliSimulate, DefaultPlanFiguresAgreeWithTheLibrary) {
-  const auto r = run_memwall(std::string("simulate ") + kModel + " --gpu a100-40g --json");
+  const auto r = run_memwall(std::string("simulate ") + kSimModel + " --gpu a100-40g --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
-  const Graph graph = model_graph();
+  const Graph graph = sim_model_graph();
   const Hardware& hw = find_gpu("a100-40g");
   const SimResult lib = simulate(graph, default_plan(graph, hw.name, hw.device_memory_bytes), hw);
   EXPECT_TRUE(j["valid"].get<bool>());
@@ -47,7 +44,7 @@ TEST(CliSimulate, DefaultPlanFiguresAgreeWithTheLibrary) {
 }
 
 TEST(CliSimulate, PlanFileTraceAndSvg) {
-  const Graph graph = model_graph();
+  const Graph graph = sim_model_graph();
   const BufferUses uses(graph);
   std::vector<Eviction> evictions;
   for (const Buffer& b : graph.buffers) {
@@ -60,7 +57,7 @@ TEST(CliSimulate, PlanFileTraceAndSvg) {
   const std::string trace_path = temp_path("trace.json");
   const std::string svg_path = temp_path("memory.svg");
   write_plan_file(plan, plan_path);
-  const auto r = run_memwall(std::string("simulate ") + kModel + " --gpu a100-40g --plan " +
+  const auto r = run_memwall(std::string("simulate ") + kSimModel + " --gpu a100-40g --plan " +
                              plan_path + " --trace " + trace_path + " --svg " + svg_path);
   ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
   EXPECT_NE(r.out.find("valid                   yes"), std::string::npos) << r.out;
@@ -78,16 +75,16 @@ TEST(CliSimulate, PlanFileTraceAndSvg) {
 }
 
 TEST(CliSimulate, InvalidPlanExitsOneWithTheReason) {
-  const auto r = run_memwall(std::string("simulate ") + kModel + " --budget 1MiB");
+  const auto r = run_memwall(std::string("simulate ") + kSimModel + " --budget 1MiB");
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_NE(r.out.find("valid                   no: initial placement: device memory exceeds "
                        "the budget by "),
             std::string::npos)
       << r.out;
   const auto j = nlohmann::json::parse(
-      run_memwall(std::string("simulate ") + kModel + " --budget 50% --json").out);
+      run_memwall(std::string("simulate ") + kSimModel + " --budget 50% --json").out);
   EXPECT_FALSE(j["valid"].get<bool>());
-  EXPECT_EQ(j["budget"], memory_profile(model_graph()).peak_bytes / 2);
+  EXPECT_EQ(j["budget"], memory_profile(sim_model_graph()).peak_bytes / 2);
   EXPECT_TRUE(j.contains("failed_step"));
   EXPECT_NE(j["reason"].get<std::string>().find("exceeds the budget"), std::string::npos);
 }
@@ -98,7 +95,7 @@ TEST(CliSimulate, BadInputIsOneLineAndExitTwo) {
   const std::string other_graph = temp_path("other.json");
   write_plan_file(Plan{.graph = "another graph", .hardware = "a100-80g", .budget = 1}, other_graph);
   const std::string out_of_range = temp_path("range.json");
-  write_plan_file(Plan{.graph = model_graph().name,
+  write_plan_file(Plan{.graph = sim_model_graph().name,
                        .hardware = "a100-80g",
                        .budget = 1,
                        .steps = {Step::compute(1 << 30)}},
@@ -117,7 +114,7 @@ TEST(CliSimulate, BadInputIsOneLineAndExitTwo) {
            std::string("--gpus-per-node -2"),
            std::string("--gpus-per-node 2048"),
        }) {
-    const auto r = run_memwall(std::string("simulate ") + kModel + " " + args);
+    const auto r = run_memwall(std::string("simulate ") + kSimModel + " " + args);
     EXPECT_EQ(r.exit_code, 2) << args << ": " << r.out << r.err;
     EXPECT_EQ(count_lines(r.err), 1) << args << ": " << r.err;
     EXPECT_EQ(r.err.rfind("memwall: error: ", 0), 0u) << args << ": " << r.err;

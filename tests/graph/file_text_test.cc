@@ -11,22 +11,14 @@
 #include <thread>
 
 #include "memwall/graph/error.h"
+#include "test_util.h"
 
 namespace memwall {
 namespace {
 
 namespace fs = std::filesystem;
 
-fs::path fresh_dir() {
-  const fs::path dir =
-      fs::temp_directory_path() / ("memwall_file_text_" + std::to_string(::getpid()) + "_" +
-                                   ::testing::UnitTest::GetInstance()->current_test_info()->name());
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
-
-std::string error_of(const std::string& path) {
+std::string file_error(const std::string& path) {
   try {
     const FileText file(path);
   } catch (const Error& e) {
@@ -69,8 +61,8 @@ TEST(FileText, PipeIsReadToTheEnd) {
 TEST(FileText, ErrorsNameThePath) {
   const fs::path dir = fresh_dir();
   const std::string missing = (dir / "missing.json").string();
-  EXPECT_EQ(error_of(missing), missing + ": cannot open: No such file or directory");
-  EXPECT_EQ(error_of(dir.string()), dir.string() + ": cannot open: Is a directory");
+  EXPECT_EQ(file_error(missing), missing + ": cannot open: No such file or directory");
+  EXPECT_EQ(file_error(dir.string()), dir.string() + ": cannot open: Is a directory");
   fs::remove_all(dir);
 }
 

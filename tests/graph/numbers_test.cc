@@ -10,7 +10,7 @@
 namespace memwall {
 namespace {
 
-std::string doc(const std::string& shape, const std::string& ops) {
+std::string numbers_doc(const std::string& shape, const std::string& ops) {
   return R"({"format":"memwall.graph/1","name":"n","meta":{},"buffers":[)"
          R"({"id":0,"name":"b","bytes":1,"kind":"input","shape":[)" +
          shape + "]}],\"ops\":[" + ops + "]}";
@@ -33,7 +33,7 @@ TEST(Numbers, IntegersOfEveryLength) {
   }
   shape += ",0";
   expected.push_back(0);
-  const Graph graph = graph_from_json_text(doc(shape, ""));
+  const Graph graph = graph_from_json_text(numbers_doc(shape, ""));
   EXPECT_EQ(graph.buffers[0].shape, expected);
 }
 
@@ -83,7 +83,7 @@ TEST(Numbers, DecimalsMatchStrtod) {
         R"({{"id":{},"name":"o","type":"t","phase":"comm","in":[],"out":[],"flops":{}}})", i,
         texts[i]);
   }
-  const Graph graph = graph_from_json_text(doc("", ops));
+  const Graph graph = graph_from_json_text(numbers_doc("", ops));
   for (size_t i = 0; i < texts.size(); ++i) {
     EXPECT_EQ(graph.ops[i].flops, std::strtod(texts[i].c_str(), nullptr)) << texts[i];
   }

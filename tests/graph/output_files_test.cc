@@ -19,20 +19,12 @@
 #include <thread>
 
 #include "memwall/graph/error.h"
+#include "test_util.h"
 
 namespace memwall {
 namespace {
 
 namespace fs = std::filesystem;
-
-fs::path fresh_dir() {
-  const fs::path dir =
-      fs::temp_directory_path() / ("memwall_outputs_" + std::to_string(::getpid()) + "_" +
-                                   ::testing::UnitTest::GetInstance()->current_test_info()->name());
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
 
 std::string slurp(const fs::path& path) {
   std::ifstream in(path);

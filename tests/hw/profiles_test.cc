@@ -6,11 +6,10 @@
 
 #include "memwall/graph/error.h"
 #include "memwall/hw/hardware.h"
+#include "test_util.h"
 
 namespace memwall {
 namespace {
-
-constexpr uint64_t kGiB = uint64_t{1} << 30;
 
 TEST(Profiles, OrderAndKeys) {
   std::vector<std::string> names;

@@ -7,13 +7,12 @@
 
 #include "memwall/graph/error.h"
 #include "memwall/hw/hardware.h"
+#include "test_util.h"
 
 namespace memwall {
 namespace {
 
-constexpr uint64_t kGiB = uint64_t{1} << 30;
-
-std::string error_of(auto&& call) {
+std::string ranks_error(auto&& call) {
   try {
     call();
   } catch (const Error& e) {
@@ -80,17 +79,17 @@ TEST(CollectiveTime, BottleneckIsTheEmptiestNodesAdapters) {
 
 TEST(CollectiveTime, BadRankCountsAndNodes) {
   const Hardware& a100 = find_gpu("a100-80g");
-  EXPECT_EQ(error_of([&] { collective_time(a100, Collective::kAllReduce, 1, 0); }),
+  EXPECT_EQ(ranks_error([&] { collective_time(a100, Collective::kAllReduce, 1, 0); }),
             "the number of ranks must be in [1, 1048576] (got 0)");
   Hardware bad = a100;
   bad.gpus_per_node = 0;
-  EXPECT_EQ(error_of([&] { collective_time(bad, Collective::kAllReduce, 1, 2); }),
+  EXPECT_EQ(ranks_error([&] { collective_time(bad, Collective::kAllReduce, 1, 2); }),
             "hardware profile 'a100-80g': gpus_per_node must be in [1, 1024] (got 0)");
   Hardware no_network = a100;
   no_network.network_bandwidth = 0;  // code-built profiles may leave it out
   EXPECT_EQ(collective_time(no_network, Collective::kAllReduce, 0, 8),
             collective_time(a100, Collective::kAllReduce, 0, 8));  // one node: not needed
-  EXPECT_EQ(error_of([&] { collective_time(no_network, Collective::kAllReduce, 1, 16); }),
+  EXPECT_EQ(ranks_error([&] { collective_time(no_network, Collective::kAllReduce, 1, 16); }),
             "hardware profile 'a100-80g' gives no network bandwidth, which a collective over 16 "
             "ranks needs");
 }
@@ -129,10 +128,10 @@ TEST(GraphRanks, FromZeroMeta) {
   g.meta = {{"zero", {{"stage", 2}, {"ranks", 16}}}};
   EXPECT_EQ(graph_ranks(g), 16);
   g.meta["zero"]["ranks"] = 0;
-  EXPECT_EQ(error_of([&] { graph_ranks(g); }),
+  EXPECT_EQ(ranks_error([&] { graph_ranks(g); }),
             "graph 'g': meta.zero.ranks must be an integer in [1, 1048576], got 0");
   g.meta["zero"]["ranks"] = "8";
-  EXPECT_EQ(error_of([&] { graph_ranks(g); }),
+  EXPECT_EQ(ranks_error([&] { graph_ranks(g); }),
             "graph 'g': meta.zero.ranks must be an integer in [1, 1048576], got \"8\"");
 }
 
@@ -149,7 +148,7 @@ TEST(GraphRanks, CommOpsAreTimedOverTheGraphsRanks) {
   const Hardware& h100 = find_gpu("h100-80g");
   EXPECT_EQ(op_time(h100, g, op), collective_time(h100, Collective::kAllGather, 1e9, 16));
   op.type = "broadcast";
-  EXPECT_EQ(error_of([&] { op_time(h100, g, op); }),
+  EXPECT_EQ(ranks_error([&] { op_time(h100, g, op); }),
             "op 0 ('w.all_gather') is of phase comm but its type 'broadcast' is no collective "
             "memwall times (all_reduce, reduce_scatter, all_gather)");
 }

@@ -14,6 +14,7 @@
 
 #include <gtest/gtest.h>
 
+#include "graph_lookup.h"
 #include "memwall/graph/counts.h"
 #include "memwall/graph/graph.h"
 #include "torch_env.h"
@@ -24,13 +25,6 @@ namespace {
 using importers::TorchTraceRequest;
 using importers::trace_torch;
 using testing::test_script;
-
-const Buffer* find_buffer(const Graph& g, const std::string& name) {
-  for (const Buffer& b : g.buffers) {
-    if (b.name == name) return &b;
-  }
-  return nullptr;
-}
 
 std::vector<const Op*> ops_of_type(const Graph& g, const std::string& type) {
   std::vector<const Op*> out;

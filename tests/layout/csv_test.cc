@@ -18,7 +18,7 @@ namespace {
 
 const std::string kHeader = "id,lower,upper,size\n";
 
-std::string error_of(const std::string& text) {
+std::string csv_error(const std::string& text) {
   try {
     layout_from_csv(text);
   } catch (const Error& e) {
@@ -27,14 +27,14 @@ std::string error_of(const std::string& text) {
   return "accepted";
 }
 
-struct Case {
+struct CsvCase {
   std::string label;
   std::string text;
   std::string expected;
 };
 
 TEST(Csv, RejectsWithOneLine) {
-  const std::vector<Case> cases = {
+  const std::vector<CsvCase> cases = {
       // ---- Header ----
       {"empty file", "", "csv: empty file (no header \"id,lower,upper,size\")"},
       {"only blank lines", "\n\n\n",
@@ -91,9 +91,9 @@ TEST(Csv, RejectsWithOneLine) {
       {"duplicate id", kHeader + "1,0,1,8\n2,0,1,8\n1,4,5,8\n",
        "csv: line 4: duplicate id 1 (first on line 2)"},
   };
-  for (const Case& c : cases) {
+  for (const CsvCase& c : cases) {
     SCOPED_TRACE(c.label);
-    EXPECT_EQ(error_of(c.text), c.expected);
+    EXPECT_EQ(csv_error(c.text), c.expected);
   }
 }
 

@@ -24,7 +24,7 @@ uint64_t best_heuristic_arena(const LayoutProblem& p) {
   return best;
 }
 
-LayoutProblem random_problem(std::mt19937& rng) {
+LayoutProblem random_default_problem(std::mt19937& rng) {
   LayoutProblem p;
   const int n = std::uniform_int_distribution<int>(1, 80)(rng);
   const uint64_t alignments[] = {1, 1, 4, 64};
@@ -45,7 +45,7 @@ LayoutProblem random_problem(std::mt19937& rng) {
 TEST(DefaultLayoutTest, NeverWorseThanTheBestHeuristic) {
   std::mt19937 rng(42);
   for (int trial = 0; trial < 40; ++trial) {
-    const LayoutProblem p = random_problem(rng);
+    const LayoutProblem p = random_default_problem(rng);
     SCOPED_TRACE(::testing::Message() << "trial " << trial);
     const DefaultLayoutResult r = solve_default_layout(p, {.time_budget = 0.05});
     const auto error = check_layout(p, r.layout);

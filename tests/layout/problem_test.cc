@@ -14,7 +14,7 @@ namespace {
 
 using testing::problem;
 
-std::string error_of(const LayoutProblem& p) {
+std::string problem_error(const LayoutProblem& p) {
   try {
     validate_problem(p);
   } catch (const Error& e) {
@@ -28,35 +28,35 @@ std::string error_of(const LayoutProblem& p) {
 TEST(ValidateProblem, RejectsWithOneLine) {
   const uint64_t too_big = kMaxBytes + 1;
   LayoutProblem p = problem({{0, 4, 8}, {2, 6, 8}});
-  EXPECT_EQ(error_of(p), "valid");
+  EXPECT_EQ(problem_error(p), "valid");
 
   LayoutProblem empty_life = p;
   empty_life.buffers[1] = {.id = 7, .lower = 5, .upper = 5, .size = 8};
-  EXPECT_EQ(error_of(empty_life), "layout: buffer 7: lower 5 is not below upper 5");
+  EXPECT_EQ(problem_error(empty_life), "layout: buffer 7: lower 5 is not below upper 5");
   LayoutProblem backwards = p;
   backwards.buffers[1] = {.id = 7, .lower = 6, .upper = -2, .size = 8};
-  EXPECT_EQ(error_of(backwards), "layout: buffer 7: lower 6 is not below upper -2");
+  EXPECT_EQ(problem_error(backwards), "layout: buffer 7: lower 6 is not below upper -2");
 
   LayoutProblem zero = p;
   zero.buffers[0].size = 0;
-  EXPECT_EQ(error_of(zero), "layout: buffer 0: size is 0");
+  EXPECT_EQ(problem_error(zero), "layout: buffer 0: size is 0");
   LayoutProblem huge = p;
   huge.buffers[1].size = too_big;
-  EXPECT_EQ(error_of(huge),
+  EXPECT_EQ(problem_error(huge),
             "layout: buffer 1: size 4611686018427387905 exceeds the limit of 2^62 bytes");
   LayoutProblem at_limit = p;
   at_limit.buffers[1].size = kMaxBytes;
-  EXPECT_EQ(error_of(at_limit), "valid");
+  EXPECT_EQ(problem_error(at_limit), "valid");
 
   for (const uint64_t alignment : {uint64_t{0}, uint64_t{3}, uint64_t{12}, kMaxBytes * 2}) {
     LayoutProblem a = p;
     a.alignment = alignment;
-    EXPECT_EQ(error_of(a), "layout: alignment " + std::to_string(alignment) +
-                               " is not a power of two up to 2^62");
+    EXPECT_EQ(problem_error(a), "layout: alignment " + std::to_string(alignment) +
+                                    " is not a power of two up to 2^62");
   }
   LayoutProblem capacity = p;
   capacity.capacity = too_big;
-  EXPECT_EQ(error_of(capacity),
+  EXPECT_EQ(problem_error(capacity),
             "layout: capacity 4611686018427387905 exceeds the limit of 2^62 bytes");
 
   // The repeat reported is the first one a reader meets (index 2, not 3).
@@ -65,7 +65,8 @@ TEST(ValidateProblem, RejectsWithOneLine) {
   repeated.buffers[1].id = 6;
   repeated.buffers[2].id = 5;
   repeated.buffers[3].id = 6;
-  EXPECT_EQ(error_of(repeated), "layout: buffer id 5 is used twice (buffers at index 0 and 2)");
+  EXPECT_EQ(problem_error(repeated),
+            "layout: buffer id 5 is used twice (buffers at index 0 and 2)");
 }
 
 // ---- check_layout ---------------------------------------------------------------

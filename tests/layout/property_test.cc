@@ -20,7 +20,7 @@
 namespace memwall {
 namespace {
 
-LayoutProblem random_problem(std::mt19937& rng) {
+LayoutProblem random_property_problem(std::mt19937& rng) {
   LayoutProblem p;
   const int n = std::uniform_int_distribution<int>(0, 60)(rng);
   const int horizon = std::uniform_int_distribution<int>(1, 40)(rng);
@@ -53,7 +53,7 @@ void expect_valid_and_bounded(const LayoutProblem& p, const std::string& label) 
 TEST(Property, RandomProblems) {
   std::mt19937 rng(20240501);
   for (int round = 0; round < 400; ++round) {
-    expect_valid_and_bounded(random_problem(rng), "round " + std::to_string(round));
+    expect_valid_and_bounded(random_property_problem(rng), "round " + std::to_string(round));
   }
 }
 
@@ -98,7 +98,7 @@ uint64_t brute_force_choice(const LayoutProblem& p, const std::vector<uint64_t>&
 TEST(Property, PlacerMatchesBruteForce) {
   std::mt19937 rng(7);
   for (int round = 0; round < 300; ++round) {
-    const LayoutProblem p = random_problem(rng);
+    const LayoutProblem p = random_property_problem(rng);
     std::vector<BufferIndex> order(p.buffers.size());
     for (BufferIndex i = 0; i < order.size(); ++i) order[i] = i;
     std::shuffle(order.begin(), order.end(), rng);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "../../src/models/cnn_layers.h"  // layer-level tests (internal header)
+#include "graph_lookup.h"
 #include "memwall/graph/counts.h"
 #include "memwall/graph/graph.h"
 #include "memwall/models/zoo.h"
@@ -27,20 +28,6 @@ Graph build(std::string_view name, int64_t batch, int64_t image,
   o.precision = precision;
   o.optimizer = optimizer;
   return build_model(name, o);
-}
-
-const Buffer* find_buffer(const Graph& g, std::string_view name) {
-  for (const Buffer& b : g.buffers) {
-    if (b.name == name) return &b;
-  }
-  return nullptr;
-}
-
-const Op* find_op(const Graph& g, std::string_view name) {
-  for (const Op& op : g.ops) {
-    if (op.name == name) return &op;
-  }
-  return nullptr;
 }
 
 Shape shape_of(const Graph& g, std::string_view name) {

@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "graph_lookup.h"
 #include "memwall/graph/counts.h"
 #include "memwall/graph/graph.h"
 #include "memwall/models/zoo.h"
@@ -23,9 +24,9 @@ constexpr int kParam = static_cast<int>(BufferKind::kParam);
 constexpr int kGrad = static_cast<int>(BufferKind::kGrad);
 constexpr int kOptim = static_cast<int>(BufferKind::kOptimState);
 
-Graph build(const std::string& model, int64_t batch, int64_t seq,
-            Precision precision = Precision::kBf16, Optimizer optimizer = Optimizer::kAdam,
-            bool flash = false) {
+Graph build_transformer(const std::string& model, int64_t batch, int64_t seq,
+                        Precision precision = Precision::kBf16,
+                        Optimizer optimizer = Optimizer::kAdam, bool flash = false) {
   ModelOptions o;
   o.batch = batch;
   o.seq = seq;
@@ -33,20 +34,6 @@ Graph build(const std::string& model, int64_t batch, int64_t seq,
   o.optimizer = optimizer;
   o.flash = flash;
   return build_model(model, o);
-}
-
-const Buffer* find_buffer(const Graph& g, const std::string& name) {
-  for (const Buffer& b : g.buffers) {
-    if (b.name == name) return &b;
-  }
-  return nullptr;
-}
-
-const Op* find_op(const Graph& g, const std::string& name) {
-  for (const Op& op : g.ops) {
-    if (op.name == name) return &op;
-  }
-  return nullptr;
 }
 
 // Names of the buffers an op reads, sorted.
@@ -97,7 +84,7 @@ constexpr PublishedCount kPublished[] = {
 TEST(TransformerParams, EveryBuilderHasThePublishedCount) {
   for (const PublishedCount& p : kPublished) {
     SCOPED_TRACE(p.model);
-    Graph g = build(p.model, 1, 128);
+    Graph g = build_transformer(p.model, 1, 128);
     EXPECT_NO_THROW(validate(g));
     EXPECT_EQ(param_count(g), static_cast<uint64_t>(p.params));
     EXPECT_EQ(find_model(p.model).param_count, p.params);
@@ -110,7 +97,7 @@ TEST(TransformerParams, BertModelWithoutHeads) {
   for (const auto& [model, bert_model] :
        {std::pair<const char*, uint64_t>{"bert-base", 109482240},
         std::pair<const char*, uint64_t>{"bert-large", 335141888}}) {
-    Graph g = build(model, 1, 128);
+    Graph g = build_transformer(model, 1, 128);
     uint64_t heads = 0;
     for (const Buffer& b : g.buffers) {
       if (b.kind == BufferKind::kParam && b.name.starts_with("cls.")) heads += element_count(b);
@@ -136,12 +123,12 @@ TEST(TransformerParams, BertModelWithoutHeads) {
 // BERT's post-LN layer stores the same tensors in another order (its
 // LayerNorm inputs are the residual sums, its layer input is the previous
 // layer's LayerNorm output), so eq. 1 holds for it too.
-struct Shape {
+struct TransformerShape {
   const char* model;
   int64_t s, b, h, a, layers;
   const char* prefix;  // layer i's buffers start with fmt::format(prefix, i)
 };
-constexpr Shape kShapes[] = {
+constexpr TransformerShape kShapes[] = {
     {"gpt2-small", 128, 1, 768, 12, 12, "h{}."},
     {"gpt2-small", 1024, 4, 768, 12, 12, "h{}."},
     {"gpt2-medium", 256, 2, 1024, 16, 24, "h{}."},
@@ -152,9 +139,9 @@ constexpr Shape kShapes[] = {
 };
 
 TEST(TransformerKorthikanti, Eq1PerLayerExactly) {
-  for (const Shape& x : kShapes) {
+  for (const TransformerShape& x : kShapes) {
     SCOPED_TRACE(fmt::format("{} s={} b={}", x.model, x.s, x.b));
-    Graph g = build(x.model, x.b, x.s);
+    Graph g = build_transformer(x.model, x.b, x.s);
     const uint64_t sbh = static_cast<uint64_t>(x.s * x.b * x.h);
     const uint64_t eq1 = 34 * sbh + 5 * static_cast<uint64_t>(x.a * x.s * x.s * x.b);
     const uint64_t ln_stats = 16 * static_cast<uint64_t>(x.s * x.b);
@@ -170,9 +157,10 @@ TEST(TransformerKorthikanti, FlashAttentionDropsTheQuadraticTerm) {
   // is also the projection's input) and the fp32 logsumexp [b, a, s]; its
   // dropout keeps only the RNG state. So the 5as^2b term becomes 4asb, and
   // the 34sbh + 16sb of eq. 1 stay.
-  for (const Shape& x : kShapes) {
+  for (const TransformerShape& x : kShapes) {
     SCOPED_TRACE(fmt::format("{} s={} b={}", x.model, x.s, x.b));
-    Graph g = build(x.model, x.b, x.s, Precision::kBf16, Optimizer::kAdam, /*flash=*/true);
+    Graph g =
+        build_transformer(x.model, x.b, x.s, Precision::kBf16, Optimizer::kAdam, /*flash=*/true);
     EXPECT_NO_THROW(validate(g));
     const uint64_t sb = static_cast<uint64_t>(x.s * x.b);
     const uint64_t expected = 34 * sb * x.h + 16 * sb + 4 * static_cast<uint64_t>(x.a) * sb;
@@ -216,7 +204,7 @@ TEST(TransformerKorthikanti, LlamaBlockPerLayer) {
     const uint64_t flash = 12 * sbh + 2 * kv_part + 8 * sbf + 4 * c.a * sb + 8 * sb;
     for (bool use_flash : {false, true}) {
       SCOPED_TRACE(fmt::format("{} flash={}", c.model, use_flash));
-      Graph g = build(c.model, c.b, c.s, Precision::kBf16, Optimizer::kAdam, use_flash);
+      Graph g = build_transformer(c.model, c.b, c.s, Precision::kBf16, Optimizer::kAdam, use_flash);
       for (int64_t i = 0; i < c.layers; ++i) {
         EXPECT_EQ(saved_activation_bytes(g, fmt::format("layers.{}.", i)),
                   use_flash ? flash : plain)
@@ -237,7 +225,7 @@ TEST(TransformerKorthikanti, MixtralBlockPerLayer) {
   const uint64_t n = s * b, sbh = n * h, per_expert = (n * k + e - 1) / e;
   const uint64_t attention = 12 * sbh + 2 * a * s * s * b + 4 * n;
   const uint64_t moe = 4 * sbh + 4 * n + 4 * n * e + 10 * n * k + e * per_expert * (4 * h + 8 * f);
-  Graph g = build("mixtral-8x7b", static_cast<int64_t>(b), static_cast<int64_t>(s));
+  Graph g = build_transformer("mixtral-8x7b", static_cast<int64_t>(b), static_cast<int64_t>(s));
   for (int i = 0; i < 32; ++i) {
     EXPECT_EQ(saved_activation_bytes(g, fmt::format("layers.{}.", i)), attention + moe)
         << "layer " << i;
@@ -265,7 +253,7 @@ TEST(TransformerModelStates, BytesPerParameter) {
   for (const char* model : {"gpt2-small", "llama2-7b", "mixtral-8x7b", "bert-base"}) {
     for (const Case& c : cases) {
       SCOPED_TRACE(fmt::format("{} {} {}", model, to_string(c.precision), to_string(c.optimizer)));
-      Graph g = build(model, 1, 128, c.precision, c.optimizer);
+      Graph g = build_transformer(model, 1, 128, c.precision, c.optimizer);
       const uint64_t p = param_count(g);
       const MemorySummary s = memory_summary(g);
       EXPECT_EQ(s.bytes_by_kind[kParam], c.param * p);
@@ -282,7 +270,7 @@ TEST(TransformerGraphs, ValidateWithFinitePeakAboveModelStates) {
     for (Precision precision : {Precision::kFp32, Precision::kBf16}) {
       for (bool flash : {false, true}) {
         SCOPED_TRACE(fmt::format("{} {} flash={}", model, to_string(precision), flash));
-        Graph g = build(model, 1, 128, precision, Optimizer::kAdam, flash);
+        Graph g = build_transformer(model, 1, 128, precision, Optimizer::kAdam, flash);
         ASSERT_NO_THROW(validate(g));
         const MemorySummary s = memory_summary(g);
         const uint64_t states =
@@ -299,7 +287,7 @@ TEST(TransformerGraphs, ValidateWithFinitePeakAboveModelStates) {
 TEST(TransformerGraphs, OpAndBufferNamesAreUnique) {
   for (const std::string& model : transformers()) {
     for (bool flash : {false, true}) {
-      Graph g = build(model, 1, 64, Precision::kBf16, Optimizer::kAdam, flash);
+      Graph g = build_transformer(model, 1, 64, Precision::kBf16, Optimizer::kAdam, flash);
       std::set<std::string> ops, buffers;
       for (const Op& op : g.ops)
         EXPECT_TRUE(ops.insert(op.name).second) << model << " op " << op.name;
@@ -315,7 +303,7 @@ TEST(TransformerGraphs, OpAndBufferNamesAreUnique) {
 TEST(TransformerFlops, MatmulsAreTwoMnk) {
   const int64_t b = 2, s = 128, h = 4096, a = 32, d = 128, ffn = 11008, vocab = 32000;
   const double n = static_cast<double>(b * s);
-  Graph g = build("llama2-7b", b, s);
+  Graph g = build_transformer("llama2-7b", b, s);
   const auto flops = [&](const char* name) {
     const Op* op = find_op(g, name);
     EXPECT_NE(op, nullptr) << name;
@@ -334,7 +322,7 @@ TEST(TransformerFlops, MatmulsAreTwoMnk) {
   EXPECT_EQ(flops("layers.0.attn.scores.bwd_q"), attn);
 
   // Flash: both matmuls, halved by causal block skipping; backward 2.5x.
-  Graph f = build("llama2-7b", b, s, Precision::kBf16, Optimizer::kAdam, true);
+  Graph f = build_transformer("llama2-7b", b, s, Precision::kBf16, Optimizer::kAdam, true);
   const Op* fwd = find_op(f, "layers.0.attn.flash");
   const Op* bwd = find_op(f, "layers.0.attn.flash.bwd");
   ASSERT_TRUE(fwd && bwd);
@@ -345,7 +333,7 @@ TEST(TransformerFlops, MatmulsAreTwoMnk) {
 // ---- What backward reads ------------------------------------------------------
 
 TEST(TransformerBackward, PlainAttentionReadsExactlyWhatTheKernelsNeed) {
-  Graph g = build("gpt2-small", 1, 128);
+  Graph g = build_transformer("gpt2-small", 1, 128);
   const auto op = [&](const std::string& name) {
     const Op* o = find_op(g, name);
     EXPECT_NE(o, nullptr) << name;
@@ -387,7 +375,7 @@ TEST(TransformerBackward, PlainAttentionReadsExactlyWhatTheKernelsNeed) {
 }
 
 TEST(TransformerBackward, FlashReadsQkvOutputAndLogsumexp) {
-  Graph g = build("gpt2-small", 1, 128, Precision::kBf16, Optimizer::kAdam, true);
+  Graph g = build_transformer("gpt2-small", 1, 128, Precision::kBf16, Optimizer::kAdam, true);
   const Op* bwd = find_op(g, "h0.attn.flash.bwd");
   ASSERT_NE(bwd, nullptr);
   // The output gradient (a temp), then Q, K, V (one fused buffer), O and lse.
@@ -404,7 +392,7 @@ TEST(TransformerBackward, FlashReadsQkvOutputAndLogsumexp) {
 }
 
 TEST(TransformerBackward, RotaryReadsOnlyGradientAndTables) {
-  Graph g = build("llama2-7b", 1, 128);
+  Graph g = build_transformer("llama2-7b", 1, 128);
   for (const char* name : {"layers.0.attn.rotary_q.bwd", "layers.0.attn.rotary_k.bwd"}) {
     const Op* op = find_op(g, name);
     ASSERT_NE(op, nullptr) << name;
@@ -428,7 +416,7 @@ TEST(TransformerGqa, KeyValueProjectionShapes) {
                         Case{"mixtral-8x7b", 4096, 32, 8}, Case{"llama2-7b", 4096, 32, 32}}) {
     SCOPED_TRACE(c.model);
     const int64_t d = 128, s = 128;
-    Graph g = build(c.model, 1, s);
+    Graph g = build_transformer(c.model, 1, s);
     EXPECT_EQ(find_buffer(g, "layers.0.attn.wq.weight")->shape,
               (std::vector<int64_t>{c.heads * d, c.h}));
     for (const char* w : {"layers.0.attn.wk.weight", "layers.0.attn.wv.weight"}) {
@@ -450,7 +438,7 @@ TEST(TransformerGqa, KeyValueProjectionShapes) {
     // Their backward is a sum over the query groups, reading only the gradient.
     EXPECT_EQ(find_op(g, "layers.0.attn.k_repeat.bwd")->in.size(), 1u);
     // Flash reads the 8 KV heads directly: no copies.
-    Graph f = build(c.model, 1, s, Precision::kBf16, Optimizer::kAdam, true);
+    Graph f = build_transformer(c.model, 1, s, Precision::kBf16, Optimizer::kAdam, true);
     EXPECT_EQ(find_buffer(f, "layers.0.attn.k_repeat"), nullptr);
     EXPECT_EQ(reads(f, *find_op(f, "layers.0.attn.flash")),
               (std::vector<std::string>{"layers.0.attn.rotary_k", "layers.0.attn.rotary_q",
@@ -466,7 +454,7 @@ TEST(TransformerMoe, BalancedRoutingGivesEachExpertCeilNkOverE) {
                                          std::tuple<int64_t, int64_t, int64_t>{1, 100, 25},
                                          std::tuple<int64_t, int64_t, int64_t>{3, 7, 6}}) {
     SCOPED_TRACE(fmt::format("b={} s={}", b, s));
-    Graph g = build("mixtral-8x7b", b, s);
+    Graph g = build_transformer("mixtral-8x7b", b, s);
     int gathers = 0;
     for (const Op& op : g.ops) {
       if (op.type != "index_select" || op.phase != Phase::kForward) continue;
@@ -485,7 +473,7 @@ TEST(TransformerMoe, BalancedRoutingGivesEachExpertCeilNkOverE) {
 }
 
 TEST(TransformerMoe, ScatterAddIntoTheOutputInPlace) {
-  Graph g = build("mixtral-8x7b", 1, 128);
+  Graph g = build_transformer("mixtral-8x7b", 1, 128);
   const Buffer* out = find_buffer(g, "layers.0.moe.output");
   ASSERT_NE(out, nullptr);
   int updates = 0;

@@ -37,13 +37,13 @@ Plan valid_plan() {
   return plan;
 }
 
-struct Case {
+struct ValidateCase {
   std::string label;
   std::function<void(Plan&)> change;
   std::string expected;  // the whole message
 };
 
-std::vector<Case> cases() {
+std::vector<ValidateCase> validate_cases() {
   return {
       {"budget above 2^62", [](Plan& p) { p.budget = kMaxBytes + 1; },
        "plan: \"budget\" is 4611686018427387905, above the limit of 2^62 bytes"},
@@ -133,7 +133,7 @@ TEST(ValidatePlan, AcceptsAValidPlan) {
 
 TEST(ValidatePlan, EachInvalidPlanIsRejectedWithItsMessage) {
   const Graph graph = testing::small_graph();
-  for (const Case& c : cases()) {
+  for (const ValidateCase& c : validate_cases()) {
     SCOPED_TRACE(c.label);
     Plan plan = valid_plan();
     c.change(plan);

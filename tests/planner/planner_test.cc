@@ -12,12 +12,13 @@
 #include "memwall/graph/graph.h"
 #include "memwall/models/zoo.h"
 #include "memwall/plan/builders.h"
+#include "test_util.h"
 
 namespace memwall {
 namespace {
 
 // The plan re-simulated from scratch within its budget.
-void expect_valid_within_budget(const Candidate& c, const Hardware& hw, uint64_t budget) {
+void expect_planned_within_budget(const Candidate& c, const Hardware& hw, uint64_t budget) {
   ASSERT_TRUE(c.fits) << c.why;
   EXPECT_EQ(c.plan.budget, budget);
   const SimResult sim = simulate(c.graph, c.plan, hw);
@@ -57,13 +58,13 @@ TEST(AutoPlanner, NeverSlowerThanAnySingleTechniqueAndAlwaysValid) {
         for (const Candidate& c : single_techniques(g, hw, options)) EXPECT_FALSE(c.fits);
         continue;
       }
-      expect_valid_within_budget(a.best, hw, budget);
+      expect_planned_within_budget(a.best, hw, budget);
       EXPECT_EQ(a.best.technique, "auto");
       EXPECT_LE(a.bound.seconds, a.best.sim.iteration_time * (1 + 1e-12));
       ASSERT_EQ(a.singles.size(), 5u);
       for (const Candidate& c : a.singles) {
         if (!c.fits) continue;
-        expect_valid_within_budget(c, hw, budget);
+        expect_planned_within_budget(c, hw, budget);
         EXPECT_LE(a.best.sim.iteration_time, c.sim.iteration_time) << c.technique;
       }
     }
@@ -116,7 +117,7 @@ TEST(AutoPlanner, Llama7bFullFineTuningPlansOnA24GbGpu) {
   const Hardware& hw = find_gpu("rtx4090");
   const AutoPlan a = plan_auto(g, hw, {});
   EXPECT_EQ(a.budget, default_budget(hw));
-  expect_valid_within_budget(a.best, hw, a.budget);
+  expect_planned_within_budget(a.best, hw, a.budget);
   EXPECT_NE(a.best.states.optimizer, Tier::kDevice);
   EXPECT_LE(a.bound.seconds, a.best.sim.iteration_time);
 }
@@ -128,7 +129,7 @@ TEST(AutoPlanner, ShardsWithZeroWhenRanksShareTheWork) {
   // them sharded or offloaded.
   const uint64_t budget = 3'000'000'000;
   const AutoPlan a = plan_auto(g, hw, {.budget = budget, .ranks = 8, .time_limit = 2});
-  expect_valid_within_budget(a.best, hw, budget);
+  expect_planned_within_budget(a.best, hw, budget);
   EXPECT_GT(a.best.states.stage, 0);
   EXPECT_GT(a.best.sim.comm_time, 0);
 }
@@ -214,7 +215,6 @@ TEST(AutoPlanner, ImpossibleRequestsNameWhatRunsOut) {
 
 // Note [Framework reserve]: 1 GiB plus 2% of the memory above 16 GiB.
 TEST(AutoPlanner, DefaultBudgetKeepsTheFrameworkReserve) {
-  constexpr uint64_t kGiB = uint64_t{1} << 30;
   EXPECT_EQ(framework_reserve(find_gpu("rtx4090")), kGiB + 8 * kGiB / 50);
   EXPECT_EQ(default_budget(find_gpu("rtx4090")), 24 * kGiB - kGiB - 8 * kGiB / 50);
   EXPECT_EQ(framework_reserve(find_gpu("t4")), kGiB);

@@ -17,13 +17,12 @@
 #include "memwall/remat/checkpoints.h"
 #include "memwall/remat/remat.h"
 #include "memwall/sim/simulator.h"
+#include "remat_test_util.h"
 
 namespace memwall {
 namespace {
 
 using testing::chain_graph;
-
-const Hardware& gpu() { return find_gpu("a100-80g"); }
 
 SimResult simulate_unlimited(const Graph& graph, Plan plan) {
   plan.budget = kMaxBytes;

@@ -23,13 +23,12 @@
 #include "memwall/sim/simulator.h"
 #include "plan_steps.h"
 #include "remat_graphs.h"
+#include "remat_test_util.h"
 
 namespace memwall {
 namespace {
 
 constexpr const char* kHeuristics[] = {"dtr", "dtr-eqclass", "dtr-lru", "dtr-largest"};
-
-const Hardware& gpu() { return find_gpu("a100-80g"); }
 
 RematResult run(const char* name, const Graph& graph, uint64_t budget) {
   const RematPlanner* planner = find_remat_planner(name);
@@ -76,13 +75,13 @@ using testing::recomputed;
 
 using Names = std::vector<std::string>;
 
-struct Expected {
+struct DtrExpected {
   const char* heuristic;
   Names evicted;
   Names recomputed;
 };
 
-void expect_plan(const Graph& graph, uint64_t budget, const Expected& e) {
+void expect_plan(const Graph& graph, uint64_t budget, const DtrExpected& e) {
   SCOPED_TRACE(e.heuristic);
   const RematResult r = run(e.heuristic, graph, budget);
   EXPECT_EQ(evicted(graph, r.plan), e.evicted);
@@ -101,9 +100,9 @@ TEST(Dtr, OneEvictionPerHeuristicOnAChain) {
   const Graph graph = timed_chain({{100, 1}, {300, 10}, {100, 0.01}, {100, 1}}, 10, 10);
   const SimResult keep_all = simulate(graph, default_plan(graph, gpu().name, kMaxBytes), gpu());
   ASSERT_EQ(device_peak(keep_all), 618u);
-  for (const Expected& e :
-       {Expected{"dtr", {"y2"}, {"f2"}}, Expected{"dtr-eqclass", {"y2"}, {"f2"}},
-        Expected{"dtr-lru", {"y0"}, {"f0"}}, Expected{"dtr-largest", {"y1"}, {"f1"}}}) {
+  for (const DtrExpected& e :
+       {DtrExpected{"dtr", {"y2"}, {"f2"}}, DtrExpected{"dtr-eqclass", {"y2"}, {"f2"}},
+        DtrExpected{"dtr-lru", {"y0"}, {"f0"}}, DtrExpected{"dtr-largest", {"y1"}, {"f1"}}}) {
     expect_plan(graph, 612, e);
   }
 }
@@ -120,10 +119,10 @@ TEST(Dtr, OneEvictionPerHeuristicOnAChain) {
 TEST(Dtr, EvictedNeighborhoodSteersTheSecondEviction) {
   const Graph graph =
       timed_chain({{100, 1}, {1000, 1}, {100, 0.1}, {100, 0.5}, {100, 1}}, 1100, 10);
-  for (const Expected& e : {Expected{"dtr", {"y1", "y3"}, {"f3", "f1"}},
-                            Expected{"dtr-eqclass", {"y1", "y3"}, {"f3", "f1"}},
-                            Expected{"dtr-lru", {"y0", "y1"}, {"f0", "f1"}},
-                            Expected{"dtr-largest", {"y1", "y0"}, {"f0", "f1"}}}) {
+  for (const DtrExpected& e : {DtrExpected{"dtr", {"y1", "y3"}, {"f3", "f1"}},
+                               DtrExpected{"dtr-eqclass", {"y1", "y3"}, {"f3", "f1"}},
+                               DtrExpected{"dtr-lru", {"y0", "y1"}, {"f0", "f1"}},
+                               DtrExpected{"dtr-largest", {"y1", "y0"}, {"f0", "f1"}}}) {
     expect_plan(graph, 1500, e);
   }
 }

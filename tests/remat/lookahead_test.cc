@@ -26,6 +26,7 @@
 #include "memwall/sim/simulator.h"
 #include "plan_steps.h"
 #include "remat_graphs.h"
+#include "remat_test_util.h"
 
 namespace memwall {
 namespace {
@@ -33,9 +34,7 @@ namespace {
 constexpr std::string_view kLookahead = "memwall-lookahead";
 constexpr std::string_view kLookaheadEq = "memwall-lookahead-eqclass";
 
-const Hardware& gpu() { return find_gpu("a100-80g"); }
-
-RematResult run(std::string_view name, const Graph& graph, uint64_t budget) {
+RematResult run_lookahead(std::string_view name, const Graph& graph, uint64_t budget) {
   if (name == kLookahead) return plan_dtr_lookahead(graph, gpu(), budget, {});
   if (name == kLookaheadEq) return plan_dtr_lookahead_eqclass(graph, gpu(), budget, {});
   const RematPlanner* planner = find_remat_planner(name);
@@ -111,7 +110,7 @@ TEST(DtrLookahead, EvictsTheBufferNeededLastOnASkipChain) {
         Expected{"dtr-eqclass", {"c", "a"}, {"f2", "f0"}}, Expected{kLookahead, {"a"}, {"f0"}},
         Expected{kLookaheadEq, {"a"}, {"f0"}}}) {
     SCOPED_TRACE(e.planner);
-    const RematResult r = run(e.planner, graph, 600);
+    const RematResult r = run_lookahead(e.planner, graph, 600);
     EXPECT_EQ(r.planner, e.planner);
     EXPECT_EQ(evicted(graph, r.plan), e.evicted);
     EXPECT_EQ(recomputed(graph, r.plan), e.recomputed);
@@ -127,7 +126,7 @@ TEST(DtrLookahead, UnlimitedBudgetIsTheDefaultPlan) {
   const Graph graph = skip_chain();
   const Plan reference = default_plan(graph, gpu().name, kMaxBytes);
   for (const std::string_view name : {kLookahead, kLookaheadEq}) {
-    EXPECT_EQ(run(name, graph, kMaxBytes).plan, reference) << name;
+    EXPECT_EQ(run_lookahead(name, graph, kMaxBytes).plan, reference) << name;
   }
 }
 
@@ -138,7 +137,7 @@ TEST(DtrLookahead, DeclinesUnderItsOwnName) {
   const Graph graph = skip_chain();
   for (const std::string_view name : {kLookahead, kLookaheadEq}) {
     try {
-      run(name, graph, 457);
+      run_lookahead(name, graph, 457);
       ADD_FAILURE() << name << ": 457 fits";
     } catch (const Error& e) {
       const std::string what = e.what();
@@ -146,14 +145,14 @@ TEST(DtrLookahead, DeclinesUnderItsOwnName) {
           what.starts_with(fmt::format("{}: op 8 (\"f3.bwd\") needs at least 458 bytes", name)))
           << what;
     }
-    const RematResult r = run(name, graph, 458);
+    const RematResult r = run_lookahead(name, graph, 458);
     EXPECT_LE(device_peak(simulate(graph, r.plan, gpu())), 458u) << name;
   }
 }
 
 // ---- Zoo ----------------------------------------------------------------------------
 
-Graph small_model(const char* name) {
+Graph lookahead_model(const char* name) {
   const ModelInfo& info = find_model(name);
   ModelOptions options{.batch = 4};
   if (info.family == ModelFamily::kCnn) {
@@ -166,10 +165,10 @@ Graph small_model(const char* name) {
 
 // Checks a plan; false when the planner declined (with a message under its
 // name).
-bool fits(std::string_view name, const Graph& graph, uint64_t budget) {
+bool lookahead_fits(std::string_view name, const Graph& graph, uint64_t budget) {
   RematResult r;
   try {
-    r = run(name, graph, budget);
+    r = run_lookahead(name, graph, budget);
   } catch (const Error& e) {
     EXPECT_TRUE(std::string_view(e.what()).starts_with(fmt::format("{}:", name))) << e.what();
     return false;
@@ -183,20 +182,21 @@ bool fits(std::string_view name, const Graph& graph, uint64_t budget) {
 // peak: the lookahead fits every one.
 TEST(DtrLookahead, ZooModelsFitFromDtrsLowestBudgetToKeepAll) {
   for (const char* model : {"gpt2-small", "bert-base", "resnet50", "mobilenetv2"}) {
-    const Graph graph = small_model(model);
+    const Graph graph = lookahead_model(model);
     const uint64_t keep_all =
         device_peak(simulate(graph, default_plan(graph, gpu().name, kMaxBytes), gpu()));
     uint64_t lo = 0, hi = keep_all;  // dtr: lo declines, hi fits
     for (int k = 0; k < 12; ++k) {
       const uint64_t mid = lo + (hi - lo) / 2;
-      (fits("dtr", graph, mid) ? hi : lo) = mid;
+      (lookahead_fits("dtr", graph, mid) ? hi : lo) = mid;
     }
     ASSERT_LT(hi, keep_all) << model;
     for (const std::string_view name : {kLookahead, kLookaheadEq}) {
       SCOPED_TRACE(fmt::format("{} {}", model, name));
       for (const double f : {0.1, 0.3, 0.5, 0.7, 0.9, 1.0}) {
         const uint64_t budget = hi + static_cast<uint64_t>(f * static_cast<double>(keep_all - hi));
-        EXPECT_TRUE(fits(name, graph, budget)) << budget << " (dtr's lowest " << hi << ")";
+        EXPECT_TRUE(lookahead_fits(name, graph, budget))
+            << budget << " (dtr's lowest " << hi << ")";
       }
     }
   }
@@ -217,7 +217,7 @@ TEST(DtrLookahead, DISABLED_Figures) {
       for (int k = 0; k < 14; ++k) {
         const uint64_t mid = lo + (hi - lo) / 2;
         try {
-          run(name, graph, mid);
+          run_lookahead(name, graph, mid);
           hi = mid;
         } catch (const Error&) {
           lo = mid;
@@ -230,7 +230,7 @@ TEST(DtrLookahead, DISABLED_Figures) {
       const auto budget = static_cast<uint64_t>(f * static_cast<double>(device_peak(base)));
       for (const std::string_view name : kCompared) {
         try {
-          const RematResult r = run(name, graph, budget);
+          const RematResult r = run_lookahead(name, graph, budget);
           const SimResult sim = simulate(graph, r.plan, hw);
           std::printf("%-10s %3.0f%% %-26s overhead %.4f  solve %.3f s  %s\n", model, f * 100,
                       std::string(name).c_str(), sim.iteration_time / base.iteration_time,
@@ -248,7 +248,7 @@ TEST(DtrLookahead, DISABLED_Figures) {
   for (const std::string_view name : kCompared) {
     const auto start = std::chrono::steady_clock::now();
     try {
-      const RematResult r = run(name, synthetic, budget);
+      const RematResult r = run_lookahead(name, synthetic, budget);
       const double seconds =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       const SimResult sim = simulate(synthetic, r.plan, hw, {.record_curves = false});

@@ -15,11 +15,10 @@
 #include "memwall/plan/builders.h"
 #include "memwall/remat/remat.h"
 #include "memwall/sim/simulator.h"
+#include "remat_test_util.h"
 
 namespace memwall {
 namespace {
-
-const Hardware& gpu() { return find_gpu("a100-80g"); }
 
 Graph transformer(std::string_view model, int64_t batch, int64_t seq, bool flash = false) {
   return build_model(model, {.batch = batch, .seq = seq, .flash = flash});

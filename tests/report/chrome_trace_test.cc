@@ -10,13 +10,12 @@
 #include <nlohmann/json.hpp>
 
 #include "memwall/report/chrome_trace.h"
+#include "test_util.h"
 
 namespace memwall {
 namespace {
 
 using nlohmann::json;
-
-constexpr uint64_t kGiB = uint64_t{1} << 30;
 
 // Buffers: 0 x (input), 1 h0.attn.qkv.out, 2 h0.mlp.out. Ops: 0 h0.attn.qkv,
 // 1 h0.mlp.out, 2 loss, a chain.

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "memwall/report/memory_svg.h"
+#include "test_util.h"
 #include "xml_lite.h"
 
 namespace memwall {
@@ -18,7 +19,6 @@ namespace {
 using testing::XmlElement;
 using testing::XmlReader;
 
-constexpr uint64_t kGiB = uint64_t{1} << 30;
 // 37.2 GiB, rounded down to whole bytes.
 constexpr uint64_t kPeak = static_cast<uint64_t>(37.2 * static_cast<double>(kGiB));
 

@@ -36,7 +36,7 @@ Totals totals(const OffloadGraph& og) {
   return t;
 }
 
-SimResult run(const Graph& graph, const OffloadOptions& options, const Hardware& hw) {
+SimResult run_offload(const Graph& graph, const OffloadOptions& options, const Hardware& hw) {
   const OffloadGraph og = offload_graph(graph, options);
   const Plan base = default_plan(og.graph, hw.name, kMaxBytes);
   return simulate(og.graph, apply_offload(og, base, options), hw);
@@ -89,8 +89,8 @@ TEST(Offload, ZeroOffloadTrafficIsTwoBytesEachWay) {
   const OffloadOptions offload{.optimizer = Tier::kHost};
   const Totals t = totals(offload_graph(gpt2(), offload));
   const Hardware& hw = find_gpu("rtx4090");
-  const SimResult base = run(gpt2(), {}, hw);
-  const SimResult r = run(gpt2(), offload, hw);
+  const SimResult base = run_offload(gpt2(), {}, hw);
+  const SimResult r = run_offload(gpt2(), offload, hw);
   ASSERT_TRUE(base.valid) << base.reason;
   ASSERT_TRUE(r.valid) << r.reason;
   EXPECT_EQ(r.bytes_moved[kD2H], t.grads);
@@ -107,7 +107,7 @@ TEST(Offload, InfinityReadsAndWritesStatesAndParametersOnNvme) {
   const OffloadOptions infinity{.optimizer = Tier::kNvme, .params = Tier::kNvme};
   const Totals t = totals(offload_graph(gpt2(), infinity));
   const Hardware& hw = find_gpu("rtx4090");
-  const SimResult r = run(gpt2(), infinity, hw);
+  const SimResult r = run_offload(gpt2(), infinity, hw);
   ASSERT_TRUE(r.valid) << r.reason;
   // The CPU step reads each state and parameter once and writes it back
   // once; the device reads each parameter once per run of its users (the
@@ -119,14 +119,14 @@ TEST(Offload, InfinityReadsAndWritesStatesAndParametersOnNvme) {
   EXPECT_EQ(r.bytes_moved[kD2H], t.grads);
   EXPECT_EQ(t.updates, 0u);  // no apply: the CPU writes the parameter at home
   // Parameters come to the device only while used: far below their total.
-  const SimResult on_device = run(gpt2(), {}, hw);
+  const SimResult on_device = run_offload(gpt2(), {}, hw);
   EXPECT_LT(r.peak_bytes[0], on_device.peak_bytes[0] - t.states - t.params / 2);
 }
 
 TEST(Offload, ParametersOnTheHostWithZeroThree) {
   const Graph rank = zero_rank_graph(gpt2(), {.ranks = 4, .stage = 3});
   const Hardware& hw = find_gpu("a100-40g");
-  const SimResult r = run(rank, {.optimizer = Tier::kHost, .params = Tier::kHost}, hw);
+  const SimResult r = run_offload(rank, {.optimizer = Tier::kHost, .params = Tier::kHost}, hw);
   ASSERT_TRUE(r.valid) << r.reason;
   EXPECT_GT(r.comm_time, 0);
 }

@@ -1,0 +1,45 @@
+// Helpers of every test executable (tests/CMakeLists.txt puts tests/ on
+// their include path): sizes, and the running test's files and directories,
+// whose names carry the process id (ctest runs tests in parallel, each in
+// its own process).
+#pragma once
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+namespace memwall {
+
+inline constexpr uint64_t kGiB = uint64_t{1} << 30;
+
+// <gtest's TempDir>memwall_<pid>_<name>.
+inline std::string temp_path(const std::string& name) {
+  return ::testing::TempDir() + "memwall_" + std::to_string(::getpid()) + "_" + name;
+}
+
+// `text` written to temp_path(name); returns the path.
+inline std::string write_temp(const std::string& name, const std::string& text) {
+  const std::string path = temp_path(name);
+  std::ofstream(path) << text;
+  return path;
+}
+
+// An empty directory of the running test's own:
+// <system temp>/memwall_<pid>_<suite>.<test>, '/' of parameterized names as '_'.
+inline std::filesystem::path fresh_dir() {
+  const auto* test = ::testing::UnitTest::GetInstance()->current_test_info();
+  std::string name = std::string(test->test_suite_name()) + "." + test->name();
+  for (char& c : name)
+    if (c == '/') c = '_';
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() /
+                                    ("memwall_" + std::to_string(::getpid()) + "_" + name);
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+}  // namespace memwall
