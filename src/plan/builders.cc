@@ -15,8 +15,12 @@
 // recompute brings back stays on the device until its next planned free or
 // eviction: a segment of a chain dropped in forward is recomputed once, in
 // order, not once per backward op (Chen et al. 2016, section 3). Buffers
-// brought back that nobody uses after op i (a producer's side outputs, or
-// inputs needed only to regenerate others) are freed right after op i.
+// brought back that neither op i nor a later op reads (a producer's side
+// outputs, inputs needed only to regenerate others) are freed right after
+// the last recompute that reads them, so a chain holds at most what its
+// next link needs: freeing them only after op i held a whole segment's
+// intermediates at once, and Chen's sqrt(n) plan for VGG-19 peaked above
+// keep-all's (issue 19).
 //
 // A prefetch (the swap_in of a swap eviction) is emitted after the compute
 // of `prefetch_after`; one whose buffer is back already is skipped.
@@ -109,7 +113,8 @@ class Walker {
         off_device_(graph.buffers.size(), 0),
         evictions_after_(graph.ops.size()),
         prefetch_after_(graph.ops.size()),
-        regenerated_mark_(graph.buffers.size(), 0) {
+        regenerated_mark_(graph.buffers.size(), 0),
+        last_reader_(graph.buffers.size(), 0) {
     for (const Buffer& b : graph.buffers) resident_[b.id] = exists_before_first_op(b.kind);
     check_and_index(evictions);
   }
@@ -118,8 +123,10 @@ class Walker {
     const auto n = static_cast<OpId>(graph_.ops.size());
     for (OpId i = 0; i < n; ++i) {
       const Op& op = graph_.ops[i];
+      const size_t restores = steps_.size();
       for (const BufferId b : op.in) restore(b, i);
       for (const BufferId b : op.updates) restore(b, i);
+      free_intermediates(i, restores);
       steps_.push_back(Step::compute(i));
       for (const BufferId b : op.out) resident_[b] = 1;
       drop_regenerated_dead(i);
@@ -269,6 +276,51 @@ class Walker {
     }
   }
 
+  // Regenerated buffers that neither op i nor any later op reads (inputs
+  // needed only to regenerate others, a producer's side outputs) are freed
+  // right after the last recompute, among the restores of op i from step
+  // `first` on, that reads them, or after the one that made them: a chain
+  // of recomputes holds at most what it needs, not every link until op i
+  // (Note [Applying evictions]).
+  void free_intermediates(OpId i, size_t first) {
+    if (regenerated_.empty()) return;
+    const Op& op = graph_.ops[i];
+    const auto read_by_op = [&](BufferId b) {
+      return std::find(op.in.begin(), op.in.end(), b) != op.in.end() ||
+             std::find(op.updates.begin(), op.updates.end(), b) != op.updates.end();
+    };
+    constexpr size_t kUnset = ~size_t{0};
+    bool any = false;
+    for (const BufferId b : regenerated_) {
+      const bool dead =
+          resident_[b] && !used_after(b, i) && lives_[b].free_op != kNoOp && !read_by_op(b);
+      last_reader_[b] = dead ? first : kUnset;  // `first` stands for "not seen yet"
+      any = any || dead;
+    }
+    if (!any) return;
+    std::vector<std::vector<BufferId>> frees_after(steps_.size() - first);
+    for (size_t s = first; s < steps_.size(); ++s) {
+      if (steps_[s].kind != StepKind::kRecompute) continue;
+      const Op& p = graph_.ops[steps_[s].op];
+      for (const BufferId x : p.in) {
+        if (last_reader_[x] != kUnset && regenerated_mark_[x]) last_reader_[x] = s + 1;
+      }
+      for (const BufferId x : p.out) {
+        if (last_reader_[x] == first && regenerated_mark_[x]) last_reader_[x] = s + 1;
+      }
+    }
+    for (const BufferId b : regenerated_) {
+      if (last_reader_[b] == kUnset || last_reader_[b] == first) continue;
+      frees_after[last_reader_[b] - 1 - first].push_back(b);
+    }
+    std::vector<Step> tail(steps_.begin() + static_cast<std::ptrdiff_t>(first), steps_.end());
+    steps_.resize(first);
+    for (size_t k = 0; k < tail.size(); ++k) {
+      steps_.push_back(tail[k]);
+      for (const BufferId b : frees_after[k]) free(b);
+    }
+  }
+
   // Regenerated buffers nobody needs after op i go right away.
   void drop_regenerated_dead(OpId i) {
     for (const BufferId b : regenerated_) {
@@ -335,6 +387,7 @@ class Walker {
   std::vector<std::vector<BufferId>> prefetch_after_;
   std::vector<uint8_t> regenerated_mark_;
   std::vector<BufferId> regenerated_;
+  std::vector<size_t> last_reader_;  // free_intermediates: scratch per buffer
   std::vector<BufferId> stack_;
   std::vector<size_t> free_start_;
   std::vector<BufferId> free_list_;

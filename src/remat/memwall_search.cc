@@ -183,6 +183,13 @@ Judged CheckpointSearch::judge(std::span<const uint8_t> dropped, std::string how
   return remat_detail::judge(graph_, hardware_, std::move(plan), std::move(how));
 }
 
+// How a plan of `stride` was found, for messages. A graph without layer
+// boundaries has one family, and no stride to speak of.
+std::string CheckpointSearch::family(size_t stride) const {
+  if (boundary_.empty()) return "op-level";
+  return fmt::format("op-level, every {} of {} boundaries kept", stride, boundary_.size());
+}
+
 size_t CheckpointSearch::strides() const {
   return static_cast<size_t>(std::ceil(std::sqrt(static_cast<double>(boundary_.size())))) + 1;
 }
@@ -325,11 +332,7 @@ Judged CheckpointSearch::run(const Stopwatch& clock, double deadline) {
     for (const size_t i : by_ratio_) {
       if (!kept[i]) order.push_back(i);
     }
-    const std::string family =
-        boundary_.empty()
-            ? std::string("op-level")
-            : fmt::format("op-level, every {} of {} boundaries kept", stride, boundary_.size());
-    bisect(order, family);
+    bisect(order, family(stride));
   }
   if (best_dropped_.empty()) return Judged{};  // nothing fits
   return refine(best_found_, best_dropped_, clock, deadline);
@@ -341,9 +344,7 @@ Judged CheckpointSearch::lowest() {
     const std::vector<uint8_t> kept = segment_kept(stride);
     std::vector<uint8_t> dropped(items_.size(), 0);
     for (size_t i = 0; i < items_.size(); ++i) dropped[i] = !kept[i];
-    Judged judged = judge(dropped, fmt::format("op-level, every {} of {} boundaries kept, all "
-                                               "else dropped",
-                                               stride, boundary_.size()));
+    Judged judged = judge(dropped, family(stride) + ", all else dropped");
     if (judged.valid && (!lowest.valid || judged.peak < lowest.peak)) lowest = std::move(judged);
   }
   return lowest;

@@ -79,6 +79,7 @@ class CheckpointSearch {
   std::vector<uint8_t> segment_kept(size_t stride) const;
   // Strides tried: 1 .. ceil(sqrt(boundaries)) + 1 (Note [Segmentations]).
   size_t strides() const;
+  std::string family(size_t stride) const;
   // Smallest prefix of `order` whose dropping fits; nullopt-like invalid
   // result when even the whole order does not.
   Judged bisect(std::span<const size_t> order, const std::string& family);

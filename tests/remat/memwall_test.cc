@@ -122,6 +122,42 @@ TEST(Memwall, TheFloorIsReachedAndTheBoundIsProven) {
   }
 }
 
+// Issue 19: a graph without layer boundaries (no forward cut crossed by a
+// single activation) has no stride to report; its floor message said "every
+// 1 of 0 boundaries kept, all else dropped".
+//   w param; f0 [w] -> [a, s]; f1 [a] -> [b]; f2 [b, s] -> [c] (the loss);
+//   backward: loss.bwd [] -> [g0]; f2.bwd [g0] -> [gb];
+//   f1.bwd [gb, a] -> [ga]; f0.bwd [ga] -> [gw]. a is the one activation
+//   saved for backward; dropping it is the floor.
+TEST(Memwall, AFloorWithoutBoundariesNamesNoStride) {
+  testing::GraphMaker m("no-boundaries");
+  const BufferId w = m.buffer("w", 8, BufferKind::kParam);
+  const BufferId a = m.buffer("a", 4000);
+  const BufferId skip = m.buffer("s", 100);
+  const BufferId b = m.buffer("b", 4000);
+  const BufferId c = m.buffer("c", 100);
+  m.op("f0", Phase::kForward, {w}, {a, skip}, 1e9);
+  m.op("f1", Phase::kForward, {a}, {b}, 1e9);
+  m.op("f2", Phase::kForward, {b, skip}, {c}, 1e9);
+  const BufferId g0 = m.buffer("g0", 100, BufferKind::kTemp);
+  const BufferId gb = m.buffer("gb", 4000, BufferKind::kTemp);
+  const BufferId ga = m.buffer("ga", 100, BufferKind::kTemp);
+  const BufferId gw = m.buffer("gw", 8, BufferKind::kTemp);
+  m.op("loss.bwd", Phase::kBackward, {}, {g0}, 1e8);
+  m.op("f2.bwd", Phase::kBackward, {g0}, {gb}, 1e9);
+  m.op("f1.bwd", Phase::kBackward, {gb, a}, {ga}, 1e9);
+  m.op("f0.bwd", Phase::kBackward, {ga}, {gw}, 1e9);
+  const Graph graph = m.take();
+  validate(graph);
+  ASSERT_TRUE(candidate_checkpoints(graph).empty());
+  const Hardware& hw = find_gpu("a100-80g");
+  const RematFloor floor = remat_floor(graph, hw, {});
+  EXPECT_EQ(keep_all_peak(graph, hw), 8 + 4000 + 100 + 4000 + 100);  // w a s b c, at f2
+  EXPECT_EQ(floor.bytes, 8 + 4000 + 100 + 4000);                     // w a s b, at f1
+  EXPECT_NE(floor.why.find("(op-level, all else dropped"), std::string::npos) << floor.why;
+  EXPECT_EQ(floor.why.find("boundaries"), std::string::npos) << floor.why;
+}
+
 // Where the planner finds nothing between the bound and the floor, it says
 // the floor is the lowest budget it reaches, with the bound beside it, and
 // never that the floor is a minimum.
