@@ -332,6 +332,11 @@ RematResult plan_checkmate(const Graph& graph, const Hardware& hardware, uint64_
     }
     g = chain_graph(chain);
   }
+  // After the model is built: a graph Checkmate cannot model is refused at
+  // any budget.
+  if (auto fits = remat_detail::keep_all_if_it_fits(graph, hardware, budget, "checkmate", clock)) {
+    return *std::move(fits);
+  }
   if (budget <= g.static_bytes) {
     fail(
         "checkmate: budget {} bytes does not hold the {} bytes resident throughout (params, "
@@ -580,6 +585,13 @@ RematResult plan_checkmate(const Graph& graph, const Hardware& hardware, uint64_
 
   const double* x = Cbc_bestSolution(model);
   if (x == nullptr) {
+    if (Cbc_isProvenInfeasible(model) && g.coarse) {
+      fail(
+          "checkmate: no schedule of {} fits a budget of {} bytes in the MILP over its {} ops "
+          "merged into a chain of {} stages (infeasible there; the chain's stages hold more than "
+          "the ops would)",
+          graph.name, budget, graph.ops.size(), chain.stages.size());
+    }
     if (Cbc_isProvenInfeasible(model)) {
       fail("checkmate: no schedule of {} fits a budget of {} bytes (the MILP is infeasible)",
            graph.name, budget);

@@ -96,6 +96,12 @@ std::vector<ChenGreedyPlan> remat_detail::chen_greedy_plans(const Graph& graph,
 RematResult plan_chen_greedy(const Graph& graph, const Hardware& hardware, uint64_t budget,
                              const RematOptions& /*options*/) {
   const remat_detail::Stopwatch clock;
+  // Every threshold drops what lies between checkpoints, so none of them is
+  // keep-all: at budgets the default schedule fits, it is the answer.
+  if (auto fits =
+          remat_detail::keep_all_if_it_fits(graph, hardware, budget, "chen-greedy", clock)) {
+    return *std::move(fits);
+  }
   std::vector<ChenGreedyPlan> plans = remat_detail::chen_greedy_plans(graph, hardware);
   const ChenGreedyPlan* best = nullptr;
   uint64_t lowest_peak = std::numeric_limits<uint64_t>::max();

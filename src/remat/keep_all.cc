@@ -13,3 +13,25 @@ RematResult plan_keep_all(const Graph& graph, const Hardware& hardware, uint64_t
 }
 
 }  // namespace memwall
+
+namespace memwall::remat_detail {
+
+// Note [Keep-all first] in planner_common.h.
+std::optional<RematResult> keep_all_if_it_fits(const Graph& graph, const Hardware& hardware,
+                                               uint64_t budget, std::string_view planner,
+                                               const Stopwatch& clock) {
+  Plan plan = default_plan(graph, hardware.name, budget);
+  const SimResult sim = simulate(graph, plan, hardware, {.record_curves = false});
+  if (!sim.valid || device_peak(sim) > budget) return std::nullopt;
+  RematResult result;
+  result.simulated_peak = device_peak(sim);
+  result.simulated_time = sim.iteration_time;
+  result.plan = std::move(plan);
+  result.planner = std::string(planner);
+  result.note = "the default schedule fits: nothing recomputed (Note [Keep-all first])";
+  result.solve_seconds = clock.seconds();
+  result.proven_optimal = true;  // no schedule computes less
+  return result;
+}
+
+}  // namespace memwall::remat_detail

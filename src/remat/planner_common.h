@@ -1,6 +1,7 @@
 // Helpers the remat planners share (internal to src/remat).
 #pragma once
 
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -29,6 +30,18 @@ inline RematResult finish(const Graph& graph, const Hardware& hardware, uint64_t
   result.solve_seconds = clock.seconds();
   return result;
 }
+
+// Note [Keep-all first]: computing every op once is the least compute any
+// schedule has, so where the default schedule fits the budget (simulated)
+// it is the optimum of the planners that minimize recomputation (Rotor,
+// Checkmate). Their models are coarser than the simulator (Rotor's memory
+// slots round every size up, Checkmate's large graphs are Rotor's chain),
+// and at budgets the default schedule fits exactly they found nothing: on
+// a traced Inception v3 at its keep-all peak, "the MILP is infeasible"
+// (issue 19). They return this plan first; nullopt when it does not fit.
+std::optional<RematResult> keep_all_if_it_fits(const Graph& graph, const Hardware& hardware,
+                                               uint64_t budget, std::string_view planner,
+                                               const Stopwatch& clock);
 
 // The checkpointing plan of `keep` for this budget and hardware.
 inline Plan checkpoint_plan(const Graph& graph, const Hardware& hardware, uint64_t budget,

@@ -190,6 +190,9 @@ RematResult plan_rotor(const Graph& graph, const Hardware& hardware, uint64_t bu
   remat_detail::Stopwatch clock;
   if (options.rotor_stages < 1) fail("rotor: the chain needs at least one stage");
   const rotor::Chain chain = rotor::linearize(graph, hardware, options.rotor_stages);
+  if (auto fits = remat_detail::keep_all_if_it_fits(graph, hardware, budget, "rotor", clock)) {
+    return *std::move(fits);
+  }
   uint64_t least = 0;  // every stage runs F_all then B with its input held
   for (const rotor::Stage& st : chain.stages) {
     least = std::max(least, st.x + std::max(st.peak_fwd_all, st.peak_bwd));
@@ -202,10 +205,19 @@ RematResult plan_rotor(const Graph& graph, const Hardware& hardware, uint64_t bu
   }
   const rotor::DpResult dp = rotor::solve_chain(chain, budget - chain.baseline, kSlots);
   if (!dp.feasible) {
+    // The DP's slots round every size up, so it can miss budgets a little
+    // above what the chain needs at least (a lower bound, not a minimum).
+    if (budget < chain.baseline + least) {
+      fail(
+          "rotor: budget {} bytes is below what the chain of {} stages can reach: it needs at "
+          "least {} bytes (baseline {} + the largest stage run with its input, {})",
+          budget, chain.stages.size(), chain.baseline + least, chain.baseline, least);
+    }
     fail(
-        "rotor: budget {} bytes is below what the chain of {} stages can reach: it needs at "
-        "least {} bytes (baseline {} + the largest stage run with its input, {})",
-        budget, chain.stages.size(), chain.baseline + least, chain.baseline, least);
+        "rotor: no schedule of the chain of {} stages fits {} bytes in its model of {} memory "
+        "slots (every size rounded up to a slot of {} bytes); it needs at least {} bytes",
+        chain.stages.size(), budget, kSlots, (budget - chain.baseline + kSlots - 1) / kSlots,
+        chain.baseline + least);
   }
   int recomputed = 0;
   for (const rotor::Move& m : dp.moves) recomputed += m.kind != rotor::Move::Kind::kBackward;
