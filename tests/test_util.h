@@ -5,6 +5,7 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cstdint>
@@ -15,6 +16,14 @@
 namespace memwall {
 
 inline constexpr uint64_t kGiB = uint64_t{1} << 30;
+
+// CPU seconds of the calling thread: what the layout solvers' limits count
+// (Note [CPU-time budgets]), and unlike wall time not stretched by load.
+inline double thread_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
 
 // <gtest's TempDir>memwall_<pid>_<name>.
 inline std::string temp_path(const std::string& name) {

@@ -211,7 +211,7 @@ void add_layout(CLI::App& app, Action& action) {
                   "default, greedy-by-size, greedy-by-breadth, greedy-by-conflicts, "
                   "best-fit-by-size, best-fit-by-duration, best-fit or exact")
       ->capture_default_str();
-  cmd->add_option("--time-limit", args->time_limit, "seconds for default and exact")
+  cmd->add_option("--time-limit", args->time_limit, "CPU seconds for default and exact")
       ->capture_default_str();
   cmd->add_option("--out", args->out,
                   "write the layout: FILE.csv (an offset column), or FILE.json (the plan with "

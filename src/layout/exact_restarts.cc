@@ -63,7 +63,7 @@ Outcome decide_leaf(const LeafModel& model, uint64_t capacity, const SearchLimit
     const Outcome outcome =
         search_leaf(model, capacity, ranking, true, limit, offsets, nodes, &failed);
     if (outcome != Outcome::kAborted) return outcome;
-    if (std::chrono::steady_clock::now() >= limits.deadline) return Outcome::kAborted;
+    if (SolverClock::now() >= limits.deadline) return Outcome::kAborted;
   }
 }
 

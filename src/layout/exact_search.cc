@@ -89,7 +89,7 @@
 namespace memwall::exact_detail {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using Clock = SolverClock;                                        // Note [CPU-time budgets]
 constexpr uint64_t kFree = std::numeric_limits<uint64_t>::max();  // offset of an unplaced buffer
 
 // Candidates are tried by offset, then score (dynamic, smaller first), then rank.

@@ -11,7 +11,7 @@
 namespace memwall {
 
 struct DefaultOptions {
-  double time_budget = 1.0;  // seconds of wall clock for the whole call
+  double time_budget = 1.0;  // CPU seconds for the whole call (Note [CPU-time budgets])
 };
 
 struct DefaultLayoutResult {

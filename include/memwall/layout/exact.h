@@ -10,6 +10,7 @@
 #include <span>
 #include <vector>
 
+#include "memwall/layout/solver_clock.h"
 #include "memwall/layout/types.h"
 
 namespace memwall {
@@ -18,7 +19,8 @@ struct ExactOptions {
   // Capacity to decide. 0: the problem's capacity; when both are 0 the
   // solver minimizes the arena instead.
   uint64_t capacity = 0;
-  // Wall-clock limit in seconds for the whole call.
+  // CPU seconds of the calling thread for the whole call (Note [CPU-time
+  // budgets] in solver_clock.h).
   double time_limit = 1.0;
   // A valid layout to start from (a heuristic's): an upper bound on the
   // arena when minimizing, an answer when it already fits when deciding.
@@ -143,8 +145,8 @@ struct Ranking {
 enum class Outcome { kFound, kInfeasible, kAborted };
 
 struct SearchLimits {
-  int64_t nodes = 0;  // 0: none
-  std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
+  int64_t nodes = 0;                                                  // 0: none
+  SolverClock::time_point deadline = SolverClock::time_point::max();  // Note [CPU-time budgets]
 };
 
 // Hashes of search states proved to have no completion (Note [Canonical
