@@ -114,7 +114,7 @@ class Walker {
         evictions_after_(graph.ops.size()),
         prefetch_after_(graph.ops.size()),
         regenerated_mark_(graph.buffers.size(), 0),
-        last_reader_(graph.buffers.size(), 0) {
+        last_step_(graph.buffers.size(), kKeep) {
     for (const Buffer& b : graph.buffers) resident_[b.id] = exists_before_first_op(b.kind);
     check_and_index(evictions);
   }
@@ -289,29 +289,33 @@ class Walker {
       return std::find(op.in.begin(), op.in.end(), b) != op.in.end() ||
              std::find(op.updates.begin(), op.updates.end(), b) != op.updates.end();
     };
-    constexpr size_t kUnset = ~size_t{0};
+    // last_step_[b]: for the buffers to free, one past the last restore step
+    // that makes or reads them; kKeep for every other buffer, always.
     bool any = false;
     for (const BufferId b : regenerated_) {
-      const bool dead =
-          resident_[b] && !used_after(b, i) && lives_[b].free_op != kNoOp && !read_by_op(b);
-      last_reader_[b] = dead ? first : kUnset;  // `first` stands for "not seen yet"
-      any = any || dead;
+      if (resident_[b] && !used_after(b, i) && lives_[b].free_op != kNoOp && !read_by_op(b)) {
+        last_step_[b] = first;
+        any = true;
+      }
     }
     if (!any) return;
-    std::vector<std::vector<BufferId>> frees_after(steps_.size() - first);
     for (size_t s = first; s < steps_.size(); ++s) {
       if (steps_[s].kind != StepKind::kRecompute) continue;
       const Op& p = graph_.ops[steps_[s].op];
       for (const BufferId x : p.in) {
-        if (last_reader_[x] != kUnset && regenerated_mark_[x]) last_reader_[x] = s + 1;
+        if (last_step_[x] != kKeep) last_step_[x] = s + 1;
       }
       for (const BufferId x : p.out) {
-        if (last_reader_[x] == first && regenerated_mark_[x]) last_reader_[x] = s + 1;
+        if (last_step_[x] != kKeep) last_step_[x] = std::max(last_step_[x], s + 1);
       }
     }
+    std::vector<std::vector<BufferId>> frees_after(steps_.size() - first);
     for (const BufferId b : regenerated_) {
-      if (last_reader_[b] == kUnset || last_reader_[b] == first) continue;
-      frees_after[last_reader_[b] - 1 - first].push_back(b);
+      if (last_step_[b] == kKeep) continue;
+      // Not made here (never so: regenerated_ holds this op's restores), it
+      // is left to drop_regenerated_dead.
+      if (last_step_[b] > first) frees_after[last_step_[b] - 1 - first].push_back(b);
+      last_step_[b] = kKeep;
     }
     std::vector<Step> tail(steps_.begin() + static_cast<std::ptrdiff_t>(first), steps_.end());
     steps_.resize(first);
@@ -387,7 +391,8 @@ class Walker {
   std::vector<std::vector<BufferId>> prefetch_after_;
   std::vector<uint8_t> regenerated_mark_;
   std::vector<BufferId> regenerated_;
-  std::vector<size_t> last_reader_;  // free_intermediates: scratch per buffer
+  static constexpr size_t kKeep = ~size_t{0};
+  std::vector<size_t> last_step_;  // free_intermediates' scratch, kKeep between calls
   std::vector<BufferId> stack_;
   std::vector<size_t> free_start_;
   std::vector<BufferId> free_list_;

@@ -23,13 +23,9 @@ std::optional<RematResult> keep_all_if_it_fits(const Graph& graph, const Hardwar
   Plan plan = default_plan(graph, hardware.name, budget);
   const SimResult sim = simulate(graph, plan, hardware, {.record_curves = false});
   if (!sim.valid || device_peak(sim) > budget) return std::nullopt;
-  RematResult result;
-  result.simulated_peak = device_peak(sim);
-  result.simulated_time = sim.iteration_time;
-  result.plan = std::move(plan);
-  result.planner = std::string(planner);
-  result.note = "the default schedule fits: nothing recomputed (Note [Keep-all first])";
-  result.solve_seconds = clock.seconds();
+  RematResult result =
+      result_of(sim, std::move(plan), planner,
+                "the default schedule fits: nothing recomputed (Note [Keep-all first])", clock);
   result.proven_optimal = true;  // no schedule computes less
   return result;
 }

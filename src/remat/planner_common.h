@@ -16,11 +16,9 @@ namespace memwall::remat_detail {
 
 using memwall::Stopwatch;
 
-// Checks the plan fits (require_fit) and wraps it as a result, with the
-// simulator's figures.
-inline RematResult finish(const Graph& graph, const Hardware& hardware, uint64_t budget, Plan plan,
-                          std::string_view planner, std::string note, const Stopwatch& clock) {
-  const SimResult sim = require_fit(graph, hardware, plan, budget, planner);
+// A plan wrapped as a result, with the simulator's figures for it.
+inline RematResult result_of(const SimResult& sim, Plan plan, std::string_view planner,
+                             std::string note, const Stopwatch& clock) {
   RematResult result;
   result.simulated_peak = device_peak(sim);
   result.simulated_time = sim.iteration_time;
@@ -29,6 +27,13 @@ inline RematResult finish(const Graph& graph, const Hardware& hardware, uint64_t
   result.note = std::move(note);
   result.solve_seconds = clock.seconds();
   return result;
+}
+
+// Checks the plan fits (require_fit) and wraps it as a result.
+inline RematResult finish(const Graph& graph, const Hardware& hardware, uint64_t budget, Plan plan,
+                          std::string_view planner, std::string note, const Stopwatch& clock) {
+  const SimResult sim = require_fit(graph, hardware, plan, budget, planner);
+  return result_of(sim, std::move(plan), planner, std::move(note), clock);
 }
 
 // Note [Keep-all first]: computing every op once is the least compute any

@@ -161,6 +161,7 @@ DpResult solve_chain(const Chain& chain, uint64_t memory, int slots) {
     }
   }
   DpResult result;
+  result.slot_bytes = unit;
   result.cost = t.cost(0, L - 1, top);
   result.feasible = result.cost < kInf;
   if (result.feasible) reconstruct(t, s, 0, L - 1, top, result.moves);
@@ -216,8 +217,7 @@ RematResult plan_rotor(const Graph& graph, const Hardware& hardware, uint64_t bu
     fail(
         "rotor: no schedule of the chain of {} stages fits {} bytes in its model of {} memory "
         "slots (every size rounded up to a slot of {} bytes); it needs at least {} bytes",
-        chain.stages.size(), budget, kSlots, (budget - chain.baseline + kSlots - 1) / kSlots,
-        chain.baseline + least);
+        chain.stages.size(), budget, kSlots, dp.slot_bytes, chain.baseline + least);
   }
   int recomputed = 0;
   for (const rotor::Move& m : dp.moves) recomputed += m.kind != rotor::Move::Kind::kBackward;

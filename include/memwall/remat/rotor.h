@@ -59,6 +59,7 @@ struct DpResult {
   bool feasible = false;
   double cost = 0;  // seconds of compute, recomputation included
   std::vector<Move> moves;
+  uint64_t slot_bytes = 0;  // the discretization unit every size was rounded up to
 };
 
 // Rotor's dynamic program (Beaumont et al. 2019, section 4) over `memory`
