@@ -71,6 +71,8 @@ std::string graph_fingerprint(const Graph& graph) {
     h.add(static_cast<uint64_t>(b.kind));
     h.add(static_cast<uint64_t>(b.dtype));
     h.add_list(b.shape);
+    // Only when set, so that graphs without versions keep their fingerprints.
+    if (b.version_of != kNoBuffer) h.add(static_cast<uint64_t>(b.version_of) | (1ULL << 63));
   }
   h.add(static_cast<uint64_t>(graph.ops.size()));
   for (const Op& op : graph.ops) {

@@ -173,11 +173,11 @@ Enum read_enum(JsonCursor& cur, std::string_view field, Parse parse, std::string
   fail("graph: {} {}: {}", what, index, problem.text());
 }
 
-constexpr std::array<std::string_view, 6> kBufferFields = {"\"id\"",   "\"name\"",  "\"bytes\"",
-                                                           "\"kind\"", "\"dtype\"", "\"shape\""};
+constexpr std::array<std::string_view, 7> kBufferFields = {
+    "\"id\"", "\"name\"", "\"bytes\"", "\"kind\"", "\"dtype\"", "\"shape\"", "\"version_of\""};
 
 void read_buffer(JsonCursor& cur, size_t index, Buffer& buffer) {
-  enum { kId, kName, kBytes, kKind, kDType, kShape };
+  enum { kId, kName, kBytes, kKind, kDType, kShape, kVersionOf };
   Problem problem;
   Fields fields(kBufferFields);
   bool named = false;
@@ -208,6 +208,13 @@ void read_buffer(JsonCursor& cur, size_t index, Buffer& buffer) {
         break;
       case kShape:
         read_shape(cur, buffer.shape, problem);
+        break;
+      case kVersionOf:
+        if (cur.peek_type() == JsonType::kNull) {
+          cur.skip_value();
+        } else {
+          buffer.version_of = static_cast<BufferId>(read_size(cur, "version_of", kMaxId, problem));
+        }
         break;
       default:
         cur.skip_value();
@@ -346,10 +353,15 @@ bool canonical_buffer(JsonCursor& cur, size_t index, Buffer& buffer) {
   }
   const std::optional<DType> parsed_dtype = parse_dtype(*dtype);
   if (!parsed_dtype || !cur.try_literal(",\"shape\":") ||
-      !canonical_list(cur, std::numeric_limits<int64_t>::max(), buffer.shape) ||
-      !cur.try_literal("}")) {
+      !canonical_list(cur, std::numeric_limits<int64_t>::max(), buffer.shape)) {
     return false;
   }
+  if (cur.try_literal(",\"version_of\":")) {
+    const std::optional<uint64_t> version_of = canonical_size(cur, kMaxId);
+    if (!version_of) return false;
+    buffer.version_of = static_cast<BufferId>(*version_of);
+  }
+  if (!cur.try_literal("}")) return false;
   buffer.id = static_cast<BufferId>(index);
   buffer.bytes = *bytes;
   buffer.kind = *parsed_kind;

@@ -62,7 +62,12 @@ class Writer {
       if (i) out_ += ',';
       integer(b.shape[i]);
     }
-    out_ += "]}"sv;
+    out_ += ']';
+    if (b.version_of != kNoBuffer) {
+      out_ += ",\"version_of\":"sv;
+      integer(b.version_of);
+    }
+    out_ += '}';
   }
 
   void op(const Op& o, size_t index) {

@@ -44,6 +44,17 @@ void check_buffer_id(const Graph& graph, const Op& op, BufferId b) {
   }
 }
 
+// A next version takes over its previous version's storage when that
+// version is freed right after the op that creates this one: the op ran in
+// place (Note [Buffer versions] in versions.cc).
+bool takes_over_storage(const Graph& graph, const std::vector<BufferLife>& lives, size_t b) {
+  const BufferId prev = graph.buffers[b].version_of;
+  if (prev < 0 || static_cast<size_t>(prev) >= lives.size()) return false;
+  const OpId at = lives[b].alloc_op;
+  return at != kNoOp && lives[prev].free_op == at &&
+         graph.buffers[prev].bytes == graph.buffers[b].bytes;
+}
+
 }  // namespace
 
 MemoryProfile memory_profile(const Graph& graph) { return memory_profile(graph, liveness(graph)); }
@@ -54,15 +65,22 @@ MemoryProfile memory_profile(const Graph& graph, const std::vector<BufferLife>& 
   }
   const size_t n = graph.ops.size();
   MemoryProfile profile;
-  std::vector<uint64_t> allocated(n, 0);  // bytes allocated at op i
-  std::vector<uint64_t> freed(n, 0);      // bytes released right after op i
+  std::vector<uint64_t> allocated(n, 0);             // bytes allocated at op i
+  std::vector<uint64_t> freed(n, 0);                 // bytes released right after op i
+  std::vector<uint8_t> taken_over(lives.size(), 0);  // storage passed on to the next version
+  for (size_t b = 0; b < lives.size(); ++b) check_life(graph, b, lives[b]);
+  for (size_t b = 0; b < lives.size(); ++b) {
+    if (takes_over_storage(graph, lives, b)) taken_over[graph.buffers[b].version_of] = 1;
+  }
   for (size_t b = 0; b < lives.size(); ++b) {
     const BufferLife& life = lives[b];
-    check_life(graph, b, life);
     const uint64_t bytes = graph.buffers[b].bytes;
-    uint64_t& at_alloc = life.alloc_op == kNoOp ? profile.initial_bytes : allocated[life.alloc_op];
-    at_alloc = checked_add(at_alloc, bytes, kInUse);
-    if (life.free_op != kNoOp)
+    if (!takes_over_storage(graph, lives, b)) {
+      uint64_t& at_alloc =
+          life.alloc_op == kNoOp ? profile.initial_bytes : allocated[life.alloc_op];
+      at_alloc = checked_add(at_alloc, bytes, kInUse);
+    }
+    if (life.free_op != kNoOp && !taken_over[b])
       freed[life.free_op] = checked_add(freed[life.free_op], bytes, kInUse);
   }
 
@@ -93,8 +111,11 @@ MemoryProfile memory_profile(const Graph& graph, const std::vector<BufferLife>& 
 
   // Breakdown at the peak; with no ops, of the buffers that exist at the start.
   for (size_t b = 0; b < lives.size(); ++b) {
-    const bool counted = profile.peak_op == kNoOp ? lives[b].alloc_op == kNoOp
-                                                  : live_during(lives[b], profile.peak_op);
+    const bool shared_here =
+        lives[b].alloc_op == profile.peak_op && takes_over_storage(graph, lives, b);
+    const bool counted = profile.peak_op == kNoOp
+                             ? lives[b].alloc_op == kNoOp
+                             : live_during(lives[b], profile.peak_op) && !shared_here;
     if (counted) {
       uint64_t& slot = profile.peak_by_kind[kind_index(graph, b)];
       slot = checked_add(slot, graph.buffers[b].bytes, kInUse);

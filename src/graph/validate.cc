@@ -9,7 +9,9 @@
 // Linear: one pass over buffers (ids, sizes, total), one over ops in order
 // (each read or update must find its buffer already existing), one over
 // buffers again (every non-initial buffer has a producer).
+#include <algorithm>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "memwall/graph/describe.h"
@@ -142,6 +144,38 @@ std::vector<OpId> check_ops(const Graph& graph, const std::vector<BufferKind>& k
   return producer;
 }
 
+// Note [Buffer versions] (versions.cc): a version has the size of the buffer
+// it follows, both come from ops, its producer reads the previous version,
+// and a buffer has at most one next version.
+void check_versions(const Graph& graph, const std::vector<BufferKind>& kinds,
+                    const std::vector<OpId>& producer) {
+  std::vector<uint8_t> has_next(graph.buffers.size(), 0);
+  for (const Buffer& v : graph.buffers) {
+    const BufferId prev = v.version_of;
+    if (prev == kNoBuffer) continue;
+    const std::string label = buffer_label(graph, v.id);
+    if (!in_range(graph, prev) || prev == v.id) {
+      fail("graph: {}: \"version_of\" is {}, which is not another buffer", label, prev);
+    }
+    if (exists_before_first_op(kinds[v.id]) || exists_before_first_op(kinds[prev])) {
+      fail("graph: {} is a version of {}, but only buffers that ops create have versions", label,
+           buffer_label(graph, prev));
+    }
+    if (graph.buffers[prev].bytes != v.bytes) {
+      fail("graph: {} has {} bytes, but the version it follows, {}, has {}", label, v.bytes,
+           buffer_label(graph, prev), graph.buffers[prev].bytes);
+    }
+    const Op& op = graph.ops[producer[v.id]];
+    if (std::find(op.in.begin(), op.in.end(), prev) == op.in.end()) {
+      fail("graph: {} is a version of {}, but its producer {} does not read it", label,
+           buffer_label(graph, prev), op_label(graph, op.id));
+    }
+    if (has_next[prev]++) {
+      fail("graph: {} has two next versions (the second is {})", buffer_label(graph, prev), label);
+    }
+  }
+}
+
 }  // namespace
 
 void validate(const Graph& graph) {
@@ -156,6 +190,7 @@ void validate(const Graph& graph) {
           buffer_label(graph, static_cast<BufferId>(b)), to_string(kinds[b]));
     }
   }
+  check_versions(graph, kinds, producer);
 }
 
 }  // namespace memwall

@@ -39,6 +39,7 @@
 #include "memwall/graph/graph.h"
 #include "memwall/graph/interrupt_cleanup.h"
 #include "memwall/graph/output_files.h"
+#include "memwall/graph/versions.h"
 
 extern char** environ;
 
@@ -345,11 +346,16 @@ Graph trace_torch(const TorchTraceRequest& request) {
   args.push_back("--out");
   args.push_back(graph_path);
   run_tracer_in(dir, args, /*capture_out=*/false, request.timeout_s, request.python);
+  Graph graph;
   try {
-    return read_graph_file(graph_path);
+    graph = read_graph_file(graph_path);
   } catch (const Error& e) {
     fail("trace: the tracer's graph is invalid (a tracer bug): {}", e.what());
   }
+  // In-place updates of activations become versions (Note [Buffer versions]).
+  version_in_place_updates(graph);
+  validate(graph);
+  return graph;
 }
 
 }  // namespace memwall::importers

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "memwall/graph/error.h"
+#include "memwall/graph/versions.h"
 
 namespace memwall::models {
 
@@ -193,6 +194,9 @@ Graph Builder::finish(const Tensor& loss) {
   for (auto it = tape.rbegin(); it != tape.rend(); ++it) (*it)();
   emit_optimizer();
   scope_ = std::move(saved_scope);
+  // Accumulations into activation gradients, MoE's index_add_: versions
+  // (Note [Buffer versions]).
+  version_in_place_updates(graph_);
   return std::move(graph_);
 }
 

@@ -35,6 +35,7 @@
 // input gone, the walk starts over with that input freed only after the op
 // that needed it (each input at most once per op, so the walk ends).
 #include "memwall/plan/builders.h"
+#include "memwall/graph/versions.h"
 
 #include <algorithm>
 #include <utility>
@@ -175,7 +176,7 @@ class Walker {
         if (producer == kNoOp) {
           fail("plan: eviction of {}: no op creates it, so it cannot be recomputed", name);
         }
-        if (!graph_.ops[producer].updates.empty()) {
+        if (!recomputable(graph_, graph_.ops[producer])) {
           fail(
               "plan: eviction of {}: its producer {} updates a buffer in place and cannot be "
               "recomputed",
@@ -247,7 +248,7 @@ class Walker {
              op_label(graph_, i), buffer_label(graph_, b), i);
       }
       const Op& op = graph_.ops[producer];
-      if (!op.updates.empty()) {
+      if (!recomputable(graph_, op)) {
         fail(
             "plan: {} is needed again before op {}, but its producer {} updates a buffer in "
             "place and cannot be recomputed",

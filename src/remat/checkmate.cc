@@ -33,6 +33,7 @@
 #include "memwall/graph/describe.h"
 #include "memwall/graph/error.h"
 #include "memwall/graph/graph.h"
+#include "memwall/graph/versions.h"
 #include "memwall/remat/remat.h"
 #include "memwall/remat/rotor.h"
 #include "planner_common.h"
@@ -117,7 +118,7 @@ MilpGraph op_graph(const Graph& graph, const Hardware& hw) {
     g.cost[op.id] = op_time(hw, graph, op);
     g.workspace[op.id] = op.workspace;
     g.ops[op.id] = {op.id};
-    g.once[op.id] = !op.updates.empty();
+    g.once[op.id] = !recomputable(graph, op);
     const auto use = [&](BufferId b) {
       if (value_of[b] >= 0) add_use(g, value_of[b], op.id);
     };

@@ -22,6 +22,7 @@
 // the backward, or regenerable from what is) and keeps the droppable
 // activations that are neither.
 #include "memwall/remat/checkpoints.h"
+#include "memwall/graph/versions.h"
 
 #include <algorithm>
 
@@ -58,7 +59,7 @@ std::vector<uint8_t> effective_keep(const Graph& graph, std::span<const uint8_t>
   }
   for (const Op& op : graph.ops) {
     if (op.phase != Phase::kForward) continue;
-    bool inputs_available = op.updates.empty();
+    bool inputs_available = recomputable(graph, op);
     for (const BufferId x : op.in) inputs_available = inputs_available && available[x];
     for (const BufferId b : op.out) {
       const bool regenerable = inputs_available && !updated[b];
@@ -77,7 +78,7 @@ std::vector<uint8_t> droppable_activations(const Graph& graph) {
   const std::vector<uint8_t> updated = updated_in_place(graph);
   for (const Op& op : graph.ops) {
     for (const BufferId b : op.out) {
-      if (!op.updates.empty() || updated[b]) droppable[b] = 0;
+      if (!recomputable(graph, op) || updated[b]) droppable[b] = 0;
     }
   }
   return droppable;

@@ -26,6 +26,7 @@
 #include <algorithm>
 
 #include "dtr.h"
+#include "memwall/graph/versions.h"
 #include "memwall/remat/checkpoints.h"
 
 namespace memwall::remat_detail {
@@ -57,7 +58,7 @@ DtrFacts::DtrFacts(const Graph& g, const Hardware& hw) : graph(g), uses(g), live
       if (next != updaters[x].end()) regen = std::min(regen, *next);
     }
     for (const BufferId b : op.out) {
-      if (!op.updates.empty() || !updaters[b].empty()) {
+      if (!memwall::recomputable(g, op) || !updaters[b].empty()) {
         horizon[b] = freed(b);
         continue;
       }

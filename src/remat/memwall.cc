@@ -214,7 +214,13 @@ RematBound remat_lower_bound(const Graph& graph) {
   for (const Op& op : graph.ops) {
     held.assign(op.in.begin(), op.in.end());
     held.insert(held.end(), op.updates.begin(), op.updates.end());
-    held.insert(held.end(), op.out.begin(), op.out.end());
+    for (const BufferId v : op.out) {
+      // A next version can take over its predecessor's storage (Note [Buffer versions]).
+      const BufferId prev = graph.buffers[v].version_of;
+      if (prev == kNoBuffer || std::find(op.in.begin(), op.in.end(), prev) == op.in.end()) {
+        held.push_back(v);
+      }
+    }
     std::sort(held.begin(), held.end());
     held.erase(std::unique(held.begin(), held.end()), held.end());
     uint64_t working = op.workspace;

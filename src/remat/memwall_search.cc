@@ -63,6 +63,7 @@
 
 #include "memwall/graph/error.h"
 #include "memwall/graph/graph.h"
+#include "memwall/graph/versions.h"
 #include "memwall/remat/checkpoints.h"
 #include "memwall/sim/simulator.h"
 
@@ -104,7 +105,7 @@ CheckpointSearch::CheckpointSearch(const Graph& graph, const Hardware& hardware,
   uint32_t stamp = 0;
   std::vector<BufferId> stack;
   for (const Op& op : graph.ops) {
-    if (op.phase != Phase::kForward || !op.updates.empty()) continue;
+    if (op.phase != Phase::kForward || !recomputable(graph, op)) continue;
     DropItem item{.op = op.id};
     for (const BufferId b : op.out) {
       if (!droppable[b]) continue;
@@ -124,8 +125,8 @@ CheckpointSearch::CheckpointSearch(const Graph& graph, const Hardware& hardware,
       stack.pop_back();
       if (resident[x]) continue;
       const OpId q = lives[x].producer;
-      if (q == kNoOp || !graph.ops[q].updates.empty() || graph.ops[q].phase != Phase::kForward ||
-          ++visited > kClosureCap) {
+      if (q == kNoOp || !recomputable(graph, graph.ops[q]) ||
+          graph.ops[q].phase != Phase::kForward || ++visited > kClosureCap) {
         cost = kInf;
         break;
       }

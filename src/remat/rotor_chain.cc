@@ -37,6 +37,7 @@
 #include "memwall/graph/describe.h"
 #include "memwall/graph/error.h"
 #include "memwall/graph/graph.h"
+#include "memwall/graph/versions.h"
 #include "memwall/remat/rotor.h"
 
 namespace memwall::rotor {
@@ -319,7 +320,7 @@ Chain linearize(const Graph& graph, const Hardware& hardware, size_t max_stages)
         chain.stages[reader].bwd_reads_input = true;
       }
     });
-    if (op.id < nf && !op.updates.empty()) {
+    if (op.id < nf && !recomputable(graph, op)) {
       for (size_t s = 0; s < num_stages; ++s) {
         const Stage& st = chain.stages[s];
         if (op.id >= st.fwd.front() && op.id <= st.fwd.back()) chain.stages[s].recomputable = false;
@@ -425,7 +426,7 @@ Plan plan_from_sequence(const Graph& graph, std::span<const OpId> sequence, std:
     if (id < 0 || id >= static_cast<OpId>(graph.ops.size()))
       fail("sequence: op {} out of range", id);
     const Op& op = graph.ops[id];
-    if (++runs[id] > 1 && !op.updates.empty()) {
+    if (++runs[id] > 1 && !recomputable(graph, op)) {
       fail("sequence runs {} twice, but it updates a buffer in place", detail::op_label(graph, id));
     }
     for_each_use(op, [&](BufferId b) { reads[b].push_back(static_cast<uint32_t>(q)); });

@@ -78,6 +78,7 @@
 #include "memwall/graph/counts.h"
 #include "memwall/graph/describe.h"
 #include "memwall/graph/error.h"
+#include "memwall/graph/versions.h"
 
 namespace memwall {
 namespace {
@@ -92,7 +93,7 @@ constexpr size_t kHost = static_cast<size_t>(Tier::kHost);
 constexpr size_t kNvme = static_cast<size_t>(Tier::kNvme);
 
 // Why a buffer has no copy on a tier any more, for messages.
-enum class Gone : uint8_t { kNever, kFreed, kSwappedOut, kMovedIn, kStale };
+enum class Gone : uint8_t { kNever, kFreed, kSwappedOut, kMovedIn, kStale, kConsumed };
 
 // Fields ordered to pack into 32 bytes (three per buffer, on the hot path).
 struct Copy {
@@ -156,6 +157,7 @@ class Simulator {
     }
     if (options.record_timeline) result_.timeline.reserve(plan.steps.size());
     if (options.record_residency) open_stay_.assign(graph.buffers.size(), 0);
+    find_in_place_steps();
   }
 
   SimResult run() {
@@ -213,6 +215,8 @@ class Simulator {
       case Gone::kStale:
         return fmt::format("its {} copy went stale when step {} updated it elsewhere", where,
                            c.gone_step);
+      case Gone::kConsumed:
+        return fmt::format("step {} updated it in place into its next version", c.gone_step);
       case Gone::kNever:
         break;
     }
@@ -403,6 +407,66 @@ class Simulator {
     return fail_at(step_, "{}: unknown step kind", step_label(step_));
   }
 
+  // Note [In-place steps]: a device compute step whose op creates the next
+  // version of a buffer runs in place, taking over the previous version's
+  // device memory, when the plan does not read that version's device copy
+  // again (no later step reads it or swaps it out before it is freed,
+  // brought back in or created again). Otherwise it runs out of place and
+  // the new version gets memory of its own (Note [Buffer versions]).
+  // One backward pass over the steps: O(steps + edges).
+  void find_in_place_steps() {
+    const auto& steps = plan_.steps;
+    std::vector<uint8_t> read_later(graph_.buffers.size(), 0);
+    in_place_.assign(steps.size(), 0);
+    for (size_t i = steps.size(); i-- > 0;) {
+      const Step& s = steps[i];
+      const bool on_device = s.on != Tier::kHost;
+      switch (s.kind) {
+        case StepKind::kCompute:
+        case StepKind::kRecompute: {
+          if (s.op < 0 || static_cast<size_t>(s.op) >= graph_.ops.size()) break;
+          const Op& op = graph_.ops[s.op];
+          for (const BufferId v : op.out) {
+            const BufferId prev = graph_.buffers[v].version_of;
+            if (on_device && prev != kNoBuffer && !read_later[prev]) in_place_[i] = 1;
+          }
+          for (const BufferId b : op.out) read_later[b] = 0;
+          for (const BufferId b : op.in) read_later[b] = 1;
+          for (const BufferId b : op.updates) read_later[b] = 1;
+          break;
+        }
+        case StepKind::kSwapOut:
+          if (valid_buffer(s.buf)) read_later[s.buf] = 1;
+          break;
+        case StepKind::kSwapIn:
+          if (valid_buffer(s.buf) && s.to == Tier::kDevice) read_later[s.buf] = 0;
+          break;
+        case StepKind::kFree:
+          if (valid_buffer(s.buf)) read_later[s.buf] = 0;
+          break;
+      }
+    }
+  }
+
+  bool valid_buffer(BufferId b) const {
+    return b >= 0 && static_cast<size_t>(b) < graph_.buffers.size();
+  }
+
+  // The previous versions an in-place step takes over (Note [In-place
+  // steps]): those still on the device whose next version it creates anew.
+  BufferIds taken_over(const Step& s, const Op& op) {
+    BufferIds taken;
+    if (!in_place_[step_]) return taken;
+    for (const BufferId v : op.out) {
+      const BufferId prev = graph_.buffers[v].version_of;
+      if (prev != kNoBuffer && copy(prev, kDevice).present && !copy(v, kDevice).present &&
+          (s.kind == StepKind::kRecompute || !has_any_copy(v))) {
+        taken.push_back(prev);
+      }
+    }
+    return taken;
+  }
+
   // Checks compute-once and recompute rules; true when the step may run.
   bool check_compute_order(const Step& s) {
     const Op& op = graph_.ops[s.op];
@@ -417,7 +481,7 @@ class Simulator {
       return fail_at(step_, "{}: {} is recomputed before it was computed", step_label(step_),
                      op_name(s.op));
     }
-    if (!op.updates.empty()) {
+    if (!recomputable(graph_, op)) {
       return fail_at(step_, "{}: {} updates {} in place and cannot be recomputed",
                      step_label(step_), op_name(s.op), buf_name(op.updates[0]));
     }
@@ -425,7 +489,9 @@ class Simulator {
   }
 
   // Latest ready time of the op's inputs on `tier`, or nullopt after a failure.
-  std::optional<Due> inputs_ready(const Op& op, size_t tier) {
+  // A replay (recompute) leaves the op's updates of persistent state alone
+  // (Note [Replaying side effects]): it neither needs nor changes them.
+  std::optional<Due> inputs_ready(const Op& op, size_t tier, bool replay) {
     Due ready;
     const auto need = [&](BufferId b, const char* verb) {
       const Copy& c = copy(b, tier);
@@ -441,6 +507,7 @@ class Simulator {
       if (!need(b, "reads")) return std::nullopt;
     }
     for (const BufferId b : op.updates) {
+      if (replay) break;
       if (!need(b, "updates")) return std::nullopt;
       ready = later(ready, copy(b, tier).reads_done());  // in-flight copies of it finish first
     }
@@ -449,9 +516,10 @@ class Simulator {
 
   // Marks the op's reads and in-place updates done at `end` on `tier` and
   // drops copies its updates make stale.
-  void finish_uses(const Op& op, size_t tier, double start, Due end) {
+  void finish_uses(const Op& op, size_t tier, double start, Due end, bool replay) {
     for (const BufferId b : op.in) copy(b, tier).read_until(end.time, end.link);
     for (const BufferId b : op.updates) {
+      if (replay) break;
       Copy& c = copy(b, tier);
       c.ready = end.time;
       c.ready_link = end.link;
@@ -465,9 +533,13 @@ class Simulator {
   bool compute_on_device(const Step& s) {
     if (!check_compute_order(s)) return false;
     const Op& op = graph_.ops[s.op];
-    const std::optional<Due> ready = inputs_ready(op, kDevice);
+    const bool replay = s.kind == StepKind::kRecompute;
+    std::optional<Due> ready = inputs_ready(op, kDevice, replay);
     if (!ready) return false;
     if (op.phase == Phase::kComm) return collective(s, op, *ready);
+    const BufferIds taken = taken_over(s, op);
+    // Writing over a buffer waits for its outgoing copies.
+    for (const BufferId prev : taken) ready = later(*ready, copy(prev, kDevice).reads_done());
     const Due natural = queue(Resource::kCompute);
     const Due start = later(natural, *ready);
     if (ready->time > natural.time) {
@@ -479,8 +551,10 @@ class Simulator {
     cursor_link_ = end.link;  // its start is the cursor
     result_.compute_time += op_time_[s.op];
 
+    // Released at the start, before the new version is allocated there.
+    for (const BufferId prev : taken) drop(prev, kDevice, start.time, Gone::kConsumed);
     if (!allocate_outputs(s, op, start.time, end)) return false;
-    finish_uses(op, kDevice, start.time, end);
+    finish_uses(op, kDevice, start.time, end, replay);
     computed_[s.op] = 1;
     return true;
   }
@@ -519,7 +593,7 @@ class Simulator {
     result_.comm_time += op_time_[s.op];
     moved(Resource::kComm, static_cast<uint64_t>(op.bytes));
     if (!allocate_outputs(s, op, cursor_, end)) return false;
-    finish_uses(op, kDevice, start.time, end);
+    finish_uses(op, kDevice, start.time, end, s.kind == StepKind::kRecompute);
     computed_[s.op] = 1;
     return true;
   }
@@ -557,7 +631,8 @@ class Simulator {
                      "Adam throughput",
                      step_label(step_), op_name(s.op));
     }
-    const std::optional<Due> ready = inputs_ready(op, kHost);
+    const bool replay = s.kind == StepKind::kRecompute;
+    const std::optional<Due> ready = inputs_ready(op, kHost, replay);
     if (!ready) return false;
     const Due start = later(later(queue(Resource::kHostCpu), cursor()), *ready);
     const double duration = host_op_time(op);
@@ -574,7 +649,7 @@ class Simulator {
       create(b, kHost, start.time, end);
       ever_created_[b] = 1;
     }
-    finish_uses(op, kHost, start.time, end);
+    finish_uses(op, kHost, start.time, end, replay);
     computed_[s.op] = 1;
     return true;
   }
@@ -695,6 +770,8 @@ class Simulator {
       return true;
     }
     if (!copy(b, kHost).present && !copy(b, kNvme).present) {
+      // Its memory went to its next version (Note [In-place steps]).
+      if (copy(b, kDevice).gone == Gone::kConsumed) return true;
       return fail_at(step_, "{}: frees {}, which has no copy anywhere: {}", step_label(step_),
                      buf_name(b), absence(b, kDevice));
     }
@@ -801,6 +878,7 @@ class Simulator {
   std::vector<uint8_t> computed_;
   std::vector<uint8_t> ever_created_;
   std::vector<double> op_time_;
+  std::vector<uint8_t> in_place_;                            // per step: Note [In-place steps]
   std::vector<uint64_t> offset_of_;                          // empty: no offsets
   std::map<uint64_t, std::pair<uint64_t, BufferId>> arena_;  // offset -> (end, buffer)
   std::vector<uint32_t> arena_holds_;  // device stays of each buffer holding its address

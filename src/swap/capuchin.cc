@@ -74,6 +74,7 @@
 
 #include "memwall/graph/describe.h"
 #include "memwall/graph/graph.h"
+#include "memwall/graph/versions.h"
 #include "swap_common.h"
 
 namespace memwall {
@@ -378,7 +379,7 @@ class Capuchin {
     const OpId producer = lives_[b].producer;
     if (producer == kNoOp || depth > kMaxChain) return kInf;
     const Op& op = graph_.ops[producer];
-    if (!op.updates.empty()) return kInf;
+    if (!recomputable(graph_, op)) return kInf;
     if (touched) touched->insert(touched->end(), op.out.begin(), op.out.end());
     double t = op_time_[producer];
     for (const BufferId x : op.in) {

@@ -119,19 +119,27 @@ TEST_F(TinyCnn, ViewsShareTheirBaseAndInPlaceOpsUpdateIt) {
   for (const char* view : {"view", "_reshape_alias", "t", "transpose", "detach", "expand"}) {
     EXPECT_TRUE(ops_of_type(g, view).empty()) << view;
   }
-  // The in-place ReLU creates nothing and updates batch norm's output,
-  // which the fc reads through the flatten view.
+  // The in-place ReLU updates batch norm's output: it reads that version
+  // and creates the next one, in its place (Note [Buffer versions]), which
+  // the fc reads through the flatten view.
   const auto relus = ops_of_type(g, "relu_");
   ASSERT_EQ(relus.size(), 1u);
-  EXPECT_TRUE(relus[0]->out.empty());
-  ASSERT_EQ(relus[0]->updates.size(), 1u);
-  const BufferId bn_out = relus[0]->updates[0];
-  EXPECT_EQ(g.buffers[bn_out].bytes, 2u * 4 * 8 * 8 * 4);
+  EXPECT_TRUE(relus[0]->updates.empty());
+  ASSERT_EQ(relus[0]->out.size(), 1u);
+  const Buffer& relu_out = g.buffers[relus[0]->out[0]];
+  ASSERT_NE(relu_out.version_of, kNoBuffer);
+  const Buffer& bn_out = g.buffers[relu_out.version_of];
+  EXPECT_EQ(relu_out.name, bn_out.name + "@v1");
+  EXPECT_TRUE(contains(relus[0]->in, bn_out.id));
+  EXPECT_EQ(bn_out.bytes, 2u * 4 * 8 * 8 * 4);
+  EXPECT_EQ(relu_out.bytes, bn_out.bytes);
   const auto addmm = ops_of_type(g, "addmm");
   ASSERT_EQ(addmm.size(), 1u);
-  EXPECT_TRUE(contains(addmm[0]->in, bn_out));
-  // ... and is saved for backward (threshold_backward reads it).
-  EXPECT_TRUE(saved_for_backward(g)[bn_out]);
+  EXPECT_TRUE(contains(addmm[0]->in, relu_out.id));
+  // ... and is saved for backward (threshold_backward reads it); the
+  // version before the ReLU is not.
+  EXPECT_TRUE(saved_for_backward(g)[relu_out.id]);
+  EXPECT_FALSE(saved_for_backward(g)[bn_out.id]);
   // The forward batch norm updates the running statistics in place.
   const auto bn = ops_of_type(g, "native_batch_norm");
   ASSERT_EQ(bn.size(), 1u);

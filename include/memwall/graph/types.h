@@ -20,6 +20,7 @@ namespace memwall {
 using BufferId = int32_t;
 using OpId = int32_t;
 inline constexpr OpId kNoOp = -1;
+inline constexpr BufferId kNoBuffer = -1;
 
 // Largest size memwall accepts for one buffer or one sum of buffers: 2^62
 // bytes leaves headroom so that adding two accepted sizes cannot overflow.
@@ -51,6 +52,10 @@ struct Buffer {
   BufferKind kind = BufferKind::kActivation;
   DType dtype = DType::kF32;
   Dims shape;
+  // The buffer this one is the next version of (Note [Buffer versions] in
+  // src/graph/versions.cc): its producer updated that buffer in place.
+  // kNoBuffer for a buffer that is nobody's next version.
+  BufferId version_of = kNoBuffer;
 };
 
 struct Op {
