@@ -9,37 +9,12 @@
 
 #include "../graph/graph_builder.h"
 #include "memwall/plan/builders.h"
+#include "sim_test_util.h"
 
 namespace memwall {
 namespace {
 
 using testing::GraphBuilder;
-
-// 1024 bytes/s each way, no latency; NVMe 512 bytes/s; CPU Adam 256 params/s.
-Hardware test_hardware() {
-  Hardware hw;
-  hw.name = "test";
-  hw.device_memory_bytes = 1 << 20;
-  hw.h2d_bandwidth = 1024;
-  hw.d2h_bandwidth = 1024;
-  hw.pcie_latency = 0;
-  hw.nvme_read_bandwidth = 512;
-  hw.nvme_write_bandwidth = 512;
-  hw.host_memory_bytes = 1 << 30;
-  hw.cpu_adam_params_per_s = 256;
-  hw.peak_flops_fp32 = 1e12;
-  hw.hbm_bandwidth = 1e12;
-  return hw;
-}
-
-void set_times(Graph& graph, std::initializer_list<double> times) {
-  size_t i = 0;
-  for (const double t : times) graph.ops.at(i++).time = t;
-}
-
-Plan make_plan(std::vector<Step> steps, uint64_t budget = 1 << 20) {
-  return Plan{.graph = "g", .hardware = "test", .budget = budget, .steps = std::move(steps)};
-}
 
 // a (1024 B) made by op 0, read back by op 2; op 1 runs in between.
 struct SwapGraph {
