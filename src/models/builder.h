@@ -13,8 +13,10 @@
 // A tensor consumed twice (residual streams, tied embeddings) receives two
 // gradients. The first becomes its gradient buffer; later ones are added in
 // place (an op with `updates`), as PyTorch's autograd InputBuffer does when it
-// owns the buffer. Parameter gradients follow the same rule: the first
-// weight-gradient op creates `<param>.grad`, later uses accumulate into it.
+// owns the buffer; finish() turns updates of activations and temps into
+// versions (Note [Buffer versions] in src/graph/versions.cc). Parameter
+// gradients follow the same rule: the first weight-gradient op creates
+// `<param>.grad`, later uses accumulate into it (gradients stay updates).
 #pragma once
 
 #include <cstdint>
