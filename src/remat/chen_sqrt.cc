@@ -20,13 +20,29 @@
 namespace memwall {
 
 RematResult plan_chen_sqrt(const Graph& graph, const Hardware& hardware, uint64_t budget,
-                           const RematOptions& /*options*/) {
+                           const RematOptions& options) {
   const remat_detail::Stopwatch clock;
+  // Chen's sqrt(n) rule is for when memory is short: where everything fits
+  // it would only add a forward pass (46% on an unrolled LSTM), so the
+  // planner keeps everything first, as chen-greedy does (Note [Keep-all
+  // first]).
+  if (auto fits = remat_detail::keep_all_if_it_fits(graph, hardware, budget, "chen-sqrt", clock)) {
+    return *std::move(fits);
+  }
+  return remat_detail::chen_sqrt_rule(graph, hardware, budget, options);
+}
+
+}  // namespace memwall
+
+namespace memwall::remat_detail {
+
+RematResult chen_sqrt_rule(const Graph& graph, const Hardware& hardware, uint64_t budget,
+                           const RematOptions& /*options*/) {
+  const Stopwatch clock;
   const std::vector<BufferId> candidates = candidate_checkpoints(graph);
   if (candidates.empty()) {
-    return remat_detail::finish(graph, hardware, budget, default_plan(graph, hardware.name, budget),
-                                "chen-sqrt", "no articulation point to split at: keeps everything",
-                                clock);
+    return finish(graph, hardware, budget, default_plan(graph, hardware.name, budget), "chen-sqrt",
+                  "no articulation point to split at: keeps everything", clock);
   }
   const size_t n = candidates.size();
   const size_t stride =
@@ -37,10 +53,9 @@ RematResult plan_chen_sqrt(const Graph& graph, const Hardware& hardware, uint64_
     keep[candidates[i]] = 1;
     ++kept;
   }
-  Plan plan = remat_detail::checkpoint_plan(graph, hardware, budget, keep);
+  Plan plan = checkpoint_plan(graph, hardware, budget, keep);
   std::string note = fmt::format("kept {} of {} candidate checkpoints (every {})", kept, n, stride);
-  return remat_detail::finish(graph, hardware, budget, std::move(plan), "chen-sqrt",
-                              std::move(note), clock);
+  return finish(graph, hardware, budget, std::move(plan), "chen-sqrt", std::move(note), clock);
 }
 
-}  // namespace memwall
+}  // namespace memwall::remat_detail

@@ -87,7 +87,7 @@ struct Proposer {
 constexpr std::array<Proposer, 11> kProposers = {{
     {"per-layer", plan_per_layer, FloorBy::kUnlimited},
     {"selective", plan_selective, FloorBy::kUnlimited},
-    {"chen-sqrt", plan_chen_sqrt, FloorBy::kUnlimited},
+    {"chen-sqrt", remat_detail::chen_sqrt_rule, FloorBy::kUnlimited},
     {"chen-greedy", plan_chen_greedy, FloorBy::kThresholds},
     {"rotor", plan_rotor, FloorBy::kBisection, 14},
     {"dtr", plan_dtr, FloorBy::kBisection, 8},

@@ -66,4 +66,9 @@ struct ChenGreedyPlan {
 };
 std::vector<ChenGreedyPlan> chen_greedy_plans(const Graph& graph, const Hardware& hardware);
 
+// chen-sqrt's rule alone, without keep-all first: the sqrt(n) segmentation
+// whatever the budget (memwall's floor search proposes it as such).
+RematResult chen_sqrt_rule(const Graph& graph, const Hardware& hardware, uint64_t budget,
+                           const RematOptions& options);
+
 }  // namespace memwall::remat_detail
