@@ -165,6 +165,9 @@ uint64_t saved_activation_bytes(const Graph& graph, std::string_view prefix) {
 MemorySummary memory_summary(const Graph& graph) {
   MemorySummary summary;
   for (size_t b = 0; b < graph.buffers.size(); ++b) {
+    // A version is its predecessor's storage, updated in place (Note
+    // [Buffer versions]): counted once, as the program allocates it.
+    if (graph.buffers[b].version_of != kNoBuffer) continue;
     uint64_t& slot = summary.bytes_by_kind[kind_index(graph, b)];
     slot = checked_add(slot, graph.buffers[b].bytes, "graph: total bytes of one kind");
   }

@@ -102,7 +102,10 @@ TEST(Versions, TheDefaultScheduleKeepsTheInPlaceProgramsPeak) {
   EXPECT_EQ(versioned.peak_op, 4);
   EXPECT_EQ(versioned.curve, with_updates.curve);
   EXPECT_EQ(versioned.curve, (std::vector<uint64_t>{92, 92, 156, 156, 164, 148, 84, 20}));
-  // The breakdown counts a shared storage once.
+  // The totals and the breakdown count a shared storage once.
+  EXPECT_EQ(memory_summary(g).bytes_by_kind, memory_summary(legacy).bytes_by_kind);
+  EXPECT_EQ(memory_summary(g).saved_activation_bytes,
+            memory_summary(legacy).saved_activation_bytes);
   EXPECT_EQ(versioned.peak_by_kind[static_cast<size_t>(BufferKind::kActivation)], 64u);
   // Out of place, each version gets storage of its own: op 1 holds a and
   // a@v1 (156), op 3 r, a@v1 and a@v2 (220), op 5 a@v2, g and g@v1 (212).

@@ -86,7 +86,9 @@ MemoryProfile memory_profile(const Graph& graph, const std::vector<BufferLife>& 
 
 // Totals over a graph, as `memwall inspect` reports them.
 struct MemorySummary {
-  std::array<uint64_t, kNumBufferKinds> bytes_by_kind{};  // sum of every buffer of each kind
+  // Sum of every buffer of each kind; a buffer's versions count once
+  // (they are its storage, updated in place).
+  std::array<uint64_t, kNumBufferKinds> bytes_by_kind{};
   // Activations produced in forward and read (or updated) by a backward op.
   uint64_t saved_activation_bytes = 0;
   uint64_t peak_workspace_bytes = 0;  // largest single op workspace
