@@ -15,7 +15,10 @@
 // 16-bit copy in the same pass, and there is no apply. With fp32
 // parameters and no master copy, p.step keeps one (p.master): the CPU must
 // hold the values it steps. The CPU step's time is its largest state over
-// the profile's CPU Adam throughput (the simulator's host rule).
+// the profile's CPU Adam throughput (the simulator's host rule). A step of
+// several ops (a traced torch.optim step) is fused into one first (Note
+// [Traced optimizer steps] in optimizer_steps.cc), so the CPU runs, and is
+// timed for, one step per parameter; its temporaries become its workspace.
 //
 // Note [Offload steps]
 // ~~~~~~~~~~~~~~~~~~~~
@@ -49,7 +52,7 @@
 #include "memwall/graph/counts.h"
 #include "memwall/graph/describe.h"
 #include "memwall/graph/error.h"
-#include "memwall/swap/zero.h"
+#include "memwall/swap/optimizer_steps.h"
 
 namespace memwall {
 namespace {
@@ -82,9 +85,9 @@ void check_options(const OffloadOptions& o) {
 
 OffloadGraph offload_graph(const Graph& graph, const OffloadOptions& options) {
   check_options(options);
-  const std::vector<ModelState> states = model_states(graph);
   OffloadGraph og;
-  og.graph = graph;
+  og.graph = fuse_optimizer_steps(graph);  // one CPU op per parameter's step
+  const std::vector<ModelState> states = model_states(og.graph);
   Graph& g = og.graph;
   std::vector<std::vector<Op>> after(graph.ops.size());
   std::vector<OffloadedState> found;
@@ -146,6 +149,7 @@ Graph planning_view(const OffloadGraph& og, const OffloadOptions& options) {
   Graph view = og.graph;
   for (const OffloadedState& o : og.states) {
     if (options.optimizer != Tier::kDevice) {
+      view.ops[o.step].workspace = 0;  // it runs on the CPU
       for (const BufferId s : o.states) view.buffers[s].bytes = 0;
       view.buffers[o.grad].bytes = 0;
       if (o.update >= 0) view.buffers[o.update].bytes = 0;

@@ -22,7 +22,10 @@
 // Comm ops run on the simulator's collective stream, overlapping compute;
 // where they sit in op order decides how early they can start, hence
 // prefetch_ops. Shards round up (ceil(bytes / N)). A stage above 0 with one
-// rank changes nothing.
+// rank changes nothing. A step of several ops (a traced one, Note [Traced
+// optimizer steps] in optimizer_steps.cc) stays as it is: each of its ops
+// reads the shard and does 1/N of its work, its temporaries cut to 1/N,
+// and the all-gather follows its last op.
 #include "memwall/swap/zero.h"
 
 #include <algorithm>
@@ -101,8 +104,8 @@ struct Rewrite {
   void gradients(const ModelState& s) {
     const Buffer& g = in.buffers[s.grad];
     const OpId writer = last_write[s.grad];
-    if (writer == kNoOp || writer > s.step) {
-      fail("ZeRO: {} reads {}, which no op before it writes", detail::op_label(in, s.step),
+    if (writer == kNoOp || writer > s.ops.front()) {
+      fail("ZeRO: {} reads {}, which no op before it writes", detail::op_label(in, s.ops.front()),
            detail::buffer_label(in, s.grad));
     }
     const auto bytes = static_cast<double>(g.bytes);
@@ -126,14 +129,20 @@ struct Rewrite {
     op.in = {s.grad};
     op.out = {shard_id};
     after[writer].push_back(std::move(op));
-    remap[s.step].push_back({s.grad, shard_id});
+    for (const OpId id : s.ops) remap[id].push_back({s.grad, shard_id});
   }
 
   void optimizer(const ModelState& s) {
     for (const BufferId st : s.states) shard(st);
-    Op& step = out.ops[s.step];
-    step.flops /= ranks();
-    step.bytes /= ranks();
+    // Every op of a traced step does 1/N of its work on 1/N of its
+    // temporaries (Note [Traced optimizer steps] in optimizer_steps.cc).
+    for (const BufferId t : s.temps) shard(t);
+    for (const OpId id : s.ops) {
+      Op& op = out.ops[id];
+      op.flops /= ranks();
+      op.bytes /= ranks();
+      if (op.time) *op.time /= ranks();
+    }
     if (opt.stage == 3) return;  // the step updates the parameter's shard
     Op op = comm(in.buffers[s.param].name + ".all_gather", "all_gather",
                  share_sent() * static_cast<double>(in.buffers[s.param].bytes));
@@ -202,7 +211,10 @@ struct Rewrite {
     for (size_t i = 0; i < in.ops.size(); ++i) {
       for (Op& op : before[i]) push(std::move(op));
       Op op = std::move(out.ops[i]);
-      for (const auto& [from, to] : remap[i]) std::replace(op.in.begin(), op.in.end(), from, to);
+      for (const auto& [from, to] : remap[i]) {
+        std::replace(op.in.begin(), op.in.end(), from, to);
+        std::replace(op.updates.begin(), op.updates.end(), from, to);
+      }
       push(std::move(op));
       for (Op& c : after[i]) push(std::move(c));
     }
@@ -214,31 +226,6 @@ struct Rewrite {
 };
 
 }  // namespace
-
-std::vector<ModelState> model_states(const Graph& graph) {
-  std::vector<ModelState> states;
-  for (const Op& op : graph.ops) {
-    if (op.phase != Phase::kOptimizer) continue;
-    ModelState s;
-    s.step = op.id;
-    for (const BufferId b : op.updates) {
-      const BufferKind kind = graph.buffers.at(b).kind;
-      if (kind == BufferKind::kParam && s.param < 0) s.param = b;
-      if (kind == BufferKind::kOptimState) s.states.push_back(b);
-    }
-    if (s.param < 0) {
-      fail("{} updates no parameter: not a per-parameter optimizer step",
-           detail::op_label(graph, op.id));
-    }
-    if (op.in.size() != 1) {
-      fail("{} reads {} buffers; a per-parameter optimizer step reads its gradient only",
-           detail::op_label(graph, op.id), op.in.size());
-    }
-    s.grad = op.in[0];
-    states.push_back(std::move(s));
-  }
-  return states;
-}
 
 Graph zero_rank_graph(const Graph& graph, const ZeroOptions& options) {
   if (options.ranks < 1) fail("ZeRO needs at least one rank (got {})", options.ranks);

@@ -49,8 +49,9 @@ struct OffloadGraph {
   std::vector<OffloadedState> states;  // in step order
 };
 
-// Rewrites every per-parameter optimizer step (see model_states in zero.h)
-// for a CPU optimizer (Note [Offloaded optimizer step] in offload.cc). A
+// Rewrites every per-parameter optimizer step (model_states in
+// optimizer_steps.h; a step of several ops is fused into one first) for a
+// CPU optimizer (Note [Offloaded optimizer step] in offload.cc). A
 // parameter without an fp32 master copy among its states (fp32 training)
 // gets one: the CPU keeps the values it steps. `options` says whether the
 // parameters stay on the device (the rewrite differs); throws Error for
@@ -65,8 +66,9 @@ Plan apply_offload(const OffloadGraph& og, const Plan& plan, const OffloadOption
 
 // og.graph with the device weight of what `options` moves off the device
 // set to 0 bytes: optimizer states and gradients (which leave right after
-// they are made) when the optimizer is offloaded, the CPU step's output, and
-// offloaded parameters (brought in per use). Op and buffer ids are kept.
+// they are made) when the optimizer is offloaded, the CPU step's output and
+// workspace, and offloaded parameters (brought in per use). Op and buffer
+// ids are kept.
 Graph planning_view(const OffloadGraph& og, const OffloadOptions& options);
 
 }  // namespace memwall

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "memwall/graph/types.h"
+#include "memwall/swap/optimizer_steps.h"  // ModelState, model_states
 
 namespace memwall {
 
@@ -23,22 +24,11 @@ struct ZeroOptions {
   int regather_gap = 32;
 };
 
-// One parameter's model states as the graph's optimizer op names them.
-struct ModelState {
-  BufferId param = -1;
-  BufferId grad = -1;  // what the optimizer step reads
-  std::vector<BufferId> states;
-  OpId step = kNoOp;  // the optimizer op
-};
-
-// Every parameter that has an optimizer step, in step order: the step's
-// kParam update, its input gradient and its kOptimState updates. Throws
-// Error for an optimizer op that updates no parameter or reads no gradient.
-std::vector<ModelState> model_states(const Graph& graph);
-
 // The graph of one rank (see Note [ZeRO as a graph] in zero.cc). With one
 // rank it is `graph` itself. Throws Error for ranks < 1, a stage outside
-// 0..3, or a graph whose optimizer ops are not per-parameter steps.
+// 0..3, or a graph whose optimizer ops are not per-parameter steps
+// (model_states); a step of several ops keeps them, each doing 1/N of its
+// work from stage 1 on.
 Graph zero_rank_graph(const Graph& graph, const ZeroOptions& options);
 
 }  // namespace memwall
