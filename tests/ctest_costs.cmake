@@ -15,7 +15,8 @@ set(memwall_long_tests
     CrossValidation.ResNet50 15
     CrossValidation.Gpt2Small 15
     Trace.MeasureRecordsEveryOpsTime 14
-    CrossValidation.MobileNetV2 14)
+    CrossValidation.MobileNetV2 14
+    PlanTracedCli.Resnet18PlansBelowItsModelStates 11)
 while(memwall_long_tests)
   list(POP_FRONT memwall_long_tests name cost)
   set_tests_properties(${name} PROPERTIES COST ${cost})

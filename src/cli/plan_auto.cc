@@ -84,6 +84,26 @@ std::string link_row(const SimResult& sim) {
                      human_bytes(moved(Resource::kNvmeWrite)), human_bytes(moved(Resource::kComm)));
 }
 
+// The configurations the search skipped, one row per reason (usually one:
+// the graph's optimizer step, which every rewrite needs).
+std::vector<std::string> skipped_rows(const AutoPlan& a) {
+  std::vector<std::string> rows;
+  for (size_t i = 0; i < a.skipped.size(); ++i) {
+    bool seen = false;
+    size_t count = 0;
+    for (size_t j = 0; j < a.skipped.size(); ++j) {
+      if (a.skipped[j].why != a.skipped[i].why) continue;
+      seen |= j < i;
+      ++count;
+    }
+    if (seen) continue;
+    rows.push_back(field("skipped", fmt::format("{} configuration{} ({}{}): {}", count,
+                                                count == 1 ? "" : "s", a.skipped[i].config.name(),
+                                                count == 1 ? "" : ", ...", a.skipped[i].why)));
+  }
+  return rows;
+}
+
 std::string technique_table(const AutoPlan& a) {
   std::string out = fmt::format("  {:<15}{:<5}{:>12}{:>10}{:>13}  {}\n", "technique", "fits",
                                 "iteration", "vs auto", "device peak", "placement / why not");
@@ -201,6 +221,7 @@ void print_plan(const PlanArgs& args, const Graph& graph, const AutoPlan& a, con
   std::cout << field("bytes over links", link_row(sim));
   std::cout << field("solve time", fmt::format("{} ({} configurations searched)",
                                                human_seconds(a.solve_seconds), a.configs_tried));
+  for (const std::string& row : skipped_rows(a)) std::cout << row;
   for (const std::string& row : written) std::cout << row;
   std::cout << args.exports.written_rows();
   std::cout << "\nthe same work under each single technique:\n" << technique_table(a);
@@ -239,6 +260,14 @@ nlohmann::json plan_json(const Graph& graph, const AutoPlan& a, const Hardware& 
                       {"nvme_write", c.sim.bytes_moved[static_cast<size_t>(Resource::kNvmeWrite)]},
                       {"collectives", c.sim.bytes_moved[static_cast<size_t>(Resource::kComm)]}};
   j["solve_seconds"] = a.solve_seconds;
+  j["skipped_configurations"] = nlohmann::json::array();
+  for (const SkippedConfig& skip : a.skipped) {
+    j["skipped_configurations"].push_back({{"configuration", skip.config.name()},
+                                           {"zero_stage", skip.config.stage},
+                                           {"optimizer_on", to_string(skip.config.optimizer)},
+                                           {"params_on", to_string(skip.config.params)},
+                                           {"why", skip.why}});
+  }
   j["singles"] = nlohmann::json::array();
   for (const Candidate& s : a.singles) j["singles"].push_back(candidate_json(s));
   return j;

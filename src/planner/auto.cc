@@ -14,9 +14,15 @@
 // is no better than the best plan found; inside a configuration, keeping
 // every activation is tried first and ends it when it fits. The single
 // techniques of the side-by-side table are candidates too, so the result
-// is never slower than the best of them.
+// is never slower than the best of them. A configuration whose rewrite does
+// not apply to the graph (a traced optimizer step that is not one run of
+// ops per parameter, Note [Traced optimizer steps] in
+// swap/optimizer_steps.cc) is skipped with its reason; one rank with every
+// state on the device needs no rewrite, so a plan can still come from it.
 #include <algorithm>
 #include <limits>
+#include <optional>
+#include <string>
 
 #include <fmt/format.h>
 
@@ -83,12 +89,33 @@ std::vector<Single> singles_for(const PlannerOptions& options) {
   };
 }
 
+// A configuration, or why its rewrite does not apply to the graph.
+struct Built {
+  std::optional<ConfigWork> work;
+  std::string why;
+};
+
+Built build(const Graph& graph, const StateConfig& config, int ranks) {
+  try {
+    return {make_config(graph, config, ranks), {}};
+  } catch (const Error& e) {
+    return {std::nullopt, e.what()};
+  }
+}
+
 Candidate run_single(const Graph& graph, const Hardware& hw, const PlannerOptions& options,
-                     const Single& single, const ConfigWork* same_config) {
+                     const Single& single, const Built* same_config) {
   const uint64_t budget = options.budget > 0 ? options.budget : default_budget(hw);
-  Candidate c = same_config ? fit(*same_config, single.activations, hw, budget, options)
-                            : fit(make_config(graph, single.config, options.ranks),
-                                  single.activations, hw, budget, options);
+  const Built own = same_config ? Built{} : build(graph, single.config, options.ranks);
+  const Built& built = same_config ? *same_config : own;
+  Candidate c;
+  if (built.work) {
+    c = fit(*built.work, single.activations, hw, budget, options);
+  } else {
+    c.activations = std::string(planner_detail::to_string(single.activations));
+    c.states = single.config;
+    c.why = fmt::format("{} does not apply: {}", single.config.name(), built.why);
+  }
   c.technique = std::string(single.technique);
   return c;
 }
@@ -118,7 +145,7 @@ std::vector<Candidate> single_techniques(const Graph& graph, const Hardware& har
   const Hardware hw = planner_detail::with_host(hardware, options);
   const std::vector<Single> singles = singles_for(options);
   // The activation techniques share one configuration: build it once.
-  const ConfigWork on_device = make_config(graph, singles[0].config, options.ranks);
+  const Built on_device = build(graph, singles[0].config, options.ranks);
   std::vector<Candidate> out;
   for (const Single& s : singles) {
     const bool same = s.config.stage == singles[0].config.stage &&
@@ -154,9 +181,13 @@ AutoPlan plan_auto(const Graph& graph, const Hardware& hardware, const PlannerOp
   std::vector<Work> works;
   for (const int stage : stages(options)) {
     for (const auto& [optimizer, params] : kPlacements) {
-      ConfigWork w = make_config(graph, {stage, optimizer, params}, options.ranks);
-      planner_detail::Unconstrained u = planner_detail::unconstrained_time(w, hw, opts);
-      works.push_back({std::move(w), std::move(u)});
+      Built b = build(graph, {stage, optimizer, params}, options.ranks);
+      if (!b.work) {
+        result.skipped.push_back({{stage, optimizer, params}, std::move(b.why)});
+        continue;
+      }
+      planner_detail::Unconstrained u = planner_detail::unconstrained_time(*b.work, hw, opts);
+      works.push_back({std::move(*b.work), std::move(u)});
     }
   }
   std::stable_sort(works.begin(), works.end(),
@@ -191,6 +222,9 @@ AutoPlan plan_auto(const Graph& graph, const Hardware& hardware, const PlannerOp
     result.best = std::move(found);
   } else if (best) {
     result.best = *best;
+  } else if (works.empty()) {
+    fail("no plan for {} on {}: no model-state configuration applies ({})", graph.name, hw.name,
+         result.skipped.front().why);
   } else {
     // Explain with the configuration that keeps the least on the device:
     // the highest stage with everything on NVMe.
@@ -201,8 +235,12 @@ AutoPlan plan_auto(const Graph& graph, const Hardware& hardware, const PlannerOp
     for (size_t i = 1; i < works.size(); ++i) {
       if (rank(works[i].work.config) > rank(works[frugal].work.config)) frugal = i;
     }
-    fail("no plan fits a device budget of {} bytes on {}: even with {}, {}", result.budget, hw.name,
-         works[frugal].work.config.name(), why[frugal]);
+    const std::string skipped =
+        result.skipped.empty() ? std::string()
+                               : fmt::format(" ({} configurations skipped: {})",
+                                             result.skipped.size(), result.skipped.front().why);
+    fail("no plan fits a device budget of {} bytes on {}: even with {}, {}{}", result.budget,
+         hw.name, works[frugal].work.config.name(), why[frugal], skipped);
   }
   result.best.technique = "auto";
   result.solve_seconds = clock.seconds();

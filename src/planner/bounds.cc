@@ -24,13 +24,17 @@
 //   E x (gradient bytes / state bytes per parameter) leave the device. Of E,
 //   what exceeds host memory lives on NVMe and is read once per iteration.
 //   With several ranks on a node, host memory and both links are the rank's
-//   share of the node's (Note [Ranks on a node] in hw/ranks.cc).
+//   share of the node's (Note [Ranks on a node] in hw/ranks.cc). A graph
+//   whose optimizer ops are not per-parameter steps (Note [Traced optimizer
+//   steps] in swap/optimizer_steps.cc) cannot move its states: no term.
 // Both transfer terms are bandwidth-only (no latency): a bound, loose when
 // activations dominate, tight when model states do.
 #include <algorithm>
+#include <vector>
 
 #include <fmt/format.h>
 
+#include "memwall/graph/error.h"
 #include "memwall/graph/graph.h"
 #include "memwall/planner/planner.h"
 #include "memwall/swap/zero.h"
@@ -56,9 +60,17 @@ LowerBound iteration_lower_bound(const Graph& graph, const Hardware& hardware,
       b.compute += op_time(hardware, graph, op);
     }
   }
-  // Per-parameter bytes of parameters, states and gradients.
+  // Per-parameter bytes of parameters, states and gradients. Without
+  // per-parameter steps nothing can leave the device (the planner keeps to
+  // the configuration that needs no rewrite): no transfer is forced.
   uint64_t params = 0, states = 0, grads = 0;
-  for (const ModelState& s : model_states(graph)) {
+  std::vector<ModelState> steps;
+  try {
+    steps = model_states(graph);
+  } catch (const Error&) {
+    steps.clear();
+  }
+  for (const ModelState& s : steps) {
     params += graph.buffers[s.param].bytes;
     grads += graph.buffers[s.grad].bytes;
     for (const BufferId st : s.states) states += graph.buffers[st].bytes;

@@ -28,3 +28,10 @@ def build_sgd():
     model, batch, loss_fn, _ = build()
     return model, batch, loss_fn, torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9,
                                                   foreach=False)
+
+
+def build_foreach():
+    # torch 2.x's default multi-tensor Adam: one _foreach_* op over every
+    # parameter, which memwall cannot split into per-parameter steps.
+    model, batch, loss_fn, _ = build()
+    return model, batch, loss_fn, torch.optim.Adam(model.parameters(), lr=1e-3, foreach=True)

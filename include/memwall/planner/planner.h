@@ -64,6 +64,14 @@ struct LowerBound {
   std::string why;      // which term binds
 };
 
+// A configuration the search could not build for this graph (its ZeRO or
+// offload rewrite does not apply, e.g. a multi-tensor optimizer step: Note
+// [Traced optimizer steps] in src/swap/optimizer_steps.cc).
+struct SkippedConfig {
+  StateConfig config;
+  std::string why;
+};
+
 struct AutoPlan {
   Candidate best;                  // technique "auto"
   std::vector<Candidate> singles;  // each single technique on the same work
@@ -71,17 +79,20 @@ struct AutoPlan {
   uint64_t budget = 0;
   Hardware hardware;  // with the host size the planner used
   size_t configs_tried = 0;
+  std::vector<SkippedConfig> skipped;  // in search order
   double solve_seconds = 0;
 };
 
 // Throws Error when nothing fits, naming the resource that runs out first
 // in the most frugal configuration and by how much (device, host, NVMe), or
-// for bad options.
+// for bad options. Configurations whose rewrite does not apply to the graph
+// are skipped (AutoPlan::skipped); the plan comes from the others.
 AutoPlan plan_auto(const Graph& graph, const Hardware& hardware, const PlannerOptions& options);
 
 // The single techniques alone (the side-by-side table): best remat-only,
 // vDNN, Capuchin, ZeRO-Offload, ZeRO-Infinity. Never throws for a technique
-// that does not fit: its Candidate says why.
+// that does not fit or whose configuration does not apply to the graph:
+// its Candidate says why.
 std::vector<Candidate> single_techniques(const Graph& graph, const Hardware& hardware,
                                          const PlannerOptions& options);
 
