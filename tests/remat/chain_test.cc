@@ -82,9 +82,15 @@ TEST(RematChain, NoCheckpointRecomputesTheWholeForwardOncePerNeed) {
   EXPECT_TRUE(simulate_unlimited(graph, plan).valid);
 }
 
+// Just below the default schedule's peak: with room for it, chen-sqrt keeps
+// everything (Note [Keep-all first]; RematChain.ChenSqrtWithRoomKeepsEverything).
+uint64_t below_keep_all(const Graph& graph) {
+  return device_peak(simulate_unlimited(graph, default_plan(graph, "a100-80g", 0))) - 1;
+}
+
 TEST(RematChain, ChenSqrtKeepsFourOfSixteen) {
   const Graph graph = chain_graph(16);
-  const RematResult result = plan_chen_sqrt(graph, gpu(), kMaxBytes, {});
+  const RematResult result = plan_chen_sqrt(graph, gpu(), below_keep_all(graph), {});
   EXPECT_EQ(result.planner, "chen-sqrt");
   EXPECT_EQ(kept_saved(graph, result.plan), (std::set<std::string>{"y3", "y7", "y11", "y15"}));
   // Segments end in their checkpoint; each segment's other three layers are
@@ -108,8 +114,14 @@ TEST(RematChain, ChenSqrtKeepsFourOfSixteen) {
 TEST(RematChain, ChenSqrtRoundsTheStride) {
   // 10 candidates: stride round(sqrt(10)) = 3, keeps y2, y5, y8.
   const Graph graph = chain_graph(10);
-  const RematResult result = plan_chen_sqrt(graph, gpu(), kMaxBytes, {});
+  const RematResult result = plan_chen_sqrt(graph, gpu(), below_keep_all(graph), {});
   EXPECT_EQ(kept_saved(graph, result.plan), (std::set<std::string>{"y2", "y5", "y8"}));
+}
+
+TEST(RematChain, ChenSqrtWithRoomKeepsEverything) {
+  const Graph graph = chain_graph(16);
+  const RematResult result = plan_chen_sqrt(graph, gpu(), below_keep_all(graph) + 1, {});
+  EXPECT_TRUE(recomputed_ops(graph, result.plan).empty()) << result.note;
 }
 
 TEST(RematChain, ChenGreedyWithRoomKeepsEverything) {
