@@ -110,6 +110,9 @@ void GraphSource::add_options(CLI::App& app, const std::string& default_model) {
   optimizer_option = app.add_option("--optimizer", optimizer, "sgd, momentum, adam or adamw")
                          ->capture_default_str();
   app.add_flag("--flash", flash, "fused flash attention (saves no s x s tensors)");
+  app.add_flag("--forward-only", forward_only,
+               "the forward pass alone, loss included (inference or evaluation): no backward, no "
+               "optimizer step");
 }
 
 bool GraphSource::given() const {
@@ -120,14 +123,14 @@ Graph GraphSource::load(const Hardware& hw) const {
   if (!graph_file.empty()) {
     // A graph file fixes all of these; taking them silently would answer
     // for something else than the user asked.
-    const bool zoo_options = batch || seq || image || flash ||
+    const bool zoo_options = batch || seq || image || flash || forward_only ||
                              (model_option && model_option->count() > 0) ||
                              (dtype_option && dtype_option->count() > 0) ||
                              (optimizer_option && optimizer_option->count() > 0);
     if (zoo_options) {
       fail(
-          "--model, --batch, --seq, --image, --dtype, --optimizer and --flash build a zoo model; "
-          "they do not apply to --graph {}",
+          "--model, --batch, --seq, --image, --dtype, --optimizer, --flash and --forward-only "
+          "build a zoo model; they do not apply to --graph {}",
           graph_file);
     }
     Graph graph = read_graph_file(graph_file);
@@ -160,6 +163,10 @@ ModelOptions GraphSource::model_options(const Hardware& hw) const {
   opts.precision = parse_precision(dtype);
   opts.optimizer = parse_optimizer(optimizer);
   opts.flash = flash;
+  opts.forward_only = forward_only;
+  if (forward_only && optimizer_option != nullptr && optimizer_option->count() > 0) {
+    fail("--optimizer {} does not apply to --forward-only, which has no optimizer step", optimizer);
+  }
   const DType math = compute_dtype(opts.precision);
   if (!computes_in(hw, math)) {
     const bool chosen = dtype_option != nullptr && dtype_option->count() > 0;

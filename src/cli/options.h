@@ -18,7 +18,8 @@
 
 namespace memwall::cli {
 
-// --model NAME [--batch --seq --image --dtype --optimizer --flash] or --graph FILE.
+// --model NAME [--batch --seq --image --dtype --optimizer --flash --forward-only]
+// or --graph FILE.
 struct GraphSource {
   std::string model;
   std::string graph_file;
@@ -28,6 +29,7 @@ struct GraphSource {
   std::string dtype = "bf16";
   std::string optimizer = "adam";
   bool flash = false;
+  bool forward_only = false;
   // The options as registered, to tell a default from a value the user gave.
   CLI::Option* model_option = nullptr;
   CLI::Option* dtype_option = nullptr;

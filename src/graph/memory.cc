@@ -151,6 +151,33 @@ std::vector<uint8_t> saved_for_backward(const Graph& graph) {
   return saved;
 }
 
+bool has_backward(const Graph& graph) {
+  return std::any_of(graph.ops.begin(), graph.ops.end(),
+                     [](const Op& op) { return op.phase == Phase::kBackward; });
+}
+
+std::vector<uint8_t> read_again_later(const Graph& graph) {
+  if (has_backward(graph)) return saved_for_backward(graph);
+  // last[b]: the latest op that created or used b so far.
+  std::vector<uint8_t> later(graph.buffers.size(), 0);
+  std::vector<OpId> last(graph.buffers.size(), kNoOp);
+  for (const Op& op : graph.ops) {
+    const auto use = [&](BufferId b) {
+      check_buffer_id(graph, op, b);
+      const bool gap = last[b] != kNoOp && op.id - last[b] >= 2;
+      if (gap && graph.buffers[b].kind == BufferKind::kActivation) later[b] = 1;
+      last[b] = op.id;
+    };
+    for (const BufferId b : op.in) use(b);
+    for (const BufferId b : op.updates) use(b);
+    for (const BufferId b : op.out) {
+      check_buffer_id(graph, op, b);
+      last[b] = op.id;
+    }
+  }
+  return later;
+}
+
 uint64_t saved_activation_bytes(const Graph& graph, std::string_view prefix) {
   const std::vector<uint8_t> saved = saved_for_backward(graph);
   uint64_t total = 0;

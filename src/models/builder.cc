@@ -183,6 +183,7 @@ std::vector<Tensor> Builder::emit_with_param_grads(OpSpec spec, const std::vecto
 }
 
 Graph Builder::finish(const Tensor& loss) {
+  if (options_.forward_only) return std::move(graph_);  // no tape run, no step
   std::string saved_scope = std::exchange(scope_, std::string());
   // Seed dL/dL = 1 (what loss.backward() does).
   Tensor seed = emit1({.name = "loss.grad_seed", .type = "fill", .phase = Phase::kBackward},

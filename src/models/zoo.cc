@@ -147,8 +147,9 @@ Graph build_model(std::string_view name, const ModelOptions& options) {
   }
 
   Graph g = e.build(info.name, opts);
-  g.name = fmt::format("{} b{} {} {}{}", info.name, opts.batch, shape_desc,
-                       to_string(opts.precision), opts.flash ? " flash" : "");
+  g.name =
+      fmt::format("{} b{} {} {}{}{}", info.name, opts.batch, shape_desc, to_string(opts.precision),
+                  opts.flash ? " flash" : "", opts.forward_only ? " forward-only" : "");
   int64_t params = 0;
   for (const Buffer& b : g.buffers) {
     if (b.kind == BufferKind::kParam) params += models::checked_numel(b.shape);
@@ -163,6 +164,10 @@ Graph build_model(std::string_view name, const ModelOptions& options) {
   } else {
     g.meta["seq"] = opts.seq;
     g.meta["flash"] = opts.flash;
+  }
+  if (opts.forward_only) {
+    g.meta["forward_only"] = true;
+    g.meta.erase("optimizer");  // there is no step
   }
   return g;
 }

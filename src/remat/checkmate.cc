@@ -22,6 +22,9 @@
 // Values are per buffer (an op may create several) rather than one per
 // node, and W_k (workspace) is the deviation that keeps the simulator's
 // accounting: an op's workspace is held while it runs.
+//
+// Forward-only programs above kMaxOpNodes ops are grouped into runs of
+// consecutive ops (Note [Forward-only groups] in checkmate_groups.cc).
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -30,6 +33,7 @@
 #include <fmt/format.h>
 
 #include "Cbc_C_Interface.h"
+#include "checkmate_graph.h"
 #include "memwall/graph/describe.h"
 #include "memwall/graph/error.h"
 #include "memwall/graph/graph.h"
@@ -60,48 +64,13 @@ namespace {
 // O(n^2) binaries and CBC stops being useful within seconds beyond ~100.
 constexpr size_t kMaxOpNodes = 100;
 constexpr size_t kMaxStages = 24;
+// Forward-only programs above kMaxOpNodes: as many nodes as the stage chain.
+constexpr int kMaxGroups = 2 * static_cast<int>(kMaxStages);
 
-// The graph Checkmate sees: nodes run a list of ops; values have one
-// producing node and read by users.
-struct MilpGraph {
-  int n = 0;
-  std::vector<double> cost;
-  std::vector<uint64_t> workspace;
-  std::vector<uint8_t> once;  // may not be recomputed
-  std::vector<std::vector<int>> in, out;
-  std::vector<uint64_t> bytes;
-  std::vector<int> producer;
-  std::vector<std::vector<int>> users;  // sorted, distinct
-  uint64_t static_bytes = 0;
-  std::vector<std::vector<OpId>> ops;
-  std::vector<OpId> tail;
-  bool coarse = false;
-};
-
-int add_value(MilpGraph& g, int producer, uint64_t bytes) {
-  g.bytes.push_back(bytes);
-  g.producer.push_back(producer);
-  g.users.emplace_back();
-  g.out[producer].push_back(static_cast<int>(g.bytes.size()) - 1);
-  return static_cast<int>(g.bytes.size()) - 1;
-}
-
-void add_use(MilpGraph& g, int value, int node) {
-  auto& u = g.users[value];
-  if (std::find(u.begin(), u.end(), node) != u.end()) return;
-  u.push_back(node);
-  g.in[node].push_back(value);
-}
-
-void resize_nodes(MilpGraph& g, int n) {
-  g.n = n;
-  g.cost.assign(n, 0);
-  g.workspace.assign(n, 0);
-  g.once.assign(n, 0);
-  g.in.assign(n, {});
-  g.out.assign(n, {});
-  g.ops.assign(n, {});
-}
+using checkmate::add_use;
+using checkmate::add_value;
+using checkmate::MilpGraph;
+using checkmate::resize_nodes;
 
 MilpGraph op_graph(const Graph& graph, const Hardware& hw) {
   MilpGraph g;
@@ -322,6 +291,8 @@ RematResult plan_checkmate(const Graph& graph, const Hardware& hardware, uint64_
   rotor::Chain chain;
   if (graph.ops.size() <= kMaxOpNodes) {
     g = op_graph(graph, hardware);
+  } else if (!has_backward(graph)) {
+    g = checkmate::group_graph(graph, hardware, kMaxGroups);
   } else {
     try {
       chain = rotor::linearize(graph, hardware, kMaxStages);
@@ -542,7 +513,7 @@ RematResult plan_checkmate(const Graph& graph, const Hardware& hardware, uint64_
       }
     }
   }
-  if (!g.coarse && start_x.empty() && options.warm_start != nullptr) {
+  if (!g.coarse && !g.grouped && start_x.empty() && options.warm_start != nullptr) {
     // Stage t of the frontier runs the recomputes issued since the previous
     // stage, then node t (op t); each stage's nodes run in index order, so
     // the caller's order is normalized and the result checked.
@@ -593,6 +564,13 @@ RematResult plan_checkmate(const Graph& graph, const Hardware& hardware, uint64_
           "the ops would)",
           graph.name, budget, graph.ops.size(), chain.stages.size());
     }
+    if (Cbc_isProvenInfeasible(model) && g.grouped) {
+      fail(
+          "checkmate: no schedule of {} fits a budget of {} bytes in the MILP over its {} ops "
+          "grouped into {} runs of consecutive ops (infeasible there; a group holds more than its "
+          "ops would)",
+          graph.name, budget, graph.ops.size(), g.n);
+    }
     if (Cbc_isProvenInfeasible(model)) {
       fail("checkmate: no schedule of {} fits a budget of {} bytes (the MILP is infeasible)",
            graph.name, budget);
@@ -620,8 +598,8 @@ RematResult plan_checkmate(const Graph& graph, const Hardware& hardware, uint64_
   RematResult result = remat_detail::finish(
       graph, hardware, budget, std::move(plan), "checkmate",
       fmt::format("{} {} nodes, {} binaries, {} node recomputations, {}", n,
-                  g.coarse ? "stage" : "op", c.count() - static_cast<size_t>(n) * (n + 1) / 2,
-                  recomputed,
+                  g.coarse ? "stage" : (g.grouped ? "op-group" : "op"),
+                  c.count() - static_cast<size_t>(n) * (n + 1) / 2, recomputed,
                   proven ? std::string("proven optimal")
                          : fmt::format("gap {:.3g}% at the time limit", 100 * gap)),
       clock);

@@ -21,10 +21,34 @@
 // forward order marks what the backward can have back (resident through
 // the backward, or regenerable from what is) and keeps the droppable
 // activations that are neither.
+//
+// Note [Forward-only gaps]
+// ~~~~~~~~~~~~~~~~~~~~~~~~
+// A program without backward (inference, a GAN's unrolled generator, a
+// custom loop) has no boundary to drop across, but the same schedule holds
+// for any activation read again after a gap of other ops
+// (read_again_later): a dropped one is freed after the use before its
+// largest gap and recomputed before the use after it. One gap per buffer
+// keeps an item one recompute, as in training; DTR and Checkmate, which are
+// not bound to this schedule, drop across any gap.
+//
+// What a recompute reads must be there, and cheaply: a buffer the default
+// schedule has freed would be regenerated in turn, from what was freed
+// before it, back to the program's start (on a forward-only GPT-2, every
+// dropped residual recomputed the whole prefix: 6x the iteration). So a
+// dropped activation comes back by recomputing its producer from inputs
+// that are still alive in the default schedule when its gap ends (or were
+// themselves dropped across that point, and come back the same way),
+// persistent, or inputs of the program (the builder keeps one a recompute
+// reads, Note [Inputs kept for recomputes] in src/plan/builders.cc). An
+// input updated in place between the producer and the gap's end would be
+// read with new data. A dropped activation for which any of this fails is
+// kept; DTR and Checkmate, which price whole chains, may still drop it.
 #include "memwall/remat/checkpoints.h"
 #include "memwall/graph/versions.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "memwall/graph/error.h"
 #include "memwall/graph/graph.h"
@@ -71,10 +95,62 @@ std::vector<uint8_t> effective_keep(const Graph& graph, std::span<const uint8_t>
   return kept;
 }
 
+// effective_keep for a forward-only program (Note [Forward-only gaps]);
+// before[b]: the op ending the gap b is dropped across, kNoOp when kept.
+std::vector<uint8_t> effective_keep_forward_only(const Graph& graph, std::span<const uint8_t> keep,
+                                                 const std::vector<BufferLife>& lives,
+                                                 std::span<const OpId> before) {
+  const auto end = static_cast<OpId>(graph.ops.size());
+  std::vector<uint8_t> kept(keep.begin(), keep.end());
+  std::vector<std::vector<OpId>> updaters(graph.buffers.size());  // in op order
+  for (const Op& op : graph.ops) {
+    for (const BufferId b : op.updates) updaters[b].push_back(op.id);
+  }
+  for (const Op& op : graph.ops) {
+    for (const BufferId b : op.out) {
+      const OpId c = before[b];
+      if (c == kNoOp) continue;
+      bool ok = recomputable(graph, op) && updaters[b].empty();
+      for (const BufferId x : op.in) {
+        const OpId freed = lives[x].free_op == kNoOp ? end : lives[x].free_op;
+        const auto next = std::upper_bound(updaters[x].begin(), updaters[x].end(), op.id);
+        ok = ok && (exists_before_first_op(graph.buffers[x].kind) || freed >= c) &&
+             (next == updaters[x].end() || *next >= c);
+      }
+      if (!ok) kept[b] = 1;
+    }
+  }
+  return kept;
+}
+
+// The gap a dropped activation is evicted across: from its last forward use
+// to its first backward one, or in a forward-only program its largest gap
+// between consecutive uses (Note [Forward-only gaps]).
+std::optional<Eviction> drop_gap(const Graph& graph, const BufferUses& uses, BufferId b,
+                                 bool backward) {
+  if (!backward) {
+    std::optional<Eviction> gap = largest_gap(uses, b, 2);
+    if (gap) gap->how = Eviction::How::kRecompute;
+    return gap;
+  }
+  OpId after = uses.producer(b);
+  OpId before = kNoOp;
+  for (const OpId op : uses.of(b)) {
+    if (graph.ops[op].phase == Phase::kForward) {
+      after = op;
+    } else {
+      before = op;
+      break;
+    }
+  }
+  if (before == kNoOp || after == kNoOp) return std::nullopt;
+  return Eviction{.buf = b, .after = after, .before = before, .how = Eviction::How::kRecompute};
+}
+
 }  // namespace
 
 std::vector<uint8_t> droppable_activations(const Graph& graph) {
-  std::vector<uint8_t> droppable = saved_for_backward(graph);
+  std::vector<uint8_t> droppable = read_again_later(graph);
   const std::vector<uint8_t> updated = updated_in_place(graph);
   for (const Op& op : graph.ops) {
     for (const BufferId b : op.out) {
@@ -91,25 +167,21 @@ Plan plan_with_checkpoints(const Graph& graph, std::span<const uint8_t> keep, st
   }
   const std::vector<uint8_t> droppable = droppable_activations(graph);
   const std::vector<BufferLife> lives = liveness(graph);
-  const std::vector<uint8_t> kept = effective_keep(graph, keep, droppable, lives);
   const BufferUses uses(graph);
+  const bool backward = has_backward(graph);
+  std::vector<std::optional<Eviction>> gaps(graph.buffers.size());
+  std::vector<OpId> before(graph.buffers.size(), kNoOp);
+  for (const Buffer& buffer : graph.buffers) {
+    if (!droppable[buffer.id] || keep[buffer.id]) continue;
+    gaps[buffer.id] = drop_gap(graph, uses, buffer.id, backward);
+    if (gaps[buffer.id]) before[buffer.id] = gaps[buffer.id]->before;
+  }
+  const std::vector<uint8_t> kept = backward
+                                        ? effective_keep(graph, keep, droppable, lives)
+                                        : effective_keep_forward_only(graph, keep, lives, before);
   std::vector<Eviction> evictions;
   for (const Buffer& buffer : graph.buffers) {
-    const BufferId b = buffer.id;
-    if (!droppable[b] || kept[b]) continue;
-    OpId after = uses.producer(b);
-    OpId before = kNoOp;
-    for (const OpId op : uses.of(b)) {
-      if (graph.ops[op].phase == Phase::kForward) {
-        after = op;
-      } else {
-        before = op;
-        break;
-      }
-    }
-    if (before == kNoOp || after == kNoOp) continue;
-    evictions.push_back(
-        Eviction{.buf = b, .after = after, .before = before, .how = Eviction::How::kRecompute});
+    if (gaps[buffer.id] && !kept[buffer.id]) evictions.push_back(*gaps[buffer.id]);
   }
   return plan_with_evictions(graph, evictions, std::move(hardware), budget);
 }

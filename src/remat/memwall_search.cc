@@ -4,8 +4,10 @@
 // Note [Drop items and their price]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // Dropping a saved activation frees its bytes from the end of its forward
-// uses until the backward regenerates it, and costs the recompute of its
-// producer plus whatever else that recompute needs that is not resident:
+// uses until the backward regenerates it (in a forward-only program, across
+// its largest gap: Note [Forward-only gaps] in checkpoints.cc), and costs
+// the recompute of its producer plus whatever else that recompute needs
+// that is not resident:
 // buffers the forward freed (not saved for backward) are regenerated from
 // their own producers, back to kept activations, parameters and inputs.
 // An item's price is that closure's time under the cost model, computed
@@ -77,15 +79,17 @@ constexpr size_t kExhaustiveWork = size_t{1} << 22;  // ops x keep sets
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
 // Per buffer: can the backward have it without regenerating it, if every
-// saved activation is kept (Note [Drop items and their price]).
+// saved activation is kept (Note [Drop items and their price]). A
+// forward-only program's recomputes can have every input: the builder keeps
+// one a recompute reads (Note [Forward-only gaps] in checkpoints.cc).
 std::vector<uint8_t> resident_in_backward(const Graph& graph, const std::vector<BufferLife>& lives,
-                                          const std::vector<uint8_t>& saved) {
+                                          const std::vector<uint8_t>& saved, bool backward) {
   std::vector<uint8_t> resident(saved.begin(), saved.end());
   for (const Buffer& b : graph.buffers) {
     if (!exists_before_first_op(b.kind)) continue;
     const OpId last = lives[b.id].last_use;
-    resident[b.id] =
-        is_persistent(b.kind) || (last != kNoOp && graph.ops[last].phase != Phase::kForward);
+    resident[b.id] = is_persistent(b.kind) || !backward ||
+                     (last != kNoOp && graph.ops[last].phase != Phase::kForward);
   }
   return resident;
 }
@@ -95,9 +99,10 @@ std::vector<uint8_t> resident_in_backward(const Graph& graph, const std::vector<
 CheckpointSearch::CheckpointSearch(const Graph& graph, const Hardware& hardware, uint64_t budget)
     : graph_(graph), hardware_(hardware), budget_(budget) {
   const std::vector<uint8_t> droppable = droppable_activations(graph);
-  const std::vector<uint8_t> saved = saved_for_backward(graph);
+  const std::vector<uint8_t> saved = read_again_later(graph);
   const std::vector<BufferLife> lives = liveness(graph);
-  const std::vector<uint8_t> resident = resident_in_backward(graph, lives, saved);
+  const std::vector<uint8_t> resident =
+      resident_in_backward(graph, lives, saved, has_backward(graph));
   std::vector<uint8_t> is_boundary(graph.buffers.size(), 0);
   for (const BufferId b : candidate_checkpoints(graph)) is_boundary[b] = 1;
 
@@ -302,13 +307,22 @@ Judged CheckpointSearch::swap(Judged start, std::vector<uint8_t> dropped, const 
   return start;
 }
 
-Judged CheckpointSearch::exhaustive() {
+bool CheckpointSearch::small() const {
+  return items_.size() <= kExhaustiveItems &&
+         (graph_.ops.size() << items_.size()) <= kExhaustiveWork;
+}
+
+Judged CheckpointSearch::exhaustive(bool lowest_peak) {
   Judged best;
   std::vector<uint8_t> dropped(items_.size(), 0);
   for (uint32_t mask = 1; mask < (uint32_t{1} << items_.size()); ++mask) {
     for (size_t i = 0; i < items_.size(); ++i) dropped[i] = mask >> i & 1;
     Judged judged = judge(dropped, "");
-    if (judged.fits(budget_) && (!best.fits(budget_) || judged.better_than(best))) {
+    const bool better =
+        lowest_peak ? judged.valid && (!best.valid || judged.peak < best.peak ||
+                                       (judged.peak == best.peak && judged.time < best.time))
+                    : judged.fits(budget_) && (!best.fits(budget_) || judged.better_than(best));
+    if (better) {
       best = std::move(judged);
       best.how = fmt::format("op-level, exhaustive over {} items: drops {}", items_.size(),
                              std::popcount(mask));
@@ -319,10 +333,7 @@ Judged CheckpointSearch::exhaustive() {
 
 Judged CheckpointSearch::run(const Stopwatch& clock, double deadline) {
   // Small enough to try every keep set (Note [Small graphs exactly]).
-  if (items_.size() <= kExhaustiveItems &&
-      (graph_.ops.size() << items_.size()) <= kExhaustiveWork) {
-    return exhaustive();
-  }
+  if (small()) return exhaustive();
   best_dropped_.clear();
   for (size_t stride = 1; stride <= strides(); ++stride) {
     // Past the deadline, stop once something fits: every stride's full drop
@@ -346,6 +357,12 @@ Judged CheckpointSearch::lowest() {
     std::vector<uint8_t> dropped(items_.size(), 0);
     for (size_t i = 0; i < items_.size(); ++i) dropped[i] = !kept[i];
     Judged judged = judge(dropped, family(stride) + ", all else dropped");
+    if (judged.valid && (!lowest.valid || judged.peak < lowest.peak)) lowest = std::move(judged);
+  }
+  // Dropping more does not always lower the peak (a recompute can bring a
+  // dropped buffer back early), so on small graphs every keep set counts.
+  if (small()) {
+    Judged judged = exhaustive(/*lowest_peak=*/true);
     if (judged.valid && (!lowest.valid || judged.peak < lowest.peak)) lowest = std::move(judged);
   }
   return lowest;

@@ -62,7 +62,8 @@ class CheckpointSearch {
   Judged run(const Stopwatch& clock, double deadline);
 
   // The lowest peak of the full-drop plan of each segmentation (what this
-  // search can reach at all), with that plan.
+  // search can reach at all), and on small graphs of every keep set, with
+  // that plan.
   Judged lowest();
 
   size_t evaluations() const { return evaluations_; }
@@ -72,8 +73,11 @@ class CheckpointSearch {
   // Keep set with the items whose flag is set in `dropped` dropped.
   std::vector<uint8_t> keep_of(std::span<const uint8_t> dropped) const;
   Judged judge(std::span<const uint8_t> dropped, std::string how);
-  // Every keep set, for graphs with few items (Note [Small graphs exactly]).
-  Judged exhaustive();
+  // Few enough items to try every keep set (Note [Small graphs exactly]).
+  bool small() const;
+  // Every keep set: the fastest that fits the budget, or with
+  // `lowest_peak` the lowest peak (then the fastest).
+  Judged exhaustive(bool lowest_peak = false);
   // Boundary items kept under segmentation stride m (every m-th kept, the
   // last one of each segment), the rest eligible to drop.
   std::vector<uint8_t> segment_kept(size_t stride) const;

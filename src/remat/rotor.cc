@@ -25,6 +25,7 @@
 #include <fmt/format.h>
 
 #include "memwall/graph/error.h"
+#include "memwall/graph/graph.h"
 #include "memwall/remat/remat.h"
 #include "memwall/remat/rotor.h"
 #include "planner_common.h"
@@ -190,6 +191,13 @@ RematResult plan_rotor(const Graph& graph, const Hardware& hardware, uint64_t bu
   constexpr int kSlots = 500;
   remat_detail::Stopwatch clock;
   if (options.rotor_stages < 1) fail("rotor: the chain needs at least one stage");
+  if (!has_backward(graph)) {
+    fail(
+        "rotor: {} has no backward ops: Rotor's dynamic program needs a chain of forward stages "
+        "each with its backward, so it cannot plan a forward-only program (dtr, checkmate and "
+        "memwall can)",
+        graph.name);
+  }
   const rotor::Chain chain = rotor::linearize(graph, hardware, options.rotor_stages);
   if (auto fits = remat_detail::keep_all_if_it_fits(graph, hardware, budget, "rotor", clock)) {
     return *std::move(fits);

@@ -10,7 +10,8 @@
 // recomputation. Here:
 //
 // - Timeline. The keep-all plan, simulated, gives every op's start and end.
-// - Candidates. Each activation saved for backward, evicted across the
+// - Candidates. Each activation saved for backward (in a forward-only
+//   program, read again after a gap: read_again_later), evicted across the
 //   largest gap between consecutive uses (largest_gap); after Capuchin,
 //   only those whose gap spans the current peak help.
 // - Free time. For a candidate swapped out after access a and needed again
@@ -239,7 +240,7 @@ class Capuchin {
   }
 
   void find_candidates() {
-    const std::vector<uint8_t> saved = saved_for_backward(graph_);
+    const std::vector<uint8_t> saved = read_again_later(graph_);
     const BufferUses uses(graph_);
     for (const Buffer& b : graph_.buffers) {
       if (!saved[b.id]) continue;

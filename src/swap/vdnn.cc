@@ -18,6 +18,12 @@
 // point is the earliest the swap scheduler may use; it moves a prefetch
 // later only where it would exceed the budget (Note [Swap scheduling]).
 // What is offloaded does not depend on the budget.
+//
+// A forward-only program (no backward op) has no backward to prefetch for,
+// but its activations read again after a gap (read_again_later: a U-Net's
+// skips at inference) are what vDNN would offload: each forward op's such
+// inputs go out after the use before their largest gap and come back for
+// the use after it, prefetched one offloaded layer ahead in the same way.
 #include <algorithm>
 #include <optional>
 #include <span>
@@ -36,8 +42,11 @@ bool is_convolution(const Op& op) {
 
 namespace {
 
-// The gap vDNN offloads b across: from its last forward use to its next use.
-std::optional<Eviction> offload_gap(const Graph& graph, const BufferUses& uses, BufferId b) {
+// The gap vDNN offloads b across: from its last forward use to its next use;
+// in a forward-only program its largest gap (Note [vDNN on an op graph]).
+std::optional<Eviction> offload_gap(const Graph& graph, const BufferUses& uses, BufferId b,
+                                    bool backward) {
+  if (!backward) return largest_gap(uses, b, 2);
   const std::span<const OpId> used = uses.of(b);
   for (size_t k = used.size(); k-- > 0;) {
     if (graph.ops[used[k]].phase != Phase::kForward) continue;
@@ -52,15 +61,16 @@ SwapResult plan_vdnn_impl(const Graph& graph, const Hardware& hardware, uint64_t
   const swap_detail::Stopwatch clock;
   swap_detail::check_tier(options.tier, planner);
   const BufferUses uses(graph);
+  const bool backward = has_backward(graph);
   std::vector<Eviction> evictions;
   uint64_t offloaded_bytes = 0;
   for (const BufferId b : vdnn_offloaded(graph, conv_only)) {
-    Eviction e = *offload_gap(graph, uses, b);
+    Eviction e = *offload_gap(graph, uses, b, backward);
     e.to = options.tier;
     evictions.push_back(e);
     offloaded_bytes += graph.buffers[b].bytes;
   }
-  // One offloaded layer ahead: group by the backward op needing them.
+  // One offloaded layer ahead: group by the (backward) op needing them.
   std::vector<OpId> consumers;
   for (const Eviction& e : evictions) consumers.push_back(e.before);
   std::sort(consumers.begin(), consumers.end());
@@ -80,7 +90,8 @@ SwapResult plan_vdnn_impl(const Graph& graph, const Hardware& hardware, uint64_t
 }  // namespace
 
 std::vector<BufferId> vdnn_offloaded(const Graph& graph, bool conv_only) {
-  const std::vector<uint8_t> saved = saved_for_backward(graph);
+  const std::vector<uint8_t> saved = read_again_later(graph);
+  const bool backward = has_backward(graph);
   std::vector<uint8_t> input(graph.buffers.size(), 0);
   for (const Op& op : graph.ops) {
     if (op.phase != Phase::kForward || (conv_only && !is_convolution(op))) continue;
@@ -89,7 +100,7 @@ std::vector<BufferId> vdnn_offloaded(const Graph& graph, bool conv_only) {
   const BufferUses uses(graph);
   std::vector<BufferId> out;
   for (size_t b = 0; b < input.size(); ++b) {
-    if (input[b] && offload_gap(graph, uses, static_cast<BufferId>(b))) {
+    if (input[b] && offload_gap(graph, uses, static_cast<BufferId>(b), backward)) {
       out.push_back(static_cast<BufferId>(b));
     }
   }

@@ -68,6 +68,32 @@ TEST_P(ZooModel, Fp32SgdHasNoOptimizerState) {
   EXPECT_EQ(s.bytes_by_kind[static_cast<int>(BufferKind::kOptimState)], 0u);
 }
 
+// The forward pass alone: the training iteration's forward ops, the same
+// ones in the same order, and nothing else (no grads, no optimizer states).
+TEST_P(ZooModel, ForwardOnlyIsTheIterationsForwardOps) {
+  const ModelInfo& m = find_model(GetParam());
+  ModelOptions o = small(m);
+  const Graph train = build_model(m.name, o);
+  o.forward_only = true;
+  const Graph g = build_model(m.name, o);
+  EXPECT_NO_THROW(validate(g));
+  EXPECT_FALSE(has_backward(g));
+  EXPECT_EQ(g.name, train.name + " forward-only");
+  EXPECT_EQ(g.meta["forward_only"], true);
+  EXPECT_FALSE(g.meta.contains("optimizer"));
+  size_t forward = 0;
+  for (const Op& op : train.ops) forward += op.phase == Phase::kForward;
+  ASSERT_EQ(g.ops.size(), forward);
+  for (const Op& op : g.ops) {
+    EXPECT_EQ(op.phase, Phase::kForward) << op.name;
+    EXPECT_EQ(op.name, train.ops[op.id].name);
+  }
+  const MemorySummary s = memory_summary(g);
+  EXPECT_EQ(s.bytes_by_kind[static_cast<int>(BufferKind::kGrad)], 0u);
+  EXPECT_EQ(s.bytes_by_kind[static_cast<int>(BufferKind::kOptimState)], 0u);
+  EXPECT_EQ(param_count(g), static_cast<uint64_t>(m.param_count));
+}
+
 std::vector<std::string> all_models() {
   std::vector<std::string> names;
   for (const ModelInfo& m : model_zoo()) names.push_back(m.name);

@@ -99,6 +99,20 @@ MemorySummary memory_summary(const Graph& graph);
 // (or updated) by at least one backward op, i.e. saved for backward.
 std::vector<uint8_t> saved_for_backward(const Graph& graph);
 
+// Whether any op is of phase backward: a training iteration. A graph
+// without one is a forward-only program (inference, a GAN's unrolled
+// generator steps, a custom loop), whose ops are forward, optimizer or comm.
+bool has_backward(const Graph& graph);
+
+// Per buffer: 1 when it is an activation the default schedule keeps on the
+// device across ops that do not use it, until a later op reads it again:
+// what recomputation and swapping can take off the device meanwhile. In a
+// training iteration, the activations saved for backward
+// (saved_for_backward). In a forward-only program, every activation with at
+// least one op between two consecutive uses, its producer counting as one
+// (a U-Net's skip connection, a buffer an unrolled loop reads at its end).
+std::vector<uint8_t> read_again_later(const Graph& graph);
+
 // Bytes of activation buffers produced by forward ops and read (or updated)
 // by at least one backward op, restricted to buffers whose name starts with
 // `prefix`.

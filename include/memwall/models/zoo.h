@@ -1,5 +1,6 @@
 // The model zoo: builds one training iteration (forward, loss, backward,
-// optimizer step) of a named real architecture as a Graph.
+// optimizer step) of a named real architecture as a Graph, or its forward
+// pass alone (ModelOptions::forward_only).
 #pragma once
 
 #include <cstdint>
@@ -25,6 +26,10 @@ struct ModelOptions {
   Precision precision = Precision::kBf16;
   Optimizer optimizer = Optimizer::kAdam;
   bool flash = false;  // fused flash attention (saves no s x s tensors)
+  // The iteration's forward ops alone, loss included: no backward and no
+  // optimizer step (an inference or evaluation pass), so no grads or
+  // optimizer states either.
+  bool forward_only = false;
 };
 
 enum class ModelFamily : uint8_t { kDecoder, kEncoder, kCnn };

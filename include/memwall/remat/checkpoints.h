@@ -2,7 +2,9 @@
 // chosen set of activations on the device from forward to backward, drop
 // every other saved activation after its last forward use, and recompute
 // what the backward needs just before it needs it, from the nearest
-// resident ancestors.
+// resident ancestors. A forward-only program (no backward op) has the same
+// schedule over its own gaps: a dropped activation goes after the use
+// before its largest gap and comes back for the use after it.
 #pragma once
 
 #include <cstdint>
@@ -15,9 +17,10 @@
 
 namespace memwall {
 
-// Per buffer: 1 when the buffer can be dropped after forward and recomputed
-// in backward: an activation produced in forward, read by backward
-// (saved_for_backward), whose producer does not update a buffer in place.
+// Per buffer: 1 when the buffer can be dropped and recomputed before its
+// next use: an activation read again later (read_again_later: saved for
+// backward in a training iteration; read again after a gap of other ops in
+// a forward-only program) whose producer does not update a buffer in place.
 // Everything else stays where the default schedule has it.
 std::vector<uint8_t> droppable_activations(const Graph& graph);
 
@@ -31,6 +34,9 @@ std::vector<uint8_t> droppable_activations(const Graph& graph);
 // `keep` is indexed by buffer id (size = buffers) and only matters for
 // droppable buffers: a buffer that is not saved for backward is freed after
 // forward whatever `keep` says, so checkpoints are saved activations.
+// In a forward-only program each dropped activation is freed after the use
+// before its largest gap between consecutive uses and recomputed before the
+// use after it (Note [Forward-only gaps] in checkpoints.cc).
 // Throws Error when `keep` has the wrong size.
 Plan plan_with_checkpoints(const Graph& graph, std::span<const uint8_t> keep, std::string hardware,
                            uint64_t budget);

@@ -109,7 +109,8 @@ SwapResult plan_vdnn_conv(const Graph& graph, const Hardware& hardware, uint64_t
                           const SwapOptions& options);
 
 // capuchin.cc: Capuchin (Peng et al. 2020): from the access timeline of the
-// keep-all run, evict saved activations spanning the peak until it fits:
+// keep-all run, evict saved activations (read_again_later) spanning the
+// peak until it fits:
 // swaps whose transfers hide in their free time first (largest free time
 // first, copy engines shared), then swap or recompute, whichever saves the
 // most memory per second of overhead.
@@ -119,7 +120,9 @@ SwapResult plan_capuchin(const Graph& graph, const Hardware& hardware, uint64_t 
 // The forward ops' inputs that vDNN offloads, in buffer order: activations
 // saved for backward read by a forward op (a convolution when conv_only),
 // whose gap from their last forward use to their next use spans at least
-// two ops. Shared by the planner and its tests.
+// two ops; in a forward-only program, those read again after a gap
+// (read_again_later), across their largest one. Shared by the planner and
+// its tests.
 std::vector<BufferId> vdnn_offloaded(const Graph& graph, bool conv_only);
 
 // True for a forward op that is a convolution (type conv2d, conv_transpose2d, ...).
