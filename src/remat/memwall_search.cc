@@ -192,8 +192,7 @@ Judged CheckpointSearch::judge(std::span<const uint8_t> dropped, std::string how
 // How a plan of `stride` was found, for messages. A graph without layer
 // boundaries has one family, and no stride to speak of.
 std::string CheckpointSearch::family(size_t stride) const {
-  if (boundary_.empty()) return "op-level";
-  return fmt::format("op-level, every {} of {} boundaries kept", stride, boundary_.size());
+  return remat_detail::stride_family(stride, boundary_.size());
 }
 
 size_t CheckpointSearch::strides() const {
@@ -366,6 +365,18 @@ Judged CheckpointSearch::lowest() {
     if (judged.valid && (!lowest.valid || judged.peak < lowest.peak)) lowest = std::move(judged);
   }
   return lowest;
+}
+
+}  // namespace memwall::remat_detail
+
+namespace memwall::remat_detail {
+
+std::string stride_family(size_t stride, size_t boundaries) {
+  if (boundaries == 0) return "op-level";
+  const size_t kept = stride == 0 || stride > boundaries ? 0 : boundaries / stride;
+  if (kept == 0) return fmt::format("op-level, none of {} boundaries kept", boundaries);
+  if (stride == 1) return fmt::format("op-level, all {} boundaries kept", boundaries);
+  return fmt::format("op-level, {} of {} boundaries kept (one in {})", kept, boundaries, stride);
 }
 
 }  // namespace memwall::remat_detail

@@ -83,7 +83,7 @@ class CheckpointSearch {
   std::vector<uint8_t> segment_kept(size_t stride) const;
   // Strides tried: 1 .. ceil(sqrt(boundaries)) + 1 (Note [Segmentations]).
   size_t strides() const;
-  std::string family(size_t stride) const;
+  std::string family(size_t stride) const;  // stride_family of this graph's boundaries
   // Smallest prefix of `order` whose dropping fits; nullopt-like invalid
   // result when even the whole order does not.
   Judged bisect(std::span<const size_t> order, const std::string& family);
@@ -107,5 +107,10 @@ class CheckpointSearch {
   Judged best_found_;
   std::vector<uint8_t> best_dropped_;
 };
+
+// How a keep set of every `stride`-th of `boundaries` layer boundaries
+// reads in messages: "op-level, 3 of 10 boundaries kept (one in 3)"; a
+// stride past the count keeps none; without boundaries, just "op-level".
+std::string stride_family(size_t stride, size_t boundaries);
 
 }  // namespace memwall::remat_detail

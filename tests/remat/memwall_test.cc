@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "../../src/remat/memwall_search.h"
 #include "memwall/graph/error.h"
 #include "memwall/hw/hardware.h"
 #include "memwall/models/zoo.h"
@@ -120,6 +121,19 @@ TEST(Memwall, TheFloorIsReachedAndTheBoundIsProven) {
     EXPECT_NE(what.find(floor.bound.why), std::string::npos) << what;
     EXPECT_EQ(what.find("minimum"), std::string::npos) << what;
   }
+}
+
+// Issue 19: the floor message read "every 1 of 0 boundaries kept" on a
+// graph without boundaries and "every 2 of 1" on a forward-only graph with
+// one (the search tries strides up to ceil(sqrt(k)) + 1).
+TEST(Memwall, StrideFamiliesSayHowManyBoundariesAreKept) {
+  using remat_detail::stride_family;
+  EXPECT_EQ(stride_family(1, 0), "op-level");
+  EXPECT_EQ(stride_family(2, 1), "op-level, none of 1 boundaries kept");
+  EXPECT_EQ(stride_family(1, 4), "op-level, all 4 boundaries kept");
+  EXPECT_EQ(stride_family(3, 4), "op-level, 1 of 4 boundaries kept (one in 3)");
+  EXPECT_EQ(stride_family(3, 10), "op-level, 3 of 10 boundaries kept (one in 3)");
+  EXPECT_EQ(stride_family(4, 16), "op-level, 4 of 16 boundaries kept (one in 4)");
 }
 
 // Issue 19: a graph without layer boundaries (no forward cut crossed by a
