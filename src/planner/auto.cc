@@ -21,6 +21,7 @@
 #include <fmt/format.h>
 
 #include "config_work.h"
+#include "memwall/graph/deadline.h"
 #include "memwall/graph/error.h"
 #include "memwall/graph/stopwatch.h"
 
@@ -93,6 +94,16 @@ Candidate run_single(const Graph& graph, const Hardware& hw, const PlannerOption
   return c;
 }
 
+// A technique the time limit left no time for (Note [Time limits are wall time]).
+Candidate not_tried(const Single& single, const PlannerOptions& options) {
+  Candidate c;
+  c.technique = std::string(single.technique);
+  c.activations = std::string(to_string(single.activations));
+  c.states = single.config;
+  c.why = fmt::format("not tried: the {} s time limit ran out", options.time_limit);
+  return c;
+}
+
 }  // namespace
 
 std::vector<std::string_view> single_technique_names() {
@@ -115,15 +126,22 @@ Candidate plan_single_technique(const Graph& graph, const Hardware& hardware,
 std::vector<Candidate> single_techniques(const Graph& graph, const Hardware& hardware,
                                          const PlannerOptions& options) {
   check(options);
+  const Deadline deadline = Deadline::in(options.time_limit);
   const Hardware hw = planner_detail::with_host(hardware, options);
   const std::vector<Single> singles = singles_for(options);
   // The activation techniques share one configuration: build it once.
   const ConfigWork on_device = make_config(graph, singles[0].config, options.ranks);
   std::vector<Candidate> out;
   for (const Single& s : singles) {
+    if (deadline.passed()) {
+      out.push_back(not_tried(s, options));
+      continue;
+    }
+    PlannerOptions left = options;
+    left.time_limit = deadline.left();
     const bool same = s.config.stage == singles[0].config.stage &&
                       s.config.optimizer == Tier::kDevice && s.config.params == Tier::kDevice;
-    out.push_back(run_single(graph, hw, options, s, same ? &on_device : nullptr));
+    out.push_back(run_single(graph, hw, left, s, same ? &on_device : nullptr));
   }
   return out;
 }
@@ -131,6 +149,9 @@ std::vector<Candidate> single_techniques(const Graph& graph, const Hardware& har
 AutoPlan plan_auto(const Graph& graph, const Hardware& hardware, const PlannerOptions& options) {
   check(options);
   const Stopwatch clock;
+  // Note [Time limits are wall time]: the limit is the whole search's; each
+  // planner gets what is left, and configurations not reached are skipped.
+  const Deadline deadline = work_deadline(options.time_limit);
   AutoPlan result;
   result.hardware = planner_detail::with_host(hardware, options);
   const Hardware& hw = result.hardware;
@@ -138,7 +159,11 @@ AutoPlan plan_auto(const Graph& graph, const Hardware& hardware, const PlannerOp
   PlannerOptions opts = options;
   opts.budget = result.budget;
   result.bound = iteration_lower_bound(graph, hw, opts);
-  result.singles = single_techniques(graph, hw, opts);
+  {
+    PlannerOptions left = opts;
+    left.time_limit = std::max(deadline.left(), 1e-9);  // past it: every single is "not tried"
+    result.singles = single_techniques(graph, hw, left);
+  }
 
   const Candidate* best = nullptr;
   for (const Candidate& c : result.singles) {
@@ -171,9 +196,16 @@ AutoPlan plan_auto(const Graph& graph, const Hardware& hardware, const PlannerOp
       why[i] = w.bound.why;
       continue;
     }
+    if (deadline.passed()) {
+      why[i] = fmt::format("not tried: the {} s time limit ran out", options.time_limit);
+      continue;
+    }
     ++result.configs_tried;
     for (const Activations a : kActivationPlanners) {
-      Candidate c = fit(w.work, a, hw, result.budget, opts);
+      if (deadline.passed()) break;
+      PlannerOptions left = opts;
+      left.time_limit = deadline.left();
+      Candidate c = fit(w.work, a, hw, result.budget, left);
       if (c.fits && c.sim.iteration_time < best_time) {
         best_time = c.sim.iteration_time;
         found = std::move(c);
