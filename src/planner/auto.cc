@@ -12,7 +12,9 @@
 // limit) bounds every plan of it from below, so configurations are tried
 // from the fastest bound up, and the search stops at the first whose bound
 // is no better than the best plan found; inside a configuration, keeping
-// every activation is tried first and ends it when it fits. The single
+// every activation is tried first and ends it when it fits, and below the
+// proven bound of its planning view (remat_lower_bound) only memwall's
+// planner runs, to say why nothing fits. The single
 // techniques of the side-by-side table are candidates too, so the result
 // is never slower than the best of them.
 #include <algorithm>
@@ -24,6 +26,7 @@
 #include "memwall/graph/deadline.h"
 #include "memwall/graph/error.h"
 #include "memwall/graph/stopwatch.h"
+#include "memwall/remat/remat.h"
 
 namespace memwall {
 namespace {
@@ -190,6 +193,7 @@ AutoPlan plan_auto(const Graph& graph, const Hardware& hardware, const PlannerOp
   // reason is preferred (it names the lowest budget it reaches, or the
   // proven bound no plan goes below).
   std::vector<std::string> why(works.size());
+  bool out_of_time = false;
   for (size_t i = 0; i < works.size(); ++i) {
     const Work& w = works[i];
     if (w.bound.seconds >= best_time) {
@@ -198,11 +202,22 @@ AutoPlan plan_auto(const Graph& graph, const Hardware& hardware, const PlannerOp
     }
     if (deadline.passed()) {
       why[i] = fmt::format("not tried: the {} s time limit ran out", options.time_limit);
+      out_of_time = true;
       continue;
     }
     ++result.configs_tried;
+    // Below the view's proven bound no activation planner fits (each runs
+    // every op with its inputs, outputs and workspace beside the model
+    // states the view keeps): memwall's planner says so at once, and
+    // Capuchin, which took a second to fail on each such configuration of
+    // Llama-2-70B on 8 ranks, is not run.
+    const bool below_bound = remat_lower_bound(w.work.view).bytes > result.budget;
     for (const Activations a : kActivationPlanners) {
-      if (deadline.passed()) break;
+      if (below_bound && a != Activations::kRemat) continue;
+      if (deadline.passed()) {
+        out_of_time = true;
+        break;
+      }
       PlannerOptions left = opts;
       left.time_limit = deadline.left();
       Candidate c = fit(w.work, a, hw, result.budget, left);
@@ -232,6 +247,12 @@ AutoPlan plan_auto(const Graph& graph, const Hardware& hardware, const PlannerOp
     };
     for (size_t i = 1; i < works.size(); ++i) {
       if (rank(works[i].work.config) > rank(works[frugal].work.config)) frugal = i;
+    }
+    if (out_of_time) {
+      fail(
+          "no plan found within the {} s time limit for a device budget of {} bytes on {} ({} of "
+          "{} configurations tried); a longer time limit may find one",
+          options.time_limit, result.budget, hw.name, result.configs_tried, works.size());
     }
     fail("no plan fits a device budget of {} bytes on {}: even with {}, {}", result.budget, hw.name,
          works[frugal].work.config.name(), why[frugal]);
