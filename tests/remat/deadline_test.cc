@@ -41,8 +41,9 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 // A training chain of `layers` layers whose every second layer also reads
 // the output two back (a skip), with uneven sizes and costs: 2 x layers + 2
 // ops. At 49 layers (100 ops, the most Checkmate solves op by op) and 40%
-// of the keep-all peak, CBC 2.10's feasibility pump ran 7.9 s of wall time
-// under a 1 s limit before the hard deadline.
+// of the keep-all peak, CBC 2.10 ran 7.4-7.9 s of wall time under a 1 s
+// limit before the hard deadline (`memwall plan --strategy remat:checkmate`
+// on this graph written out).
 Graph skip_chain(int layers) {
   testing::GraphMaker m(fmt::format("skip-chain{}", layers));
   const BufferId x = m.buffer("x", 1 << 20, BufferKind::kInput);
