@@ -291,7 +291,7 @@ RematResult plan_memwall(const Graph& graph, const Hardware& hardware, uint64_t 
           "memwall: no plan found within a budget of {} bytes ({}){}; the lowest budget it "
           "reaches is {} bytes ({}), {}; none can fit below {} bytes ({})",
           budget, gib(budget),
-          floor.cut_short ? fmt::format(" within the {} s time limit", options.time_limit) : "",
+          floor.cut_short ? fmt::format(" in the {} s time limit", options.time_limit) : "",
           floor.bytes, gib(floor.bytes), floor.why, floor.bound.bytes, gib(floor.bound.bytes));
     }
     best = judge(graph, hardware, std::move(floor.plan),
