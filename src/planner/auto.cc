@@ -18,6 +18,7 @@
 // techniques of the side-by-side table are candidates too, so the result
 // is never slower than the best of them.
 #include <algorithm>
+#include <iterator>
 #include <limits>
 
 #include <fmt/format.h>
@@ -180,8 +181,14 @@ AutoPlan plan_auto(const Graph& graph, const Hardware& hardware, const PlannerOp
     planner_detail::Unconstrained bound;
   };
   std::vector<Work> works;
+  bool out_of_time = false;
   for (const int stage : stages(options)) {
     for (const auto& [optimizer, params] : kPlacements) {
+      // Each costs a simulation: 24 of them with ZeRO stages to search.
+      if (deadline.passed() && !works.empty()) {
+        out_of_time = true;
+        break;
+      }
       ConfigWork w = make_config(graph, {stage, optimizer, params}, options.ranks);
       planner_detail::Unconstrained u = planner_detail::unconstrained_time(w, hw, opts);
       works.push_back({std::move(w), std::move(u)});
@@ -193,7 +200,6 @@ AutoPlan plan_auto(const Graph& graph, const Hardware& hardware, const PlannerOp
   // reason is preferred (it names the lowest budget it reaches, or the
   // proven bound no plan goes below).
   std::vector<std::string> why(works.size());
-  bool out_of_time = false;
   for (size_t i = 0; i < works.size(); ++i) {
     const Work& w = works[i];
     if (w.bound.seconds >= best_time) {
@@ -252,7 +258,8 @@ AutoPlan plan_auto(const Graph& graph, const Hardware& hardware, const PlannerOp
       fail(
           "no plan found within the {} s time limit for a device budget of {} bytes on {} ({} of "
           "{} configurations tried); a longer time limit may find one",
-          options.time_limit, result.budget, hw.name, result.configs_tried, works.size());
+          options.time_limit, result.budget, hw.name, result.configs_tried,
+          stages(options).size() * std::size(kPlacements));
     }
     fail("no plan fits a device budget of {} bytes on {}: even with {}, {}", result.budget, hw.name,
          works[frugal].work.config.name(), why[frugal]);
