@@ -177,7 +177,8 @@ void add_bench_plan(CLI::App& bench, Action& action) {
                   "budgets as fractions of min(keep-all peak, default budget)")
       ->delimiter(',')
       ->capture_default_str();
-  cmd->add_option("--time-limit", args->time_limit, "seconds per activation planner run")
+  cmd->add_option("--time-limit", args->time_limit,
+                  "wall seconds per automatic plan (its whole search)")
       ->capture_default_str();
   cmd->add_flag("--json", args->json, "machine-readable output");
   cmd->callback([&action, args] { action = [args] { return run_bench_plan(*args); }; });

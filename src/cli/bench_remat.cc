@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <iostream>
+#include <limits>
 #include <optional>
 
 #include <fmt/format.h>
@@ -91,7 +92,11 @@ int run_bench_remat(const BenchRematArgs& args) {
   const Graph graph = args.source.load(hw);
   const SimResult keep_all = keep_all_simulation(graph, hw);
   const uint64_t peak = device_peak(keep_all);
-  const RematFloor floor = remat_floor(graph, hw, options);
+  // The budgets must not depend on --time-limit: the floor search is not
+  // one of the timed calls, and runs to its end.
+  RematOptions floor_options = options;
+  floor_options.time_limit = std::numeric_limits<double>::infinity();
+  const RematFloor floor = remat_floor(graph, hw, floor_options);
   const std::vector<uint64_t> budgets = budget_points(std::min(floor.bytes, peak), peak, points);
 
   std::vector<std::vector<RematRun>> runs(budgets.size());
@@ -215,7 +220,7 @@ void add_bench_remat(CLI::App& bench, Action& action) {
   args->gpu.add_options(*cmd, "a100-80g");
   cmd->add_option("--points", args->points, "budgets, evenly spaced, both ends included (>= 2)")
       ->capture_default_str();
-  cmd->add_option("--time-limit", args->time_limit, "seconds per planner call")
+  cmd->add_option("--time-limit", args->time_limit, "wall seconds per planner call")
       ->capture_default_str();
   cmd->add_option("--planners", args->planners, "planners to run (default: all)")->delimiter(',');
   cmd->add_flag("--json", args->json, "machine-readable output");

@@ -48,6 +48,13 @@ namespace {
   } catch (const Error& e) {
     fail("{} (memwall's planner's lowest budget is unknown: {})", run.error, e.what());
   }
+  if (floor.cut_short) {
+    // Stopped at the time limit: a plan at floor.bytes exists, no more is known.
+    fail(
+        "{}; memwall's planner (--strategy remat) reached a plan at {} before the time limit "
+        "stopped its floor search; none can fit below {}",
+        run.error, exact_bytes(floor.bytes), exact_bytes(bound.bytes));
+  }
   if (floor.bytes <= run.budget) {
     fail("{}; memwall's planner (--strategy remat) finds a plan at every budget from {} up",
          run.error, exact_bytes(floor.bytes));
@@ -253,7 +260,9 @@ void add_plan(CLI::App& app, Action& action) {
   cmd->add_option("--search-time", args->search_time,
                   "seconds --max-batch / --max-model may search, checked before each plan; when "
                   "they run out, the best so far (default: 300)");
-  cmd->add_option("--time-limit", args->time_limit, "seconds, for planners that search")
+  cmd->add_option("--time-limit", args->time_limit,
+                  "wall seconds the planner may take; it returns within them plus a margin "
+                  "(docs/planner.md)")
       ->capture_default_str();
   cmd->add_option("--out", args->out, "write the plan (memwall.plan/1 JSON)");
   cmd->add_option("--out-graph", args->out_graph,

@@ -5,6 +5,7 @@
 // src/planner/capacity.cc), which report each plan they try on stderr. Every
 // figure comes from the simulator. Exit code 0: a plan; 2: bad input, or
 // nothing fits (the message names the resource that runs out).
+#include <algorithm>
 #include <iostream>
 #include <set>
 
@@ -12,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "format.h"
+#include "memwall/graph/deadline.h"
 #include "memwall/graph/error.h"
 #include "memwall/graph/graph.h"
 #include "memwall/graph/output_files.h"
@@ -414,8 +416,11 @@ int run_auto_plan(const PlanArgs& args) {
     PlannerOptions with_budget = options;
     with_budget.budget = a.budget;
     a.bound = iteration_lower_bound(graph, a.hardware, with_budget);
+    const Deadline deadline = Deadline::in(with_budget.time_limit);
     a.best = plan_single_technique(graph, hw, with_budget, args.strategy);
     if (!a.best.fits) fail("{} does not fit: {}", args.strategy, a.best.why);
+    // The table shares the time limit (Note [Time limits are wall time]).
+    with_budget.time_limit = std::max(deadline.left(), 1e-9);
     a.singles = single_techniques(graph, hw, with_budget);
     a.solve_seconds = a.best.solve_seconds;
   }

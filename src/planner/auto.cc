@@ -12,7 +12,9 @@
 // limit) bounds every plan of it from below, so configurations are tried
 // from the fastest bound up, and the search stops at the first whose bound
 // is no better than the best plan found; inside a configuration, keeping
-// every activation is tried first and ends it when it fits. The single
+// every activation is tried first and ends it when it fits, and below the
+// proven bound of its planning view (remat_lower_bound) only memwall's
+// planner runs, to say why nothing fits. The single
 // techniques of the side-by-side table are candidates too, so the result
 // is never slower than the best of them. A configuration whose rewrite does
 // not apply to the graph (a traced optimizer step that is not one run of
@@ -20,6 +22,7 @@
 // swap/optimizer_steps.cc) is skipped with its reason; one rank with every
 // state on the device needs no rewrite, so a plan can still come from it.
 #include <algorithm>
+#include <iterator>
 #include <limits>
 #include <optional>
 #include <string>
@@ -27,8 +30,10 @@
 #include <fmt/format.h>
 
 #include "config_work.h"
+#include "memwall/graph/deadline.h"
 #include "memwall/graph/error.h"
 #include "memwall/graph/stopwatch.h"
+#include "memwall/remat/remat.h"
 
 namespace memwall {
 namespace {
@@ -120,6 +125,16 @@ Candidate run_single(const Graph& graph, const Hardware& hw, const PlannerOption
   return c;
 }
 
+// A technique the time limit left no time for (Note [Time limits are wall time]).
+Candidate not_tried(const Single& single, const PlannerOptions& options) {
+  Candidate c;
+  c.technique = std::string(single.technique);
+  c.activations = std::string(to_string(single.activations));
+  c.states = single.config;
+  c.why = fmt::format("not tried: the {} s time limit ran out", options.time_limit);
+  return c;
+}
+
 }  // namespace
 
 std::vector<std::string_view> single_technique_names() {
@@ -142,15 +157,22 @@ Candidate plan_single_technique(const Graph& graph, const Hardware& hardware,
 std::vector<Candidate> single_techniques(const Graph& graph, const Hardware& hardware,
                                          const PlannerOptions& options) {
   check(options);
+  const Deadline deadline = Deadline::in(options.time_limit);
   const Hardware hw = planner_detail::with_host(hardware, options);
   const std::vector<Single> singles = singles_for(options);
   // The activation techniques share one configuration: build it once.
   const Built on_device = build(graph, singles[0].config, options.ranks);
   std::vector<Candidate> out;
   for (const Single& s : singles) {
+    if (deadline.passed()) {
+      out.push_back(not_tried(s, options));
+      continue;
+    }
+    PlannerOptions left = options;
+    left.time_limit = deadline.left();
     const bool same = s.config.stage == singles[0].config.stage &&
                       s.config.optimizer == Tier::kDevice && s.config.params == Tier::kDevice;
-    out.push_back(run_single(graph, hw, options, s, same ? &on_device : nullptr));
+    out.push_back(run_single(graph, hw, left, s, same ? &on_device : nullptr));
   }
   return out;
 }
@@ -158,6 +180,9 @@ std::vector<Candidate> single_techniques(const Graph& graph, const Hardware& har
 AutoPlan plan_auto(const Graph& graph, const Hardware& hardware, const PlannerOptions& options) {
   check(options);
   const Stopwatch clock;
+  // Note [Time limits are wall time]: the limit is the whole search's; each
+  // planner gets what is left, and configurations not reached are skipped.
+  const Deadline deadline = work_deadline(options.time_limit);
   AutoPlan result;
   result.hardware = planner_detail::with_host(hardware, options);
   const Hardware& hw = result.hardware;
@@ -165,7 +190,11 @@ AutoPlan plan_auto(const Graph& graph, const Hardware& hardware, const PlannerOp
   PlannerOptions opts = options;
   opts.budget = result.budget;
   result.bound = iteration_lower_bound(graph, hw, opts);
-  result.singles = single_techniques(graph, hw, opts);
+  {
+    PlannerOptions left = opts;
+    left.time_limit = std::max(deadline.left(), 1e-9);  // past it: every single is "not tried"
+    result.singles = single_techniques(graph, hw, left);
+  }
 
   const Candidate* best = nullptr;
   for (const Candidate& c : result.singles) {
@@ -179,8 +208,14 @@ AutoPlan plan_auto(const Graph& graph, const Hardware& hardware, const PlannerOp
     planner_detail::Unconstrained bound;
   };
   std::vector<Work> works;
+  bool out_of_time = false;
   for (const int stage : stages(options)) {
     for (const auto& [optimizer, params] : kPlacements) {
+      // Each costs a simulation: 24 of them with ZeRO stages to search.
+      if (deadline.passed() && !works.empty()) {
+        out_of_time = true;
+        break;
+      }
       Built b = build(graph, {stage, optimizer, params}, options.ranks);
       if (!b.work) {
         result.skipped.push_back({{stage, optimizer, params}, std::move(b.why)});
@@ -202,9 +237,27 @@ AutoPlan plan_auto(const Graph& graph, const Hardware& hardware, const PlannerOp
       why[i] = w.bound.why;
       continue;
     }
+    if (deadline.passed()) {
+      why[i] = fmt::format("not tried: the {} s time limit ran out", options.time_limit);
+      out_of_time = true;
+      continue;
+    }
     ++result.configs_tried;
+    // Below the view's proven bound no activation planner fits (each runs
+    // every op with its inputs, outputs and workspace beside the model
+    // states the view keeps): memwall's planner says so at once, and
+    // Capuchin, which took a second to fail on each such configuration of
+    // Llama-2-70B on 8 ranks, is not run.
+    const bool below_bound = remat_lower_bound(w.work.view).bytes > result.budget;
     for (const Activations a : kActivationPlanners) {
-      Candidate c = fit(w.work, a, hw, result.budget, opts);
+      if (below_bound && a != Activations::kRemat) continue;
+      if (deadline.passed()) {
+        out_of_time = true;
+        break;
+      }
+      PlannerOptions left = opts;
+      left.time_limit = deadline.left();
+      Candidate c = fit(w.work, a, hw, result.budget, left);
       if (c.fits && c.sim.iteration_time < best_time) {
         best_time = c.sim.iteration_time;
         found = std::move(c);
@@ -234,6 +287,13 @@ AutoPlan plan_auto(const Graph& graph, const Hardware& hardware, const PlannerOp
     };
     for (size_t i = 1; i < works.size(); ++i) {
       if (rank(works[i].work.config) > rank(works[frugal].work.config)) frugal = i;
+    }
+    if (out_of_time) {
+      fail(
+          "no plan found within the {} s time limit for a device budget of {} bytes on {} ({} of "
+          "{} configurations tried); a longer time limit may find one",
+          options.time_limit, result.budget, hw.name, result.configs_tried,
+          stages(options).size() * std::size(kPlacements));
     }
     const std::string skipped =
         result.skipped.empty() ? std::string()

@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 
 #include "config_work.h"
+#include "memwall/graph/deadline.h"
 #include "memwall/graph/error.h"
 #include "memwall/graph/stopwatch.h"
 #include "memwall/plan/builders.h"
@@ -80,6 +81,7 @@ uint64_t host_left(const ConfigWork& work, const Hardware& hw) {
 Candidate fit(const ConfigWork& work, Activations activations, const Hardware& hw, uint64_t budget,
               const PlannerOptions& options) {
   const Stopwatch clock;
+  const Deadline deadline = Deadline::in(options.time_limit);
   Candidate c;
   c.activations = std::string(to_string(activations));
   c.states = work.config;
@@ -93,9 +95,11 @@ Candidate fit(const ConfigWork& work, Activations activations, const Hardware& h
       plan = work.keep_all(hw).plan;  // the budget does not change it
       sim = work.keep_all(hw).sim;
     } else {
+      PlannerOptions left = options;
+      left.time_limit = deadline.left();
       try {
         plan = work.finish(
-            activation_plan(work.view, activations, hw, activation_budget, host_free, options));
+            activation_plan(work.view, activations, hw, activation_budget, host_free, left));
       } catch (const Error& e) {
         // After a lowered budget, say so: the planner's message is about
         // the activation budget, not the device budget.
@@ -125,6 +129,10 @@ Candidate fit(const ConfigWork& work, Activations activations, const Hardware& h
     if (attempt == 0) first_peak = device;
     const uint64_t cut = device - budget + budget / 200;
     if (cut >= activation_budget) break;
+    if (deadline.passed()) {
+      c.why += "; the time limit ran out before a try at a lower activation budget";
+      break;
+    }
     activation_budget -= cut;
   }
   c.solve_seconds = clock.seconds();

@@ -33,31 +33,23 @@
 #include <fmt/format.h>
 
 #include "Cbc_C_Interface.h"
+#include "cbc_process.h"
 #include "checkmate_graph.h"
+#include "memwall/graph/deadline.h"
 #include "memwall/graph/describe.h"
 #include "memwall/graph/error.h"
 #include "memwall/graph/graph.h"
-#include "memwall/graph/versions.h"
 #include "memwall/remat/remat.h"
 #include "memwall/remat/rotor.h"
 #include "planner_common.h"
 
-// CoinUtils' presolve leaks a few kilobytes per solve (implied_free_action);
-// under LeakSanitizer the solve's allocations are not tracked, so the
-// suite's leak check covers memwall's code only.
-#if defined(__SANITIZE_ADDRESS__)
-#define MEMWALL_LSAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define MEMWALL_LSAN 1
-#endif
-#endif
-#ifdef MEMWALL_LSAN
-#include <sanitizer/lsan_interface.h>
-#endif
-
 namespace memwall {
 namespace {
+
+using remat_detail::chain_graph;
+using remat_detail::MilpGraph;
+using remat_detail::group_graph;
+using remat_detail::op_graph;
 
 // Graphs up to this many ops are solved op by op; larger ones on the Rotor
 // chain, merged down to kMaxStages stages (2 nodes each): the MILP has
@@ -67,97 +59,11 @@ constexpr size_t kMaxStages = 24;
 // Forward-only programs above kMaxOpNodes: as many nodes as the stage chain.
 constexpr int kMaxGroups = 2 * static_cast<int>(kMaxStages);
 
-using checkmate::add_use;
-using checkmate::add_value;
-using checkmate::MilpGraph;
-using checkmate::resize_nodes;
-
-MilpGraph op_graph(const Graph& graph, const Hardware& hw) {
-  MilpGraph g;
-  resize_nodes(g, static_cast<int>(graph.ops.size()));
-  std::vector<int> value_of(graph.buffers.size(), -1);
-  std::vector<uint8_t> updated(graph.buffers.size(), 0);
-  for (const Op& op : graph.ops) {
-    for (const BufferId b : op.updates) updated[b] = 1;
-  }
-  for (const Buffer& b : graph.buffers) {
-    if (exists_before_first_op(b.kind)) g.static_bytes += b.bytes;
-  }
-  for (const Op& op : graph.ops) {
-    g.cost[op.id] = op_time(hw, graph, op);
-    g.workspace[op.id] = op.workspace;
-    g.ops[op.id] = {op.id};
-    g.once[op.id] = !recomputable(graph, op);
-    const auto use = [&](BufferId b) {
-      if (value_of[b] >= 0) add_use(g, value_of[b], op.id);
-    };
-    for (const BufferId b : op.in) use(b);
-    for (const BufferId b : op.updates) use(b);
-    for (const BufferId b : op.out) {
-      // Recomputing the producer of a value updated in place would undo the update.
-      if (updated[b]) g.once[op.id] = 1;
-      value_of[b] = add_value(g, op.id, graph.buffers[b].bytes);
-    }
-  }
-  for (auto& u : g.users) std::sort(u.begin(), u.end());
-  return g;
-}
-
-// Nodes F_0..F_{L-1}, B_{L-1}..B_0 of the Rotor chain; values: X_{s+1}
-// (F_s to F_{s+1} and the backwards that read it), the rest of xbar_s (F_s
-// to B_s) and the gradient of B_s to B_{s-1}.
-MilpGraph chain_graph(const rotor::Chain& chain) {
-  MilpGraph g;
-  g.coarse = true;
-  const int L = static_cast<int>(chain.stages.size());
-  resize_nodes(g, 2 * L);
-  g.static_bytes = chain.baseline;
-  g.tail = chain.tail;
-  const auto F = [](int s) { return s; };
-  const auto B = [L](int s) { return 2 * L - 1 - s; };
-  for (int s = 0; s < L; ++s) {
-    const rotor::Stage& st = chain.stages[s];
-    g.cost[F(s)] = st.fwd_time;
-    g.cost[B(s)] = st.bwd_time;
-    g.ops[F(s)] = st.fwd;
-    g.ops[B(s)] = st.bwd;
-    g.once[F(s)] = !st.recomputable;
-    g.once[B(s)] = 1;  // backward stages run once (they create grads)
-  }
-  std::vector<int> out_value(L, -1), grad_value(L, -1);
-  for (int s = 0; s < L; ++s) {
-    const rotor::Stage& st = chain.stages[s];
-    const uint64_t x_next = s + 1 < L ? chain.stages[s + 1].x : 0;
-    if (s + 1 < L) {
-      out_value[s] = add_value(g, F(s), x_next);
-      add_use(g, out_value[s], F(s + 1));
-    }
-    const int saved = add_value(g, F(s), st.xbar >= x_next ? st.xbar - x_next : 0);
-    add_use(g, saved, B(s));
-    if (s > 0) grad_value[s] = add_value(g, B(s), chain.stages[s - 1].delta_in);
-    if (st.grads > 0 && s > 0) {
-      // Param grads live to the optimizer: read by the last node.
-      add_use(g, add_value(g, B(s), st.grads), B(0));
-    } else if (st.grads > 0) {
-      add_value(g, B(s), st.grads);
-    }
-  }
-  for (int s = 0; s < L; ++s) {
-    const rotor::Stage& st = chain.stages[s];
-    if (st.bwd_reads_output && out_value[s] >= 0) add_use(g, out_value[s], B(s));
-    if (st.bwd_reads_input && s > 0) add_use(g, out_value[s - 1], B(s));
-    if (s + 1 < L) add_use(g, grad_value[s + 1], B(s));
-    // Workspace: what the measured peaks exceed the values' bytes by.
-    const uint64_t x_next = s + 1 < L ? chain.stages[s + 1].x : 0;
-    g.workspace[F(s)] = st.peak_fwd_all > st.xbar ? st.peak_fwd_all - st.xbar : 0;
-    uint64_t held = (st.xbar >= x_next ? st.xbar - x_next : 0) + st.delta_in + st.grads +
-                    (s > 0 ? chain.stages[s - 1].delta_in : 0) + (st.bwd_reads_output ? x_next : 0);
-    g.workspace[B(s)] = st.peak_bwd > held ? st.peak_bwd - held : 0;
-  }
-  for (auto& u : g.users) std::sort(u.begin(), u.end());
-  for (auto& v : g.in) std::sort(v.begin(), v.end());
-  return g;
-}
+// Note [Hard deadline] (cbc_process.cc): CBC gets kCbcShare of the wall time
+// left for its own limit, and its process is killed at the work deadline
+// (planner_common.h). Below kLeastSolve seconds left CBC is not started.
+constexpr double kCbcShare = 0.75;
+constexpr double kLeastSolve = 0.02;
 
 // Column indices of the MILP.
 class Columns {
@@ -287,12 +193,13 @@ std::vector<double> complete_from_r(const MilpGraph& g, const Columns& c,
 RematResult plan_checkmate(const Graph& graph, const Hardware& hardware, uint64_t budget,
                            const RematOptions& options) {
   remat_detail::Stopwatch clock;
+  const Deadline hard = remat_detail::work_deadline(options);
   MilpGraph g;
   rotor::Chain chain;
   if (graph.ops.size() <= kMaxOpNodes) {
     g = op_graph(graph, hardware);
   } else if (!has_backward(graph)) {
-    g = checkmate::group_graph(graph, hardware, kMaxGroups);
+    g = group_graph(graph, hardware, kMaxGroups);
   } else {
     try {
       chain = rotor::linearize(graph, hardware, kMaxStages);
@@ -459,10 +366,6 @@ RematResult plan_checkmate(const Graph& graph, const Hardware& hardware, uint64_
   // CBC 2.10.8 crashes in CglPreProcess::postProcess when the time limit
   // stops it mid-search on these models; the MILP is small enough without.
   Cbc_setParameter(model, "preprocess", "off");
-  Cbc_setMaximumSeconds(model, std::max(0.1, options.time_limit));
-  // The limit is wall time, and the root's cut rounds would otherwise run
-  // past it (they are not interrupted by the limit).
-  Cbc_setParameter(model, "timeMode", options.cpu_time_limit ? "cpu" : "elapsed");
 
   // Warm starts (the paper has none; CBC then always holds a schedule):
   // compute everything once, on a chain Rotor's schedule, and on the op
@@ -548,35 +451,51 @@ RematResult plan_checkmate(const Graph& graph, const Hardware& hardware, uint64_
     std::iota(idx.begin(), idx.end(), 0);
     Cbc_setMIPStartI(model, static_cast<int>(idx.size()), idx.data(), start_x.data());
   }
-  {
-#ifdef MEMWALL_LSAN
-    const __lsan::ScopedDisabler third_party_leaks;
-#endif
-    Cbc_solve(model);
+  // Note [Hard deadline] (cbc_process.cc): CBC's process is killed at
+  // `hard`, which leaves the end of the limit to build and simulate the
+  // plan; CBC's own limit, on what is left, normally ends it first.
+  remat_detail::CbcAnswer answer;
+  if (hard.left() > kLeastSolve) {
+    const double own = options.cpu_time_limit > 0 ? std::min(options.cpu_time_limit, hard.left())
+                                                  : kCbcShare * hard.left();
+    Cbc_setMaximumSeconds(model, own);
+    Cbc_setParameter(model, "timeMode", options.cpu_time_limit > 0 ? "cpu" : "elapsed");
+    answer = remat_detail::solve_in_child(model, hard);
   }
-
-  const double* x = Cbc_bestSolution(model);
-  if (x == nullptr) {
-    if (Cbc_isProvenInfeasible(model) && g.coarse) {
+  std::vector<double> x = std::move(answer.x);
+  double value_found = answer.objective;
+  double bound = answer.bound;
+  bool proven = answer.proven_optimal;
+  if (!answer.finished && !start_x.empty()) {
+    // Stopped before it answered: its warm start, which its incumbent was
+    // never worse than, against the cost of computing every node once.
+    x = start_x;
+    value_found = 0;
+    bound = 0;
+    for (size_t k = 0; k < x.size(); ++k) value_found += obj[k] * x[k];
+    for (int t = 0; t < n; ++t) bound += obj[c.R(t, t)];
+  }
+  if (x.empty()) {
+    if (answer.proven_infeasible && g.coarse) {
       fail(
           "checkmate: no schedule of {} fits a budget of {} bytes in the MILP over its {} ops "
           "merged into a chain of {} stages (infeasible there; the chain's stages hold more than "
           "the ops would)",
           graph.name, budget, graph.ops.size(), chain.stages.size());
     }
-    if (Cbc_isProvenInfeasible(model) && g.grouped) {
+    if (answer.proven_infeasible && g.grouped) {
       fail(
           "checkmate: no schedule of {} fits a budget of {} bytes in the MILP over its {} ops "
           "grouped into {} runs of consecutive ops (infeasible there; a group holds more than its "
           "ops would)",
           graph.name, budget, graph.ops.size(), g.n);
     }
-    if (Cbc_isProvenInfeasible(model)) {
+    if (answer.proven_infeasible) {
       fail("checkmate: no schedule of {} fits a budget of {} bytes (the MILP is infeasible)",
            graph.name, budget);
     }
-    fail("checkmate: CBC found no schedule within the {} s time limit for a budget of {} bytes",
-         options.time_limit, budget);
+    fail("checkmate: CBC found no schedule within the {} s time limit for a budget of {} bytes{}",
+         options.time_limit, budget, answer.finished ? "" : " (stopped at the limit)");
   }
   std::vector<OpId> sequence;
   int recomputed = 0;
@@ -589,9 +508,6 @@ RematResult plan_checkmate(const Graph& graph, const Hardware& hardware, uint64_
     }
   }
   sequence.insert(sequence.end(), g.tail.begin(), g.tail.end());
-  const double value_found = Cbc_getObjValue(model);
-  const double bound = Cbc_getBestPossibleObjValue(model);
-  const bool proven = Cbc_isProvenOptimal(model) != 0;
   Plan plan = rotor::plan_from_sequence(graph, sequence, hardware.name, budget);
   const double gap =
       proven ? 0 : std::max(0.0, (value_found - bound) / std::max(std::abs(value_found), 1e-12));
@@ -600,8 +516,11 @@ RematResult plan_checkmate(const Graph& graph, const Hardware& hardware, uint64_
       fmt::format("{} {} nodes, {} binaries, {} node recomputations, {}", n,
                   g.coarse ? "stage" : (g.grouped ? "op-group" : "op"),
                   c.count() - static_cast<size_t>(n) * (n + 1) / 2, recomputed,
-                  proven ? std::string("proven optimal")
-                         : fmt::format("gap {:.3g}% at the time limit", 100 * gap)),
+                  proven            ? std::string("proven optimal")
+                  : answer.finished ? fmt::format("gap {:.3g}% at the time limit", 100 * gap)
+                                    : fmt::format("CBC stopped at the time limit before it "
+                                                  "answered: the warm start, gap {:.3g}%",
+                                                  100 * gap)),
       clock);
   result.proven_optimal = proven;
   result.gap = gap;

@@ -1,17 +1,17 @@
-// The graph Checkmate's MILP is built over (internal to src/remat):
-// nodes, each running a list of ops, and values, each created by one node
-// and read by others. checkmate.cc builds it from the op graph or the Rotor
-// chain; checkmate_groups.cc from runs of a forward-only program's ops.
+// The graph Checkmate's MILP is over (checkmate.cc, Note [Checkmate's MILP]):
+// op by op, Rotor's stage chain for larger graphs, or runs of consecutive
+// ops of a larger forward-only program (checkmate_groups.cc). Internal to
+// src/remat.
 #pragma once
 
-#include <algorithm>
 #include <cstdint>
 #include <vector>
 
 #include "memwall/graph/types.h"
 #include "memwall/hw/hardware.h"
+#include "memwall/remat/rotor.h"
 
-namespace memwall::checkmate {
+namespace memwall::remat_detail {
 
 // The graph Checkmate sees: nodes run a list of ops; values have one
 // producing node and read by users.
@@ -31,33 +31,22 @@ struct MilpGraph {
   bool grouped = false;  // runs of consecutive ops (Note [Forward-only groups])
 };
 
-inline int add_value(MilpGraph& g, int producer, uint64_t bytes) {
-  g.bytes.push_back(bytes);
-  g.producer.push_back(producer);
-  g.users.emplace_back();
-  g.out[producer].push_back(static_cast<int>(g.bytes.size()) - 1);
-  return static_cast<int>(g.bytes.size()) - 1;
-}
+// Building blocks of the graphs below.
+int add_value(MilpGraph& g, int producer, uint64_t bytes);
+void add_use(MilpGraph& g, int value, int node);
+void resize_nodes(MilpGraph& g, int n);
 
-inline void add_use(MilpGraph& g, int value, int node) {
-  auto& u = g.users[value];
-  if (std::find(u.begin(), u.end(), node) != u.end()) return;
-  u.push_back(node);
-  g.in[node].push_back(value);
-}
+// One node per op: its cost under the cost model, its workspace, one value
+// per buffer it creates.
+MilpGraph op_graph(const Graph& graph, const Hardware& hw);
 
-inline void resize_nodes(MilpGraph& g, int n) {
-  g.n = n;
-  g.cost.assign(n, 0);
-  g.workspace.assign(n, 0);
-  g.once.assign(n, 0);
-  g.in.assign(n, {});
-  g.out.assign(n, {});
-  g.ops.assign(n, {});
-}
+// Nodes F_0..F_{L-1}, B_{L-1}..B_0 of the Rotor chain; values: X_{s+1}
+// (F_s to F_{s+1} and the backwards that read it), the rest of xbar_s (F_s
+// to B_s) and the gradient of B_s to B_{s-1}.
+MilpGraph chain_graph(const rotor::Chain& chain);
 
 // The MILP's graph of a forward-only program: at most `nodes` runs of
 // consecutive ops (Note [Forward-only groups] in checkmate_groups.cc).
 MilpGraph group_graph(const Graph& graph, const Hardware& hw, int nodes);
 
-}  // namespace memwall::checkmate
+}  // namespace memwall::remat_detail

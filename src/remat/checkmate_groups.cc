@@ -30,7 +30,7 @@
 #include "memwall/graph/graph.h"
 #include "memwall/plan/builders.h"
 
-namespace memwall::checkmate {
+namespace memwall::remat_detail {
 namespace {
 
 // The first op of each node, ascending, starting with 0 (Note [Forward-only
@@ -172,4 +172,4 @@ MilpGraph group_graph(const Graph& graph, const Hardware& hw, int nodes) {
   return g;
 }
 
-}  // namespace memwall::checkmate
+}  // namespace memwall::remat_detail

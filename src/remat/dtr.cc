@@ -69,7 +69,8 @@ using remat_detail::DtrState;
 
 class Dtr {
  public:
-  Dtr(const DtrFacts& facts, uint64_t budget, DtrHeuristic heuristic, std::string_view name)
+  Dtr(const DtrFacts& facts, uint64_t budget, DtrHeuristic heuristic, std::string_view name,
+      Deadline deadline)
       : f_(facts),
         g_(facts.graph),
         budget_(budget),
@@ -77,7 +78,8 @@ class Dtr {
         s_(facts.graph),
         scorer_(facts, s_, heuristic),
         slot_(g_.buffers.size(), -1),
-        recompute_cap_(100 * g_.ops.size() + 10'000) {}
+        recompute_cap_(100 * g_.ops.size() + 10'000),
+        deadline_(deadline) {}
 
   std::vector<Step> run() {
     for (const Buffer& b : g_.buffers) {
@@ -142,6 +144,11 @@ class Dtr {
     lock_inputs(g_.ops[i], +1);
     frames_.push_back({i, false});
     while (!frames_.empty()) {
+      // A clock read per 1,024 ops run or recomputes pushed costs nothing.
+      if (++ticks_ % 1024 == 0 && deadline_.passed()) {
+        fail("{}: the time limit ran out at {} after {} recomputations", name_, op_label(g_, i),
+             recomputes_);
+      }
       const Frame frame = frames_.back();
       const BufferId missing = first_missing(g_.ops[frame.op]);
       if (missing < 0) {
@@ -229,11 +236,14 @@ class Dtr {
   size_t evictions_ = 0;
   size_t recomputes_ = 0;
   const size_t recompute_cap_;
+  const Deadline deadline_;
+  size_t ticks_ = 0;
 };
 
 RematResult plan(const Graph& graph, const Hardware& hardware, uint64_t budget,
-                 DtrHeuristic heuristic, std::string_view name) {
+                 const RematOptions& options, DtrHeuristic heuristic, std::string_view name) {
   const remat_detail::Stopwatch clock;
+  const Deadline deadline = remat_detail::work_deadline(options);
   const DtrFacts facts(graph, hardware);
   if (facts.floor_bytes > budget) {
     fail(
@@ -242,7 +252,7 @@ RematResult plan(const Graph& graph, const Hardware& hardware, uint64_t budget,
         name, op_label(graph, facts.floor_op), facts.floor_bytes, budget,
         facts.floor_bytes - budget);
   }
-  Dtr dtr(facts, budget, heuristic, name);
+  Dtr dtr(facts, budget, heuristic, name, deadline);
   Plan plan;
   plan.graph = graph.name;
   plan.hardware = hardware.name;
@@ -259,33 +269,33 @@ RematResult plan(const Graph& graph, const Hardware& hardware, uint64_t budget,
 }  // namespace
 
 RematResult plan_dtr(const Graph& graph, const Hardware& hardware, uint64_t budget,
-                     const RematOptions& /*options*/) {
-  return plan(graph, hardware, budget, DtrHeuristic::kDtr, "dtr");
+                     const RematOptions& options) {
+  return plan(graph, hardware, budget, options, DtrHeuristic::kDtr, "dtr");
 }
 
 RematResult plan_dtr_eqclass(const Graph& graph, const Hardware& hardware, uint64_t budget,
-                             const RematOptions& /*options*/) {
-  return plan(graph, hardware, budget, DtrHeuristic::kEqClass, "dtr-eqclass");
+                             const RematOptions& options) {
+  return plan(graph, hardware, budget, options, DtrHeuristic::kEqClass, "dtr-eqclass");
 }
 
 RematResult plan_dtr_lru(const Graph& graph, const Hardware& hardware, uint64_t budget,
-                         const RematOptions& /*options*/) {
-  return plan(graph, hardware, budget, DtrHeuristic::kLru, "dtr-lru");
+                         const RematOptions& options) {
+  return plan(graph, hardware, budget, options, DtrHeuristic::kLru, "dtr-lru");
 }
 
 RematResult plan_dtr_largest(const Graph& graph, const Hardware& hardware, uint64_t budget,
-                             const RematOptions& /*options*/) {
-  return plan(graph, hardware, budget, DtrHeuristic::kLargest, "dtr-largest");
+                             const RematOptions& options) {
+  return plan(graph, hardware, budget, options, DtrHeuristic::kLargest, "dtr-largest");
 }
 
 RematResult plan_dtr_lookahead(const Graph& graph, const Hardware& hardware, uint64_t budget,
-                               const RematOptions& /*options*/) {
-  return plan(graph, hardware, budget, DtrHeuristic::kLookahead, "memwall-lookahead");
+                               const RematOptions& options) {
+  return plan(graph, hardware, budget, options, DtrHeuristic::kLookahead, "memwall-lookahead");
 }
 
 RematResult plan_dtr_lookahead_eqclass(const Graph& graph, const Hardware& hardware,
-                                       uint64_t budget, const RematOptions& /*options*/) {
-  return plan(graph, hardware, budget, DtrHeuristic::kLookaheadEqClass,
+                                       uint64_t budget, const RematOptions& options) {
+  return plan(graph, hardware, budget, options, DtrHeuristic::kLookaheadEqClass,
               "memwall-lookahead-eqclass");
 }
 

@@ -51,6 +51,7 @@
 #include <fmt/format.h>
 
 #include "dtr.h"
+#include "memwall/graph/deadline.h"
 #include "memwall/graph/describe.h"
 #include "memwall/graph/error.h"
 #include "memwall/graph/graph.h"
@@ -106,10 +107,12 @@ constexpr double kExactSeconds = 1;
 // Seconds the op-level search may take: enough for thousands of
 // evaluations on small graphs, growing with the graph up to 1.5 s (the
 // proposers take the rest of a large graph's time).
-double search_seconds(const Graph& graph, const RematOptions& options) {
-  const double scaled = std::min(0.1 + 1e-4 * static_cast<double>(graph.ops.size()), 1.5);
-  return std::min(options.time_limit, scaled);
+double search_seconds(const Graph& graph) {
+  return std::min(0.1 + 1e-4 * static_cast<double>(graph.ops.size()), 1.5);
 }
+
+// The exact proposer is not started with less than this many seconds left.
+constexpr double kLeastExact = 0.1;
 
 // Rotor as a proposer runs on a coarser chain than the baseline's 128
 // stages: 48 stages take an eighth of the DP time (O(stages^3)) and lose
@@ -241,6 +244,7 @@ RematBound remat_lower_bound(const Graph& graph) {
 RematResult plan_memwall(const Graph& graph, const Hardware& hardware, uint64_t budget,
                          const RematOptions& options) {
   const Stopwatch clock;
+  const Deadline deadline = remat_detail::work_deadline(options);
   const RematBound bound = remat_lower_bound(graph);
   if (budget < bound.bytes) {
     fail("memwall: no plan can fit a budget of {} bytes ({}): {}, {} bytes ({}) in all", budget,
@@ -250,34 +254,51 @@ RematResult plan_memwall(const Graph& graph, const Hardware& hardware, uint64_t 
                       "keep-all fits: nothing recomputed");
   if (!best.fits(budget)) {
     remat_detail::CheckpointSearch search(graph, hardware, budget);
-    best = search.run(clock, search_seconds(graph, options));
+    best = search.run(clock, std::min(search_seconds(graph), clock.seconds() + deadline.left()));
     best.how += fmt::format(" ({} plans simulated)", search.evaluations());
-    const RematOptions proposer = proposer_options(options);
+    RematOptions proposer = proposer_options(options);
+    size_t skipped = 0;
     for (const Proposer& p : kProposers) {
+      if (deadline.passed()) {
+        ++skipped;
+        continue;
+      }
+      proposer.time_limit = deadline.left();
       best.keep_better(propose(graph, hardware, budget, p.name, p.fn, proposer), budget);
     }
     // Note [Small graphs exactly]: the op-level MILP of a graph this small
     // solves in about a second, so it is the last proposer, started from the
     // best plan so far.
-    if (graph.ops.size() <= kExactOps) {
+    if (graph.ops.size() <= kExactOps && deadline.left() > kLeastExact) {
       RematOptions exact = proposer;
-      exact.time_limit = std::min(options.time_limit, kExactSeconds);
+      exact.time_limit = deadline.left();
+      // The same plan however loaded the machine is, while the wall-clock
+      // limit leaves CBC its CPU second.
+      exact.cpu_time_limit = std::min(exact.time_limit, kExactSeconds);
       if (best.fits(budget)) exact.warm_start = &best.plan;
-      exact.cpu_time_limit = true;  // the same plan however loaded the machine is
       best.keep_better(propose(graph, hardware, budget, "checkmate", plan_checkmate, exact),
                        budget);
+    } else if (graph.ops.size() <= kExactOps) {
+      ++skipped;
+    }
+    if (skipped > 0 && best.fits(budget)) {
+      best.how += fmt::format(" ({} of {} proposers not run: the time limit)", skipped,
+                              kProposers.size() + (graph.ops.size() <= kExactOps));
     }
   }
   if (!best.fits(budget)) {
     // Note [Floor search]: the floor's plan, when it fits, so that every
     // budget from the floor up has a plan.
-    RematFloor floor = remat_floor(graph, hardware, options);
+    RematOptions floor_options = options;
+    floor_options.time_limit = std::max(0.0, deadline.left());
+    RematFloor floor = remat_floor(graph, hardware, floor_options);
     if (floor.bytes > budget) {
       fail(
-          "memwall: no plan found within a budget of {} bytes ({}); the lowest budget it reaches "
-          "is {} bytes ({}), {}; none can fit below {} bytes ({})",
-          budget, gib(budget), floor.bytes, gib(floor.bytes), floor.why, floor.bound.bytes,
-          gib(floor.bound.bytes));
+          "memwall: no plan found within a budget of {} bytes ({}){}; the lowest budget it "
+          "reaches is {} bytes ({}), {}; none can fit below {} bytes ({})",
+          budget, gib(budget),
+          floor.cut_short ? fmt::format(" in the {} s time limit", options.time_limit) : "",
+          floor.bytes, gib(floor.bytes), floor.why, floor.bound.bytes, gib(floor.bound.bytes));
     }
     best = judge(graph, hardware, std::move(floor.plan),
                  fmt::format("the floor search's plan, {}", floor.why));
@@ -288,16 +309,21 @@ RematResult plan_memwall(const Graph& graph, const Hardware& hardware, uint64_t 
 }
 
 RematFloor remat_floor(const Graph& graph, const Hardware& hardware, const RematOptions& options) {
-  const Stopwatch clock;
+  // Past the deadline the search stops with the lowest peak reached so far.
+  const Deadline deadline = Deadline::in(options.time_limit);
+  bool cut_short = false;
+  const auto out_of_time = [&] { return cut_short = cut_short || deadline.passed(); };
   Judged lowest = judge(graph, hardware, default_plan(graph, hardware.name, kMaxBytes), "keep-all");
   const auto consider = [&](Judged judged) {
     if (judged.valid && judged.peak < lowest.peak) lowest = std::move(judged);
   };
   remat_detail::CheckpointSearch search(graph, hardware, kMaxBytes);
   consider(search.lowest());
-  const RematOptions proposer = proposer_options(options);
+  RematOptions proposer = proposer_options(options);
   const RematBound bound = remat_lower_bound(graph);
   for (const Proposer& p : kProposers) {
+    if (out_of_time()) break;
+    proposer.time_limit = deadline.left();
     switch (p.floor) {
       case FloorBy::kUnlimited:
         consider(propose(graph, hardware, kMaxBytes, p.name, p.fn, proposer));
@@ -316,8 +342,10 @@ RematFloor remat_floor(const Graph& graph, const Hardware& hardware, const Remat
         // the lower bound up (Note [Floor search]).
         uint64_t lo = std::min(bound.bytes, lowest.peak);
         uint64_t hi = lowest.peak;
-        for (int probe = 0; probe < p.probes && hi - lo > std::max<uint64_t>(hi / 1024, 1);
+        for (int probe = 0;
+             probe < p.probes && hi - lo > std::max<uint64_t>(hi / 1024, 1) && !out_of_time();
              ++probe) {
+          proposer.time_limit = deadline.left();
           const uint64_t mid = lo > 0 && hi / 2 > lo
                                    ? static_cast<uint64_t>(std::sqrt(static_cast<double>(lo)) *
                                                            std::sqrt(static_cast<double>(hi)))
@@ -338,7 +366,8 @@ RematFloor remat_floor(const Graph& graph, const Hardware& hardware, const Remat
       .bytes = lowest.peak,
       .why = fmt::format("{} ({})", describe_peak(graph, hardware, lowest.plan), lowest.how),
       .plan = std::move(lowest.plan),
-      .bound = bound};
+      .bound = bound,
+      .cut_short = cut_short};
   floor.plan.budget = floor.bytes;
   return floor;
 }

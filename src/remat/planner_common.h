@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "memwall/graph/deadline.h"
 #include "memwall/graph/stopwatch.h"
 #include "memwall/remat/checkpoints.h"
 #include "memwall/remat/remat.h"
@@ -15,6 +16,11 @@
 namespace memwall::remat_detail {
 
 using memwall::Stopwatch;
+
+// Note [Time limits are wall time]: where the planner's own work stops.
+inline Deadline work_deadline(const RematOptions& options) {
+  return memwall::work_deadline(options.time_limit);
+}
 
 // A plan wrapped as a result, with the simulator's figures for it.
 inline RematResult result_of(const SimResult& sim, Plan plan, std::string_view planner,

@@ -131,7 +131,7 @@ void reconstruct(Table& t, const Sizes& s, int i, int l, uint64_t m, std::vector
 
 }  // namespace
 
-DpResult solve_chain(const Chain& chain, uint64_t memory, int slots) {
+DpResult solve_chain(const Chain& chain, uint64_t memory, int slots, Deadline deadline) {
   const int L = static_cast<int>(chain.stages.size());
   if (L == 0 || slots <= 0 || L > std::numeric_limits<int16_t>::max()) {
     fail("rotor: cannot solve a chain of {} stages with {} slots", L, slots);
@@ -145,6 +145,11 @@ DpResult solve_chain(const Chain& chain, uint64_t memory, int slots) {
   for (int d = 0; d < L; ++d) {
     for (int i = 0; i + d < L; ++i) {
       const int l = i + d;
+      // A cell costs O(slots x stages): checking every cell costs nothing.
+      if (deadline.passed()) {
+        fail("rotor: the time limit ran out in the dynamic program over {} stages and {} slots", L,
+             top);
+      }
       for (uint64_t m = 0; m <= top; ++m) {
         double best = kInf;
         int16_t what = -1;
@@ -190,6 +195,7 @@ RematResult plan_rotor(const Graph& graph, const Hardware& hardware, uint64_t bu
   // entries and the DP stages^3/6 x 501 steps.
   constexpr int kSlots = 500;
   remat_detail::Stopwatch clock;
+  const Deadline deadline = remat_detail::work_deadline(options);
   if (options.rotor_stages < 1) fail("rotor: the chain needs at least one stage");
   if (!has_backward(graph)) {
     fail(
@@ -212,7 +218,7 @@ RematResult plan_rotor(const Graph& graph, const Hardware& hardware, uint64_t bu
         "of {} bytes; its chain needs at least {} bytes",
         budget, chain.baseline, chain.baseline + least);
   }
-  const rotor::DpResult dp = rotor::solve_chain(chain, budget - chain.baseline, kSlots);
+  const rotor::DpResult dp = rotor::solve_chain(chain, budget - chain.baseline, kSlots, deadline);
   if (!dp.feasible) {
     // The DP's slots round every size up, so it can miss budgets a little
     // above what the chain needs at least (a lower bound, not a minimum).

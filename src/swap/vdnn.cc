@@ -31,6 +31,7 @@
 
 #include <fmt/format.h>
 
+#include "memwall/graph/deadline.h"
 #include "memwall/graph/graph.h"
 #include "swap_common.h"
 
@@ -59,6 +60,7 @@ std::optional<Eviction> offload_gap(const Graph& graph, const BufferUses& uses, 
 SwapResult plan_vdnn_impl(const Graph& graph, const Hardware& hardware, uint64_t budget,
                           const SwapOptions& options, bool conv_only, std::string_view planner) {
   const swap_detail::Stopwatch clock;
+  const Deadline deadline = work_deadline(options.time_limit);
   swap_detail::check_tier(options.tier, planner);
   const BufferUses uses(graph);
   const bool backward = has_backward(graph);
@@ -80,7 +82,7 @@ SwapResult plan_vdnn_impl(const Graph& graph, const Hardware& hardware, uint64_t
     e.prefetch_after = it == consumers.begin() ? e.before - 1 : *std::prev(it);
   }
   const SwapSchedule schedule =
-      schedule_swaps(graph, hardware, budget, evictions, {.time_limit = options.time_limit});
+      schedule_swaps(graph, hardware, budget, evictions, {.time_limit = deadline.left()});
   const std::string note = fmt::format(
       "offloaded {} {}inputs ({} bytes) to {}, {} scheduler repair rounds", evictions.size(),
       conv_only ? "convolution " : "", offloaded_bytes, to_string(options.tier), schedule.repairs);

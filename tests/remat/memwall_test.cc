@@ -302,7 +302,7 @@ TEST(Memwall, WithinOnePercentOfProvenCheckmate) {
       SCOPED_TRACE(fmt::format("{} budget {}", graph.name, budget));
       RematResult optimal;
       try {
-        optimal = checkmate->fn(graph, hw, budget, {.time_limit = 5, .cpu_time_limit = true});
+        optimal = checkmate->fn(graph, hw, budget, {.time_limit = 30, .cpu_time_limit = 5});
       } catch (const Error&) {
         continue;
       }

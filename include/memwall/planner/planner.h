@@ -33,7 +33,10 @@ struct PlannerOptions {
   std::optional<int> zero_stage;  // only this stage (default: every stage, with ranks > 1)
   uint64_t host_bytes = 0;        // host memory; 0: the profile's
   uint64_t nvme_bytes = 0;        // NVMe capacity; 0: unlimited
-  double time_limit = 10;         // seconds, per activation planner run
+  // Wall-clock seconds for the whole search (plan_auto, single_techniques,
+  // plan_single_technique): it returns within them plus a small margin
+  // (Note [Time limits are wall time], docs/planner.md).
+  double time_limit = 10;
 };
 
 // Where the model states live.

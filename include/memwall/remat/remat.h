@@ -17,8 +17,10 @@
 namespace memwall {
 
 struct RematOptions {
-  double time_limit = 10;  // seconds, for planners that search (MILP, DP)
-  uint64_t seed = 0;       // for planners with randomness
+  // Wall-clock seconds the call may take: it returns within them plus a
+  // small margin (Note [Time limits are wall time], docs/planner.md).
+  double time_limit = 10;
+  uint64_t seed = 0;  // for planners with randomness
   // Rotor's chain is merged down to at most this many stages (its DP takes
   // O(stages^3) time: 128 stages take about 1.7 s here).
   size_t rotor_stages = 128;
@@ -26,9 +28,11 @@ struct RematOptions {
   // recompute sequence when it fits the MILP's accounting (memwall's
   // planner passes its best plan so far). Not owned.
   const Plan* warm_start = nullptr;
-  // Count time_limit in CPU seconds of this process instead of wall
-  // seconds (CBC's timeMode): the same answer on a loaded machine.
-  bool cpu_time_limit = false;
+  // Checkmate: CBC's own limit in CPU seconds of its process (timeMode
+  // cpu), for the same answer on a loaded machine; 0: a share of the wall
+  // time left. Past time_limit CBC is stopped all the same (Note [Hard
+  // deadline] in cbc_process.cc).
+  double cpu_time_limit = 0;
 };
 
 struct RematResult {
@@ -121,12 +125,15 @@ RematBound remat_lower_bound(const Graph& graph);
 // every budget from `bytes` up; below it, down to bound.bytes, a plan may
 // exist that its search did not find, so `bytes` is not a proven minimum.
 // `why`: one line naming the op at the peak and the bytes by kind resident
-// then (for "budget too small" messages).
+// then (for "budget too small" messages). The search takes at most
+// options.time_limit (wall seconds, plus the cost of one proposer call);
+// stopped there, the floor is the lowest peak reached by then (cut_short).
 struct RematFloor {
   uint64_t bytes = 0;
   std::string why;
   Plan plan;  // budget: bytes
   RematBound bound;
+  bool cut_short = false;
 };
 RematFloor remat_floor(const Graph& graph, const Hardware& hardware, const RematOptions& options);
 

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "memwall/graph/deadline.h"
 #include "memwall/graph/types.h"
 #include "memwall/hw/hardware.h"
 #include "memwall/plan/plan.h"
@@ -64,8 +65,8 @@ struct DpResult {
 
 // Rotor's dynamic program (Beaumont et al. 2019, section 4) over `memory`
 // bytes above the baseline, discretized into `slots` slots (sizes rounded
-// up, so the model never undercounts).
-DpResult solve_chain(const Chain& chain, uint64_t memory, int slots);
+// up, so the model never undercounts). Throws Error once `deadline` passes.
+DpResult solve_chain(const Chain& chain, uint64_t memory, int slots, Deadline deadline = {});
 
 // The same recurrence enumerated over every Rotor schedule, in exact bytes
 // (no slots, no table): the optimal cost, or infinity when nothing fits.
