@@ -47,8 +47,8 @@ namespace memwall {
 namespace {
 
 using remat_detail::chain_graph;
-using remat_detail::MilpGraph;
 using remat_detail::group_graph;
+using remat_detail::MilpGraph;
 using remat_detail::op_graph;
 
 // Graphs up to this many ops are solved op by op; larger ones on the Rotor

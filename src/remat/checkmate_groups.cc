@@ -26,8 +26,8 @@
 #include <vector>
 
 #include "checkmate_graph.h"
-#include "memwall/graph/versions.h"
 #include "memwall/graph/graph.h"
+#include "memwall/graph/versions.h"
 #include "memwall/plan/builders.h"
 
 namespace memwall::remat_detail {
