@@ -103,20 +103,23 @@ _COMPUTING = ["arange", "range", "linspace", "logspace", "eye", "tensor", "as_te
 
 
 class MetaDeviceMode(TorchFunctionMode if torch is not None else object):
-    def __init__(self, building):
+    def __init__(self, building, kernels="cuda"):
         super().__init__()
         names = _ALLOCATING if building else _ALLOCATING + _COMPUTING
         self.factories = {getattr(torch, n) for n in names if hasattr(torch, n)}
+        self.kernels = kernels
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = dict(kwargs or {})
         if func in self.factories:
             kwargs["device"] = "meta"
-        elif func is torch.nn.functional.dropout and len(args) >= 1:
+        elif (func is torch.nn.functional.dropout and len(args) >= 1
+              and self.kernels == "cuda"):
             # On CUDA, dropout is one native_dropout kernel keeping a bool
             # mask; on CPU and meta it is bernoulli + mul keeping a mask in
-            # the input's dtype (4x the bytes in fp32). The meta trace stands
-            # for a GPU run, so it takes the CUDA path.
+            # the input's dtype (4x the bytes in fp32). A trace for CUDA
+            # kernels (the default) takes the CUDA path; --kernels cpu keeps
+            # the CPU's.
             return _cuda_dropout(*args, **kwargs)
         return func(*args, **kwargs)
 
@@ -730,8 +733,10 @@ def _first_line(e):
     return text.splitlines()[0] if text else type(e).__name__
 
 
-def run_one(source, meta, measure, build):
-    """Builds (on meta unless measuring) and traces; returns the graph."""
+def run_one(source, meta, measure, build, kernels="cuda"):
+    """Builds (on meta unless measuring) and traces; returns the graph.
+    `kernels`: whose kernels the meta trace stands for, "cuda" or "cpu"
+    (what they save differs: dropout's mask); measuring runs the CPU's."""
     if measure:
         model, batch, loss_fn, optimizer = _check_built(build())
     else:
@@ -742,7 +747,7 @@ def run_one(source, meta, measure, build):
         if measure:
             recorder = trace_iteration(model, batch, loss_fn, optimizer, measure)
         else:
-            with MetaDeviceMode(building=False):
+            with MetaDeviceMode(building=False, kernels=kernels):
                 recorder = trace_iteration(model, batch, loss_fn, optimizer, measure)
     except OpFailed as e:
         fail(f"{source}: operator {e.op} failed: {e.why}")
@@ -758,6 +763,7 @@ def run_one(source, meta, measure, build):
         if size is not None:
             meta["batch"] = size
     meta["device"] = "cpu" if measure else "meta"
+    meta["kernels"] = "cpu" if measure else kernels
     # Where the graph came from: the versions it was traced with.
     meta["torch"] = torch.__version__
     for package in ("torchvision", "transformers"):
@@ -837,12 +843,16 @@ def main(argv):
     parser.add_argument("--image", type=int)
     parser.add_argument("--optimizer", default="adam")
     parser.add_argument("--measure", action="store_true")
+    parser.add_argument("--kernels", choices=["cuda", "cpu"])
     parser.add_argument("--out")
     args = parser.parse_args(argv)
     if torch is None:
         fail(_torch_missing())
     if args.batch <= 0 or (args.image is not None and args.image <= 0):
         fail("--batch and --image must be positive")
+    if args.measure and args.kernels == "cuda":
+        fail("--measure runs the CPU's kernels; --kernels cuda needs the meta-device trace")
+    args.kernels = args.kernels or ("cpu" if args.measure else "cuda")
     torch.manual_seed(0)
     if args.sweep:
         return sweep(args)
@@ -853,13 +863,13 @@ def main(argv):
         meta = {"model": args.torchvision, "batch": args.batch, "image": args.image,
                 "optimizer": args.optimizer}
         graph = run_one(args.torchvision, meta, args.measure, lambda: build_torchvision(
-            args.torchvision, args.batch, args.image, args.optimizer))
+            args.torchvision, args.batch, args.image, args.optimizer), args.kernels)
         graph["name"] = graph_name(args.torchvision, graph["meta"])
     elif args.script:
         path, _, function = args.script.rpartition(":")
         name = os.path.splitext(os.path.basename(path))[0]
         graph = run_one(args.script, {"model": name, "function": function}, args.measure,
-                        lambda: build_script(args.script))
+                        lambda: build_script(args.script), args.kernels)
         graph["name"] = graph_name(name, graph["meta"], function)
     else:
         fail("give --torchvision NAME or --script FILE.py:FUNCTION")
@@ -882,7 +892,7 @@ def sweep(args):
             meta = {"model": name, "batch": args.batch, "image": image,
                     "optimizer": args.optimizer}
             graph = run_one(name, meta, False, lambda: build_torchvision(
-                name, args.batch, image, args.optimizer))
+                name, args.batch, image, args.optimizer), args.kernels)
             graph["name"] = graph_name(name, graph["meta"])
             write_json(graph, os.path.join(args.sweep, f"{name}.json"))
             print(f"{name} ok {time.perf_counter() - start:.2f}", flush=True)

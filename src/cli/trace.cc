@@ -26,6 +26,7 @@ struct TraceArgs {
   std::optional<std::string> batch, image;
   std::string optimizer = "adam";
   bool measure = false;
+  std::string kernels;
   double timeout = importers::TorchTraceRequest{}.timeout_s;
   std::string out;
   std::string python;  // Note [Tracer interpreter]
@@ -57,6 +58,7 @@ int run_trace(const TraceArgs& args) {
   (void)parse_optimizer(args.optimizer);  // reject unknown names before starting Python
   request.optimizer = args.optimizer;
   request.measure = args.measure;
+  request.kernels = args.kernels;
   if (!(args.timeout > 0) || args.timeout > 1e7) {
     fail("--timeout must be a number of seconds in (0, 10^7] (got {})", args.timeout);
   }
@@ -86,8 +88,8 @@ int run_trace(const TraceArgs& args) {
                           {"peak_bytes", profile.peak_bytes},
                           {"trace_seconds", seconds},
                           {"python", importers::tracer_python(args.python)}};
-    for (const char* package : {"torch", "torchvision", "transformers"}) {
-      if (graph.meta.contains(package)) out[package] = graph.meta.at(package);
+    for (const char* key : {"kernels", "torch", "torchvision", "transformers"}) {
+      if (graph.meta.contains(key)) out[key] = graph.meta.at(key);
     }
     std::cout << out.dump(2) << "\n";
     return 0;
@@ -125,6 +127,10 @@ void add_trace(CLI::App& app, Action& action) {
       ->capture_default_str();
   cmd->add_flag("--measure", args->measure,
                 "run on the CPU and record each op's measured time (default: meta device)");
+  cmd->add_option("--kernels", args->kernels,
+                  "whose kernels the graph stands for, cuda or cpu: what they save differs "
+                  "(dropout keeps a 1-byte mask on CUDA, one of the input's dtype on the CPU); "
+                  "default cuda, cpu with --measure");
   cmd->add_option("--timeout", args->timeout, "seconds the tracer may take before it is stopped")
       ->capture_default_str();
   cmd->add_option("--python", args->python,

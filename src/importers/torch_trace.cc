@@ -340,6 +340,16 @@ Graph trace_torch(const TorchTraceRequest& request) {
     args = {"--script", request.script};
   }
   if (request.measure) args.push_back("--measure");
+  if (!request.kernels.empty()) {
+    if (request.kernels != "cuda" && request.kernels != "cpu") {
+      fail("trace: unknown kernels '{}' (cuda or cpu)", request.kernels);
+    }
+    if (request.measure && request.kernels == "cuda") {
+      fail("trace: --measure runs the CPU's kernels; --kernels cuda needs the meta-device trace");
+    }
+    args.push_back("--kernels");
+    args.push_back(request.kernels);
+  }
   TempDir dir;
   const std::string graph_path = dir.file("graph.json");
   dir.file("graph.json.tmp");  // the tracer writes through it

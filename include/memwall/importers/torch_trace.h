@@ -43,6 +43,10 @@ struct TorchTraceRequest {
   int64_t image = 0;        // torchvision only; 0: the model's own (224, Inception v3 299)
   std::string optimizer = "adam";  // torchvision only: sgd, momentum, adam, adamw
   bool measure = false;            // run on the CPU and record each op's time
+  // Whose kernels the meta-device trace stands for: "cuda" or "cpu" (what
+  // they save differs: dropout's mask is one byte per element on CUDA, the
+  // input's dtype on the CPU). Empty: CUDA's, or the CPU's when measuring.
+  std::string kernels;
   double timeout_s = 600;          // the tracer is stopped past it
   std::string python;              // the interpreter; empty: tracer_python()'s choice
 };
