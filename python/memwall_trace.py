@@ -247,7 +247,7 @@ ZERO_FLOP_OPS = {
 
 
 class Buffer:
-    __slots__ = ("name", "nbytes", "kind", "dtype", "shape", "producer", "ref")
+    __slots__ = ("name", "nbytes", "kind", "dtype", "shape", "producer", "ref", "freed_after")
 
     def __init__(self, name, nbytes, kind, dtype, shape, producer, ref):
         self.name = name
@@ -257,6 +257,9 @@ class Buffer:
         self.shape = shape
         self.producer = producer  # op index, or None: exists before the first op
         self.ref = ref  # StorageWeakRef: pins the storage's identity (not its data)
+        # The last op recorded before eager PyTorch freed the storage (its
+        # last reference went), or None while it lives (Note [Eager lifetimes]).
+        self.freed_after = None
 
 
 class Op:
@@ -322,6 +325,7 @@ class Recorder(TorchDispatchMode):
         self.failed_op = None
         self._writes = {}  # func -> indices of arguments it writes (schema (a!))
         self._names = {}
+        self._alive = []  # buffers whose storage has not died yet (Note [Eager lifetimes])
 
     # ---- buffers ----
     def unique_name(self, name):
@@ -338,7 +342,23 @@ class Recorder(TorchDispatchMode):
                      list(t.shape), producer, StorageWeakRef(storage))
         self.buffers.append(buf)
         self.by_storage[key] = len(self.buffers) - 1
+        self._alive.append(len(self.buffers) - 1)
         return len(self.buffers) - 1
+
+    def note_deaths(self):
+        """Note [Eager lifetimes]: a storage whose weak reference expired
+        since the last check died after the last op recorded so far, when
+        eager PyTorch dropped its last reference (a Python variable, a
+        tensor autograd saved, an optimizer temporary). Checked before each
+        recorded op and at the end of the step: O(live storages) each."""
+        last = len(self.ops) - 1
+        alive = []
+        for b in self._alive:
+            if self.buffers[b].ref.expired():
+                self.buffers[b].freed_after = last
+            else:
+                alive.append(b)
+        self._alive = alive
 
     def buffer_of(self, t):
         return self.by_storage.get(storage_key(t))
@@ -394,6 +414,7 @@ class Recorder(TorchDispatchMode):
         if not self.recording:
             return out
         elapsed = time.perf_counter() - start if self.measure else None
+        self.note_deaths()
         self.record(func, args, kwargs, out, elapsed)
         return out
 
@@ -607,6 +628,7 @@ def _record_iteration(model, inputs, target, loss_fn, optimizer, recorder):
                     op.name = f"{name.rpartition('.')[0] or name}.{op.type}"
         recorder.phase = "optimizer"
         optimizer.step()
+        recorder.note_deaths()  # what the step itself freed at its end
         recorder.recording = False
 
 
@@ -621,8 +643,16 @@ def to_graph(recorder, name, meta):
     for op in recorder.ops:
         read.update(op.ins)
         read.update(op.updates)
-    ops = [op for op in recorder.ops
-           if op.ins or op.updates or any(b in read for b in op.outs)]
+    kept = [i for i, op in enumerate(recorder.ops)
+            if op.ins or op.updates or any(b in read for b in op.outs)]
+    ops = [recorder.ops[i] for i in kept]
+    # An old op index -> the new index of the last kept op at or before it.
+    last_kept = []
+    j = -1
+    for i in range(len(recorder.ops)):
+        if j + 1 < len(kept) and kept[j + 1] == i:
+            j += 1
+        last_kept.append(j)
     used = set(read)
     for op in ops:
         used.update(op.outs)
@@ -632,8 +662,12 @@ def to_graph(recorder, name, meta):
     buffers = []
     for old in keep:
         b = recorder.buffers[old]
-        buffers.append({"id": new_id[old], "name": b.name, "bytes": int(b.nbytes),
-                        "kind": b.kind, "dtype": b.dtype, "shape": [int(d) for d in b.shape]})
+        record = {"id": new_id[old], "name": b.name, "bytes": int(b.nbytes), "kind": b.kind,
+                  "dtype": b.dtype, "shape": [int(d) for d in b.shape]}
+        # Note [Eager lifetimes]: null, alive at the end of the step.
+        freed = b.freed_after
+        record["eager_free"] = None if freed is None else max(last_kept[freed], 0) if freed >= 0 else 0
+        buffers.append(record)
     records = []
     for i, op in enumerate(ops):
         records.append({"id": i, "name": op.name, "type": op.type, "phase": op.phase,

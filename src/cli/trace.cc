@@ -74,6 +74,8 @@ int run_trace(const TraceArgs& args) {
   outputs.commit();
 
   const MemoryProfile profile = memory_profile(graph);
+  // What the user's unmodified script reaches (Note [Eager lifetimes]).
+  const uint64_t eager_peak = memory_profile(graph, eager_liveness(graph)).peak_bytes;
   const MemorySummary summary = memory_summary(graph);
   const uint64_t params = param_count(graph);
   const std::string device = args.measure ? "cpu" : "meta";
@@ -86,6 +88,7 @@ int run_trace(const TraceArgs& args) {
                           {"param_count", params},
                           {"saved_activation_bytes", summary.saved_activation_bytes},
                           {"peak_bytes", profile.peak_bytes},
+                          {"eager_peak_bytes", eager_peak},
                           {"trace_seconds", seconds},
                           {"python", importers::tracer_python(args.python)}};
     for (const char* key : {"kernels", "torch", "torchvision", "transformers"}) {
@@ -102,6 +105,7 @@ int run_trace(const TraceArgs& args) {
                                                 importers::tracer_python(args.python)));
   std::cout << field("parameters", grouped(params));
   std::cout << field("saved for backward", exact_bytes(summary.saved_activation_bytes));
+  std::cout << field("peak (eager PyTorch)", exact_bytes(eager_peak));
   std::cout << field("peak (default schedule)", exact_bytes(profile.peak_bytes));
   std::cout << field("graph written to", args.out);
   return 0;

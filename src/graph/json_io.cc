@@ -173,11 +173,12 @@ Enum read_enum(JsonCursor& cur, std::string_view field, Parse parse, std::string
   fail("graph: {} {}: {}", what, index, problem.text());
 }
 
-constexpr std::array<std::string_view, 7> kBufferFields = {
-    "\"id\"", "\"name\"", "\"bytes\"", "\"kind\"", "\"dtype\"", "\"shape\"", "\"version_of\""};
+constexpr std::array<std::string_view, 8> kBufferFields = {
+    "\"id\"",    "\"name\"",  "\"bytes\"",      "\"kind\"",
+    "\"dtype\"", "\"shape\"", "\"version_of\"", "\"eager_free\""};
 
 void read_buffer(JsonCursor& cur, size_t index, Buffer& buffer) {
-  enum { kId, kName, kBytes, kKind, kDType, kShape, kVersionOf };
+  enum { kId, kName, kBytes, kKind, kDType, kShape, kVersionOf, kEagerFree };
   Problem problem;
   Fields fields(kBufferFields);
   bool named = false;
@@ -214,6 +215,14 @@ void read_buffer(JsonCursor& cur, size_t index, Buffer& buffer) {
           cur.skip_value();
         } else {
           buffer.version_of = static_cast<BufferId>(read_size(cur, "version_of", kMaxId, problem));
+        }
+        break;
+      case kEagerFree:  // null: alive at the end of the step
+        if (cur.peek_type() == JsonType::kNull) {
+          cur.skip_value();
+          buffer.eager_free = kNoOp;
+        } else {
+          buffer.eager_free = static_cast<OpId>(read_size(cur, "eager_free", kMaxId, problem));
         }
         break;
       default:
@@ -360,6 +369,15 @@ bool canonical_buffer(JsonCursor& cur, size_t index, Buffer& buffer) {
     const std::optional<uint64_t> version_of = canonical_size(cur, kMaxId);
     if (!version_of) return false;
     buffer.version_of = static_cast<BufferId>(*version_of);
+  }
+  if (cur.try_literal(",\"eager_free\":")) {
+    if (cur.try_literal("null")) {
+      buffer.eager_free = kNoOp;
+    } else {
+      const std::optional<uint64_t> eager_free = canonical_size(cur, kMaxId);
+      if (!eager_free) return false;
+      buffer.eager_free = static_cast<OpId>(*eager_free);
+    }
   }
   if (!cur.try_literal("}")) return false;
   buffer.id = static_cast<BufferId>(index);

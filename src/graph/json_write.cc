@@ -67,6 +67,12 @@ class Writer {
       out_ += ",\"version_of\":"sv;
       integer(b.version_of);
     }
+    if (b.eager_free == kNoOp) {
+      out_ += ",\"eager_free\":null"sv;
+    } else if (b.eager_free != kEagerUnknown) {
+      out_ += ",\"eager_free\":"sv;
+      integer(b.eager_free);
+    }
     out_ += '}';
   }
 

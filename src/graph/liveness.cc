@@ -68,4 +68,23 @@ std::vector<BufferLife> liveness(const Graph& graph) {
   return lives;
 }
 
+bool has_eager_lifetimes(const Graph& graph) {
+  return std::any_of(graph.buffers.begin(), graph.buffers.end(),
+                     [](const Buffer& b) { return b.eager_free != kEagerUnknown; });
+}
+
+std::vector<BufferLife> eager_liveness(const Graph& graph) {
+  std::vector<BufferLife> lives = liveness(graph);
+  for (const Buffer& b : graph.buffers) {
+    BufferLife& life = lives[b.id];
+    if (b.eager_free == kEagerUnknown || is_persistent(b.kind)) continue;
+    if (b.eager_free == kNoOp) {
+      life.free_op = kNoOp;
+    } else if (life.free_op != kNoOp) {
+      life.free_op = std::max({life.free_op, b.eager_free, life.alloc_op});
+    }
+  }
+  return lives;
+}
+
 }  // namespace memwall

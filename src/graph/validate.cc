@@ -191,6 +191,18 @@ void validate(const Graph& graph) {
     }
   }
   check_versions(graph, kinds, producer);
+  // Note [Eager lifetimes]: an op of this graph, not before the producer.
+  for (const Buffer& b : graph.buffers) {
+    if (b.eager_free == kEagerUnknown || b.eager_free == kNoOp) continue;
+    if (b.eager_free < 0 || static_cast<size_t>(b.eager_free) >= graph.ops.size()) {
+      fail("graph: {}: \"eager_free\" is {}, which is not an op", buffer_label(graph, b.id),
+           b.eager_free);
+    }
+    if (producer[b.id] != kNoOp && b.eager_free < producer[b.id]) {
+      fail("graph: {}: \"eager_free\" is op {}, before {} creates it", buffer_label(graph, b.id),
+           b.eager_free, op_label(graph, producer[b.id]));
+    }
+  }
 }
 
 }  // namespace memwall

@@ -76,6 +76,9 @@ int version_in_place_updates(Graph& graph) {
       next.id = static_cast<BufferId>(graph.buffers.size());
       next.name = fmt::format("{}@v{}", graph.buffers[raw].name, ++count[raw]);
       next.version_of = b;
+      // The storage dies as its last version; the others at the op that
+      // takes them over (Note [Eager lifetimes]).
+      if (graph.buffers[b].eager_free != kEagerUnknown) graph.buffers[b].eager_free = op.id;
       if (std::find(op.in.begin(), op.in.end(), b) == op.in.end()) op.in.push_back(b);
       op.out.push_back(next.id);
       current[raw] = next.id;

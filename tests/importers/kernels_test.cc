@@ -13,8 +13,8 @@
 namespace memwall {
 namespace {
 
-using importers::trace_torch;
 using importers::TorchTraceRequest;
+using importers::trace_torch;
 
 std::string error_of(const TorchTraceRequest& request) {
   try {

@@ -66,6 +66,25 @@ struct BufferLife {
 // other graph it never reads out of bounds (unknown ids throw Error).
 std::vector<BufferLife> liveness(const Graph& graph);
 
+// Note [Eager lifetimes]
+// ~~~~~~~~~~~~~~~~~~~~~~
+// memwall's own schedules free a buffer after its last reader. Eager
+// PyTorch frees a storage when its last reference goes: a training loop
+// holds its batch for the whole step, a model's forward the logits until
+// the loss returns, autograd the tensors a node saved until that node's
+// backward ran (even those it never reads), torch.optim's loop a
+// temporary until the next parameter's replaces it. `memwall trace`
+// records, per buffer, the op after which eager PyTorch freed it
+// (Buffer::eager_free, from a weak reference to every storage checked
+// before each op), so a traced graph carries both lifetimes. The eager
+// lifetime is never shorter than the last-reader one: a storage cannot die
+// before an op reads it.
+bool has_eager_lifetimes(const Graph& graph);
+// liveness() with every recorded eager free applied (freed after
+// max(eager_free, last use); kNoOp: alive at the end). Buffers without a
+// record keep the last-reader lifetime.
+std::vector<BufferLife> eager_liveness(const Graph& graph);
+
 // ---- Memory accounting of the default schedule ------------------------------
 struct MemoryProfile {
   // curve[i]: device bytes in use while op i runs (live buffers, op i's

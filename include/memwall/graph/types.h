@@ -21,6 +21,8 @@ using BufferId = int32_t;
 using OpId = int32_t;
 inline constexpr OpId kNoOp = -1;
 inline constexpr BufferId kNoBuffer = -1;
+// Buffer::eager_free when the graph does not say (Note [Eager lifetimes] in graph.h).
+inline constexpr OpId kEagerUnknown = -2;
 
 // Largest size memwall accepts for one buffer or one sum of buffers: 2^62
 // bytes leaves headroom so that adding two accepted sizes cannot overflow.
@@ -56,6 +58,10 @@ struct Buffer {
   // src/graph/versions.cc): its producer updated that buffer in place.
   // kNoBuffer for a buffer that is nobody's next version.
   BufferId version_of = kNoBuffer;
+  // The op after which eager PyTorch frees the buffer's storage (its last
+  // reference goes; Note [Eager lifetimes] in graph.h); kNoOp: alive at the
+  // end of the step; kEagerUnknown: not recorded (the zoo's graphs).
+  OpId eager_free = kEagerUnknown;
 };
 
 struct Op {

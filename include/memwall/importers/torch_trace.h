@@ -47,8 +47,8 @@ struct TorchTraceRequest {
   // they save differs: dropout's mask is one byte per element on CUDA, the
   // input's dtype on the CPU). Empty: CUDA's, or the CPU's when measuring.
   std::string kernels;
-  double timeout_s = 600;          // the tracer is stopped past it
-  std::string python;              // the interpreter; empty: tracer_python()'s choice
+  double timeout_s = 600;  // the tracer is stopped past it
+  std::string python;      // the interpreter; empty: tracer_python()'s choice
 };
 
 // Traces one training iteration and returns the validated graph. What the
