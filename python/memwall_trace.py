@@ -13,6 +13,7 @@
 # Bad input ends with one line "memwall-trace: error: <message>" on stderr and
 # exit code 2; the C++ side forwards that line.
 import argparse
+import bisect
 import json
 import os
 import sys
@@ -646,13 +647,6 @@ def to_graph(recorder, name, meta):
     kept = [i for i, op in enumerate(recorder.ops)
             if op.ins or op.updates or any(b in read for b in op.outs)]
     ops = [recorder.ops[i] for i in kept]
-    # An old op index -> the new index of the last kept op at or before it.
-    last_kept = []
-    j = -1
-    for i in range(len(recorder.ops)):
-        if j + 1 < len(kept) and kept[j + 1] == i:
-            j += 1
-        last_kept.append(j)
     used = set(read)
     for op in ops:
         used.update(op.outs)
@@ -664,9 +658,11 @@ def to_graph(recorder, name, meta):
         b = recorder.buffers[old]
         record = {"id": new_id[old], "name": b.name, "bytes": int(b.nbytes), "kind": b.kind,
                   "dtype": b.dtype, "shape": [int(d) for d in b.shape]}
-        # Note [Eager lifetimes]: null, alive at the end of the step.
+        # Note [Eager lifetimes]: the new index of the last kept op at or
+        # before the one it died after; null, alive at the end of the step.
         freed = b.freed_after
-        record["eager_free"] = None if freed is None else max(last_kept[freed], 0) if freed >= 0 else 0
+        record["eager_free"] = (None if freed is None
+                                else max(bisect.bisect_right(kept, freed) - 1, 0))
         buffers.append(record)
     records = []
     for i, op in enumerate(ops):

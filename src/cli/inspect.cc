@@ -91,8 +91,7 @@ int run_inspect(const InspectArgs& args) {
   const bool fits = headline <= hw.device_memory_bytes;
   const uint64_t shortfall = fits ? 0 : headline - hw.device_memory_bytes;
   const auto op_name = [&](OpId op) { return op == kNoOp ? std::string() : graph.ops[op].name; };
-  const std::string peak_op_name =
-      profile.peak_op == kNoOp ? std::string() : graph.ops[profile.peak_op].name;
+  const std::string peak_op_name = op_name(profile.peak_op);
 
   if (!args.export_path.empty()) {
     outputs.set(args.export_path, graph_to_json_text(graph));

@@ -67,15 +67,17 @@ MemoryProfile memory_profile(const Graph& graph, const std::vector<BufferLife>& 
   MemoryProfile profile;
   std::vector<uint64_t> allocated(n, 0);             // bytes allocated at op i
   std::vector<uint64_t> freed(n, 0);                 // bytes released right after op i
+  std::vector<uint8_t> shares(lives.size(), 0);      // takes over its predecessor's storage
   std::vector<uint8_t> taken_over(lives.size(), 0);  // storage passed on to the next version
   for (size_t b = 0; b < lives.size(); ++b) check_life(graph, b, lives[b]);
   for (size_t b = 0; b < lives.size(); ++b) {
-    if (takes_over_storage(graph, lives, b)) taken_over[graph.buffers[b].version_of] = 1;
+    shares[b] = takes_over_storage(graph, lives, b);
+    if (shares[b]) taken_over[graph.buffers[b].version_of] = 1;
   }
   for (size_t b = 0; b < lives.size(); ++b) {
     const BufferLife& life = lives[b];
     const uint64_t bytes = graph.buffers[b].bytes;
-    if (!takes_over_storage(graph, lives, b)) {
+    if (!shares[b]) {
       uint64_t& at_alloc =
           life.alloc_op == kNoOp ? profile.initial_bytes : allocated[life.alloc_op];
       at_alloc = checked_add(at_alloc, bytes, kInUse);
@@ -111,8 +113,7 @@ MemoryProfile memory_profile(const Graph& graph, const std::vector<BufferLife>& 
 
   // Breakdown at the peak; with no ops, of the buffers that exist at the start.
   for (size_t b = 0; b < lives.size(); ++b) {
-    const bool shared_here =
-        lives[b].alloc_op == profile.peak_op && takes_over_storage(graph, lives, b);
+    const bool shared_here = shares[b] && lives[b].alloc_op == profile.peak_op;
     const bool counted = profile.peak_op == kNoOp
                              ? lives[b].alloc_op == kNoOp
                              : live_during(lives[b], profile.peak_op) && !shared_here;

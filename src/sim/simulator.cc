@@ -413,7 +413,8 @@ class Simulator {
   // again (no later step reads it or swaps it out before it is freed,
   // brought back in or created again). Otherwise it runs out of place and
   // the new version gets memory of its own (Note [Buffer versions]).
-  // One backward pass over the steps: O(steps + edges).
+  // One backward pass over the steps: O(steps + edges). validate_plan has
+  // checked every step's op and buffer ids.
   void find_in_place_steps() {
     const auto& steps = plan_.steps;
     std::vector<uint8_t> read_later(graph_.buffers.size(), 0);
@@ -424,7 +425,6 @@ class Simulator {
       switch (s.kind) {
         case StepKind::kCompute:
         case StepKind::kRecompute: {
-          if (s.op < 0 || static_cast<size_t>(s.op) >= graph_.ops.size()) break;
           const Op& op = graph_.ops[s.op];
           for (const BufferId v : op.out) {
             const BufferId prev = graph_.buffers[v].version_of;
@@ -436,20 +436,16 @@ class Simulator {
           break;
         }
         case StepKind::kSwapOut:
-          if (valid_buffer(s.buf)) read_later[s.buf] = 1;
+          read_later[s.buf] = 1;
           break;
         case StepKind::kSwapIn:
-          if (valid_buffer(s.buf) && s.to == Tier::kDevice) read_later[s.buf] = 0;
+          if (s.to == Tier::kDevice) read_later[s.buf] = 0;
           break;
         case StepKind::kFree:
-          if (valid_buffer(s.buf)) read_later[s.buf] = 0;
+          read_later[s.buf] = 0;
           break;
       }
     }
-  }
-
-  bool valid_buffer(BufferId b) const {
-    return b >= 0 && static_cast<size_t>(b) < graph_.buffers.size();
   }
 
   // The previous versions an in-place step takes over (Note [In-place

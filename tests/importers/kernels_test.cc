@@ -16,15 +16,6 @@ namespace {
 using importers::TorchTraceRequest;
 using importers::trace_torch;
 
-std::string error_of(const TorchTraceRequest& request) {
-  try {
-    trace_torch(request);
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "no error";
-}
-
 // The last version of the buffer the forward op of `type` creates last:
 // dropout's mask (on the CPU, bernoulli_ then div_ update it in place).
 const Buffer* mask_of(const Graph& g, std::string_view type) {
@@ -73,9 +64,9 @@ TEST(TraceKernels, DropoutSavesAByteMaskOnCudaAndOneOfTheInputsDtypeOnTheCpu) {
 
 TEST(TraceKernels, BadChoicesAreOneLine) {
   const std::string script = testing::test_script("dropout_mlp.py:build");
-  EXPECT_EQ(error_of({.script = script, .kernels = "gpu"}),
+  EXPECT_EQ(testing::trace_error({.script = script, .kernels = "gpu"}),
             "trace: unknown kernels 'gpu' (cuda or cpu)");
-  EXPECT_EQ(error_of({.script = script, .measure = true, .kernels = "cuda"}),
+  EXPECT_EQ(testing::trace_error({.script = script, .measure = true, .kernels = "cuda"}),
             "trace: --measure runs the CPU's kernels; --kernels cuda needs the meta-device trace");
 }
 

@@ -33,6 +33,17 @@ inline bool torch_available() {
     }                                                                                   \
   } while (0)
 
+// The one-line message trace_torch throws for `request`, or "" when it
+// traces.
+inline std::string trace_error(const importers::TorchTraceRequest& request) {
+  try {
+    importers::trace_torch(request);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
 inline std::string test_script(const std::string& spec) {
   return std::string(MEMWALL_SOURCE_DIR) + "/tests/python/" + spec;
 }

@@ -25,6 +25,7 @@ namespace {
 using importers::TorchTraceRequest;
 using importers::trace_torch;
 using testing::test_script;
+using testing::trace_error;
 
 std::vector<const Op*> ops_of_type(const Graph& g, const std::string& type) {
   std::vector<const Op*> out;
@@ -36,15 +37,6 @@ std::vector<const Op*> ops_of_type(const Graph& g, const std::string& type) {
 
 bool contains(const BufferIds& ids, BufferId id) {
   return std::find(ids.begin(), ids.end(), id) != ids.end();
-}
-
-std::string trace_error(const TorchTraceRequest& request) {
-  try {
-    trace_torch(request);
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 // tests/python/tiny_cnn.py: conv 3->4 3x3 (bias) -> BN -> ReLU(inplace) ->
