@@ -23,8 +23,12 @@ import warnings
 
 ERROR_PREFIX = "memwall-trace: error: "
 
-# Importing the user's script must not leave __pycache__ next to it.
+# Importing the user's script (or the modules below) must not leave
+# __pycache__ next to it.
 sys.dont_write_bytecode = True
+
+import memwall_fidelity  # noqa: E402  the real step under the profiler; shipped beside this file
+import memwall_scratch  # noqa: E402  kernel scratch rules; shipped beside this file
 
 
 class TraceError(Exception):
@@ -264,7 +268,8 @@ class Buffer:
 
 
 class Op:
-    __slots__ = ("name", "type", "phase", "ins", "outs", "updates", "flops", "bytes", "time")
+    __slots__ = ("name", "type", "phase", "ins", "outs", "updates", "flops", "bytes", "time",
+                 "workspace")
 
 
 def storage_key(t):
@@ -314,9 +319,10 @@ class OpFailed(Exception):
 class Recorder(TorchDispatchMode):
     """Sees every aten op below autograd (forward, backward and optimizer)."""
 
-    def __init__(self, measure):
+    def __init__(self, measure, kernels="cuda"):
         super().__init__()
         self.measure = measure
+        self.kernels = kernels  # whose scratch rules apply (memwall_scratch.py)
         self.recording = False
         self.phase = "forward"
         self.buffers = []
@@ -483,7 +489,23 @@ class Recorder(TorchDispatchMode):
         op.flops = op_flops(name, args, out_tensors if out_tensors else [])
         op.bytes = traffic
         op.time = elapsed
+        op.workspace = self.scratch(func, args, kwargs, name)
         self.ops.append(op)
+
+    def scratch(self, func, args, kwargs, name):
+        """The kernel's own scratch (memwall_scratch.py), from its arguments
+        in schema order (keywords filled in, defaults where not given)."""
+        if self.kernels != "cpu" or name not in memwall_scratch.CPU_RULES:
+            return 0
+        full = list(args)
+        for a in func._schema.arguments[len(args):]:
+            if a.name in kwargs:
+                full.append(kwargs[a.name])
+            elif a.has_default_value():
+                full.append(a.default_value)
+            else:
+                break
+        return memwall_scratch.cpu_workspace(name, full, torch.get_num_threads())
 
 
 # ---------------------------------------------------------------------------
@@ -550,12 +572,12 @@ def _warm_up_optimizer(model, optimizer):
     optimizer.zero_grad(set_to_none=True)
 
 
-def trace_iteration(model, batch, loss_fn, optimizer, measure):
+def trace_iteration(model, batch, loss_fn, optimizer, measure, kernels="cuda"):
     if not isinstance(batch, (tuple, list)) or len(batch) != 2:
         fail("the example batch must be a pair (inputs, target); target may be None")
     inputs, target = batch
     model.train()
-    recorder = Recorder(measure)
+    recorder = Recorder(measure, "cpu" if measure else kernels)
     param_names = {}
     for name, p in model.named_parameters():
         param_names.setdefault(storage_key(p), name)
@@ -633,6 +655,39 @@ def _record_iteration(model, inputs, target, loss_fn, optimizer, recorder):
         recorder.recording = False
 
 
+def measure_real_step(build):
+    """`--measure-peak`: the same training iteration as the trace's, run for
+    real on the CPU (a fresh model from `build`, the optimizer's states
+    made by the same warm-up step) under PyTorch's allocator records
+    (memwall_fidelity.py)."""
+    torch.manual_seed(0)
+    model, (inputs, target), loss_fn, optimizer = _check_built(build())
+    model.train()
+    _warm_up_optimizer(model, optimizer)
+
+    def persistent():
+        states = [v for state in optimizer.state.values() for v in state.values()
+                  if isinstance(v, torch.Tensor)]
+        batch = [t for t in tree_flatten((inputs, target))[0] if isinstance(t, torch.Tensor)]
+        return list(model.parameters()) + list(model.buffers()) + states + batch
+
+    def step():
+        args, kwargs = _as_args(inputs)
+        output = model(*args, **kwargs)
+        loss = _loss_of(output, target, loss_fn)
+        del output
+        loss.backward()
+        del loss
+        optimizer.step()
+
+    try:
+        return memwall_fidelity.measure_step(step, persistent)
+    except TraceError:
+        raise
+    except Exception as e:
+        fail(f"the real step on the CPU failed: {type(e).__name__}: {_first_line(e)}")
+
+
 def to_graph(recorder, name, meta):
     """The recorded iteration as memwall.graph/1. Drops allocations that
     nothing reads (record_function's dummy handle in optimizer.step, batch
@@ -668,7 +723,7 @@ def to_graph(recorder, name, meta):
     for i, op in enumerate(ops):
         records.append({"id": i, "name": op.name, "type": op.type, "phase": op.phase,
                         "in": [new_id[b] for b in op.ins], "out": [new_id[b] for b in op.outs],
-                        "updates": [new_id[b] for b in op.updates], "workspace": 0,
+                        "updates": [new_id[b] for b in op.updates], "workspace": int(op.workspace),
                         "flops": float(op.flops), "bytes": float(op.bytes), "time": op.time})
     return {"format": "memwall.graph/1", "name": name, "meta": meta, "buffers": buffers,
             "ops": records}
@@ -778,7 +833,7 @@ def run_one(source, meta, measure, build, kernels="cuda"):
             recorder = trace_iteration(model, batch, loss_fn, optimizer, measure)
         else:
             with MetaDeviceMode(building=False, kernels=kernels):
-                recorder = trace_iteration(model, batch, loss_fn, optimizer, measure)
+                recorder = trace_iteration(model, batch, loss_fn, optimizer, measure, kernels)
     except OpFailed as e:
         fail(f"{source}: operator {e.op} failed: {e.why}")
     except TraceError:
@@ -874,6 +929,11 @@ def main(argv):
     parser.add_argument("--optimizer", default="adam")
     parser.add_argument("--measure", action="store_true")
     parser.add_argument("--kernels", choices=["cuda", "cpu"])
+    parser.add_argument("--builtin", help="a model of memwall's fidelity set: "
+                        + ", ".join(memwall_fidelity.BUILTINS))
+    parser.add_argument("--threads", type=int, help="torch.set_num_threads before tracing")
+    parser.add_argument("--measure-peak", help="also run the step on the CPU under the "
+                        "profiler's allocator records and write the measured peak here")
     parser.add_argument("--out")
     args = parser.parse_args(argv)
     if torch is None:
@@ -883,6 +943,10 @@ def main(argv):
     if args.measure and args.kernels == "cuda":
         fail("--measure runs the CPU's kernels; --kernels cuda needs the meta-device trace")
     args.kernels = args.kernels or ("cpu" if args.measure else "cuda")
+    if args.threads is not None:
+        if args.threads <= 0:
+            fail("--threads must be positive")
+        torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     if args.sweep:
         return sweep(args)
@@ -895,15 +959,30 @@ def main(argv):
         graph = run_one(args.torchvision, meta, args.measure, lambda: build_torchvision(
             args.torchvision, args.batch, args.image, args.optimizer), args.kernels)
         graph["name"] = graph_name(args.torchvision, graph["meta"])
+        build = lambda: build_torchvision(args.torchvision, args.batch, args.image,  # noqa: E731
+                                          args.optimizer)
+    elif args.builtin:
+        if args.builtin not in memwall_fidelity.BUILTINS:
+            fail(f"unknown built-in model '{args.builtin}' (known: "
+                 f"{', '.join(memwall_fidelity.BUILTINS)})")
+        build = memwall_fidelity.BUILTINS[args.builtin]
+        graph = run_one(args.builtin, {"model": args.builtin}, args.measure, build,
+                        args.kernels)
+        graph["name"] = graph_name(args.builtin, graph["meta"])
     elif args.script:
         path, _, function = args.script.rpartition(":")
         name = os.path.splitext(os.path.basename(path))[0]
         graph = run_one(args.script, {"model": name, "function": function}, args.measure,
                         lambda: build_script(args.script), args.kernels)
         graph["name"] = graph_name(name, graph["meta"], function)
+        build = lambda: build_script(args.script)  # noqa: E731
     else:
-        fail("give --torchvision NAME or --script FILE.py:FUNCTION")
+        fail("give --torchvision NAME, --builtin NAME or --script FILE.py:FUNCTION")
     write_json(graph, args.out)
+    if args.measure_peak:
+        measured = measure_real_step(build)
+        measured["threads"] = torch.get_num_threads()
+        write_json(measured, args.measure_peak)
     return 0
 
 

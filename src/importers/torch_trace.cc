@@ -28,12 +28,15 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <list>
 #include <sstream>
 
 #include <chrono>
 #include <cmath>
 #include <optional>
+
+#include <nlohmann/json.hpp>
 
 #include "memwall/graph/error.h"
 #include "memwall/graph/graph.h"
@@ -247,7 +250,9 @@ ChildOutput run_tracer_in(TempDir& dir, const std::vector<std::string>& args, bo
     fail("trace: the time limit must be a positive number of seconds (got {})", timeout_s);
   }
   const std::string script = dir.file("memwall_trace.py");
-  write_file_atomically(script, torch_tracer_source());
+  for (const TracerFile& f : torch_tracer_files()) {
+    write_file_atomically(dir.file(std::string(f.name)), f.source);
+  }
 
   std::vector<std::string> argv_text = {python, script};
   argv_text.insert(argv_text.end(), args.begin(), args.end());
@@ -324,8 +329,12 @@ std::string run_torch_tracer(const std::vector<std::string>& args, double timeou
   return run_tracer_in(dir, args, /*capture_out=*/true, timeout_s, python).out;
 }
 
-Graph trace_torch(const TorchTraceRequest& request) {
-  if (request.torchvision.empty() == request.script.empty()) {
+namespace {
+
+std::vector<std::string> tracer_args(const TorchTraceRequest& request) {
+  const int sources = int{!request.torchvision.empty()} + int{!request.script.empty()} +
+                      int{!request.builtin.empty()};
+  if (sources != 1) {
     fail("trace: give exactly one of --torchvision NAME and --script FILE.py:FUNCTION");
   }
   std::vector<std::string> args;
@@ -336,6 +345,8 @@ Graph trace_torch(const TorchTraceRequest& request) {
       args.push_back("--image");
       args.push_back(std::to_string(request.image));
     }
+  } else if (!request.builtin.empty()) {
+    args = {"--builtin", request.builtin};
   } else {
     args = {"--script", request.script};
   }
@@ -350,15 +361,18 @@ Graph trace_torch(const TorchTraceRequest& request) {
     args.push_back("--kernels");
     args.push_back(request.kernels);
   }
-  TempDir dir;
-  const std::string graph_path = dir.file("graph.json");
-  dir.file("graph.json.tmp");  // the tracer writes through it
-  args.push_back("--out");
-  args.push_back(graph_path);
-  run_tracer_in(dir, args, /*capture_out=*/false, request.timeout_s, request.python);
+  if (request.threads < 0) fail("trace: the thread count must be positive");
+  if (request.threads > 0) {
+    args.push_back("--threads");
+    args.push_back(std::to_string(request.threads));
+  }
+  return args;
+}
+
+Graph read_traced_graph(const std::string& path) {
   Graph graph;
   try {
-    graph = read_graph_file(graph_path);
+    graph = read_graph_file(path);
   } catch (const Error& e) {
     fail("trace: the tracer's graph is invalid (a tracer bug): {}", e.what());
   }
@@ -366,6 +380,44 @@ Graph trace_torch(const TorchTraceRequest& request) {
   version_in_place_updates(graph);
   validate(graph);
   return graph;
+}
+
+}  // namespace
+
+Graph trace_torch(const TorchTraceRequest& request) {
+  std::vector<std::string> args = tracer_args(request);
+  TempDir dir;
+  const std::string graph_path = dir.file("graph.json");
+  dir.file("graph.json.tmp");  // the tracer writes through it
+  args.push_back("--out");
+  args.push_back(graph_path);
+  run_tracer_in(dir, args, /*capture_out=*/false, request.timeout_s, request.python);
+  return read_traced_graph(graph_path);
+}
+
+MeasuredStep trace_and_measure(const TorchTraceRequest& request) {
+  std::vector<std::string> args = tracer_args(request);
+  TempDir dir;
+  const std::string graph_path = dir.file("graph.json");
+  const std::string measured_path = dir.file("measured.json");
+  dir.file("graph.json.tmp");
+  dir.file("measured.json.tmp");
+  args.insert(args.end(), {"--out", graph_path, "--measure-peak", measured_path});
+  run_tracer_in(dir, args, /*capture_out=*/false, request.timeout_s, request.python);
+  MeasuredStep step;
+  step.graph = read_traced_graph(graph_path);
+  try {
+    std::ifstream in(measured_path);
+    const nlohmann::json m = nlohmann::json::parse(in);
+    step.measured_peak_bytes = m.at("measured_peak_bytes").get<uint64_t>();
+    step.baseline_bytes = m.at("baseline_bytes").get<uint64_t>();
+    step.measured_peak_op = m.at("measured_peak_op").get<std::string>();
+    step.measured_peak_node = m.at("measured_peak_node").get<std::string>();
+    step.threads = m.at("threads").get<int>();
+  } catch (const std::exception& e) {
+    fail("trace: the tracer's measurement is invalid (a tracer bug): {}", e.what());
+  }
+  return step;
 }
 
 }  // namespace memwall::importers

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -19,6 +20,14 @@ namespace memwall::importers {
 
 // The embedded source of python/memwall_trace.py.
 std::string_view torch_tracer_source();
+
+// The tracer and the modules it imports (python/memwall_scratch.py,
+// python/memwall_fidelity.py), written side by side before it runs.
+struct TracerFile {
+  std::string_view name;
+  std::string_view source;
+};
+std::span<const TracerFile> torch_tracer_files();
 
 // Note [Tracer interpreter]: the Python that runs the tracer, the first of
 //  1. `chosen` (`memwall trace --python PATH`), when not empty;
@@ -38,7 +47,8 @@ std::string memwall_env_python();
 
 struct TorchTraceRequest {
   std::string torchvision;  // a torchvision classification model name, or
-  std::string script;       // "FILE.py:FUNCTION" returning (model, batch, loss_fn, optimizer)
+  std::string script;       // "FILE.py:FUNCTION" returning (model, batch, loss_fn, optimizer), or
+  std::string builtin;      // a model of the fidelity set (python/memwall_fidelity.py)
   int64_t batch = 32;       // torchvision only
   int64_t image = 0;        // torchvision only; 0: the model's own (224, Inception v3 299)
   std::string optimizer = "adam";  // torchvision only: sgd, momentum, adam, adamw
@@ -49,6 +59,7 @@ struct TorchTraceRequest {
   std::string kernels;
   double timeout_s = 600;  // the tracer is stopped past it
   std::string python;      // the interpreter; empty: tracer_python()'s choice
+  int threads = 0;         // torch.set_num_threads first (CPU kernels' choices depend on it); 0: torch's
 };
 
 // Traces one training iteration and returns the validated graph. What the
@@ -57,6 +68,19 @@ struct TorchTraceRequest {
 // unknown model, a missing script or function, the aten operator that
 // failed, a graph that does not validate, the time limit.
 Graph trace_torch(const TorchTraceRequest& request);
+
+// What `memwall bench fidelity` compares: the meta-device trace of one
+// step and the same step run for real on the CPU under PyTorch's allocator
+// records (python/memwall_fidelity.py).
+struct MeasuredStep {
+  Graph graph;
+  uint64_t measured_peak_bytes = 0;
+  uint64_t baseline_bytes = 0;       // model states and batch before the step
+  std::string measured_peak_op;      // the outermost aten op at the peak ("aten::div")
+  std::string measured_peak_node;    // its autograd node, if any ("ConvolutionBackward0")
+  int threads = 0;
+};
+MeasuredStep trace_and_measure(const TorchTraceRequest& request);
 
 // Runs the embedded tracer with `args` from a private temporary directory
 // (its working directory is the caller's) and returns its standard output.

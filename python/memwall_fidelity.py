@@ -1,0 +1,170 @@
+# `memwall bench fidelity`'s measurement: runs one real training step on the
+# CPU under PyTorch's autograd profiler with profile_memory=True, which logs
+# every allocation and free of the CPU allocator in order with the running
+# total, and reports the peak and the op that reached it. memwall_trace.py
+# calls it beside the meta-device trace of the same step, so that the C++
+# side compares memwall's prediction with the measurement
+# (docs/cost-model.md, "Fidelity").
+import json
+import math
+import os
+import tempfile
+
+
+def _torch():
+    import torch
+    return torch
+
+
+def live_storage_bytes(tensors):
+    """Bytes of the distinct storages behind `tensors` (views share one)."""
+    seen = set()
+    total = 0
+    for t in tensors:
+        storage = t.untyped_storage()
+        key = storage.data_ptr()
+        if key not in seen:
+            seen.add(key)
+            total += storage.nbytes()
+    return total
+
+
+def _peak_op(events, peak_ts):
+    """The outermost aten op running at `peak_ts` (the one the graph
+    records: what it calls is inside it) and the autograd node around it."""
+    around = [e for e in events
+              if e.get("ph") == "X" and e.get("cat") == "cpu_op"
+              and e["ts"] <= peak_ts <= e["ts"] + e.get("dur", 0)]
+    around.sort(key=lambda e: (e["ts"], -e.get("dur", 0)))
+    aten = [e["name"] for e in around if e["name"].startswith("aten::")]
+    node = [e["name"] for e in around
+            if not e["name"].startswith(("aten::", "autograd::", "Optimizer."))]
+    return (aten[0] if aten else "-"), (node[-1] if node else "")
+
+
+class _quiet_stderr:
+    """Sends file descriptor 2 to /dev/null for a while: the profiler's
+    native library logs its own start and stop there. Errors still raise."""
+
+    def __enter__(self):
+        import sys
+        sys.stderr.flush()
+        self.saved = os.dup(2)
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, 2)
+        os.close(null)
+
+    def __exit__(self, *exc):
+        os.dup2(self.saved, 2)
+        os.close(self.saved)
+        return False
+
+
+def measure_step(step, persistent):
+    """Runs `step()` (one training iteration) under the profiler. Returns
+    the measured peak: the bytes of `persistent()` (model states and the
+    batch, alive before the step) plus the highest running total the
+    allocator reported during the step, and the op at that moment."""
+    torch = _torch()
+    from torch.autograd.profiler import profile
+    baseline = live_storage_bytes(persistent())
+    with _quiet_stderr():  # the profiler's start and stop lines (and its GPU probe's)
+        with profile(profile_memory=True) as prof:
+            step()
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "trace.json")
+        prof.export_chrome_trace(path)
+        with open(path) as f:
+            events = json.load(f)["traceEvents"]
+    memory = [e for e in events if e.get("name") == "[memory]"]
+    peak_event = max(memory, key=lambda e: e["args"].get("Total Allocated", 0), default=None)
+    if peak_event is None:
+        return {"measured_peak_bytes": baseline, "baseline_bytes": baseline,
+                "measured_peak_op": "-", "measured_peak_node": "", "torch": torch.__version__}
+    op, node = _peak_op(events, peak_event["ts"])
+    return {"measured_peak_bytes": baseline + int(peak_event["args"]["Total Allocated"]),
+            "baseline_bytes": baseline, "measured_peak_op": op, "measured_peak_node": node,
+            "torch": torch.__version__}
+
+
+# ---------------------------------------------------------------------------
+# Built-in models of the fidelity set (beside torchvision's classifiers)
+
+
+def gpt_mini(dropout):
+    """A GPT-2-shaped model small enough for a CPU step in seconds: token and
+    position embeddings, pre-LN blocks with a fused QKV projection, plain
+    causal attention with dropout on the probabilities, a GELU MLP of width
+    4h, dropout on the embeddings and both residual branches, a tied LM
+    head; cross-entropy; Adam (foreach=False). The shape of
+    tests/python/gpt2_small.py at 2 layers, h=128, s=128, vocab 2048, b4."""
+    torch = _torch()
+    nn = torch.nn
+    F = torch.nn.functional
+    vocab, seq, layers, hidden, heads, batch = 2048, 128, 2, 128, 4, 4
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln_1 = nn.LayerNorm(hidden)
+            self.qkv = nn.Linear(hidden, 3 * hidden)
+            self.proj = nn.Linear(hidden, hidden)
+            self.ln_2 = nn.LayerNorm(hidden)
+            self.fc = nn.Linear(hidden, 4 * hidden)
+            self.fc_proj = nn.Linear(4 * hidden, hidden)
+
+        def forward(self, x, mask):
+            b, s, h = x.shape
+            d = h // heads
+            q, k, v = self.qkv(self.ln_1(x)).split(h, dim=2)
+            q, k, v = (t.view(b, s, heads, d).transpose(1, 2) for t in (q, k, v))
+            scores = torch.matmul(q, k.transpose(-1, -2)) * (1.0 / math.sqrt(d)) + mask
+            probs = F.dropout(F.softmax(scores, dim=-1), dropout, self.training)
+            a = torch.matmul(probs, v).transpose(1, 2).reshape(b, s, h)
+            x = x + F.dropout(self.proj(a), dropout, self.training)
+            m = self.fc_proj(F.gelu(self.fc(self.ln_2(x)), approximate="tanh"))
+            return x + F.dropout(m, dropout, self.training)
+
+    class Gpt(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.wte = nn.Embedding(vocab, hidden)
+            self.wpe = nn.Embedding(seq, hidden)
+            self.h = nn.ModuleList(Block() for _ in range(layers))
+            self.ln_f = nn.LayerNorm(hidden)
+
+        def forward(self, ids, positions):
+            x = F.dropout(self.wte(ids) + self.wpe(positions), dropout, self.training)
+            mask = torch.full((ids.shape[1], ids.shape[1]), float("-inf")).triu(1)
+            for block in self.h:
+                x = block(x, mask)
+            return F.linear(self.ln_f(x), self.wte.weight)
+
+    model = Gpt()
+    ids = torch.randint(0, vocab, (batch, seq))
+    labels = torch.randint(0, vocab, (batch, seq))
+
+    def loss_fn(logits, target):
+        return F.cross_entropy(logits.view(-1, vocab), target.view(-1))
+
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, foreach=False)
+    return model, ((ids, torch.arange(seq)), labels), loss_fn, optimizer
+
+
+def linear_toy():
+    """Issue 20's toy: two bias-free Linear(2000, 2000), batch 16, MSE, Adam
+    (foreach=False), where torch's single-tensor Adam keeps the previous
+    parameter's denom alive while it allocates the next one's."""
+    torch = _torch()
+    nn = torch.nn
+    model = nn.Sequential(nn.Linear(2000, 2000, bias=False), nn.Linear(2000, 2000, bias=False))
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3, foreach=False)
+    return model, (torch.randn(16, 2000), torch.randn(16, 2000)), torch.nn.functional.mse_loss, \
+        optimizer
+
+
+BUILTINS = {
+    "gpt-mini": lambda: gpt_mini(0.1),
+    "gpt-mini-nodropout": lambda: gpt_mini(0.0),
+    "linear-toy": linear_toy,
+}

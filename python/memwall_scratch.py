@@ -1,0 +1,210 @@
+# Kernel scratch: memory an aten kernel allocates for itself while it runs
+# and frees before it returns (reorders into blocked layouts, reduction
+# buffers). memwall's graph carries it as an op's `workspace`: bytes live
+# only while the op runs, on top of its inputs and outputs. The rules are
+# per device, because the kernels are; docs/cost-model.md ("Kernel scratch")
+# gives each rule with its source and the measurements that confirmed it.
+#
+# Shapes only: every rule reads tensor sizes and scalar arguments, so it
+# applies to meta tensors (the trace) and real ones alike.
+import os
+import re
+
+# oneDNN's AVX2 convolutions keep activations and weights in layouts blocked
+# by 8 channels (nChw8c, OIhw8i8o); AVX-512 blocks by 16. The rules assume
+# AVX2 unless the CPU has AVX-512 (/proc/cpuinfo), as oneDNN's dispatcher.
+
+
+def _cpu_block():
+    try:
+        with open("/proc/cpuinfo") as f:
+            return 16 if "avx512f" in f.read() else 8
+    except OSError:
+        return 8
+
+
+_BLOCK = None
+
+
+def channel_block():
+    global _BLOCK
+    if _BLOCK is None:
+        _BLOCK = _cpu_block()
+    return _BLOCK
+
+
+def _bytes(t):
+    return t.numel() * t.element_size()
+
+
+def _blocked(t, block):
+    """Bytes of `t` ([N, C, ...]) in a layout padding C to `block`."""
+    c = t.shape[1]
+    padded = -(-c // block) * block
+    return t.numel() // max(c, 1) * padded * t.element_size()
+
+
+def _as_list(v, n=2):
+    if isinstance(v, (list, tuple)):
+        return [int(x) for x in v] + [int(v[-1])] * (n - len(v)) if v else [1] * n
+    return [int(v)] * n
+
+
+def cpu_uses_mkldnn(x, w, stride, dilation, transposed, groups, threads):
+    """PyTorch's ConvParams::use_mkldnn for a CPU tensor
+    (aten/src/ATen/native/Convolution.cpp, torch 2.x): fp32 convolutions go
+    to oneDNN unless a 1x1, unstrided, undilated convolution on one thread
+    with a batch under 16 (where the native path is faster), or a tiny one."""
+    if x.dtype.is_floating_point is False or x.dim() != 4:
+        return False
+    if x.dtype != w.dtype or str(x.dtype) != "torch.float32":
+        # bf16/fp16 use oneDNN only with AVX512-BF16/AMX (mkldnn_bf16_device_check).
+        return False
+    strided = any(s != 1 for s in stride)
+    dilated = any(d != 1 for d in dilation)
+    kh, kw = int(w.shape[-2]), int(w.shape[-1])
+    n = int(x.shape[0])
+    if not (strided or dilated or n >= 16 or kw != 1 or kh != 1 or threads > 1):
+        return False
+    return groups > 1 or (kw > 3 and kh > 3) or n > 1 or x.numel() > 20480
+
+
+def _rtus_bytes(x, w, out_hw, stride, groups, block):
+    """oneDNN's 1x1 convolutions with a stride copy the strided input of one
+    image into a dense buffer first ("reduce to unit stride")."""
+    if tuple(w.shape[-2:]) != (1, 1) or all(s == 1 for s in stride) or groups > 1:
+        return 0
+    c = -(-int(x.shape[1]) // block) * block
+    return c * out_hw * x.element_size()
+
+
+def conv_forward_scratch(x, w, y, stride, dilation, transposed, groups, threads):
+    """CPU convolution forward. oneDNN: the input reordered to the blocked
+    layout (unless it has fewer channels than a block: a first layer's RGB
+    stays plain), the weight reordered, the output computed blocked and
+    reordered into the plain result: max(x' + w' + rtus, y')."""
+    if transposed or x.dim() != 4:
+        return 0
+    block = channel_block()
+    if cpu_uses_mkldnn(x, w, stride, dilation, transposed, groups, threads):
+        xr = _blocked(x, block) if x.shape[1] >= block else 0
+        out_hw = int(y.shape[2]) * int(y.shape[3])
+        sp = _rtus_bytes(x, w, out_hw, stride, groups, block)
+        return max(xr + _bytes(w) + sp, _blocked(y, block))
+    return _slow_columns(x, w, y, stride, dilation, groups)
+
+
+def _slow_columns(x, w, y, stride, dilation, groups):
+    """The native path (ConvolutionMM2d.cpp) unfolds the input into columns
+    [N, Cin*kh*kw, Ho*Wo] unless the convolution is 1x1, unstrided and
+    unpadded, when it multiplies the input directly."""
+    kh, kw = int(w.shape[-2]), int(w.shape[-1])
+    if kh == 1 and kw == 1 and all(s == 1 for s in stride):
+        return 0
+    return (int(x.shape[0]) * int(w.shape[1]) * groups * kh * kw * int(y.shape[2])
+            * int(y.shape[3]) * x.element_size())
+
+
+def conv_backward_scratch(g, x, w, stride, dilation, transposed, groups, mask, threads):
+    """CPU convolution_backward (mkldnn_convolution_backward). Two oneDNN
+    passes, each with reorders into blocked layouts:
+    - input gradient: g' + w' + gi' (then gi' and the plain gi together; a
+      strided convolution holds one more input-sized buffer);
+    - weight gradient: g' + x' + gw' (then gw' and the plain gw together).
+    In memwall's terms (scratch on top of the outputs gi and gw):
+    max(data pass - gi - gw, g' + x', w')."""
+    if transposed or x.dim() != 4:
+        return 0
+    block = channel_block()
+    if not cpu_uses_mkldnn(x, w, stride, dilation, transposed, groups, threads):
+        return _slow_columns(x, w, g, stride, dilation, groups) if mask[0] or mask[1] else 0
+    gb, wb = _blocked(g, block), _bytes(w)
+    xb = _blocked(x, block)
+    gi = _bytes(x) if mask[0] else 0
+    gw = _bytes(w) if mask[1] else 0
+    scratch = 0
+    if mask[0]:
+        strided = any(s != 1 for s in stride) and groups == 1
+        data_peak = max(gb + wb + xb, xb + gi + (gi if strided else 0))
+        scratch = max(scratch, data_peak - gi - gw)
+    if mask[1]:
+        xr = xb if x.shape[1] >= block else 0
+        scratch = max(scratch, gb + xr, wb)
+    return max(scratch, 0)
+
+
+CPU_RULES = {"convolution", "convolution_backward", "native_batch_norm",
+             "native_batch_norm_backward", "native_layer_norm_backward"}
+
+
+def cpu_workspace(name, args, threads):
+    """Scratch bytes of one CPU aten op (overload packet name, its
+    arguments); 0 for ops without a rule."""
+    import torch
+    tensor = torch.Tensor
+    if name == "convolution" and len(args) >= 9:
+        x, w = args[0], args[1]
+        if not (isinstance(x, tensor) and isinstance(w, tensor)):
+            return 0
+        stride, dilation = _as_list(args[3]), _as_list(args[5])
+        y_shape = _conv_out_shape(x, w, stride, _as_list(args[4]), dilation)
+        y = torch.empty(y_shape, dtype=x.dtype, device="meta")
+        return conv_forward_scratch(x, w, y, stride, dilation, bool(args[6]), int(args[8]),
+                                    threads)
+    if name == "convolution_backward" and len(args) >= 11:
+        g, x, w = args[0], args[1], args[2]
+        return conv_backward_scratch(g, x, w, _as_list(args[4]), _as_list(args[6]),
+                                     bool(args[7]), int(args[9]), list(args[10]), threads)
+    if name == "native_batch_norm" and len(args) >= 6 and args[5]:
+        # batch_norm_cpu_update_stats_template: per-channel mean and variance
+        # sums in the accumulation type (fp32; fp64 for fp64) before the
+        # saved mean and inverse deviation are written.
+        x = args[0]
+        acc = 8 if x.dtype == torch.float64 else 4
+        return 2 * int(x.shape[1]) * acc if x.dim() >= 2 else 0
+    if name == "native_batch_norm_backward" and len(args) >= 8 and args[7]:
+        # batch_norm_backward_cpu_template (training): one input-sized
+        # buffer (empty_like) beside the input gradient.
+        return _bytes(args[1])
+    if name == "native_layer_norm_backward" and len(args) >= 3:
+        # LayerNormBackwardKernelImpl: an input-sized buffer beside the
+        # input gradient, and per-thread rows for dgamma and dbeta.
+        x, normalized = args[1], args[2]
+        d = 1
+        for s in normalized:
+            d *= int(s)
+        acc = 8 if x.dtype == torch.float64 else 4
+        return _bytes(x) + 2 * threads * d * acc
+    return 0
+
+
+def _conv_out_shape(x, w, stride, padding, dilation):
+    shape = [int(x.shape[0]), int(w.shape[0])]
+    for i in range(2, x.dim()):
+        k = int(w.shape[i])
+        j = i - 2
+        shape.append((int(x.shape[i]) + 2 * padding[j] - dilation[j] * (k - 1) - 1)
+                     // stride[j] + 1)
+    return shape
+
+
+# cuBLAS ---------------------------------------------------------------------
+
+# PyTorch's cuBLAS workspace (aten/src/ATen/cuda/CublasHandlePool.cpp,
+# parseChosenWorkspaceSize): CUBLAS_WORKSPACE_CONFIG ":SIZE_KiB:COUNT[...]"
+# when set, else ":4096:2:16:8" = 8,519,680 bytes (32 MiB on Hopper and
+# Blackwell, compute capability 9.x/10.x/12.x). One per (handle, stream);
+# handles are per thread, and autograd runs backward on its own thread per
+# device, so a training step holds two.
+CUBLAS_DEFAULT_WORKSPACE = 4096 * 1024 * 2 + 16 * 1024 * 8
+CUBLAS_HOPPER_WORKSPACE = 4096 * 8 * 1024
+CUBLAS_OPS = {"mm", "addmm", "bmm", "baddbmm", "addbmm", "addmv", "mv", "dot", "_scaled_mm"}
+
+
+def cublas_workspace_bytes(environ=None):
+    config = (environ if environ is not None else os.environ).get("CUBLAS_WORKSPACE_CONFIG")
+    if config:
+        pairs = re.findall(r":([0-9]+):([0-9]+)", config)
+        if pairs:
+            return sum(int(size) * 1024 * int(count) for size, count in pairs)
+    return CUBLAS_DEFAULT_WORKSPACE
