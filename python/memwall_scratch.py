@@ -78,6 +78,17 @@ def _rtus_bytes(x, w, out_hw, stride, groups, block):
     return c * out_hw * x.element_size()
 
 
+def channels_last(x):
+    """An input in NHWC order (ConvNeXt's blocks leave their activations so):
+    oneDNN then reads and writes activations in place, without reorders."""
+    import torch
+    return x.is_contiguous(memory_format=torch.channels_last) and not x.is_contiguous()
+
+
+def _depthwise(x, groups):
+    return groups > 1 and groups == int(x.shape[1])
+
+
 def conv_forward_scratch(x, w, y, stride, dilation, transposed, groups, threads):
     """CPU convolution forward. oneDNN: the input reordered to the blocked
     layout (unless it has fewer channels than a block: a first layer's RGB
@@ -87,6 +98,10 @@ def conv_forward_scratch(x, w, y, stride, dilation, transposed, groups, threads)
         return 0
     block = channel_block()
     if cpu_uses_mkldnn(x, w, stride, dilation, transposed, groups, threads):
+        if channels_last(x):
+            # Only the weight is reordered; a dense convolution keeps a
+            # second weight-sized buffer (measured: 2w + a few KB).
+            return _bytes(w) if _depthwise(x, groups) else 2 * _bytes(w)
         xr = _blocked(x, block) if x.shape[1] >= block else 0
         out_hw = int(y.shape[2]) * int(y.shape[3])
         sp = _rtus_bytes(x, w, out_hw, stride, groups, block)
@@ -118,6 +133,8 @@ def conv_backward_scratch(g, x, w, stride, dilation, transposed, groups, mask, t
     block = channel_block()
     if not cpu_uses_mkldnn(x, w, stride, dilation, transposed, groups, threads):
         return _slow_columns(x, w, g, stride, dilation, groups) if mask[0] or mask[1] else 0
+    if channels_last(x):
+        return _channels_last_backward(x, w, groups)
     gb, wb = _blocked(g, block), _bytes(w)
     xb = _blocked(x, block)
     gi = _bytes(x) if mask[0] else 0
@@ -134,7 +151,22 @@ def conv_backward_scratch(g, x, w, stride, dilation, transposed, groups, mask, t
 
 
 CPU_RULES = {"convolution", "convolution_backward", "native_batch_norm",
-             "native_batch_norm_backward", "native_layer_norm_backward"}
+             "native_batch_norm_backward", "native_layer_norm", "native_layer_norm_backward"}
+
+
+def _channels_last_backward(x, w, groups):
+    """convolution_backward on NHWC activations (measured, torch 2.14.1,
+    AVX2): a dense convolution holds three weight-sized buffers; a
+    depthwise one two and a per-channel fp32 row, except that kernels larger
+    than 3x3 take oneDNN's path that keeps 256 floats per weight element."""
+    wb = _bytes(w)
+    if not _depthwise(x, groups):
+        return 3 * wb
+    c = int(x.shape[1])
+    taps = int(w.shape[-2]) * int(w.shape[-1])
+    if taps > 9:
+        return c * taps * 256 * w.element_size() + wb + 4 * c
+    return 2 * wb + 4 * c
 
 
 def cpu_workspace(name, args, threads):
@@ -166,15 +198,20 @@ def cpu_workspace(name, args, threads):
         # batch_norm_backward_cpu_template (training): one input-sized
         # buffer (empty_like) beside the input gradient.
         return _bytes(args[1])
+    if name == "native_layer_norm" and len(args) >= 2:
+        # layer_norm_cpu: a contiguous copy of a strided input (ConvNeXt's
+        # permuted LayerNorm2d).
+        return 0 if args[0].is_contiguous() else _bytes(args[0])
     if name == "native_layer_norm_backward" and len(args) >= 3:
-        # LayerNormBackwardKernelImpl: an input-sized buffer beside the
-        # input gradient, and per-thread rows for dgamma and dbeta.
-        x, normalized = args[1], args[2]
+        # layer_norm_backward_cpu: contiguous copies of a strided input or
+        # gradient, and per-thread rows for dgamma and dbeta.
+        g, x, normalized = args[0], args[1], args[2]
         d = 1
         for s in normalized:
             d *= int(s)
         acc = 8 if x.dtype == torch.float64 else 4
-        return _bytes(x) + 2 * threads * d * acc
+        copies = (0 if x.is_contiguous() else _bytes(x)) + (0 if g.is_contiguous() else _bytes(g))
+        return copies + 2 * threads * d * acc
     return 0
 
 

@@ -307,6 +307,27 @@ def unannotated_writes(func, args):
     return ()
 
 
+def _channels_last_like_the_device(func, args, out):
+    """The meta device's convolution returns a contiguous (NCHW) output
+    whatever its input's layout, but oneDNN on the CPU
+    (mkldnn_conv_use_channels_last) and cuDNN (cudnn_conv_suggest_memory_format)
+    return a channels-last one when the input or the weight is channels-last
+    (ConvNeXt's blocks after their LayerNorm2d). The layout decides which
+    kernels run later and what scratch they take (memwall_scratch.py), so a
+    meta output takes the layout the device would give it: same bytes,
+    other strides."""
+    if (func.overloadpacket.__name__ != "convolution" or not isinstance(out, torch.Tensor)
+            or not out.is_meta or out.dim() != 4 or len(args) < 2):
+        return out
+    x, w = args[0], args[1]
+    last = torch.channels_last
+    if ((x.is_contiguous(memory_format=last) and not x.is_contiguous())
+            or (w.is_contiguous(memory_format=last) and not w.is_contiguous())):
+        if not out.is_contiguous(memory_format=last):
+            return out.contiguous(memory_format=last)
+    return out
+
+
 class OpFailed(Exception):
     """An aten op raised: carries its name for the one-line message."""
 
@@ -418,6 +439,7 @@ class Recorder(TorchDispatchMode):
             if self.failed_op is None:
                 self.failed_op = (func._schema.name, _op_failure(e, func))
             raise
+        out = _channels_last_like_the_device(func, args, out)
         if not self.recording:
             return out
         elapsed = time.perf_counter() - start if self.measure else None

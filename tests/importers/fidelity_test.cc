@@ -1,0 +1,104 @@
+// Issue 20: the estimate of a plain PyTorch step holds to 1% and never errs
+// low by more than 0.5%. Two layers:
+// - the CPU kernels' scratch (python/memwall_scratch.py) per op, against
+//   the scratch PyTorch's profiler recorded for the same ops (golden
+//   values below: torch 2.14.1, one thread, AVX2; how they were measured:
+//   docs/cost-model.md, "Kernel scratch");
+// - whole steps: trace_and_measure runs the real step on the CPU under
+//   PyTorch's allocator records beside the trace, as `memwall bench
+//   fidelity` does.
+#include <map>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "memwall/graph/graph.h"
+#include "torch_env.h"
+
+namespace memwall {
+namespace {
+
+using importers::TorchTraceRequest;
+
+std::map<std::string, uint64_t> workspaces(const Graph& g) {
+  std::map<std::string, uint64_t> out;
+  for (const Op& op : g.ops) out[op.name] = op.workspace;
+  return out;
+}
+
+// Scratch of resnet18 b8's kernels measured by the profiler: for each
+// top-level aten op, its highest running total minus the total at its end
+// (inputs and outputs excluded). One rule per row of docs/cost-model.md.
+TEST(Fidelity, CpuKernelScratchOfResnet18MatchesTheProfiler) {
+  MEMWALL_REQUIRE_TORCH();
+  const Graph cpu = importers::trace_torch(
+      {.torchvision = "resnet18", .batch = 8, .kernels = "cpu", .threads = 1});
+  const auto ws = workspaces(cpu);
+  const std::map<std::string, uint64_t> golden = {
+      // Forward, oneDNN: max(x' + w' + rtus, y'). An RGB input stays plain.
+      {"conv1.convolution", 25'690'112},                   // y' of [8,64,112,112]
+      {"layer1.0.conv1.convolution", 6'569'984},           // x' + w'
+      {"layer2.0.conv1.convolution", 6'717'440},           // x' + w', stride 2
+      {"layer4.0.conv2.convolution", 10'240'000},          // x' + w' (w' 9.4 MB)
+      // Backward, oneDNN: max(data pass - gi - gw, g' + x', w').
+      {"layer1.0.conv1.convolution_backward", 12'845'056},  // g' + x'
+      {"layer2.0.conv1.convolution_backward", 12'550'144},  // strided data pass: 2x - w
+      {"layer2.0.downsample.0.convolution_backward", 12'812'288},
+      {"layer4.0.conv2.convolution_backward", 9'437'184},  // w'
+      {"layer4.0.conv1.convolution_backward", 4'718'592},  // w'
+      {"conv1.convolution_backward", 25'690'112},          // g' (no input gradient)
+      // Batch norm: two per-channel fp32 sums forward; an input-sized buffer backward.
+      {"layer4.0.bn1.native_batch_norm", 4'096},
+      {"bn1.native_batch_norm_backward", 25'690'112},
+      {"layer4.0.bn1.native_batch_norm_backward", 802'816},
+  };
+  for (const auto& [name, bytes] : golden) {
+    ASSERT_TRUE(ws.contains(name)) << name;
+    EXPECT_EQ(ws.at(name), bytes) << name;
+  }
+  // The one rule that is short: oneDNN's "reduce to unit stride" buffer of a
+  // 1x1 strided convolution measured 128 B more than one image's strided
+  // input (6,656,128 B); 128 B in a 356 MB step.
+  EXPECT_EQ(ws.at("layer2.0.downsample.0.convolution"), 6'656'000u);
+  // Non-convolution ops carry no scratch; CUDA's kernels have no CPU rules.
+  EXPECT_EQ(ws.at("fc.addmm"), 0u);
+  const Graph cuda = importers::trace_torch({.torchvision = "resnet18", .batch = 8});
+  for (const Op& op : cuda.ops) EXPECT_EQ(op.workspace, 0u) << op.name;
+}
+
+// The measured step and the prediction agree within issue 20's target on a
+// small set: the two-Linear toy (the torch Adam loop's extra denom), the
+// GPT with dropout (the CPU's fp32 masks) and resnet18 b2 (convolution
+// scratch at the peak). `memwall bench fidelity` measures the full set.
+TEST(Fidelity, PredictedPeakIsWithinTargetOfTheMeasuredStep) {
+  MEMWALL_REQUIRE_TORCH();
+  const std::vector<TorchTraceRequest> cases = {
+      {.builtin = "linear-toy", .kernels = "cpu", .threads = 1},
+      {.builtin = "gpt-mini", .kernels = "cpu", .threads = 1},
+      {.torchvision = "resnet18", .batch = 2, .kernels = "cpu", .threads = 1},
+  };
+  for (const TorchTraceRequest& request : cases) {
+    const importers::MeasuredStep step = importers::trace_and_measure(request);
+    const Graph& g = step.graph;
+    const MemoryProfile eager = memory_profile(g, eager_liveness(g));
+    const double measured = static_cast<double>(step.measured_peak_bytes);
+    const double predicted = static_cast<double>(eager.peak_bytes);
+    EXPECT_GE(predicted, measured * 0.995) << g.name;
+    EXPECT_LE(predicted, measured * 1.01) << g.name;
+    EXPECT_EQ(step.threads, 1);
+    EXPECT_GT(step.baseline_bytes, 0u);
+    // The op at both peaks is the same kind of op.
+    ASSERT_NE(eager.peak_op, kNoOp);
+    EXPECT_EQ(step.measured_peak_op, "aten::" + g.ops[eager.peak_op].type) << g.name;
+  }
+}
+
+TEST(Fidelity, UnknownBuiltinIsOneLine) {
+  MEMWALL_REQUIRE_TORCH();
+  const std::string error = testing::trace_error({.builtin = "gpt-huge"});
+  EXPECT_NE(error.find("unknown built-in model 'gpt-huge' (known: gpt-mini"), std::string::npos)
+      << error;
+}
+
+}  // namespace
+}  // namespace memwall
