@@ -354,6 +354,7 @@ class Recorder(TorchDispatchMode):
         self._writes = {}  # func -> indices of arguments it writes (schema (a!))
         self._names = {}
         self._alive = []  # buffers whose storage has not died yet (Note [Eager lifetimes])
+        self._cublas = {}  # thread -> its cuBLAS workspace buffer (Note [cuBLAS workspaces])
 
     # ---- buffers ----
     def unique_name(self, name):
@@ -512,7 +513,29 @@ class Recorder(TorchDispatchMode):
         op.bytes = traffic
         op.time = elapsed
         op.workspace = self.scratch(func, args, kwargs, name)
+        if self.kernels == "cuda" and name in memwall_scratch.CUBLAS_OPS:
+            self.use_cublas_workspace(op, index)
         self.ops.append(op)
+
+    def use_cublas_workspace(self, op, index):
+        """Note [cuBLAS workspaces]: PyTorch gives each cuBLAS handle (one
+        per thread and stream) a workspace from the caching allocator at its
+        first matmul and keeps it; autograd runs backward on its own thread,
+        so a training step holds two: one made by the first forward (or
+        optimizer) matmul, one by the first backward matmul. Each is a
+        buffer its first matmul makes and every later matmul of the thread
+        reads; eager PyTorch never frees it (eager_free null)."""
+        thread = "backward" if self.phase == "backward" else "forward"
+        b = self._cublas.get(thread)
+        if b is None:
+            nbytes = memwall_scratch.cublas_workspace_bytes()
+            buf = Buffer(f"cublas_workspace.{thread}", nbytes, "temp", "uint8", [nbytes],
+                         index, None)
+            self.buffers.append(buf)
+            self._cublas[thread] = len(self.buffers) - 1
+            op.outs.append(len(self.buffers) - 1)
+        else:
+            op.ins.append(b)
 
     def scratch(self, func, args, kwargs, name):
         """The kernel's own scratch (memwall_scratch.py), from its arguments

@@ -2,6 +2,7 @@
 // storage. tests/python/linear_toy.py is issue 20's toy (two bias-free
 // Linear(2000, 2000), batch 16, Adam with foreach=False), on which memwall's
 // last-reader estimate was 10% below the measured peak.
+#include <cstdlib>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -29,11 +30,40 @@ TEST(EagerLifetimes, AdamsPreviousDenomAndTheBatchAreAliveAtTheEagerPeak) {
   // 2000 fp32, 16,000,000 B) dies only when the loop rebinds the name to the
   // second weight's, after that one is allocated. memwall's own schedule
   // frees it after its last reader.
+  // Traced for CUDA's kernels (the default), eager PyTorch also still holds
+  // the two cuBLAS workspaces (Note [cuBLAS workspaces]: forward and backward
+  // handles, PyTorch's default 8,519,680 B each); memwall's schedule frees
+  // them after the last matmul of each pass.
   const MemoryProfile own = memory_profile(g);
   const MemoryProfile eager = memory_profile(g, eager_liveness(g));
-  EXPECT_EQ(eager.peak_bytes, own.peak_bytes + 16'000'000 + 2 * 128'000);
+  EXPECT_EQ(eager.peak_bytes, own.peak_bytes + 16'000'000 + 2 * 128'000 + 2 * 8'519'680);
   EXPECT_EQ(g.ops[eager.peak_op].phase, Phase::kOptimizer);
   EXPECT_EQ(g.ops[own.peak_op].phase, Phase::kOptimizer);
+  for (const char* name : {"cublas_workspace.forward", "cublas_workspace.backward"}) {
+    const Buffer* b = find_buffer(g, name);
+    ASSERT_NE(b, nullptr) << name;
+    EXPECT_EQ(b->bytes, 8'519'680u) << name;
+    EXPECT_EQ(b->eager_free, kNoOp) << name;
+  }
+  // The CPU's kernels have no cuBLAS: only the denom and the batch.
+  const Graph cpu = importers::trace_torch(
+      {.script = testing::test_script("linear_toy.py:build"), .kernels = "cpu"});
+  EXPECT_EQ(find_buffer(cpu, "cublas_workspace.forward"), nullptr);
+  EXPECT_EQ(memory_profile(cpu, eager_liveness(cpu)).peak_bytes,
+            memory_profile(cpu).peak_bytes + 16'000'000 + 2 * 128'000);
+}
+
+// PyTorch's cuBLAS workspace size (CublasHandlePool.cpp,
+// parseChosenWorkspaceSize): CUBLAS_WORKSPACE_CONFIG when set (":SIZE_KiB:COUNT"
+// pairs summed), else ":4096:2:16:8".
+TEST(EagerLifetimes, CublasWorkspaceFollowsCublasWorkspaceConfig) {
+  MEMWALL_REQUIRE_TORCH();
+  ::setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8", 1);  // the size PyTorch uses on Hopper
+  const Graph g = importers::trace_torch({.script = testing::test_script("linear_toy.py:build")});
+  ::unsetenv("CUBLAS_WORKSPACE_CONFIG");
+  const Buffer* b = find_buffer(g, "cublas_workspace.backward");
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(b->bytes, 32u << 20);
 }
 
 }  // namespace
