@@ -141,7 +141,7 @@ def conv_backward_scratch(g, x, w, stride, dilation, transposed, groups, mask, t
     gw = _bytes(w) if mask[1] else 0
     scratch = 0
     if mask[0]:
-        strided = any(s != 1 for s in stride) and groups == 1
+        strided = any(s != 1 for s in stride) and not _depthwise(x, groups)
         data_peak = max(gb + wb + xb, xb + gi + (gi if strided else 0))
         scratch = max(scratch, data_peak - gi - gw)
     if mask[1]:

@@ -27,6 +27,7 @@ struct TraceArgs {
   std::string optimizer = "adam";
   bool measure = false;
   std::string kernels;
+  std::optional<std::string> threads;
   double timeout = importers::TorchTraceRequest{}.timeout_s;
   std::string out;
   std::string python;  // Note [Tracer interpreter]
@@ -59,6 +60,11 @@ int run_trace(const TraceArgs& args) {
   request.optimizer = args.optimizer;
   request.measure = args.measure;
   request.kernels = args.kernels;
+  if (args.threads) {
+    const int64_t threads = parse_count(*args.threads, "--threads");
+    if (threads > 4096) fail("--threads must be at most 4096 (got {})", threads);
+    request.threads = static_cast<int>(threads);
+  }
   if (!(args.timeout > 0) || args.timeout > 1e7) {
     fail("--timeout must be a number of seconds in (0, 10^7] (got {})", args.timeout);
   }
@@ -135,6 +141,9 @@ void add_trace(CLI::App& app, Action& action) {
                   "whose kernels the graph stands for, cuda or cpu: what they save differs "
                   "(dropout keeps a 1-byte mask on CUDA, one of the input's dtype on the CPU); "
                   "default cuda, cpu with --measure");
+  cmd->add_option("--threads", args->threads,
+                  "torch's thread count while tracing (the CPU's kernels depend on it: an "
+                  "unstrided 1x1 convolution goes to oneDNN only with more than one)");
   cmd->add_option("--timeout", args->timeout, "seconds the tracer may take before it is stopped")
       ->capture_default_str();
   cmd->add_option("--python", args->python,
