@@ -4,6 +4,8 @@
 // runs for real (docs/cost-model.md, "Fidelity"). Each case is traced on
 // the meta device with the CPU's kernels and then run on the CPU, one
 // Python process per case.
+#include <unistd.h>
+
 #include <algorithm>
 #include <iostream>
 
@@ -23,9 +25,8 @@ namespace {
 // The set of issue 20's table: torchvision classifiers at batch 8 (ViT-B/16
 // at 2), a GPT with and without dropout, and the two-Linear toy.
 const std::vector<std::string> kDefaultCases = {
-    "resnet18:8",      "resnet50:8", "mobilenet_v2:8",     "densenet121:8",
-    "efficientnet_b0:8", "vit_b_16:2", "gpt-mini-nodropout", "gpt-mini",
-    "linear-toy"};
+    "resnet18:8", "resnet50:8",         "mobilenet_v2:8", "densenet121:8", "efficientnet_b0:8",
+    "vit_b_16:2", "gpt-mini-nodropout", "gpt-mini",       "linear-toy"};
 const std::vector<std::string> kBuiltins = {"gpt-mini", "gpt-mini-nodropout", "linear-toy"};
 
 // The target: within 1% of the measurement, and never more than 0.5% below
@@ -77,7 +78,8 @@ FidelityRow run_case(const std::string& spec, const BenchFidelityArgs& args) {
   const double measured = static_cast<double>(row.step.measured_peak_bytes);
   const double predicted = static_cast<double>(row.predicted);
   row.ratio = predicted > 0 ? measured / predicted : 0;
-  row.on_target = predicted >= measured * (1 - kMaxBelow) && predicted <= measured * (1 + kMaxAbove);
+  row.on_target =
+      predicted >= measured * (1 - kMaxBelow) && predicted <= measured * (1 + kMaxAbove);
   return row;
 }
 
@@ -90,7 +92,11 @@ int run_bench_fidelity(const BenchFidelityArgs& args) {
   for (const std::string& spec : cases) (void)request_for(spec, args);  // bad names first
   std::vector<FidelityRow> rows;
   for (const std::string& spec : cases) {
-    if (!args.json) std::cerr << fmt::format("memwall: bench fidelity: {}...\n", spec);
+    // Progress for a person watching (a case takes seconds to a minute);
+    // scripts and tests read stdout and one error line.
+    if (!args.json && ::isatty(STDERR_FILENO) == 1) {
+      std::cerr << fmt::format("memwall: bench fidelity: {}...\n", spec);
+    }
     rows.push_back(run_case(spec, args));
   }
   const bool all_on_target =
@@ -128,17 +134,17 @@ int run_bench_fidelity(const BenchFidelityArgs& args) {
   for (const FidelityRow& r : rows) {
     std::string measured_op = r.step.measured_peak_op;
     if (!r.step.measured_peak_node.empty()) measured_op += " in " + r.step.measured_peak_node;
-    std::cout << fmt::format("{:<{}}  {:>15}  {:>15}  {:>9.6f}  {:<6}  measured: {}; predicted: {}\n",
-                             r.model, width, grouped(r.step.measured_peak_bytes),
-                             grouped(r.predicted), r.ratio, r.on_target ? "ok" : "MISSED",
-                             measured_op, r.predicted_op);
+    std::cout << fmt::format(
+        "{:<{}}  {:>15}  {:>15}  {:>9.6f}  {:<6}  measured: {}; predicted: {}\n", r.model, width,
+        grouped(r.step.measured_peak_bytes), grouped(r.predicted), r.ratio,
+        r.on_target ? "ok" : "MISSED", measured_op, r.predicted_op);
   }
-  std::cout << fmt::format("target: predicted within {:g}% of measured and never more than {:g}% "
-                           "below it; {} of {} cases on target\n",
-                           kMaxAbove * 100, kMaxBelow * 100,
-                           std::count_if(rows.begin(), rows.end(),
-                                         [](const FidelityRow& r) { return r.on_target; }),
-                           rows.size());
+  std::cout << fmt::format(
+      "target: predicted within {:g}% of measured and never more than {:g}% "
+      "below it; {} of {} cases on target\n",
+      kMaxAbove * 100, kMaxBelow * 100,
+      std::count_if(rows.begin(), rows.end(), [](const FidelityRow& r) { return r.on_target; }),
+      rows.size());
   return all_on_target ? 0 : 1;
 }
 

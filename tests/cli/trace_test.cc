@@ -118,6 +118,38 @@ TEST(TraceCli, BadFlags) {
   EXPECT_NE(r.err.find("--out"), std::string::npos) << r.err;
 }
 
+TEST(TraceCli, BadThreads) {
+  expect_one_line_failure("trace --torchvision resnet18 --threads 0", "--threads");
+  expect_one_line_failure("trace --torchvision resnet18 --threads 5000", "--threads");
+}
+
+// `memwall bench fidelity` on one small case: JSON with issue 20's fields,
+// exit 0 when on target; bad cases and flags are one line, exit 2.
+TEST(BenchFidelityCli, JsonCasesAndBadInput) {
+  REQUIRE_TORCH();
+  RunResult r = run_memwall("bench fidelity --cases linear-toy --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json out = nlohmann::json::parse(r.out);
+  ASSERT_EQ(out.at("cases").size(), 1u);
+  const nlohmann::json& c = out.at("cases")[0];
+  EXPECT_EQ(c.at("model"), "linear-toy");
+  EXPECT_TRUE(c.at("on_target").get<bool>());
+  // Issue 20's toy: two 16,000,000 B weights with their Adam moments and
+  // the batch before the step; the eager estimate within the target.
+  const double measured = c.at("measured_peak_bytes").get<double>();
+  const double predicted = c.at("predicted_peak_bytes").get<double>();
+  EXPECT_GE(predicted, measured * 0.995);
+  EXPECT_LE(predicted, measured * 1.01);
+  EXPECT_EQ(c.at("predicted_peak_op"), "1.weight.div");
+  EXPECT_EQ(c.at("measured_peak_op"), "aten::div");
+  for (const char* args : {"bench fidelity --threads 0", "bench fidelity --cases resnet51",
+                           "bench fidelity --cases resnet18:0"}) {
+    RunResult bad = run_memwall(args);
+    EXPECT_EQ(bad.exit_code, 2) << args;
+    EXPECT_EQ(count_lines(bad.err), 1) << args << ": " << bad.err;
+  }
+}
+
 TEST(TraceCli, UnknownModelMissingScriptOrFunction) {
   REQUIRE_TORCH();
   expect_one_line_failure("trace --torchvision resnet51",

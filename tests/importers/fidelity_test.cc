@@ -36,10 +36,10 @@ TEST(Fidelity, CpuKernelScratchOfResnet18MatchesTheProfiler) {
   const auto ws = workspaces(cpu);
   const std::map<std::string, uint64_t> golden = {
       // Forward, oneDNN: max(x' + w' + rtus, y'). An RGB input stays plain.
-      {"conv1.convolution", 25'690'112},                   // y' of [8,64,112,112]
-      {"layer1.0.conv1.convolution", 6'569'984},           // x' + w'
-      {"layer2.0.conv1.convolution", 6'717'440},           // x' + w', stride 2
-      {"layer4.0.conv2.convolution", 10'240'000},          // x' + w' (w' 9.4 MB)
+      {"conv1.convolution", 25'690'112},           // y' of [8,64,112,112]
+      {"layer1.0.conv1.convolution", 6'569'984},   // x' + w'
+      {"layer2.0.conv1.convolution", 6'717'440},   // x' + w', stride 2
+      {"layer4.0.conv2.convolution", 10'240'000},  // x' + w' (w' 9.4 MB)
       // Backward, oneDNN: max(data pass - gi - gw, g' + x', w').
       {"layer1.0.conv1.convolution_backward", 12'845'056},  // g' + x'
       {"layer2.0.conv1.convolution_backward", 12'550'144},  // strided data pass: 2x - w

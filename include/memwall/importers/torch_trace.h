@@ -59,7 +59,7 @@ struct TorchTraceRequest {
   std::string kernels;
   double timeout_s = 600;  // the tracer is stopped past it
   std::string python;      // the interpreter; empty: tracer_python()'s choice
-  int threads = 0;         // torch.set_num_threads first (CPU kernels' choices depend on it); 0: torch's
+  int threads = 0;  // torch.set_num_threads first (CPU kernels' choices depend on it); 0: torch's
 };
 
 // Traces one training iteration and returns the validated graph. What the
@@ -75,9 +75,9 @@ Graph trace_torch(const TorchTraceRequest& request);
 struct MeasuredStep {
   Graph graph;
   uint64_t measured_peak_bytes = 0;
-  uint64_t baseline_bytes = 0;       // model states and batch before the step
-  std::string measured_peak_op;      // the outermost aten op at the peak ("aten::div")
-  std::string measured_peak_node;    // its autograd node, if any ("ConvolutionBackward0")
+  uint64_t baseline_bytes = 0;     // model states and batch before the step
+  std::string measured_peak_op;    // the outermost aten op at the peak ("aten::div")
+  std::string measured_peak_node;  // its autograd node, if any ("ConvolutionBackward0")
   int threads = 0;
 };
 MeasuredStep trace_and_measure(const TorchTraceRequest& request);
