@@ -5,6 +5,7 @@
 # calls it beside the meta-device trace of the same step, so that the C++
 # side compares memwall's prediction with the measurement
 # (docs/cost-model.md, "Fidelity").
+import bisect
 import json
 import math
 import os
@@ -40,6 +41,42 @@ def _peak_op(events, peak_ts):
     node = [e["name"] for e in around
             if not e["name"].startswith(("aten::", "autograd::", "Optimizer."))]
     return (aten[0] if aten else "-"), (node[-1] if node else "")
+
+
+# Top-level aten ops of the CPU run named as the graph's op types: the
+# profiler sees the composite op the model called, the graph the kernel it
+# dispatched to.
+_GRAPH_TYPE = {
+    "conv1d": "convolution", "conv2d": "convolution", "conv3d": "convolution",
+    "_convolution": "convolution", "batch_norm": "native_batch_norm",
+    "layer_norm": "native_layer_norm",
+}
+
+
+def op_scratch(events):
+    """Per top-level aten op, in order: its graph op type and its scratch,
+    the highest running total inside it minus the total at its end (its
+    outputs included) or before it, whichever is higher
+    (docs/cost-model.md, "Kernel scratch")."""
+    memory = sorted((e for e in events if e.get("name") == "[memory]"), key=lambda e: e["ts"])
+    times = [e["ts"] for e in memory]
+    totals = [e["args"].get("Total Allocated", 0) for e in memory]
+    ops = sorted((e for e in events if e.get("ph") == "X" and e.get("cat") == "cpu_op"
+                  and e["name"].startswith("aten::")), key=lambda e: (e["ts"], -e.get("dur", 0)))
+    out = []
+    end = -1
+    for o in ops:
+        if o["ts"] < end:
+            continue  # inside the previous top-level op
+        end = o["ts"] + o.get("dur", 0)
+        i, j = bisect.bisect_left(times, o["ts"]), bisect.bisect_right(times, end)
+        scratch = 0
+        if i < j:
+            before = totals[i - 1] if i > 0 else 0
+            scratch = max(max(totals[i:j]) - max(totals[j - 1], before), 0)
+        name = o["name"][len("aten::"):]
+        out.append([_GRAPH_TYPE.get(name, name), int(scratch)])
+    return out
 
 
 class _quiet_stderr:
@@ -80,11 +117,12 @@ def measure_step(step, persistent):
     peak_event = max(memory, key=lambda e: e["args"].get("Total Allocated", 0), default=None)
     if peak_event is None:
         return {"measured_peak_bytes": baseline, "baseline_bytes": baseline,
-                "measured_peak_op": "-", "measured_peak_node": "", "torch": torch.__version__}
+                "measured_peak_op": "-", "measured_peak_node": "", "op_scratch": [],
+                "torch": torch.__version__}
     op, node = _peak_op(events, peak_event["ts"])
     return {"measured_peak_bytes": baseline + int(peak_event["args"]["Total Allocated"]),
             "baseline_bytes": baseline, "measured_peak_op": op, "measured_peak_node": node,
-            "torch": torch.__version__}
+            "op_scratch": op_scratch(events), "torch": torch.__version__}
 
 
 # ---------------------------------------------------------------------------

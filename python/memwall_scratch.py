@@ -152,6 +152,18 @@ def conv_backward_scratch(g, x, w, stride, dilation, transposed, groups, mask, t
 
 CPU_RULES = {"convolution", "convolution_backward", "native_batch_norm",
              "native_batch_norm_backward", "native_layer_norm", "native_layer_norm_backward"}
+# Rules of ATen's device-independent code, for every device.
+ANY_DEVICE_RULES = {"mse_loss"}
+
+
+def any_device_workspace(name, args):
+    """mse_loss with a reduction (Loss.cpp) computes the unreduced
+    elementwise loss into a temporary the size of the input, then reduces
+    it (apply_loss_reduction)."""
+    if name == "mse_loss" and args and (len(args) < 3 or int(args[2]) != 0):
+        return _bytes(args[0])
+    return 0
+
 
 
 def _channels_last_backward(x, w, groups):

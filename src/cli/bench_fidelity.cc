@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <iostream>
+#include <map>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -39,12 +40,25 @@ struct BenchFidelityArgs {
   int threads = 1;
   double timeout = 900;
   std::string python;
+  bool ops = false;
   bool json = false;
+};
+
+// Kernel scratch op by op, per op type: the graph's ops of the type in
+// order against the run's top-level ops of the type in order (the same
+// program, so the same sequence when the counts agree).
+struct ScratchRow {
+  std::string type;
+  size_t graph_ops = 0, run_ops = 0;
+  uint64_t measured_max = 0, predicted_max = 0;
+  size_t under = 0, over = 0;  // instances predicted below / above the measurement
+  uint64_t worst_under = 0, worst_over = 0;
 };
 
 struct FidelityRow {
   std::string model;
   importers::MeasuredStep step;
+  std::vector<ScratchRow> scratch;
   uint64_t predicted = 0;
   std::string predicted_op;
   double ratio = 0;  // measured / predicted
@@ -61,11 +75,84 @@ importers::TorchTraceRequest request_for(const std::string& spec, const BenchFid
     request.builtin = spec;
     return request;
   }
+  if (spec.find(".py:") != std::string::npos) {  // the user's own FILE.py:FUNCTION
+    request.script = spec;
+    return request;
+  }
   const size_t colon = spec.find(':');
   request.torchvision = spec.substr(0, colon);
   request.batch = colon == std::string::npos ? 8 : parse_count(spec.substr(colon + 1), "--cases");
   if (request.torchvision.empty()) fail("--cases: an empty model name in '{}'", spec);
   return request;
+}
+
+// Types with scratch on either side; aligned instance by instance when the
+// counts agree, else only the maxima are comparable.
+std::vector<ScratchRow> compare_scratch(const Graph& graph, const importers::MeasuredStep& step) {
+  std::map<std::string, std::vector<uint64_t>> predicted, measured;
+  for (const Op& op : graph.ops) predicted[op.type].push_back(op.workspace);
+  for (const auto& [type, bytes] : step.op_scratch) measured[type].push_back(bytes);
+  std::vector<ScratchRow> rows;
+  for (const auto& [type, run] : measured) {
+    const auto it = predicted.find(type);
+    const std::vector<uint64_t> none;
+    const std::vector<uint64_t>& mine = it == predicted.end() ? none : it->second;
+    ScratchRow row{.type = type, .graph_ops = mine.size(), .run_ops = run.size()};
+    for (const uint64_t b : run) row.measured_max = std::max(row.measured_max, b);
+    for (const uint64_t b : mine) row.predicted_max = std::max(row.predicted_max, b);
+    if (row.measured_max == 0 && row.predicted_max == 0) continue;
+    if (mine.size() == run.size()) {
+      for (size_t i = 0; i < run.size(); ++i) {
+        if (mine[i] < run[i]) {
+          ++row.under;
+          row.worst_under = std::max(row.worst_under, run[i] - mine[i]);
+        } else if (mine[i] > run[i]) {
+          ++row.over;
+          row.worst_over = std::max(row.worst_over, mine[i] - run[i]);
+        }
+      }
+    }
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+nlohmann::json scratch_json(const std::vector<ScratchRow>& rows) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const ScratchRow& r : rows) {
+    out.push_back({{"type", r.type},
+                   {"graph_ops", r.graph_ops},
+                   {"run_ops", r.run_ops},
+                   {"aligned", r.graph_ops == r.run_ops},
+                   {"measured_max_bytes", r.measured_max},
+                   {"predicted_max_bytes", r.predicted_max},
+                   {"under", r.under},
+                   {"worst_under_bytes", r.worst_under},
+                   {"over", r.over},
+                   {"worst_over_bytes", r.worst_over}});
+  }
+  return out;
+}
+
+void print_scratch(const FidelityRow& row) {
+  size_t width = 7;
+  for (const ScratchRow& r : row.scratch) width = std::max(width, r.type.size());
+  std::cout << fmt::format(
+      "\n{}: kernel scratch per op type, the profiler's against the rules' (\"a/b\": the "
+      "graph has a ops of the type, the run b; not compared one by one)\n",
+      row.model);
+  const auto line = [&](auto&&... columns) {
+    std::cout << fmt::format("  {:<{}}  {:>9}  {:>14}  {:>15}  {:>17}  {:>17}\n", columns...);
+  };
+  line("op type", width, "ops", "measured max B", "predicted max B", "under: n, worst B",
+       "over: n, worst B");
+  for (const ScratchRow& r : row.scratch) {
+    const bool aligned = r.graph_ops == r.run_ops;
+    line(r.type, width, aligned ? grouped(r.run_ops) : fmt::format("{}/{}", r.graph_ops, r.run_ops),
+         grouped(r.measured_max), grouped(r.predicted_max),
+         aligned ? fmt::format("{}, {}", r.under, grouped(r.worst_under)) : "-",
+         aligned ? fmt::format("{}, {}", r.over, grouped(r.worst_over)) : "-");
+  }
 }
 
 FidelityRow run_case(const std::string& spec, const BenchFidelityArgs& args) {
@@ -80,6 +167,7 @@ FidelityRow run_case(const std::string& spec, const BenchFidelityArgs& args) {
   row.ratio = predicted > 0 ? measured / predicted : 0;
   row.on_target =
       predicted >= measured * (1 - kMaxBelow) && predicted <= measured * (1 + kMaxAbove);
+  row.scratch = compare_scratch(graph, row.step);
   return row;
 }
 
@@ -118,6 +206,7 @@ int run_bench_fidelity(const BenchFidelityArgs& args) {
                               {"measured_peak_node", r.step.measured_peak_node},
                               {"predicted_peak_op", r.predicted_op},
                               {"torch", r.step.graph.meta.value("torch", "")}});
+      if (args.ops) out["cases"].back()["op_scratch"] = scratch_json(r.scratch);
     }
     std::cout << out.dump(2) << "\n";
     return all_on_target ? 0 : 1;
@@ -145,6 +234,9 @@ int run_bench_fidelity(const BenchFidelityArgs& args) {
       kMaxAbove * 100, kMaxBelow * 100,
       std::count_if(rows.begin(), rows.end(), [](const FidelityRow& r) { return r.on_target; }),
       rows.size());
+  if (args.ops) {
+    for (const FidelityRow& r : rows) print_scratch(r);
+  }
   return all_on_target ? 0 : 1;
 }
 
@@ -155,8 +247,9 @@ void add_bench_fidelity(CLI::App& bench, Action& action) {
       "fidelity", "memwall's predicted peak of a PyTorch step against a real run on the CPU");
   auto args = std::make_shared<BenchFidelityArgs>();
   cmd->add_option("--cases", args->cases,
-                  "torchvision models as NAME[:BATCH] (batch 8 unless given) and built-ins "
-                  "gpt-mini, gpt-mini-nodropout, linear-toy (default: issue 20's set)")
+                  "torchvision models as NAME[:BATCH] (batch 8 unless given), built-ins "
+                  "gpt-mini, gpt-mini-nodropout, linear-toy, and scripts FILE.py:FUNCTION as "
+                  "for memwall trace (default: issue 20's set)")
       ->delimiter(',');
   cmd->add_option("--threads", args->threads,
                   "torch threads for the trace and the run (the CPU kernels' choices depend on it)")
@@ -164,6 +257,9 @@ void add_bench_fidelity(CLI::App& bench, Action& action) {
   cmd->add_option("--timeout", args->timeout, "seconds each case may take")->capture_default_str();
   cmd->add_option("--python", args->python,
                   "the Python (with torch) that runs the tracer (as for memwall trace)");
+  cmd->add_flag("--ops", args->ops,
+                "also compare kernel scratch op by op, per op type (the rules of "
+                "docs/cost-model.md against the profiler)");
   cmd->add_flag("--json", args->json, "machine-readable output");
   cmd->callback([&action, args] { action = [args] { return run_bench_fidelity(*args); }; });
 }

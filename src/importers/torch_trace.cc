@@ -414,6 +414,9 @@ MeasuredStep trace_and_measure(const TorchTraceRequest& request) {
     step.measured_peak_op = m.at("measured_peak_op").get<std::string>();
     step.measured_peak_node = m.at("measured_peak_node").get<std::string>();
     step.threads = m.at("threads").get<int>();
+    for (const nlohmann::json& op : m.at("op_scratch")) {
+      step.op_scratch.emplace_back(op.at(0).get<std::string>(), op.at(1).get<uint64_t>());
+    }
   } catch (const std::exception& e) {
     fail("trace: the tracer's measurement is invalid (a tracer bug): {}", e.what());
   }

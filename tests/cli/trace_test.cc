@@ -127,7 +127,7 @@ TEST(TraceCli, BadThreads) {
 // exit 0 when on target; bad cases and flags are one line, exit 2.
 TEST(BenchFidelityCli, JsonCasesAndBadInput) {
   REQUIRE_TORCH();
-  RunResult r = run_memwall("bench fidelity --cases linear-toy --json");
+  RunResult r = run_memwall("bench fidelity --cases linear-toy --json --ops");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const nlohmann::json out = nlohmann::json::parse(r.out);
   ASSERT_EQ(out.at("cases").size(), 1u);
@@ -142,6 +142,22 @@ TEST(BenchFidelityCli, JsonCasesAndBadInput) {
   EXPECT_LE(predicted, measured * 1.01);
   EXPECT_EQ(c.at("predicted_peak_op"), "1.weight.div");
   EXPECT_EQ(c.at("measured_peak_op"), "aten::div");
+  // --ops: per op type with scratch on either side. The toy's: mse_loss's
+  // unreduced loss (16 x 2000 fp32, 128,000 B, docs/cost-model.md) and the
+  // 4 to 12 B scalars PyTorch wraps Python numbers in, which no rule covers.
+  ASSERT_TRUE(c.contains("op_scratch"));
+  bool saw_loss = false;
+  for (const nlohmann::json& t : c.at("op_scratch")) {
+    const uint64_t m = t.at("measured_max_bytes").get<uint64_t>();
+    const uint64_t p = t.at("predicted_max_bytes").get<uint64_t>();
+    EXPECT_LE(p, m) << t.dump();
+    EXPECT_LE(m, p + 16) << t.dump();
+    if (t.at("type") == "mse_loss") {
+      saw_loss = true;
+      EXPECT_EQ(p, 128'000u);
+    }
+  }
+  EXPECT_TRUE(saw_loss);
   for (const char* args : {"bench fidelity --threads 0", "bench fidelity --cases resnet51",
                            "bench fidelity --cases resnet18:0"}) {
     RunResult bad = run_memwall(args);

@@ -9,6 +9,7 @@
 //   fidelity` does.
 #include <map>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -28,7 +29,8 @@ std::map<std::string, uint64_t> workspaces(const Graph& g) {
 
 // Scratch of resnet18 b8's kernels measured by the profiler: for each
 // top-level aten op, its highest running total minus the total at its end
-// (inputs and outputs excluded). One rule per row of docs/cost-model.md.
+// (inputs and outputs excluded); `memwall bench fidelity --cases resnet18:8
+// --ops` measures them again. One rule per row of docs/cost-model.md.
 TEST(Fidelity, CpuKernelScratchOfResnet18MatchesTheProfiler) {
   MEMWALL_REQUIRE_TORCH();
   const Graph cpu = importers::trace_torch(
@@ -90,6 +92,18 @@ TEST(Fidelity, PredictedPeakIsWithinTargetOfTheMeasuredStep) {
     // The op at both peaks is the same kind of op.
     ASSERT_NE(eager.peak_op, kNoOp);
     EXPECT_EQ(step.measured_peak_op, "aten::" + g.ops[eager.peak_op].type) << g.name;
+    // Batch norm's scratch, op by op, equals what the profiler saw in this
+    // very run (the rows `memwall bench fidelity --ops` prints).
+    for (const char* type : {"native_batch_norm", "native_batch_norm_backward"}) {
+      std::vector<uint64_t> predicted_ops, measured_ops;
+      for (const Op& op : g.ops) {
+        if (op.type == type) predicted_ops.push_back(op.workspace);
+      }
+      for (const auto& [t, bytes] : step.op_scratch) {
+        if (t == type) measured_ops.push_back(bytes);
+      }
+      EXPECT_EQ(predicted_ops, measured_ops) << g.name << ": " << type;
+    }
   }
 }
 

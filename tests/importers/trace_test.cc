@@ -297,14 +297,20 @@ TEST(Trace, InterpreterIsChosenInOrder) {
 }
 
 TEST(Trace, EmbeddedSourceIsTheRepositorysTracer) {
-  const std::string path = std::string(MEMWALL_SOURCE_DIR) + "/python/memwall_trace.py";
-  FILE* f = std::fopen(path.c_str(), "rb");
-  ASSERT_NE(f, nullptr);
-  std::string text;
-  char chunk[4096];
-  for (size_t n; (n = std::fread(chunk, 1, sizeof chunk, f)) > 0;) text.append(chunk, n);
-  std::fclose(f);
-  EXPECT_EQ(importers::torch_tracer_source(), text);
+  const auto files = importers::torch_tracer_files();
+  ASSERT_EQ(files.size(), 4u);
+  EXPECT_EQ(files[0].name, "memwall_trace.py");
+  EXPECT_EQ(importers::torch_tracer_source(), files[0].source);
+  for (const importers::TracerFile& file : files) {
+    const std::string path = std::string(MEMWALL_SOURCE_DIR) + "/python/" + std::string(file.name);
+    FILE* f = std::fopen(path.c_str(), "rb");
+    ASSERT_NE(f, nullptr) << path;
+    std::string text;
+    char chunk[4096];
+    for (size_t n; (n = std::fread(chunk, 1, sizeof chunk, f)) > 0;) text.append(chunk, n);
+    std::fclose(f);
+    EXPECT_EQ(file.source, text) << path;
+  }
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "memwall/graph/types.h"
@@ -21,8 +22,9 @@ namespace memwall::importers {
 // The embedded source of python/memwall_trace.py.
 std::string_view torch_tracer_source();
 
-// The tracer and the modules it imports (python/memwall_scratch.py,
-// python/memwall_fidelity.py), written side by side before it runs.
+// The tracer and the modules it imports (python/memwall_flops.py,
+// python/memwall_scratch.py, python/memwall_fidelity.py), written side by
+// side before it runs.
 struct TracerFile {
   std::string_view name;
   std::string_view source;
@@ -79,6 +81,9 @@ struct MeasuredStep {
   std::string measured_peak_op;    // the outermost aten op at the peak ("aten::div")
   std::string measured_peak_node;  // its autograd node, if any ("ConvolutionBackward0")
   int threads = 0;
+  // Every top-level aten op of the run in order: its graph op type and the
+  // scratch the profiler saw (docs/cost-model.md, "Kernel scratch").
+  std::vector<std::pair<std::string, uint64_t>> op_scratch;
 };
 MeasuredStep trace_and_measure(const TorchTraceRequest& request);
 
