@@ -133,8 +133,11 @@ def conv_backward_scratch(g, x, w, stride, dilation, transposed, groups, mask, t
     block = channel_block()
     if not cpu_uses_mkldnn(x, w, stride, dilation, transposed, groups, threads):
         return _slow_columns(x, w, g, stride, dilation, groups) if mask[0] or mask[1] else 0
+    # A strided gradient (a slice of a concatenation's gradient: DenseNet's
+    # last layer of each block) is first made contiguous, held for the whole op.
+    copies = 0 if g.is_contiguous() or channels_last(g) else _bytes(g)
     if channels_last(x):
-        return _channels_last_backward(x, w, groups)
+        return copies + _channels_last_backward(x, w, groups)
     gb, wb = _blocked(g, block), _bytes(w)
     xb = _blocked(x, block)
     gi = _bytes(x) if mask[0] else 0
@@ -147,7 +150,7 @@ def conv_backward_scratch(g, x, w, stride, dilation, transposed, groups, mask, t
     if mask[1]:
         xr = xb if x.shape[1] >= block else 0
         scratch = max(scratch, gb + xr, wb)
-    return max(scratch, 0)
+    return copies + max(scratch, 0)
 
 
 CPU_RULES = {"convolution", "convolution_backward", "native_batch_norm",
