@@ -138,6 +138,10 @@ def conv_backward_scratch(g, x, w, stride, dilation, transposed, groups, mask, t
     copies = 0 if g.is_contiguous() or channels_last(g) else _bytes(g)
     if channels_last(x):
         return copies + _channels_last_backward(x, w, groups)
+    if _depthwise(x, groups) and int(w.shape[-2]) * int(w.shape[-1]) > 9:
+        # oneDNN's depthwise kernels larger than 3x3 (EfficientNet's 5x5)
+        # hold one input-sized buffer (measured: x, or x - w when strided).
+        return copies + _bytes(x)
     gb, wb = _blocked(g, block), _bytes(w)
     xb = _blocked(x, block)
     gi = _bytes(x) if mask[0] else 0
