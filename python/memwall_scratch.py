@@ -55,9 +55,7 @@ def cpu_uses_mkldnn(x, w, stride, dilation, transposed, groups, threads):
     (aten/src/ATen/native/Convolution.cpp, torch 2.x): fp32 convolutions go
     to oneDNN unless a 1x1, unstrided, undilated convolution on one thread
     with a batch under 16 (where the native path is faster), or a tiny one."""
-    if x.dtype.is_floating_point is False or x.dim() != 4:
-        return False
-    if x.dtype != w.dtype or str(x.dtype) != "torch.float32":
+    if x.dim() != 4 or x.dtype != w.dtype or str(x.dtype) != "torch.float32":
         # bf16/fp16 use oneDNN only with AVX512-BF16/AMX (mkldnn_bf16_device_check).
         return False
     strided = any(s != 1 for s in stride)
@@ -172,7 +170,6 @@ def any_device_workspace(name, args):
     return 0
 
 
-
 def _channels_last_backward(x, w, groups):
     """convolution_backward on NHWC activations (measured, torch 2.14.1,
     AVX2): a dense convolution holds three weight-sized buffers; a
@@ -253,7 +250,6 @@ def _conv_out_shape(x, w, stride, padding, dilation):
 # handles are per thread, and autograd runs backward on its own thread per
 # device, so a training step holds two.
 CUBLAS_DEFAULT_WORKSPACE = 4096 * 1024 * 2 + 16 * 1024 * 8
-CUBLAS_HOPPER_WORKSPACE = 4096 * 8 * 1024
 CUBLAS_OPS = {"mm", "addmm", "bmm", "baddbmm", "addbmm", "addmv", "mv", "dot", "_scaled_mm"}
 
 
