@@ -39,6 +39,8 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libcli11-dev libfmt-dev
   coinor-libcbc-dev              # CBC, the MILP solver of the checkmate planner
+  liburing-dev                   # io_uring, the NVMe engine (src/runtime)
+  fio                            # the NVMe engine's peer in `memwall bench offload`
 )
 if [[ $with_torch -eq 1 ]]; then
   packages+=(python3 python3-venv)
