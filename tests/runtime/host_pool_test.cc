@@ -13,10 +13,10 @@
 namespace memwall::runtime {
 namespace {
 
-constexpr uint64_t kMiB = 1 << 20;
+constexpr uint64_t kPoolMiB = 1 << 20;
 
 TEST(HostPool, BuffersAreAlignedRoundedAndReusedBySize) {
-  HostPool pool(16 * kMiB);
+  HostPool pool(16 * kPoolMiB);
   void* first = nullptr;
   {
     HostBuffer a = pool.allocate(1);
@@ -37,17 +37,18 @@ TEST(HostPool, BuffersAreAlignedRoundedAndReusedBySize) {
 }
 
 TEST(HostPool, CapacityEvictsCachedBuffersThenRefusesInOneLine) {
-  HostPool pool(8 * kMiB);
-  { HostBuffer a = pool.allocate(6 * kMiB); }  // cached
-  HostBuffer b = pool.allocate(4 * kMiB);      // must unmap the cached 6 MiB first
+  HostPool pool(8 * kPoolMiB);
+  { HostBuffer a = pool.allocate(6 * kPoolMiB); }  // cached
+  HostBuffer b = pool.allocate(4 * kPoolMiB);      // must unmap the cached 6 MiB first
   EXPECT_EQ(pool.stats().unmaps, 1u);
-  EXPECT_EQ(pool.stats().mapped_bytes, 4 * kMiB);
+  EXPECT_EQ(pool.stats().mapped_bytes, 4 * kPoolMiB);
   try {
-    HostBuffer c = pool.allocate(5 * kMiB);
+    HostBuffer c = pool.allocate(5 * kPoolMiB);
     FAIL() << "allocated past the capacity";
   } catch (const std::runtime_error& e) {
     const std::string what = e.what();
-    EXPECT_NE(what.find("5.00 MiB requested, capacity 8.00 MiB, 4.00 MiB in use"), std::string::npos)
+    EXPECT_NE(what.find("5.00 MiB requested, capacity 8.00 MiB, 4.00 MiB in use"),
+              std::string::npos)
         << what;
     EXPECT_EQ(what.find('\n'), std::string::npos);
   }
@@ -57,20 +58,20 @@ TEST(HostPool, CapacityEvictsCachedBuffersThenRefusesInOneLine) {
 }
 
 TEST(HostPool, MovedBuffersReturnOnceAndTrimUnmapsTheCache) {
-  HostPool pool(4 * kMiB);
-  HostBuffer a = pool.allocate(kMiB);
+  HostPool pool(4 * kPoolMiB);
+  HostBuffer a = pool.allocate(kPoolMiB);
   HostBuffer b = std::move(a);
   EXPECT_FALSE(a);
   b = HostBuffer();
   EXPECT_EQ(pool.stats().in_use_bytes, 0u);
-  EXPECT_EQ(pool.stats().mapped_bytes, kMiB);
+  EXPECT_EQ(pool.stats().mapped_bytes, kPoolMiB);
   pool.trim();
   EXPECT_EQ(pool.stats().mapped_bytes, 0u);
   EXPECT_EQ(pool.stats().unpinned_bytes, 0u);
 }
 
 TEST(HostPool, ConcurrentCallersKeepEveryByteAccountedFor) {
-  HostPool pool(64 * kMiB);
+  HostPool pool(64 * kPoolMiB);
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t) {
     threads.emplace_back([&pool, t] {
