@@ -10,9 +10,10 @@
 import os
 import re
 
-# oneDNN's AVX2 convolutions keep activations and weights in layouts blocked
-# by 8 channels (nChw8c, OIhw8i8o); AVX-512 blocks by 16. The rules assume
-# AVX2 unless the CPU has AVX-512 (/proc/cpuinfo), as oneDNN's dispatcher.
+# oneDNN's convolutions keep activations and weights in layouts blocked by
+# 16 channels on AVX-512 CPUs (nChw16c; the rules were measured on one) and
+# by 8 on AVX2-only ones (nChw8c, unmeasured); /proc/cpuinfo decides, as
+# oneDNN's dispatcher does.
 
 
 def _cpu_block():
@@ -172,7 +173,7 @@ def any_device_workspace(name, args):
 
 def _channels_last_backward(x, w, groups):
     """convolution_backward on NHWC activations (measured, torch 2.14.1,
-    AVX2): a dense convolution holds three weight-sized buffers; a
+    AVX-512): a dense convolution holds three weight-sized buffers; a
     depthwise one two and a per-channel fp32 row, except that kernels larger
     than 3x3 take oneDNN's path that keeps 256 floats per weight element."""
     wb = _bytes(w)

@@ -27,6 +27,7 @@ ERROR_PREFIX = "memwall-trace: error: "
 # __pycache__ next to it.
 sys.dont_write_bytecode = True
 
+import memwall_calibrate  # noqa: E402  memwall calibrate's compute probe; shipped beside this file
 import memwall_fidelity  # noqa: E402  the real step under the profiler; shipped beside this file
 import memwall_flops  # noqa: E402  FLOP rules; shipped beside this file
 import memwall_scratch  # noqa: E402  kernel scratch rules; shipped beside this file
@@ -887,6 +888,9 @@ def main(argv):
     parser.add_argument("--builtin", help="a model of memwall's fidelity set: "
                         + ", ".join(memwall_fidelity.BUILTINS))
     parser.add_argument("--threads", type=int, help="torch.set_num_threads before tracing")
+    parser.add_argument("--calibrate", action="store_true",
+                        help="measure the compute device (memwall calibrate) and print JSON")
+    parser.add_argument("--quick", action="store_true", help="--calibrate: small sizes")
     parser.add_argument("--measure-peak", help="also run the step on the CPU under the "
                         "profiler's allocator records and write the measured peak here")
     parser.add_argument("--out")
@@ -903,6 +907,12 @@ def main(argv):
             fail("--threads must be positive")
         torch.set_num_threads(args.threads)
     torch.manual_seed(0)
+    if args.calibrate:
+        try:
+            print(json.dumps(memwall_calibrate.measure(args.quick)))
+        except Exception as e:
+            fail(f"calibration failed: {type(e).__name__}: {_first_line(e)}")
+        return 0
     if args.sweep:
         return sweep(args)
     if not args.out:

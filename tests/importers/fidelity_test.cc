@@ -2,7 +2,7 @@
 // low by more than 0.5%. Two layers:
 // - the CPU kernels' scratch (python/memwall_scratch.py) per op, against
 //   the scratch PyTorch's profiler recorded for the same ops (golden
-//   values below: torch 2.14.1, one thread, AVX2; how they were measured:
+//   values below: torch 2.14.1, one thread, an AVX-512 Xeon; how they were measured:
 //   docs/cost-model.md, "Kernel scratch");
 // - whole steps: trace_and_measure runs the real step on the CPU under
 //   PyTorch's allocator records beside the trace, as `memwall bench
