@@ -36,6 +36,7 @@ int run(int argc, char** argv) {
   add_layout(app, action);
   add_bench(app, action);
   add_trace(app, action);
+  add_calibrate(app, action);
   add_alloc_replay(app, action);
   add_models(app, action);
   add_gpus(app, action);

@@ -1,0 +1,208 @@
+// `memwall calibrate`: measures the machine it runs on and writes a hardware
+// profile (docs/cost-model.md, "Calibration") usable with --gpu-file. The
+// compute device's FLOP/s and memory bandwidth come from torch in a
+// separate process (python/memwall_calibrate.py, through the tracer's
+// interpreter); host<->device copies from the runtime's copy engine between
+// memwall's device allocator and the pinned pool; host memory from the OS.
+// What the machine cannot show (a single node's collectives, PCIe latency)
+// comes from a base profile, and the output says which fields did.
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <iostream>
+#include <optional>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "format.h"
+#include "memwall/alloc/allocator.h"
+#include "memwall/alloc/device.h"
+#include "memwall/graph/error.h"
+#include "memwall/graph/output_files.h"
+#include "memwall/hw/hardware.h"
+#include "memwall/importers/torch_trace.h"
+#include "memwall/runtime/copy_engine.h"
+#include "memwall/runtime/host_pool.h"
+#include "options.h"
+
+namespace memwall::cli {
+namespace {
+
+struct CalibrateArgs {
+  std::string out;
+  std::string base = "l4";
+  std::string python;
+  bool quick = false;
+  bool json = false;
+};
+
+void progress(const CalibrateArgs& args, const std::string& what) {
+  if (!args.json && ::isatty(STDERR_FILENO) == 1)
+    std::cerr << "memwall: calibrate: " << what << "\n";
+}
+
+// Best of `repeats` copies of `bytes` one way, bytes/s.
+double copy_rate(runtime::CopyEngine& engine, void* dst, const void* src, uint64_t bytes,
+                 runtime::CopyDirection direction, int repeats) {
+  engine.copy_async(dst, src, bytes, direction).wait();  // warm-up: faults in the pages
+  double best = 0;
+  for (int i = 0; i < repeats; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    engine.copy_async(dst, src, bytes, direction).wait();
+    const double s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (s > 0) best = std::max(best, static_cast<double>(bytes) / s);
+  }
+  return best;
+}
+
+struct CopyRates {
+  double h2d = 0, d2h = 0;
+  std::string engine;
+};
+
+// Note [Emulated device copies]: device memory from memwall's own device
+// allocator, host memory from the pinned pool.
+CopyRates measure_copies(uint64_t bytes, int repeats) {
+  auto device = alloc::make_host_vmm(bytes + (uint64_t{64} << 20));
+  auto allocator = alloc::make_allocator("stitching", *device, {});
+  runtime::HostPool pool(bytes + (uint64_t{1} << 20));
+  runtime::HostBuffer host = pool.allocate(bytes);
+  std::fill_n(static_cast<char*>(host.data()), bytes, 1);
+  const alloc::Allocation on_device = allocator->allocate(bytes, 0);
+  if (!on_device) fail("calibrate: the emulated device could not hold {} bytes", bytes);
+  std::string why;
+  auto engine = runtime::make_copy_engine(&why);
+  CopyRates rates;
+  rates.engine = engine->name();
+  rates.h2d = copy_rate(*engine, on_device.ptr, host.data(), bytes,
+                        runtime::CopyDirection::kHostToDevice, repeats);
+  rates.d2h = copy_rate(*engine, host.data(), on_device.ptr, bytes,
+                        runtime::CopyDirection::kDeviceToHost, repeats);
+  allocator->free(on_device.ptr);
+  return rates;
+}
+
+uint64_t host_memory_bytes() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES);
+  const long page = ::sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : 0;
+}
+
+double flops_of(const nlohmann::json& probe, const char* dtype) {
+  const auto& m = probe.at("matmul");
+  return m.contains(dtype) ? m.at(dtype).at("flops_per_s").get<double>() : 0.0;
+}
+
+int run_calibrate(const CalibrateArgs& args) {
+  const Hardware& base = find_gpu(args.base);
+  OutputFiles outputs;
+  if (!args.out.empty()) outputs.declare(args.out);
+
+  progress(args, "compute device (torch matmul, convolution, memory copy)...");
+  std::vector<std::string> probe_args = {"--calibrate"};
+  if (args.quick) probe_args.push_back("--quick");
+  const std::string text = importers::run_torch_tracer(probe_args, 600, args.python);
+  nlohmann::json probe;
+  try {
+    probe = nlohmann::json::parse(text);
+    (void)probe.at("matmul").at("fp32").at("flops_per_s");
+  } catch (const std::exception& e) {
+    fail("calibrate: the compute probe's output is invalid: {}", e.what());
+  }
+  progress(args, "host<->device copies (copy engine, pinned pool)...");
+  const uint64_t copy_bytes = args.quick ? uint64_t{16} << 20 : uint64_t{256} << 20;
+  const CopyRates copies = measure_copies(copy_bytes, args.quick ? 2 : 5);
+
+  Hardware hw = base;
+  const bool gpu = probe.value("device", "cpu") == "cuda";
+  hw.name = gpu ? "calibrated-gpu" : "calibrated-cpu";
+  hw.description = fmt::format("measured by memwall calibrate on {} ({}, torch {})",
+                               gpu ? probe.value("name", "a GPU") : "the CPU",
+                               gpu ? "CUDA" : fmt::format("{} threads", probe.value("threads", 0)),
+                               probe.value("torch", "?"));
+  const uint64_t host = host_memory_bytes();
+  hw.host_memory_bytes = host;
+  hw.device_memory_bytes = gpu ? probe.at("device_memory_bytes").get<uint64_t>() : host;
+  // Achieved rates stand for the peaks, with efficiencies of 1: the cost
+  // model then predicts what was measured (Note [Calibrated profiles] in
+  // docs/cost-model.md).
+  hw.peak_flops_fp32 = flops_of(probe, "fp32");
+  hw.peak_flops_tf32 = flops_of(probe, "tf32");
+  hw.peak_flops_fp16 = flops_of(probe, "fp16");
+  hw.peak_flops_bf16 = flops_of(probe, "bf16");
+  hw.hbm_bandwidth = probe.at("memory_bytes_per_s").get<double>();
+  hw.compute_efficiency = 1.0;
+  hw.memory_efficiency = 1.0;
+  hw.h2d_bandwidth = copies.h2d;
+  hw.d2h_bandwidth = copies.d2h;
+  hw.gpus_per_node = 1;
+  hw.host_pcie_bandwidth = std::max(copies.h2d, copies.d2h);
+  const std::vector<std::string> from_base = {"pcie_latency",
+                                              "nvme_read_bandwidth",
+                                              "nvme_write_bandwidth",
+                                              "cpu_adam_params_per_s",
+                                              "interconnect_bandwidth",
+                                              "network_bandwidth",
+                                              "collective_step_latency",
+                                              "network_step_latency",
+                                              "launch_latency"};
+  const nlohmann::json profile = hardware_to_json(hw);
+  (void)hardware_from_json(profile);  // what --gpu-file will read must validate
+  if (!args.out.empty()) {
+    outputs.set(args.out, profile.dump(2) + "\n");
+    outputs.commit();
+  }
+
+  if (args.json) {
+    nlohmann::json out = {{"profile", profile},
+                          {"base", base.name},
+                          {"from_base", from_base},
+                          {"copy_engine", copies.engine},
+                          {"conv2d_fp32_flops_per_s", probe.at("conv2d_fp32").at("flops_per_s")},
+                          {"probe", probe}};
+    std::cout << out.dump(2) << "\n";
+    return 0;
+  }
+  std::cout << fmt::format("{}\n", hw.description);
+  const auto row = [](const char* what, const std::string& value) {
+    std::cout << fmt::format("  {:<28} {}\n", what, value);
+  };
+  row("matmul fp32", human_flops(hw.peak_flops_fp32) + "/s");
+  if (hw.peak_flops_tf32 > 0) row("matmul tf32", human_flops(hw.peak_flops_tf32) + "/s");
+  row("matmul bf16", human_flops(hw.peak_flops_bf16) + "/s");
+  row("matmul fp16", human_flops(hw.peak_flops_fp16) + "/s");
+  row("conv2d fp32 (3x3)",
+      human_flops(probe.at("conv2d_fp32").at("flops_per_s").get<double>()) + "/s");
+  row("memory bandwidth", fmt::format("{:.1f} GB/s", hw.hbm_bandwidth / 1e9));
+  row("host -> device", fmt::format("{:.1f} GB/s ({})", hw.h2d_bandwidth / 1e9, copies.engine));
+  row("device -> host", fmt::format("{:.1f} GB/s", hw.d2h_bandwidth / 1e9));
+  row("host memory", human_bytes(hw.host_memory_bytes));
+  std::string fields;
+  for (const std::string& f : from_base) fields += (fields.empty() ? "" : ", ") + f;
+  row("from the base profile", fmt::format("{} ({})", base.name, fields));
+  if (!args.out.empty()) row("profile written to", args.out + " (use with --gpu-file)");
+  return 0;
+}
+
+}  // namespace
+
+void add_calibrate(CLI::App& app, Action& action) {
+  auto* cmd = app.add_subcommand("calibrate",
+                                 "measure this machine and write a hardware profile (--gpu-file)");
+  auto args = std::make_shared<CalibrateArgs>();
+  cmd->add_option("--out", args->out, "where to write the profile (JSON, as --gpu-file reads)");
+  cmd->add_option("--base", args->base,
+                  "built-in profile for what one machine cannot measure (collectives, latencies)")
+      ->capture_default_str();
+  cmd->add_option("--python", args->python,
+                  "the Python (with torch) that runs the compute probe (as for memwall trace)");
+  cmd->add_flag("--quick", args->quick, "small sizes (seconds; for tests)");
+  cmd->add_flag("--json", args->json, "machine-readable output");
+  cmd->callback([&action, args] { action = [args] { return run_calibrate(*args); }; });
+}
+
+}  // namespace memwall::cli

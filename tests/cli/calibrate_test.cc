@@ -1,0 +1,61 @@
+// `memwall calibrate --quick`: a profile of this machine that --gpu-file
+// reads back; bad input in one line, exit 2.
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "memwall/hw/hardware.h"
+#include "memwall/importers/torch_trace.h"
+#include "run_memwall.h"
+
+namespace memwall::testing {
+namespace {
+
+bool torch_for_calibrate() {
+  static const bool ok =
+      std::system((importers::tracer_python() + " -c 'import torch' >/dev/null 2>&1").c_str()) == 0;
+  return ok;
+}
+
+TEST(CalibrateCli, QuickProfileReadsBackWithGpuFile) {
+  if (!torch_for_calibrate()) {
+    GTEST_SKIP() << "torch is not importable by " << importers::tracer_python()
+                 << ": the compute probe needs it (scripts/install-deps.sh --torch)";
+  }
+  const std::string out =
+      ::testing::TempDir() + "memwall_calibrate_" + std::to_string(::getpid()) + ".json";
+  RunResult r = run_memwall("calibrate --quick --json --out " + out);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json report = nlohmann::json::parse(r.out);
+  const Hardware hw = read_hardware_file(out);
+  EXPECT_EQ(hw.name, report.at("profile").at("name").get<std::string>());
+  EXPECT_GT(hw.peak_flops_fp32, 1e8);  // any CPU does 0.1 GFLOP/s
+  EXPECT_GT(hw.hbm_bandwidth, 1e8);
+  EXPECT_GT(hw.h2d_bandwidth, 1e8);
+  EXPECT_GT(hw.d2h_bandwidth, 1e8);
+  EXPECT_GT(hw.host_memory_bytes, uint64_t{1} << 28);
+  EXPECT_EQ(hw.compute_efficiency, 1.0);
+  EXPECT_EQ(report.at("base"), "l4");
+  // The profile drives the cost model like any other.
+  RunResult inspect =
+      run_memwall("inspect --model resnet50 --batch 2 --dtype fp32 --gpu-file " + out);
+  EXPECT_EQ(inspect.exit_code, 0) << inspect.err;
+  std::filesystem::remove(out);
+}
+
+TEST(CalibrateCli, BadInputIsOneLine) {
+  for (const char* args :
+       {"calibrate --base nope", "calibrate --quick --out /nonexistent/p.json"}) {
+    RunResult r = run_memwall(args);
+    EXPECT_EQ(r.exit_code, 2) << args;
+    EXPECT_EQ(count_lines(r.err), 1) << args << ": " << r.err;
+    EXPECT_TRUE(r.out.empty()) << r.out;
+  }
+}
+
+}  // namespace
+}  // namespace memwall::testing
