@@ -209,8 +209,14 @@ NvmeEngine::Impl::~Impl() {
     pending.clear();
     // The kernel may still write into bounce buffers (and read from them):
     // wait for every operation before they go.
-    while (inflight > 0) reap();
+    bool drained = true;
+    try {
+      while (inflight > 0) reap();
+    } catch (const NvmeError&) {
+      drained = false;  // the ring is broken: keep the buffers rather than risk them
+    }
     io_uring_queue_exit(&ring);
+    if (!drained) bounce_mem = nullptr;
   }
   if (bounce_mem) bounce->deallocate(bounce_mem, bounce_bytes);
 }
