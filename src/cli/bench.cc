@@ -11,6 +11,7 @@ void add_bench(CLI::App& app, Action& action) {
   add_bench_remat(*cmd, action);
   add_bench_plan(*cmd, action);
   add_bench_alloc(*cmd, action);
+  add_bench_offload(*cmd, action);
   add_bench_fidelity(*cmd, action);
 }
 

@@ -25,6 +25,7 @@ void add_bench_layout(CLI::App& bench, Action& action);
 void add_bench_remat(CLI::App& bench, Action& action);
 void add_bench_plan(CLI::App& bench, Action& action);
 void add_bench_alloc(CLI::App& bench, Action& action);
+void add_bench_offload(CLI::App& bench, Action& action);
 void add_bench_fidelity(CLI::App& bench, Action& action);
 
 }  // namespace memwall::cli

@@ -1,0 +1,204 @@
+// `memwall bench offload`: the NVMe engine's sequential write and read
+// bandwidth against fio's on the same directory, the same block size and
+// the same queue depth (fio --direct=1 --ioengine=io_uring --bs=... --iodepth=D),
+// so that the engine's overhead (bounce copies, CRC32C, one ring) shows as
+// a ratio; the target is >= 0.95x fio.
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <random>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "format.h"
+#include "memwall/graph/error.h"
+#include "memwall/runtime/nvme_engine.h"
+#include "options.h"
+
+namespace memwall::cli {
+namespace {
+
+struct BenchOffloadArgs {
+  std::string dir;
+  std::string size = "1GiB";
+  std::string block = "1MiB";
+  std::string tensor = "64MiB";
+  std::vector<int> depths = {8, 16, 32};
+  bool no_fio = false;
+  bool json = false;
+};
+
+struct OffloadRow {
+  int depth = 0;
+  std::string op;  // "write" or "read"
+  double engine_gbps = 0;
+  double fio_gbps = 0;  // 0: not measured
+};
+
+double offload_gbps(uint64_t bytes, double seconds) {
+  return seconds > 0 ? static_cast<double>(bytes) / seconds / 1e9 : 0;
+}
+
+// The engine: `size` bytes as tensors of `tensor` bytes, all submitted,
+// then all waited for (the queue depth bounds what is in flight).
+std::pair<double, double> offload_engine(const std::string& dir, uint64_t size, uint64_t block,
+                                         uint64_t tensor, int depth) {
+  runtime::NvmeOptions o;
+  o.dirs = {dir};
+  o.capacity = size;
+  o.block_size = block;
+  o.queue_depth = static_cast<unsigned>(depth);
+  o.faults = "";
+  runtime::NvmeEngine engine(o);
+  if (engine.stats().buffered || !engine.stats().registered_buffers) {
+    std::cerr << "memwall: note: " << engine.stats().warning << "\n";
+  }
+  std::vector<uint8_t> buf(tensor);
+  std::mt19937_64 rng(1);
+  for (auto& b : buf) b = static_cast<uint8_t>(rng());
+  std::vector<runtime::Extent> extents;
+  for (uint64_t done = 0; done + tensor <= size; done += tensor) {
+    extents.push_back(engine.allocate(tensor));
+  }
+  auto timed = [&](bool write) {
+    auto start = std::chrono::steady_clock::now();
+    std::vector<runtime::NvmeHandle> handles;
+    for (const auto& e : extents) {
+      handles.push_back(write ? engine.write_async(e, buf.data(), tensor)
+                              : engine.read_async(e, buf.data(), tensor));
+    }
+    for (auto& h : handles) engine.wait(h);
+    std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
+    return offload_gbps(extents.size() * tensor, took.count());
+  };
+  double w = timed(true);
+  double r = timed(false);
+  return {w, r};
+}
+
+// fio's bandwidth in GB/s for one job, or fails naming the command.
+double offload_fio(const std::string& file, uint64_t size, uint64_t block, int depth,
+                   const char* rw) {
+  std::string cmd = fmt::format(
+      "fio --name=memwall --filename='{}' --size={} --bs={} --iodepth={} --rw={} --direct=1 "
+      "--ioengine=io_uring --output-format=json 2>&1",
+      file, size, block, depth, rw);
+  FILE* pipe = popen(cmd.c_str(), "r");
+  if (!pipe) fail("bench offload: cannot run fio: {}", cmd);
+  std::string out;
+  char chunk[4096];
+  while (size_t n = fread(chunk, 1, sizeof chunk, pipe)) out.append(chunk, n);
+  int status = pclose(pipe);
+  if (status != 0) {
+    fail("bench offload: fio exited with status {} ({}): {}", status, cmd,
+         out.substr(0, out.find('\n')));
+  }
+  // fio may print notes before the JSON object.
+  size_t brace = out.find('{');
+  nlohmann::json j =
+      nlohmann::json::parse(brace == std::string::npos ? "" : out.substr(brace), nullptr, false);
+  if (j.is_discarded() || !j.contains("jobs") || j["jobs"].empty()) {
+    fail("bench offload: no JSON from fio ({})", cmd);
+  }
+  return static_cast<double>(j["jobs"][0][rw]["bw_bytes"].get<uint64_t>()) / 1e9;
+}
+
+int run_bench_offload(const BenchOffloadArgs& args) {
+  const uint64_t size = parse_bytes(args.size, "--size", 0);
+  const uint64_t block = parse_bytes(args.block, "--block", 0);
+  const uint64_t tensor = parse_bytes(args.tensor, "--tensor", 0);
+  if (tensor > size) fail("--tensor {} is larger than --size {}", args.tensor, args.size);
+  std::string dir = args.dir;
+  std::string made;  // a temporary directory of ours, removed at the end
+  if (dir.empty()) {
+    const char* tmp = std::getenv("TMPDIR");
+    std::string tmpl = std::string(tmp && *tmp ? tmp : "/tmp") + "/memwall-offload-XXXXXX";
+    if (!mkdtemp(tmpl.data())) fail("bench offload: cannot create a directory {}", tmpl);
+    dir = made = tmpl;
+  }
+  std::vector<OffloadRow> rows;
+  const std::string fio_file = fmt::format("{}/memwall-fio-{}.bin", dir, getpid());
+  try {
+    for (int depth : args.depths) {
+      if (depth <= 0 || depth > 4096) fail("--depths: {} is out of range 1..4096", depth);
+      auto [w, r] = offload_engine(dir, size, block, tensor, depth);
+      OffloadRow wr{depth, "write", w, 0}, rd{depth, "read", r, 0};
+      if (!args.no_fio) {
+        // A fresh file per depth, as the engine's: writing into
+        // fallocated-but-unwritten extents costs more than overwriting.
+        std::filesystem::remove(fio_file);
+        wr.fio_gbps = offload_fio(fio_file, size, block, depth, "write");
+        rd.fio_gbps = offload_fio(fio_file, size, block, depth, "read");
+      }
+      rows.push_back(wr);
+      rows.push_back(rd);
+    }
+  } catch (const runtime::NvmeError& e) {
+    std::filesystem::remove(fio_file);
+    if (!made.empty()) std::filesystem::remove(made);
+    throw Error(e.what());
+  } catch (...) {
+    std::filesystem::remove(fio_file);
+    if (!made.empty()) std::filesystem::remove(made);
+    throw;
+  }
+  std::filesystem::remove(fio_file);
+  if (!made.empty()) std::filesystem::remove(made);
+
+  if (args.json) {
+    nlohmann::json out = {{"dir", dir},
+                          {"size", size},
+                          {"block", block},
+                          {"tensor", tensor},
+                          {"rows", nlohmann::json::array()}};
+    for (const auto& row : rows) {
+      nlohmann::json j = {{"depth", row.depth}, {"op", row.op}, {"engine_gbps", row.engine_gbps}};
+      if (row.fio_gbps > 0) {
+        j["fio_gbps"] = row.fio_gbps;
+        j["ratio"] = row.engine_gbps / row.fio_gbps;
+      }
+      out["rows"].push_back(j);
+    }
+    std::cout << out.dump(2) << "\n";
+    return 0;
+  }
+  std::cout << fmt::format(
+      "NVMe engine vs fio (io_uring, O_DIRECT): {} in {} blocks, {} tensors, {}\n",
+      human_bytes(size), human_bytes(block), human_bytes(tensor), dir);
+  std::cout << fmt::format("{:>5}  {:<5}  {:>12}  {:>12}  {:>6}\n", "depth", "op", "engine GB/s",
+                           "fio GB/s", "ratio");
+  for (const auto& row : rows) {
+    std::cout << fmt::format("{:>5}  {:<5}  {:>12.3f}  ", row.depth, row.op, row.engine_gbps);
+    if (row.fio_gbps > 0) {
+      std::cout << fmt::format("{:>12.3f}  {:>5.3f}x\n", row.fio_gbps,
+                               row.engine_gbps / row.fio_gbps);
+    } else {
+      std::cout << fmt::format("{:>12}  {:>6}\n", "-", "-");
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+void add_bench_offload(CLI::App& bench, Action& action) {
+  auto* cmd = bench.add_subcommand(
+      "offload", "the NVMe engine's write and read bandwidth against fio's on the same directory");
+  auto args = std::make_shared<BenchOffloadArgs>();
+  cmd->add_option("--dir", args->dir, "swap directory (default: a new one under $TMPDIR or /tmp)");
+  cmd->add_option("--size", args->size, "bytes written and read per run")->capture_default_str();
+  cmd->add_option("--block", args->block, "I/O block size (fio --bs)")->capture_default_str();
+  cmd->add_option("--tensor", args->tensor, "bytes per engine request")->capture_default_str();
+  cmd->add_option("--depths", args->depths, "queue depths (fio --iodepth)")->capture_default_str();
+  cmd->add_flag("--no-fio", args->no_fio, "the engine alone");
+  cmd->add_flag("--json", args->json, "machine-readable output");
+  cmd->callback([&action, args] { action = [args] { return run_bench_offload(*args); }; });
+}
+
+}  // namespace memwall::cli
