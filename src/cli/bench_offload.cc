@@ -19,6 +19,7 @@
 #include "format.h"
 #include "memwall/graph/error.h"
 #include "memwall/runtime/nvme_engine.h"
+#include "offload_probe.h"
 #include "options.h"
 
 namespace memwall::cli {
@@ -40,47 +41,6 @@ struct OffloadRow {
   double engine_gbps = 0;
   double fio_gbps = 0;  // 0: not measured
 };
-
-double offload_gbps(uint64_t bytes, double seconds) {
-  return seconds > 0 ? static_cast<double>(bytes) / seconds / 1e9 : 0;
-}
-
-// The engine: `size` bytes as tensors of `tensor` bytes, all submitted,
-// then all waited for (the queue depth bounds what is in flight).
-std::pair<double, double> offload_engine(const std::string& dir, uint64_t size, uint64_t block,
-                                         uint64_t tensor, int depth) {
-  runtime::NvmeOptions o;
-  o.dirs = {dir};
-  o.capacity = size;
-  o.block_size = block;
-  o.queue_depth = static_cast<unsigned>(depth);
-  o.faults = "";
-  runtime::NvmeEngine engine(o);
-  if (engine.stats().buffered || !engine.stats().registered_buffers) {
-    std::cerr << "memwall: note: " << engine.stats().warning << "\n";
-  }
-  std::vector<uint8_t> buf(tensor);
-  std::mt19937_64 rng(1);
-  for (auto& b : buf) b = static_cast<uint8_t>(rng());
-  std::vector<runtime::Extent> extents;
-  for (uint64_t done = 0; done + tensor <= size; done += tensor) {
-    extents.push_back(engine.allocate(tensor));
-  }
-  auto timed = [&](bool write) {
-    auto start = std::chrono::steady_clock::now();
-    std::vector<runtime::NvmeHandle> handles;
-    for (const auto& e : extents) {
-      handles.push_back(write ? engine.write_async(e, buf.data(), tensor)
-                              : engine.read_async(e, buf.data(), tensor));
-    }
-    for (auto& h : handles) engine.wait(h);
-    std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
-    return offload_gbps(extents.size() * tensor, took.count());
-  };
-  double w = timed(true);
-  double r = timed(false);
-  return {w, r};
-}
 
 // fio's bandwidth in GB/s for one job, or fails naming the command.
 double offload_fio(const std::string& file, uint64_t size, uint64_t block, int depth,
@@ -116,19 +76,17 @@ int run_bench_offload(const BenchOffloadArgs& args) {
   if (tensor > size) fail("--tensor {} is larger than --size {}", args.tensor, args.size);
   std::string dir = args.dir;
   std::string made;  // a temporary directory of ours, removed at the end
-  if (dir.empty()) {
-    const char* tmp = std::getenv("TMPDIR");
-    std::string tmpl = std::string(tmp && *tmp ? tmp : "/tmp") + "/memwall-offload-XXXXXX";
-    if (!mkdtemp(tmpl.data())) fail("bench offload: cannot create a directory {}", tmpl);
-    dir = made = tmpl;
-  }
+  if (dir.empty()) dir = made = make_temp_dir("memwall-offload");
   std::vector<OffloadRow> rows;
   const std::string fio_file = fmt::format("{}/memwall-fio-{}.bin", dir, getpid());
   try {
     for (int depth : args.depths) {
       if (depth <= 0 || depth > 4096) fail("--depths: {} is out of range 1..4096", depth);
-      auto [w, r] = offload_engine(dir, size, block, tensor, depth);
-      OffloadRow wr{depth, "write", w, 0}, rd{depth, "read", r, 0};
+      const NvmeRates rates = measure_nvme_engine(dir, size, block, tensor, depth);
+      if (!rates.warning.empty() && !args.json) {
+        std::cerr << "memwall: note: " << rates.warning << "\n";
+      }
+      OffloadRow wr{depth, "write", rates.write_gbps, 0}, rd{depth, "read", rates.read_gbps, 0};
       if (!args.no_fio) {
         // A fresh file per depth, as the engine's: writing into
         // fallocated-but-unwritten extents costs more than overwriting.
@@ -150,6 +108,9 @@ int run_bench_offload(const BenchOffloadArgs& args) {
   }
   std::filesystem::remove(fio_file);
   if (!made.empty()) std::filesystem::remove(made);
+  // Host<->device copies through the copy engine against a plain memcpy of
+  // the same bytes between the same buffers (the emulated device's limit).
+  const CopyRates copies = measure_copies(std::min<uint64_t>(size, uint64_t{256} << 20), 3);
 
   if (args.json) {
     nlohmann::json out = {{"dir", dir},
@@ -165,6 +126,10 @@ int run_bench_offload(const BenchOffloadArgs& args) {
       }
       out["rows"].push_back(j);
     }
+    out["copies"] = {{"engine", copies.engine},
+                     {"h2d_gbps", copies.h2d_gbps},
+                     {"d2h_gbps", copies.d2h_gbps},
+                     {"memcpy_gbps", copies.memcpy_gbps}};
     std::cout << out.dump(2) << "\n";
     return 0;
   }
@@ -181,6 +146,17 @@ int run_bench_offload(const BenchOffloadArgs& args) {
     } else {
       std::cout << fmt::format("{:>12}  {:>6}\n", "-", "-");
     }
+  }
+  std::cout << fmt::format("\nhost<->device copies, {} ({}), against memcpy of the same bytes\n",
+                           human_bytes(std::min<uint64_t>(size, uint64_t{256} << 20)),
+                           copies.engine);
+  std::cout << fmt::format("{:<14}  {:>12}  {:>12}  {:>6}\n", "direction", "engine GB/s",
+                           "memcpy GB/s", "ratio");
+  for (const auto& [name, rate] :
+       {std::pair{"host->device", copies.h2d_gbps}, std::pair{"device->host", copies.d2h_gbps}}) {
+    std::cout << fmt::format("{:<14}  {:>12.3f}  {:>12.3f}  {:>5.3f}x\n", name, rate,
+                             copies.memcpy_gbps,
+                             copies.memcpy_gbps > 0 ? rate / copies.memcpy_gbps : 0.0);
   }
   return 0;
 }

@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
+#include <filesystem>
 #include <iostream>
 #include <optional>
 
@@ -18,14 +18,11 @@
 
 #include "commands.h"
 #include "format.h"
-#include "memwall/alloc/allocator.h"
-#include "memwall/alloc/device.h"
 #include "memwall/graph/error.h"
 #include "memwall/graph/output_files.h"
 #include "memwall/hw/hardware.h"
 #include "memwall/importers/torch_trace.h"
-#include "memwall/runtime/copy_engine.h"
-#include "memwall/runtime/host_pool.h"
+#include "offload_probe.h"
 #include "options.h"
 
 namespace memwall::cli {
@@ -33,6 +30,7 @@ namespace {
 
 struct CalibrateArgs {
   std::string out;
+  std::string dir;  // swap directory for the NVMe probe
   std::string base = "l4";
   std::string python;
   bool quick = false;
@@ -42,48 +40,6 @@ struct CalibrateArgs {
 void progress(const CalibrateArgs& args, const std::string& what) {
   if (!args.json && ::isatty(STDERR_FILENO) == 1)
     std::cerr << "memwall: calibrate: " << what << "\n";
-}
-
-// Best of `repeats` copies of `bytes` one way, bytes/s.
-double copy_rate(runtime::CopyEngine& engine, void* dst, const void* src, uint64_t bytes,
-                 runtime::CopyDirection direction, int repeats) {
-  engine.copy_async(dst, src, bytes, direction).wait();  // warm-up: faults in the pages
-  double best = 0;
-  for (int i = 0; i < repeats; ++i) {
-    const auto start = std::chrono::steady_clock::now();
-    engine.copy_async(dst, src, bytes, direction).wait();
-    const double s =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (s > 0) best = std::max(best, static_cast<double>(bytes) / s);
-  }
-  return best;
-}
-
-struct CopyRates {
-  double h2d = 0, d2h = 0;
-  std::string engine;
-};
-
-// Note [Emulated device copies]: device memory from memwall's own device
-// allocator, host memory from the pinned pool.
-CopyRates measure_copies(uint64_t bytes, int repeats) {
-  auto device = alloc::make_host_vmm(bytes + (uint64_t{64} << 20));
-  auto allocator = alloc::make_allocator("stitching", *device, {});
-  runtime::HostPool pool(bytes + (uint64_t{1} << 20));
-  runtime::HostBuffer host = pool.allocate(bytes);
-  std::fill_n(static_cast<char*>(host.data()), bytes, 1);
-  const alloc::Allocation on_device = allocator->allocate(bytes, 0);
-  if (!on_device) fail("calibrate: the emulated device could not hold {} bytes", bytes);
-  std::string why;
-  auto engine = runtime::make_copy_engine(&why);
-  CopyRates rates;
-  rates.engine = engine->name();
-  rates.h2d = copy_rate(*engine, on_device.ptr, host.data(), bytes,
-                        runtime::CopyDirection::kHostToDevice, repeats);
-  rates.d2h = copy_rate(*engine, host.data(), on_device.ptr, bytes,
-                        runtime::CopyDirection::kDeviceToHost, repeats);
-  allocator->free(on_device.ptr);
-  return rates;
 }
 
 uint64_t host_memory_bytes() {
@@ -116,6 +72,19 @@ int run_calibrate(const CalibrateArgs& args) {
   progress(args, "host<->device copies (copy engine, pinned pool)...");
   const uint64_t copy_bytes = args.quick ? uint64_t{16} << 20 : uint64_t{256} << 20;
   const CopyRates copies = measure_copies(copy_bytes, args.quick ? 2 : 5);
+  progress(args, "NVMe write and read (the NVMe engine, io_uring)...");
+  std::string dir = args.dir, made;
+  if (dir.empty()) dir = made = make_temp_dir("memwall-calibrate");
+  NvmeRates nvme;
+  try {
+    nvme = measure_nvme_engine(dir, args.quick ? uint64_t{32} << 20 : uint64_t{1} << 30,
+                               uint64_t{1} << 20,
+                               args.quick ? uint64_t{8} << 20 : uint64_t{64} << 20, 16);
+  } catch (const std::exception& e) {
+    if (!made.empty()) std::filesystem::remove(made);
+    fail("calibrate: NVMe: {}", e.what());
+  }
+  if (!made.empty()) std::filesystem::remove(made);
 
   Hardware hw = base;
   const bool gpu = probe.value("device", "cpu") == "cuda";
@@ -137,19 +106,18 @@ int run_calibrate(const CalibrateArgs& args) {
   hw.hbm_bandwidth = probe.at("memory_bytes_per_s").get<double>();
   hw.compute_efficiency = 1.0;
   hw.memory_efficiency = 1.0;
-  hw.h2d_bandwidth = copies.h2d;
-  hw.d2h_bandwidth = copies.d2h;
+  hw.h2d_bandwidth = copies.h2d_gbps * 1e9;
+  hw.d2h_bandwidth = copies.d2h_gbps * 1e9;
   hw.gpus_per_node = 1;
-  hw.host_pcie_bandwidth = std::max(copies.h2d, copies.d2h);
-  const std::vector<std::string> from_base = {"pcie_latency",
-                                              "nvme_read_bandwidth",
-                                              "nvme_write_bandwidth",
-                                              "cpu_adam_params_per_s",
-                                              "interconnect_bandwidth",
-                                              "network_bandwidth",
-                                              "collective_step_latency",
-                                              "network_step_latency",
-                                              "launch_latency"};
+  hw.host_pcie_bandwidth = std::max(hw.h2d_bandwidth, hw.d2h_bandwidth);
+  hw.nvme_write_bandwidth = nvme.write_gbps * 1e9;
+  hw.nvme_read_bandwidth = nvme.read_gbps * 1e9;
+  // What one machine cannot show (Note [Calibrated profiles]); the CPU
+  // optimizer step joins the measured fields with its engine.
+  const std::vector<std::string> from_base = {
+      "pcie_latency",      "cpu_adam_params_per_s",   "interconnect_bandwidth",
+      "network_bandwidth", "collective_step_latency", "network_step_latency",
+      "launch_latency"};
   const nlohmann::json profile = hardware_to_json(hw);
   (void)hardware_from_json(profile);  // what --gpu-file will read must validate
   if (!args.out.empty()) {
@@ -162,6 +130,7 @@ int run_calibrate(const CalibrateArgs& args) {
                           {"base", base.name},
                           {"from_base", from_base},
                           {"copy_engine", copies.engine},
+                          {"nvme_dir", dir},
                           {"conv2d_fp32_flops_per_s", probe.at("conv2d_fp32").at("flops_per_s")},
                           {"probe", probe}};
     std::cout << out.dump(2) << "\n";
@@ -180,6 +149,9 @@ int run_calibrate(const CalibrateArgs& args) {
   row("memory bandwidth", fmt::format("{:.1f} GB/s", hw.hbm_bandwidth / 1e9));
   row("host -> device", fmt::format("{:.1f} GB/s ({})", hw.h2d_bandwidth / 1e9, copies.engine));
   row("device -> host", fmt::format("{:.1f} GB/s", hw.d2h_bandwidth / 1e9));
+  row("NVMe write / read", fmt::format("{:.2f} / {:.2f} GB/s ({}{})", nvme.write_gbps,
+                                       nvme.read_gbps, args.dir.empty() ? "$TMPDIR" : args.dir,
+                                       nvme.warning.empty() ? "" : "; " + nvme.warning));
   row("host memory", human_bytes(hw.host_memory_bytes));
   std::string fields;
   for (const std::string& f : from_base) fields += (fields.empty() ? "" : ", ") + f;
@@ -195,6 +167,8 @@ void add_calibrate(CLI::App& app, Action& action) {
                                  "measure this machine and write a hardware profile (--gpu-file)");
   auto args = std::make_shared<CalibrateArgs>();
   cmd->add_option("--out", args->out, "where to write the profile (JSON, as --gpu-file reads)");
+  cmd->add_option("--dir", args->dir,
+                  "directory on the drive to measure (default: a new one under $TMPDIR or /tmp)");
   cmd->add_option("--base", args->base,
                   "built-in profile for what one machine cannot measure (collectives, latencies)")
       ->capture_default_str();

@@ -37,6 +37,8 @@ TEST(CalibrateCli, QuickProfileReadsBackWithGpuFile) {
   EXPECT_GT(hw.hbm_bandwidth, 1e8);
   EXPECT_GT(hw.h2d_bandwidth, 1e8);
   EXPECT_GT(hw.d2h_bandwidth, 1e8);
+  EXPECT_GT(hw.nvme_write_bandwidth, 1e6);  // through the NVMe engine
+  EXPECT_GT(hw.nvme_read_bandwidth, 1e6);
   EXPECT_GT(hw.host_memory_bytes, uint64_t{1} << 28);
   EXPECT_EQ(hw.compute_efficiency, 1.0);
   EXPECT_EQ(report.at("base"), "l4");

@@ -11,6 +11,8 @@
 #include <cstring>
 #include <thread>
 
+#include "memwall/runtime/bounce_buffer.h"
+#include "memwall/runtime/host_pool.h"
 #include "runtime/nvme_test_util.h"
 
 namespace memwall::runtime {
@@ -63,6 +65,22 @@ TEST(NvmeEngine, RoundTripsAwkwardSizes) {
   EXPECT_EQ(s.bytes_read, total);
   EXPECT_EQ(s.retries, 0u);
   EXPECT_EQ(s.crc_mismatches, 0u);
+}
+
+TEST(NvmeEngine, BounceBuffersFromThePinnedPool) {
+  TempDir dir;
+  auto pool = std::make_shared<HostPool>(64 * kMiB);
+  {
+    NvmeOptions o = small_options(dir.path());
+    o.queue_depth = 4;
+    o.bounce_allocator = make_pool_bounce_allocator(pool);
+    NvmeEngine engine(o);
+    // One block-sized bounce buffer per request in flight, from the pool.
+    EXPECT_EQ(pool->stats().in_use_bytes, 4 * kMiB);
+    expect_round_trips(engine);
+  }
+  EXPECT_EQ(pool->stats().in_use_bytes, 0u);  // every buffer went back
+  EXPECT_THROW(make_pool_bounce_allocator(nullptr), std::invalid_argument);
 }
 
 TEST(NvmeEngine, RoundTripsSmallBlocks) {

@@ -1,6 +1,6 @@
-// Where the NVMe engine's bounce buffers come from. Today: anonymous mmap
-// (page aligned, which O_DIRECT needs). The pinned host pool will implement
-// the same interface, so the engine does not change when it arrives.
+// Where the NVMe engine's bounce buffers come from: the pinned host pool
+// (Note [Pinned host pool], make_pool_bounce_allocator), or anonymous mmap
+// when the caller has no pool; both page aligned, as O_DIRECT needs.
 #pragma once
 
 #include <cstddef>
@@ -19,5 +19,10 @@ class BounceAllocator {
 
 // Anonymous private mmap, released with munmap.
 std::shared_ptr<BounceAllocator> make_mmap_bounce_allocator();
+
+class HostPool;
+// Buffers of `pool` (which must outlive the allocator's last buffer); the
+// pool's capacity bounds them and its statistics count them.
+std::shared_ptr<BounceAllocator> make_pool_bounce_allocator(std::shared_ptr<HostPool> pool);
 
 }  // namespace memwall::runtime

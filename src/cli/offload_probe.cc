@@ -1,0 +1,117 @@
+#include "offload_probe.h"
+
+#include <stdlib.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "memwall/alloc/allocator.h"
+#include "memwall/alloc/device.h"
+#include "memwall/graph/error.h"
+#include "memwall/runtime/bounce_buffer.h"
+#include "memwall/runtime/copy_engine.h"
+#include "memwall/runtime/host_pool.h"
+#include "memwall/runtime/nvme_engine.h"
+
+namespace memwall::cli {
+namespace {
+
+double gbps(uint64_t bytes, double seconds) {
+  return seconds > 0 ? static_cast<double>(bytes) / seconds / 1e9 : 0;
+}
+
+template <typename F>
+double best_gbps(uint64_t bytes, int repeats, F&& once) {
+  once();  // warm-up: faults in the pages
+  double best = 0;
+  for (int i = 0; i < repeats; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    once();
+    best = std::max(
+        best,
+        gbps(bytes,
+             std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()));
+  }
+  return best;
+}
+
+}  // namespace
+
+NvmeRates measure_nvme_engine(const std::string& dir, uint64_t size, uint64_t block,
+                              uint64_t tensor, int depth) {
+  auto pool = std::make_shared<runtime::HostPool>(static_cast<uint64_t>(depth) * block +
+                                                  (uint64_t{1} << 20));
+  runtime::NvmeOptions o;
+  o.dirs = {dir};
+  o.capacity = size;
+  o.block_size = block;
+  o.queue_depth = static_cast<unsigned>(depth);
+  o.faults = "";
+  o.bounce_allocator = runtime::make_pool_bounce_allocator(pool);
+  runtime::NvmeEngine engine(o);
+  NvmeRates rates;
+  if (engine.stats().buffered || !engine.stats().registered_buffers) {
+    rates.warning = engine.stats().warning;
+  }
+  std::vector<uint8_t> buf(tensor);
+  std::mt19937_64 rng(1);
+  for (auto& b : buf) b = static_cast<uint8_t>(rng());
+  std::vector<runtime::Extent> extents;
+  for (uint64_t done = 0; done + tensor <= size; done += tensor) {
+    extents.push_back(engine.allocate(tensor));
+  }
+  const auto timed = [&](bool write) {
+    const auto start = std::chrono::steady_clock::now();
+    std::vector<runtime::NvmeHandle> handles;
+    for (const auto& e : extents) {
+      handles.push_back(write ? engine.write_async(e, buf.data(), tensor)
+                              : engine.read_async(e, buf.data(), tensor));
+    }
+    for (auto& h : handles) engine.wait(h);
+    return gbps(extents.size() * tensor,
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  };
+  rates.write_gbps = timed(true);
+  rates.read_gbps = timed(false);
+  return rates;
+}
+
+CopyRates measure_copies(uint64_t bytes, int repeats) {
+  auto device = alloc::make_host_vmm(bytes + (uint64_t{64} << 20));
+  auto allocator = alloc::make_allocator("stitching", *device, {});
+  runtime::HostPool pool(bytes + (uint64_t{1} << 20));
+  runtime::HostBuffer host = pool.allocate(bytes);
+  std::memset(host.data(), 1, bytes);
+  const alloc::Allocation on_device = allocator->allocate(bytes, 0);
+  if (!on_device) fail("the emulated device could not hold {} bytes", bytes);
+  std::string why;
+  auto engine = runtime::make_copy_engine(&why);
+  CopyRates rates;
+  rates.engine = engine->name();
+  rates.h2d_gbps = best_gbps(bytes, repeats, [&] {
+    engine->copy_async(on_device.ptr, host.data(), bytes, runtime::CopyDirection::kHostToDevice)
+        .wait();
+  });
+  rates.d2h_gbps = best_gbps(bytes, repeats, [&] {
+    engine->copy_async(host.data(), on_device.ptr, bytes, runtime::CopyDirection::kDeviceToHost)
+        .wait();
+  });
+  rates.memcpy_gbps =
+      best_gbps(bytes, repeats, [&] { std::memcpy(on_device.ptr, host.data(), bytes); });
+  allocator->free(on_device.ptr);
+  return rates;
+}
+
+std::string make_temp_dir(const std::string& stem) {
+  const char* tmp = std::getenv("TMPDIR");
+  std::string tmpl =
+      std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/" + stem + "-XXXXXX";
+  if (mkdtemp(tmpl.data()) == nullptr) fail("cannot create a directory {}", tmpl);
+  return tmpl;
+}
+
+}  // namespace memwall::cli
