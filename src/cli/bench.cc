@@ -12,6 +12,7 @@ void add_bench(CLI::App& app, Action& action) {
   add_bench_plan(*cmd, action);
   add_bench_alloc(*cmd, action);
   add_bench_fidelity(*cmd, action);
+  add_bench_cpu_adam(*cmd, action);
 }
 
 }  // namespace memwall::cli
