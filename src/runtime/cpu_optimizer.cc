@@ -9,6 +9,7 @@
 #include <bit>
 #include <cmath>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -65,7 +66,11 @@ void for_each_tile(size_t n, const StepOptions& options, const Body& body) {
   };
   std::vector<std::thread> pool;
   pool.reserve(threads - 1);
-  for (size_t i = 1; i < threads; ++i) pool.emplace_back(worker);
+  try {
+    for (size_t i = 1; i < threads; ++i) pool.emplace_back(worker);
+  } catch (const std::system_error&) {
+    // No more threads: the ones running and this one take every tile.
+  }
   worker();
   for (std::thread& th : pool) th.join();
 }
