@@ -250,7 +250,9 @@ void add_bench_cpu_adam(CLI::App& bench, Action& action) {
   auto* cmd = bench.add_subcommand(
       "cpu-adam", "the CPU AdamW step against torch.optim.AdamW and memory bandwidth");
   auto args = std::make_shared<BenchCpuAdamArgs>();
-  cmd->add_option("--sizes", args->sizes, "parameter counts")->capture_default_str();
+  cmd->add_option("--sizes", args->sizes, "parameter counts")
+      ->delimiter(',')
+      ->capture_default_str();
   cmd->add_option("--repeats", args->repeats, "timed steps per measurement (best is kept)")
       ->capture_default_str();
   cmd->add_option("--python", args->python, "interpreter with torch (default: as memwall trace)");
