@@ -13,6 +13,7 @@ void add_bench(CLI::App& app, Action& action) {
   add_bench_alloc(*cmd, action);
   add_bench_offload(*cmd, action);
   add_bench_fidelity(*cmd, action);
+  add_bench_cpu_adam(*cmd, action);
 }
 
 }  // namespace memwall::cli
