@@ -85,6 +85,9 @@ int run_calibrate(const CalibrateArgs& args) {
     fail("calibrate: NVMe: {}", e.what());
   }
   if (!made.empty()) std::filesystem::remove(made);
+  progress(args, "the CPU optimizer step (AdamW, every thread)...");
+  const double adam =
+      measure_cpu_adam(args.quick ? uint64_t{1} << 20 : uint64_t{1} << 25, args.quick ? 2 : 5);
 
   Hardware hw = base;
   const bool gpu = probe.value("device", "cpu") == "cuda";
@@ -112,12 +115,11 @@ int run_calibrate(const CalibrateArgs& args) {
   hw.host_pcie_bandwidth = std::max(hw.h2d_bandwidth, hw.d2h_bandwidth);
   hw.nvme_write_bandwidth = nvme.write_gbps * 1e9;
   hw.nvme_read_bandwidth = nvme.read_gbps * 1e9;
-  // What one machine cannot show (Note [Calibrated profiles]); the CPU
-  // optimizer step joins the measured fields with its engine.
-  const std::vector<std::string> from_base = {
-      "pcie_latency",      "cpu_adam_params_per_s",   "interconnect_bandwidth",
-      "network_bandwidth", "collective_step_latency", "network_step_latency",
-      "launch_latency"};
+  hw.cpu_adam_params_per_s = adam;
+  // What one machine cannot show (Note [Calibrated profiles]).
+  const std::vector<std::string> from_base = {"pcie_latency",         "interconnect_bandwidth",
+                                              "network_bandwidth",    "collective_step_latency",
+                                              "network_step_latency", "launch_latency"};
   const nlohmann::json profile = hardware_to_json(hw);
   (void)hardware_from_json(profile);  // what --gpu-file will read must validate
   if (!args.out.empty()) {
@@ -152,6 +154,7 @@ int run_calibrate(const CalibrateArgs& args) {
   row("NVMe write / read", fmt::format("{:.2f} / {:.2f} GB/s ({}{})", nvme.write_gbps,
                                        nvme.read_gbps, args.dir.empty() ? "$TMPDIR" : args.dir,
                                        nvme.warning.empty() ? "" : "; " + nvme.warning));
+  row("CPU AdamW step", fmt::format("{:.0f} M parameters/s", adam / 1e6));
   row("host memory", human_bytes(hw.host_memory_bytes));
   std::string fields;
   for (const std::string& f : from_base) fields += (fields.empty() ? "" : ", ") + f;

@@ -14,6 +14,7 @@
 #include "memwall/graph/error.h"
 #include "memwall/runtime/bounce_buffer.h"
 #include "memwall/runtime/copy_engine.h"
+#include "memwall/runtime/cpu_optimizer.h"
 #include "memwall/runtime/host_pool.h"
 #include "memwall/runtime/nvme_engine.h"
 
@@ -104,6 +105,15 @@ CopyRates measure_copies(uint64_t bytes, int repeats) {
       best_gbps(bytes, repeats, [&] { std::memcpy(on_device.ptr, host.data(), bytes); });
   allocator->free(on_device.ptr);
   return rates;
+}
+
+double measure_cpu_adam(uint64_t params, int repeats) {
+  std::vector<float> param(params, 0.5f), grad(params, 1e-3f), m(params, 0.0f), v(params, 0.0f);
+  const runtime::AdamWState state{param, grad, m, v};
+  int64_t step = 0;
+  const double gbps_of_params = best_gbps(
+      params, repeats, [&] { runtime::adamw_step(runtime::AdamWConfig{}, ++step, state); });
+  return gbps_of_params * 1e9;  // "bytes" above were parameters
 }
 
 std::string make_temp_dir(const std::string& stem) {

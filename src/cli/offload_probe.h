@@ -29,6 +29,10 @@ struct CopyRates {
 // allocator, host memory from the pinned pool; best of `repeats`.
 CopyRates measure_copies(uint64_t bytes, int repeats);
 
+// The CPU AdamW step (runtime/cpu_optimizer.h) over `params` fp32
+// parameters on every thread, best of `repeats`: parameter updates per second.
+double measure_cpu_adam(uint64_t params, int repeats);
+
 // A new directory under $TMPDIR (or /tmp) named `stem`-XXXXXX.
 std::string make_temp_dir(const std::string& stem);
 

@@ -39,6 +39,7 @@ TEST(CalibrateCli, QuickProfileReadsBackWithGpuFile) {
   EXPECT_GT(hw.d2h_bandwidth, 1e8);
   EXPECT_GT(hw.nvme_write_bandwidth, 1e6);  // through the NVMe engine
   EXPECT_GT(hw.nvme_read_bandwidth, 1e6);
+  EXPECT_GT(hw.cpu_adam_params_per_s, 1e6);  // through the runtime's CPU step
   EXPECT_GT(hw.host_memory_bytes, uint64_t{1} << 28);
   EXPECT_EQ(hw.compute_efficiency, 1.0);
   EXPECT_EQ(report.at("base"), "l4");
