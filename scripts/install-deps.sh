@@ -3,7 +3,9 @@
 # when everything is present. Pass --torch to also create memwall's Python
 # environment (PyTorch, torchvision and transformers from PyPI, pinned in
 # python/requirements.txt): `memwall trace`, the PyTorch allocator library
-# and their tests use it.
+# and their tests use it. --deepspeed (implies --torch) also installs
+# DeepSpeed into that environment, the peer of `memwall bench cpu-adam`
+# (its CPU Adam compiles on first use, about a minute, cached by torch).
 #
 # Note [Python environment]: the environment is a virtual environment under
 # ${XDG_CACHE_HOME:-$HOME/.cache}/memwall/venv-KEY, KEY the first 16 hex
@@ -18,16 +20,19 @@ set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 with_torch=0
+with_deepspeed=0
+deepspeed_pin="deepspeed==0.19.8"
 for arg in "$@"; do
   case "$arg" in
     --torch) with_torch=1 ;;
+    --deepspeed) with_torch=1; with_deepspeed=1 ;;
     --print-python)
       key=$(sha256sum "$root/python/requirements.txt" | cut -c1-16)
       echo "${XDG_CACHE_HOME:-$HOME/.cache}/memwall/venv-$key/bin/python"
       exit 0
       ;;
     *)
-      echo "install-deps: unknown option '$arg' (known: --torch, --print-python)" >&2
+      echo "install-deps: unknown option '$arg' (known: --torch, --deepspeed, --print-python)" >&2
       exit 2
       ;;
   esac
@@ -67,11 +72,20 @@ requirements="$root/python/requirements.txt"
 key=$(sha256sum "$requirements" | cut -c1-16)
 cache="${XDG_CACHE_HOME:-$HOME/.cache}/memwall"
 venv="$cache/venv-$key"
-[[ -f "$venv/.memwall-complete" ]] && exit 0
+
+# DeepSpeed on top of a complete environment, once (it is optional: nothing
+# but the benchmark's comparison needs it).
+add_deepspeed() {
+  [[ $with_deepspeed -eq 1 ]] || return 0
+  "$venv/bin/python" -c "import deepspeed" >/dev/null 2>&1 && return 0
+  echo "install-deps: installing $deepspeed_pin into $venv"
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-input "$deepspeed_pin"
+}
+if [[ -f "$venv/.memwall-complete" ]]; then add_deepspeed; exit 0; fi
 mkdir -p "$cache"
 exec 9>"$cache/venv-$key.lock"
 flock 9
-[[ -f "$venv/.memwall-complete" ]] && exit 0 # made while this run waited
+if [[ -f "$venv/.memwall-complete" ]]; then add_deepspeed; exit 0; fi # made while this run waited
 rm -rf "$venv"
 echo "install-deps: creating $venv with $(grep -E '^[a-z]' "$requirements" | tr '\n' ' ')from PyPI (once per machine; a few GB)"
 /usr/bin/python3 -m venv "$venv"
@@ -81,4 +95,5 @@ echo "install-deps: creating $venv with $(grep -E '^[a-z]' "$requirements" | tr 
   { echo "install-deps: $venv was installed but does not import torch, torchvision and transformers" >&2; exit 1; }
 cp "$requirements" "$venv/requirements.txt"
 touch "$venv/.memwall-complete"
+add_deepspeed
 echo "install-deps: $venv/bin/python is memwall's Python"

@@ -2,7 +2,8 @@
 // against torch.optim.AdamW (foreach=True and fused=True, run by the
 // interpreter `memwall trace` uses) and against the memory-bandwidth bound:
 // bytes an update moves over the bandwidth memcpy reaches, per thread count.
-// DeepSpeed's CPU Adam is not run (it is named, installed or not).
+// DeepSpeed's DeepSpeedCPUAdam (AdamW mode) too when it is installed
+// (scripts/install-deps.sh --deepspeed).
 #include <unistd.h>
 #include <algorithm>
 #include <chrono>
@@ -110,10 +111,31 @@ except ImportError:
 torch.set_num_threads(threads)
 out = {"torch": torch.__version__}
 try:
-    import deepspeed  # noqa: F401
-    out["deepspeed"] = "installed (its CPU Adam is not benchmarked here)"
+    import contextlib, io, os
+    with contextlib.redirect_stdout(io.StringIO()):  # its accelerator notice
+        import deepspeed
+    out["deepspeed"] = "deepspeed " + deepspeed.__version__
 except Exception:
-    out["deepspeed"] = "not installed"
+    out["deepspeed"] = ("not installed (scripts/install-deps.sh --deepspeed installs it into "
+                        "memwall's environment)")
+    deepspeed = None
+if deepspeed is not None:
+    # DeepSpeedCPUAdam in AdamW mode (decoupled weight decay, as torch's
+    # AdamW), fp32 parameters; its C++ op compiles on first use.
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            from deepspeed.ops.adam import DeepSpeedCPUAdam
+            p = torch.nn.Parameter(torch.full((n,), 0.5))
+            p.grad = torch.full((n,), 0.01)
+            opt = DeepSpeedCPUAdam([p], lr=1e-3, weight_decay=1e-2, adamw_mode=True)
+            opt.step()
+            best = 1e30
+            for _ in range(repeats):
+                t0 = time.perf_counter(); opt.step(); best = min(best, time.perf_counter() - t0)
+        out["deepspeed_cpu_adam"] = best
+        del p, opt
+    except Exception as e:
+        out["deepspeed_error"] = str(e).splitlines()[0] if str(e) else type(e).__name__
 for name, kw in [("foreach", dict(foreach=True)), ("fused", dict(fused=True))]:
     p = torch.full((n,), 0.5, requires_grad=True)
     p.grad = torch.full((n,), 0.01)
@@ -197,6 +219,12 @@ int run_bench_cpu_adam(const BenchCpuAdamArgs& args) {
                 static_cast<double>(n) / t[impl].get<double>();
           }
         }
+        if (t.contains("deepspeed_cpu_adam") && t["deepspeed_cpu_adam"].is_number()) {
+          row["deepspeed_updates_per_s"] =
+              static_cast<double>(n) / t["deepspeed_cpu_adam"].get<double>();
+        }
+        if (t.contains("deepspeed_error"))
+          deepspeed += " (its CPU Adam failed: " + t["deepspeed_error"].get<std::string>() + ")";
         if (t.contains("error")) row["torch_error"] = t["error"];
       }
       rows.push_back(row);
@@ -218,21 +246,22 @@ int run_bench_cpu_adam(const BenchCpuAdamArgs& args) {
       "AdamW's seven streams keep more in flight than memcpy's two\n",
       args.bf16_copy ? " + bf16 copy" : "", bytes);
   std::cout << fmt::format(
-      "{:>11} {:>7} {:>6} {:>6} {:>9} {:>9} {:>9} {:>9} {:>10} {:>10} {:>10}\n", "params",
-      "threads", "memcpy", "triad", "at-bw", "memwall", "foreach", "fused", "mw/at-bw",
-      "mw/foreach", "mw/fused");
+      "{:>11} {:>7} {:>6} {:>6} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10} {:>10} {:>10} {:>10}\n",
+      "params", "threads", "memcpy", "triad", "at-bw", "memwall", "foreach", "fused", "deepspeed",
+      "mw/at-bw", "mw/foreach", "mw/fused", "mw/ds");
   for (const auto& r : rows) {
     const double ours = r["memwall_updates_per_s"];
     const double bound = r["at_bandwidth_updates_per_s"];
     const double foreach = r.value("torch_foreach_updates_per_s", 0.0);
     const double fused = r.value("torch_fused_updates_per_s", 0.0);
+    const double ds = r.value("deepspeed_updates_per_s", 0.0);
     auto mps = [](double x) { return x > 0 ? fmt::format("{:.0f}", x / 1e6) : "-"; };
     auto gbs = [](double x) { return fmt::format("{:.1f}", x / 1e9); };
     std::cout << fmt::format(
-        "{:>11} {:>7} {:>6} {:>6} {:>9} {:>9} {:>9} {:>9} {:>10} {:>10} {:>10}\n",
+        "{:>11} {:>7} {:>6} {:>6} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10} {:>10} {:>10} {:>10}\n",
         r["params"].get<int64_t>(), r["threads"].get<unsigned>(), gbs(r["memcpy_bytes_per_s"]),
-        gbs(r["triad_bytes_per_s"]), mps(bound), mps(ours), mps(foreach), mps(fused),
-        ratio(ours, bound), ratio(ours, foreach), ratio(ours, fused));
+        gbs(r["triad_bytes_per_s"]), mps(bound), mps(ours), mps(foreach), mps(fused), mps(ds),
+        ratio(ours, bound), ratio(ours, foreach), ratio(ours, fused), ratio(ours, ds));
     if (r.contains("torch_error")) {
       std::cout << "  torch: " << r["torch_error"].get<std::string>() << "\n";
     }
