@@ -77,15 +77,18 @@ class Stream {
       if (job.bytes > 0) std::memcpy(job.dst, job.src, job.bytes);
       const double seconds =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      // The counters, then the event, both under the stream's lock: whoever
+      // sees the event done (or the stream drained) also sees the copy
+      // counted in stats().
+      lock.lock();
+      ++completed_;
+      bytes_ += job.bytes;
+      busy_seconds_ += seconds;
       {
         const std::lock_guard done(job.event->mutex);
         job.event->done = true;
       }
       job.event->finished.notify_all();
-      lock.lock();
-      ++completed_;
-      bytes_ += job.bytes;
-      busy_seconds_ += seconds;
       if (completed_ == submitted_) idle_.notify_all();
     }
   }
