@@ -4,8 +4,8 @@
 
 #include <cerrno>
 #include <cstring>
-#include <stdexcept>
 #include <mutex>
+#include <stdexcept>
 #include <string>
 #include <unordered_map>
 
