@@ -26,6 +26,15 @@ OverlappedStepStats adamw_step_to_device(const AdamWConfig& config, int64_t step
   HostBuffer staging[2] = {pool.allocate(tile * sizeof(uint16_t)),
                            pool.allocate(tile * sizeof(uint16_t))};
   CopyEvent in_flight[2];
+  // Should a tile's step throw, the copies still reading the staging
+  // buffers finish before the buffers go back to the pool.
+  struct WaitForCopies {
+    CopyEvent* events;
+    ~WaitForCopies() {
+      events[0].wait();
+      events[1].wait();
+    }
+  } wait_for_copies{in_flight};
   auto* device = static_cast<uint16_t*>(device_half);
   for (size_t begin = 0, k = 0; begin < n; begin += tile, k ^= 1) {
     const size_t count = std::min(tile, n - begin);
