@@ -129,17 +129,17 @@ def measure_step(step, persistent):
 # Built-in models of the fidelity set (beside torchvision's classifiers)
 
 
-def gpt_mini(dropout):
-    """A GPT-2-shaped model small enough for a CPU step in seconds: token and
-    position embeddings, pre-LN blocks with a fused QKV projection, plain
-    causal attention with dropout on the probabilities, a GELU MLP of width
-    4h, dropout on the embeddings and both residual branches, a tied LM
-    head; cross-entropy; Adam (foreach=False). The shape of
-    tests/python/gpt2_small.py at 2 layers, h=128, s=128, vocab 2048, b4."""
+def gpt(vocab, positions, layers, hidden, heads, batch, seq, dropout):
+    """A GPT-2-shaped model (model, batch, loss_fn, optimizer): learned token
+    and position embeddings, pre-LN blocks with a fused QKV projection (with
+    bias), plain (not flash) causal attention with dropout on the
+    probabilities, a GELU MLP of width 4h, dropout on the embeddings and both
+    residual branches, a final LayerNorm and an LM head tied to the token
+    embedding; cross-entropy over all b*s positions; Adam (foreach=False) in
+    fp32. tests/python/gpt2_small.py builds GPT-2 small with it."""
     torch = _torch()
     nn = torch.nn
     F = torch.nn.functional
-    vocab, seq, layers, hidden, heads, batch = 2048, 128, 2, 128, 4, 4
 
     class Block(nn.Module):
         def __init__(self):
@@ -152,6 +152,8 @@ def gpt_mini(dropout):
             self.fc_proj = nn.Linear(4 * hidden, hidden)
 
         def forward(self, x, mask):
+            # Scale and mask before the softmax: the scores are transient,
+            # the softmax output (and its dropout) is what backward keeps.
             b, s, h = x.shape
             d = h // heads
             q, k, v = self.qkv(self.ln_1(x)).split(h, dim=2)
@@ -167,12 +169,13 @@ def gpt_mini(dropout):
         def __init__(self):
             super().__init__()
             self.wte = nn.Embedding(vocab, hidden)
-            self.wpe = nn.Embedding(seq, hidden)
+            self.wpe = nn.Embedding(positions, hidden)
             self.h = nn.ModuleList(Block() for _ in range(layers))
             self.ln_f = nn.LayerNorm(hidden)
 
         def forward(self, ids, positions):
             x = F.dropout(self.wte(ids) + self.wpe(positions), dropout, self.training)
+            # One additive causal mask shared by every layer (no gradient).
             mask = torch.full((ids.shape[1], ids.shape[1]), float("-inf")).triu(1)
             for block in self.h:
                 x = block(x, mask)
@@ -187,6 +190,13 @@ def gpt_mini(dropout):
 
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, foreach=False)
     return model, ((ids, torch.arange(seq)), labels), loss_fn, optimizer
+
+
+def gpt_mini(dropout):
+    """gpt() small enough for a CPU step in seconds: 2 layers, h=128, 4
+    heads, s=128, vocab 2048, batch 4."""
+    return gpt(vocab=2048, positions=128, layers=2, hidden=128, heads=4, batch=4, seq=128,
+               dropout=dropout)
 
 
 def linear_toy():

@@ -26,6 +26,7 @@
 #include "memwall/runtime/cpu_optimizer.h"
 #include "memwall/runtime/host_pool.h"
 #include "memwall/runtime/offload_step.h"
+#include "runtime_probes.h"
 
 namespace memwall::cli {
 namespace {
@@ -42,18 +43,6 @@ struct BenchCpuAdamArgs {
 // Per parameter: AdamW reads param, grad, exp_avg, exp_avg_sq and writes
 // param, exp_avg, exp_avg_sq (+2 bytes for a bf16 copy).
 int64_t adam_bytes(bool copy) { return 16 + 12 + (copy ? 2 : 0); }
-
-template <class F>
-double best_seconds(int repeats, const F& f) {
-  double best = 1e30;
-  for (int r = 0; r < repeats; ++r) {
-    const auto t0 = std::chrono::steady_clock::now();
-    f();
-    best = std::min(best,
-                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  }
-  return best;
-}
 
 // Bytes read + written per second by memcpy of `bytes`, on `threads`
 // threads each copying its share.
@@ -90,18 +79,6 @@ double triad_bandwidth(size_t bytes, unsigned threads, int repeats) {
     for (std::thread& th : pool) th.join();
   });
   return 3.0 * static_cast<double>(bytes) / s;
-}
-
-double memwall_seconds(int64_t n, unsigned threads, bool copy, int repeats) {
-  const auto size = static_cast<size_t>(n);
-  std::vector<float> param(size, 0.5f), grad(size, 0.01f), m(size, 0.0f), v(size, 0.0f);
-  std::vector<uint16_t> half(copy ? size : 0);
-  const runtime::AdamWState state{param, grad, m, v};
-  const runtime::HalfCopy out{copy ? runtime::HalfType::bf16 : runtime::HalfType::none, half};
-  int64_t step = 1;
-  runtime::adamw_step({}, step++, state, out, {.threads = threads});  // touch every page
-  return best_seconds(repeats,
-                      [&] { runtime::adamw_step({}, step++, state, out, {.threads = threads}); });
 }
 
 // Note [Overlapped offload step]: the step with its bf16 copy followed by
@@ -240,7 +217,7 @@ int run_bench_cpu_adam(const BenchCpuAdamArgs& args) {
     const double triad_bw = triad_bandwidth(size_t{1} << 30, threads, args.repeats);
     const double bw = std::max(copy_bw, triad_bw);
     for (int64_t n : args.sizes) {
-      const double ours = memwall_seconds(n, threads, args.bf16_copy, args.repeats);
+      const double ours = cpu_adam_seconds(n, threads, args.bf16_copy, args.repeats);
       nlohmann::json row = {{"params", n},
                             {"threads", threads},
                             {"isa", runtime::isa_name(runtime::best_isa())},

@@ -19,8 +19,8 @@
 #include "format.h"
 #include "memwall/graph/error.h"
 #include "memwall/runtime/nvme_engine.h"
-#include "offload_probe.h"
 #include "options.h"
+#include "runtime_probes.h"
 
 namespace memwall::cli {
 namespace {
@@ -110,7 +110,8 @@ int run_bench_offload(const BenchOffloadArgs& args) {
   if (!made.empty()) std::filesystem::remove(made);
   // Host<->device copies through the copy engine against a plain memcpy of
   // the same bytes between the same buffers (the emulated device's limit).
-  const CopyRates copies = measure_copies(std::min<uint64_t>(size, uint64_t{256} << 20), 3);
+  const uint64_t copy_bytes = std::min<uint64_t>(size, uint64_t{256} << 20);
+  const CopyRates copies = measure_copies(copy_bytes, 3);
 
   if (args.json) {
     nlohmann::json out = {{"dir", dir},
@@ -148,8 +149,7 @@ int run_bench_offload(const BenchOffloadArgs& args) {
     }
   }
   std::cout << fmt::format("\nhost<->device copies, {} ({}), against memcpy of the same bytes\n",
-                           human_bytes(std::min<uint64_t>(size, uint64_t{256} << 20)),
-                           copies.engine);
+                           human_bytes(copy_bytes), copies.engine);
   std::cout << fmt::format("{:<14}  {:>12}  {:>12}  {:>6}\n", "direction", "engine GB/s",
                            "memcpy GB/s", "ratio");
   for (const auto& [name, rate] :

@@ -22,8 +22,8 @@
 #include "memwall/graph/output_files.h"
 #include "memwall/hw/hardware.h"
 #include "memwall/importers/torch_trace.h"
-#include "offload_probe.h"
 #include "options.h"
+#include "runtime_probes.h"
 
 namespace memwall::cli {
 namespace {
@@ -86,8 +86,9 @@ int run_calibrate(const CalibrateArgs& args) {
   }
   if (!made.empty()) std::filesystem::remove(made);
   progress(args, "the CPU optimizer step (AdamW, every thread)...");
-  const double adam =
-      measure_cpu_adam(args.quick ? uint64_t{1} << 20 : uint64_t{1} << 25, args.quick ? 2 : 5);
+  const int64_t adam_params = args.quick ? int64_t{1} << 20 : int64_t{1} << 25;
+  const double adam = static_cast<double>(adam_params) /
+                      cpu_adam_seconds(adam_params, /*threads=*/0, false, args.quick ? 2 : 5);
 
   Hardware hw = base;
   const bool gpu = probe.value("device", "cpu") == "cuda";

@@ -8,24 +8,15 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "importers/torch_env.h"
 #include "memwall/hw/hardware.h"
-#include "memwall/importers/torch_trace.h"
 #include "run_memwall.h"
 
 namespace memwall::testing {
 namespace {
 
-bool torch_for_calibrate() {
-  static const bool ok =
-      std::system((importers::tracer_python() + " -c 'import torch' >/dev/null 2>&1").c_str()) == 0;
-  return ok;
-}
-
 TEST(CalibrateCli, QuickProfileReadsBackWithGpuFile) {
-  if (!torch_for_calibrate()) {
-    GTEST_SKIP() << "torch is not importable by " << importers::tracer_python()
-                 << ": the compute probe needs it (scripts/install-deps.sh --torch)";
-  }
+  MEMWALL_REQUIRE_TORCH();  // the compute probe runs torch
   const std::string out =
       ::testing::TempDir() + "memwall_calibrate_" + std::to_string(::getpid()) + ".json";
   RunResult r = run_memwall("calibrate --quick --json --out " + out);

@@ -1,12 +1,28 @@
-// Measurements shared by `memwall bench offload` and `memwall calibrate`:
-// the NVMe engine's sequential write and read rates, and host<->device
-// copies through the copy engine (against a plain memcpy of the same bytes).
+// Measurements of the runtime engines shared by `memwall bench offload`,
+// `memwall bench cpu-adam` and `memwall calibrate`: the NVMe engine's
+// sequential write and read rates, host<->device copies through the copy
+// engine (against a plain memcpy of the same bytes), the CPU AdamW step.
 #pragma once
 
+#include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <string>
 
 namespace memwall::cli {
+
+// The fastest of `repeats` calls of `f`, in seconds (no warm-up call).
+template <class F>
+double best_seconds(int repeats, const F& f) {
+  double best = 1e30;
+  for (int r = 0; r < repeats; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    f();
+    best = std::min(best,
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return best;
+}
 
 struct NvmeRates {
   double write_gbps = 0, read_gbps = 0;
@@ -29,9 +45,10 @@ struct CopyRates {
 // allocator, host memory from the pinned pool; best of `repeats`.
 CopyRates measure_copies(uint64_t bytes, int repeats);
 
-// The CPU AdamW step (runtime/cpu_optimizer.h) over `params` fp32
-// parameters on every thread, best of `repeats`: parameter updates per second.
-double measure_cpu_adam(uint64_t params, int repeats);
+// Seconds of one CPU AdamW step (runtime/cpu_optimizer.h) over `n` fp32
+// parameters on `threads` threads (0: all), with a bf16 copy if asked; best
+// of `repeats` after a step that touches every page.
+double cpu_adam_seconds(int64_t n, unsigned threads, bool bf16_copy, int repeats);
 
 // A new directory under $TMPDIR (or /tmp) named `stem`-XXXXXX.
 std::string make_temp_dir(const std::string& stem);

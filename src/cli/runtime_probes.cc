@@ -1,4 +1,4 @@
-#include "offload_probe.h"
+#include "runtime_probes.h"
 
 #include <stdlib.h>
 
@@ -25,19 +25,11 @@ double gbps(uint64_t bytes, double seconds) {
   return seconds > 0 ? static_cast<double>(bytes) / seconds / 1e9 : 0;
 }
 
+// Warms up with one call (faulting in the pages), then the best of `repeats`.
 template <typename F>
 double best_gbps(uint64_t bytes, int repeats, F&& once) {
-  once();  // warm-up: faults in the pages
-  double best = 0;
-  for (int i = 0; i < repeats; ++i) {
-    const auto start = std::chrono::steady_clock::now();
-    once();
-    best = std::max(
-        best,
-        gbps(bytes,
-             std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()));
-  }
-  return best;
+  once();
+  return gbps(bytes, best_seconds(repeats, once));
 }
 
 }  // namespace
@@ -107,13 +99,16 @@ CopyRates measure_copies(uint64_t bytes, int repeats) {
   return rates;
 }
 
-double measure_cpu_adam(uint64_t params, int repeats) {
-  std::vector<float> param(params, 0.5f), grad(params, 1e-3f), m(params, 0.0f), v(params, 0.0f);
+double cpu_adam_seconds(int64_t n, unsigned threads, bool bf16_copy, int repeats) {
+  const auto size = static_cast<size_t>(n);
+  std::vector<float> param(size, 0.5f), grad(size, 0.01f), m(size, 0.0f), v(size, 0.0f);
+  std::vector<uint16_t> half(bf16_copy ? size : 0);
   const runtime::AdamWState state{param, grad, m, v};
-  int64_t step = 0;
-  const double gbps_of_params = best_gbps(
-      params, repeats, [&] { runtime::adamw_step(runtime::AdamWConfig{}, ++step, state); });
-  return gbps_of_params * 1e9;  // "bytes" above were parameters
+  const runtime::HalfCopy out{bf16_copy ? runtime::HalfType::bf16 : runtime::HalfType::none, half};
+  const runtime::StepOptions options{.threads = threads};
+  int64_t step = 1;
+  runtime::adamw_step({}, step++, state, out, options);  // touch every page
+  return best_seconds(repeats, [&] { runtime::adamw_step({}, step++, state, out, options); });
 }
 
 std::string make_temp_dir(const std::string& stem) {
