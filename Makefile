@@ -53,15 +53,17 @@ test-asan: deps torch-deps
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --output-on-failure -j $(JOBS)
 
-# Only test_alloc and test_runtime are built with -fsanitize=thread: the
-# allocator and the runtime engines are the modules with concurrent callers
-# (tests/alloc/threads_test.cc, tests/runtime).
+# Only test_alloc, test_runtime and test_runtime_cuda are built with
+# -fsanitize=thread: the allocator and the runtime engines are the modules
+# with concurrent callers (tests/alloc/threads_test.cc, tests/runtime,
+# tests/runtime_cuda on the fake CUDA driver).
 test-tsan: deps
 	@cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMEMWALL_TSAN=ON \
 	  -DMEMWALL_BUILD_BENCH=OFF $(CMAKE_FLAGS) >/dev/null
-	@cmake --build $(TSAN_BUILD) -j $(JOBS) --target test_alloc test_runtime
+	@cmake --build $(TSAN_BUILD) -j $(JOBS) --target test_alloc test_runtime test_runtime_cuda
 	TSAN_OPTIONS=halt_on_error=1 $(TSAN_BUILD)/tests/test_alloc --gtest_brief=1
 	TSAN_OPTIONS=halt_on_error=1 $(TSAN_BUILD)/tests/test_runtime --gtest_brief=1
+	TSAN_OPTIONS=halt_on_error=1 $(TSAN_BUILD)/tests/test_runtime_cuda --gtest_brief=1
 
 fuzz: deps
 	@CXX=clang++ cmake -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo \

@@ -1,119 +1,27 @@
 // The CUDA VMM backend: cuMemAddressReserve / cuMemCreate / cuMemMap /
 // cuMemSetAccess / cuMemUnmap / cuMemRelease behind the Device interface.
 //
-// Note [CUDA entry points]
-// ~~~~~~~~~~~~~~~~~~~~~~~~
-// memwall links nothing from CUDA: binaries must load and run on machines
-// without a driver (like this repository's CI). Only cuda.h is used at
-// compile time (for types and, through decltype, the exact signatures); at
-// run time make_cuda_vmm dlopens libcuda.so.1, takes cuGetProcAddress from it
-// and resolves every other entry point through it for the CUDA 12.0 ABI
-// (falling back to plain dlsym of the versioned names on drivers without
-// cuGetProcAddress). Any missing piece - the library, a symbol, cuInit, the
-// GPU - makes make_cuda_vmm return null with the reason, never abort.
-// The file compiles to a stub when CMake found no toolkit.
+// The driver is loaded at run time (Note [CUDA entry points] in
+// memwall/alloc/cuda_driver.h); without the toolkit at build time this file
+// compiles to a stub.
 #include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "budgeted_device.h"
+#include "memwall/alloc/cuda_driver.h"
 #include "memwall/alloc/device.h"
 #include "memwall/alloc/error.h"
-
-#ifdef MEMWALL_HAVE_CUDA
-#include <cuda.h>
-#include <dlfcn.h>
-
-#include <mutex>
-#endif
 
 namespace memwall::alloc {
 
 #ifdef MEMWALL_HAVE_CUDA
 namespace {
 
-// The ABI version every entry point is requested at (all exist since 11.x).
-constexpr int kEntryPointVersion = 12000;
-
-struct Driver {
-  void* library = nullptr;
-  decltype(&cuGetErrorString) get_error_string = nullptr;
-  decltype(&cuInit) init = nullptr;
-  decltype(&cuDeviceGetCount) device_get_count = nullptr;
-  decltype(&cuDeviceGet) device_get = nullptr;
-  decltype(&cuDeviceTotalMem) device_total_mem = nullptr;
-  decltype(&cuDevicePrimaryCtxRetain) primary_ctx_retain = nullptr;
-  decltype(&cuDevicePrimaryCtxRelease) primary_ctx_release = nullptr;
-  decltype(&cuCtxSetCurrent) ctx_set_current = nullptr;
-  decltype(&cuMemGetAllocationGranularity) get_granularity = nullptr;
-  decltype(&cuMemAddressReserve) address_reserve = nullptr;
-  decltype(&cuMemAddressFree) address_free = nullptr;
-  decltype(&cuMemCreate) create = nullptr;
-  decltype(&cuMemRelease) release = nullptr;
-  decltype(&cuMemMap) map = nullptr;
-  decltype(&cuMemUnmap) unmap = nullptr;
-  decltype(&cuMemSetAccess) set_access = nullptr;
-};
-
-// Loads the driver once per process; returns null and a reason on failure.
-const Driver* load_driver(std::string& why) {
-  static std::once_flag once;
-  static Driver driver;
-  static std::string failure;
-  std::call_once(once, [] {
-    driver.library = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (driver.library == nullptr) {
-      const char* error = dlerror();
-      failure = std::string("cannot load libcuda.so.1 (no NVIDIA driver): ") +
-                (error != nullptr ? error : "unknown error");
-      return;
-    }
-    using GetProcAddress =
-        CUresult (*)(const char*, void**, int, cuuint64_t, CUdriverProcAddressQueryResult*);
-    auto get_proc = reinterpret_cast<GetProcAddress>(dlsym(driver.library, "cuGetProcAddress_v2"));
-    // `base` goes to cuGetProcAddress, `versioned` (default: base) to dlsym.
-    auto resolve = [&](auto& slot, const char* base, const char* versioned = nullptr) {
-      if (versioned == nullptr) versioned = base;
-      void* pfn = nullptr;
-      CUdriverProcAddressQueryResult status{};
-      if (get_proc == nullptr || get_proc(base, &pfn, kEntryPointVersion,
-                                          CU_GET_PROC_ADDRESS_DEFAULT, &status) != CUDA_SUCCESS) {
-        pfn = dlsym(driver.library, versioned);
-      }
-      if (pfn == nullptr && failure.empty()) {
-        failure = std::string("libcuda.so.1 lacks ") + versioned;
-      }
-      slot = reinterpret_cast<std::remove_reference_t<decltype(slot)>>(pfn);
-    };
-    resolve(driver.get_error_string, "cuGetErrorString");
-    resolve(driver.init, "cuInit");
-    resolve(driver.device_get_count, "cuDeviceGetCount");
-    resolve(driver.device_get, "cuDeviceGet");
-    resolve(driver.device_total_mem, "cuDeviceTotalMem", "cuDeviceTotalMem_v2");
-    resolve(driver.primary_ctx_retain, "cuDevicePrimaryCtxRetain");
-    resolve(driver.primary_ctx_release, "cuDevicePrimaryCtxRelease",
-            "cuDevicePrimaryCtxRelease_v2");
-    resolve(driver.ctx_set_current, "cuCtxSetCurrent");
-    resolve(driver.get_granularity, "cuMemGetAllocationGranularity");
-    resolve(driver.address_reserve, "cuMemAddressReserve");
-    resolve(driver.address_free, "cuMemAddressFree");
-    resolve(driver.create, "cuMemCreate");
-    resolve(driver.release, "cuMemRelease");
-    resolve(driver.map, "cuMemMap");
-    resolve(driver.unmap, "cuMemUnmap");
-    resolve(driver.set_access, "cuMemSetAccess");
-    if (failure.empty() && driver.init(0) != CUDA_SUCCESS) {
-      failure = "cuInit failed (driver present but no usable GPU)";
-    }
-  });
-  why = failure;
-  return failure.empty() ? &driver : nullptr;
-}
-
 class CudaVmm final : public BudgetedDevice {
  public:
-  CudaVmm(const Driver& driver, CUdevice device, CUcontext context, uint64_t granularity,
+  CudaVmm(const CudaDriver& driver, CUdevice device, CUcontext context, uint64_t granularity,
           uint64_t capacity)
       : BudgetedDevice("cuda-vmm", capacity, granularity),
         driver_(driver),
@@ -207,13 +115,10 @@ class CudaVmm final : public BudgetedDevice {
   void bind() const { check(driver_.ctx_set_current(context_), "cuCtxSetCurrent"); }
   void check(CUresult result, const char* call) const {
     if (result == CUDA_SUCCESS) return;
-    const char* text = nullptr;
-    driver_.get_error_string(result, &text);
-    throw Error(std::string("cuda-vmm: ") + call +
-                " failed: " + (text != nullptr ? text : std::to_string(static_cast<int>(result))));
+    throw Error("cuda-vmm: " + cuda_failure(driver_, call, result));
   }
 
-  const Driver& driver_;
+  const CudaDriver& driver_;
   CUdevice device_;
   CUcontext context_;
 };
@@ -227,7 +132,7 @@ std::unique_ptr<Device> make_cuda_vmm(int device_index, uint64_t capacity,
     if (why_unavailable != nullptr) *why_unavailable = std::move(reason);
     return nullptr;
   };
-  const Driver* driver = load_driver(why);
+  const CudaDriver* driver = load_cuda_driver(why);
   if (driver == nullptr) return unavailable(why);
   int count = 0;
   if (driver->device_get_count(&count) != CUDA_SUCCESS || device_index < 0 ||

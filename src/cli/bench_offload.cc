@@ -2,15 +2,24 @@
 // bandwidth against fio's on the same directory, the same block size and
 // the same queue depth (fio --direct=1 --ioengine=io_uring --bs=... --iodepth=D),
 // so that the engine's overhead (bounce copies, CRC32C, one ring) shows as
-// a ratio; the target is >= 0.95x fio.
+// a ratio; the target is >= 0.95x fio. A shared or virtual disk varies more
+// from run to run than the two differ, so each depth runs the engine and
+// fio --repeats times, alternating, and reports the medians and the median
+// of the paired ratios (each engine run against the fio run right after it).
+// Then host<->device copies through the copy engine against the plain
+// synchronous copy of the same bytes: memcpy on the emulated device,
+// cuMemcpyHtoD/DtoH (what cudaMemcpy calls) on a GPU.
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
 #include <random>
+#include <tuple>
+#include <vector>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -31,16 +40,32 @@ struct BenchOffloadArgs {
   std::string block = "1MiB";
   std::string tensor = "64MiB";
   std::vector<int> depths = {8, 16, 32};
+  int repeats = 3;
   bool no_fio = false;
   bool json = false;
 };
 
 struct OffloadRow {
   int depth = 0;
-  std::string op;  // "write" or "read"
-  double engine_gbps = 0;
-  double fio_gbps = 0;  // 0: not measured
+  std::string op;                   // "write" or "read"
+  std::vector<double> engine_gbps;  // per repeat
+  std::vector<double> fio_gbps;     // per repeat; empty: not measured
 };
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  return n == 0 ? 0.0 : n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+}
+
+// The median of engine[i] / fio[i].
+double median_ratio(const OffloadRow& row) {
+  std::vector<double> ratios;
+  for (size_t i = 0; i < row.fio_gbps.size() && i < row.engine_gbps.size(); ++i) {
+    if (row.fio_gbps[i] > 0) ratios.push_back(row.engine_gbps[i] / row.fio_gbps[i]);
+  }
+  return median(ratios);
+}
 
 // fio's bandwidth in GB/s for one job, or fails naming the command.
 double offload_fio(const std::string& file, uint64_t size, uint64_t block, int depth,
@@ -74,6 +99,11 @@ int run_bench_offload(const BenchOffloadArgs& args) {
   const uint64_t block = parse_bytes(args.block, "--block", 0);
   const uint64_t tensor = parse_bytes(args.tensor, "--tensor", 0);
   if (tensor > size) fail("--tensor {} is larger than --size {}", args.tensor, args.size);
+  if (args.repeats < 1 || args.repeats > 100)
+    fail("--repeats: {} is out of range 1..100", args.repeats);
+  for (int depth : args.depths) {
+    if (depth <= 0 || depth > 4096) fail("--depths: {} is out of range 1..4096", depth);
+  }
   std::string dir = args.dir;
   std::string made;  // a temporary directory of ours, removed at the end
   if (dir.empty()) dir = made = make_temp_dir("memwall-offload");
@@ -81,18 +111,21 @@ int run_bench_offload(const BenchOffloadArgs& args) {
   const std::string fio_file = fmt::format("{}/memwall-fio-{}.bin", dir, getpid());
   try {
     for (int depth : args.depths) {
-      if (depth <= 0 || depth > 4096) fail("--depths: {} is out of range 1..4096", depth);
-      const NvmeRates rates = measure_nvme_engine(dir, size, block, tensor, depth);
-      if (!rates.warning.empty() && !args.json) {
-        std::cerr << "memwall: note: " << rates.warning << "\n";
-      }
-      OffloadRow wr{depth, "write", rates.write_gbps, 0}, rd{depth, "read", rates.read_gbps, 0};
-      if (!args.no_fio) {
-        // A fresh file per depth, as the engine's: writing into
-        // fallocated-but-unwritten extents costs more than overwriting.
-        std::filesystem::remove(fio_file);
-        wr.fio_gbps = offload_fio(fio_file, size, block, depth, "write");
-        rd.fio_gbps = offload_fio(fio_file, size, block, depth, "read");
+      OffloadRow wr{depth, "write", {}, {}}, rd{depth, "read", {}, {}};
+      for (int r = 0; r < args.repeats; ++r) {
+        const NvmeRates rates = measure_nvme_engine(dir, size, block, tensor, depth);
+        if (!rates.warning.empty() && !args.json && r == 0) {
+          std::cerr << "memwall: note: " << rates.warning << "\n";
+        }
+        wr.engine_gbps.push_back(rates.write_gbps);
+        rd.engine_gbps.push_back(rates.read_gbps);
+        if (!args.no_fio) {
+          // A fresh file per run, as the engine's: writing into
+          // fallocated-but-unwritten extents costs more than overwriting.
+          std::filesystem::remove(fio_file);
+          wr.fio_gbps.push_back(offload_fio(fio_file, size, block, depth, "write"));
+          rd.fio_gbps.push_back(offload_fio(fio_file, size, block, depth, "read"));
+        }
       }
       rows.push_back(wr);
       rows.push_back(rd);
@@ -108,55 +141,80 @@ int run_bench_offload(const BenchOffloadArgs& args) {
   }
   std::filesystem::remove(fio_file);
   if (!made.empty()) std::filesystem::remove(made);
-  // Host<->device copies through the copy engine against a plain memcpy of
-  // the same bytes between the same buffers (the emulated device's limit).
   const uint64_t copy_bytes = std::min<uint64_t>(size, uint64_t{256} << 20);
   const CopyRates copies = measure_copies(copy_bytes, 3);
+  const std::string reference_key = copies.reference == "memcpy" ? "memcpy" : "cuda_memcpy";
+  const std::string no_fio_why = "not run (--no-fio)";
 
   if (args.json) {
-    nlohmann::json out = {{"dir", dir},
+    nlohmann::json cases = nlohmann::json::array();
+    for (const auto& row : rows) {
+      nlohmann::json j = {{"kind", "nvme"},
+                          {"op", row.op},
+                          {"dir", dir},
                           {"size", size},
                           {"block", block},
                           {"tensor", tensor},
-                          {"rows", nlohmann::json::array()}};
-    for (const auto& row : rows) {
-      nlohmann::json j = {{"depth", row.depth}, {"op", row.op}, {"engine_gbps", row.engine_gbps}};
-      if (row.fio_gbps > 0) {
-        j["fio_gbps"] = row.fio_gbps;
-        j["ratio"] = row.engine_gbps / row.fio_gbps;
+                          {"depth", row.depth},
+                          {"repeats", args.repeats},
+                          {"memwall_gbps", median(row.engine_gbps)},
+                          {"memwall_runs_gbps", row.engine_gbps}};
+      if (row.fio_gbps.empty()) {
+        j["fio_gbps"] = nullptr;
+        j["why"] = no_fio_why;
+      } else {
+        j["fio_gbps"] = median(row.fio_gbps);
+        j["fio_runs_gbps"] = row.fio_gbps;
+        j["ratio"] = median_ratio(row);
       }
-      out["rows"].push_back(j);
+      cases.push_back(j);
     }
-    out["copies"] = {{"engine", copies.engine},
-                     {"h2d_gbps", copies.h2d_gbps},
-                     {"d2h_gbps", copies.d2h_gbps},
-                     {"memcpy_gbps", copies.memcpy_gbps}};
-    std::cout << out.dump(2) << "\n";
+    for (const auto& [op, rate, reference] :
+         {std::tuple{"host_to_device", copies.h2d_gbps, copies.reference_h2d_gbps},
+          std::tuple{"device_to_host", copies.d2h_gbps, copies.reference_d2h_gbps}}) {
+      cases.push_back({{"kind", "copy"},
+                       {"op", op},
+                       {"bytes", copy_bytes},
+                       {"engine", copies.engine},
+                       {"reference", copies.reference},
+                       {"memwall_gbps", rate},
+                       {reference_key + "_gbps", reference},
+                       {"ratio", reference > 0 ? rate / reference : 0.0}});
+    }
+    std::cout << nlohmann::json{{"cases", cases}}.dump(2) << "\n";
     return 0;
   }
   std::cout << fmt::format(
-      "NVMe engine vs fio (io_uring, O_DIRECT): {} in {} blocks, {} tensors, {}\n",
-      human_bytes(size), human_bytes(block), human_bytes(tensor), dir);
-  std::cout << fmt::format("{:>5}  {:<5}  {:>12}  {:>12}  {:>6}\n", "depth", "op", "engine GB/s",
-                           "fio GB/s", "ratio");
+      "NVMe engine vs fio (io_uring, O_DIRECT): {} in {} blocks, {} tensors, {}; median of {} "
+      "alternating runs each, ratio the median of paired runs\n",
+      human_bytes(size), human_bytes(block), human_bytes(tensor), dir, args.repeats);
+  std::cout << fmt::format("{:>5}  {:<5}  {:>12}  {:>12}  {:>6}  {}\n", "depth", "op",
+                           "engine GB/s", "fio GB/s", "ratio", "runs (engine / fio)");
   for (const auto& row : rows) {
-    std::cout << fmt::format("{:>5}  {:<5}  {:>12.3f}  ", row.depth, row.op, row.engine_gbps);
-    if (row.fio_gbps > 0) {
-      std::cout << fmt::format("{:>12.3f}  {:>5.3f}x\n", row.fio_gbps,
-                               row.engine_gbps / row.fio_gbps);
+    std::string runs;
+    for (size_t i = 0; i < row.engine_gbps.size(); ++i) {
+      runs += fmt::format("{}{:.2f}", i == 0 ? "" : " ", row.engine_gbps[i]);
+      if (i < row.fio_gbps.size()) runs += fmt::format("/{:.2f}", row.fio_gbps[i]);
+    }
+    std::cout << fmt::format("{:>5}  {:<5}  {:>12.3f}  ", row.depth, row.op,
+                             median(row.engine_gbps));
+    if (!row.fio_gbps.empty()) {
+      std::cout << fmt::format("{:>12.3f}  {:>5.3f}x  {}\n", median(row.fio_gbps),
+                               median_ratio(row), runs);
     } else {
-      std::cout << fmt::format("{:>12}  {:>6}\n", "-", "-");
+      std::cout << fmt::format("{:>12}  {:>6}  {}\n", "-", "-", runs);
     }
   }
-  std::cout << fmt::format("\nhost<->device copies, {} ({}), against memcpy of the same bytes\n",
-                           human_bytes(copy_bytes), copies.engine);
-  std::cout << fmt::format("{:<14}  {:>12}  {:>12}  {:>6}\n", "direction", "engine GB/s",
-                           "memcpy GB/s", "ratio");
-  for (const auto& [name, rate] :
-       {std::pair{"host->device", copies.h2d_gbps}, std::pair{"device->host", copies.d2h_gbps}}) {
-    std::cout << fmt::format("{:<14}  {:>12.3f}  {:>12.3f}  {:>5.3f}x\n", name, rate,
-                             copies.memcpy_gbps,
-                             copies.memcpy_gbps > 0 ? rate / copies.memcpy_gbps : 0.0);
+  std::cout << fmt::format("\nhost<->device copies, {} ({}), against {} of the same bytes\n",
+                           human_bytes(copy_bytes), copies.engine, copies.reference);
+  if (!copies.warning.empty()) std::cout << "memwall: note: " << copies.warning << "\n";
+  std::cout << fmt::format("{:<14}  {:>12}  {:>15}  {:>6}\n", "direction", "engine GB/s",
+                           "reference GB/s", "ratio");
+  for (const auto& [name, rate, reference] :
+       {std::tuple{"host->device", copies.h2d_gbps, copies.reference_h2d_gbps},
+        std::tuple{"device->host", copies.d2h_gbps, copies.reference_d2h_gbps}}) {
+    std::cout << fmt::format("{:<14}  {:>12.3f}  {:>15.3f}  {:>5.3f}x\n", name, rate, reference,
+                             reference > 0 ? rate / reference : 0.0);
   }
   return 0;
 }
@@ -172,6 +230,9 @@ void add_bench_offload(CLI::App& bench, Action& action) {
   cmd->add_option("--block", args->block, "I/O block size (fio --bs)")->capture_default_str();
   cmd->add_option("--tensor", args->tensor, "bytes per engine request")->capture_default_str();
   cmd->add_option("--depths", args->depths, "queue depths (fio --iodepth)")->capture_default_str();
+  cmd->add_option("--repeats", args->repeats,
+                  "runs of the engine and of fio per depth, alternating (medians reported)")
+      ->capture_default_str();
   cmd->add_flag("--no-fio", args->no_fio, "the engine alone");
   cmd->add_flag("--json", args->json, "machine-readable output");
   cmd->callback([&action, args] { action = [args] { return run_bench_offload(*args); }; });

@@ -37,12 +37,16 @@ NvmeRates measure_nvme_engine(const std::string& dir, uint64_t size, uint64_t bl
 
 struct CopyRates {
   double h2d_gbps = 0, d2h_gbps = 0;  // the copy engine, each way
-  double memcpy_gbps = 0;             // std::memcpy between the same buffers
-  std::string engine;
+  // The engine's plain synchronous copy of the same bytes between the same
+  // buffers: memcpy (emulated device) or cuMemcpyHtoD/DtoH (cudaMemcpy's).
+  double reference_h2d_gbps = 0, reference_d2h_gbps = 0;
+  std::string engine, reference;
+  std::string warning;  // e.g. a pool the driver would not register
 };
 
-// Note [Emulated device copies]: device memory from memwall's own device
-// allocator, host memory from the pinned pool; best of `repeats`.
+// Note [Emulated device copies]: device memory from the engine's device
+// (memwall's allocator over HostVMM or CUDA VMM), host memory from the
+// pinned pool registered with the engine; best of `repeats`.
 CopyRates measure_copies(uint64_t bytes, int repeats);
 
 // Seconds of one CPU AdamW step (runtime/cpu_optimizer.h) over `n` fp32

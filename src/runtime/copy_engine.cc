@@ -1,33 +1,50 @@
 #include "memwall/runtime/copy_engine.h"
 
 #include <chrono>
+#include <condition_variable>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
-#include <functional>
+#include <mutex>
 #include <stdexcept>
+#include <string_view>
 #include <thread>
 
+#include "copy_checks.h"
+
 namespace memwall::runtime {
-
-bool CopyEvent::done() const {
-  if (!state_) return true;
-  const std::lock_guard lock(state_->mutex);
-  return state_->done;
-}
-
-void CopyEvent::wait() const {
-  if (!state_) return;
-  std::unique_lock lock(state_->mutex);
-  state_->finished.wait(lock, [this] { return state_->done; });
-}
-
 namespace {
+
+// A worker's completion flag.
+class WorkerEvent final : public CopyEvent::Impl {
+ public:
+  bool done() const override {
+    const std::lock_guard lock(mutex_);
+    return done_;
+  }
+  void wait() const override {
+    std::unique_lock lock(mutex_);
+    finished_.wait(lock, [this] { return done_; });
+  }
+  void finish() {
+    {
+      const std::lock_guard lock(mutex_);
+      done_ = true;
+    }
+    finished_.notify_all();
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  mutable std::condition_variable finished_;
+  bool done_ = false;
+};
 
 struct CopyJob {
   void* dst;
   const void* src;
   uint64_t bytes;
-  std::shared_ptr<CopyEvent::State> event;
+  std::shared_ptr<WorkerEvent> event;
 };
 
 // One stream: a worker thread running its jobs in order.
@@ -84,11 +101,7 @@ class Stream {
       ++completed_;
       bytes_ += job.bytes;
       busy_seconds_ += seconds;
-      {
-        const std::lock_guard done(job.event->mutex);
-        job.event->done = true;
-      }
-      job.event->finished.notify_all();
+      job.event->finish();
       if (completed_ == submitted_) idle_.notify_all();
     }
   }
@@ -106,18 +119,10 @@ class EmulatedCopyEngine final : public CopyEngine {
  public:
   CopyEvent copy_async(void* dst, const void* src, uint64_t bytes,
                        CopyDirection direction) override {
-    if (bytes > 0 && (dst == nullptr || src == nullptr)) {
-      throw std::invalid_argument("copy: null pointer for a copy of " + std::to_string(bytes) +
-                                  " bytes");
-    }
-    const auto d = reinterpret_cast<uintptr_t>(dst);
-    const auto s = reinterpret_cast<uintptr_t>(src);
-    if (bytes > 0 && d < s + bytes && s < d + bytes) {
-      throw std::invalid_argument("copy: source and destination overlap");
-    }
-    auto state = std::make_shared<CopyEvent::State>();
-    streams_[static_cast<int>(direction)].push(CopyJob{dst, src, bytes, state});
-    return CopyEvent(std::move(state));
+    check_copy_arguments(dst, src, bytes);
+    auto event = std::make_shared<WorkerEvent>();
+    streams_[static_cast<int>(direction)].push(CopyJob{dst, src, bytes, event});
+    return CopyEvent(std::move(event));
   }
 
   void synchronize() override {
@@ -133,6 +138,16 @@ class EmulatedCopyEngine final : public CopyEngine {
 
   std::string name() const override { return "emulated (host threads)"; }
 
+  void reference_copy(void* dst, const void* src, uint64_t bytes,
+                      CopyDirection /*direction*/) override {
+    check_copy_arguments(dst, src, bytes);
+    if (bytes > 0) std::memcpy(dst, src, bytes);
+  }
+
+  std::unique_ptr<alloc::Device> make_device(uint64_t capacity) override {
+    return alloc::make_host_vmm(capacity);
+  }
+
  private:
   Stream streams_[2];  // by CopyDirection
 };
@@ -144,10 +159,15 @@ std::unique_ptr<CopyEngine> make_emulated_copy_engine() {
 }
 
 std::unique_ptr<CopyEngine> make_copy_engine(std::string* why) {
-  // The CUDA engine (cudaMemcpyAsync on two copy streams, events, buffers
-  // registered with cuMemHostRegister) needs a GPU session to be built and
-  // checked; until then every machine gets the emulated device.
-  if (why != nullptr) *why = "the CUDA copy engine is not built yet (issue 21): emulated device";
+  std::string reason;
+  const char* choice = std::getenv("MEMWALL_DEVICE");
+  if (choice != nullptr && std::string_view(choice) == "emulated") {
+    reason = "MEMWALL_DEVICE=emulated";
+  } else if (auto cuda = make_cuda_copy_engine(0, &reason)) {
+    if (why != nullptr) why->clear();
+    return cuda;
+  }
+  if (why != nullptr) *why = reason + ": emulated device";
   return make_emulated_copy_engine();
 }
 

@@ -9,6 +9,7 @@
 #include <iterator>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 namespace memwall::runtime {
 namespace {
@@ -54,7 +55,8 @@ void HostBuffer::reset() {
   size_ = 0;
 }
 
-HostPool::HostPool(uint64_t capacity_bytes, bool pin) : capacity_(capacity_bytes), pin_(pin) {
+HostPool::HostPool(uint64_t capacity_bytes, bool pin, std::shared_ptr<HostRegistrar> registrar)
+    : capacity_(capacity_bytes), pin_(pin), registrar_(std::move(registrar)) {
   if (capacity_bytes == 0) throw std::invalid_argument("host pool: the capacity must be > 0");
   stats_.capacity_bytes = capacity_bytes;
 }
@@ -71,6 +73,10 @@ void HostPool::unmap_locked(void* data) {
   const Mapping m = it->second;
   mapped_.erase(it);
   if (!m.pinned) stats_.unpinned_bytes -= m.size;
+  if (m.registered) {
+    registrar_->unregister_range(data);
+    stats_.registered_bytes -= m.size;
+  }
   ::munmap(data, m.size);  // cannot fail for a range this pool mapped
   stats_.mapped_bytes -= m.size;
   ++stats_.unmaps;
@@ -111,7 +117,17 @@ HostBuffer HostPool::allocate(uint64_t bytes) {
     }
     const bool pinned = pin_ && ::mlock(data, size) == 0;
     if (!pinned) stats_.unpinned_bytes += size;
-    mapped_[data] = Mapping{size, pinned};
+    bool registered = false;
+    if (registrar_ != nullptr) {
+      std::string why;
+      registered = registrar_->register_range(data, size, why);
+      if (registered) {
+        stats_.registered_bytes += size;
+      } else {
+        registration_error_ = why;
+      }
+    }
+    mapped_[data] = Mapping{size, pinned, registered};
     stats_.mapped_bytes += size;
     ++stats_.maps;
   }
@@ -136,6 +152,11 @@ void HostPool::trim() {
 HostPoolStats HostPool::stats() const {
   const std::lock_guard lock(mutex_);
   return stats_;
+}
+
+std::string HostPool::registration_error() const {
+  const std::lock_guard lock(mutex_);
+  return registration_error_;
 }
 
 }  // namespace memwall::runtime

@@ -12,20 +12,34 @@
 // pass the capacity. Buffers are 4 KiB aligned and their sizes rounded up to
 // 4 KiB, as O_DIRECT needs. When mlock fails (RLIMIT_MEMLOCK in a
 // container), the buffer stays usable but unpinned, and the statistics say
-// how many bytes are unpinned. On a machine with a CUDA driver the copy
-// engine registers the buffers with the driver (cuMemHostRegister) when it
-// arrives; the pool itself needs no GPU.
+// how many bytes are unpinned. With a CUDA GPU the pool is given the copy
+// engine's HostRegistrar (CopyEngine::host_registrar), which registers each
+// mapping with the driver (cuMemHostRegister), so that the GPU's copy
+// engines DMA from it directly and cudaMemcpyAsync is truly asynchronous;
+// the mapping is unregistered before it is unmapped. The pool itself needs
+// no GPU.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 namespace memwall::runtime {
 
 inline constexpr uint64_t kHostPoolAlignment = 4096;
+
+// Registers host memory with a device driver (Note [Pinned host pool]).
+class HostRegistrar {
+ public:
+  virtual ~HostRegistrar() = default;
+  // False, with `why`, when the driver refuses; the memory stays usable.
+  virtual bool register_range(void* data, uint64_t bytes, std::string& why) = 0;
+  virtual void unregister_range(void* data) = 0;  // a start register_range accepted
+};
 
 struct HostPoolStats {
   uint64_t capacity_bytes = 0;
@@ -33,6 +47,7 @@ struct HostPoolStats {
   uint64_t in_use_bytes = 0;
   uint64_t peak_in_use_bytes = 0;
   uint64_t unpinned_bytes = 0;    // mapped but not page-locked (mlock refused)
+  uint64_t registered_bytes = 0;  // mapped and registered with the driver
   uint64_t allocations = 0;       // allocate() calls that succeeded
   uint64_t reuses = 0;            // ... of which a cached buffer served
   uint64_t maps = 0, unmaps = 0;  // mmap / munmap calls
@@ -65,8 +80,10 @@ class HostBuffer {
 
 class HostPool {
  public:
-  // `capacity_bytes` > 0; `pin`: try to page-lock what it maps.
-  explicit HostPool(uint64_t capacity_bytes, bool pin = true);
+  // `capacity_bytes` > 0; `pin`: try to page-lock what it maps;
+  // `registrar`: also register each mapping with a driver.
+  explicit HostPool(uint64_t capacity_bytes, bool pin = true,
+                    std::shared_ptr<HostRegistrar> registrar = nullptr);
   ~HostPool();  // unmaps everything; every HostBuffer must be gone
   HostPool(const HostPool&) = delete;
   HostPool& operator=(const HostPool&) = delete;
@@ -81,6 +98,8 @@ class HostPool {
   void trim();
 
   HostPoolStats stats() const;
+  // The driver's reason for the last mapping it refused to register ("" if none).
+  std::string registration_error() const;
 
  private:
   friend class HostBuffer;
@@ -90,11 +109,14 @@ class HostPool {
 
   const uint64_t capacity_;
   const bool pin_;
+  const std::shared_ptr<HostRegistrar> registrar_;
   mutable std::mutex mutex_;
   struct Mapping {
     uint64_t size = 0;
-    bool pinned = false;  // page-locked
+    bool pinned = false;      // page-locked
+    bool registered = false;  // by registrar_
   };
+  std::string registration_error_;
   std::multimap<uint64_t, void*> cached_;  // rounded size -> free buffers
   std::map<void*, Mapping> mapped_;        // every buffer mapped, free or not
   HostPoolStats stats_;
