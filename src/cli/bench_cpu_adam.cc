@@ -3,13 +3,18 @@
 // interpreter `memwall trace` uses) and against the memory-bandwidth bound:
 // bytes an update moves over the bandwidth memcpy reaches, per thread count.
 // DeepSpeed's DeepSpeedCPUAdam (AdamW mode) too when it is installed
-// (scripts/install-deps.sh --deepspeed).
+// (scripts/install-deps.sh --deepspeed). Every case runs twice: the step
+// alone, and the step with the bf16 copy of the weights that ZeRO-Offload
+// sends to the device. memwall writes that copy in the same pass; torch and
+// DeepSpeed (whose ZeRO-Offload copies after the step) make it with a
+// second pass, `half.copy_(param)`, timed with their step.
 #include <unistd.h>
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -18,6 +23,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "cpu_adam_contenders.h"
 #include "memwall/alloc/allocator.h"
 #include "memwall/alloc/device.h"
 #include "memwall/graph/error.h"
@@ -26,6 +32,7 @@
 #include "memwall/runtime/cpu_optimizer.h"
 #include "memwall/runtime/host_pool.h"
 #include "memwall/runtime/offload_step.h"
+#include "options.h"
 #include "runtime_probes.h"
 
 namespace memwall::cli {
@@ -34,9 +41,12 @@ namespace {
 struct BenchCpuAdamArgs {
   std::vector<int64_t> sizes = {10'000'000, 100'000'000};
   int repeats = 3;
+  int rounds = 3;
+  std::string bandwidth_size = "1GiB";
   std::string python;
   bool no_torch = false;
-  bool bf16_copy = false;
+  std::string copy = "both";      // none, bf16, both
+  std::vector<unsigned> threads;  // empty: 1 and every hardware thread
   bool json = false;
 };
 
@@ -114,135 +124,122 @@ std::pair<double, double> overlap_seconds(int64_t n, int repeats) {
   return {sequential, overlapped};
 }
 
-// torch.optim.AdamW on one tensor of n parameters: best seconds per step
-// for each implementation, or an "error" entry.
-constexpr const char* kTorchScript = R"PY(
-import json, sys, time
-n, threads, repeats = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
-try:
-    import torch
-except ImportError:
-    print(json.dumps({"error": "torch is not importable"})); sys.exit(0)
-torch.set_num_threads(threads)
-out = {"torch": torch.__version__}
-try:
-    import contextlib, io, os
-    with contextlib.redirect_stdout(io.StringIO()):  # its accelerator notice
-        import deepspeed
-    out["deepspeed"] = "deepspeed " + deepspeed.__version__
-except Exception:
-    out["deepspeed"] = ("not installed (scripts/install-deps.sh --deepspeed installs it into "
-                        "memwall's environment)")
-    deepspeed = None
-if deepspeed is not None:
-    # DeepSpeedCPUAdam in AdamW mode (decoupled weight decay, as torch's
-    # AdamW), fp32 parameters; its C++ op compiles on first use.
-    try:
-        with contextlib.redirect_stdout(io.StringIO()):
-            from deepspeed.ops.adam import DeepSpeedCPUAdam
-            p = torch.nn.Parameter(torch.full((n,), 0.5))
-            p.grad = torch.full((n,), 0.01)
-            opt = DeepSpeedCPUAdam([p], lr=1e-3, weight_decay=1e-2, adamw_mode=True)
-            opt.step()
-            best = 1e30
-            for _ in range(repeats):
-                t0 = time.perf_counter(); opt.step(); best = min(best, time.perf_counter() - t0)
-        out["deepspeed_cpu_adam"] = best
-        del p, opt
-    except Exception as e:
-        out["deepspeed_error"] = str(e).splitlines()[0] if str(e) else type(e).__name__
-for name, kw in [("foreach", dict(foreach=True)), ("fused", dict(fused=True))]:
-    p = torch.full((n,), 0.5, requires_grad=True)
-    p.grad = torch.full((n,), 0.01)
-    try:
-        opt = torch.optim.AdamW([p], lr=1e-3, **kw)
-        opt.step()
-        best = 1e30
-        for _ in range(repeats):
-            t0 = time.perf_counter(); opt.step(); best = min(best, time.perf_counter() - t0)
-        out[name] = best
-    except Exception as e:
-        out[name] = None
-        out[name + "_error"] = str(e).splitlines()[0]
-    del p, opt
-print(json.dumps(out))
-)PY";
-
-nlohmann::json torch_seconds(const std::string& python, int64_t n, unsigned threads, int repeats) {
-  // The script goes in through a file: no quoting of its text for the shell.
-  char path[] = "/tmp/memwall-cpu-adam-XXXXXX";
-  const int fd = mkstemp(path);
-  if (fd < 0) return {{"error", "cannot create a temporary file"}};
-  const std::string text = kTorchScript;
-  const bool written = write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
-  close(fd);
-  nlohmann::json result = {{"error", "cannot write the torch script"}};
-  if (written) {
-    const std::string command =
-        fmt::format("'{}' '{}' {} {} {} 2>/dev/null", python, path, n, threads, repeats);
-    std::string out;
-    if (FILE* pipe = popen(command.c_str(), "r")) {
-      char chunk[4096];
-      size_t got;
-      while ((got = fread(chunk, 1, sizeof chunk, pipe)) > 0) out.append(chunk, got);
-      pclose(pipe);
-    }
-    result = nlohmann::json::parse(out, nullptr, /*allow_exceptions=*/false);
-    if (result.is_discarded()) result = {{"error", "the torch script failed under " + python}};
-  }
-  std::remove(path);
-  return result;
-}
-
 std::string ratio(double a, double b) { return b > 0 ? fmt::format("{:.2f}", a / b) : "-"; }
 
-int run_bench_cpu_adam(const BenchCpuAdamArgs& args) {
-  if (args.repeats < 1) fail("--repeats must be >= 1");
-  for (int64_t n : args.sizes) {
-    if (n < 1) fail("--sizes must be >= 1");
-  }
-  const unsigned all = std::max(1u, std::thread::hardware_concurrency());
-  std::vector<unsigned> thread_counts = {1};
-  if (all > 1) thread_counts.push_back(all);
-  const std::string python = args.no_torch ? "" : importers::tracer_python(args.python);
-  const int64_t bytes = adam_bytes(args.bf16_copy);
+double median_of(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  return n == 0 ? 0.0 : n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+}
 
-  nlohmann::json rows = nlohmann::json::array();
-  std::string deepspeed = "not checked";
+// One case's figures over the rounds: updates per second per round, per
+// contender ("memwall", "torch_foreach", ...), and why a contender has none.
+struct CaseRounds {
+  std::map<std::string, std::vector<double>> per_s;
+  std::map<std::string, std::string> why;
+};
+
+// Python's answer for one round into `rounds` (seconds -> updates/s).
+void add_contenders(CaseRounds& rounds, const nlohmann::json& t, int64_t n,
+                    const std::string& deepspeed) {
+  const std::string torch_why = t.value("error", "");
+  const std::pair<const char*, const char*> names[] = {
+      {"foreach", "torch_foreach"}, {"fused", "torch_fused"}, {"deepspeed_cpu_adam", "deepspeed"}};
+  for (const auto& [key, contender] : names) {
+    if (t.contains(key) && t[key].is_number()) {
+      rounds.per_s[contender].push_back(static_cast<double>(n) / t[key].get<double>());
+    } else if (!torch_why.empty()) {
+      rounds.why[contender] = torch_why;
+    } else if (t.contains(std::string(key) + "_error")) {
+      rounds.why[contender] = "failed: " + t[std::string(key) + "_error"].get<std::string>();
+    } else {
+      rounds.why[contender] = deepspeed;  // the only contender that can be absent
+    }
+  }
+}
+
+int run_bench_cpu_adam(const BenchCpuAdamArgs& args) {
+  if (args.repeats < 1 || args.repeats > 1000)
+    fail("--repeats: {} is out of range 1..1000", args.repeats);
+  if (args.rounds < 1 || args.rounds > 100)
+    fail("--rounds: {} is out of range 1..100", args.rounds);
+  for (int64_t n : args.sizes) {
+    // Four fp32 arrays and a bf16 copy, 18 bytes a parameter, here and in Python.
+    if (n < 1 || n > (int64_t{1} << 40)) fail("--sizes: {} is out of range 1..2^40", n);
+  }
+  std::vector<bool> copies;
+  if (args.copy == "none" || args.copy == "both") copies.push_back(false);
+  if (args.copy == "bf16" || args.copy == "both") copies.push_back(true);
+  if (copies.empty()) fail("--copy must be none, bf16 or both, not '{}'", args.copy);
+  const unsigned all = std::max(1u, std::thread::hardware_concurrency());
+  std::vector<unsigned> thread_counts = args.threads;
+  if (thread_counts.empty()) {
+    thread_counts.push_back(1);
+    if (all > 1) thread_counts.push_back(all);
+  }
+  for (unsigned t : thread_counts) {
+    if (t < 1 || t > 4096) fail("--threads: {} is out of range 1..4096", t);
+  }
+  const uint64_t bandwidth_bytes = parse_bytes(args.bandwidth_size, "--bandwidth-size", 0);
+  const std::string python = args.no_torch ? "" : importers::tracer_python(args.python);
+
+  nlohmann::json cases = nlohmann::json::array();
+  std::string deepspeed = "not run (--no-torch)";
   for (unsigned threads : thread_counts) {
+    std::unique_ptr<CpuAdamContenders> contenders;
+    if (!python.empty()) {
+      contenders = std::make_unique<CpuAdamContenders>(python, threads);
+      const nlohmann::json& about = contenders->about();
+      deepspeed = about.contains("error") ? about["error"].get<std::string>()
+                                          : about.value("deepspeed", "?");
+    }
     // The better of two ways to move bytes: the bound an update could reach.
-    // 1 GiB buffers, well past any last-level cache (a server's can hold a
-    // 10M-parameter step's 280 MB in part).
-    const double copy_bw = memcpy_bandwidth(size_t{1} << 30, threads, args.repeats);
-    const double triad_bw = triad_bandwidth(size_t{1} << 30, threads, args.repeats);
+    // 1 GiB buffers by default, well past any last-level cache (a server's
+    // can hold a 10M-parameter step's 280 MB in part).
+    const double copy_bw = memcpy_bandwidth(bandwidth_bytes, threads, args.repeats);
+    const double triad_bw = triad_bandwidth(bandwidth_bytes, threads, args.repeats);
     const double bw = std::max(copy_bw, triad_bw);
     for (int64_t n : args.sizes) {
-      const double ours = cpu_adam_seconds(n, threads, args.bf16_copy, args.repeats);
-      nlohmann::json row = {{"params", n},
-                            {"threads", threads},
-                            {"isa", runtime::isa_name(runtime::best_isa())},
-                            {"memcpy_bytes_per_s", copy_bw},
-                            {"triad_bytes_per_s", triad_bw},
-                            {"at_bandwidth_updates_per_s", bw / static_cast<double>(bytes)},
-                            {"memwall_updates_per_s", static_cast<double>(n) / ours}};
-      if (!python.empty()) {
-        const nlohmann::json t = torch_seconds(python, n, threads, args.repeats);
-        if (t.contains("deepspeed")) deepspeed = t["deepspeed"];
-        for (const char* impl : {"foreach", "fused"}) {
-          if (t.contains(impl) && t[impl].is_number()) {
-            row[std::string("torch_") + impl + "_updates_per_s"] =
-                static_cast<double>(n) / t[impl].get<double>();
+      for (const bool copy : copies) {
+        const int64_t bytes = adam_bytes(copy);
+        CaseRounds rounds;
+        for (int r = 0; r < args.rounds; ++r) {
+          rounds.per_s["memwall"].push_back(static_cast<double>(n) /
+                                            cpu_adam_seconds(n, threads, copy, args.repeats));
+          if (contenders != nullptr) {
+            add_contenders(rounds, contenders->time_step(n, args.repeats, copy), n, deepspeed);
+          } else {
+            for (const char* c : {"torch_foreach", "torch_fused", "deepspeed"})
+              rounds.why[c] = "not run (--no-torch)";
           }
         }
-        if (t.contains("deepspeed_cpu_adam") && t["deepspeed_cpu_adam"].is_number()) {
-          row["deepspeed_updates_per_s"] =
-              static_cast<double>(n) / t["deepspeed_cpu_adam"].get<double>();
+        nlohmann::json row = {{"params", n},
+                              {"threads", threads},
+                              {"bf16_copy", copy},
+                              {"isa", runtime::isa_name(runtime::best_isa())},
+                              {"bytes_per_update", bytes},
+                              {"rounds", args.rounds},
+                              {"memcpy_bytes_per_s", copy_bw},
+                              {"triad_bytes_per_s", triad_bw},
+                              {"bandwidth_limit_per_s", bw / static_cast<double>(bytes)}};
+        const std::vector<double>& ours = rounds.per_s["memwall"];
+        for (const char* c : {"memwall", "torch_foreach", "torch_fused", "deepspeed"}) {
+          const auto it = rounds.per_s.find(c);
+          if (it != rounds.per_s.end() && it->second.size() == ours.size()) {
+            row[std::string(c) + "_per_s"] = median_of(it->second);
+            row["rounds_per_s"][c] = it->second;
+            // memwall over the contender, round by round (each pair ran
+            // back to back), then the median.
+            std::vector<double> ratios;
+            for (size_t i = 0; i < ours.size(); ++i) ratios.push_back(ours[i] / it->second[i]);
+            if (std::string(c) != "memwall") row["memwall_over"][c] = median_of(ratios);
+          } else {
+            row[std::string(c) + "_per_s"] = nullptr;
+            row["why"][c] = rounds.why.count(c) != 0 ? rounds.why[c] : "failed in some rounds";
+          }
         }
-        if (t.contains("deepspeed_error"))
-          deepspeed += " (its CPU Adam failed: " + t["deepspeed_error"].get<std::string>() + ")";
-        if (t.contains("error")) row["torch_error"] = t["error"];
+        cases.push_back(row);
       }
-      rows.push_back(row);
     }
   }
 
@@ -252,42 +249,55 @@ int run_bench_cpu_adam(const BenchCpuAdamArgs& args) {
     overlaps.push_back({{"params", n}, {"sequential_s", sequential}, {"overlapped_s", overlapped}});
   }
   if (args.json) {
-    std::cout << nlohmann::json{{"bytes_per_update", bytes},
-                                {"deepspeed", deepspeed},
-                                {"rows", rows},
-                                {"overlap", overlaps}}
-                     .dump(2)
-              << "\n";
+    std::cout
+        << nlohmann::json{{"deepspeed", deepspeed}, {"cases", cases}, {"overlap", overlaps}}.dump(2)
+        << "\n";
     return 0;
   }
   std::cout << fmt::format(
-      "AdamW step, fp32 master weights{}: parameter updates per second (M/s), bandwidth in GB/s; "
-      "at-bw = bandwidth (the better of memcpy and STREAM triad) / {} bytes per update, "
-      "a reference, not a ceiling: a core's bandwidth is bounded by its misses in flight, and "
+      "AdamW step over fp32 master weights: parameter updates per second (M/s, the median of {} "
+      "rounds, each the best of {} steps, memwall and the others alternating); mw/x = the median "
+      "of memwall / x round by round; bandwidth in GB/s; copy = also a bf16 copy of the weights "
+      "(memwall: in the same pass; torch and "
+      "DeepSpeed: half.copy_(param) after the step, timed with it); limit = bandwidth (the "
+      "better of memcpy and STREAM triad) / bytes per update (28, 30 with the copy), a "
+      "reference, not a ceiling: a core's bandwidth is bounded by its misses in flight, and "
       "AdamW's seven streams keep more in flight than memcpy's two\n",
-      args.bf16_copy ? " + bf16 copy" : "", bytes);
+      args.rounds, args.repeats);
   std::cout << fmt::format(
-      "{:>11} {:>7} {:>6} {:>6} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10} {:>10} {:>10} {:>10}\n",
-      "params", "threads", "memcpy", "triad", "at-bw", "memwall", "foreach", "fused", "deepspeed",
-      "mw/at-bw", "mw/foreach", "mw/fused", "mw/ds");
-  for (const auto& r : rows) {
-    const double ours = r["memwall_updates_per_s"];
-    const double bound = r["at_bandwidth_updates_per_s"];
-    const double foreach = r.value("torch_foreach_updates_per_s", 0.0);
-    const double fused = r.value("torch_fused_updates_per_s", 0.0);
-    const double ds = r.value("deepspeed_updates_per_s", 0.0);
+      "{:>11} {:>7} {:>4} {:>6} {:>6} {:>7} {:>8} {:>8} {:>8} {:>9} {:>8} {:>10} {:>8} {:>8}\n",
+      "params", "threads", "copy", "memcpy", "triad", "limit", "memwall", "foreach", "fused",
+      "deepspeed", "mw/limit", "mw/foreach", "mw/fused", "mw/ds");
+  auto rate = [](const nlohmann::json& row, const char* key) {
+    return row[key].is_number() ? row[key].get<double>() : 0.0;
+  };
+  for (const auto& r : cases) {
+    const double ours = rate(r, "memwall_per_s");
+    const double bound = rate(r, "bandwidth_limit_per_s");
+    const double foreach = rate(r, "torch_foreach_per_s");
+    const double fused = rate(r, "torch_fused_per_s");
+    const double ds = rate(r, "deepspeed_per_s");
     auto mps = [](double x) { return x > 0 ? fmt::format("{:.0f}", x / 1e6) : "-"; };
     auto gbs = [](double x) { return fmt::format("{:.1f}", x / 1e9); };
+    auto over = [&](const char* c) {
+      return r.contains("memwall_over") && r["memwall_over"].contains(c)
+                 ? fmt::format("{:.2f}", r["memwall_over"][c].get<double>())
+                 : std::string("-");
+    };
+    (void)foreach;
+    (void)fused;
+    (void)ds;
     std::cout << fmt::format(
-        "{:>11} {:>7} {:>6} {:>6} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10} {:>10} {:>10} {:>10}\n",
-        r["params"].get<int64_t>(), r["threads"].get<unsigned>(), gbs(r["memcpy_bytes_per_s"]),
+        "{:>11} {:>7} {:>4} {:>6} {:>6} {:>7} {:>8} {:>8} {:>8} {:>9} {:>8} {:>10} {:>8} {:>8}\n",
+        r["params"].get<int64_t>(), r["threads"].get<unsigned>(),
+        r["bf16_copy"].get<bool>() ? "bf16" : "-", gbs(r["memcpy_bytes_per_s"]),
         gbs(r["triad_bytes_per_s"]), mps(bound), mps(ours), mps(foreach), mps(fused), mps(ds),
-        ratio(ours, bound), ratio(ours, foreach), ratio(ours, fused), ratio(ours, ds));
-    if (r.contains("torch_error")) {
-      std::cout << "  torch: " << r["torch_error"].get<std::string>() << "\n";
-    }
+        ratio(ours, bound), over("torch_foreach"), over("torch_fused"), over("deepspeed"));
   }
-  if (args.bf16_copy) std::cout << "torch's steps write no bf16 copy\n";
+  if (!cases.empty() && cases[0].contains("why") && cases[0]["why"].contains("torch_fused")) {
+    std::cout << "torch: " << cases[0]["why"]["torch_fused"].get<std::string>() << "\n";
+  }
+  std::cout << "(with the copy memwall also streams it past the cache: Note [Streamed copies])\n";
   for (const auto& o : overlaps) {
     std::cout << fmt::format(
         "step + bf16 copy to the emulated device, {} params, 1 thread: sequential {:.1f} ms, "
@@ -313,9 +323,18 @@ void add_bench_cpu_adam(CLI::App& bench, Action& action) {
       ->capture_default_str();
   cmd->add_option("--repeats", args->repeats, "timed steps per measurement (best is kept)")
       ->capture_default_str();
+  cmd->add_option("--rounds", args->rounds,
+                  "measurements per contender, alternating with memwall's (medians reported)")
+      ->capture_default_str();
+  cmd->add_option("--threads", args->threads, "thread counts (default: 1 and all)")->delimiter(',');
+  cmd->add_option("--bandwidth-size", args->bandwidth_size,
+                  "bytes memcpy and STREAM triad move for the bandwidth limit")
+      ->capture_default_str();
   cmd->add_option("--python", args->python, "interpreter with torch (default: as memwall trace)");
   cmd->add_flag("--no-torch", args->no_torch, "memwall and the bound only");
-  cmd->add_flag("--bf16-copy", args->bf16_copy, "also write a bf16 copy of the weights");
+  cmd->add_option("--copy", args->copy,
+                  "none: the step alone; bf16: with a bf16 copy of the weights; both")
+      ->capture_default_str();
   cmd->add_flag("--json", args->json, "machine-readable output");
   cmd->callback([&action, args] { action = [args] { return run_bench_cpu_adam(*args); }; });
 }

@@ -9,6 +9,28 @@
 
 namespace memwall::runtime::detail {
 
+// Note [Streamed copies]
+// ~~~~~~~~~~~~~~~~~~~~~~
+// The bf16/fp16 copy is written and not read again by the step (the copy
+// engine or the device reads it later), so the vector kernels write it with
+// non-temporal stores: no read-for-ownership of its cache lines (an
+// ordinary store reads each line before writing it, 2 more bytes per
+// parameter on AdamW's 30) and no eviction of the lines the step streams.
+// A streaming store needs an aligned address, so a tile's head is peeled
+// (through the padded path, like the tail: the same arithmetic, so the bits
+// do not depend on alignment) until the copy is aligned; a copy at an odd
+// address is written with ordinary stores. Streaming stores are weakly
+// ordered: the tile ends with a store fence, so that whoever learns the
+// tile is done (a thread join, the copy engine's queue) sees the copy.
+inline bool streamable(const uint16_t* copy) {
+  return reinterpret_cast<uintptr_t>(copy) % sizeof(uint16_t) == 0;
+}
+// Elements before `copy` reaches a multiple of `bytes`.
+inline size_t elements_to_alignment(const uint16_t* copy, size_t bytes) {
+  const size_t misalignment = reinterpret_cast<uintptr_t>(copy) % bytes;
+  return misalignment == 0 ? 0 : (bytes - misalignment) / sizeof(uint16_t);
+}
+
 // torch's scalars, in the types its kernels see them (docs/runtime.md).
 struct AdamWScalars {
   float decay;          // float(1 - lr * weight_decay); param.mul_
