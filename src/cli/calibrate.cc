@@ -5,7 +5,9 @@
 // interpreter); host<->device copies from the runtime's copy engine between
 // memwall's device allocator and the pinned pool; host memory from the OS.
 // What the machine cannot show (a single node's collectives, PCIe latency)
-// comes from a base profile, and the output says which fields did.
+// comes from a base profile, and the output says which fields did. On a
+// GPU the built-in profile of that GPU (hw's builtin_gpu_for_device) is the
+// base and is printed beside the measurement; --compare names another.
 #include <unistd.h>
 
 #include <algorithm>
@@ -32,6 +34,8 @@ struct CalibrateArgs {
   std::string out;
   std::string dir;  // swap directory for the NVMe probe
   std::string base = "l4";
+  bool base_given = false;
+  std::string compare;  // a built-in to print beside the measurement
   std::string python;
   bool quick = false;
   bool json = false;
@@ -53,8 +57,44 @@ double flops_of(const nlohmann::json& probe, const char* dtype) {
   return m.contains(dtype) ? m.at(dtype).at("flops_per_s").get<double>() : 0.0;
 }
 
+// The measured profile beside a built-in one, field by field. A built-in's
+// rates are peaks times its efficiencies: what its cost model predicts a
+// kernel reaches, the same kind of figure as the measurement.
+void print_side_by_side(const Hardware& measured, const Hardware& builtin) {
+  std::cout << fmt::format(
+      "\nbeside the built-in '{}' ({}); built-in rates are peak x "
+      "efficiency, as its cost model uses them\n",
+      builtin.name, builtin.description);
+  std::cout << fmt::format("  {:<22} {:>14} {:>14} {:>9}\n", "", "measured", builtin.name,
+                           "measured/built-in");
+  const auto row = [](const char* what, double ours, double theirs, auto text) {
+    std::cout << fmt::format("  {:<22} {:>14} {:>14} {:>9}\n", what, text(ours), text(theirs),
+                             theirs > 0 && ours > 0 ? fmt::format("{:.2f}", ours / theirs) : "-");
+  };
+  const auto flops = [](double x) { return x > 0 ? human_flops(x) + "/s" : std::string("-"); };
+  const auto gbps = [](double x) { return x > 0 ? fmt::format("{:.1f} GB/s", x / 1e9) : "-"; };
+  const auto bytes = [](double x) { return human_bytes(static_cast<uint64_t>(x)); };
+  const auto params = [](double x) { return x > 0 ? fmt::format("{:.0f} M/s", x / 1e6) : "-"; };
+  const double ce = builtin.compute_efficiency, me = builtin.memory_efficiency;
+  row("matmul fp32", measured.peak_flops_fp32, builtin.peak_flops_fp32 * ce, flops);
+  row("matmul tf32", measured.peak_flops_tf32, builtin.peak_flops_tf32 * ce, flops);
+  row("matmul bf16", measured.peak_flops_bf16, builtin.peak_flops_bf16 * ce, flops);
+  row("matmul fp16", measured.peak_flops_fp16, builtin.peak_flops_fp16 * ce, flops);
+  row("memory bandwidth", measured.hbm_bandwidth, builtin.hbm_bandwidth * me, gbps);
+  row("device memory", static_cast<double>(measured.device_memory_bytes),
+      static_cast<double>(builtin.device_memory_bytes), bytes);
+  row("host -> device", measured.h2d_bandwidth, builtin.h2d_bandwidth, gbps);
+  row("device -> host", measured.d2h_bandwidth, builtin.d2h_bandwidth, gbps);
+  row("NVMe write", measured.nvme_write_bandwidth, builtin.nvme_write_bandwidth, gbps);
+  row("NVMe read", measured.nvme_read_bandwidth, builtin.nvme_read_bandwidth, gbps);
+  row("CPU AdamW step", measured.cpu_adam_params_per_s, builtin.cpu_adam_params_per_s, params);
+  row("host memory", static_cast<double>(measured.host_memory_bytes),
+      static_cast<double>(builtin.host_memory_bytes), bytes);
+}
+
 int run_calibrate(const CalibrateArgs& args) {
-  const Hardware& base = find_gpu(args.base);
+  (void)find_gpu(args.base);  // an unknown name fails before any measuring
+  const Hardware* compare = args.compare.empty() ? nullptr : &find_gpu(args.compare);
   OutputFiles outputs;
   if (!args.out.empty()) outputs.declare(args.out);
 
@@ -90,8 +130,16 @@ int run_calibrate(const CalibrateArgs& args) {
   const double adam = static_cast<double>(adam_params) /
                       cpu_adam_seconds(adam_params, /*threads=*/0, false, args.quick ? 2 : 5);
 
-  Hardware hw = base;
   const bool gpu = probe.value("device", "cpu") == "cuda";
+  // On a GPU its own built-in profile, when memwall has one, is the
+  // comparison and (unless --base says otherwise) the base.
+  const Hardware* builtin =
+      gpu ? builtin_gpu_for_device(probe.value("name", ""),
+                                   probe.value("device_memory_bytes", uint64_t{0}))
+          : nullptr;
+  if (compare == nullptr) compare = builtin;
+  const Hardware& base = builtin != nullptr && !args.base_given ? *builtin : find_gpu(args.base);
+  Hardware hw = base;
   hw.name = gpu ? "calibrated-gpu" : "calibrated-cpu";
   hw.description = fmt::format("measured by memwall calibrate on {} ({}, torch {})",
                                gpu ? probe.value("name", "a GPU") : "the CPU",
@@ -133,6 +181,8 @@ int run_calibrate(const CalibrateArgs& args) {
                           {"base", base.name},
                           {"from_base", from_base},
                           {"copy_engine", copies.engine},
+                          {"compared_with", compare != nullptr ? nlohmann::json(compare->name)
+                                                               : nlohmann::json(nullptr)},
                           {"nvme_dir", dir},
                           {"conv2d_fp32_flops_per_s", probe.at("conv2d_fp32").at("flops_per_s")},
                           {"probe", probe}};
@@ -161,6 +211,7 @@ int run_calibrate(const CalibrateArgs& args) {
   for (const std::string& f : from_base) fields += (fields.empty() ? "" : ", ") + f;
   row("from the base profile", fmt::format("{} ({})", base.name, fields));
   if (!args.out.empty()) row("profile written to", args.out + " (use with --gpu-file)");
+  if (compare != nullptr) print_side_by_side(hw, *compare);
   return 0;
 }
 
@@ -174,8 +225,12 @@ void add_calibrate(CLI::App& app, Action& action) {
   cmd->add_option("--dir", args->dir,
                   "directory on the drive to measure (default: a new one under $TMPDIR or /tmp)");
   cmd->add_option("--base", args->base,
-                  "built-in profile for what one machine cannot measure (collectives, latencies)")
-      ->capture_default_str();
+                  "built-in profile for what one machine cannot measure (collectives, "
+                  "latencies); on a GPU memwall has a profile of, that profile")
+      ->capture_default_str()
+      ->each([args](const std::string&) { args->base_given = true; });
+  cmd->add_option("--compare", args->compare,
+                  "built-in profile printed beside the measurement (on a GPU: its own)");
   cmd->add_option("--python", args->python,
                   "the Python (with torch) that runs the compute probe (as for memwall trace)");
   cmd->add_flag("--quick", args->quick, "small sizes (seconds; for tests)");

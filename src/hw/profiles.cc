@@ -11,6 +11,7 @@
 //   "with sparsity", which we halve.
 // - Every number cites its public source next to it.
 #include <algorithm>
+#include <cctype>
 #include <string>
 #include <vector>
 
@@ -481,6 +482,33 @@ const Hardware& find_gpu(std::string_view name) {
     known += hw.name;
   }
   fail("unknown GPU '{}' (known: {})", name, known);
+}
+
+const Hardware* builtin_gpu_for_device(std::string_view device_name, uint64_t device_memory_bytes) {
+  // The name's words, lower case: "NVIDIA A100-SXM4-80GB" -> nvidia a100 sxm4 80gb.
+  std::vector<std::string> words(1);
+  for (const char c : device_name) {
+    if (std::isalnum(static_cast<unsigned char>(c)) != 0) {
+      words.back().push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
+    } else if (!words.back().empty()) {
+      words.emplace_back();
+    }
+  }
+  const Hardware* best = nullptr;
+  uint64_t best_distance = 0;
+  for (const Hardware& hw : builtin_gpus()) {
+    std::string family = hw.name.substr(0, hw.name.find('-'));
+    if (family.starts_with("rtx")) family = family.substr(3);
+    if (std::find(words.begin(), words.end(), family) == words.end()) continue;
+    const uint64_t distance = hw.device_memory_bytes > device_memory_bytes
+                                  ? hw.device_memory_bytes - device_memory_bytes
+                                  : device_memory_bytes - hw.device_memory_bytes;
+    if (best == nullptr || distance < best_distance) {
+      best = &hw;
+      best_distance = distance;
+    }
+  }
+  return best;
 }
 
 }  // namespace memwall

@@ -41,9 +41,29 @@ TEST(CalibrateCli, QuickProfileReadsBackWithGpuFile) {
   std::filesystem::remove(out);
 }
 
+TEST(CalibrateCli, ComparesWithABuiltinSideBySide) {
+  MEMWALL_REQUIRE_TORCH();
+  RunResult r = run_memwall("calibrate --quick --compare h100-80g");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("beside the built-in 'h100-80g' (NVIDIA H100 80GB SXM5"), std::string::npos)
+      << r.out;
+  // Every row, with the H100's side filled in (its NVMe is not in its profile).
+  EXPECT_NE(r.out.find("measured/built-in"), std::string::npos);
+  for (const char* row : {"matmul fp32", "matmul bf16", "memory bandwidth", "device memory",
+                          "host -> device", "device -> host", "CPU AdamW step", "host memory"}) {
+    const size_t at = r.out.find(std::string("  ") + row, r.out.find("beside the built-in"));
+    ASSERT_NE(at, std::string::npos) << row << "\n" << r.out;
+    const std::string line = r.out.substr(at, r.out.find('\n', at) - at);
+    EXPECT_EQ(line.find(" - "), std::string::npos) << line;  // both sides have a figure
+  }
+  RunResult j = run_memwall("calibrate --quick --json --compare t4");
+  ASSERT_EQ(j.exit_code, 0) << j.err;
+  EXPECT_EQ(nlohmann::json::parse(j.out).at("compared_with"), "t4");
+}
+
 TEST(CalibrateCli, BadInputIsOneLine) {
-  for (const char* args :
-       {"calibrate --base nope", "calibrate --quick --out /nonexistent/p.json"}) {
+  for (const char* args : {"calibrate --base nope", "calibrate --compare nope",
+                           "calibrate --quick --out /nonexistent/p.json"}) {
     RunResult r = run_memwall(args);
     EXPECT_EQ(r.exit_code, 2) << args;
     EXPECT_EQ(count_lines(r.err), 1) << args << ": " << r.err;

@@ -152,3 +152,39 @@ TEST(Profiles, UnknownGpuListsKnownNames) {
 
 }  // namespace
 }  // namespace memwall
+
+namespace memwall {
+namespace {
+
+// Device names as the CUDA driver reports them (cuDeviceGetName, which
+// nvidia-smi and torch.cuda.get_device_name print), with the memory it
+// reports, mapped to the built-in profile `memwall calibrate` compares with.
+TEST(BuiltinGpuForDevice, DriverNamesFindTheirProfiles) {
+  constexpr uint64_t kGB = uint64_t{1} << 30;
+  const std::pair<std::pair<const char*, uint64_t>, const char*> cases[] = {
+      {{"NVIDIA H100 80GB HBM3", 80 * kGB}, "h100-80g"},
+      {{"NVIDIA H200", 141 * kGB}, "h200"},
+      {{"NVIDIA A100-SXM4-80GB", 80 * kGB}, "a100-80g"},
+      {{"NVIDIA A100-SXM4-40GB", 40 * kGB}, "a100-40g"},
+      {{"NVIDIA A100-PCIE-40GB", 40 * kGB}, "a100-40g"},
+      {{"Tesla V100-SXM2-16GB", 16 * kGB}, "v100-16g"},
+      {{"Tesla V100-SXM2-32GB", 32 * kGB}, "v100-32g"},
+      {{"Tesla T4", 15 * kGB}, "t4"},
+      {{"NVIDIA L4", 23 * kGB}, "l4"},
+      {{"NVIDIA GeForce RTX 3090", 24 * kGB}, "rtx3090"},
+      {{"NVIDIA GeForce RTX 4090", 24 * kGB}, "rtx4090"},
+  };
+  for (const auto& [device, expected] : cases) {
+    const Hardware* hw = builtin_gpu_for_device(device.first, device.second);
+    ASSERT_NE(hw, nullptr) << device.first;
+    EXPECT_EQ(hw->name, expected) << device.first;
+  }
+  // Families memwall has no profile of: no guess.
+  for (const char* other : {"NVIDIA L40S", "NVIDIA A10G", "NVIDIA GeForce RTX 4080",
+                            "AMD Instinct MI300X", "Fake CUDA Device", ""}) {
+    EXPECT_EQ(builtin_gpu_for_device(other, 48 * kGB), nullptr) << other;
+  }
+}
+
+}  // namespace
+}  // namespace memwall

@@ -66,6 +66,12 @@ inline constexpr int kMaxGpusPerNode = 1024;
 const std::vector<Hardware>& builtin_gpus();
 // Throws Error for an unknown name (listing the known ones).
 const Hardware& find_gpu(std::string_view name);
+// The built-in profile of the GPU a driver names (e.g. "NVIDIA H100 80GB
+// HBM3", "NVIDIA A100-SXM4-40GB", "NVIDIA GeForce RTX 4090"): the family is
+// a word of the name (the profile's name up to '-', "rtx" dropped), and of
+// a family's profiles the one whose memory is nearest `device_memory_bytes`.
+// Null when no family matches.
+const Hardware* builtin_gpu_for_device(std::string_view device_name, uint64_t device_memory_bytes);
 // A profile from JSON (the same field names as above); missing fields are
 // errors except description. Throws Error with one line naming the field.
 Hardware hardware_from_json(const nlohmann::json& json);
