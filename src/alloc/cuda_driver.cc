@@ -95,6 +95,21 @@ const CudaDriver* load_cuda_driver(std::string& why) {
   return failure.empty() ? &driver : nullptr;
 }
 
+const CudaDriver* load_cuda_device(int index, CUdevice& device, std::string& why) {
+  const CudaDriver* driver = load_cuda_driver(why);
+  if (driver == nullptr) return nullptr;
+  int count = 0;
+  if (driver->device_get_count(&count) != CUDA_SUCCESS || index < 0 || index >= count) {
+    why = "no CUDA device " + std::to_string(index) + " (found " + std::to_string(count) + ")";
+    return nullptr;
+  }
+  if (const CUresult r = driver->device_get(&device, index); r != CUDA_SUCCESS) {
+    why = cuda_failure(*driver, "cuDeviceGet", r);
+    return nullptr;
+  }
+  return driver;
+}
+
 std::string cuda_failure(const CudaDriver& driver, const char* call, CUresult result) {
   const char* text = nullptr;
   if (driver.get_error_string != nullptr) driver.get_error_string(result, &text);

@@ -132,21 +132,14 @@ std::unique_ptr<Device> make_cuda_vmm(int device_index, uint64_t capacity,
     if (why_unavailable != nullptr) *why_unavailable = std::move(reason);
     return nullptr;
   };
-  const CudaDriver* driver = load_cuda_driver(why);
-  if (driver == nullptr) return unavailable(why);
-  int count = 0;
-  if (driver->device_get_count(&count) != CUDA_SUCCESS || device_index < 0 ||
-      device_index >= count) {
-    return unavailable("no CUDA device " + std::to_string(device_index) + " (found " +
-                       std::to_string(count) + ")");
-  }
   CUdevice device = 0;
+  const CudaDriver* driver = load_cuda_device(device_index, device, why);
+  if (driver == nullptr) return unavailable(why);
   CUcontext context = nullptr;
   size_t total = 0;
   size_t granularity = 0;
   const CUmemAllocationProp prop = CudaVmm::properties(device_index);
-  if (driver->device_get(&device, device_index) != CUDA_SUCCESS ||
-      driver->device_total_mem(&total, device) != CUDA_SUCCESS ||
+  if (driver->device_total_mem(&total, device) != CUDA_SUCCESS ||
       driver->get_granularity(&granularity, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED) !=
           CUDA_SUCCESS ||
       driver->primary_ctx_retain(&context, device) != CUDA_SUCCESS) {

@@ -239,20 +239,11 @@ std::unique_ptr<CopyEngine> make_cuda_copy_engine(int device_index, std::string*
     if (why != nullptr) *why = std::move(text);
     return nullptr;
   };
-  const CudaDriver* driver = alloc::load_cuda_driver(reason);
-  if (driver == nullptr) return unavailable(reason);
-  int count = 0;
-  if (driver->device_get_count(&count) != CUDA_SUCCESS || device_index < 0 ||
-      device_index >= count) {
-    return unavailable("no CUDA device " + std::to_string(device_index) + " (found " +
-                       std::to_string(count) + ")");
-  }
   CUdevice device = 0;
+  const CudaDriver* driver = alloc::load_cuda_device(device_index, device, reason);
+  if (driver == nullptr) return unavailable(reason);
   CUcontext context = nullptr;
   char name[256] = {};
-  if (const CUresult r = driver->device_get(&device, device_index); r != CUDA_SUCCESS) {
-    return unavailable(alloc::cuda_failure(*driver, "cuDeviceGet", r));
-  }
   if (const CUresult r = driver->device_get_name(name, sizeof name - 1, device);
       r != CUDA_SUCCESS) {
     return unavailable(alloc::cuda_failure(*driver, "cuDeviceGetName", r));

@@ -214,6 +214,62 @@ TEST_F(CudaCopyEngineTest, ThreadsSubmittingAtOnce) {
   EXPECT_EQ(engine_->stats().copies[1], uint64_t{kThreads} * 8);
 }
 
+// alloc's CUDA VMM backend on the fake driver: the device-level sequence of
+// tests/alloc/device_test.cc (which skips without a driver), the budget,
+// and each allocator policy with data checked through the copy engine.
+TEST(CudaVmmOnFakeDriver, MapsChunksAndEveryPolicyHoldsItsData) {
+  ASSERT_TRUE(kFakeDriverChosen);
+  std::string why;
+  auto device = alloc::make_cuda_vmm(0, 8 * kMiB, &why);
+  ASSERT_NE(device, nullptr) << why;
+  const uint64_t granule = device->granularity();
+  EXPECT_EQ(granule, 2 * kMiB);  // the fake's (the driver's recommended granularity)
+  const uintptr_t base = device->reserve(2 * granule);
+  const alloc::ChunkHandle a = *device->create_chunk();
+  const alloc::ChunkHandle b = *device->create_chunk();
+  device->map(base + granule, a);  // out of order on purpose
+  device->map(base, b);
+  EXPECT_EQ(device->chunks_in_use(), 2u);
+  device->unmap(base, 2 * granule);
+  device->release_chunk(a);
+  device->release_chunk(b);
+  device->unreserve(base, 2 * granule);
+  // 8 MiB is four chunks: a fifth is refused, not thrown.
+  std::vector<alloc::ChunkRun> runs;
+  EXPECT_FALSE(device->create_chunks(5, runs));
+  ASSERT_TRUE(device->create_chunks(4, runs));
+  for (const alloc::ChunkRun& run : runs) device->release_chunks(run);
+
+  auto engine = make_cuda_copy_engine(0, &why);
+  ASSERT_NE(engine, nullptr) << why;
+  for (const char* policy : {"caching", "expandable", "stitching"}) {
+    auto gpu = engine->make_device(64 * kMiB);
+    auto allocator = alloc::make_allocator(policy, *gpu, {});
+    std::mt19937 rng(11);
+    std::vector<std::pair<alloc::Allocation, std::vector<uint8_t>>> live;
+    for (int i = 0; i < 60; ++i) {
+      if (!live.empty() && rng() % 3 == 0) {
+        const size_t k = rng() % live.size();
+        std::vector<uint8_t> back(live[k].second.size());
+        engine
+            ->copy_async(back.data(), live[k].first.ptr, back.size(), CopyDirection::kDeviceToHost)
+            .wait();
+        EXPECT_EQ(back, live[k].second) << policy;
+        allocator->free(live[k].first.ptr);
+        live.erase(live.begin() + static_cast<std::ptrdiff_t>(k));
+        continue;
+      }
+      const uint64_t size = 1 + rng() % (3 * kMiB);
+      const alloc::Allocation got = allocator->allocate(size, 0);
+      if (!got) continue;  // out of the 64 MiB: the next frees make room
+      std::vector<uint8_t> data(size, static_cast<uint8_t>(rng()));
+      engine->copy_async(got.ptr, data.data(), size, CopyDirection::kHostToDevice).wait();
+      live.emplace_back(got, std::move(data));
+    }
+    for (auto& [allocation, data] : live) allocator->free(allocation.ptr);
+  }
+}
+
 TEST(CudaCopyEngine, EverythingIsReleased) {
   ASSERT_TRUE(kFakeDriverChosen);
   const int before = fake().live_objects();

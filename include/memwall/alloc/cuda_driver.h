@@ -68,6 +68,10 @@ struct CudaDriver {
 // set when it cannot be (no library, a missing entry point, cuInit failed).
 const CudaDriver* load_cuda_driver(std::string& why);
 
+// The driver and its GPU `index` (cuDeviceGet); null with `why` set when
+// either is missing ("no CUDA device 3 (found 1)").
+const CudaDriver* load_cuda_device(int index, CUdevice& device, std::string& why);
+
 // "cuMemMap failed: CUDA_ERROR_OUT_OF_MEMORY..." for a failed call.
 std::string cuda_failure(const CudaDriver& driver, const char* call, CUresult result);
 

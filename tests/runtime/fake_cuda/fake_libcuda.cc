@@ -339,7 +339,9 @@ FAKE_API CUresult cuCtxSetCurrent(CUcontext ctx) {
 FAKE_API CUresult cuMemGetAllocationGranularity(size_t* granularity,
                                                 const CUmemAllocationProp* prop,
                                                 CUmemAllocationGranularity_flags option) {
-  ENTER("cuMemGetAllocationGranularity", true);
+  // A device query: the driver documents no INVALID_CONTEXT for it, and
+  // memwall asks before it has retained a context.
+  ENTER("cuMemGetAllocationGranularity", false);
   if (granularity == nullptr || !prop_ok(s, prop)) return CUDA_ERROR_INVALID_VALUE;
   if (option > CU_MEM_ALLOC_GRANULARITY_RECOMMENDED) return CUDA_ERROR_INVALID_VALUE;
   *granularity = kGranularity;
