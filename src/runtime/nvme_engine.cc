@@ -103,6 +103,7 @@ struct NvmeEngine::Impl {
   }
   void issue(unsigned idx);
   void fill();
+  void submit();
   void complete(unsigned idx, int res);
   void fail(unsigned idx, const std::string& message);
   void finish(unsigned idx);
@@ -297,6 +298,18 @@ void NvmeEngine::Impl::fill() {
     ++req->inflight;
     ++inflight;
     issue(idx);
+    // Note [Submit as prepared]: each block goes to the drive as soon as
+    // its bounce copy and CRC are done, not after the whole batch of free
+    // slots is prepared, so the drive does not idle while this thread
+    // copies (at depth 8, a batch's copies took longer than a block's I/O).
+    submit();
+  }
+}
+
+void NvmeEngine::Impl::submit() {
+  const int r = io_uring_submit(&ring);
+  if (r < 0 && r != -EINTR && r != -EAGAIN && r != -EBUSY) {
+    throw NvmeError(std::string("nvme: io_uring_submit failed: ") + std::strerror(-r));
   }
 }
 
@@ -405,12 +418,9 @@ void NvmeEngine::Impl::complete(unsigned idx, int res) {
 
 // Submits what is queued and processes at least one completion.
 void NvmeEngine::Impl::reap() {
-  int r = io_uring_submit(&ring);
-  if (r < 0 && r != -EINTR && r != -EAGAIN && r != -EBUSY) {
-    throw NvmeError(std::string("nvme: io_uring_submit failed: ") + std::strerror(-r));
-  }
+  submit();  // retries and resubmissions issued by complete()
   io_uring_cqe* cqe = nullptr;
-  r = io_uring_wait_cqe(&ring, &cqe);
+  int r = io_uring_wait_cqe(&ring, &cqe);
   if (r == -EINTR || r == -EAGAIN) return;
   if (r < 0) throw NvmeError(std::string("nvme: io_uring_wait_cqe failed: ") + std::strerror(-r));
   do {
@@ -418,6 +428,7 @@ void NvmeEngine::Impl::reap() {
     int res = cqe->res;
     io_uring_cqe_seen(&ring, cqe);
     complete(idx, res);
+    fill();  // the freed slot takes its next block now (Note [Submit as prepared])
   } while (io_uring_peek_cqe(&ring, &cqe) == 0);
 }
 
