@@ -65,11 +65,14 @@ void print_side_by_side(const Hardware& measured, const Hardware& builtin) {
       "\nbeside the built-in '{}' ({}); built-in rates are peak x "
       "efficiency, as its cost model uses them\n",
       builtin.name, builtin.description);
-  std::cout << fmt::format("  {:<22} {:>14} {:>14} {:>9}\n", "", "measured", builtin.name,
+  std::cout << fmt::format("  {:<22} {:>14} {:>14} {:>17}\n", "", "measured", builtin.name,
                            "measured/built-in");
   const auto row = [](const char* what, double ours, double theirs, auto text) {
-    std::cout << fmt::format("  {:<22} {:>14} {:>14} {:>9}\n", what, text(ours), text(theirs),
-                             theirs > 0 && ours > 0 ? fmt::format("{:.2f}", ours / theirs) : "-");
+    const double r = theirs > 0 && ours > 0 ? ours / theirs : 0.0;
+    std::cout << fmt::format("  {:<22} {:>14} {:>14} {:>17}\n", what, text(ours), text(theirs),
+                             r == 0     ? std::string("-")
+                             : r >= 0.1 ? fmt::format("{:.2f}", r)
+                                        : fmt::format("{:.2g}", r));
   };
   const auto flops = [](double x) { return x > 0 ? human_flops(x) + "/s" : std::string("-"); };
   const auto gbps = [](double x) { return x > 0 ? fmt::format("{:.1f} GB/s", x / 1e9) : "-"; };
