@@ -131,6 +131,7 @@ nlohmann::json candidate_json(const Candidate& c) {
                       {"activations", c.activations},
                       {"zero_stage", c.states.stage},
                       {"optimizer_on", to_string(c.states.optimizer)},
+                      {"optimizer_host_share", c.states.optimizer_host_share},
                       {"params_on", to_string(c.states.params)}};
   if (c.fits) {
     j["iteration_time_s"] = c.sim.iteration_time;
@@ -247,6 +248,11 @@ nlohmann::json plan_json(const Graph& graph, const AutoPlan& a, const Hardware& 
   j["budget"] = a.budget;
   j["lower_bound_s"] = a.bound.seconds;
   j["lower_bound_why"] = a.bound.why;
+  j["lower_bound_terms_s"] = {{"compute", a.bound.compute},
+                              {"transfer", a.bound.transfer},
+                              {"forward", a.bound.forward},
+                              {"cpu", a.bound.cpu},
+                              {"nvme_write", a.bound.nvme_write}};
   j["compute_time_s"] = c.sim.compute_time;
   j["host_compute_time_s"] = c.sim.host_compute_time;
   j["comm_time_s"] = c.sim.comm_time;

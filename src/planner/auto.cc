@@ -22,6 +22,7 @@
 // swap/optimizer_steps.cc) is skipped with its reason; one rank with every
 // state on the device needs no rewrite, so a plan can still come from it.
 #include <algorithm>
+#include <cmath>
 #include <iterator>
 #include <limits>
 #include <optional>
@@ -223,6 +224,49 @@ AutoPlan plan_auto(const Graph& graph, const Hardware& hardware, const PlannerOp
       }
       planner_detail::Unconstrained u = planner_detail::unconstrained_time(*b.work, hw, opts);
       works.push_back({std::move(*b.work), std::move(u)});
+    }
+  }
+  // Note [Chunked optimizer states]: each configuration with the optimizer
+  // on NVMe also gets split ones, which keep as much of the optimizer
+  // states on the host as the host memory holds (Note [Optimizer chunks] in
+  // swap/offload.h) and read the NVMe chunks a few CPU steps ahead: less
+  // NVMe traffic, the rest streamed under the CPU steps. The largest host
+  // share whose keep-all simulation fits is found by bisection (the host
+  // also stages the chunks read ahead and queues gradients, so the free
+  // memory of the all-NVMe run is only where it starts). The all-NVMe
+  // configuration stays a candidate.
+  const size_t whole = works.size();
+  for (size_t i = 0; i < whole && !deadline.passed(); ++i) {
+    if (works[i].work.config.optimizer != Tier::kNvme || !works[i].work.offload) continue;
+    const SimResult& sim = works[i].work.keep_all(hw).sim;
+    if (!sim.valid) continue;
+    uint64_t states = 0;
+    for (size_t k = 0; k < works[i].work.offload->states.size(); ++k) {
+      states += optimizer_state_bytes(*works[i].work.offload, k);
+    }
+    const double used = static_cast<double>(sim.peak_bytes[static_cast<size_t>(Tier::kHost)]);
+    const double left = static_cast<double>(hw.host_memory_bytes) - used;
+    if (states == 0 || left <= 0) continue;
+    const StateConfig base = works[i].work.config;
+    for (const int ahead : {4, 16}) {
+      double low = 0, high = std::min(1.0, left / static_cast<double>(states));
+      std::optional<Work> best_split;
+      for (int probe = 0; probe < 6 && high - low > 0.01 && !deadline.passed(); ++probe) {
+        StateConfig split = base;
+        split.optimizer_host_share = probe == 0 ? high : (low + high) / 2;
+        split.nvme_read_ahead = ahead;
+        Built b = build(graph, split, options.ranks);
+        if (!b.work) break;
+        planner_detail::Unconstrained u = planner_detail::unconstrained_time(*b.work, hw, opts);
+        if (std::isfinite(u.seconds)) {
+          low = split.optimizer_host_share;
+          best_split = Work{std::move(*b.work), std::move(u)};
+          if (probe == 0) break;
+        } else {
+          high = split.optimizer_host_share;
+        }
+      }
+      if (best_split && low >= 0.02) works.push_back(std::move(*best_split));
     }
   }
   std::stable_sort(works.begin(), works.end(),

@@ -29,11 +29,28 @@
 //   steps] in swap/optimizer_steps.cc) cannot move its states: no term.
 // Both transfer terms are bandwidth-only (no latency): a bound, loose when
 // activations dominate, tight when model states do.
+// Two more terms count the work that must follow a gradient. No gradient
+// exists before the forward pass has run (every gradient descends from the
+// loss), and an optimizer step, and any write of what it updated, follows
+// its gradient. So, with F the forward pass's device compute:
+// - CPU: a parameter's optimizer step runs where its states live (on the
+//   device when they are there, else on the CPU: ZeRO-Offload's rule, which
+//   every memwall plan follows). The device holds at most `budget` bytes of
+//   the rank's optimizer states, so at least a share 1 - budget / states of
+//   them is stepped by the CPU, each parameter at the profile's CPU Adam
+//   rate: F + that share x (parameters / rate).
+// - NVMe write: what exceeds device and host memory lives on NVMe and is
+//   updated every iteration, so written back after its step: F + those
+//   bytes / the NVMe write bandwidth.
+// Neither counts the backward pass that runs beside the CPU, nor the host
+// memory the parameters, gradients and staging take: lower bounds, tight
+// when the CPU or the drive is the bottleneck from the first gradient on.
 #include <algorithm>
 #include <vector>
 
 #include <fmt/format.h>
 
+#include "memwall/graph/counts.h"
 #include "memwall/graph/error.h"
 #include "memwall/graph/graph.h"
 #include "memwall/planner/planner.h"
@@ -57,13 +74,15 @@ LowerBound iteration_lower_bound(const Graph& graph, const Hardware& hardware,
   LowerBound b;
   for (const Op& op : graph.ops) {
     if (op.phase == Phase::kForward || op.phase == Phase::kBackward) {
-      b.compute += op_time(hardware, graph, op);
+      const double t = op_time(hardware, graph, op);
+      b.compute += t;
+      if (op.phase == Phase::kForward) b.forward += t;
     }
   }
   // Per-parameter bytes of parameters, states and gradients. Without
   // per-parameter steps nothing can leave the device (the planner keeps to
   // the configuration that needs no rewrite): no transfer is forced.
-  uint64_t params = 0, states = 0, grads = 0;
+  uint64_t params = 0, states = 0, grads = 0, param_elements = 0;
   std::vector<ModelState> steps;
   try {
     steps = model_states(graph);
@@ -72,6 +91,7 @@ LowerBound iteration_lower_bound(const Graph& graph, const Hardware& hardware,
   }
   for (const ModelState& s : steps) {
     params += graph.buffers[s.param].bytes;
+    param_elements += element_count(graph.buffers[s.param]);
     grads += graph.buffers[s.grad].bytes;
     for (const BufferId st : s.states) states += graph.buffers[st].bytes;
   }
@@ -95,8 +115,30 @@ LowerBound iteration_lower_bound(const Graph& graph, const Hardware& hardware,
   const double nvme =
       excess > host ? static_cast<double>(excess - host) / rank.nvme_read_bandwidth : 0;
   b.transfer = std::max(pcie, nvme);
-  b.seconds = std::max(b.compute, b.transfer);
-  if (b.transfer > b.compute) {
+  // The CPU's share of the steps, and what only NVMe holds, after the forward pass.
+  const double cpu_share = shard_states > budget ? static_cast<double>(shard_states - budget) /
+                                                       static_cast<double>(shard_states)
+                                                 : 0;
+  const double rank_params =
+      static_cast<double>(param_elements) / static_cast<double>(max_stage >= 1 ? ranks : 1);
+  if (cpu_share > 0 && rank.cpu_adam_params_per_s > 0) {
+    b.cpu = b.forward + cpu_share * rank_params / rank.cpu_adam_params_per_s;
+  }
+  if (excess > host && rank.nvme_write_bandwidth > 0) {
+    b.nvme_write = b.forward + static_cast<double>(excess - host) / rank.nvme_write_bandwidth;
+  }
+  b.seconds = std::max({b.compute, b.transfer, b.cpu, b.nvme_write});
+  if (b.cpu >= b.seconds && b.cpu > b.compute) {
+    b.why = fmt::format(
+        "the forward pass, then the CPU steps of the {:.0f}% of optimizer states the device "
+        "cannot hold",
+        100 * cpu_share);
+  } else if (b.nvme_write >= b.seconds && b.nvme_write > b.compute) {
+    b.why = fmt::format(
+        "the forward pass, then writing back to NVMe the {} bytes of model states beyond device "
+        "and host memory",
+        excess - host);
+  } else if (b.transfer > b.compute) {
     b.why =
         nvme >= pcie
             ? fmt::format("model states beyond device and host memory read from NVMe ({} bytes)",

@@ -39,7 +39,15 @@ ConfigWork make_config(const Graph& graph, const StateConfig& config, int ranks)
     work.graph = std::move(rank);
     return work;
   }
+  work.offload_options.nvme_read_ahead = config.nvme_read_ahead;
   work.offload = offload_graph(rank, work.offload_options);
+  if (config.optimizer_host_share > 0) {
+    if (config.optimizer != Tier::kNvme) {
+      fail("a host share of the optimizer states needs the optimizer on NVMe");
+    }
+    work.offload_options.optimizer_of =
+        split_optimizer_states(*work.offload, config.optimizer_host_share);
+  }
   work.view = planning_view(*work.offload, work.offload_options);
   work.graph = work.offload->graph;
   return work;
@@ -98,7 +106,13 @@ namespace memwall {
 
 std::string StateConfig::name() const {
   std::string out = stage > 0 ? fmt::format("ZeRO-{}", stage) : std::string("replicated states");
-  if (optimizer != Tier::kDevice) out += fmt::format(", optimizer on {}", to_string(optimizer));
+  if (optimizer == Tier::kNvme && optimizer_host_share > 0) {
+    out +=
+        fmt::format(", optimizer in chunks on host ({:.0f}%) and nvme", 100 * optimizer_host_share);
+    if (nvme_read_ahead > 1) out += fmt::format(" read {} steps ahead", nvme_read_ahead);
+  } else if (optimizer != Tier::kDevice) {
+    out += fmt::format(", optimizer on {}", to_string(optimizer));
+  }
   if (params != Tier::kDevice) out += fmt::format(", parameters on {}", to_string(params));
   if (optimizer == Tier::kDevice && params == Tier::kDevice) out += ", all on the device";
   return out;

@@ -70,10 +70,18 @@ BufferId add_buffer(Graph& g, const Buffer& like, const std::string& suffix, Buf
 }
 
 void check_options(const OffloadOptions& o) {
+  for (const Tier t : o.optimizer_of) {
+    if (t == Tier::kDevice || o.optimizer == Tier::kDevice) {
+      fail("a split of the optimizer states puts each chunk on the host or NVMe, off the device");
+    }
+  }
   if (o.params != Tier::kDevice && o.optimizer == Tier::kDevice) {
     fail(
         "offloading parameters needs the optimizer offloaded too (ZeRO-Infinity steps them "
         "on the CPU)");
+  }
+  if (o.nvme_read_ahead < 1) {
+    fail("the NVMe read-ahead must be at least 1 CPU step (got {})", o.nvme_read_ahead);
   }
   if (o.prefetch_steps < 0 || o.regather_gap < 1) {
     fail("offload prefetch distance must be >= 0 and the regather gap >= 1 (got {} and {})",
@@ -172,8 +180,9 @@ class OffloadPass {
     Plan out = plan_;
     out.steps.clear();
     out.steps.reserve(plan_.steps.size() + 8 * og_.states.size());
-    for (const OffloadedState& o : og_.states) {
-      for (const BufferId s : o.states) out.placement[s] = opt_.optimizer;
+    for (size_t k = 0; k < og_.states.size(); ++k) {
+      const OffloadedState& o = og_.states[k];
+      for (const BufferId s : o.states) out.placement[s] = opt_.optimizer_tier(k);
       if (opt_.params != Tier::kDevice) out.placement[o.param] = opt_.params;
     }
     size_t next_apply = 0;  // index into applies_ of the next apply to prefetch
@@ -234,6 +243,12 @@ class OffloadPass {
       }
       cpu_after_[at].push_back(static_cast<int>(k));
     }
+    // The CPU steps in the order they will be emitted, for reading ahead.
+    for (const std::vector<int>& ks : cpu_after_) {
+      for (const int k : ks) cpu_order_.push_back(static_cast<size_t>(k));
+    }
+    cpu_position_.assign(og_.states.size(), 0);
+    for (size_t j = 0; j < cpu_order_.size(); ++j) cpu_position_[cpu_order_[j]] = j;
     // The plan's applies in order, for prefetching one ahead.
     for (const Step& s : plan_.steps) {
       if (s.kind == StepKind::kCompute && state_of_apply_[s.op] >= 0) {
@@ -281,14 +296,35 @@ class OffloadPass {
     }
   }
 
+  // What state k's CPU step updates that lives on NVMe.
+  std::vector<BufferId> on_nvme(size_t k) const {
+    std::vector<BufferId> from_nvme;
+    if (opt_.optimizer_tier(k) == Tier::kNvme) from_nvme = og_.states[k].states;
+    if (opt_.params == Tier::kNvme) from_nvme.push_back(og_.states[k].param);
+    return from_nvme;
+  }
+
+  // Reads into host memory what the CPU steps from state k's up to
+  // nvme_read_ahead - 1 after it need from NVMe, unless read already.
+  void read_ahead(Plan& out, size_t k) {
+    const size_t at = cpu_position_[k];
+    const size_t until =
+        std::min(cpu_order_.size(), at + static_cast<size_t>(opt_.nvme_read_ahead));
+    for (; next_read_ < until; ++next_read_) {
+      for (const BufferId b : on_nvme(cpu_order_[next_read_])) {
+        out.steps.push_back(Step::swap_in(b, Tier::kHost));
+      }
+    }
+  }
+
   // The gradient leaves for the host; the CPU steps it at once.
   void cpu_step(Plan& out, const OffloadedState& o) {
     out.steps.push_back(Step::swap_out(o.grad, Tier::kHost));
-    // What the CPU step updates that lives on NVMe: read it in, write it back.
-    std::vector<BufferId> from_nvme;
-    if (opt_.optimizer == Tier::kNvme) from_nvme = o.states;
-    if (opt_.params == Tier::kNvme) from_nvme.push_back(o.param);
-    for (const BufferId b : from_nvme) out.steps.push_back(Step::swap_in(b, Tier::kHost));
+    // What the CPU step updates that lives on NVMe is read in here or
+    // earlier (read_ahead) and written back after.
+    const size_t k = static_cast<size_t>(&o - og_.states.data());
+    read_ahead(out, k);
+    const std::vector<BufferId> from_nvme = on_nvme(k);
     out.steps.push_back(Step::compute(o.step, Tier::kHost));
     out.steps.push_back(Step::free(o.grad));  // after the step has read it
     for (const BufferId b : from_nvme) out.steps.push_back(Step::swap_out(b, Tier::kNvme));
@@ -324,13 +360,54 @@ class OffloadPass {
   std::vector<char> is_grad_;  // read by a CPU step: freed right after it
   std::vector<int> applies_;
   size_t apply_cursor_ = 0;
+  std::vector<size_t> cpu_order_;     // states in CPU-step order
+  std::vector<size_t> cpu_position_;  // per state: its place in cpu_order_
+  size_t next_read_ = 0;              // cpu_order_ read from NVMe up to here
   std::vector<std::vector<BufferId>> swap_in_before_, free_after_;
 };
 
 }  // namespace
 
+uint64_t optimizer_state_bytes(const OffloadGraph& og, size_t state) {
+  uint64_t bytes = 0;
+  for (const BufferId b : og.states.at(state).states) {
+    bytes = checked_add(bytes, og.graph.buffers[b].bytes, "optimizer state bytes");
+  }
+  return bytes;
+}
+
+std::vector<Tier> split_optimizer_states(const OffloadGraph& og, double host_share,
+                                         uint64_t chunk_bytes) {
+  if (!(host_share >= 0 && host_share <= 1)) {
+    fail("the host's share of the optimizer states must be in [0, 1] (got {})", host_share);
+  }
+  std::vector<Tier> tiers(og.states.size(), Tier::kNvme);
+  // Chunks: runs of consecutive states of at least chunk_bytes.
+  double total = 0, on_host = 0;
+  size_t first = 0;
+  uint64_t chunk = 0;
+  for (size_t k = 0; k < og.states.size(); ++k) {
+    chunk += optimizer_state_bytes(og, k);
+    if (chunk < chunk_bytes && k + 1 < og.states.size()) continue;
+    total += static_cast<double>(chunk);
+    // Bresenham over bytes: host while the host's total stays within its share.
+    if (on_host + static_cast<double>(chunk) / 2 <= host_share * total) {
+      on_host += static_cast<double>(chunk);
+      std::fill(tiers.begin() + static_cast<std::ptrdiff_t>(first),
+                tiers.begin() + static_cast<std::ptrdiff_t>(k + 1), Tier::kHost);
+    }
+    first = k + 1;
+    chunk = 0;
+  }
+  return tiers;
+}
+
 Plan apply_offload(const OffloadGraph& og, const Plan& plan, const OffloadOptions& options) {
   check_options(options);
+  if (!options.optimizer_of.empty() && options.optimizer_of.size() != og.states.size()) {
+    fail("the optimizer split names {} states, the graph has {}", options.optimizer_of.size(),
+         og.states.size());
+  }
   if (!options.any()) return plan;
   return OffloadPass(og, plan, options).run();
 }

@@ -5,7 +5,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "memwall/graph/counts.h"
+#include "memwall/graph/error.h"
 #include "memwall/graph/graph.h"
 #include "memwall/hw/hardware.h"
 #include "memwall/models/zoo.h"
@@ -121,6 +124,60 @@ TEST(Offload, InfinityReadsAndWritesStatesAndParametersOnNvme) {
   // Parameters come to the device only while used: far below their total.
   const SimResult on_device = run_offload(gpt2(), {}, hw);
   EXPECT_LT(r.peak_bytes[0], on_device.peak_bytes[0] - t.states - t.params / 2);
+}
+
+// Note [Optimizer chunks]: a share of the optimizer states' bytes on the
+// host, the rest on NVMe, in chunks spread over the steps; exactly the NVMe
+// chunks cross the NVMe link, once each way, whatever the read-ahead.
+TEST(Offload, OptimizerChunksSplitBetweenHostAndNvme) {
+  const OffloadOptions nvme{.optimizer = Tier::kNvme};
+  const OffloadGraph og = offload_graph(gpt2(), nvme);
+  const Totals t = totals(og);
+  const Hardware& hw = find_gpu("rtx4090");
+  EXPECT_EQ(split_optimizer_states(og, 0.0), std::vector<Tier>(og.states.size(), Tier::kNvme));
+  EXPECT_EQ(split_optimizer_states(og, 1.0), std::vector<Tier>(og.states.size(), Tier::kHost));
+  // One chunk per state (1-byte chunks): the host's running share never
+  // passes 40% by more than half the largest state so far.
+  const std::vector<Tier> tiers = split_optimizer_states(og, 0.4, 1);
+  uint64_t on_host = 0, total = 0, runs_of_nvme = 0, largest = 0;
+  for (size_t k = 0; k < tiers.size(); ++k) {
+    const uint64_t bytes = optimizer_state_bytes(og, k);
+    largest = std::max(largest, bytes);
+    total += bytes;
+    if (tiers[k] == Tier::kHost) on_host += bytes;
+    if (tiers[k] == Tier::kNvme && (k == 0 || tiers[k - 1] == Tier::kHost)) ++runs_of_nvme;
+    EXPECT_LE(static_cast<double>(on_host),
+              0.4 * static_cast<double>(total) + static_cast<double>(largest) / 2 + 1);
+  }
+  EXPECT_EQ(total, t.states);
+  EXPECT_GE(runs_of_nvme, 10u);  // interleaved (17 runs here), not one block
+  uint64_t nvme_bytes = 0;
+  for (size_t k = 0; k < tiers.size(); ++k) {
+    if (tiers[k] == Tier::kNvme) nvme_bytes += optimizer_state_bytes(og, k);
+  }
+  for (const int ahead : {1, 3, 1000}) {
+    OffloadOptions split = nvme;
+    split.optimizer_of = tiers;
+    split.nvme_read_ahead = ahead;
+    const Plan plan = apply_offload(og, default_plan(og.graph, hw.name, kMaxBytes), split);
+    const SimResult r = simulate(og.graph, plan, hw);
+    ASSERT_TRUE(r.valid) << r.reason;
+    EXPECT_EQ(r.bytes_moved[kNvmeRead], nvme_bytes) << ahead;
+    EXPECT_EQ(r.bytes_moved[kNvmeWrite], nvme_bytes) << ahead;
+    for (size_t k = 0; k < tiers.size(); ++k) {
+      for (const BufferId b : og.states[k].states) EXPECT_EQ(plan.placement.at(b), tiers[k]);
+    }
+  }
+  // Bad splits are refused.
+  OffloadOptions wrong = nvme;
+  wrong.optimizer_of = {Tier::kHost};
+  EXPECT_THROW(apply_offload(og, default_plan(og.graph, hw.name, kMaxBytes), wrong), Error);
+  wrong.optimizer_of = std::vector<Tier>(og.states.size(), Tier::kDevice);
+  EXPECT_THROW(apply_offload(og, default_plan(og.graph, hw.name, kMaxBytes), wrong), Error);
+  wrong = nvme;
+  wrong.nvme_read_ahead = 0;
+  EXPECT_THROW(apply_offload(og, default_plan(og.graph, hw.name, kMaxBytes), wrong), Error);
+  EXPECT_THROW(split_optimizer_states(og, 1.5), Error);
 }
 
 TEST(Offload, ParametersOnTheHostWithZeroThree) {

@@ -44,6 +44,12 @@ struct StateConfig {
   int stage = 0;                   // ZeRO stage (0: replicated)
   Tier optimizer = Tier::kDevice;  // optimizer states and the step
   Tier params = Tier::kDevice;
+  // With the optimizer on NVMe: the share of its states' bytes kept on the
+  // host instead, in chunks spread over the step order (Note [Optimizer
+  // chunks] in swap/offload.h); 0: all on NVMe.
+  double optimizer_host_share = 0;
+  // States on NVMe are read this many CPU steps ahead (OffloadOptions).
+  int nvme_read_ahead = 1;
   std::string name() const;  // e.g. "ZeRO-2, optimizer on host"
 };
 
@@ -60,11 +66,15 @@ struct Candidate {
   double solve_seconds = 0;
 };
 
+// Note [Lower bound] in bounds.cc: each term is a time no plan beats.
 struct LowerBound {
-  double seconds = 0;   // max(compute, unavoidable transfer)
-  double compute = 0;   // device compute of the iteration, nothing recomputed
-  double transfer = 0;  // model-state bytes that cannot stay on the device, moved once
-  std::string why;      // which term binds
+  double seconds = 0;     // the largest term
+  double compute = 0;     // device compute of the iteration, nothing recomputed
+  double transfer = 0;    // model-state bytes that cannot stay on the device, moved once
+  double forward = 0;     // device compute of the forward pass: before any gradient exists
+  double cpu = 0;         // forward + the CPU steps of the states the device cannot hold
+  double nvme_write = 0;  // forward + writing back the states only NVMe can hold
+  std::string why;        // which term binds
 };
 
 // A configuration the search could not build for this graph (its ZeRO or

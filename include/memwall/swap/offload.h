@@ -23,12 +23,24 @@ namespace memwall {
 struct OffloadOptions {
   Tier optimizer = Tier::kDevice;  // host: ZeRO-Offload; nvme: ZeRO-Infinity
   Tier params = Tier::kDevice;     // host or nvme: ZeRO-Infinity's parameter offload
+  // Per OffloadGraph::states entry, the tier of its optimizer states when
+  // they are split between host and NVMe (Note [Optimizer chunks]); empty:
+  // every state on `optimizer`. Each entry is host or NVMe, and `optimizer`
+  // must then be off the device.
+  std::vector<Tier> optimizer_of;
   // Offloaded parameters are brought in this many compute steps ahead of
   // their first user, and again for users further apart than regather_gap.
   int prefetch_steps = 2;
   int regather_gap = 32;
+  // NVMe-resident states are read into host memory this many CPU steps
+  // before their own (1: with the step before theirs), so the NVMe reads
+  // run ahead of the CPU instead of in lockstep with it.
+  int nvme_read_ahead = 1;
 
   bool any() const { return optimizer != Tier::kDevice || params != Tier::kDevice; }
+  Tier optimizer_tier(size_t state) const {
+    return optimizer_of.empty() ? optimizer : optimizer_of[state];
+  }
 };
 
 // One parameter's states after offload_graph.
@@ -63,6 +75,19 @@ OffloadGraph offload_graph(const Graph& graph, const OffloadOptions& options);
 // names are kept. Throws Error for options that name a tier a state cannot
 // live on, or a plan that never computes a step or apply op.
 Plan apply_offload(const OffloadGraph& og, const Plan& plan, const OffloadOptions& options);
+
+// Note [Optimizer chunks]: the optimizer states of og's parameters grouped,
+// in step order, into chunks of at least `chunk_bytes` (a layer's
+// parameters, roughly, at 64 MiB), and a `host_share` of their bytes put on
+// the host, the rest on NVMe, spread evenly over the chunks (each chunk goes
+// to the host while the host's running total stays within the share of the
+// running total), so NVMe reads and writes interleave with the CPU steps of
+// host chunks instead of bunching. host_share in [0, 1]. Returns
+// OffloadOptions::optimizer_of.
+std::vector<Tier> split_optimizer_states(const OffloadGraph& og, double host_share,
+                                         uint64_t chunk_bytes = uint64_t{64} << 20);
+// The bytes of each OffloadGraph::states entry's optimizer states.
+uint64_t optimizer_state_bytes(const OffloadGraph& og, size_t state);
 
 // og.graph with the device weight of what `options` moves off the device
 // set to 0 bytes: optimizer states and gradients (which leave right after
