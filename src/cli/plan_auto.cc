@@ -344,7 +344,7 @@ int run_auto_plan(const PlanArgs& args) {
     if (!known || args.strategy == "remat") {
       fail(
           "unknown strategy '{}' (known: auto, vdnn, capuchin, zero-offload, zero-infinity, "
-          "remat, remat:NAME)",
+          "patrickstar, remat, remat:NAME)",
           args.strategy);
     }
     if (args.max_batch || !args.max_model.empty()) {

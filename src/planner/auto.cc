@@ -92,6 +92,7 @@ std::vector<Single> singles_for(const PlannerOptions& options) {
       {"capuchin", {plain, Tier::kDevice, Tier::kDevice}, Activations::kCapuchinHost},
       {"zero-offload", {offload_stage, Tier::kHost, Tier::kDevice}, Activations::kKeepAll},
       {"zero-infinity", {infinity_stage, Tier::kNvme, Tier::kNvme}, Activations::kKeepAll},
+      {"patrickstar", {infinity_stage, Tier::kNvme, Tier::kDevice}, Activations::kRemat},
   };
 }
 
@@ -109,13 +110,78 @@ Built build(const Graph& graph, const StateConfig& config, int ranks) {
   }
 }
 
+// A configuration made concrete with its unconstrained time.
+struct Work {
+  ConfigWork work;
+  planner_detail::Unconstrained bound;
+};
+
+// Note [Chunked optimizer states]: the all-NVMe configuration `all_nvme`
+// with the largest host share of its optimizer states whose keep-all
+// simulation still fits host memory, found by bisection (six simulations
+// at most; the free memory of the all-NVMe run is only where it starts,
+// since the host also stages what is read ahead and queues gradients).
+// Null when the host has no room to speak of.
+std::optional<Work> with_most_on_host(const Graph& graph, const ConfigWork& all_nvme,
+                                      const Hardware& hw, const PlannerOptions& opts, int ahead,
+                                      bool in_order, const Deadline& deadline) {
+  if (all_nvme.config.optimizer != Tier::kNvme || !all_nvme.offload) return std::nullopt;
+  const SimResult& sim = all_nvme.keep_all(hw).sim;
+  if (!sim.valid) return std::nullopt;
+  uint64_t states = 0;
+  for (size_t k = 0; k < all_nvme.offload->states.size(); ++k) {
+    states += optimizer_state_bytes(*all_nvme.offload, k);
+  }
+  const double used = static_cast<double>(sim.peak_bytes[static_cast<size_t>(Tier::kHost)]);
+  const double left = static_cast<double>(hw.host_memory_bytes) - used;
+  if (states == 0 || left <= 0) return std::nullopt;
+  double low = 0, high = std::min(1.0, left / static_cast<double>(states));
+  std::optional<Work> found;
+  for (int probe = 0; probe < 6 && high - low > 0.01 && !deadline.passed(); ++probe) {
+    StateConfig split = all_nvme.config;
+    split.optimizer_host_share = probe == 0 ? high : (low + high) / 2;
+    split.nvme_read_ahead = ahead;
+    split.chunks_in_order = in_order;
+    Built b = build(graph, split, opts.ranks);
+    if (!b.work) break;
+    planner_detail::Unconstrained u = planner_detail::unconstrained_time(*b.work, hw, opts);
+    if (std::isfinite(u.seconds)) {
+      low = split.optimizer_host_share;
+      found = Work{std::move(*b.work), std::move(u)};
+      if (probe == 0) break;
+    } else {
+      high = split.optimizer_host_share;
+    }
+  }
+  if (found && low < 0.02) found.reset();
+  return found;
+}
+
+// PatrickStar-style placement (Fang et al. 2022, chunks in order of use):
+// the parameters stay on the device, the optimizer states fill the host
+// chunk by chunk in step order and spill to NVMe, read when their step
+// comes (no read-ahead); activations are checkpointed, as PatrickStar
+// trains. Its fit, on the split configuration or, without host room, the
+// all-NVMe one.
+Candidate fit_patrickstar(const Graph& graph, const Hardware& hw, const PlannerOptions& options,
+                          const Single& single, const Built& all_nvme, uint64_t budget) {
+  const Deadline deadline = Deadline::in(options.time_limit);
+  std::optional<Work> split =
+      with_most_on_host(graph, *all_nvme.work, hw, options, 1, /*in_order=*/true, deadline);
+  PlannerOptions left = options;
+  left.time_limit = std::max(deadline.left(), 1e-9);
+  return fit(split ? split->work : *all_nvme.work, single.activations, hw, budget, left);
+}
+
 Candidate run_single(const Graph& graph, const Hardware& hw, const PlannerOptions& options,
                      const Single& single, const Built* same_config) {
   const uint64_t budget = options.budget > 0 ? options.budget : default_budget(hw);
   const Built own = same_config ? Built{} : build(graph, single.config, options.ranks);
   const Built& built = same_config ? *same_config : own;
   Candidate c;
-  if (built.work) {
+  if (built.work && single.technique == "patrickstar") {
+    c = fit_patrickstar(graph, hw, options, single, built, budget);
+  } else if (built.work) {
     c = fit(*built.work, single.activations, hw, budget, options);
   } else {
     c.activations = std::string(planner_detail::to_string(single.activations));
@@ -151,8 +217,10 @@ Candidate plan_single_technique(const Graph& graph, const Hardware& hardware,
   for (const Single& s : singles_for(options)) {
     if (s.technique == technique) return run_single(graph, hw, options, s, nullptr);
   }
-  fail("unknown technique '{}' (known: remat, vdnn, capuchin, zero-offload, zero-infinity)",
-       technique);
+  fail(
+      "unknown technique '{}' (known: remat, vdnn, capuchin, zero-offload, zero-infinity, "
+      "patrickstar)",
+      technique);
 }
 
 std::vector<Candidate> single_techniques(const Graph& graph, const Hardware& hardware,
@@ -204,10 +272,6 @@ AutoPlan plan_auto(const Graph& graph, const Hardware& hardware, const PlannerOp
   Candidate found;  // the best from the configuration search, if better
   double best_time = best ? best->sim.iteration_time : std::numeric_limits<double>::infinity();
 
-  struct Work {
-    ConfigWork work;
-    planner_detail::Unconstrained bound;
-  };
   std::vector<Work> works;
   bool out_of_time = false;
   for (const int stage : stages(options)) {
@@ -236,37 +300,27 @@ AutoPlan plan_auto(const Graph& graph, const Hardware& hardware, const PlannerOp
   // memory of the all-NVMe run is only where it starts). The all-NVMe
   // configuration stays a candidate.
   const size_t whole = works.size();
-  for (size_t i = 0; i < whole && !deadline.passed(); ++i) {
-    if (works[i].work.config.optimizer != Tier::kNvme || !works[i].work.offload) continue;
-    const SimResult& sim = works[i].work.keep_all(hw).sim;
-    if (!sim.valid) continue;
-    uint64_t states = 0;
-    for (size_t k = 0; k < works[i].work.offload->states.size(); ++k) {
-      states += optimizer_state_bytes(*works[i].work.offload, k);
-    }
-    const double used = static_cast<double>(sim.peak_bytes[static_cast<size_t>(Tier::kHost)]);
-    const double left = static_cast<double>(hw.host_memory_bytes) - used;
-    if (states == 0 || left <= 0) continue;
-    const StateConfig base = works[i].work.config;
-    for (const int ahead : {4, 16}) {
-      double low = 0, high = std::min(1.0, left / static_cast<double>(states));
-      std::optional<Work> best_split;
-      for (int probe = 0; probe < 6 && high - low > 0.01 && !deadline.passed(); ++probe) {
-        StateConfig split = base;
-        split.optimizer_host_share = probe == 0 ? high : (low + high) / 2;
-        split.nvme_read_ahead = ahead;
-        Built b = build(graph, split, options.ranks);
-        if (!b.work) break;
-        planner_detail::Unconstrained u = planner_detail::unconstrained_time(*b.work, hw, opts);
-        if (std::isfinite(u.seconds)) {
-          low = split.optimizer_host_share;
-          best_split = Work{std::move(*b.work), std::move(u)};
-          if (probe == 0) break;
-        } else {
-          high = split.optimizer_host_share;
-        }
+  // A split is worth its simulations only where the host cannot hold every
+  // optimizer state: when the same configuration with the optimizer on the
+  // host fits, it is at least as fast as any split of it.
+  const auto host_holds_all = [&](const StateConfig& c) {
+    for (size_t j = 0; j < whole; ++j) {
+      const StateConfig& o = works[j].work.config;
+      if (o.stage == c.stage && o.optimizer == Tier::kHost && o.params == c.params &&
+          std::isfinite(works[j].bound.seconds)) {
+        return true;
       }
-      if (best_split && low >= 0.02) works.push_back(std::move(*best_split));
+    }
+    return false;
+  };
+  for (size_t i = 0; i < whole && !deadline.passed(); ++i) {
+    if (works[i].work.config.optimizer != Tier::kNvme || host_holds_all(works[i].work.config)) {
+      continue;
+    }
+    for (const int ahead : {4, 16}) {
+      std::optional<Work> split =
+          with_most_on_host(graph, works[i].work, hw, opts, ahead, /*in_order=*/false, deadline);
+      if (split) works.push_back(std::move(*split));
     }
   }
   std::stable_sort(works.begin(), works.end(),

@@ -45,8 +45,8 @@ ConfigWork make_config(const Graph& graph, const StateConfig& config, int ranks)
     if (config.optimizer != Tier::kNvme) {
       fail("a host share of the optimizer states needs the optimizer on NVMe");
     }
-    work.offload_options.optimizer_of =
-        split_optimizer_states(*work.offload, config.optimizer_host_share);
+    work.offload_options.optimizer_of = split_optimizer_states(
+        *work.offload, config.optimizer_host_share, uint64_t{64} << 20, !config.chunks_in_order);
   }
   work.view = planning_view(*work.offload, work.offload_options);
   work.graph = work.offload->graph;
@@ -107,8 +107,8 @@ namespace memwall {
 std::string StateConfig::name() const {
   std::string out = stage > 0 ? fmt::format("ZeRO-{}", stage) : std::string("replicated states");
   if (optimizer == Tier::kNvme && optimizer_host_share > 0) {
-    out +=
-        fmt::format(", optimizer in chunks on host ({:.0f}%) and nvme", 100 * optimizer_host_share);
+    out += fmt::format(", optimizer in chunks on host ({:.0f}%{}) and nvme",
+                       100 * optimizer_host_share, chunks_in_order ? ", the first in order" : "");
     if (nvme_read_ahead > 1) out += fmt::format(" read {} steps ahead", nvme_read_ahead);
   } else if (optimizer != Tier::kDevice) {
     out += fmt::format(", optimizer on {}", to_string(optimizer));

@@ -377,11 +377,15 @@ uint64_t optimizer_state_bytes(const OffloadGraph& og, size_t state) {
 }
 
 std::vector<Tier> split_optimizer_states(const OffloadGraph& og, double host_share,
-                                         uint64_t chunk_bytes) {
+                                         uint64_t chunk_bytes, bool spread) {
   if (!(host_share >= 0 && host_share <= 1)) {
     fail("the host's share of the optimizer states must be in [0, 1] (got {})", host_share);
   }
   std::vector<Tier> tiers(og.states.size(), Tier::kNvme);
+  double all = 0;  // for the fill in order: the share of every state's bytes
+  for (size_t k = 0; k < og.states.size(); ++k) {
+    all += static_cast<double>(optimizer_state_bytes(og, k));
+  }
   // Chunks: runs of consecutive states of at least chunk_bytes.
   double total = 0, on_host = 0;
   size_t first = 0;
@@ -390,8 +394,11 @@ std::vector<Tier> split_optimizer_states(const OffloadGraph& og, double host_sha
     chunk += optimizer_state_bytes(og, k);
     if (chunk < chunk_bytes && k + 1 < og.states.size()) continue;
     total += static_cast<double>(chunk);
-    // Bresenham over bytes: host while the host's total stays within its share.
-    if (on_host + static_cast<double>(chunk) / 2 <= host_share * total) {
+    // Spread: Bresenham over bytes, host while the host's total stays
+    // within its share of the running total. In order: host until the
+    // share of everything is reached.
+    const double limit = spread ? host_share * total : host_share * all;
+    if (on_host + static_cast<double>(chunk) / 2 <= limit) {
       on_host += static_cast<double>(chunk);
       std::fill(tiers.begin() + static_cast<std::ptrdiff_t>(first),
                 tiers.begin() + static_cast<std::ptrdiff_t>(k + 1), Tier::kHost);

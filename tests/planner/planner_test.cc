@@ -61,7 +61,7 @@ TEST(AutoPlanner, NeverSlowerThanAnySingleTechniqueAndAlwaysValid) {
       expect_planned_within_budget(a.best, hw, budget);
       EXPECT_EQ(a.best.technique, "auto");
       EXPECT_LE(a.bound.seconds, a.best.sim.iteration_time * (1 + 1e-12));
-      ASSERT_EQ(a.singles.size(), 5u);
+      ASSERT_EQ(a.singles.size(), 6u);
       for (const Candidate& c : a.singles) {
         if (!c.fits) continue;
         expect_planned_within_budget(c, hw, budget);
@@ -100,13 +100,17 @@ TEST(AutoPlanner, TheTimeSplitAddsUpOnOffloadingPlans) {
       if (c.technique == "zero-infinity") {
         EXPECT_GT(waited(c, Resource::kNvmeRead) + waited(c, Resource::kNvmeWrite), 0);
       }
+      if (c.technique == "patrickstar") {  // the host holds every chunk of gpt2-small
+        EXPECT_GT(c.states.optimizer_host_share, 0.9);
+        EXPECT_TRUE(c.states.chunks_in_order);
+      }
       if (ranks > 1 && c.states.stage == 3) {
         EXPECT_GT(waited(c, Resource::kComm), 0);
       }
     }
     add_up(plan_auto(g, hw, options).best.sim);
   }
-  EXPECT_EQ(checked, 10);  // every single technique fits 4 GB
+  EXPECT_EQ(checked, 12);  // every single technique fits 4 GB
 }
 
 // The headline: Llama-2-7B full fine-tuning with AdamW on a 24 GB

@@ -70,7 +70,7 @@ TEST(TracedPlanner, SingleTechniquesKeepOrFuseTheTracedOps) {
   const Hardware& hw = find_gpu("a100-40g");
   const uint64_t budget = memory_profile(t.graph).peak_bytes;
   const std::vector<Candidate> singles = single_techniques(t.graph, hw, {.budget = budget});
-  ASSERT_EQ(singles.size(), 5u);
+  ASSERT_EQ(singles.size(), 6u);
   for (const Candidate& c : singles) {
     SCOPED_TRACE(c.technique);
     expect_traced_plan_within(c, hw, budget);

@@ -50,6 +50,8 @@ struct StateConfig {
   double optimizer_host_share = 0;
   // States on NVMe are read this many CPU steps ahead (OffloadOptions).
   int nvme_read_ahead = 1;
+  // The host's chunks are the first in step order, not spread (PatrickStar).
+  bool chunks_in_order = false;
   std::string name() const;  // e.g. "ZeRO-2, optimizer on host"
 };
 

@@ -82,10 +82,13 @@ Plan apply_offload(const OffloadGraph& og, const Plan& plan, const OffloadOption
 // the host, the rest on NVMe, spread evenly over the chunks (each chunk goes
 // to the host while the host's running total stays within the share of the
 // running total), so NVMe reads and writes interleave with the CPU steps of
-// host chunks instead of bunching. host_share in [0, 1]. Returns
+// host chunks instead of bunching. host_share in [0, 1]. `spread` false:
+// the first chunks in step order go to the host until the share is
+// reached, the rest to NVMe (PatrickStar's fill in order of use). Returns
 // OffloadOptions::optimizer_of.
 std::vector<Tier> split_optimizer_states(const OffloadGraph& og, double host_share,
-                                         uint64_t chunk_bytes = uint64_t{64} << 20);
+                                         uint64_t chunk_bytes = uint64_t{64} << 20,
+                                         bool spread = true);
 // The bytes of each OffloadGraph::states entry's optimizer states.
 uint64_t optimizer_state_bytes(const OffloadGraph& og, size_t state);
 
