@@ -8,9 +8,7 @@
 // sends to the device. memwall writes that copy in the same pass; torch and
 // DeepSpeed (whose ZeRO-Offload copies after the step) make it with a
 // second pass, `half.copy_(param)`, timed with their step.
-#include <unistd.h>
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
@@ -126,12 +124,6 @@ std::pair<double, double> overlap_seconds(int64_t n, int repeats) {
 
 std::string ratio(double a, double b) { return b > 0 ? fmt::format("{:.2f}", a / b) : "-"; }
 
-double median_of(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const size_t n = values.size();
-  return n == 0 ? 0.0 : n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
-}
-
 // One case's figures over the rounds: updates per second per round, per
 // contender ("memwall", "torch_foreach", ...), and why a contender has none.
 struct CaseRounds {
@@ -226,13 +218,13 @@ int run_bench_cpu_adam(const BenchCpuAdamArgs& args) {
         for (const char* c : {"memwall", "torch_foreach", "torch_fused", "deepspeed"}) {
           const auto it = rounds.per_s.find(c);
           if (it != rounds.per_s.end() && it->second.size() == ours.size()) {
-            row[std::string(c) + "_per_s"] = median_of(it->second);
+            row[std::string(c) + "_per_s"] = median(it->second);
             row["rounds_per_s"][c] = it->second;
             // memwall over the contender, round by round (each pair ran
             // back to back), then the median.
             std::vector<double> ratios;
             for (size_t i = 0; i < ours.size(); ++i) ratios.push_back(ours[i] / it->second[i]);
-            if (std::string(c) != "memwall") row["memwall_over"][c] = median_of(ratios);
+            if (std::string(c) != "memwall") row["memwall_over"][c] = median(ratios);
           } else {
             row[std::string(c) + "_per_s"] = nullptr;
             row["why"][c] = rounds.why.count(c) != 0 ? rounds.why[c] : "failed in some rounds";
@@ -284,9 +276,6 @@ int run_bench_cpu_adam(const BenchCpuAdamArgs& args) {
                  ? fmt::format("{:.2f}", r["memwall_over"][c].get<double>())
                  : std::string("-");
     };
-    (void)foreach;
-    (void)fused;
-    (void)ds;
     std::cout << fmt::format(
         "{:>11} {:>7} {:>4} {:>6} {:>6} {:>7} {:>8} {:>8} {:>8} {:>9} {:>8} {:>10} {:>8} {:>8}\n",
         r["params"].get<int64_t>(), r["threads"].get<unsigned>(),

@@ -52,12 +52,6 @@ struct OffloadRow {
   std::vector<double> fio_gbps;     // per repeat; empty: not measured
 };
 
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const size_t n = values.size();
-  return n == 0 ? 0.0 : n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
-}
-
 // The median of engine[i] / fio[i].
 double median_ratio(const OffloadRow& row) {
   std::vector<double> ratios;

@@ -79,16 +79,17 @@ CopyRates measure_copies(uint64_t bytes, int repeats) {
   // Room for the copy and the allocator's rounding (2 MiB granules).
   auto device = engine->make_device(bytes + (uint64_t{64} << 20));
   auto allocator = alloc::make_allocator("stitching", *device, {});
-  runtime::HostPool pool(bytes + (uint64_t{1} << 20), true, engine->host_registrar());
+  const std::shared_ptr<runtime::HostRegistrar> registrar = engine->host_registrar();
+  runtime::HostPool pool(bytes + (uint64_t{1} << 20), true, registrar);
   runtime::HostBuffer host = pool.allocate(bytes);
   std::memset(host.data(), 1, bytes);
   const alloc::Allocation on_device = allocator->allocate(bytes, 0);
   if (!on_device) fail("the device could not hold {} bytes for the copy probe", bytes);
   CopyRates rates;
   rates.engine = engine->name();
-  rates.reference = engine->host_registrar() != nullptr ? "cuMemcpyHtoD/DtoH" : "memcpy";
+  rates.reference = registrar != nullptr ? "cuMemcpyHtoD/DtoH" : "memcpy";
   const runtime::HostPoolStats pool_stats = pool.stats();
-  if (engine->host_registrar() != nullptr && pool_stats.registered_bytes == 0) {
+  if (registrar != nullptr && pool_stats.registered_bytes == 0) {
     rates.warning = "the pinned pool is not registered with the driver (" +
                     pool.registration_error() + "): copies are staged";
   }

@@ -8,8 +8,17 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace memwall::cli {
+
+// The median of `values` (0 when empty): benchmarks that alternate
+// contenders report medians, the drift of a shared machine cancelling.
+inline double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  return n == 0 ? 0.0 : n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+}
 
 // The fastest of `repeats` calls of `f`, in seconds (no warm-up call).
 template <class F>

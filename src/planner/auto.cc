@@ -128,10 +128,7 @@ std::optional<Work> with_most_on_host(const Graph& graph, const ConfigWork& all_
   if (all_nvme.config.optimizer != Tier::kNvme || !all_nvme.offload) return std::nullopt;
   const SimResult& sim = all_nvme.keep_all(hw).sim;
   if (!sim.valid) return std::nullopt;
-  uint64_t states = 0;
-  for (size_t k = 0; k < all_nvme.offload->states.size(); ++k) {
-    states += optimizer_state_bytes(*all_nvme.offload, k);
-  }
+  const uint64_t states = optimizer_state_bytes(*all_nvme.offload);
   const double used = static_cast<double>(sim.peak_bytes[static_cast<size_t>(Tier::kHost)]);
   const double left = static_cast<double>(hw.host_memory_bytes) - used;
   if (states == 0 || left <= 0) return std::nullopt;

@@ -46,7 +46,7 @@ ConfigWork make_config(const Graph& graph, const StateConfig& config, int ranks)
       fail("a host share of the optimizer states needs the optimizer on NVMe");
     }
     work.offload_options.optimizer_of = split_optimizer_states(
-        *work.offload, config.optimizer_host_share, uint64_t{64} << 20, !config.chunks_in_order);
+        *work.offload, config.optimizer_host_share, kOptimizerChunkBytes, !config.chunks_in_order);
   }
   work.view = planning_view(*work.offload, work.offload_options);
   work.graph = work.offload->graph;

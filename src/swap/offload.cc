@@ -70,10 +70,10 @@ BufferId add_buffer(Graph& g, const Buffer& like, const std::string& suffix, Buf
 }
 
 void check_options(const OffloadOptions& o) {
-  for (const Tier t : o.optimizer_of) {
-    if (t == Tier::kDevice || o.optimizer == Tier::kDevice) {
-      fail("a split of the optimizer states puts each chunk on the host or NVMe, off the device");
-    }
+  if (!o.optimizer_of.empty() &&
+      (o.optimizer == Tier::kDevice || std::find(o.optimizer_of.begin(), o.optimizer_of.end(),
+                                                 Tier::kDevice) != o.optimizer_of.end())) {
+    fail("a split of the optimizer states puts each chunk on the host or NVMe, off the device");
   }
   if (o.params != Tier::kDevice && o.optimizer == Tier::kDevice) {
     fail(
@@ -376,16 +376,22 @@ uint64_t optimizer_state_bytes(const OffloadGraph& og, size_t state) {
   return bytes;
 }
 
+uint64_t optimizer_state_bytes(const OffloadGraph& og) {
+  uint64_t bytes = 0;
+  for (size_t k = 0; k < og.states.size(); ++k) {
+    bytes = checked_add(bytes, optimizer_state_bytes(og, k), "optimizer state bytes");
+  }
+  return bytes;
+}
+
 std::vector<Tier> split_optimizer_states(const OffloadGraph& og, double host_share,
                                          uint64_t chunk_bytes, bool spread) {
   if (!(host_share >= 0 && host_share <= 1)) {
     fail("the host's share of the optimizer states must be in [0, 1] (got {})", host_share);
   }
   std::vector<Tier> tiers(og.states.size(), Tier::kNvme);
-  double all = 0;  // for the fill in order: the share of every state's bytes
-  for (size_t k = 0; k < og.states.size(); ++k) {
-    all += static_cast<double>(optimizer_state_bytes(og, k));
-  }
+  // For the fill in order: the share of every state's bytes.
+  const auto all = static_cast<double>(optimizer_state_bytes(og));
   // Chunks: runs of consecutive states of at least chunk_bytes.
   double total = 0, on_host = 0;
   size_t first = 0;

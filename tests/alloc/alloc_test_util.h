@@ -12,6 +12,23 @@ namespace memwall::alloc::testing {
 
 inline constexpr uint64_t kGranule = kDefaultGranularity;
 
+// Two chunks mapped out of order into one reservation, unmapped as one
+// range, released: what a VMM backend must allow (a CUDA GPU, the fake
+// CUDA driver of tests/runtime/fake_cuda).
+inline void map_two_chunks_out_of_order(Device& device) {
+  const uint64_t granule = device.granularity();
+  const uintptr_t base = device.reserve(2 * granule);
+  const ChunkHandle a = *device.create_chunk();
+  const ChunkHandle b = *device.create_chunk();
+  device.map(base + granule, a);  // out of order on purpose
+  device.map(base, b);
+  EXPECT_EQ(device.chunks_in_use(), 2u);
+  device.unmap(base, 2 * granule);
+  device.release_chunk(a);
+  device.release_chunk(b);
+  device.unreserve(base, 2 * granule);
+}
+
 // A device and an allocator on it, destroyed in the right order.
 struct Rig {
   std::unique_ptr<Device> device;

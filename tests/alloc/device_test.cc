@@ -141,17 +141,7 @@ TEST(CudaVmm, RunsOnAGpuOrSkips) {
     EXPECT_FALSE(why.empty());
     GTEST_SKIP() << "no CUDA VMM device: " << why;
   }
-  const uint64_t granule = device->granularity();
-  const uintptr_t base = device->reserve(2 * granule);
-  const ChunkHandle a = *device->create_chunk();
-  const ChunkHandle b = *device->create_chunk();
-  device->map(base + granule, a);  // out of order on purpose
-  device->map(base, b);
-  EXPECT_EQ(device->chunks_in_use(), 2u);
-  device->unmap(base, 2 * granule);
-  device->release_chunk(a);
-  device->release_chunk(b);
-  device->unreserve(base, 2 * granule);
+  testing::map_two_chunks_out_of_order(*device);
 }
 
 }  // namespace

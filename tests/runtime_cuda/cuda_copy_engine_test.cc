@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "alloc/alloc_test_util.h"
 #include "memwall/alloc/allocator.h"
 #include "memwall/alloc/device.h"
 #include "memwall/runtime/copy_engine.h"
@@ -222,18 +223,8 @@ TEST(CudaVmmOnFakeDriver, MapsChunksAndEveryPolicyHoldsItsData) {
   std::string why;
   auto device = alloc::make_cuda_vmm(0, 8 * kMiB, &why);
   ASSERT_NE(device, nullptr) << why;
-  const uint64_t granule = device->granularity();
-  EXPECT_EQ(granule, 2 * kMiB);  // the fake's (the driver's recommended granularity)
-  const uintptr_t base = device->reserve(2 * granule);
-  const alloc::ChunkHandle a = *device->create_chunk();
-  const alloc::ChunkHandle b = *device->create_chunk();
-  device->map(base + granule, a);  // out of order on purpose
-  device->map(base, b);
-  EXPECT_EQ(device->chunks_in_use(), 2u);
-  device->unmap(base, 2 * granule);
-  device->release_chunk(a);
-  device->release_chunk(b);
-  device->unreserve(base, 2 * granule);
+  EXPECT_EQ(device->granularity(), 2 * kMiB);  // the fake's (the driver's recommended)
+  alloc::testing::map_two_chunks_out_of_order(*device);
   // 8 MiB is four chunks: a fifth is refused, not thrown.
   std::vector<alloc::ChunkRun> runs;
   EXPECT_FALSE(device->create_chunks(5, runs));

@@ -86,11 +86,13 @@ Plan apply_offload(const OffloadGraph& og, const Plan& plan, const OffloadOption
 // the first chunks in step order go to the host until the share is
 // reached, the rest to NVMe (PatrickStar's fill in order of use). Returns
 // OffloadOptions::optimizer_of.
+inline constexpr uint64_t kOptimizerChunkBytes = uint64_t{64} << 20;
 std::vector<Tier> split_optimizer_states(const OffloadGraph& og, double host_share,
-                                         uint64_t chunk_bytes = uint64_t{64} << 20,
+                                         uint64_t chunk_bytes = kOptimizerChunkBytes,
                                          bool spread = true);
-// The bytes of each OffloadGraph::states entry's optimizer states.
+// The bytes of one OffloadGraph::states entry's optimizer states, and of all.
 uint64_t optimizer_state_bytes(const OffloadGraph& og, size_t state);
+uint64_t optimizer_state_bytes(const OffloadGraph& og);
 
 // og.graph with the device weight of what `options` moves off the device
 // set to 0 bytes: optimizer states and gradients (which leave right after
