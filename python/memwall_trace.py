@@ -51,6 +51,9 @@ except ImportError as e:  # torch is missing
     torch = None
     _TORCH_IMPORT_ERROR = str(e)
 
+if torch is not None:
+    import memwall_calls  # noqa: E402  call records and values (memwall run); shipped beside this file
+
 
 def _torch_missing():
     return (f"PyTorch is not installed for {sys.executable} ({_TORCH_IMPORT_ERROR}; "
@@ -177,7 +180,7 @@ class Buffer:
 
 class Op:
     __slots__ = ("name", "type", "phase", "ins", "outs", "updates", "flops", "bytes", "time",
-                 "workspace")
+                 "workspace", "call")
 
 
 def storage_key(t):
@@ -248,9 +251,17 @@ class OpFailed(Exception):
 class Recorder(TorchDispatchMode):
     """Sees every aten op below autograd (forward, backward and optimizer)."""
 
-    def __init__(self, measure, kernels="cuda"):
+    def __init__(self, measure, kernels="cuda", calls=True, values=False):
         super().__init__()
         self.measure = measure
+        self.calls = calls  # record each op's call (memwall_calls.py)
+        # values: keep the bytes of every buffer that exists before the
+        # first op as the step finds it (real tensors only; Note [Run inputs])
+        self.values = {} if values else None
+        self.tracked = []  # Note [Tracked scalars]: one frame per torch function
+        self.untracked_item = None  # the first .item() a replay cannot follow
+        self.loss_ref = None
+        self.loss_value = None
         self.kernels = kernels  # whose scratch rules apply (memwall_scratch.py)
         self.recording = False
         self.phase = "forward"
@@ -278,6 +289,8 @@ class Recorder(TorchDispatchMode):
         buf = Buffer(self.unique_name(name), storage.nbytes(), kind, dtype_name(t.dtype),
                      list(t.shape), producer, StorageWeakRef(storage))
         self.buffers.append(buf)
+        if self.values is not None and producer is None:
+            self.values[len(self.buffers) - 1] = memwall_calls.storage_bytes(storage)
         self.by_storage[key] = len(self.buffers) - 1
         self._alive.append(len(self.buffers) - 1)
         return len(self.buffers) - 1
@@ -340,7 +353,9 @@ class Recorder(TorchDispatchMode):
             # .item() of a meta tensor (Adam's step count, a loss scale): meta
             # tensors hold no values, so the trace continues with 1, the
             # first step's value. Data-dependent control flow follows it.
-            return True if args[0].dtype == torch.bool else 1
+            if args[0].dtype == torch.bool:
+                return True
+            return 1.0 if args[0].dtype.is_floating_point else 1
         start = time.perf_counter() if self.measure else 0.0
         try:
             out = func(*args, **kwargs)
@@ -413,10 +428,19 @@ class Recorder(TorchDispatchMode):
         op.outs = []
         index = len(self.ops)
         kind = "activation" if self.phase == "forward" else "temp"
+        fresh_ids = {}
         for j, t in enumerate(fresh):
             label = op.name if j == 0 else f"{op.name}.{j}"
             op.outs.append(self.register(t, label, kind, producer=index))
+            fresh_ids[id(t)] = op.outs[-1]
             traffic += t.numel() * t.element_size()
+        op.call = None
+        if self.calls:
+            op.call, items = memwall_calls.record_call(self, func, args, kwargs, out_tensors,
+                                                       fresh_ids)
+            for b in items:  # Note [Tracked scalars]: the op reads the item's buffer
+                if b not in op.ins and b not in op.updates:
+                    op.ins.append(b)
         op.flops = memwall_flops.op_flops(name, args, out_tensors if out_tensors else [])
         op.bytes = traffic
         op.time = elapsed
@@ -528,12 +552,13 @@ def _warm_up_optimizer(model, optimizer):
     optimizer.zero_grad(set_to_none=True)
 
 
-def trace_iteration(model, batch, loss_fn, optimizer, measure, kernels="cuda"):
+def trace_iteration(model, batch, loss_fn, optimizer, measure, kernels="cuda", calls=True,
+                    values=False):
     if not isinstance(batch, (tuple, list)) or len(batch) != 2:
         fail("the example batch must be a pair (inputs, target); target may be None")
     inputs, target = batch
     model.train()
-    recorder = Recorder(measure, "cpu" if measure else kernels)
+    recorder = Recorder(measure, "cpu" if measure or values else kernels, calls, values)
     param_names = {}
     for name, p in model.named_parameters():
         param_names.setdefault(storage_key(p), name)
@@ -564,8 +589,14 @@ def trace_iteration(model, batch, loss_fn, optimizer, measure, kernels="cuda"):
             recorder.buffers[b].name = "target"
 
     handles = _module_hooks(model, recorder)
+    if recorder.values is not None:
+        recorder.rng_state = torch.get_rng_state()  # what the step's random ops start from
     try:
-        _record_iteration(model, inputs, target, loss_fn, optimizer, recorder)
+        if recorder.calls:
+            with memwall_calls.ScalarTracking(recorder):
+                _record_iteration(model, inputs, target, loss_fn, optimizer, recorder)
+        else:
+            _record_iteration(model, inputs, target, loss_fn, optimizer, recorder)
     except TraceError:
         raise
     except Exception as e:
@@ -590,6 +621,12 @@ def _record_iteration(model, inputs, target, loss_fn, optimizer, recorder):
         recorder.scope = []
         if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
             fail("the loss function must return a scalar tensor")
+        if recorder.calls and recorder.buffer_of(loss) is not None:
+            recorder.loss_ref = memwall_calls.tensor_ref(recorder, loss)
+        if recorder.values is not None:
+            recorder.recording = False  # .item() is not part of the step
+            recorder.loss_value = loss.item()
+            recorder.recording = True
         del output
         recorder.phase = "backward"
         loss.backward()
@@ -677,10 +714,19 @@ def to_graph(recorder, name, meta):
         buffers.append(record)
     records = []
     for i, op in enumerate(ops):
-        records.append({"id": i, "name": op.name, "type": op.type, "phase": op.phase,
-                        "in": [new_id[b] for b in op.ins], "out": [new_id[b] for b in op.outs],
-                        "updates": [new_id[b] for b in op.updates], "workspace": int(op.workspace),
-                        "flops": float(op.flops), "bytes": float(op.bytes), "time": op.time})
+        record = {"id": i, "name": op.name, "type": op.type, "phase": op.phase,
+                  "in": [new_id[b] for b in op.ins], "out": [new_id[b] for b in op.outs],
+                  "updates": [new_id[b] for b in op.updates], "workspace": int(op.workspace),
+                  "flops": float(op.flops), "bytes": float(op.bytes), "time": op.time}
+        if op.call is not None:
+            record["call"] = memwall_calls.remap(op.call, new_id)
+        records.append(record)
+    if recorder.calls:
+        meta = dict(meta)
+        meta["calls"] = _runnable(recorder, ops)
+        if recorder.loss_ref is not None:
+            meta["loss"] = memwall_calls.remap(recorder.loss_ref, new_id)
+    recorder.new_id = new_id
     return {"format": "memwall.graph/1", "name": name, "meta": meta, "buffers": buffers,
             "ops": records}
 
@@ -774,22 +820,28 @@ def _first_line(e):
     return text.splitlines()[0] if text else type(e).__name__
 
 
-def run_one(source, meta, measure, build, kernels="cuda"):
+def run_one(source, meta, measure, build, kernels="cuda", calls=True, keep=None):
     """Builds (on meta unless measuring) and traces; returns the graph.
     `kernels`: whose kernels the meta trace stands for, "cuda" or "cpu"
-    (what they save differs: dropout's mask); measuring runs the CPU's."""
-    if measure:
+    (what they save differs: dropout's mask); measuring runs the CPU's.
+    With `keep` (a dict), the step runs on real CPU tensors, keeps the
+    values it starts from (Note [Run inputs]) and leaves the recorder and
+    the model in `keep`."""
+    real = measure or keep is not None
+    if real:
         model, batch, loss_fn, optimizer = _check_built(build())
     else:
         with MetaDeviceMode(building=True):
             model, batch, loss_fn, optimizer = _check_built(build())
         batch = to_meta(model, batch, optimizer)
     try:
-        if measure:
-            recorder = trace_iteration(model, batch, loss_fn, optimizer, measure)
+        if real:
+            recorder = trace_iteration(model, batch, loss_fn, optimizer, measure, "cpu", calls,
+                                       values=keep is not None)
         else:
             with MetaDeviceMode(building=False, kernels=kernels):
-                recorder = trace_iteration(model, batch, loss_fn, optimizer, measure, kernels)
+                recorder = trace_iteration(model, batch, loss_fn, optimizer, measure, kernels,
+                                           calls)
     except OpFailed as e:
         fail(f"{source}: operator {e.op} failed: {e.why}")
     except TraceError:
@@ -803,8 +855,8 @@ def run_one(source, meta, measure, build, kernels="cuda"):
         size = _batch_size(batch)
         if size is not None:
             meta["batch"] = size
-    meta["device"] = "cpu" if measure else "meta"
-    meta["kernels"] = "cpu" if measure else kernels
+    meta["device"] = "cpu" if real else "meta"
+    meta["kernels"] = "cpu" if real else kernels
     # Where the graph came from: the versions it was traced with.
     meta["torch"] = torch.__version__
     for package in ("torchvision", "transformers"):
@@ -812,7 +864,66 @@ def run_one(source, meta, measure, build, kernels="cuda"):
         if module is not None and hasattr(module, "__version__"):
             meta[package] = module.__version__
     meta["source"] = "memwall trace"
-    return to_graph(recorder, meta.get("model", source), meta)
+    graph = to_graph(recorder, meta.get("model", source), meta)
+    if keep is not None:
+        keep.update(recorder=recorder, model=model, batch=batch, loss_fn=loss_fn,
+                    optimizer=optimizer)
+    return graph
+
+
+def _runnable(recorder, ops):
+    """Whether `memwall run` can replay the graph's calls, and if not why."""
+    if recorder.untracked_item is not None:
+        return {"runnable": False, "why": f"the step reads {recorder.untracked_item}"}
+    for op in ops:
+        if op.call is not None and "unsupported" in op.call:
+            return {"runnable": False, "why": f"op {op.name} ({op.call['op']}) takes "
+                    f"{op.call['unsupported']}"}
+    if recorder.loss_ref is None:
+        return {"runnable": False, "why": "the loss is not a tensor the trace recorded"}
+    return {"runnable": True}
+
+
+def write_values(graph, keep, steps, seed, out_dir):
+    """Note [Run inputs] (memwall_calls.py): the traced step's starting
+    values, then `steps` - 1 more plain eager steps and what they leave."""
+    recorder = keep["recorder"]
+    new_id = recorder.new_id
+    state = memwall_calls.ValueFile(os.path.join(out_dir, "state.bin"))
+    for old, data in sorted(recorder.values.items()):
+        if old in new_id:
+            state.add(new_id[old], data)
+    rng = state.add_blob(memwall_calls.storage_bytes(recorder.rng_state.untyped_storage()))
+    state.close(os.path.join(out_dir, "state.json"),
+                {"seed": seed, "threads": torch.get_num_threads(), "rng": rng,
+                 "torch": torch.__version__})
+    losses = [recorder.loss_value]
+    model, optimizer, loss_fn = keep["model"], keep["optimizer"], keep["loss_fn"]
+    inputs, target = keep["batch"]
+    try:
+        for _ in range(steps - 1):
+            optimizer.zero_grad(set_to_none=True)
+            args, kwargs = _as_args(inputs)
+            loss = _loss_of(model(*args, **kwargs), target, loss_fn)
+            loss.backward()
+            optimizer.step()
+            losses.append(loss.item())
+    except Exception as e:
+        fail(f"the eager steps after the traced one failed: {type(e).__name__}: {_first_line(e)}")
+    persistent = {}
+    for t in list(model.parameters()) + list(model.buffers()):
+        persistent[storage_key(t)] = t.untyped_storage()
+    for st in optimizer.state.values():
+        for v in st.values():
+            if isinstance(v, torch.Tensor):
+                persistent[storage_key(v)] = v.untyped_storage()
+    eager = memwall_calls.ValueFile(os.path.join(out_dir, "eager.bin"))
+    for key, old in recorder.by_storage.items():
+        if old in new_id and key in persistent:
+            eager.add(new_id[old], memwall_calls.storage_bytes(persistent[key]))
+    eager.entries.sort(key=lambda e: e["id"])
+    eager.close(os.path.join(out_dir, "eager.json"), {"steps": steps, "losses": losses})
+    write_json(graph, os.path.join(out_dir, "graph.json"))
 
 
 def _param_dtype(model):
@@ -893,6 +1004,11 @@ def main(argv):
     parser.add_argument("--quick", action="store_true", help="--calibrate: small sizes")
     parser.add_argument("--measure-peak", help="also run the step on the CPU under the "
                         "profiler's allocator records and write the measured peak here")
+    parser.add_argument("--values", help="trace on real CPU tensors and write the graph, the "
+                        "values the step starts from and eager's results to this directory "
+                        "(Note [Run inputs] in memwall_calls.py)")
+    parser.add_argument("--steps", type=int, default=3, help="--values: eager steps")
+    parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out")
     args = parser.parse_args(argv)
     if torch is None:
@@ -901,12 +1017,16 @@ def main(argv):
         fail("--batch and --image must be positive")
     if args.measure and args.kernels == "cuda":
         fail("--measure runs the CPU's kernels; --kernels cuda needs the meta-device trace")
-    args.kernels = args.kernels or ("cpu" if args.measure else "cuda")
+    if args.values and (args.measure or args.kernels == "cuda"):
+        fail("--values runs the CPU's kernels on real tensors (no --measure, --kernels cuda)")
+    args.kernels = args.kernels or ("cpu" if args.measure or args.values else "cuda")
     if args.threads is not None:
         if args.threads <= 0:
             fail("--threads must be positive")
         torch.set_num_threads(args.threads)
-    torch.manual_seed(0)
+    if args.steps <= 0:
+        fail("--steps must be positive")
+    torch.manual_seed(args.seed)
     if args.calibrate:
         try:
             print(json.dumps(memwall_calibrate.measure(args.quick)))
@@ -915,15 +1035,20 @@ def main(argv):
         return 0
     if args.sweep:
         return sweep(args)
-    if not args.out:
+    if not args.out and not args.values:
         fail("--out is required")
+    keep = {} if args.values else None
+    if args.values:
+        os.makedirs(args.values, exist_ok=True)
     if args.torchvision:
         args.image = args.image or default_image(args.torchvision)
         meta = {"model": args.torchvision, "batch": args.batch, "image": args.image,
                 "optimizer": args.optimizer}
         graph = run_one(args.torchvision, meta, args.measure, lambda: build_torchvision(
-            args.torchvision, args.batch, args.image, args.optimizer), args.kernels)
+            args.torchvision, args.batch, args.image, args.optimizer), args.kernels, keep=keep)
         graph["name"] = graph_name(args.torchvision, graph["meta"])
+        graph["meta"]["origin"] = {"torchvision": args.torchvision, "batch": args.batch,
+                                   "image": args.image, "optimizer": args.optimizer}
         build = lambda: build_torchvision(args.torchvision, args.batch, args.image,  # noqa: E731
                                           args.optimizer)
     elif args.builtin:
@@ -932,17 +1057,22 @@ def main(argv):
                  f"{', '.join(memwall_fidelity.BUILTINS)})")
         build = memwall_fidelity.BUILTINS[args.builtin]
         graph = run_one(args.builtin, {"model": args.builtin}, args.measure, build,
-                        args.kernels)
+                        args.kernels, keep=keep)
         graph["name"] = graph_name(args.builtin, graph["meta"])
+        graph["meta"]["origin"] = {"builtin": args.builtin}
     elif args.script:
         path, _, function = args.script.rpartition(":")
         name = os.path.splitext(os.path.basename(path))[0]
         graph = run_one(args.script, {"model": name, "function": function}, args.measure,
-                        lambda: build_script(args.script), args.kernels)
+                        lambda: build_script(args.script), args.kernels, keep=keep)
         graph["name"] = graph_name(name, graph["meta"], function)
+        graph["meta"]["origin"] = {"script": f"{os.path.abspath(path)}:{function}"}
         build = lambda: build_script(args.script)  # noqa: E731
     else:
         fail("give --torchvision NAME, --builtin NAME or --script FILE.py:FUNCTION")
+    if args.values:
+        write_values(graph, keep, args.steps, args.seed, args.values)
+        return 0
     write_json(graph, args.out)
     if args.measure_peak:
         measured = measure_real_step(build)
@@ -966,7 +1096,7 @@ def sweep(args):
             meta = {"model": name, "batch": args.batch, "image": image,
                     "optimizer": args.optimizer}
             graph = run_one(name, meta, False, lambda: build_torchvision(
-                name, args.batch, image, args.optimizer), args.kernels)
+                name, args.batch, image, args.optimizer), args.kernels, calls=False)
             graph["name"] = graph_name(name, graph["meta"])
             write_json(graph, os.path.join(args.sweep, f"{name}.json"))
             print(f"{name} ok {time.perf_counter() - start:.2f}", flush=True)

@@ -19,6 +19,7 @@ void add_layout(CLI::App& app, Action& action);
 void add_bench(CLI::App& app, Action& action);
 void add_trace(CLI::App& app, Action& action);
 void add_calibrate(CLI::App& app, Action& action);
+void add_run(CLI::App& app, Action& action);
 void add_alloc_replay(CLI::App& app, Action& action);
 // Subcommands of `memwall bench`.
 void add_bench_layout(CLI::App& bench, Action& action);

@@ -7,9 +7,10 @@
 // full fine-tuning graph, could share one. The fingerprint hashes what a
 // plan depends on: every buffer's name, bytes, kind, dtype and shape, and
 // every op's name, type, phase, inputs, outputs, updates and workspace, in
-// order. It leaves out the graph's name and meta (labels) and the cost
+// order. It leaves out the graph's name and meta (labels), the cost
 // annotations (flops, bytes, time), so that a graph re-measured on another
-// machine still runs the plans made for it. 64 bits are plenty to tell
+// machine still runs the plans made for it, and each op's "call" (how the
+// executor runs it, which no plan depends on). 64 bits are plenty to tell
 // accidental mismatches apart; this is not a defence against forgery.
 // Each field is folded in with the splitmix64 finalizer (Steele, Lea and
 // Flood, "Fast Splittable Pseudorandom Number Generators", OOPSLA 2014;

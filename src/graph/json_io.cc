@@ -233,12 +233,22 @@ void read_buffer(JsonCursor& cur, size_t index, Buffer& buffer) {
   if (problem.any()) fail_object("buffer", index, named ? &buffer.name : nullptr, problem);
 }
 
-constexpr std::array<std::string_view, 11> kOpFields = {
-    "\"id\"",      "\"name\"",      "\"type\"",  "\"phase\"", "\"in\"",  "\"out\"",
-    "\"updates\"", "\"workspace\"", "\"flops\"", "\"bytes\"", "\"time\""};
+constexpr std::array<std::string_view, 12> kOpFields = {
+    "\"id\"",      "\"name\"",      "\"type\"",  "\"phase\"", "\"in\"",   "\"out\"",
+    "\"updates\"", "\"workspace\"", "\"flops\"", "\"bytes\"", "\"time\"", "\"call\""};
+
+// The op's "call" object, kept as its text (types.h): the executor's to read.
+void read_call(JsonCursor& cur, Op& op, Problem& problem) {
+  if (cur.peek_type() != JsonType::kObject) {
+    problem.note("\"call\" must be an object, got {}", type_name(cur.peek_type()));
+    cur.skip_value();
+    return;
+  }
+  op.call.assign(cur.skip_value());  // validates the syntax
+}
 
 void read_op(JsonCursor& cur, size_t index, Op& op) {
-  enum { kId, kName, kType, kPhase, kIn, kOut, kUpdates, kWorkspace, kFlops, kBytes, kTime };
+  enum { kId, kName, kType, kPhase, kIn, kOut, kUpdates, kWorkspace, kFlops, kBytes, kTime, kCall };
   Problem problem;
   Fields fields(kOpFields);
   bool named = false;
@@ -285,6 +295,9 @@ void read_op(JsonCursor& cur, size_t index, Op& op) {
         } else {
           op.time = read_amount(cur, "time", problem);
         }
+        break;
+      case kCall:
+        read_call(cur, op, problem);
         break;
       default:
         cur.skip_value();
@@ -414,6 +427,10 @@ bool canonical_op(JsonCursor& cur, size_t index, Op& op) {
     if (!time) return false;
     op.time = *time;
   }
+  if (cur.try_literal(",\"call\":")) {
+    if (cur.peek_type() != JsonType::kObject) return false;
+    op.call.assign(cur.skip_value());  // any layout inside: it is kept as written
+  }
   if (!cur.try_literal("}")) return false;
   op.id = static_cast<OpId>(index);
   op.phase = *phase;
@@ -436,7 +453,7 @@ void read_object(JsonCursor& cur, size_t index, T& item, Canonical canonical, Ge
 
 // Note [Huge pages for the big arrays]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
-// A 1M-op graph's op array is ~180 MB, its buffer array ~90 MB: ~70k page
+// A 1M-op graph's op array is ~210 MB, its buffer array ~90 MB: ~70k page
 // faults in 4 KiB pages. Where transparent huge pages are on "madvise"
 // (Debian's default), asking for them turns that into ~140 faults; on the
 // 2-vCPU VM this project is developed on, first touch of 400 MB took 240 ms

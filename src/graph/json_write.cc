@@ -1,7 +1,8 @@
 // Writing memwall.graph/1 JSON.
 //
 // Streams text directly: a DOM of a 1M-op graph would take gigabytes. One
-// buffer or op per line keeps files diffable. graph_to_json() parses this
+// buffer or op per line keeps files diffable (an op's "call" goes out as it
+// was read, spaces and line breaks included). graph_to_json() parses this
 // text, so the DOM and the file can never disagree.
 
 #include <charconv>
@@ -9,6 +10,7 @@
 
 #include "memwall/graph/describe.h"
 #include "memwall/graph/graph.h"
+#include "memwall/graph/json_cursor.h"
 #include "memwall/graph/output_files.h"
 
 namespace memwall {
@@ -102,7 +104,27 @@ class Writer {
     } else {
       out_ += "null"sv;
     }
+    if (!o.call.empty()) {
+      check_call(o.call);
+      out_ += ",\"call\":"sv;
+      out_ += o.call;
+    }
     out_ += '}';
+  }
+
+  // The op's "call" text goes out as it is (types.h), once it is known to be
+  // one JSON object and nothing around it: the reader takes nothing else.
+  void check_call(std::string_view text) {
+    if (text.front() != '{' || text.back() != '}') {
+      fail("graph: {}: \"call\" is not a JSON object", place());
+    }
+    try {
+      detail::JsonCursor cur(text, "\"call\"");
+      cur.skip_value();
+      cur.expect_end();
+    } catch (const Error& e) {
+      fail("graph: {}: {}", place(), e.what());
+    }
   }
 
   void ids(const char* field, const BufferIds& list) {

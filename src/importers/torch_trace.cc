@@ -423,4 +423,63 @@ MeasuredStep trace_and_measure(const TorchTraceRequest& request) {
   return step;
 }
 
+struct RunTrace::Impl {
+  TempDir dir;
+  Graph graph;
+  std::string values;
+};
+
+RunTrace::RunTrace(const TorchTraceRequest& request, int steps, int64_t seed)
+    : impl_(std::make_unique<Impl>()) {
+  if (request.measure) fail("trace: a run's trace does not measure op times");
+  if (request.kernels == "cuda") {
+    fail("trace: a run on the emulated device replays the CPU's kernels, not CUDA's");
+  }
+  if (steps <= 0) fail("trace: the number of steps must be positive");
+  std::vector<std::string> args = tracer_args(request);
+  impl_->values = impl_->dir.path() + "/values";
+  for (const char* name : {"graph.json", "state.json", "state.bin", "eager.json", "eager.bin"}) {
+    impl_->dir.file(std::string("values/") + name);
+    impl_->dir.file(std::string("values/") + name + ".tmp");
+  }
+  args.insert(args.end(), {"--values", impl_->values, "--steps", std::to_string(steps), "--seed",
+                           std::to_string(seed)});
+  run_tracer_in(impl_->dir, args, /*capture_out=*/false, request.timeout_s, request.python);
+  impl_->graph = read_traced_graph(impl_->values + "/graph.json");
+}
+
+RunTrace::~RunTrace() = default;
+const Graph& RunTrace::graph() const { return impl_->graph; }
+const std::string& RunTrace::values_dir() const { return impl_->values; }
+
+TorchTraceRequest request_for(const Graph& graph) {
+  const auto it = graph.meta.find("origin");
+  if (it == graph.meta.end() || !it->is_object()) {
+    fail(
+        "graph \"{}\" does not say which model it was traced from (meta.origin): trace it "
+        "again with this memwall",
+        graph.name);
+  }
+  const nlohmann::json& origin = *it;
+  TorchTraceRequest request;
+  try {
+    if (origin.contains("torchvision")) {
+      request.torchvision = origin.at("torchvision").get<std::string>();
+      request.batch = origin.at("batch").get<int64_t>();
+      request.image = origin.at("image").get<int64_t>();
+      request.optimizer = origin.at("optimizer").get<std::string>();
+    } else if (origin.contains("builtin")) {
+      request.builtin = origin.at("builtin").get<std::string>();
+    } else {
+      request.script = origin.at("script").get<std::string>();
+    }
+  } catch (const std::exception& e) {
+    fail("graph \"{}\": malformed meta.origin: {}", graph.name, e.what());
+  }
+  if (graph.meta.contains("threads") && graph.meta["threads"].is_number_integer()) {
+    request.threads = graph.meta["threads"].get<int>();
+  }
+  return request;
+}
+
 }  // namespace memwall::importers

@@ -79,6 +79,7 @@
 #include "memwall/graph/describe.h"
 #include "memwall/graph/error.h"
 #include "memwall/graph/versions.h"
+#include "memwall/plan/in_place.h"
 
 namespace memwall {
 namespace {
@@ -157,7 +158,7 @@ class Simulator {
     }
     if (options.record_timeline) result_.timeline.reserve(plan.steps.size());
     if (options.record_residency) open_stay_.assign(graph.buffers.size(), 0);
-    find_in_place_steps();
+    in_place_ = in_place_steps(graph, plan);  // Note [In-place steps] in src/plan/in_place.cc
   }
 
   SimResult run() {
@@ -405,47 +406,6 @@ class Simulator {
         return free_buffer(s.buf);
     }
     return fail_at(step_, "{}: unknown step kind", step_label(step_));
-  }
-
-  // Note [In-place steps]: a device compute step whose op creates the next
-  // version of a buffer runs in place, taking over the previous version's
-  // device memory, when the plan does not read that version's device copy
-  // again (no later step reads it or swaps it out before it is freed,
-  // brought back in or created again). Otherwise it runs out of place and
-  // the new version gets memory of its own (Note [Buffer versions]).
-  // One backward pass over the steps: O(steps + edges). validate_plan has
-  // checked every step's op and buffer ids.
-  void find_in_place_steps() {
-    const auto& steps = plan_.steps;
-    std::vector<uint8_t> read_later(graph_.buffers.size(), 0);
-    in_place_.assign(steps.size(), 0);
-    for (size_t i = steps.size(); i-- > 0;) {
-      const Step& s = steps[i];
-      const bool on_device = s.on != Tier::kHost;
-      switch (s.kind) {
-        case StepKind::kCompute:
-        case StepKind::kRecompute: {
-          const Op& op = graph_.ops[s.op];
-          for (const BufferId v : op.out) {
-            const BufferId prev = graph_.buffers[v].version_of;
-            if (on_device && prev != kNoBuffer && !read_later[prev]) in_place_[i] = 1;
-          }
-          for (const BufferId b : op.out) read_later[b] = 0;
-          for (const BufferId b : op.in) read_later[b] = 1;
-          for (const BufferId b : op.updates) read_later[b] = 1;
-          break;
-        }
-        case StepKind::kSwapOut:
-          read_later[s.buf] = 1;
-          break;
-        case StepKind::kSwapIn:
-          if (s.to == Tier::kDevice) read_later[s.buf] = 0;
-          break;
-        case StepKind::kFree:
-          read_later[s.buf] = 0;
-          break;
-      }
-    }
   }
 
   // The previous versions an in-place step takes over (Note [In-place

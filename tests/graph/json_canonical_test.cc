@@ -45,6 +45,7 @@ Graph edge_values() {
   graph.ops[3].flops = 5e-324;                    // the smallest subnormal
   graph.ops[3].type = "";
   graph.ops[4].name = "";
+  graph.ops[4].call = R"({"op":"aten::_foreach_add_","args":[[{"buf":0}],{"x":[1,2.5e-3,"}"]}]})";
   return graph;
 }
 
@@ -57,6 +58,7 @@ void expect_same(const Graph& a, const Graph& b) {
     EXPECT_EQ(a.ops[i].flops, b.ops[i].flops) << i;
     EXPECT_EQ(a.ops[i].bytes, b.ops[i].bytes) << i;
     EXPECT_EQ(a.ops[i].time, b.ops[i].time) << i;
+    EXPECT_EQ(a.ops[i].call, b.ops[i].call) << i;
   }
 }
 
@@ -73,6 +75,7 @@ TEST(JsonCanonical, ReadsWhatTheGeneralReaderReads) {
   EXPECT_EQ(fast.buffers[3].shape, (std::vector<int64_t>{1234567890123456}));
   EXPECT_EQ(fast.buffers[4].bytes, kMaxBytes / 2);
   EXPECT_EQ(fast.ops[3].flops, 5e-324);
+  EXPECT_EQ(fast.ops[4].call, graph.ops[4].call);
 }
 
 std::string one_op_graph(const std::string& op) {
@@ -108,6 +111,18 @@ TEST(JsonCanonical, ObjectsLeavingTheLayoutAreReadWhole) {
   EXPECT_EQ(graph.ops[0].bytes, 3.0);
   EXPECT_EQ(graph.ops[0].time, 0.5);
   EXPECT_EQ(graph.ops[0].out, (std::vector<BufferId>{1}));
+  // "call" before "time": read whole, call and all.
+  graph = graph_from_json_text(one_op_graph(std::string(kOpStart) +
+                                            R"("workspace":4,"flops":2,"bytes":3,"call":{"a":[1]},)"
+                                            R"("time":0.5})"));
+  EXPECT_EQ(graph.ops[0].call, R"({"a":[1]})");
+  EXPECT_EQ(graph.ops[0].time, 0.5);
+  // A canonical "call" with spaces inside is kept with them.
+  graph = graph_from_json_text(
+      one_op_graph(std::string(kOpStart) +
+                   R"("workspace":4,"flops":2,"bytes":3,"time":null,"call": { "a" : 1 }})"));
+  EXPECT_EQ(graph.ops[0].call, R"({ "a" : 1 })");
+  EXPECT_EQ(graph.ops[0].workspace, 4u);
 }
 
 // Mistakes in canonical-looking objects get the general reader's message
@@ -126,6 +141,18 @@ TEST(JsonCanonical, MistakesGetTheGeneralMessages) {
       json_error_of(one_op_graph(std::string(kOpStart) +
                                  R"("workspace":0,"flops":0,"bytes":0,"time":null,"flops":1})")),
       "graph: op 0 (\"f\"): duplicate field \"flops\"");
+  EXPECT_EQ(
+      json_error_of(one_op_graph(std::string(kOpStart) +
+                                 R"("workspace":0,"flops":0,"bytes":0,"time":null,"call":3})")),
+      "graph: op 0 (\"f\"): \"call\" must be an object, got a number");
+  EXPECT_EQ(json_error_of(one_op_graph(
+                std::string(kOpStart) +
+                R"("workspace":0,"flops":0,"bytes":0,"time":null,"call":{},"call":{}})")),
+            "graph: op 0 (\"f\"): duplicate field \"call\"");
+  EXPECT_EQ(
+      json_error_of(one_op_graph(std::string(kOpStart) +
+                                 R"("workspace":0,"flops":0,"bytes":0,"time":null,"call":{"a"}})")),
+      "graph: invalid JSON at line 5, column 141 (in op 0): expected ':', got '}'");
   EXPECT_EQ(json_error_of(one_op_graph(std::string(kOpStart) +
                                        R"("workspace":01,"flops":0,"bytes":0,"time":null})")),
             "graph: invalid JSON at line 5, column 97 (in op 0): expected ',' or '}' after an "

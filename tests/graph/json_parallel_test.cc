@@ -111,6 +111,20 @@ TEST(JsonParallel, StringsContainingKeysAndObjects) {
   EXPECT_EQ(graph_to_json_text(graph), text);
 }
 
+TEST(JsonParallel, CallsContainingObjectsWithIds) {
+  // Every op's "call" holds `,{"id":K` objects, some with multi-line
+  // layout: wherever the guess lands, the graph read is the one written.
+  Graph graph = chain();
+  for (int i = 0; i < kOps; ++i) {
+    graph.ops[i].call = i % 3 == 0 ? fmt::format("{{\"args\":[0,{{\"id\":{}}}]}}", i + 1)
+                                   : fmt::format("{{\n \"args\": [0,\n{{\"id\":{}}}]}}", i);
+  }
+  const std::string text = graph_to_json_text(graph);
+  const Graph back = graph_from_json_text(text);
+  for (int i = 0; i < kOps; ++i) ASSERT_EQ(back.ops[i].call, graph.ops[i].call) << i;
+  EXPECT_EQ(graph_to_json_text(back), text);
+}
+
 TEST(JsonParallel, ErrorsInEitherHalf) {
   const std::string text = graph_to_json_text(chain());
   // The op where the second thread starts (json_io.cc guesses at 45%).

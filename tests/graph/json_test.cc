@@ -110,6 +110,7 @@ TEST(Json, OptionalFieldsTakeDefaults) {
   EXPECT_EQ(op.flops, 0.0);
   EXPECT_EQ(op.bytes, 0.0);
   EXPECT_EQ(op.time, std::nullopt);
+  EXPECT_TRUE(op.call.empty());
   EXPECT_EQ(graph.meta["k"][1]["x"], nullptr);
 }
 
@@ -129,6 +130,96 @@ TEST(Json, AcceptsJsonSyntaxVariants) {
       R"({"format":"memwall.graph/1","name":"n","meta":{},"buffers":[],)"
       R"("ops":[{"id":0,"name":"a","type":"t","phase":"comm","in":[],"out":[],"flops":1e-400}]})");
   EXPECT_EQ(tiny.ops[0].flops, 0.0);
+}
+
+// Ops' "call" objects (issue 22) are kept as written: the graph library
+// stores them, the executor reads them (docs/exec.md).
+TEST(Json, CallsRoundTripAsWritten) {
+  Graph graph = testing::two_layer_step();
+  const std::string addmm =
+      R"({"op":"aten::addmm","args":[{"buf":1,"view":[[10],[1],0]},{"buf":0}],)"
+      R"("kwargs":{"alpha":1.5,"beta":null},"note":"\u00e9 \"quoted\" {not a brace}"})";
+  graph.ops[0].call = addmm;
+  graph.ops[4].call = "{}";
+  const std::string text = graph_to_json_text(graph);
+  EXPECT_NE(text.find(R"("time":null,"call":)" + addmm + "}"), std::string::npos) << text;
+  EXPECT_NE(text.find(R"("time":null,"call":{}})"), std::string::npos) << text;
+  const Graph back = graph_from_json_text(text);
+  EXPECT_EQ(back.ops[0].call, addmm);
+  EXPECT_EQ(back.ops[1].call, "");
+  EXPECT_EQ(back.ops[4].call, "{}");
+  EXPECT_EQ(graph_to_json_text(back), text);
+  // The DOM holds the object itself, and reads back to the same graph.
+  const nlohmann::json json = graph_to_json(graph);
+  EXPECT_EQ(json["ops"][0]["call"], nlohmann::json::parse(addmm));
+  EXPECT_FALSE(json["ops"][1].contains("call"));
+  EXPECT_EQ(nlohmann::json::parse(graph_from_json(json).ops[0].call), nlohmann::json::parse(addmm));
+  // Opaque to everything else: validation and the fingerprint ignore it.
+  EXPECT_EQ(graph_fingerprint(back), graph_fingerprint(testing::two_layer_step()));
+}
+
+TEST(Json, PrettyPrintedCallsAreKeptAsWritten) {
+  const std::string call =
+      "{\n        \"op\": \"aten::relu\",\n        \"args\": [ {\"buf\": 0} ]\n"
+      "      }";
+  const std::string text = R"({
+    "format": "memwall.graph/1", "name": "pretty", "meta": {},
+    "buffers": [{"id": 0, "name": "x", "bytes": 8, "kind": "input"},
+                {"id": 1, "name": "y", "bytes": 8, "kind": "activation"}],
+    "ops": [{"id": 0, "name": "f", "type": "relu", "phase": "forward", "in": [0], "out": [1],
+      "call": )" + call + R"(,
+      "time": null}]
+  })";
+  const Graph graph = graph_from_json_text(text);
+  EXPECT_EQ(graph.ops[0].call, call);
+  // Written after "time", as it was read, and read back the same.
+  const std::string written = graph_to_json_text(graph);
+  EXPECT_NE(written.find(R"("time":null,"call":)" + call + "}"), std::string::npos) << written;
+  const Graph back = graph_from_json_text(written);
+  EXPECT_EQ(back.ops[0].call, call);
+  EXPECT_EQ(graph_to_json_text(back), written);
+}
+
+// A graph without calls is written byte for byte as before calls existed:
+// kWrittenBeforeCalls is what the writer of commit 3758fbb made of it.
+constexpr const char* kWrittenBeforeCalls = R"({"format": "memwall.graph/1",
+"name": "two \"layer\" step\u000a",
+"meta": {"batch":8,"fingerprint":"07069667ed023ea2","model":"toy"},
+"buffers": [
+{"id":0,"name":"w","bytes":100,"kind":"param","dtype":"bf16","shape":[10,5]},
+{"id":1,"name":"x","bytes":10,"kind":"input","dtype":"fp32","shape":[]},
+{"id":2,"name":"tab\u0009here","bytes":20,"kind":"activation","dtype":"fp32","shape":[],"eager_free":3},
+{"id":3,"name":"a2","bytes":40,"kind":"activation","dtype":"fp32","shape":[],"version_of":2},
+{"id":4,"name":"w.grad","bytes":100,"kind":"grad","dtype":"fp32","shape":[],"eager_free":null},
+{"id":5,"name":"a1.grad","bytes":30,"kind":"grad","dtype":"fp32","shape":[]},
+{"id":6,"name":"w.m","bytes":200,"kind":"optim_state","dtype":"fp32","shape":[]}
+],
+"ops": [
+{"id":0,"name":"fc1","type":"test","phase":"forward","in":[1,0],"out":[2],"updates":[],"workspace":5,"flops":1.2e+10,"bytes":0.1,"time":null},
+{"id":1,"name":"fc2","type":"test","phase":"forward","in":[2,0],"out":[3],"updates":[],"workspace":0,"flops":0,"bytes":0,"time":3.5e-06},
+{"id":2,"name":"fc2.bwd","type":"test","phase":"backward","in":[3],"out":[5],"updates":[],"workspace":0,"flops":0,"bytes":0,"time":null},
+{"id":3,"name":"fc1.bwd","type":"test","phase":"backward","in":[5,2,1],"out":[4],"updates":[],"workspace":7,"flops":0,"bytes":0,"time":null},
+{"id":4,"name":"adam","type":"adam","phase":"optimizer","in":[4],"out":[],"updates":[0,6],"workspace":0,"flops":0,"bytes":0,"time":null}
+]}
+)";
+
+TEST(Json, GraphsWithoutCallsWriteAsBefore) {
+  Graph graph = testing::two_layer_step();
+  graph.name = "two \"layer\" step\n";
+  graph.meta = {{"model", "toy"}, {"batch", 8}};
+  graph.buffers[0].dtype = DType::kBF16;
+  graph.buffers[0].shape = {10, 5};
+  graph.buffers[2].name = "tab\there";
+  graph.buffers[2].eager_free = 3;
+  graph.buffers[3].version_of = 2;
+  graph.buffers[4].eager_free = kNoOp;
+  graph.ops[0].flops = 1.2e10;
+  graph.ops[0].bytes = 0.1;
+  graph.ops[1].time = 3.5e-6;
+  graph.ops[4].type = "adam";
+  const std::string text = graph_to_json_text(graph);
+  EXPECT_EQ(text, kWrittenBeforeCalls);
+  EXPECT_EQ(text.find("call"), std::string::npos);
 }
 
 TEST(Json, FileRoundTripIsAtomic) {
@@ -181,6 +272,29 @@ TEST(Json, WriterRejectsWhatJsonCannotHold) {
     FAIL() << "no throw";
   } catch (const Error& e) {
     EXPECT_EQ(std::string(e.what()), "graph: op 2: \"time\" is not finite");
+  }
+  // A call the reader would not take back: not one JSON object.
+  for (const char* call :
+       {"3", "[]", "{\"a\":1} ", "{\"a\":}", "{\"a\":1}{}", "{\"a\":\"\xff\"}"}) {
+    SCOPED_TRACE(call);
+    graph = testing::two_layer_step();
+    graph.ops[1].call = call;
+    EXPECT_THROW(graph_to_json_text(graph), Error);
+  }
+  graph.ops[1].call = "{\"a\":}";
+  try {
+    graph_to_json_text(graph);
+    FAIL() << "no throw";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "graph: op 1: \"call\": invalid JSON at line 1, column 6: expected a value, got '}'");
+  }
+  graph.ops[1].call = "3";
+  try {
+    graph_to_json_text(graph);
+    FAIL() << "no throw";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), "graph: op 1: \"call\" is not a JSON object");
   }
 }
 

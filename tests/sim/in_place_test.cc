@@ -1,4 +1,4 @@
-// In-place steps (Note [In-place steps] in src/sim/simulator.cc) on a
+// In-place steps (Note [In-place steps] in src/plan/in_place.cc) on a
 // hand-built graph whose figures are worked out in the comments.
 #include <gtest/gtest.h>
 

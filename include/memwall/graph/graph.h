@@ -18,21 +18,24 @@ inline constexpr std::string_view kGraphFormat = "memwall.graph/1";
 // Required fields: format, name, meta (an object), buffers, ops; per buffer
 // id, name, bytes, kind (dtype defaults to fp32, shape to []); per op id, name,
 // type, phase, in, out (updates defaults to [], workspace/flops/bytes to 0,
-// time to null). Unknown and duplicate fields are errors.
+// time to null; call, an object, is kept as its text in Op::call). Unknown
+// and duplicate fields are errors.
 Graph graph_from_json_text(std::string_view text);
 Graph graph_from_json(const nlohmann::json& json);
 Graph read_graph_file(const std::string& path);
 nlohmann::json graph_to_json(const Graph& graph);
 // The same JSON as text, streamed (one buffer or op per line): use it for
 // large graphs, whose DOM would take gigabytes. Throws Error for what JSON
-// cannot hold (non-finite numbers, names that are not UTF-8).
+// cannot hold (non-finite numbers, names that are not UTF-8, an Op::call
+// that is not one JSON object).
 std::string graph_to_json_text(const Graph& graph);
 // Writes atomically (temporary file, then rename): never half-written.
 void write_graph_file(const Graph& graph, const std::string& path);
 
 // ---- Fingerprint ----------------------------------------------------------------
 // 16 lowercase hex digits hashing what a plan depends on: the buffers and
-// ops, not the name, meta or cost annotations (Note [Graph fingerprint]).
+// ops, not the name, meta, cost annotations or calls (Note [Graph
+// fingerprint]).
 // The writer records it in meta as "fingerprint"; plans record the
 // fingerprint of the graph they run, and the verbs check it.
 std::string graph_fingerprint(const Graph& graph);

@@ -76,6 +76,10 @@ struct Op {
   double flops = 0;
   double bytes = 0;            // memory traffic, for the cost model
   std::optional<double> time;  // measured seconds; overrides the cost model
+  // Raw JSON text of the op's "call" object (how the executor runs the op
+  // again: docs/exec.md), empty when the op has none. Readers that do not
+  // run graphs ignore it.
+  std::string call;
 };
 
 struct Graph {

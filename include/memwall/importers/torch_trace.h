@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -86,6 +87,28 @@ struct MeasuredStep {
   std::vector<std::pair<std::string, uint64_t>> op_scratch;
 };
 MeasuredStep trace_and_measure(const TorchTraceRequest& request);
+
+// A trace on real CPU tensors for `memwall run`: the graph with its call
+// records, and a private directory with the values the step starts from
+// and eager PyTorch's results after `steps` steps from `seed` (Note [Run
+// inputs] in python/memwall_calls.py). The directory goes with the object.
+class RunTrace {
+ public:
+  RunTrace(const TorchTraceRequest& request, int steps, int64_t seed);
+  ~RunTrace();
+  RunTrace(const RunTrace&) = delete;
+  RunTrace& operator=(const RunTrace&) = delete;
+  const Graph& graph() const;
+  const std::string& values_dir() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// The request that rebuilds the model `graph` was traced from (its meta's
+// "origin"); throws Error when the graph does not say.
+TorchTraceRequest request_for(const Graph& graph);
 
 // Runs the embedded tracer with `args` from a private temporary directory
 // (its working directory is the caller's) and returns its standard output.

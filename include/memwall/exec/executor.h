@@ -1,0 +1,78 @@
+// memwall's executor (DESIGN.md "exec"): runs a Plan's steps on real
+// tensors through ATen's dispatcher and measures what happened.
+//
+//   exec::RunOptions options;  options.steps = 3;  options.check_eager = true;
+//   exec::RunResult r = exec::run(graph, plan, "values/", options);   // via ExecLibrary
+//
+// The graph must carry call records (`memwall trace`, Note [Call records]
+// in python/memwall_calls.py) and `values` names the directory the tracer's
+// --values wrote (the step's starting values; eager's losses and final
+// model states for check_eager). libtorch stays inside libmemwall_exec.so:
+// this header names no torch type, and `memwall` loads the library only
+// when it runs a plan (cli/exec_library.h).
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "memwall/graph/types.h"
+#include "memwall/plan/plan.h"
+
+namespace memwall::exec {
+
+struct RunOptions {
+  int steps = 3;
+  bool check_eager = false;
+  // The device allocator's policy over the emulated device ("stitching",
+  // "caching", "expandable"); "plan" when the plan has offsets.
+  std::string policy = "stitching";
+  std::vector<std::string> nvme_dirs;  // for plans that use NVMe; empty: $TMPDIR
+  uint64_t host_bytes = 0;             // pinned host pool's capacity; 0: 3/4 of RAM
+  bool record_trace = false;           // fill RunResult::events
+};
+
+// What ran, in the simulator's Chrome-trace lanes.
+struct TraceEvent {
+  std::string name;
+  std::string lane;               // "compute", "h2d", "d2h", "nvme read", "nvme write"
+  int step = 0;                   // the iteration
+  double start_s = 0, end_s = 0;  // since the run's first step began
+};
+
+struct StepMeasure {
+  double loss = 0;
+  uint64_t device_peak_bytes = 0;            // live tensor bytes (what the simulator counts)
+  uint64_t device_peak_allocated_bytes = 0;  // the same after the allocator's rounding
+  uint64_t device_peak_reserved_bytes = 0;   // memory the allocator held (run so far)
+  uint64_t host_peak_bytes = 0;              // pinned pool bytes in use at most
+  uint64_t h2d_bytes = 0, d2h_bytes = 0, nvme_read_bytes = 0, nvme_write_bytes = 0;
+  double step_time_s = 0;
+  double kernel_time_s = 0;  // inside ATen calls
+  double wait_time_s = 0;    // blocked on copies and NVMe
+  double overhead_s = 0;     // the rest: the executor's own bookkeeping
+  double copy_busy_s = 0;    // seconds the copy streams and NVMe were busy
+  double overlap = 0;        // share of that busy time hidden behind compute
+};
+
+struct RunResult {
+  std::string device;  // "emulated (host threads)"
+  int threads = 0;
+  std::vector<StepMeasure> steps;
+  std::vector<double> eager_losses;
+  std::optional<bool> eager_equal;  // set when check_eager
+  std::string eager_difference;     // the first difference, when not equal
+  uint64_t budget = 0;
+  std::vector<TraceEvent> events;
+};
+
+// Error kinds the library reports (exit codes of `memwall run`).
+enum class Status : int { kOk = 0, kRunFailed = 1, kBadInput = 2 };
+
+// The library's one entry point, resolved with dlsym by name
+// (kRunSymbol). Returns the status; on failure `error` is one line.
+using RunFunction = Status (*)(const Graph& graph, const Plan& plan, const std::string& values,
+                               const RunOptions& options, RunResult& result, std::string& error);
+inline constexpr const char* kRunSymbol = "memwall_exec_run_v1";
+
+}  // namespace memwall::exec

@@ -1,0 +1,46 @@
+#include "exec_library.h"
+
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "memwall/graph/error.h"
+
+namespace memwall::cli {
+
+exec::RunFunction load_executor() {
+  static exec::RunFunction loaded = nullptr;
+  if (loaded != nullptr) return loaded;
+  std::string path;
+  if (const char* chosen = std::getenv("MEMWALL_EXEC_LIBRARY"); chosen != nullptr && *chosen) {
+    path = chosen;
+  } else {
+    std::error_code ec;
+    const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+    path = (ec ? std::filesystem::path(".") : self.parent_path()) / "libmemwall_exec.so";
+    if (!std::filesystem::exists(path)) {
+      fail(
+          "run: this memwall has no executor ({} is missing): it is built only against "
+          "memwall's Python environment with torch (scripts/install-deps.sh --torch, then "
+          "rebuild), and not in sanitizer builds",
+          path);
+    }
+  }
+  // Note [Executor symbols]: RTLD_LOCAL keeps libtorch's symbols with the
+  // library, and RTLD_DEEPBIND makes the library and libtorch look up their
+  // own symbols first. Without it libtorch's sgemm_ calls bound to the
+  // reference BLAS that memwall already has loaded (CBC, for Checkmate,
+  // needs libblas.so.3): ten times slower than torch's own, and with other
+  // rounding, so no run matched eager PyTorch bit for bit.
+  void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
+  if (handle == nullptr) fail("run: cannot load the executor {}: {}", path, ::dlerror());
+  void* symbol = ::dlsym(handle, exec::kRunSymbol);
+  if (symbol == nullptr)
+    fail("run: {} has no {}: a library of another version", path, exec::kRunSymbol);
+  loaded = reinterpret_cast<exec::RunFunction>(symbol);
+  return loaded;
+}
+
+}  // namespace memwall::cli

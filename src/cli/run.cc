@@ -1,0 +1,282 @@
+// `memwall run`: executes a plan on real tensors (the executor, src/exec)
+// and puts what it measured next to the simulator's prediction (docs/exec.md).
+// Exit code 0: the run finished (and, with --check-eager, matched eager
+// PyTorch bit for bit); 1: the run failed or differed from eager; 2: bad input.
+#include <iostream>
+#include <optional>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "exec_library.h"
+#include "format.h"
+#include "memwall/graph/error.h"
+#include "memwall/graph/graph.h"
+#include "memwall/importers/torch_trace.h"
+#include "memwall/plan/plan.h"
+#include "memwall/planner/planner.h"
+#include "memwall/sim/simulator.h"
+#include "options.h"
+
+namespace memwall::cli {
+namespace {
+
+struct RunArgs {
+  std::string graph_file, plan_file;
+  std::string torchvision, script, builtin;
+  std::optional<std::string> batch, image;
+  std::string optimizer = "adam";
+  GpuSource gpu;
+  std::string budget;
+  std::optional<std::string> steps, seed;
+  bool check_eager = false;
+  bool json = false;
+  std::string policy = "stitching";
+  std::string python;
+};
+
+// The graph and plan given as files must be the graph a fresh trace of its
+// model gives (the values come from that trace).
+void check_same_structure(const Graph& given, const Graph& traced, const std::string& file) {
+  const auto differ = [&](const std::string& what) {
+    fail(
+        "{}: the graph differs from what its model gives on this machine's CPU now ({}); "
+        "trace it again here (memwall trace --kernels cpu) or let memwall run trace it",
+        file, what);
+  };
+  if (given.buffers.size() != traced.buffers.size() || given.ops.size() != traced.ops.size()) {
+    differ(fmt::format("{} ops and {} buffers against {} and {}", given.ops.size(),
+                       given.buffers.size(), traced.ops.size(), traced.buffers.size()));
+  }
+  for (size_t b = 0; b < given.buffers.size(); ++b) {
+    if (given.buffers[b].bytes != traced.buffers[b].bytes) {
+      differ(fmt::format("buffer {} ({}) has {} bytes against {}", b, given.buffers[b].name,
+                         given.buffers[b].bytes, traced.buffers[b].bytes));
+    }
+  }
+  for (size_t o = 0; o < given.ops.size(); ++o) {
+    if (given.ops[o].type != traced.ops[o].type) {
+      differ(fmt::format("op {} is {} against {}", o, given.ops[o].type, traced.ops[o].type));
+    }
+  }
+}
+
+std::string ratio(double measured, double predicted) {
+  return predicted > 0 ? fmt::format("{:.3f}", measured / predicted) : std::string("-");
+}
+
+int run_run(const RunArgs& args) {
+  const int sources = int{!args.graph_file.empty()} + int{!args.torchvision.empty()} +
+                      int{!args.script.empty()} + int{!args.builtin.empty()};
+  if (sources != 1) {
+    fail(
+        "run: give --graph G --plan P, or one of --torchvision NAME, --script FILE.py:FUNCTION "
+        "and --builtin NAME");
+  }
+  if (!args.graph_file.empty() && args.plan_file.empty()) fail("run: --graph needs --plan");
+  if (args.graph_file.empty() && !args.plan_file.empty()) fail("run: --plan needs --graph");
+  const int steps =
+      args.steps ? static_cast<int>(std::min<int64_t>(parse_count(*args.steps, "--steps"), 1000000))
+                 : 3;
+  const int64_t seed = args.seed ? parse_count(*args.seed, "--seed") : 0;
+  if (args.policy != "stitching" && args.policy != "caching" && args.policy != "expandable") {
+    fail("run: unknown --policy '{}' (stitching, caching or expandable)", args.policy);
+  }
+
+  Graph graph;
+  Plan plan;
+  Hardware hw;
+  importers::TorchTraceRequest request;
+  if (!args.graph_file.empty()) {
+    graph = read_graph_file(args.graph_file);
+    plan = read_plan_file(args.plan_file);
+    try {
+      check_plan_graph(plan, graph);
+      validate_plan(plan, graph);
+    } catch (const Error& e) {
+      fail("{}: {}", args.plan_file, e.what());
+    }
+    hw = args.gpu.load_for_plan(plan);
+    if (!graph.meta.contains("calls")) {
+      fail(
+          "{}: graph \"{}\" carries no call records, so it can be planned and simulated but "
+          "not run: trace the model with `memwall trace` (zoo graphs are not runnable)",
+          args.graph_file, graph.name);
+    }
+    request = importers::request_for(graph);
+  } else {
+    if (!args.gpu.given()) {
+      fail(
+          "run: name the profile that predicts this run: --gpu-file FILE from `memwall "
+          "calibrate` on this machine (the emulated device is this CPU), or --gpu NAME");
+    }
+    hw = args.gpu.load();
+    request.torchvision = args.torchvision;
+    request.script = args.script;
+    request.builtin = args.builtin;
+    if (args.batch) request.batch = parse_count(*args.batch, "--batch");
+    if (args.image) request.image = parse_count(*args.image, "--image");
+    (void)parse_optimizer(args.optimizer);
+    request.optimizer = args.optimizer;
+  }
+  request.kernels = "cpu";
+  request.python = args.python;
+  // The trace that gives the values (and, without --graph, the graph).
+  const importers::RunTrace trace(request, steps, seed);
+  if (!args.graph_file.empty()) {
+    check_same_structure(graph, trace.graph(), args.graph_file);
+  } else {
+    graph = trace.graph();
+    PlannerOptions options;
+    options.budget = args.budget.empty()
+                         ? hw.device_memory_bytes
+                         : parse_bytes(args.budget, "--budget", memory_profile(graph).peak_bytes);
+    // The fastest plan the executor can run: offloading model states
+    // rewrites the graph with ops of memwall's own (the CPU step), which it
+    // does not run yet.
+    const AutoPlan planned = plan_auto(graph, hw, options);
+    const Candidate* chosen = nullptr;
+    std::vector<const Candidate*> all = {&planned.best};
+    for (const Candidate& c : planned.singles) all.push_back(&c);
+    for (const Candidate* c : all) {
+      if (!c->fits || c->graph.ops.size() != graph.ops.size()) continue;
+      if (chosen == nullptr || c->sim.iteration_time < chosen->sim.iteration_time) chosen = c;
+    }
+    if (chosen == nullptr) {
+      fail(
+          "run: no plan fits that the executor can run (offloaded model states are not run "
+          "yet): {}",
+          planned.best.fits ? planned.best.states.name() : planned.best.why);
+    }
+    if (chosen != &planned.best) {
+      note(
+          fmt::format("the best plan ({}) offloads model states, which the executor does not "
+                      "run yet; running {} ({}) instead",
+                      planned.best.states.name(), chosen->technique, chosen->activations));
+    }
+    plan = chosen->plan;
+  }
+  if (!args.budget.empty() && !args.graph_file.empty()) {
+    plan.budget = parse_bytes(args.budget, "--budget", memory_profile(graph).peak_bytes);
+  }
+  const SimResult predicted = simulate(graph, plan, hw, SimOptions{});
+  if (!predicted.valid) fail("run: the simulator rejects the plan: {}", predicted.reason);
+
+  exec::RunOptions options;
+  options.steps = steps;
+  options.check_eager = args.check_eager;
+  options.policy = args.policy;
+  exec::RunResult result;
+  std::string error;
+  const exec::RunFunction run = load_executor();
+  const exec::Status status = run(graph, plan, trace.values_dir(), options, result, error);
+  if (status == exec::Status::kBadInput) fail("run: {}", error);
+  if (status == exec::Status::kRunFailed) {
+    std::cerr << "memwall: error: run failed: " << error << "\n";
+    return 1;
+  }
+
+  const double predicted_time = predicted.iteration_time;
+  const uint64_t predicted_device = predicted.peak_bytes[0];
+  const uint64_t predicted_host = predicted.peak_bytes[1];
+  const auto moved = [&](Resource r) { return predicted.bytes_moved[static_cast<size_t>(r)]; };
+  if (args.json) {
+    nlohmann::json out = {{"graph", graph.name},     {"hardware", hw.name},
+                          {"device", result.device}, {"threads", result.threads},
+                          {"budget", plan.budget},   {"plan_steps", plan.steps.size()},
+                          {"policy", args.policy}};
+    nlohmann::json rows = nlohmann::json::array();
+    for (size_t k = 0; k < result.steps.size(); ++k) {
+      const exec::StepMeasure& m = result.steps[k];
+      nlohmann::json row = {
+          {"step", k + 1},
+          {"loss", m.loss},
+          {"device_peak_bytes",
+           {{"measured", m.device_peak_bytes}, {"predicted", predicted_device}}},
+          {"device_peak_allocated_bytes", m.device_peak_allocated_bytes},
+          {"device_peak_reserved_bytes", m.device_peak_reserved_bytes},
+          {"host_peak_bytes", {{"measured", m.host_peak_bytes}, {"predicted", predicted_host}}},
+          {"step_time_s", {{"measured", m.step_time_s}, {"predicted", predicted_time}}},
+          {"bytes_moved",
+           {{"h2d", {{"measured", m.h2d_bytes}, {"predicted", moved(Resource::kH2D)}}},
+            {"d2h", {{"measured", m.d2h_bytes}, {"predicted", moved(Resource::kD2H)}}},
+            {"nvme_read",
+             {{"measured", m.nvme_read_bytes}, {"predicted", moved(Resource::kNvmeRead)}}},
+            {"nvme_write",
+             {{"measured", m.nvme_write_bytes}, {"predicted", moved(Resource::kNvmeWrite)}}}}},
+          {"kernel_time_s", m.kernel_time_s},
+          {"wait_time_s", m.wait_time_s},
+          {"overhead_s", m.overhead_s},
+          {"transfer_overlap", m.overlap}};
+      if (k < result.eager_losses.size()) row["eager_loss"] = result.eager_losses[k];
+      rows.push_back(std::move(row));
+    }
+    out["steps"] = std::move(rows);
+    if (result.eager_equal) {
+      out["eager_equal"] = *result.eager_equal;
+      if (!*result.eager_equal) out["eager_difference"] = result.eager_difference;
+    }
+    std::cout << out.dump(2) << "\n";
+  } else {
+    std::cout << fmt::format("{}: {} plan steps on {} ({} threads), budget {}, predicted with {}\n",
+                             graph.name, plan.steps.size(), result.device, result.threads,
+                             human_bytes(plan.budget), hw.name);
+    std::cout << fmt::format("{:>4}  {:>12}  {:>22}  {:>22}  {:>10}  {:>10}\n", "step", "loss",
+                             "device peak (x pred)", "step time (x pred)", "moved", "overhead");
+    for (size_t k = 0; k < result.steps.size(); ++k) {
+      const exec::StepMeasure& m = result.steps[k];
+      std::cout << fmt::format(
+          "{:>4}  {:>12.6g}  {:>22}  {:>22}  {:>10}  {:>9.1f}%\n", k + 1, m.loss,
+          fmt::format("{} ({})", human_bytes(m.device_peak_bytes),
+                      ratio(static_cast<double>(m.device_peak_bytes),
+                            static_cast<double>(predicted_device))),
+          fmt::format("{} ({})", human_seconds(m.step_time_s),
+                      ratio(m.step_time_s, predicted_time)),
+          human_bytes(m.h2d_bytes + m.d2h_bytes + m.nvme_read_bytes + m.nvme_write_bytes),
+          m.step_time_s > 0 ? 100 * m.overhead_s / m.step_time_s : 0.0);
+    }
+    std::cout << field(
+        "predicted",
+        fmt::format("device peak {}, host peak {}, step {}", human_bytes(predicted_device),
+                    human_bytes(predicted_host), human_seconds(predicted_time)));
+    if (result.eager_equal) {
+      std::cout << field("eager PyTorch",
+                         *result.eager_equal
+                             ? std::string("bitwise equal (losses and model states)")
+                             : "differs: " + result.eager_difference);
+    }
+  }
+  if (result.eager_equal && !*result.eager_equal) return 1;
+  return 0;
+}
+
+}  // namespace
+
+void add_run(CLI::App& app, Action& action) {
+  auto* cmd = app.add_subcommand(
+      "run", "execute a plan on real tensors and compare with the simulator's prediction");
+  auto args = std::make_shared<RunArgs>();
+  cmd->add_option("--graph", args->graph_file, "a traced graph (memwall trace) to run");
+  cmd->add_option("--plan", args->plan_file, "the plan for --graph");
+  cmd->add_option("--torchvision", args->torchvision,
+                  "trace, plan (auto) and run a torchvision classifier");
+  cmd->add_option("--script", args->script, "... a model from FILE.py:FUNCTION");
+  cmd->add_option("--builtin", args->builtin,
+                  "... a model of memwall's fidelity set (gpt-mini, ...)");
+  cmd->add_option("--batch", args->batch, "--torchvision: batch size");
+  cmd->add_option("--image", args->image, "--torchvision: image side");
+  cmd->add_option("--optimizer", args->optimizer, "--torchvision: sgd, momentum, adam, adamw");
+  args->gpu.add_options(*cmd, "");
+  cmd->add_option("--budget", args->budget, "device bytes (or a % of the keep-all peak)");
+  cmd->add_option("--steps", args->steps, "iterations to run (default 3)");
+  cmd->add_option("--seed", args->seed, "torch.manual_seed before building the model (default 0)");
+  cmd->add_flag("--check-eager", args->check_eager,
+                "compare losses and model states with eager PyTorch, bit for bit");
+  cmd->add_option("--policy", args->policy, "device allocator: stitching, caching, expandable");
+  cmd->add_option("--python", args->python, "the interpreter that traces (default: memwall's)");
+  cmd->add_flag("--json", args->json, "machine-readable output");
+  cmd->callback([&action, args] { action = [args] { return run_run(*args); }; });
+}
+
+}  // namespace memwall::cli

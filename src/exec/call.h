@@ -1,0 +1,63 @@
+// One op's call record (Note [Call records], python/memwall_calls.py)
+// compiled once against the operator's schema, then turned into a boxed
+// argument stack per run of the op.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/ivalue.h>
+#include <nlohmann/json.hpp>
+
+namespace memwall::exec {
+
+// A tensor argument: a view of a buffer's storage. `buffer` is the id the
+// tracer gave the storage (a version's root, Note [Buffer versions]).
+struct TensorRef {
+  int64_t buffer = -1;
+  std::vector<int64_t> sizes, strides;
+  int64_t offset = 0;
+  c10::ScalarType dtype = c10::ScalarType::Float;
+};
+
+// A float computed from tensors' .item() (Note [Tracked scalars]).
+struct ScalarExpr {
+  nlohmann::json tree;
+  std::vector<TensorRef> items;  // the ["item", ref] leaves in tree order
+};
+
+struct CompiledArg {
+  enum class Kind { kConstant, kTensor, kTensorList, kOptionalTensorList, kExpr };
+  Kind kind = Kind::kConstant;
+  c10::IValue constant;
+  std::vector<std::optional<TensorRef>> tensors;  // kTensor: exactly one
+  ScalarExpr expr;
+  enum class As { kDouble, kScalar, kWrappedTensor } expr_as = As::kDouble;
+};
+
+struct CompiledCall {
+  std::string name;  // "aten::addmm.out"
+  std::optional<c10::OperatorHandle> handle;
+  std::vector<CompiledArg> args;  // one per schema argument
+  std::vector<int64_t> results;   // per returned tensor: the buffer it creates, or -1
+  bool rng = false;
+};
+
+// Throws BadInput naming the op on an unknown operator or an argument the
+// schema does not accept.
+CompiledCall compile_call(const nlohmann::json& call, const std::string& op_name,
+                          c10::Allocator* host_allocator);
+
+// A 0-dim tensor of `value` marked as a wrapped number (what Python's
+// `tensor * 0.5` passes to aten::mul.Tensor), in host memory.
+at::Tensor wrapped_number(const c10::Scalar& value, c10::Allocator* host_allocator);
+
+// Evaluates the expression in doubles, reading each item through `read`.
+double evaluate(const nlohmann::json& tree, const std::function<double(size_t)>& read,
+                size_t& next_item);
+
+}  // namespace memwall::exec

@@ -1,0 +1,65 @@
+// Note [Emulated device]
+// ~~~~~~~~~~~~~~~~~~~~~~
+// Without a GPU the executor's device is memory from memwall's allocator
+// over the runtime's emulated device (host memory with its own capacity,
+// the plan's budget), and its kernels are ATen's CPU kernels: PyTorch's CPU
+// allocator is replaced by DeviceMemory for the run, so every tensor a
+// kernel makes (outputs and its own temporaries) is device memory, counted
+// and refused past the budget as a GPU's would be. Host tiers are the
+// runtime's pinned pool and NVMe engine, reached through the copy engine.
+// Tensors that stand for host values (wrapped scalars, the generator's
+// state) come from PyTorch's own allocator, which DeviceMemory keeps.
+#pragma once
+#include <cstdint>
+#include <mutex>
+
+#include <c10/core/Allocator.h>
+
+#include "memwall/alloc/allocator.h"
+
+namespace memwall::exec {
+
+class DeviceMemory final : public c10::Allocator {
+ public:
+  DeviceMemory(alloc::Allocator& allocator, uint64_t budget);
+  ~DeviceMemory() override;
+  DeviceMemory(const DeviceMemory&) = delete;
+  DeviceMemory& operator=(const DeviceMemory&) = delete;
+
+  // Throws c10::OutOfMemoryError when the allocator cannot serve `bytes`.
+  c10::DataPtr allocate(size_t bytes) override;
+  c10::DeleterFnPtr raw_deleter() const override { return nullptr; }
+  void copy_data(void* dest, const void* src, std::size_t count) const override;
+
+  // Makes this allocator PyTorch's CPU allocator until the guard ends.
+  class Installed {
+   public:
+    explicit Installed(DeviceMemory& memory);
+    ~Installed();
+    Installed(const Installed&) = delete;
+    Installed& operator=(const Installed&) = delete;
+
+   private:
+    c10::Allocator* previous_;
+  };
+  c10::Allocator* host_allocator() const { return host_; }
+
+  uint64_t live_bytes() const;
+  uint64_t peak_bytes() const;            // live bytes at most since reset_peak
+  uint64_t peak_allocated_bytes() const;  // the same after rounding
+  void reset_peak();
+  alloc::Stats stats() const { return allocator_.stats(); }
+  uint64_t budget() const { return budget_; }
+
+ private:
+  struct Block;
+  static void release(void* block);
+
+  alloc::Allocator& allocator_;
+  uint64_t budget_;
+  c10::Allocator* host_;  // PyTorch's CPU allocator before ours
+  mutable std::mutex mutex_;
+  uint64_t live_ = 0, live_allocated_ = 0, peak_ = 0, peak_allocated_ = 0;
+};
+
+}  // namespace memwall::exec
