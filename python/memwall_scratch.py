@@ -92,10 +92,15 @@ def conv_forward_scratch(x, w, y, stride, dilation, transposed, groups, threads)
     """CPU convolution forward. oneDNN: the input reordered to the blocked
     layout (unless it has fewer channels than a block: a first layer's RGB
     stays plain), the weight reordered, the output computed blocked and
-    reordered into the plain result: max(x' + w' + rtus, y')."""
-    if transposed or x.dim() != 4:
+    reordered into the plain result: max(x' + w' + rtus, y'). A transposed
+    convolution (oneDNN's deconvolution) takes the same reorders (measured on
+    a U-Net's 2x2 up-convolutions: the blocked output, 8 channels padded to
+    16); its native path's columns are not modelled (0)."""
+    if x.dim() != 4:
         return 0
     block = channel_block()
+    if transposed and not cpu_uses_mkldnn(x, w, stride, dilation, transposed, groups, threads):
+        return 0
     if cpu_uses_mkldnn(x, w, stride, dilation, transposed, groups, threads):
         if channels_last(x):
             # Only the weight is reordered; a dense convolution keeps a
@@ -103,7 +108,7 @@ def conv_forward_scratch(x, w, y, stride, dilation, transposed, groups, threads)
             return _bytes(w) if _depthwise(x, groups) else 2 * _bytes(w)
         xr = _blocked(x, block) if x.shape[1] >= block else 0
         out_hw = int(y.shape[2]) * int(y.shape[3])
-        sp = _rtus_bytes(x, w, out_hw, stride, groups, block)
+        sp = 0 if transposed else _rtus_bytes(x, w, out_hw, stride, groups, block)
         return max(xr + _bytes(w) + sp, _blocked(y, block))
     return _slow_columns(x, w, y, stride, dilation, groups)
 
@@ -126,15 +131,20 @@ def conv_backward_scratch(g, x, w, stride, dilation, transposed, groups, mask, t
       strided convolution holds one more input-sized buffer);
     - weight gradient: g' + x' + gw' (then gw' and the plain gw together).
     In memwall's terms (scratch on top of the outputs gi and gw):
-    max(data pass - gi - gw, g' + x', w')."""
-    if transposed or x.dim() != 4:
+    max(data pass - gi - gw, g' + x', w'). Transposed convolutions alike
+    (measured on the U-Net's up-convolutions: g' + x')."""
+    if x.dim() != 4:
         return 0
     block = channel_block()
     if not cpu_uses_mkldnn(x, w, stride, dilation, transposed, groups, threads):
+        if transposed:
+            return 0
         return _slow_columns(x, w, g, stride, dilation, groups) if mask[0] or mask[1] else 0
     # A strided gradient (a slice of a concatenation's gradient: DenseNet's
     # last layer of each block) is first made contiguous, held for the whole op.
-    copies = 0 if g.is_contiguous() or channels_last(g) else _bytes(g)
+    # oneDNN's deconvolution reorders such a gradient without the copy
+    # (measured on the U-Net's up-convolutions, whose gradients are slices).
+    copies = 0 if g.is_contiguous() or channels_last(g) or transposed else _bytes(g)
     if channels_last(x):
         return copies + _channels_last_backward(x, w, groups)
     if _depthwise(x, groups) and int(w.shape[-2]) * int(w.shape[-1]) > 9:
@@ -196,7 +206,8 @@ def cpu_workspace(name, args, threads):
         if not (isinstance(x, tensor) and isinstance(w, tensor)):
             return 0
         stride, dilation = _as_list(args[3]), _as_list(args[5])
-        y_shape = _conv_out_shape(x, w, stride, _as_list(args[4]), dilation)
+        y_shape = _conv_out_shape(x, w, stride, _as_list(args[4]), dilation, bool(args[6]),
+                                  _as_list(args[7]), int(args[8]))
         y = torch.empty(y_shape, dtype=x.dtype, device="meta")
         return conv_forward_scratch(x, w, y, stride, dilation, bool(args[6]), int(args[8]),
                                     threads)
@@ -232,7 +243,16 @@ def cpu_workspace(name, args, threads):
     return 0
 
 
-def _conv_out_shape(x, w, stride, padding, dilation):
+def _conv_out_shape(x, w, stride, padding, dilation, transposed=False, output_padding=(0, 0),
+                    groups=1):
+    """The output's shape (torch.nn.Conv2d and ConvTranspose2d's formulas)."""
+    if transposed:  # weight [Cin, Cout / groups, kh, kw]
+        shape = [int(x.shape[0]), int(w.shape[1]) * groups]
+        for i in range(2, x.dim()):
+            j = i - 2
+            shape.append((int(x.shape[i]) - 1) * stride[j] - 2 * padding[j]
+                         + dilation[j] * (int(w.shape[i]) - 1) + output_padding[j] + 1)
+        return shape
     shape = [int(x.shape[0]), int(w.shape[0])]
     for i in range(2, x.dim()):
         k = int(w.shape[i])

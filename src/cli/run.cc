@@ -2,7 +2,9 @@
 // and puts what it measured next to the simulator's prediction (docs/exec.md).
 // Exit code 0: the run finished (and, with --check-eager, matched eager
 // PyTorch bit for bit); 1: the run failed or differed from eager; 2: bad input.
+#include <filesystem>
 #include <iostream>
+#include <memory>
 #include <optional>
 
 #include <fmt/format.h>
@@ -13,6 +15,7 @@
 #include "format.h"
 #include "memwall/graph/error.h"
 #include "memwall/graph/graph.h"
+#include "memwall/graph/output_files.h"
 #include "memwall/importers/torch_trace.h"
 #include "memwall/plan/plan.h"
 #include "memwall/planner/planner.h"
@@ -34,6 +37,7 @@ struct RunArgs {
   bool json = false;
   std::string policy = "stitching";
   std::string python;
+  std::string values;  // --keep-values
 };
 
 // The graph and plan given as files must be the graph a fresh trace of its
@@ -59,6 +63,25 @@ void check_same_structure(const Graph& given, const Graph& traced, const std::st
     if (given.ops[o].type != traced.ops[o].type) {
       differ(fmt::format("op {} is {} against {}", o, given.ops[o].type, traced.ops[o].type));
     }
+  }
+}
+
+// Copies the run's inputs to `dir` for later runs (--keep-values), with
+// the graph as memwall reads it (versions made, Note [Buffer versions]): the
+// graph to plan for `memwall run --graph DIR/graph.json`.
+void keep_values(const importers::RunTrace& trace, const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) fail("run: cannot create {}: {}", dir, ec.message());
+  OutputFiles outputs;
+  outputs.declare(dir + "/graph.json");
+  outputs.set(dir + "/graph.json", graph_to_json_text(trace.graph()));
+  outputs.commit();
+  const std::string& from = trace.values_dir();
+  for (const char* name : {"state.json", "state.bin", "eager.json", "eager.bin"}) {
+    std::filesystem::copy_file(from + "/" + name, dir + "/" + name,
+                               std::filesystem::copy_options::overwrite_existing, ec);
+    if (ec) fail("run: cannot write {}/{}: {}", dir, name, ec.message());
   }
 }
 
@@ -123,7 +146,14 @@ int run_run(const RunArgs& args) {
   request.kernels = "cpu";
   request.python = args.python;
   // The trace that gives the values (and, without --graph, the graph).
-  const importers::RunTrace trace(request, steps, seed);
+  std::unique_ptr<importers::RunTrace> traced;
+  if (!args.values.empty() && std::filesystem::exists(args.values + "/state.json")) {
+    traced = std::make_unique<importers::RunTrace>(args.values);
+  } else {
+    traced = std::make_unique<importers::RunTrace>(request, steps, seed);
+    if (!args.values.empty()) keep_values(*traced, args.values);
+  }
+  const importers::RunTrace& trace = *traced;
   if (!args.graph_file.empty()) {
     check_same_structure(graph, trace.graph(), args.graph_file);
   } else {
@@ -274,6 +304,9 @@ void add_run(CLI::App& app, Action& action) {
   cmd->add_flag("--check-eager", args->check_eager,
                 "compare losses and model states with eager PyTorch, bit for bit");
   cmd->add_option("--policy", args->policy, "device allocator: stitching, caching, expandable");
+  cmd->add_option("--keep-values", args->values,
+                  "keep the traced values and eager's results in DIR, and reuse them when DIR "
+                  "has them (steps and seed then come from DIR)");
   cmd->add_option("--python", args->python, "the interpreter that traces (default: memwall's)");
   cmd->add_flag("--json", args->json, "machine-readable output");
   cmd->callback([&action, args] { action = [args] { return run_run(*args); }; });

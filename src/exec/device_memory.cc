@@ -1,7 +1,9 @@
 #include "device_memory.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
+#include <stdexcept>
 
 #include <c10/core/CPUAllocator.h>
 #include <c10/util/Exception.h>
@@ -9,17 +11,21 @@
 
 namespace memwall::exec {
 
-struct DeviceMemory::Block {
-  DeviceMemory* owner;
-  void* ptr;
-  uint64_t bytes;
-  uint64_t allocated;
-};
+// Note [Raw deleter]: some kernels (oneDNN's, through raw_allocate) need a
+// DataPtr whose context is its data pointer and a plain deleter function, so
+// the deleter finds the allocator through one process-wide pointer (one
+// executor runs at a time) and the block's size through a map.
+std::atomic<DeviceMemory*> g_current{nullptr};
 
 DeviceMemory::DeviceMemory(alloc::Allocator& allocator, uint64_t budget)
-    : allocator_(allocator), budget_(budget), host_(c10::GetCPUAllocator()) {}
+    : allocator_(allocator), budget_(budget), host_(c10::GetCPUAllocator()) {
+  DeviceMemory* expected = nullptr;
+  if (!g_current.compare_exchange_strong(expected, this)) {
+    throw std::logic_error("one DeviceMemory at a time");
+  }
+}
 
-DeviceMemory::~DeviceMemory() = default;
+DeviceMemory::~DeviceMemory() { g_current.store(nullptr); }
 
 c10::DataPtr DeviceMemory::allocate(size_t bytes) {
   const c10::Device device(c10::kCPU);
@@ -32,28 +38,31 @@ c10::DataPtr DeviceMemory::allocate(size_t bytes) {
                                  "the allocator) of the budget {}",
                                  bytes, live_bytes(), s.reserved_bytes, budget_));
   }
-  auto* block = new Block{this, a.ptr, bytes, a.block_bytes};
   {
     std::lock_guard<std::mutex> lock(mutex_);
+    blocks_[a.ptr] = {bytes, a.block_bytes};
     live_ += bytes;
     live_allocated_ += a.block_bytes;
     peak_ = std::max(peak_, live_);
     peak_allocated_ = std::max(peak_allocated_, live_allocated_);
   }
-  return {a.ptr, block, &release, device};
+  return {a.ptr, a.ptr, &release, device};
 }
 
-void DeviceMemory::release(void* ctx) {
-  if (ctx == nullptr) return;
-  auto* block = static_cast<Block*>(ctx);
-  DeviceMemory* self = block->owner;
-  self->allocator_.free(block->ptr);
+void DeviceMemory::release(void* ptr) {
+  if (ptr == nullptr) return;
+  DeviceMemory* self = g_current.load();
+  Sizes sizes;
   {
     std::lock_guard<std::mutex> lock(self->mutex_);
-    self->live_ -= block->bytes;
-    self->live_allocated_ -= block->allocated;
+    const auto it = self->blocks_.find(ptr);
+    if (it == self->blocks_.end()) return;  // not ours: nothing to give back
+    sizes = it->second;
+    self->blocks_.erase(it);
+    self->live_ -= sizes.bytes;
+    self->live_allocated_ -= sizes.allocated;
   }
-  delete block;
+  self->allocator_.free(ptr);
 }
 
 void DeviceMemory::copy_data(void* dest, const void* src, std::size_t count) const {
@@ -72,6 +81,11 @@ uint64_t DeviceMemory::peak_allocated_bytes() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return peak_allocated_;
 }
+void DeviceMemory::merge_peak(uint64_t peak) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  peak_ = std::max(peak_, peak);
+}
+
 void DeviceMemory::reset_peak() {
   std::lock_guard<std::mutex> lock(mutex_);
   peak_ = live_;

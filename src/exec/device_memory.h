@@ -12,6 +12,7 @@
 #pragma once
 #include <cstdint>
 #include <mutex>
+#include <unordered_map>
 
 #include <c10/core/Allocator.h>
 
@@ -28,7 +29,7 @@ class DeviceMemory final : public c10::Allocator {
 
   // Throws c10::OutOfMemoryError when the allocator cannot serve `bytes`.
   c10::DataPtr allocate(size_t bytes) override;
-  c10::DeleterFnPtr raw_deleter() const override { return nullptr; }
+  c10::DeleterFnPtr raw_deleter() const override { return &release; }
   void copy_data(void* dest, const void* src, std::size_t count) const override;
 
   // Makes this allocator PyTorch's CPU allocator until the guard ends.
@@ -48,17 +49,21 @@ class DeviceMemory final : public c10::Allocator {
   uint64_t peak_bytes() const;            // live bytes at most since reset_peak
   uint64_t peak_allocated_bytes() const;  // the same after rounding
   void reset_peak();
+  void merge_peak(uint64_t peak);  // the peak is at least `peak`
   alloc::Stats stats() const { return allocator_.stats(); }
   uint64_t budget() const { return budget_; }
 
  private:
-  struct Block;
-  static void release(void* block);
+  struct Sizes {
+    uint64_t bytes = 0, allocated = 0;
+  };
+  static void release(void* ptr);
 
   alloc::Allocator& allocator_;
   uint64_t budget_;
   c10::Allocator* host_;  // PyTorch's CPU allocator before ours
   mutable std::mutex mutex_;
+  std::unordered_map<void*, Sizes> blocks_;
   uint64_t live_ = 0, live_allocated_ = 0, peak_ = 0, peak_allocated_ = 0;
 };
 

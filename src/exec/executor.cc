@@ -4,6 +4,8 @@
 #include <unistd.h>
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -97,6 +99,11 @@ class Executor {
       }
     }
     in_place_ = in_place_steps(graph, plan);
+    // Debugging the memory model: live and peak device bytes after each plan
+    // step of the first iteration ("STEP LIVE PEAK" lines).
+    if (const char* log = std::getenv("MEMWALL_EXEC_MEMORY_LOG"); log != nullptr && *log) {
+      memory_log_ = std::fopen(log, "w");
+    }
     slots_.resize(graph.buffers.size());
   }
 
@@ -121,6 +128,7 @@ class Executor {
       if (eager_) compare_with_eager(result);
       release_all();
     }
+    if (memory_log_ != nullptr) std::fclose(memory_log_);
     return result;
   }
 
@@ -277,8 +285,17 @@ class Executor {
     if (k == 0) run_start_ = start;
     for (size_t i = 0; i < plan_.steps.size(); ++i) {
       step_ = i;
+      const bool log = memory_log_ != nullptr && k == 0;
+      const uint64_t before = memory_->peak_bytes();
+      if (log) memory_->reset_peak();
       execute(plan_.steps[i], result);
       retire_finished();
+      if (log) {
+        std::fprintf(memory_log_, "%zu %llu %llu\n", i,
+                     static_cast<unsigned long long>(memory_->live_bytes()),
+                     static_cast<unsigned long long>(memory_->peak_bytes()));
+        memory_->merge_peak(before);
+      }
     }
     const Clock::time_point waited = Clock::now();
     engine_->synchronize();
@@ -650,16 +667,19 @@ class Executor {
                    call.results.size());
       }
       const int64_t b = call.results[index++];
-      if (b >= 0 && tensor.defined()) {
+      if (b >= 0) {
         slots_[b].device = tensor.storage();
         slots_[b].arrived = runtime::CopyEvent();
       }
     };
+    // Python sees an undefined tensor as None: not a result.
     for (const c10::IValue& v : stack) {
       if (v.isTensor()) {
-        take(v.toTensor());
+        if (v.toTensor().defined()) take(v.toTensor());
       } else if (v.isTensorList()) {
-        for (const at::Tensor& t : v.toTensorList()) take(t);
+        for (const at::Tensor& t : v.toTensorList()) {
+          if (t.defined()) take(t);
+        }
       }
     }
     stack.clear();
@@ -745,6 +765,7 @@ class Executor {
   std::vector<Leaving> leaving_;
   std::vector<std::pair<int64_t, c10::Storage>> current_;  // the op's buffers by root
   std::map<OpId, at::Tensor> rng_;
+  std::FILE* memory_log_ = nullptr;
   int iteration_ = 0;
   size_t step_ = 0;
   OpId op_ = 0;

@@ -429,6 +429,16 @@ struct RunTrace::Impl {
   std::string values;
 };
 
+RunTrace::RunTrace(const std::string& values) : impl_(std::make_unique<Impl>()) {
+  for (const char* name : {"graph.json", "state.json", "state.bin"}) {
+    if (!std::filesystem::exists(values + "/" + name)) {
+      fail("{}: no {} (the directory `memwall run --keep-values` writes)", values, name);
+    }
+  }
+  impl_->values = values;
+  impl_->graph = read_traced_graph(values + "/graph.json");
+}
+
 RunTrace::RunTrace(const TorchTraceRequest& request, int steps, int64_t seed)
     : impl_(std::make_unique<Impl>()) {
   if (request.measure) fail("trace: a run's trace does not measure op times");

@@ -95,6 +95,9 @@ MeasuredStep trace_and_measure(const TorchTraceRequest& request);
 class RunTrace {
  public:
   RunTrace(const TorchTraceRequest& request, int steps, int64_t seed);
+  // The values of an earlier trace, kept in `values` (memwall run
+  // --keep-values): read, not traced again.
+  explicit RunTrace(const std::string& values);
   ~RunTrace();
   RunTrace(const RunTrace&) = delete;
   RunTrace& operator=(const RunTrace&) = delete;

@@ -1,0 +1,256 @@
+// `memwall run` (issue 22): plans of each planner executed on real tensors
+// give the same losses and model states as eager PyTorch, bit for bit, and
+// the device memory the simulator predicted; bad input is one line.
+//
+// Each model is traced once on real CPU tensors by `memwall run --keep-values`
+// (its auto plan's run); every other plan is made for that graph and run on
+// the kept values. Budgets are shares of the keep-all peak.
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/run_memwall.h"
+#include "memwall/graph/graph.h"
+#include "memwall/importers/torch_trace.h"
+
+namespace memwall::testing {
+namespace {
+
+bool executor_built() {
+  return std::filesystem::exists(std::filesystem::path(MEMWALL_BINARY).parent_path() /
+                                 "libmemwall_exec.so");
+}
+
+bool torch_importable() {
+  static const bool ok =
+      std::system((importers::tracer_python() + " -c 'import torch, torchvision, transformers' "
+                                                ">/dev/null 2>&1")
+                      .c_str()) == 0;
+  return ok;
+}
+
+#define REQUIRE_EXECUTOR()                                                                 \
+  do {                                                                                     \
+    if (!executor_built()) {                                                               \
+      GTEST_SKIP() << "no libmemwall_exec.so beside " << MEMWALL_BINARY                    \
+                   << ": the executor is built only against memwall's Python environment " \
+                      "with torch, and not in sanitizer builds (src/exec/CMakeLists.txt)"; \
+    }                                                                                      \
+    if (!torch_importable()) {                                                             \
+      GTEST_SKIP() << "torch / torchvision / transformers are not importable by "          \
+                   << importers::tracer_python();                                          \
+    }                                                                                      \
+  } while (0)
+
+std::string models(const std::string& function) {
+  return std::string(MEMWALL_SOURCE_DIR) + "/tests/exec/models.py:" + function;
+}
+
+std::string dir_for(const std::string& tag) {
+  const std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) /
+                                    ("memwall_run_" + tag + "_" + std::to_string(getpid()));
+  std::filesystem::remove_all(dir);
+  return dir.string();
+}
+
+// One run's JSON; checks what every run must show: eager's bits, the
+// budget kept, the device peak the simulator predicted (within 1% for
+// plans without swaps: a swap's release time depends on the copy's real
+// speed, docs/exec.md).
+nlohmann::json check_run(const RunResult& r, const std::string& what, uint64_t budget = 0) {
+  EXPECT_EQ(r.exit_code, 0) << what << ": " << r.err;
+  if (r.exit_code != 0) return {};
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j.value("eager_equal", false), true) << what << ": " << j.dump(2);
+  if (budget == 0) budget = j.at("budget").get<uint64_t>();
+  for (const nlohmann::json& step : j.at("steps")) {
+    const auto measured = step.at("device_peak_bytes").at("measured").get<double>();
+    const auto predicted = step.at("device_peak_bytes").at("predicted").get<double>();
+    EXPECT_LE(measured, static_cast<double>(budget)) << what;
+    if (step.at("bytes_moved").at("d2h").at("predicted").get<uint64_t>() == 0) {
+      EXPECT_NEAR(measured / predicted, 1.0, 0.01) << what << " step " << step.at("step");
+    }
+    EXPECT_EQ(step.at("loss"), step.at("eager_loss")) << what;
+  }
+  return j;
+}
+
+struct Case {
+  std::string strategy;
+  double share;  // of the keep-all peak
+};
+
+// Traces `source` (memwall run's one-go path: auto plan), then runs each
+// case's plan on the kept values.
+void run_planners(const std::string& tag, const std::string& source,
+                  const std::vector<Case>& cases) {
+  const std::string dir = dir_for(tag);
+  check_run(run_memwall("run " + source +
+                        " --gpu l4 --steps 3 --check-eager --json "
+                        "--keep-values " +
+                        dir),
+            tag + " auto");
+  const std::string graph_file = dir + "/graph.json";
+  ASSERT_TRUE(std::filesystem::exists(graph_file));
+  const uint64_t peak = memory_profile(read_graph_file(graph_file)).peak_bytes;
+  for (const Case& c : cases) {
+    const auto budget = static_cast<uint64_t>(c.share * static_cast<double>(peak));
+    const std::string plan = dir + "/plan.json";
+    const std::string what = tag + " " + c.strategy + " at " + std::to_string(budget);
+    const RunResult planned =
+        run_memwall("plan --graph " + graph_file + " --gpu l4 --strategy " + c.strategy +
+                    " --budget " + std::to_string(budget) + " --out " + plan);
+    ASSERT_EQ(planned.exit_code, 0) << what << ": " << planned.err;
+    // The plan keeps its budget in bytes; the device gets room for the
+    // allocator's 2 MiB chunks on top (docs/exec.md, "Allocator rounding").
+    const uint64_t device = budget + std::max<uint64_t>(uint64_t{32} << 20, budget / 8);
+    check_run(run_memwall("run --graph " + graph_file + " --plan " + plan +
+                          " --gpu l4 --steps 3 --check-eager --json --keep-values " + dir +
+                          " --budget " + std::to_string(device)),
+              what, budget);
+  }
+  std::filesystem::remove_all(dir);
+}
+
+const std::vector<Case> kRematPlanners = {
+    {"remat:keep-all", 1.02},  {"remat:chen-sqrt", 0.8},  {"remat:chen-greedy", 0.8},
+    {"remat:rotor", 0.8},      {"remat:checkmate", 0.8},  {"remat:memwall", 0.8},
+    {"remat:per-layer", 1.02}, {"remat:selective", 1.02}, {"vdnn", 0.8},
+    {"capuchin", 0.8}};
+
+TEST(RunExec, CnnWithBatchNormEveryPlannerIsEagerBitForBit) {
+  REQUIRE_EXECUTOR();
+  run_planners("cnn_bn", "--script " + models("cnn_bn"), kRematPlanners);
+}
+
+TEST(RunExec, UNetSwapAndRematPlansAreEagerBitForBit) {
+  REQUIRE_EXECUTOR();
+  run_planners(
+      "unet", "--script " + models("unet"),
+      {{"remat:keep-all", 1.02}, {"remat:chen-greedy", 0.85}, {"vdnn", 0.85}, {"capuchin", 0.9}});
+}
+
+TEST(RunExec, TransformerWithDropoutRecomputesItsMasks) {
+  REQUIRE_EXECUTOR();
+  // gpt-mini (python/memwall_fidelity.py): dropout 0.1 after embeddings,
+  // attention and MLP; a recomputed dropout must draw its first mask.
+  run_planners("gpt_mini", "--builtin gpt-mini",
+               {{"remat:keep-all", 1.02},
+                {"remat:chen-sqrt", 0.9},
+                {"remat:memwall", 0.9},
+                {"capuchin", 0.9}});
+}
+
+TEST(RunExec, MobileNetV2) {
+  REQUIRE_EXECUTOR();
+  run_planners("mobilenet_v2", "--torchvision mobilenet_v2 --batch 8 --image 64",
+               {{"remat:keep-all", 1.02}, {"remat:memwall", 0.95}, {"vdnn", 0.95}});
+}
+
+TEST(RunExec, Gpt2SmallAtAShortSequence) {
+  REQUIRE_EXECUTOR();
+  // 124M parameters: its model states are the peak at b1 s32, so keep-all
+  // and a swap planner (nothing to recompute within the states' floor).
+  run_planners("gpt2_small", "--script " + models("gpt2_small"), {{"capuchin", 1.02}});
+}
+
+// ---- Bad input ------------------------------------------------------------------------
+
+class RunBadInput : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (!executor_built() || !torch_importable()) return;
+    dir_ = new std::string(dir_for("bad"));
+    const RunResult r = run_memwall("run --script " + models("cnn_bn") +
+                                    " --gpu l4 --steps 1 --keep-values " + *dir_);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  }
+  static void TearDownTestSuite() {
+    if (dir_ != nullptr) std::filesystem::remove_all(*dir_);
+    delete dir_;
+    dir_ = nullptr;
+  }
+  static std::string* dir_;
+};
+std::string* RunBadInput::dir_ = nullptr;
+
+void expect_one_line(const RunResult& r, int code, const std::string& says) {
+  EXPECT_EQ(r.exit_code, code) << r.err;
+  EXPECT_NE(r.err.find(says), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_TRUE(r.out.empty()) << r.out;
+}
+
+TEST_F(RunBadInput, AGraphWithoutCallsIsNotRunnable) {
+  REQUIRE_EXECUTOR();
+  Graph g = read_graph_file(*dir_ + "/graph.json");
+  g.meta.erase("calls");
+  for (Op& op : g.ops) op.call.clear();
+  const std::string file = *dir_ + "/no_calls.json";
+  write_graph_file(g, file);
+  const std::string plan = *dir_ + "/no_calls_plan.json";
+  ASSERT_EQ(
+      run_memwall("plan --graph " + file + " --gpu l4 --strategy remat:keep-all --out " + plan)
+          .exit_code,
+      0);
+  expect_one_line(run_memwall("run --graph " + file + " --plan " + plan), 2,
+                  "carries no call records");
+}
+
+TEST_F(RunBadInput, APlanForAnotherGraph) {
+  REQUIRE_EXECUTOR();
+  const std::string plan = *dir_ + "/zoo_plan.json";
+  ASSERT_EQ(run_memwall("plan --model gpt2-small --gpu l4 --strategy remat:keep-all --out " + plan)
+                .exit_code,
+            0);
+  expect_one_line(run_memwall("run --graph " + *dir_ + "/graph.json --plan " + plan +
+                              " --keep-values " + *dir_),
+                  2, "the plan is for graph \"gpt2-small");
+}
+
+TEST_F(RunBadInput, AZooGraph) {
+  REQUIRE_EXECUTOR();
+  const std::string plan = *dir_ + "/zoo.json";
+  const std::string graph = *dir_ + "/zoo_graph.json";
+  ASSERT_EQ(run_memwall("inspect --model gpt2-small --export " + graph).exit_code, 0);
+  ASSERT_EQ(
+      run_memwall("plan --graph " + graph + " --gpu l4 --strategy remat:keep-all --out " + plan)
+          .exit_code,
+      0);
+  expect_one_line(run_memwall("run --graph " + graph + " --plan " + plan), 2,
+                  "zoo graphs are not runnable");
+}
+
+TEST_F(RunBadInput, ABudgetTheRunOverruns) {
+  REQUIRE_EXECUTOR();
+  // The simulator counts bytes; the run's allocator maps 2 MiB chunks. A
+  // plan at the budget of its byte count leaves no room for that rounding.
+  const std::string graph = *dir_ + "/graph.json";
+  const std::string plan = *dir_ + "/tight.json";
+  const uint64_t peak = memory_profile(read_graph_file(graph)).peak_bytes;
+  ASSERT_EQ(run_memwall("plan --graph " + graph + " --gpu l4 --strategy remat:keep-all --out " +
+                        plan + " --budget " + std::to_string(peak))
+                .exit_code,
+            0);
+  expect_one_line(run_memwall("run --graph " + graph + " --plan " + plan + " --steps 1 " +
+                              "--keep-values " + *dir_),
+                  1, "out of device memory");
+}
+
+TEST_F(RunBadInput, SourcesAndOptions) {
+  REQUIRE_EXECUTOR();
+  expect_one_line(run_memwall("run"), 2, "give --graph G --plan P");
+  expect_one_line(run_memwall("run --graph " + *dir_ + "/graph.json"), 2, "--graph needs --plan");
+  expect_one_line(run_memwall("run --builtin gpt-mini"), 2, "name the profile");
+  expect_one_line(run_memwall("run --builtin gpt-mini --gpu l4 --steps 0"), 2, "--steps");
+  expect_one_line(run_memwall("run --builtin no-such-model --gpu l4"), 2, "no-such-model");
+}
+
+}  // namespace
+}  // namespace memwall::testing
