@@ -19,6 +19,7 @@
 #include "memwall/importers/torch_trace.h"
 #include "memwall/plan/plan.h"
 #include "memwall/planner/planner.h"
+#include "memwall/report/chrome_trace.h"
 #include "memwall/sim/simulator.h"
 #include "options.h"
 
@@ -38,6 +39,7 @@ struct RunArgs {
   std::string policy = "stitching";
   std::string python;
   std::string values;  // --keep-values
+  std::string trace;   // --trace
 };
 
 // The graph and plan given as files must be the graph a fresh trace of its
@@ -49,11 +51,19 @@ void check_same_structure(const Graph& given, const Graph& traced, const std::st
         "trace it again here (memwall trace --kernels cpu) or let memwall run trace it",
         file, what);
   };
-  if (given.buffers.size() != traced.buffers.size() || given.ops.size() != traced.ops.size()) {
-    differ(fmt::format("{} ops and {} buffers against {} and {}", given.ops.size(),
-                       given.buffers.size(), traced.ops.size(), traced.buffers.size()));
+  // Versions of in-place updates (Note [Buffer versions]) are appended
+  // after the tracer's buffers: a graph read with or without them compares
+  // on the tracer's.
+  const auto original = [](const Graph& g) {
+    size_t n = 0;
+    for (const Buffer& b : g.buffers) n += b.version_of == kNoBuffer ? 1 : 0;
+    return n;
+  };
+  if (original(given) != original(traced) || given.ops.size() != traced.ops.size()) {
+    differ(fmt::format("{} ops and {} buffers against {} and {}", given.ops.size(), original(given),
+                       traced.ops.size(), original(traced)));
   }
-  for (size_t b = 0; b < given.buffers.size(); ++b) {
+  for (size_t b = 0; b < original(given); ++b) {
     if (given.buffers[b].bytes != traced.buffers[b].bytes) {
       differ(fmt::format("buffer {} ({}) has {} bytes against {}", b, given.buffers[b].name,
                          given.buffers[b].bytes, traced.buffers[b].bytes));
@@ -85,6 +95,26 @@ void keep_values(const importers::RunTrace& trace, const std::string& dir) {
   }
 }
 
+// The last iteration as the simulator's timeline (Chrome trace layout of
+// report/chrome_trace.h): spans per resource, device and host memory.
+SimResult measured_timeline(const exec::RunResult& run, const Plan& plan) {
+  SimResult r;
+  r.valid = true;
+  r.budget = plan.budget;
+  for (const exec::TraceEvent& e : run.events) {
+    r.timeline.push_back({static_cast<Resource>(e.lane), e.step, e.start_s, e.end_s});
+    r.iteration_time = std::max(r.iteration_time, e.end_s);
+  }
+  for (const exec::MemorySample& m : run.memory) {
+    r.curves[0].push_back({m.time_s, m.device_bytes});
+    r.curves[1].push_back({m.time_s, m.host_bytes});
+    r.peak_bytes[0] = std::max(r.peak_bytes[0], m.device_bytes);
+    r.peak_bytes[1] = std::max(r.peak_bytes[1], m.host_bytes);
+  }
+  if (!run.steps.empty()) r.iteration_time = run.steps.back().step_time_s;
+  return r;
+}
+
 std::string ratio(double measured, double predicted) {
   return predicted > 0 ? fmt::format("{:.3f}", measured / predicted) : std::string("-");
 }
@@ -107,6 +137,8 @@ int run_run(const RunArgs& args) {
     fail("run: unknown --policy '{}' (stitching, caching or expandable)", args.policy);
   }
 
+  OutputFiles outputs;
+  outputs.declare(args.trace);
   Graph graph;
   Plan plan;
   Hardware hw;
@@ -197,6 +229,7 @@ int run_run(const RunArgs& args) {
   options.steps = steps;
   options.check_eager = args.check_eager;
   options.policy = args.policy;
+  options.record_trace = !args.trace.empty();
   exec::RunResult result;
   std::string error;
   const exec::RunFunction run = load_executor();
@@ -207,6 +240,11 @@ int run_run(const RunArgs& args) {
     return 1;
   }
 
+  if (!args.trace.empty()) {
+    outputs.set(args.trace,
+                chrome_trace_json(graph, plan, measured_timeline(result, plan), "memwall run"));
+    outputs.commit();
+  }
   const double predicted_time = predicted.iteration_time;
   const uint64_t predicted_device = predicted.peak_bytes[0];
   const uint64_t predicted_host = predicted.peak_bytes[1];
@@ -308,6 +346,9 @@ void add_run(CLI::App& app, Action& action) {
                   "keep the traced values and eager's results in DIR, and reuse them when DIR "
                   "has them (steps and seed then come from DIR)");
   cmd->add_option("--python", args->python, "the interpreter that traces (default: memwall's)");
+  cmd->add_option("--trace", args->trace,
+                  "write a Chrome trace of the last iteration as it ran (the simulator's "
+                  "layout: open it beside `memwall simulate --trace` in Perfetto)");
   cmd->add_flag("--json", args->json, "machine-readable output");
   cmd->callback([&action, args] { action = [args] { return run_run(*args); }; });
 }

@@ -47,6 +47,10 @@ struct Slot {
   std::optional<runtime::Extent> nvme;
 };
 
+// The simulator's resource lanes (sim/simulator.h, Resource), which the
+// trace of a run shares.
+enum Lane : int { kCompute = 0, kH2D = 1, kD2H = 2, kNvmeRead = 3, kNvmeWrite = 4 };
+
 // Device memory whose copy out is still running: freed when it ends.
 struct Leaving {
   c10::Storage storage;
@@ -282,7 +286,12 @@ class Executor {
     kernel_s_ = wait_s_ = 0;
     iteration_ = k;
     const Clock::time_point start = Clock::now();
-    if (k == 0) run_start_ = start;
+    iteration_start_ = start;
+    tracing_ = options_.record_trace && k + 1 == options_.steps;
+    if (tracing_) {
+      result.events.clear();
+      result.memory.clear();
+    }
     for (size_t i = 0; i < plan_.steps.size(); ++i) {
       step_ = i;
       const bool log = memory_log_ != nullptr && k == 0;
@@ -290,6 +299,9 @@ class Executor {
       if (log) memory_->reset_peak();
       execute(plan_.steps[i], result);
       retire_finished();
+      if (tracing_) {
+        result.memory.push_back({now_s(), memory_->live_bytes(), host_->stats().in_use_bytes});
+      }
       if (log) {
         std::fprintf(memory_log_, "%zu %llu %llu\n", i,
                      static_cast<unsigned long long>(memory_->live_bytes()),
@@ -301,6 +313,7 @@ class Executor {
     engine_->synchronize();
     leaving_.clear();
     wait_s_ += seconds_since(waited);
+    close_copy_spans(result, /*all=*/true);
     m.step_time_s = seconds_since(start);
     m.loss = loss_value_;
     m.device_peak_bytes = memory_->peak_bytes();
@@ -356,6 +369,27 @@ class Executor {
     std::erase_if(leaving_, [](const Leaving& l) { return l.until.done(); });
   }
 
+  double now_s() const { return seconds_since(iteration_start_); }
+
+  // A span of the trace: open copies end when the executor sees them done.
+  void span(RunResult& result, Lane lane, double start, double end,
+            runtime::CopyEvent until = runtime::CopyEvent()) {
+    if (!tracing_) return;
+    result.events.push_back({lane, static_cast<uint32_t>(step_), start, end});
+    if (until.done()) return;
+    open_copies_.emplace_back(result.events.size() - 1, std::move(until));
+  }
+
+  void close_copy_spans(RunResult& result, bool all) {
+    if (open_copies_.empty()) return;
+    const double now = now_s();
+    std::erase_if(open_copies_, [&](const auto& open) {
+      if (!all && !open.second.done()) return false;
+      result.events[open.first].end_s = now;
+      return true;
+    });
+  }
+
   void wait(const runtime::CopyEvent& e) {
     if (e.done()) return;
     const Clock::time_point t = Clock::now();
@@ -372,31 +406,34 @@ class Executor {
       case StepKind::kCompute:
       case StepKind::kRecompute:
         run_op(s, result);
-        return;
+        break;
       case StepKind::kSwapOut:
-        swap_out(s.buf, s.to);
-        return;
+        swap_out(s.buf, s.to, result);
+        break;
       case StepKind::kSwapIn:
         if (s.to == Tier::kHost) {
-          nvme_to_host(s.buf);
+          nvme_to_host(s.buf, result);
         } else {
-          swap_in(s.buf);
+          swap_in(s.buf, result);
         }
-        return;
+        break;
       case StepKind::kFree:
         free_buffer(s.buf);
-        return;
+        break;
     }
+    close_copy_spans(result, /*all=*/false);
   }
 
   // ---- Copies ---------------------------------------------------------------------------
-  void swap_out(BufferId b, Tier to) {
+  void swap_out(BufferId b, Tier to, RunResult& result) {
     Slot& s = slots_[b];
     const uint64_t bytes = graph_.buffers[b].bytes;
     if (!static_cast<bool>(s.device)) {
       if (to == Tier::kNvme && s.host) {  // host -> NVMe write-back
         wait(s.host_ready);
+        const double t = now_s();
         s.nvme = write_nvme(s.host.data(), bytes);
+        span(result, kNvmeWrite, t, now_s());
         s.host.reset();
         return;
       }
@@ -405,11 +442,15 @@ class Executor {
     }
     wait(s.arrived);
     runtime::HostBuffer h = host_buffer(std::max<uint64_t>(bytes, 1), b);
+    const double issued = now_s();
     const runtime::CopyEvent copied = engine_->copy_async(h.data(), s.device.data(), bytes,
                                                           runtime::CopyDirection::kDeviceToHost);
+    span(result, kD2H, issued, issued, copied);
     if (to == Tier::kNvme) {
       wait(copied);
+      const double t = now_s();
       s.nvme = write_nvme(h.data(), bytes);
+      span(result, kNvmeWrite, t, now_s());
       s.device = c10::Storage();
       return;  // the bounce buffer goes with h
     }
@@ -440,15 +481,17 @@ class Executor {
     wait_s_ += seconds_since(t);
   }
 
-  void swap_in(BufferId b) {
+  void swap_in(BufferId b, RunResult& result) {
     Slot& s = slots_[b];
     const Buffer& buf = graph_.buffers[b];
     const bool persistent = is_persistent(buf.kind);
     s.device = device_storage(buf.bytes, "swap_in of", b);
     if (s.host) {
       wait(s.host_ready);
+      const double issued = now_s();
       s.arrived = engine_->copy_async(s.device.mutable_data(), s.host.data(), buf.bytes,
                                       runtime::CopyDirection::kHostToDevice);
+      span(result, kH2D, issued, issued, s.arrived);
       if (!persistent) {
         leaving_.push_back({c10::Storage(), std::move(s.host), s.arrived});
         s.host.reset();
@@ -459,9 +502,13 @@ class Executor {
       run_failed("{}: swap_in of {} ({}), which has no copy", where(), b, buf.name);
     }
     runtime::HostBuffer bounce = host_buffer(std::max<uint64_t>(buf.bytes, 1), b);
+    const double read = now_s();
     read_nvme(*s.nvme, bounce.data(), buf.bytes);
+    const double issued = now_s();
+    span(result, kNvmeRead, read, issued);
     s.arrived = engine_->copy_async(s.device.mutable_data(), bounce.data(), buf.bytes,
                                     runtime::CopyDirection::kHostToDevice);
+    span(result, kH2D, issued, issued, s.arrived);
     leaving_.push_back({c10::Storage(), std::move(bounce), s.arrived});
     if (!persistent) {
       nvme().free(*s.nvme);
@@ -469,12 +516,14 @@ class Executor {
     }
   }
 
-  void nvme_to_host(BufferId b) {
+  void nvme_to_host(BufferId b, RunResult& result) {
     Slot& s = slots_[b];
     const Buffer& buf = graph_.buffers[b];
     if (!s.nvme) run_failed("{}: {} ({}) is not on NVMe", where(), b, buf.name);
     s.host = host_buffer(std::max<uint64_t>(buf.bytes, 1), b);
+    const double t = now_s();
     read_nvme(*s.nvme, s.host.data(), buf.bytes);
+    span(result, kNvmeRead, t, now_s());
     s.host_ready = runtime::CopyEvent();
     if (!is_persistent(buf.kind)) {
       nvme().free(*s.nvme);
@@ -652,11 +701,7 @@ class Executor {
         std::find(op.out.begin(), op.out.end(), loss_.buffer) != op.out.end()) {
       loss_value_ = view_of(slots_[loss_.buffer].device, loss_).item<double>();
     }
-    if (options_.record_trace) {
-      result.events.push_back({op.name, "compute", iteration_,
-                               std::chrono::duration<double>(t - run_start_).count(),
-                               seconds_since(run_start_)});
-    }
+    span(result, kCompute, std::chrono::duration<double>(t - iteration_start_).count(), now_s());
   }
 
   void bind_results(const Op& op, const CompiledCall& call, torch::jit::Stack& stack) {
@@ -770,7 +815,9 @@ class Executor {
   size_t step_ = 0;
   OpId op_ = 0;
   double kernel_s_ = 0, wait_s_ = 0;
-  Clock::time_point run_start_;
+  Clock::time_point iteration_start_;
+  bool tracing_ = false;
+  std::vector<std::pair<size_t, runtime::CopyEvent>> open_copies_;  // event index, copy
 };
 
 }  // namespace

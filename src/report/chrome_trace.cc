@@ -76,8 +76,10 @@ std::string step_title(const Graph& graph, const Step& step) {
   return "step";
 }
 
-void append_metadata(std::string& out) {
-  out += R"({"name":"process_name","ph":"M","pid":1,"args":{"name":"memwall plan"}})";
+void append_metadata(std::string& out, std::string_view process) {
+  out += R"({"name":"process_name","ph":"M","pid":1,"args":{"name":)";
+  append_json_string(out, process);
+  out += "}}";
 }
 
 void append_thread_metadata(std::string& out, size_t resource) {
@@ -184,7 +186,8 @@ nlohmann::json other_data(const Plan& plan, const SimResult& result) {
 
 }  // namespace
 
-std::string chrome_trace_json(const Graph& graph, const Plan& plan, const SimResult& result) {
+std::string chrome_trace_json(const Graph& graph, const Plan& plan, const SimResult& result,
+                              std::string_view process) {
   std::array<bool, kNumResources> used{};
   for (const Span& span : result.timeline) {
     if (static_cast<size_t>(span.resource) < kNumResources) {
@@ -197,7 +200,7 @@ std::string chrome_trace_json(const Graph& graph, const Plan& plan, const SimRes
   std::string out;
   out.reserve(256 + result.timeline.size() * 160 + points * 80);
   out += "{\"traceEvents\":[\n";
-  append_metadata(out);
+  append_metadata(out, process);
   for (size_t r = 0; r < kNumResources; ++r) {
     if (used[r]) append_thread_metadata(out, r);
   }

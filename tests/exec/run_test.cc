@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,7 @@
 #include "cli/run_memwall.h"
 #include "memwall/graph/graph.h"
 #include "memwall/importers/torch_trace.h"
+#include "memwall/plan/plan.h"
 
 namespace memwall::testing {
 namespace {
@@ -162,7 +164,7 @@ TEST(RunExec, Gpt2SmallAtAShortSequence) {
 
 // ---- Bad input ------------------------------------------------------------------------
 
-class RunBadInput : public ::testing::Test {
+class RunKept : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     if (!executor_built() || !torch_importable()) return;
@@ -178,7 +180,7 @@ class RunBadInput : public ::testing::Test {
   }
   static std::string* dir_;
 };
-std::string* RunBadInput::dir_ = nullptr;
+std::string* RunKept::dir_ = nullptr;
 
 void expect_one_line(const RunResult& r, int code, const std::string& says) {
   EXPECT_EQ(r.exit_code, code) << r.err;
@@ -187,7 +189,7 @@ void expect_one_line(const RunResult& r, int code, const std::string& says) {
   EXPECT_TRUE(r.out.empty()) << r.out;
 }
 
-TEST_F(RunBadInput, AGraphWithoutCallsIsNotRunnable) {
+TEST_F(RunKept, AGraphWithoutCallsIsNotRunnable) {
   REQUIRE_EXECUTOR();
   Graph g = read_graph_file(*dir_ + "/graph.json");
   g.meta.erase("calls");
@@ -203,7 +205,7 @@ TEST_F(RunBadInput, AGraphWithoutCallsIsNotRunnable) {
                   "carries no call records");
 }
 
-TEST_F(RunBadInput, APlanForAnotherGraph) {
+TEST_F(RunKept, APlanForAnotherGraph) {
   REQUIRE_EXECUTOR();
   const std::string plan = *dir_ + "/zoo_plan.json";
   ASSERT_EQ(run_memwall("plan --model gpt2-small --gpu l4 --strategy remat:keep-all --out " + plan)
@@ -214,7 +216,7 @@ TEST_F(RunBadInput, APlanForAnotherGraph) {
                   2, "the plan is for graph \"gpt2-small");
 }
 
-TEST_F(RunBadInput, AZooGraph) {
+TEST_F(RunKept, AZooGraph) {
   REQUIRE_EXECUTOR();
   const std::string plan = *dir_ + "/zoo.json";
   const std::string graph = *dir_ + "/zoo_graph.json";
@@ -227,7 +229,7 @@ TEST_F(RunBadInput, AZooGraph) {
                   "zoo graphs are not runnable");
 }
 
-TEST_F(RunBadInput, ABudgetTheRunOverruns) {
+TEST_F(RunKept, ABudgetTheRunOverruns) {
   REQUIRE_EXECUTOR();
   // The simulator counts bytes; the run's allocator maps 2 MiB chunks. A
   // plan at the budget of its byte count leaves no room for that rounding.
@@ -243,13 +245,58 @@ TEST_F(RunBadInput, ABudgetTheRunOverruns) {
                   1, "out of device memory");
 }
 
-TEST_F(RunBadInput, SourcesAndOptions) {
+TEST_F(RunKept, SourcesAndOptions) {
   REQUIRE_EXECUTOR();
   expect_one_line(run_memwall("run"), 2, "give --graph G --plan P");
   expect_one_line(run_memwall("run --graph " + *dir_ + "/graph.json"), 2, "--graph needs --plan");
   expect_one_line(run_memwall("run --builtin gpt-mini"), 2, "name the profile");
   expect_one_line(run_memwall("run --builtin gpt-mini --gpu l4 --steps 0"), 2, "--steps");
   expect_one_line(run_memwall("run --builtin no-such-model --gpu l4"), 2, "no-such-model");
+}
+
+TEST_F(RunKept, TraceOfTheRunInTheSimulatorsLayout) {
+  REQUIRE_EXECUTOR();
+  const std::string graph = *dir_ + "/graph.json";
+  const std::string plan = *dir_ + "/vdnn.json";
+  const uint64_t peak = memory_profile(read_graph_file(graph)).peak_bytes;
+  ASSERT_EQ(run_memwall("plan --graph " + graph + " --gpu l4 --strategy vdnn --out " + plan +
+                        " --budget " + std::to_string(peak * 8 / 10))
+                .exit_code,
+            0);
+  const std::string trace = *dir_ + "/run.trace.json";
+  const RunResult r =
+      run_memwall("run --graph " + graph + " --plan " + plan + " --steps 1 --keep-values " + *dir_ +
+                  " --budget " + std::to_string(peak * 2) + " --trace " + trace);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json t = nlohmann::json::parse(slurp(trace));
+  // One span per plan step on its resource's track (compute 1, h2d 2, d2h
+  // 3: report/chrome_trace.cc), and the device memory counter.
+  std::map<int, int> spans;
+  int counters = 0;
+  for (const nlohmann::json& e : t.at("traceEvents")) {
+    if (e.at("ph") == "X") ++spans[e.at("tid").get<int>()];
+    if (e.at("ph") == "C" && e.at("name") == "device memory") ++counters;
+  }
+  const Plan p = read_plan_file(plan);
+  int computes = 0, outs = 0, ins = 0;
+  for (const Step& s : p.steps) {
+    computes += s.kind == StepKind::kCompute || s.kind == StepKind::kRecompute;
+    outs += s.kind == StepKind::kSwapOut;
+    ins += s.kind == StepKind::kSwapIn;
+  }
+  EXPECT_GT(outs, 0);
+  EXPECT_EQ(spans[1], computes);
+  EXPECT_EQ(spans[2], ins);
+  EXPECT_EQ(spans[3], outs);
+  EXPECT_EQ(counters, static_cast<int>(p.steps.size()));
+  EXPECT_EQ(t.at("traceEvents").at(0).at("args").at("name"), "memwall run");
+}
+
+TEST_F(RunKept, AnUnwritableTraceFailsBeforeTheRun) {
+  REQUIRE_EXECUTOR();
+  expect_one_line(run_memwall("run --graph " + *dir_ + "/graph.json --plan " + *dir_ +
+                              "/none.json --trace /nonexistent/dir/t.json"),
+                  2, "/nonexistent/dir/t.json");
 }
 
 }  // namespace

@@ -32,12 +32,18 @@ struct RunOptions {
   bool record_trace = false;           // fill RunResult::events
 };
 
-// What ran, in the simulator's Chrome-trace lanes.
+// What ran in the last iteration, in the simulator's lanes (sim's
+// Resource order: compute, h2d, d2h, nvme read, nvme write, host cpu), for
+// `memwall run --trace`. A copy's end is when the executor saw it done.
 struct TraceEvent {
-  std::string name;
-  std::string lane;               // "compute", "h2d", "d2h", "nvme read", "nvme write"
-  int step = 0;                   // the iteration
-  double start_s = 0, end_s = 0;  // since the run's first step began
+  int lane = 0;
+  uint32_t step = 0;              // the plan step
+  double start_s = 0, end_s = 0;  // since the iteration began
+};
+struct MemorySample {
+  double time_s = 0;
+  uint64_t device_bytes = 0;  // live tensor bytes
+  uint64_t host_bytes = 0;    // pinned pool in use
 };
 
 struct StepMeasure {
@@ -63,7 +69,8 @@ struct RunResult {
   std::optional<bool> eager_equal;  // set when check_eager
   std::string eager_difference;     // the first difference, when not equal
   uint64_t budget = 0;
-  std::vector<TraceEvent> events;
+  std::vector<TraceEvent> events;    // record_trace: the last iteration
+  std::vector<MemorySample> memory;  // record_trace: after each plan step
 };
 
 // Error kinds the library reports (exit codes of `memwall run`).
