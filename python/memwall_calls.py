@@ -259,8 +259,9 @@ def remap(value, new_id):
 #                            batch (the traced step is the first) and the
 #                            bytes of every parameter and optimizer state
 #                            after them.
-# Index files: {"buffers": [{"id", "offset", "bytes"}], ...}; ids are the
-# graph's.
+# Index files: {"buffers": [{"id", "name", "offset", "bytes"}], ...}; ids
+# and names are the graph's (memwall's rewrites renumber buffers but keep
+# their names).
 
 
 def storage_bytes(storage):
@@ -275,8 +276,9 @@ class ValueFile:
         self.offset = 0
         self.entries = []
 
-    def add(self, buffer_id, data):
-        self.entries.append({"id": buffer_id, "offset": self.offset, "bytes": len(data)})
+    def add(self, buffer_id, data, name):
+        self.entries.append({"id": buffer_id, "name": name, "offset": self.offset,
+                             "bytes": len(data)})
         self.f.write(data)
         self.offset += len(data)
 

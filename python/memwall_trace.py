@@ -892,7 +892,7 @@ def write_values(graph, keep, steps, seed, out_dir):
     state = memwall_calls.ValueFile(os.path.join(out_dir, "state.bin"))
     for old, data in sorted(recorder.values.items()):
         if old in new_id:
-            state.add(new_id[old], data)
+            state.add(new_id[old], data, recorder.buffers[old].name)
     rng = state.add_blob(memwall_calls.storage_bytes(recorder.rng_state.untyped_storage()))
     state.close(os.path.join(out_dir, "state.json"),
                 {"seed": seed, "threads": torch.get_num_threads(), "rng": rng,
@@ -920,7 +920,8 @@ def write_values(graph, keep, steps, seed, out_dir):
     eager = memwall_calls.ValueFile(os.path.join(out_dir, "eager.bin"))
     for key, old in recorder.by_storage.items():
         if old in new_id and key in persistent:
-            eager.add(new_id[old], memwall_calls.storage_bytes(persistent[key]))
+            eager.add(new_id[old], memwall_calls.storage_bytes(persistent[key]),
+                      recorder.buffers[old].name)
     eager.entries.sort(key=lambda e: e["id"])
     eager.close(os.path.join(out_dir, "eager.json"), {"steps": steps, "losses": losses})
     write_json(graph, os.path.join(out_dir, "graph.json"))

@@ -33,7 +33,8 @@ c10::MemoryFormat memory_format_named(const std::string& name) {
 
 TensorRef tensor_ref(const nlohmann::json& v) {
   TensorRef ref;
-  ref.buffer = v.at("t").get<int64_t>();
+  ref.local = v.contains("l");
+  ref.buffer = ref.local ? v.at("l").get<int64_t>() : v.at("t").get<int64_t>();
   ref.sizes = v.at("size").get<std::vector<int64_t>>();
   ref.strides = v.at("stride").get<std::vector<int64_t>>();
   ref.offset = v.at("offset").get<int64_t>();
@@ -56,7 +57,13 @@ double float_value(const nlohmann::json& v) {
 }
 
 bool is_float(const nlohmann::json& v) { return v.is_object() && v.contains("f"); }
-bool is_tensor(const nlohmann::json& v) { return v.is_object() && v.contains("t"); }
+bool is_tensor(const nlohmann::json& v) {
+  return v.is_object() && (v.contains("t") || v.contains("l"));
+}
+
+int32_t buffer_of(const nlohmann::json& v) {
+  return v.is_null() ? -1 : v.at("t").get<int32_t>();
+}
 
 void collect_items(const nlohmann::json& tree, std::vector<TensorRef>& items) {
   if (!tree.is_array() || tree.empty()) return;
@@ -211,6 +218,25 @@ CompiledCall compile_call(const nlohmann::json& call, const std::string& op_name
   CompiledCall compiled;
   try {
     const std::string name = call.at("op").get<std::string>();
+    if (name == "memwall::cpu_step") {
+      compiled.kind = CompiledCall::Kind::kCpuStep;
+      compiled.name = name;
+      for (const nlohmann::json& step : call.at("steps")) {
+        compiled.steps.push_back(compile_call(step, op_name, host));
+      }
+      compiled.locals = call.at("locals").get<size_t>();
+      compiled.param = buffer_of(call.at("param"));
+      compiled.master = buffer_of(call.at("master"));
+      compiled.update = buffer_of(call.at("update"));
+      return compiled;
+    }
+    if (name == "memwall::apply") {
+      compiled.kind = CompiledCall::Kind::kApply;
+      compiled.name = name;
+      compiled.from = buffer_of(call.at("from"));
+      compiled.to = buffer_of(call.at("to"));
+      return compiled;
+    }
     const std::string overload = call.value("overload", std::string());
     compiled.name = overload.empty() ? name : name + "." + overload;
     if (call.contains("unsupported")) {
@@ -243,7 +269,11 @@ CompiledCall compile_call(const nlohmann::json& call, const std::string& op_name
       compiled.args.push_back(std::move(arg));
     }
     for (const nlohmann::json& r : call.at("results")) {
-      compiled.results.push_back(r.is_null() ? -1 : r.get<int64_t>());
+      if (r.is_object()) {
+        compiled.results.push_back({r.at("l").get<int64_t>(), true});
+      } else {
+        compiled.results.push_back({r.is_null() ? -1 : r.get<int64_t>(), false});
+      }
     }
     compiled.rng = call.value("rng", false);
   } catch (const BadInput& e) {

@@ -18,7 +18,8 @@ namespace memwall::exec {
 // A tensor argument: a view of a buffer's storage. `buffer` is the id the
 // tracer gave the storage (a version's root, Note [Buffer versions]).
 struct TensorRef {
-  int64_t buffer = -1;
+  int64_t buffer = -1;  // a local's index when `local` (Note [Fused calls])
+  bool local = false;
   std::vector<int64_t> sizes, strides;
   int64_t offset = 0;
   c10::ScalarType dtype = c10::ScalarType::Float;
@@ -39,11 +40,27 @@ struct CompiledArg {
   enum class As { kDouble, kScalar, kWrappedTensor } expr_as = As::kDouble;
 };
 
+// What a returned tensor becomes: a buffer (id), a local of a fused
+// sequence, or nothing (-1).
+struct ResultRef {
+  int64_t id = -1;
+  bool local = false;
+};
+
 struct CompiledCall {
+  // kAten: one operator. memwall's own ops (docs/exec.md): kCpuStep, a
+  // parameter's optimizer step on the host (Note [CPU step calls]: `steps`
+  // in order over `locals` temporaries, the parameter's references meaning
+  // its master copy, which then gives `update` or the parameter its
+  // values); kApply, the device copy of `from` into `to`.
+  enum class Kind { kAten, kCpuStep, kApply } kind = Kind::kAten;
+  std::vector<CompiledCall> steps;
+  size_t locals = 0;
+  int32_t param = -1, master = -1, update = -1, from = -1, to = -1;  // buffer ids
   std::string name;  // "aten::addmm.out"
   std::optional<c10::OperatorHandle> handle;
   std::vector<CompiledArg> args;  // one per schema argument
-  std::vector<int64_t> results;   // per returned tensor: the buffer it creates, or -1
+  std::vector<ResultRef> results;  // per returned tensor
   bool rng = false;
 };
 

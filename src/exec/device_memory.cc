@@ -29,6 +29,7 @@ DeviceMemory::~DeviceMemory() { g_current.store(nullptr); }
 
 c10::DataPtr DeviceMemory::allocate(size_t bytes) {
   const c10::Device device(c10::kCPU);
+  if (host_mode_.load()) return host_->allocate(bytes);
   if (bytes == 0) return {nullptr, nullptr, &release, device};
   const alloc::Allocation a = allocator_.allocate(bytes);
   if (!a) {

@@ -11,6 +11,7 @@
 // state) come from PyTorch's own allocator, which DeviceMemory keeps.
 #pragma once
 #include <cstdint>
+#include <atomic>
 #include <mutex>
 #include <unordered_map>
 
@@ -53,6 +54,10 @@ class DeviceMemory final : public c10::Allocator {
   alloc::Stats stats() const { return allocator_.stats(); }
   uint64_t budget() const { return budget_; }
 
+  // While on, requests go to the host allocator: a host compute step's
+  // kernels make host tensors (set by the one thread that issues steps).
+  void set_host_mode(bool on) { host_mode_.store(on); }
+
  private:
   struct Sizes {
     uint64_t bytes = 0, allocated = 0;
@@ -63,6 +68,7 @@ class DeviceMemory final : public c10::Allocator {
   uint64_t budget_;
   c10::Allocator* host_;  // PyTorch's CPU allocator before ours
   mutable std::mutex mutex_;
+  std::atomic<bool> host_mode_{false};
   std::unordered_map<void*, Sizes> blocks_;
   uint64_t live_ = 0, live_allocated_ = 0, peak_ = 0, peak_allocated_ = 0;
 };

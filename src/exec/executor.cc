@@ -49,7 +49,7 @@ struct Slot {
 
 // The simulator's resource lanes (sim/simulator.h, Resource), which the
 // trace of a run shares.
-enum Lane : int { kCompute = 0, kH2D = 1, kD2H = 2, kNvmeRead = 3, kNvmeWrite = 4 };
+enum Lane : int { kCompute = 0, kH2D = 1, kD2H = 2, kNvmeRead = 3, kNvmeWrite = 4, kHostCpu = 5 };
 
 // Device memory whose copy out is still running: freed when it ends.
 struct Leaving {
@@ -92,9 +92,10 @@ class Executor {
       while (graph.buffers[r].version_of != kNoBuffer) r = graph.buffers[r].version_of;
       roots_[b] = r;
     }
+    find_masters();
     for (const Buffer& b : graph.buffers) {
       if (!exists_before_first_op(b.kind)) continue;
-      const std::span<const std::byte> v = state_->buffer(b.id);
+      const std::span<const std::byte> v = value_of(b);
       if (v.size() != b.bytes) {
         bad_input(
             "{}: buffer {} ({}) has {} bytes of values, the graph says {}: the values are "
@@ -168,6 +169,27 @@ class Executor {
     }
   }
 
+  // Note [CPU step calls]: a parameter's fp32 master copy, which memwall's
+  // offload rewrite adds, starts as the parameter.
+  void find_masters() {
+    for (const Op& op : graph_.ops) {
+      if (op.call.find("memwall::cpu_step") == std::string::npos) continue;
+      const nlohmann::json call = nlohmann::json::parse(op.call, nullptr, false);
+      if (call.is_discarded() || !call.contains("master") || call["master"].is_null()) continue;
+      master_of_[call["master"].at("t").get<BufferId>()] = call.at("param").at("t").get<BufferId>();
+    }
+  }
+
+  // A buffer's starting bytes: by name (rewrites renumber buffers), by id
+  // for values without names, a master's from its parameter.
+  std::span<const std::byte> value_of(const Buffer& b) const {
+    if (const auto it = master_of_.find(b.id); it != master_of_.end()) {
+      return value_of(graph_.buffers[it->second]);
+    }
+    if (const auto v = state_->named(b.name)) return *v;
+    return state_->buffer(b.id);
+  }
+
   uint64_t host_capacity() const {
     if (options_.host_bytes > 0) return options_.host_bytes;
     const long pages = ::sysconf(_SC_PHYS_PAGES);
@@ -205,7 +227,8 @@ class Executor {
                        false);
     std::memcpy(bytes.mutable_data(), rng.data(), rng.size());
     const int64_t n = static_cast<int64_t>(rng.size());
-    const at::Tensor state = view_of(bytes, TensorRef{-1, {n}, {1}, 0, c10::ScalarType::Byte});
+    const at::Tensor state =
+        view_of(bytes, TensorRef{-1, false, {n}, {1}, 0, c10::ScalarType::Byte});
     at::Generator gen = at::detail::getDefaultCPUGenerator();
     std::lock_guard<std::mutex> lock(gen.mutex());
     gen.set_state(state);
@@ -250,7 +273,7 @@ class Executor {
 
   // Places a buffer that exists before the first op where the plan starts it.
   void bind(const Buffer& b) {
-    const std::span<const std::byte> v = state_->buffer(b.id);
+    const std::span<const std::byte> v = value_of(b);
     Slot& s = slots_[b.id];
     const auto it = plan_.placement.find(b.id);
     const Tier tier = it == plan_.placement.end() ? Tier::kDevice : it->second;
@@ -432,7 +455,7 @@ class Executor {
       if (to == Tier::kNvme && s.host) {  // host -> NVMe write-back
         wait(s.host_ready);
         const double t = now_s();
-        s.nvme = write_nvme(s.host.data(), bytes);
+        s.nvme = write_nvme(s, s.host.data(), bytes);
         span(result, kNvmeWrite, t, now_s());
         s.host.reset();
         return;
@@ -449,7 +472,7 @@ class Executor {
     if (to == Tier::kNvme) {
       wait(copied);
       const double t = now_s();
-      s.nvme = write_nvme(h.data(), bytes);
+      s.nvme = write_nvme(s, h.data(), bytes);
       span(result, kNvmeWrite, t, now_s());
       s.device = c10::Storage();
       return;  // the bounce buffer goes with h
@@ -460,7 +483,13 @@ class Executor {
     s.host_ready = copied;
   }
 
-  runtime::Extent write_nvme(const void* data, uint64_t bytes) {
+  // Writes a buffer's bytes to NVMe, in place of an older copy (a model
+  // state written back after its CPU step).
+  runtime::Extent write_nvme(Slot& s, const void* data, uint64_t bytes) {
+    if (s.nvme) {
+      nvme().free(*s.nvme);
+      s.nvme.reset();
+    }
     const Clock::time_point t = Clock::now();
     try {
       runtime::Extent e = nvme().write(data, bytes);
@@ -558,7 +587,17 @@ class Executor {
     return it->second;
   }
 
-  at::Tensor argument_tensor(const TensorRef& ref) { return view_of(resolve(ref.buffer), ref); }
+  at::Tensor argument_tensor(const TensorRef& ref) {
+    if (ref.local) {
+      if (locals_ == nullptr || static_cast<size_t>(ref.buffer) >= locals_->size() ||
+          !static_cast<bool>((*locals_)[ref.buffer])) {
+        run_failed("{}: op {} reads local {} before a step of it made it", where(),
+                   graph_.ops[op_].name, ref.buffer);
+      }
+      return view_of((*locals_)[ref.buffer], ref);
+    }
+    return view_of(resolve(ref.buffer), ref);
+  }
 
   c10::IValue expression(const CompiledArg& a) {
     size_t next = 0;
@@ -616,12 +655,21 @@ class Executor {
   }
 
   void run_op(const Step& s, RunResult& result) {
-    if (s.on == Tier::kHost) {
-      run_failed("{}: host compute steps are not run yet (op {})", where(), graph_.ops[s.op].name);
-    }
     op_ = s.op;
     const Op& op = graph_.ops[s.op];
     const CompiledCall& call = calls_[s.op];
+    if (call.kind == CompiledCall::Kind::kApply) {
+      apply(op, call, result);
+      return;
+    }
+    if ((s.on == Tier::kHost) != (call.kind == CompiledCall::Kind::kCpuStep)) {
+      run_failed("{}: op {} ({}) runs on the {} here, which the executor does not do", where(),
+                 op.name, call.name, s.on == Tier::kHost ? "host" : "device");
+    }
+    if (call.kind == CompiledCall::Kind::kCpuStep) {
+      cpu_step(op, call, result);
+      return;
+    }
     current_.clear();
     // Versions first: the op writes the next version in place, or into a
     // copy of the previous one when the plan still needs that (Note
@@ -704,6 +752,100 @@ class Executor {
     span(result, kCompute, std::chrono::duration<double>(t - iteration_start_).count(), now_s());
   }
 
+  // A host buffer as a storage (not owned: the slot keeps the memory).
+  c10::Storage on_host(BufferId b) {
+    Slot& slot = slots_[b];
+    if (!slot.host) {
+      run_failed("{}: the CPU step {} needs {} ({}) on the host, where it is not", where(),
+                 graph_.ops[op_].name, b, graph_.buffers[b].name);
+    }
+    wait(slot.host_ready);
+    return c10::Storage(c10::Storage::use_byte_size_t(), graph_.buffers[b].bytes,
+                        c10::DataPtr(slot.host.data(), c10::Device(c10::kCPU)), nullptr, false);
+  }
+
+  // Note [CPU step calls]: the step's ops on host copies, the parameter's
+  // references meaning its master copy; then the new values to `update` or
+  // to the parameter's own host copy.
+  void cpu_step(const Op& op, const CompiledCall& call, RunResult& result) {
+    current_.clear();
+    for (const BufferId b : op.in) current_.emplace_back(roots_[b], on_host(b));
+    for (const BufferId b : op.updates) current_.emplace_back(roots_[b], on_host(b));
+    if (call.master >= 0) {
+      const c10::Storage master = on_host(call.master);
+      std::erase_if(current_, [&](const auto& p) { return p.first == roots_[call.param]; });
+      current_.emplace_back(roots_[call.param], master);
+    }
+    std::vector<c10::Storage> locals(call.locals);
+    locals_ = &locals;
+    const double start = now_s();
+    const Clock::time_point t = Clock::now();
+    memory_->set_host_mode(true);
+    try {
+      for (const CompiledCall& part : call.steps) {
+        torch::jit::Stack stack;
+        {
+          at::AutoDispatchBelowADInplaceOrView below_autograd;
+          push_arguments(part, stack);
+          part.handle->callBoxed(stack);
+        }
+        bind_part_results(op, part, stack);
+      }
+    } catch (const c10::Error& e) {
+      memory_->set_host_mode(false);
+      locals_ = nullptr;
+      const std::string what = e.what_without_backtrace();
+      run_failed("{}: the CPU step {} failed: {}", where(), op.name,
+                 what.substr(0, what.find('\n')));
+    }
+    memory_->set_host_mode(false);
+    locals_ = nullptr;
+    kernel_s_ += seconds_since(t);
+    const BufferId from = call.master >= 0 ? call.master : call.param;
+    const uint64_t bytes = graph_.buffers[call.param].bytes;
+    if (call.update >= 0) {
+      Slot& u = slots_[call.update];
+      u.host = host_buffer(std::max<uint64_t>(bytes, 1), call.update);
+      u.host_ready = runtime::CopyEvent();
+      std::memcpy(u.host.data(), slots_[from].host.data(), bytes);
+    } else if (from != call.param) {
+      std::memcpy(slots_[call.param].host.data(), slots_[from].host.data(), bytes);
+    }
+    current_.clear();
+    span(result, kHostCpu, start, now_s());
+  }
+
+  void bind_part_results(const Op& op, const CompiledCall& part, torch::jit::Stack& stack) {
+    size_t index = 0;
+    const auto take = [&](const at::Tensor& tensor) {
+      if (index >= part.results.size()) {
+        run_failed("{}: {} in {} returned more tensors than its trace", where(), part.name,
+                   op.name);
+      }
+      const ResultRef r = part.results[index++];
+      if (r.local && static_cast<size_t>(r.id) < locals_->size()) {
+        (*locals_)[r.id] = tensor.storage();
+      }
+    };
+    for (const c10::IValue& v : stack) {
+      if (v.isTensor() && v.toTensor().defined()) take(v.toTensor());
+    }
+  }
+
+  // memwall::apply: the device copy of a parameter's new values.
+  void apply(const Op& op, const CompiledCall& call, RunResult& result) {
+    const double start = now_s();
+    need_on_device(call.from);
+    need_on_device(call.to);
+    const uint64_t bytes = graph_.buffers[call.to].bytes;
+    if (graph_.buffers[call.from].bytes != bytes) {
+      run_failed("{}: {} copies {} bytes into {}", where(), op.name,
+                 graph_.buffers[call.from].bytes, bytes);
+    }
+    std::memcpy(slots_[call.to].device.mutable_data(), slots_[call.from].device.data(), bytes);
+    span(result, kCompute, start, now_s());
+  }
+
   void bind_results(const Op& op, const CompiledCall& call, torch::jit::Stack& stack) {
     size_t index = 0;
     const auto take = [&](const at::Tensor& tensor) {
@@ -711,7 +853,14 @@ class Executor {
         run_failed("{}: {} returned more tensors than its trace ({})", where(), op.name,
                    call.results.size());
       }
-      const int64_t b = call.results[index++];
+      const ResultRef r = call.results[index++];
+      if (r.local) {
+        if (locals_ != nullptr && static_cast<size_t>(r.id) < locals_->size()) {
+          (*locals_)[r.id] = tensor.storage();
+        }
+        return;
+      }
+      const int64_t b = r.id;
       if (b >= 0) {
         slots_[b].device = tensor.storage();
         slots_[b].arrived = runtime::CopyEvent();
@@ -810,6 +959,8 @@ class Executor {
   std::vector<Leaving> leaving_;
   std::vector<std::pair<int64_t, c10::Storage>> current_;  // the op's buffers by root
   std::map<OpId, at::Tensor> rng_;
+  std::map<BufferId, BufferId> master_of_;       // master copy -> its parameter
+  std::vector<c10::Storage>* locals_ = nullptr;  // the running CPU step's temporaries
   std::FILE* memory_log_ = nullptr;
   int iteration_ = 0;
   size_t step_ = 0;

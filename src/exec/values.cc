@@ -42,6 +42,7 @@ ValueFile::ValueFile(const std::string& index_path, const std::string& blob_path
   try {
     for (const nlohmann::json& e : index_.at("buffers")) {
       entries_[e.at("id").get<int64_t>()] = blob(e);
+      if (e.contains("name")) by_name_[e.at("name").get<std::string>()] = blob(e);
     }
   } catch (const BadInput&) {
     throw;
@@ -62,6 +63,12 @@ std::span<const std::byte> ValueFile::blob(const nlohmann::json& where) const {
               bytes, size_);
   }
   return {data_ + offset, bytes};
+}
+
+std::optional<std::span<const std::byte>> ValueFile::named(const std::string& name) const {
+  const auto it = by_name_.find(name);
+  if (it == by_name_.end()) return std::nullopt;
+  return it->second;
 }
 
 std::span<const std::byte> ValueFile::buffer(int64_t id) const {

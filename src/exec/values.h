@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -22,6 +23,9 @@ class ValueFile {
 
   // The bytes of buffer `id`; empty span when the file has none.
   std::span<const std::byte> buffer(int64_t id) const;
+  // The bytes of the buffer named `name` (memwall's rewrites renumber
+  // buffers and keep names); nullopt when the file has none by that name.
+  std::optional<std::span<const std::byte>> named(const std::string& name) const;
   bool has(int64_t id) const { return entries_.count(id) != 0; }
   const std::map<int64_t, std::span<const std::byte>>& buffers() const { return entries_; }
   std::span<const std::byte> blob(const nlohmann::json& where) const;  // {"offset","bytes"}
@@ -33,6 +37,7 @@ class ValueFile {
   const std::byte* data_ = nullptr;
   uint64_t size_ = 0;
   std::map<int64_t, std::span<const std::byte>> entries_;
+  std::map<std::string, std::span<const std::byte>> by_name_;
 };
 
 }  // namespace memwall::exec

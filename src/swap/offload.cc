@@ -91,6 +91,38 @@ void check_options(const OffloadOptions& o) {
 
 }  // namespace
 
+namespace {
+
+// Note [CPU step calls]: the call of a parameter's CPU step (docs/exec.md)
+// is its step's own ops (a fused sequence, or the one op) run on the host
+// with the parameter's references meaning its fp32 master copy when it has
+// one, which then gives the new values to `update` (the device's copy
+// comes from it through apply) or, for a parameter kept off the device, to
+// the parameter itself: {"op": "memwall::cpu_step", "steps", "locals",
+// "param", "master", "update"}. Empty for a step without calls.
+std::string cpu_step_call(const std::string& call, BufferId param, BufferId master,
+                          BufferId update) {
+  if (call.empty()) return {};
+  nlohmann::json step = nlohmann::json::parse(call);
+  nlohmann::json out = {{"op", "memwall::cpu_step"}};
+  if (step.value("op", std::string()) == "memwall::sequence") {
+    out["steps"] = std::move(step["steps"]);
+    out["locals"] = step["locals"];
+  } else {
+    out["steps"] = nlohmann::json::array({std::move(step)});
+    out["locals"] = 0;
+  }
+  const auto ref = [](BufferId b) {
+    return b == kNoBuffer ? nlohmann::json() : nlohmann::json{{"t", b}};
+  };
+  out["param"] = ref(param);
+  out["master"] = ref(master);
+  out["update"] = ref(update);
+  return out.dump();
+}
+
+}  // namespace
+
 OffloadGraph offload_graph(const Graph& graph, const OffloadOptions& options) {
   check_options(options);
   OffloadGraph og;
@@ -108,14 +140,17 @@ OffloadGraph offload_graph(const Graph& graph, const OffloadOptions& options) {
     }
     Op& step = g.ops[s.step];
     step.updates = BufferIds(o.states.begin(), o.states.end());
+    const BufferId master = param.dtype == DType::kF32 ? o.states.back() : kNoBuffer;
     if (options.params != Tier::kDevice) {
       // The parameter lives with the CPU: the step writes it directly.
       step.updates.push_back(s.param);
+      step.call = cpu_step_call(step.call, s.param, master, kNoBuffer);
       found.push_back(std::move(o));
       continue;
     }
     o.update = add_buffer(g, param, ".update", BufferKind::kTemp, param.dtype);
     step.out = {o.update};
+    step.call = cpu_step_call(step.call, s.param, master, o.update);
     Op apply;
     apply.name = param.name + ".apply";
     apply.type = "copy";
@@ -123,6 +158,12 @@ OffloadGraph offload_graph(const Graph& graph, const OffloadOptions& options) {
     apply.in = {o.update};
     apply.updates = {s.param};
     apply.bytes = 2.0 * static_cast<double>(param.bytes);
+    if (!step.call.empty()) {
+      apply.call =
+          nlohmann::json{
+              {"op", "memwall::apply"}, {"from", {{"t", o.update}}}, {"to", {{"t", s.param}}}}
+              .dump();
+    }
     after[s.step].push_back(std::move(apply));
     found.push_back(std::move(o));
   }

@@ -42,6 +42,8 @@
 // measured (else the cost model's, from the sums).
 #include "memwall/swap/optimizer_steps.h"
 
+#include "memwall/graph/calls.h"
+
 #include <algorithm>
 #include <string>
 #include <utility>
@@ -271,6 +273,28 @@ Op fused_step(const Graph& g, const ModelState& s) {
   return op;
 }
 
+// Note [Fused calls]: a fused step runs its ops' own calls in order
+// (docs/exec.md): {"op": "memwall::sequence", "steps": [call, ...],
+// "locals": n}, where references to the step's temporaries, which the
+// fused graph no longer has, are locals {"l": k} (k their index in
+// s.temps) and every other reference takes the fused graph's ids. Empty
+// when some op has no call (a zoo graph).
+std::string fused_call(const Graph& g, const ModelState& s, const std::vector<BufferId>& new_id) {
+  nlohmann::json steps = nlohmann::json::array();
+  const auto map = [&](int64_t b) {
+    const auto t = std::find(s.temps.begin(), s.temps.end(), static_cast<BufferId>(b));
+    if (t != s.temps.end()) return CallBuffer{t - s.temps.begin(), true};
+    return CallBuffer{new_id.at(static_cast<size_t>(b)), false};
+  };
+  for (const OpId id : s.ops) {
+    if (g.ops[id].call.empty()) return {};
+    steps.push_back(remap_call(g.ops[id].call, map));
+  }
+  return nlohmann::json{
+      {"op", "memwall::sequence"}, {"steps", std::move(steps)}, {"locals", s.temps.size()}}
+      .dump();
+}
+
 }  // namespace
 
 std::vector<ModelState> model_states(const Graph& graph) { return Grouping(graph).run(); }
@@ -317,10 +341,16 @@ Graph fuse_optimizer_steps(const Graph& graph) {
     Op next;
     if (fused_at[op.id] >= 0) {
       next = fused_step(graph, states[fused_at[op.id]]);
+      next.call = fused_call(graph, states[fused_at[op.id]], new_id);
     } else if (drop_op[op.id]) {
       continue;
     } else {
       next = op;
+      if (!op.call.empty()) {
+        next.call = remap_call_text(op.call, [&](int64_t b) {
+          return CallBuffer{new_id.at(static_cast<size_t>(b)), false};
+        });
+      }
     }
     renumber(next.in);
     renumber(next.out);

@@ -105,14 +105,18 @@ void run_planners(const std::string& tag, const std::string& source,
     const auto budget = static_cast<uint64_t>(c.share * static_cast<double>(peak));
     const std::string plan = dir + "/plan.json";
     const std::string what = tag + " " + c.strategy + " at " + std::to_string(budget);
-    const RunResult planned =
-        run_memwall("plan --graph " + graph_file + " --gpu l4 --strategy " + c.strategy +
-                    " --budget " + std::to_string(budget) + " --out " + plan);
+    // Offload rewrites the graph (its CPU steps): the plan runs that one.
+    const std::string rewritten = dir + "/planned_graph.json";
+    std::filesystem::remove(rewritten);
+    const RunResult planned = run_memwall("plan --graph " + graph_file + " --gpu l4 --strategy " +
+                                          c.strategy + " --budget " + std::to_string(budget) +
+                                          " --out " + plan + " --out-graph " + rewritten);
     ASSERT_EQ(planned.exit_code, 0) << what << ": " << planned.err;
+    const std::string graph_run = std::filesystem::exists(rewritten) ? rewritten : graph_file;
     // The plan keeps its budget in bytes; the device gets room for the
     // allocator's 2 MiB chunks on top (docs/exec.md, "Allocator rounding").
     const uint64_t device = budget + std::max<uint64_t>(uint64_t{32} << 20, budget / 8);
-    check_run(run_memwall("run --graph " + graph_file + " --plan " + plan +
+    check_run(run_memwall("run --graph " + graph_run + " --plan " + plan +
                           " --gpu l4 --steps 3 --check-eager --json --keep-values " + dir +
                           " --budget " + std::to_string(device)),
               what, budget);
@@ -120,46 +124,55 @@ void run_planners(const std::string& tag, const std::string& source,
   std::filesystem::remove_all(dir);
 }
 
-const std::vector<Case> kRematPlanners = {
+const std::vector<Case> kEveryPlanner = {
     {"remat:keep-all", 1.02},  {"remat:chen-sqrt", 0.8},  {"remat:chen-greedy", 0.8},
     {"remat:rotor", 0.8},      {"remat:checkmate", 0.8},  {"remat:memwall", 0.8},
     {"remat:per-layer", 1.02}, {"remat:selective", 1.02}, {"vdnn", 0.8},
-    {"capuchin", 0.8}};
+    {"capuchin", 0.8},         {"zero-offload", 1.02},    {"zero-infinity", 1.02}};
 
 TEST(RunExec, CnnWithBatchNormEveryPlannerIsEagerBitForBit) {
   REQUIRE_EXECUTOR();
-  run_planners("cnn_bn", "--script " + models("cnn_bn"), kRematPlanners);
+  run_planners("cnn_bn", "--script " + models("cnn_bn"), kEveryPlanner);
 }
 
-TEST(RunExec, UNetSwapAndRematPlansAreEagerBitForBit) {
+TEST(RunExec, UNetSwapRematAndOffloadPlansAreEagerBitForBit) {
   REQUIRE_EXECUTOR();
-  run_planners(
-      "unet", "--script " + models("unet"),
-      {{"remat:keep-all", 1.02}, {"remat:chen-greedy", 0.85}, {"vdnn", 0.85}, {"capuchin", 0.9}});
+  run_planners("unet", "--script " + models("unet"),
+               {{"remat:keep-all", 1.02},
+                {"remat:chen-greedy", 0.85},
+                {"vdnn", 0.85},
+                {"capuchin", 0.9},
+                {"zero-offload", 1.02}});
 }
 
 TEST(RunExec, TransformerWithDropoutRecomputesItsMasks) {
   REQUIRE_EXECUTOR();
   // gpt-mini (python/memwall_fidelity.py): dropout 0.1 after embeddings,
-  // attention and MLP; a recomputed dropout must draw its first mask.
+  // attention and MLP; Chen's plan recomputes 7 of its random ops, each of
+  // which must draw its first mask again.
   run_planners("gpt_mini", "--builtin gpt-mini",
                {{"remat:keep-all", 1.02},
                 {"remat:chen-sqrt", 0.9},
                 {"remat:memwall", 0.9},
-                {"capuchin", 0.9}});
+                {"capuchin", 0.9},
+                {"zero-offload", 0.9},
+                {"zero-infinity", 0.9}});
 }
 
 TEST(RunExec, MobileNetV2) {
   REQUIRE_EXECUTOR();
-  run_planners("mobilenet_v2", "--torchvision mobilenet_v2 --batch 8 --image 64",
-               {{"remat:keep-all", 1.02}, {"remat:memwall", 0.95}, {"vdnn", 0.95}});
+  run_planners(
+      "mobilenet_v2", "--torchvision mobilenet_v2 --batch 8 --image 64",
+      {{"remat:keep-all", 1.02}, {"remat:memwall", 0.95}, {"vdnn", 0.95}, {"zero-infinity", 0.95}});
 }
 
 TEST(RunExec, Gpt2SmallAtAShortSequence) {
   REQUIRE_EXECUTOR();
-  // 124M parameters: its model states are the peak at b1 s32, so keep-all
-  // and a swap planner (nothing to recompute within the states' floor).
-  run_planners("gpt2_small", "--script " + models("gpt2_small"), {{"capuchin", 1.02}});
+  // 124M parameters: its model states are the peak at b1 s32, so auto's
+  // plan, a swap planner and ZeRO-Offload (nothing to recompute below the
+  // states' floor).
+  run_planners("gpt2_small", "--script " + models("gpt2_small"),
+               {{"capuchin", 1.02}, {"zero-offload", 0.8}});
 }
 
 // ---- Bad input ------------------------------------------------------------------------

@@ -1,0 +1,28 @@
+// Buffer ids inside op call records (the `call` field, docs/exec.md), for
+// memwall's graph rewrites: a rewrite that renumbers buffers renumbers its
+// calls' tensor references with them, so that the executor runs the right
+// buffers.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+namespace memwall {
+
+// What a buffer id of a call becomes: another id, or a local of a fused
+// sequence (its index among the sequence's temporaries).
+struct CallBuffer {
+  int64_t id = -1;
+  bool local = false;
+};
+
+// `call` (JSON text) with every tensor reference {"t": B} turned into
+// {"t": map(B).id} or {"l": map(B).id}, and every "results" entry alike
+// (a local result as {"l": k}). Throws Error when `call` is not JSON.
+nlohmann::json remap_call(std::string_view call, const std::function<CallBuffer(int64_t)>& map);
+std::string remap_call_text(std::string_view call, const std::function<CallBuffer(int64_t)>& map);
+
+}  // namespace memwall

@@ -1,0 +1,50 @@
+// Renumbering call records (calls.h).
+#include "memwall/graph/calls.h"
+
+#include "memwall/graph/error.h"
+
+namespace memwall {
+namespace {
+
+void remap(nlohmann::json& v, const std::function<CallBuffer(int64_t)>& map) {
+  if (v.is_array()) {
+    for (nlohmann::json& x : v) remap(x, map);
+    return;
+  }
+  if (!v.is_object()) return;
+  if (const auto t = v.find("t"); t != v.end() && t->is_number_integer()) {
+    const CallBuffer to = map(t->get<int64_t>());
+    if (to.local) {
+      v.erase("t");
+      v["l"] = to.id;
+    } else {
+      *t = to.id;
+    }
+  }
+  for (auto it = v.begin(); it != v.end(); ++it) {
+    if (it.key() == "results" && it->is_array()) {
+      for (nlohmann::json& r : *it) {
+        if (!r.is_number_integer()) continue;
+        const CallBuffer to = map(r.get<int64_t>());
+        r = to.local ? nlohmann::json{{"l", to.id}} : nlohmann::json(to.id);
+      }
+    } else if (it.key() != "t") {
+      remap(*it, map);
+    }
+  }
+}
+
+}  // namespace
+
+nlohmann::json remap_call(std::string_view call, const std::function<CallBuffer(int64_t)>& map) {
+  nlohmann::json v = nlohmann::json::parse(call, nullptr, /*allow_exceptions=*/false);
+  if (v.is_discarded()) fail("a call record is not JSON");
+  remap(v, map);
+  return v;
+}
+
+std::string remap_call_text(std::string_view call, const std::function<CallBuffer(int64_t)>& map) {
+  return remap_call(call, map).dump();
+}
+
+}  // namespace memwall
