@@ -7,6 +7,8 @@
 # included by CTestTestfile.cmake after the discovered tests exist.
 set(memwall_long_tests
     Sweep.EveryTorchvisionClassifierTracesAndValidates 270
+    RunExec.Gpt2SmallAtAShortSequence 44
+    RunExec.CnnWithBatchNormEveryPlannerIsEagerBitForBit 25
     Trace.BadInputIsOneLine 45
     RematZoo.EveryPlannerFitsOrSaysWhy 37
     Memwall.WithinOnePercentOfProvenCheckmate 29
