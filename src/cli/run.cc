@@ -21,6 +21,7 @@
 #include "memwall/plan/plan.h"
 #include "memwall/planner/planner.h"
 #include "memwall/report/chrome_trace.h"
+#include "memwall/runtime/nvme_faults.h"
 #include "memwall/sim/simulator.h"
 #include "options.h"
 
@@ -41,6 +42,8 @@ struct RunArgs {
   std::string python;
   std::string values;  // --keep-values
   std::string trace;   // --trace
+  std::vector<std::string> nvme_dirs;
+  std::string nvme_faults;
 };
 
 // The graph and plan given as files must be the graph a fresh trace of its
@@ -148,6 +151,11 @@ int run_run(const RunArgs& args) {
       args.steps ? static_cast<int>(std::min<int64_t>(parse_count(*args.steps, "--steps"), 1000000))
                  : 3;
   const int64_t seed = args.seed ? parse_count(*args.seed, "--seed") : 0;
+  try {
+    (void)runtime::parse_nvme_faults(args.nvme_faults);
+  } catch (const std::invalid_argument& e) {
+    fail("run: --nvme-faults: {}", e.what());
+  }
   if (args.policy != "stitching" && args.policy != "caching" && args.policy != "expandable") {
     fail("run: unknown --policy '{}' (stitching, caching or expandable)", args.policy);
   }
@@ -227,6 +235,8 @@ int run_run(const RunArgs& args) {
   options.check_eager = args.check_eager;
   options.policy = args.policy;
   options.record_trace = !args.trace.empty();
+  options.nvme_dirs = args.nvme_dirs;
+  options.nvme_faults = args.nvme_faults;
   exec::RunResult result;
   std::string error;
   const exec::RunFunction run = load_executor();
@@ -342,6 +352,10 @@ void add_run(CLI::App& app, Action& action) {
   cmd->add_option("--keep-values", args->values,
                   "keep the traced values and eager's results in DIR, and reuse them when DIR "
                   "has them (steps and seed then come from DIR)");
+  cmd->add_option("--nvme-dir", args->nvme_dirs,
+                  "directory for NVMe swap files (repeat to stripe; default $TMPDIR)");
+  cmd->add_option("--nvme-faults", args->nvme_faults,
+                  "inject NVMe faults, as `memwall bench offload` does (docs/nvme.md)");
   cmd->add_option("--python", args->python, "the interpreter that traces (default: memwall's)");
   cmd->add_option("--trace", args->trace,
                   "write a Chrome trace of the last iteration as it ran (the simulator's "

@@ -262,6 +262,7 @@ class Executor {
       uint64_t total = 0;
       for (const Buffer& b : graph_.buffers) total += b.bytes + o.block_size;
       o.capacity = total;
+      if (!options_.nvme_faults.empty()) o.faults = options_.nvme_faults;
       try {
         nvme_ = std::make_unique<runtime::NvmeEngine>(o);
       } catch (const std::exception& e) {
@@ -286,7 +287,11 @@ class Executor {
       if (tier == Tier::kHost) {
         s.host = std::move(h);
       } else {
-        s.nvme = nvme().write(h.data(), b.bytes);
+        try {
+          s.nvme = nvme().write(h.data(), b.bytes);
+        } catch (const std::exception& e) {
+          run_failed("placing {} on NVMe: {}", b.name, e.what());
+        }
       }
     }
   }

@@ -305,6 +305,44 @@ TEST_F(RunKept, TraceOfTheRunInTheSimulatorsLayout) {
   EXPECT_EQ(t.at("traceEvents").at(0).at("args").at("name"), "memwall run");
 }
 
+// ZeRO-Infinity's plan keeps optimizer states and parameters on NVMe.
+std::string infinity_plan(const std::string& dir) {
+  const std::string graph = dir + "/graph.json";
+  const uint64_t peak = memory_profile(read_graph_file(graph)).peak_bytes;
+  const RunResult r = run_memwall(
+      "plan --graph " + graph + " --gpu l4 --strategy zero-infinity --out " + dir +
+      "/inf.json --out-graph " + dir + "/inf_graph.json --budget " + std::to_string(peak));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return "--graph " + dir + "/inf_graph.json --plan " + dir + "/inf.json --keep-values " + dir +
+         " --steps 1 --budget " + std::to_string(peak * 2);
+}
+
+TEST_F(RunKept, AnNvmeFaultFailsTheRunAndLeavesNoSwapFiles) {
+  REQUIRE_EXECUTOR();
+  const std::string swap = *dir_ + "/swap";
+  std::filesystem::create_directories(swap);
+  // ENOSPC is not retried (runtime/nvme_faults.h): the run fails, one line.
+  expect_one_line(run_memwall("run " + infinity_plan(*dir_) + " --nvme-dir " + swap +
+                              " --nvme-faults enospc@3"),
+                  1, "NVMe");
+  EXPECT_TRUE(std::filesystem::is_empty(swap));
+  // EIO is retried: the run goes on, and still gives eager's bits.
+  const RunResult r = run_memwall("run " + infinity_plan(*dir_) + " --nvme-dir " + swap +
+                                  " --nvme-faults eio@2,short@4 --check-eager --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out).at("eager_equal"), true);
+  EXPECT_GT(nlohmann::json::parse(r.out)
+                .at("steps")
+                .at(0)
+                .at("bytes_moved")
+                .at("nvme_write")
+                .at("measured"),
+            0);
+  EXPECT_TRUE(std::filesystem::is_empty(swap));
+  expect_one_line(run_memwall("run " + infinity_plan(*dir_) + " --nvme-faults bogus@1"), 2,
+                  "--nvme-faults");
+}
+
 TEST_F(RunKept, AnUnwritableTraceFailsBeforeTheRun) {
   REQUIRE_EXECUTOR();
   expect_one_line(run_memwall("run --graph " + *dir_ + "/graph.json --plan " + *dir_ +

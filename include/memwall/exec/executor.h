@@ -28,6 +28,7 @@ struct RunOptions {
   // "caching", "expandable"); "plan" when the plan has offsets.
   std::string policy = "stitching";
   std::vector<std::string> nvme_dirs;  // for plans that use NVMe; empty: $TMPDIR
+  std::string nvme_faults;             // injected NVMe faults (runtime/nvme_faults.h)
   uint64_t host_bytes = 0;             // pinned host pool's capacity; 0: 3/4 of RAM
   bool record_trace = false;           // fill RunResult::events
 };
