@@ -257,10 +257,13 @@ int run_run(const RunArgs& args) {
   const uint64_t predicted_host = predicted.peak_bytes[1];
   const auto moved = [&](Resource r) { return predicted.bytes_moved[static_cast<size_t>(r)]; };
   if (args.json) {
-    nlohmann::json out = {{"graph", graph.name},     {"hardware", hw.name},
-                          {"device", result.device}, {"threads", result.threads},
-                          {"budget", plan.budget},   {"plan_steps", plan.steps.size()},
-                          {"policy", args.policy}};
+    nlohmann::json out = {{"graph", graph.name},
+                          {"hardware", hw.name},
+                          {"device", result.device},
+                          {"threads", result.threads},
+                          {"budget", plan.budget},
+                          {"plan_steps", plan.steps.size()},
+                          {"policy", result.arena ? "plan offsets" : args.policy}};
     nlohmann::json rows = nlohmann::json::array();
     for (size_t k = 0; k < result.steps.size(); ++k) {
       const exec::StepMeasure& m = result.steps[k];
@@ -271,6 +274,7 @@ int run_run(const RunArgs& args) {
            {{"measured", m.device_peak_bytes}, {"predicted", predicted_device}}},
           {"device_peak_allocated_bytes", m.device_peak_allocated_bytes},
           {"device_peak_reserved_bytes", m.device_peak_reserved_bytes},
+          {"arena_bytes", m.arena_bytes},
           {"host_peak_bytes", {{"measured", m.host_peak_bytes}, {"predicted", predicted_host}}},
           {"step_time_s", {{"measured", m.step_time_s}, {"predicted", predicted_time}}},
           {"bytes_moved",
@@ -315,6 +319,13 @@ int run_run(const RunArgs& args) {
         "predicted",
         fmt::format("device peak {}, host peak {}, step {}", human_bytes(predicted_device),
                     human_bytes(predicted_host), human_seconds(predicted_time)));
+    if (result.arena && !result.steps.empty()) {
+      const exec::StepMeasure& last = result.steps.back();
+      std::cout << field("arena (plan offsets)",
+                         fmt::format("{} = {:.3f}x the live peak", human_bytes(last.arena_bytes),
+                                     static_cast<double>(last.arena_bytes) /
+                                         static_cast<double>(last.device_peak_bytes)));
+    }
     if (result.eager_equal) {
       std::cout << field("eager PyTorch",
                          *result.eager_equal

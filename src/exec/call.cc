@@ -61,9 +61,7 @@ bool is_tensor(const nlohmann::json& v) {
   return v.is_object() && (v.contains("t") || v.contains("l"));
 }
 
-int32_t buffer_of(const nlohmann::json& v) {
-  return v.is_null() ? -1 : v.at("t").get<int32_t>();
-}
+int32_t buffer_of(const nlohmann::json& v) { return v.is_null() ? -1 : v.at("t").get<int32_t>(); }
 
 void collect_items(const nlohmann::json& tree, std::vector<TensorRef>& items) {
   if (!tree.is_array() || tree.empty()) return;

@@ -57,9 +57,9 @@ struct CompiledCall {
   std::vector<CompiledCall> steps;
   size_t locals = 0;
   int32_t param = -1, master = -1, update = -1, from = -1, to = -1;  // buffer ids
-  std::string name;  // "aten::addmm.out"
+  std::string name;                                                  // "aten::addmm.out"
   std::optional<c10::OperatorHandle> handle;
-  std::vector<CompiledArg> args;  // one per schema argument
+  std::vector<CompiledArg> args;   // one per schema argument
   std::vector<ResultRef> results;  // per returned tensor
   bool rng = false;
 };

@@ -31,6 +31,31 @@ c10::DataPtr DeviceMemory::allocate(size_t bytes) {
   const c10::Device device(c10::kCPU);
   if (host_mode_.load()) return host_->allocate(bytes);
   if (bytes == 0) return {nullptr, nullptr, &release, device};
+  if (arena_ != nullptr) {
+    std::optional<void*> p;
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (Expected& e : expected_) {
+      if (e.taken || e.bytes != bytes) continue;
+      p = arena_->place_at(e.offset, bytes);
+      if (p) {
+        e.taken = true;
+        break;
+      }
+    }
+    if (!p) {
+      std::vector<std::pair<uint64_t, uint64_t>> reserved;
+      for (const Expected& e : expected_) reserved.emplace_back(e.offset, e.bytes);
+      p = arena_->place_anywhere(bytes, reserved);
+    }
+    if (!p) {
+      TORCH_CHECK_WITH(OutOfMemoryError, false,
+                       fmt::format("no room in the plan's arena of {} bytes for {} bytes with {} "
+                                   "live (Note [Plan offsets at run time])",
+                                   arena_->size(), bytes, live_));
+    }
+    note_allocated(*p, bytes, bytes);
+    return {*p, *p, &release, device};
+  }
   const alloc::Allocation a = allocator_.allocate(bytes);
   if (!a) {
     const alloc::Stats s = allocator_.stats();
@@ -41,13 +66,43 @@ c10::DataPtr DeviceMemory::allocate(size_t bytes) {
   }
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    blocks_[a.ptr] = {bytes, a.block_bytes};
-    live_ += bytes;
-    live_allocated_ += a.block_bytes;
-    peak_ = std::max(peak_, live_);
-    peak_allocated_ = std::max(peak_allocated_, live_allocated_);
+    note_allocated(a.ptr, bytes, a.block_bytes);
   }
   return {a.ptr, a.ptr, &release, device};
+}
+
+void DeviceMemory::note_allocated(void* ptr, uint64_t bytes, uint64_t allocated) {
+  blocks_[ptr] = {bytes, allocated};
+  live_ += bytes;
+  live_allocated_ += allocated;
+  peak_ = std::max(peak_, live_);
+  peak_allocated_ = std::max(peak_allocated_, live_allocated_);
+}
+
+void DeviceMemory::use_arena(uint64_t bytes) { arena_ = std::make_unique<Arena>(bytes); }
+
+void DeviceMemory::expect(std::vector<std::pair<uint64_t, uint64_t>> outputs) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  expected_.clear();
+  for (const auto& [offset, bytes] : outputs) expected_.push_back({offset, bytes, false});
+}
+
+c10::DataPtr DeviceMemory::allocate_at(uint64_t offset, uint64_t bytes) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const std::optional<void*> p = arena_->place_at(offset, bytes);
+  if (!p) {
+    TORCH_CHECK_WITH(OutOfMemoryError, false,
+                     fmt::format("offset {} of {} bytes is not free in the plan's arena of {} "
+                                 "bytes (Note [Plan offsets at run time])",
+                                 offset, bytes, arena_->size()));
+  }
+  note_allocated(*p, bytes, bytes);
+  return {*p, *p, &release, c10::Device(c10::kCPU)};
+}
+
+uint64_t DeviceMemory::arena_high_water() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return arena_ == nullptr ? 0 : arena_->high_water();
 }
 
 void DeviceMemory::release(void* ptr) {
@@ -62,6 +117,15 @@ void DeviceMemory::release(void* ptr) {
     self->blocks_.erase(it);
     self->live_ -= sizes.bytes;
     self->live_allocated_ -= sizes.allocated;
+    if (self->arena_ != nullptr && self->arena_->owns(ptr)) {
+      // A scratch buffer that sat at an output's offset frees it again.
+      const uint64_t offset = self->arena_->offset_of(ptr);
+      for (Expected& e : self->expected_) {
+        if (e.taken && e.offset == offset) e.taken = false;
+      }
+      self->arena_->release(ptr);
+      return;
+    }
   }
   self->allocator_.free(ptr);
 }
@@ -91,6 +155,7 @@ void DeviceMemory::reset_peak() {
   std::lock_guard<std::mutex> lock(mutex_);
   peak_ = live_;
   peak_allocated_ = live_allocated_;
+  if (arena_ != nullptr) arena_->reset_high_water();
 }
 
 // c10 keeps the allocator of the highest priority set so far; memwall's

@@ -10,13 +10,17 @@
 // Tensors that stand for host values (wrapped scalars, the generator's
 // state) come from PyTorch's own allocator, which DeviceMemory keeps.
 #pragma once
-#include <cstdint>
 #include <atomic>
+#include <cstdint>
+#include <memory>
 #include <mutex>
 #include <unordered_map>
+#include <utility>
+#include <vector>
 
 #include <c10/core/Allocator.h>
 
+#include "arena.h"
 #include "memwall/alloc/allocator.h"
 
 namespace memwall::exec {
@@ -54,11 +58,26 @@ class DeviceMemory final : public c10::Allocator {
   alloc::Stats stats() const { return allocator_.stats(); }
   uint64_t budget() const { return budget_; }
 
+  // Note [Plan offsets at run time]: device memory is one arena of
+  // `bytes`, buffers at their offsets. expect() names the current op's
+  // outputs (offset, bytes) in the order it returns them; allocate_at
+  // places a buffer the executor makes itself. Both throw
+  // c10::OutOfMemoryError on a conflict.
+  void use_arena(uint64_t bytes);
+  bool has_arena() const { return arena_ != nullptr; }
+  void expect(std::vector<std::pair<uint64_t, uint64_t>> outputs);
+  c10::DataPtr allocate_at(uint64_t offset, uint64_t bytes);
+  uint64_t arena_high_water() const;  // since reset_peak
+  // Where `offset` of the arena is (nullptr without one).
+  const void* arena_address(uint64_t offset) const {
+    return arena_ == nullptr ? nullptr : arena_->address(offset);
+  }
   // While on, requests go to the host allocator: a host compute step's
   // kernels make host tensors (set by the one thread that issues steps).
   void set_host_mode(bool on) { host_mode_.store(on); }
 
  private:
+  void note_allocated(void* ptr, uint64_t bytes, uint64_t allocated);  // under mutex_
   struct Sizes {
     uint64_t bytes = 0, allocated = 0;
   };
@@ -69,6 +88,12 @@ class DeviceMemory final : public c10::Allocator {
   c10::Allocator* host_;  // PyTorch's CPU allocator before ours
   mutable std::mutex mutex_;
   std::atomic<bool> host_mode_{false};
+  std::unique_ptr<Arena> arena_;
+  struct Expected {
+    uint64_t offset = 0, bytes = 0;
+    bool taken = false;
+  };
+  std::vector<Expected> expected_;  // the running op's outputs
   std::unordered_map<void*, Sizes> blocks_;
   uint64_t live_ = 0, live_allocated_ = 0, peak_ = 0, peak_allocated_ = 0;
 };

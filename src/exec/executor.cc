@@ -78,10 +78,6 @@ class Executor {
     } catch (const Error& e) {
       bad_input("{}", e.what());
     }
-    if (!plan.offsets.empty() && options.policy != "plan") {
-      // Offsets need the plan allocator and every request tagged with its
-      // buffer; kernels' own temporaries are not. Not yet: say so.
-    }
     state_ = std::make_unique<ValueFile>(values + "/state.json", values + "/state.bin");
     if (options.check_eager) {
       eager_ = std::make_unique<ValueFile>(values + "/eager.json", values + "/eager.bin");
@@ -123,6 +119,8 @@ class Executor {
     device_ = engine_->make_device(plan_.budget);
     allocator_ = alloc::make_allocator(options_.policy, *device_, {});
     memory_ = std::make_unique<DeviceMemory>(*allocator_, plan_.budget);
+    if (!plan_.offsets.empty()) memory_->use_arena(plan_.budget);
+    result.arena = !plan_.offsets.empty();
     host_ = std::make_unique<runtime::HostPool>(host_capacity(), /*pin=*/true);
     compile();
     {
@@ -236,6 +234,10 @@ class Executor {
 
   c10::Storage device_storage(uint64_t bytes, const char* why, BufferId b) {
     try {
+      if (const auto it = plan_.offsets.find(b); it != plan_.offsets.end()) {
+        return c10::Storage(c10::Storage::use_byte_size_t(), bytes,
+                            memory_->allocate_at(it->second, bytes), memory_.get(), false);
+      }
       return c10::Storage(c10::Storage::use_byte_size_t(), bytes, memory_.get(), false);
     } catch (const c10::OutOfMemoryError& e) {
       run_failed("{} {} ({}): {}", why, b, graph_.buffers[b].name, e.what_without_backtrace());
@@ -347,6 +349,7 @@ class Executor {
     m.device_peak_bytes = memory_->peak_bytes();
     m.device_peak_allocated_bytes = memory_->peak_allocated_bytes();
     m.device_peak_reserved_bytes = memory_->stats().peak_reserved_bytes;
+    m.arena_bytes = memory_->arena_high_water();
     m.host_peak_bytes = host_->stats().peak_in_use_bytes;
     const runtime::CopyStats copies = engine_->stats();
     const auto h2d = static_cast<size_t>(runtime::CopyDirection::kHostToDevice);
@@ -684,12 +687,18 @@ class Executor {
       if (prev == kNoBuffer) continue;
       need_on_device(prev);
       Slot& from = slots_[prev];
-      if (in_place_[step_] && !static_cast<bool>(slots_[v].device)) {
+      // With offsets, a version the layout put elsewhere than its
+      // predecessor's memory runs there: copied, and the predecessor freed.
+      const auto pinned = plan_.offsets.find(v);
+      const bool moves = memory_->has_arena() && pinned != plan_.offsets.end() &&
+                         from.device.data() != memory_->arena_address(pinned->second);
+      if (in_place_[step_] && !static_cast<bool>(slots_[v].device) && !moves) {
         slots_[v].device = std::move(from.device);
         from.device = c10::Storage();
       } else {
         slots_[v].device = device_storage(graph_.buffers[v].bytes, "copying the version", v);
         std::memcpy(slots_[v].device.mutable_data(), from.device.data(), graph_.buffers[v].bytes);
+        if (in_place_[step_]) from.device = c10::Storage();
       }
       slots_[v].arrived = runtime::CopyEvent();
       current_.emplace_back(roots_[v], slots_[v].device);
@@ -732,10 +741,12 @@ class Executor {
     torch::jit::Stack stack;
     stack.reserve(call.args.size());
     const Clock::time_point t = Clock::now();
+    if (memory_->has_arena()) expect_outputs(call);
     try {
       at::AutoDispatchBelowADInplaceOrView below_autograd;
       push_arguments(call, stack);
       call.handle->callBoxed(stack);
+      memory_->expect({});
     } catch (const c10::OutOfMemoryError& e) {
       run_failed("{}: {} {}: {}", where(), s.kind == StepKind::kCompute ? "compute" : "recompute",
                  op.name, e.what_without_backtrace());
@@ -851,6 +862,32 @@ class Executor {
     span(result, kCompute, start, now_s());
   }
 
+  // Note [Plan offsets at run time]: an output the kernel made elsewhere
+  // (its scratch of the same size took the offset first) moves to its own.
+  c10::Storage at_its_offset(BufferId b, c10::Storage storage) {
+    const auto it = plan_.offsets.find(b);
+    if (!memory_->has_arena() || it == plan_.offsets.end() ||
+        storage.data() == memory_->arena_address(it->second)) {
+      return storage;
+    }
+    c10::Storage moved = device_storage(graph_.buffers[b].bytes, "placing", b);
+    std::memcpy(moved.mutable_data(), storage.data(),
+                std::min<uint64_t>(graph_.buffers[b].bytes, storage.nbytes()));
+    return moved;
+  }
+
+  // Note [Plan offsets at run time]: the offsets of the buffers the call
+  // returns, in its order.
+  void expect_outputs(const CompiledCall& call) {
+    std::vector<std::pair<uint64_t, uint64_t>> outputs;
+    for (const ResultRef& r : call.results) {
+      if (r.local || r.id < 0) continue;
+      const auto it = plan_.offsets.find(static_cast<BufferId>(r.id));
+      if (it != plan_.offsets.end()) outputs.emplace_back(it->second, graph_.buffers[r.id].bytes);
+    }
+    memory_->expect(std::move(outputs));
+  }
+
   void bind_results(const Op& op, const CompiledCall& call, torch::jit::Stack& stack) {
     size_t index = 0;
     const auto take = [&](const at::Tensor& tensor) {
@@ -867,7 +904,7 @@ class Executor {
       }
       const int64_t b = r.id;
       if (b >= 0) {
-        slots_[b].device = tensor.storage();
+        slots_[b].device = at_its_offset(static_cast<BufferId>(b), tensor.storage());
         slots_[b].arrived = runtime::CopyEvent();
       }
     };

@@ -343,6 +343,40 @@ TEST_F(RunKept, AnNvmeFaultFailsTheRunAndLeavesNoSwapFiles) {
                   "--nvme-faults");
 }
 
+TEST_F(RunKept, APlanWithOffsetsRunsInItsArena) {
+  REQUIRE_EXECUTOR();
+  // Note [Plan offsets at run time]: every buffer at its offset, kernels'
+  // scratch in the gaps, eager's bits all the same.
+  const std::string graph = *dir_ + "/graph.json";
+  const std::string plan = *dir_ + "/keep.json";
+  const std::string laid = *dir_ + "/laid.json";
+  ASSERT_EQ(
+      run_memwall("plan --graph " + graph + " --gpu l4 --strategy remat:keep-all --out " + plan)
+          .exit_code,
+      0);
+  const RunResult layout =
+      run_memwall("layout --graph " + graph + " --plan " + plan + " --gpu l4 --out " + laid);
+  ASSERT_EQ(layout.exit_code, 0) << layout.err;
+  const Graph g = read_graph_file(graph);
+  const Plan p = read_plan_file(laid);
+  ASSERT_FALSE(p.offsets.empty());
+  uint64_t arena = 0;
+  for (const auto& [b, offset] : p.offsets) arena = std::max(arena, offset + g.buffers[b].bytes);
+  const RunResult r = run_memwall("run --graph " + graph + " --plan " + laid +
+                                  " --steps 1 --check-eager --json --keep-values " + *dir_);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j.at("eager_equal"), true);
+  EXPECT_EQ(j.at("policy"), "plan offsets");
+  const nlohmann::json& step = j.at("steps").at(0);
+  // The layout places buffers, not kernels' scratch: the arena the run
+  // used is the layout's, plus the scratch that found no gap below it.
+  EXPECT_GE(step.at("arena_bytes").get<uint64_t>(), arena);
+  EXPECT_NEAR(step.at("device_peak_bytes").at("measured").get<double>() /
+                  step.at("device_peak_bytes").at("predicted").get<double>(),
+              1.0, 0.01);
+}
+
 TEST_F(RunKept, AnUnwritableTraceFailsBeforeTheRun) {
   REQUIRE_EXECUTOR();
   expect_one_line(run_memwall("run --graph " + *dir_ + "/graph.json --plan " + *dir_ +

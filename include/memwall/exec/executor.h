@@ -52,6 +52,7 @@ struct StepMeasure {
   uint64_t device_peak_bytes = 0;            // live tensor bytes (what the simulator counts)
   uint64_t device_peak_allocated_bytes = 0;  // the same after the allocator's rounding
   uint64_t device_peak_reserved_bytes = 0;   // memory the allocator held (run so far)
+  uint64_t arena_bytes = 0;                  // with offsets: the arena's high-water mark, else 0
   uint64_t host_peak_bytes = 0;              // pinned pool bytes in use at most
   uint64_t h2d_bytes = 0, d2h_bytes = 0, nvme_read_bytes = 0, nvme_write_bytes = 0;
   double step_time_s = 0;
@@ -70,6 +71,7 @@ struct RunResult {
   std::optional<bool> eager_equal;  // set when check_eager
   std::string eager_difference;     // the first difference, when not equal
   uint64_t budget = 0;
+  bool arena = false;  // the plan's offsets were honoured (Note [Plan offsets at run time])
   std::vector<TraceEvent> events;    // record_trace: the last iteration
   std::vector<MemorySample> memory;  // record_trace: after each plan step
 };

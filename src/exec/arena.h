@@ -1,0 +1,62 @@
+// Note [Plan offsets at run time]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A plan with `offsets` (memwall layout --plan) pins each device buffer to
+// an address in an arena of the plan's budget. The executor then gives the
+// emulated device that arena instead of the stitching allocator: a buffer
+// it creates (a binding, a swap-in, a version's copy) goes to its offset,
+// and a tensor a kernel allocates goes to the offset of an output of the op
+// of that size whose range is free, anything else (its scratch, which the
+// layout does not place) to the lowest gap that is free now and clear of
+// every output's range. A kernel may allocate a scratch buffer of its
+// output's size first: when the call returns, an output not at its offset
+// is moved there (one copy; the scratch is gone by then). A placement over
+// live memory fails the run: the layout was not for this run. The arena's
+// high-water mark is the measured device memory, against the live bytes'
+// peak.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace memwall::exec {
+
+class Arena {
+ public:
+  explicit Arena(uint64_t bytes);  // mapped, not touched
+  ~Arena();
+  Arena(const Arena&) = delete;
+  Arena& operator=(const Arena&) = delete;
+
+  // The address of [offset, offset + bytes), now live; nullopt when that
+  // range is outside the arena or overlaps live memory.
+  std::optional<void*> place_at(uint64_t offset, uint64_t bytes);
+  // The lowest free range of `bytes` that avoids `reserved` ranges
+  // (offset, bytes); nullopt when none.
+  std::optional<void*> place_anywhere(uint64_t bytes,
+                                      const std::vector<std::pair<uint64_t, uint64_t>>& reserved);
+  // Releases what place_* returned; the bytes it held, 0 if not the arena's.
+  uint64_t release(void* ptr);
+  bool owns(const void* ptr) const;
+  // "[a, b) [c, d) ...": the live ranges overlapping [offset, offset + bytes).
+  std::string overlapping(uint64_t offset, uint64_t bytes) const;
+
+  uint64_t size() const { return size_; }
+  const void* address(uint64_t offset) const { return base_ + offset; }
+  uint64_t offset_of(const void* ptr) const {
+    return static_cast<uint64_t>(static_cast<const char*>(ptr) - base_);
+  }
+  uint64_t high_water() const { return high_; }  // the highest end placed
+  void reset_high_water();                       // to the highest live end
+
+ private:
+  bool free_range(uint64_t offset, uint64_t bytes) const;
+  char* base_ = nullptr;
+  uint64_t size_ = 0;
+  uint64_t high_ = 0;
+  std::map<uint64_t, uint64_t> live_;  // offset -> bytes
+};
+
+}  // namespace memwall::exec
