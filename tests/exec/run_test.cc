@@ -128,7 +128,8 @@ const std::vector<Case> kEveryPlanner = {
     {"remat:keep-all", 1.02},  {"remat:chen-sqrt", 0.8},  {"remat:chen-greedy", 0.8},
     {"remat:rotor", 0.8},      {"remat:checkmate", 0.8},  {"remat:memwall", 0.8},
     {"remat:per-layer", 1.02}, {"remat:selective", 1.02}, {"vdnn", 0.8},
-    {"capuchin", 0.8},         {"zero-offload", 1.02},    {"zero-infinity", 1.02}};
+    {"capuchin", 0.8},         {"zero-offload", 1.02},    {"zero-infinity", 1.02},
+    {"remat:dtr", 0.8}};
 
 TEST(RunExec, CnnWithBatchNormEveryPlannerIsEagerBitForBit) {
   REQUIRE_EXECUTOR();
