@@ -313,7 +313,7 @@ class Executor {
     const runtime::CopyStats copies_before = engine_->stats();
     const runtime::NvmeStats nvme_before = nvme_ ? nvme_->stats() : runtime::NvmeStats{};
     memory_->reset_peak();
-    kernel_s_ = wait_s_ = 0;
+    kernel_s_ = wait_s_ = nvme_s_ = 0;
     iteration_ = k;
     const Clock::time_point start = Clock::now();
     iteration_start_ = start;
@@ -356,8 +356,9 @@ class Executor {
     const auto d2h = static_cast<size_t>(runtime::CopyDirection::kDeviceToHost);
     m.h2d_bytes = copies.bytes[h2d] - copies_before.bytes[h2d];
     m.d2h_bytes = copies.bytes[d2h] - copies_before.bytes[d2h];
+    // NVMe operations run synchronously: busy and waited on alike.
     m.copy_busy_s = copies.busy_seconds[h2d] - copies_before.busy_seconds[h2d] +
-                    copies.busy_seconds[d2h] - copies_before.busy_seconds[d2h];
+                    copies.busy_seconds[d2h] - copies_before.busy_seconds[d2h] + nvme_s_;
     if (nvme_) {
       const runtime::NvmeStats n = nvme_->stats();
       m.nvme_read_bytes = n.bytes_read - nvme_before.bytes_read;
@@ -502,6 +503,7 @@ class Executor {
     try {
       runtime::Extent e = nvme().write(data, bytes);
       wait_s_ += seconds_since(t);
+      nvme_s_ += seconds_since(t);
       return e;
     } catch (const std::exception& e) {
       run_failed("{}: NVMe write failed: {}", where(), e.what());
@@ -516,6 +518,7 @@ class Executor {
       run_failed("{}: NVMe read failed: {}", where(), e.what());
     }
     wait_s_ += seconds_since(t);
+    nvme_s_ += seconds_since(t);
   }
 
   void swap_in(BufferId b, RunResult& result) {
@@ -1007,7 +1010,7 @@ class Executor {
   int iteration_ = 0;
   size_t step_ = 0;
   OpId op_ = 0;
-  double kernel_s_ = 0, wait_s_ = 0;
+  double kernel_s_ = 0, wait_s_ = 0, nvme_s_ = 0;
   Clock::time_point iteration_start_;
   bool tracing_ = false;
   std::vector<std::pair<size_t, runtime::CopyEvent>> open_copies_;  // event index, copy

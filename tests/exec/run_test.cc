@@ -79,6 +79,10 @@ nlohmann::json check_run(const RunResult& r, const std::string& what, uint64_t b
       EXPECT_NEAR(measured / predicted, 1.0, 0.01) << what << " step " << step.at("step");
     }
     EXPECT_EQ(step.at("loss"), step.at("eager_loss")) << what;
+    for (const char* side : {"measured", "predicted"}) {
+      const double overlap = step.at("transfer_overlap").at(side).get<double>();
+      EXPECT_TRUE(overlap >= 0 && overlap <= 1) << what << " " << side << " " << overlap;
+    }
   }
   return j;
 }

@@ -60,7 +60,9 @@ struct StepMeasure {
   double wait_time_s = 0;    // blocked on copies and NVMe
   double overhead_s = 0;     // the rest: the executor's own bookkeeping
   double copy_busy_s = 0;    // seconds the copy streams and NVMe were busy
-  double overlap = 0;        // share of that busy time hidden behind compute
+  // The share of that busy time the executor did not wait on (1 - waits /
+  // busy): the simulator's is 1 - transfer stall / its copies' busy time.
+  double overlap = 0;
 };
 
 struct RunResult {
