@@ -2,6 +2,8 @@
 // and puts what it measured next to the simulator's prediction (docs/exec.md).
 // Exit code 0: the run finished (and, with --check-eager, matched eager
 // PyTorch bit for bit); 1: the run failed or differed from eager; 2: bad input.
+#include <algorithm>
+#include <array>
 #include <filesystem>
 #include <iostream>
 #include <map>
@@ -137,6 +139,111 @@ std::string ratio(double measured, double predicted) {
   return predicted > 0 ? fmt::format("{:.3f}", measured / predicted) : std::string("-");
 }
 
+// What the simulator predicted, in the figures a run measures.
+struct Prediction {
+  double time = 0;
+  uint64_t device = 0, host = 0;
+  // The simulator's transfer overlap: its copies' busy time not stalling
+  // compute (1 - stall / busy), as the executor measures its own.
+  double overlap = 0;
+  std::array<uint64_t, kNumResources> bytes_moved{};
+  uint64_t moved(Resource r) const { return bytes_moved[static_cast<size_t>(r)]; }
+};
+
+Prediction prediction_of(const SimResult& sim) {
+  Prediction p;
+  p.time = sim.iteration_time;
+  p.device = sim.peak_bytes[0];
+  p.host = sim.peak_bytes[1];
+  p.bytes_moved = sim.bytes_moved;
+  double copy_busy = 0;
+  for (const Span& span : sim.timeline) {
+    if (span.resource == Resource::kH2D || span.resource == Resource::kD2H ||
+        span.resource == Resource::kNvmeRead || span.resource == Resource::kNvmeWrite) {
+      copy_busy += span.end - span.start;
+    }
+  }
+  p.overlap = copy_busy > 0 ? std::clamp(1.0 - sim.transfer_stall_time / copy_busy, 0.0, 1.0) : 0.0;
+  return p;
+}
+
+void print_json(const Graph& graph, const Plan& plan, const Hardware& hw, const std::string& policy,
+                const exec::RunResult& result, const Prediction& p) {
+  nlohmann::json out = {{"graph", graph.name},
+                        {"hardware", hw.name},
+                        {"device", result.device},
+                        {"threads", result.threads},
+                        {"budget", plan.budget},
+                        {"plan_steps", plan.steps.size()},
+                        {"policy", result.arena ? "plan offsets" : policy}};
+  nlohmann::json rows = nlohmann::json::array();
+  for (size_t k = 0; k < result.steps.size(); ++k) {
+    const exec::StepMeasure& m = result.steps[k];
+    nlohmann::json row = {
+        {"step", k + 1},
+        {"loss", m.loss},
+        {"device_peak_bytes", {{"measured", m.device_peak_bytes}, {"predicted", p.device}}},
+        {"device_peak_allocated_bytes", m.device_peak_allocated_bytes},
+        {"device_peak_reserved_bytes", m.device_peak_reserved_bytes},
+        {"arena_bytes", m.arena_bytes},
+        {"host_peak_bytes", {{"measured", m.host_peak_bytes}, {"predicted", p.host}}},
+        {"step_time_s", {{"measured", m.step_time_s}, {"predicted", p.time}}},
+        {"bytes_moved",
+         {{"h2d", {{"measured", m.h2d_bytes}, {"predicted", p.moved(Resource::kH2D)}}},
+          {"d2h", {{"measured", m.d2h_bytes}, {"predicted", p.moved(Resource::kD2H)}}},
+          {"nvme_read",
+           {{"measured", m.nvme_read_bytes}, {"predicted", p.moved(Resource::kNvmeRead)}}},
+          {"nvme_write",
+           {{"measured", m.nvme_write_bytes}, {"predicted", p.moved(Resource::kNvmeWrite)}}}}},
+        {"kernel_time_s", m.kernel_time_s},
+        {"wait_time_s", m.wait_time_s},
+        {"overhead_s", m.overhead_s},
+        {"transfer_overlap", {{"measured", m.overlap}, {"predicted", p.overlap}}}};
+    if (k < result.eager_losses.size()) row["eager_loss"] = result.eager_losses[k];
+    rows.push_back(std::move(row));
+  }
+  out["steps"] = std::move(rows);
+  if (result.eager_equal) {
+    out["eager_equal"] = *result.eager_equal;
+    if (!*result.eager_equal) out["eager_difference"] = result.eager_difference;
+  }
+  std::cout << out.dump(2) << "\n";
+}
+
+void print_table(const Graph& graph, const Plan& plan, const Hardware& hw,
+                 const exec::RunResult& result, const Prediction& p) {
+  std::cout << fmt::format("{}: {} plan steps on {} ({} threads), budget {}, predicted with {}\n",
+                           graph.name, plan.steps.size(), result.device, result.threads,
+                           human_bytes(plan.budget), hw.name);
+  std::cout << fmt::format("{:>4}  {:>12}  {:>22}  {:>22}  {:>10}  {:>10}\n", "step", "loss",
+                           "device peak (x pred)", "step time (x pred)", "moved", "overhead");
+  for (size_t k = 0; k < result.steps.size(); ++k) {
+    const exec::StepMeasure& m = result.steps[k];
+    std::cout << fmt::format(
+        "{:>4}  {:>12.6g}  {:>22}  {:>22}  {:>10}  {:>9.1f}%\n", k + 1, m.loss,
+        fmt::format("{} ({})", human_bytes(m.device_peak_bytes),
+                    ratio(static_cast<double>(m.device_peak_bytes), static_cast<double>(p.device))),
+        fmt::format("{} ({})", human_seconds(m.step_time_s), ratio(m.step_time_s, p.time)),
+        human_bytes(m.h2d_bytes + m.d2h_bytes + m.nvme_read_bytes + m.nvme_write_bytes),
+        m.step_time_s > 0 ? 100 * m.overhead_s / m.step_time_s : 0.0);
+  }
+  std::cout << field("predicted",
+                     fmt::format("device peak {}, host peak {}, step {}", human_bytes(p.device),
+                                 human_bytes(p.host), human_seconds(p.time)));
+  if (result.arena && !result.steps.empty()) {
+    const exec::StepMeasure& last = result.steps.back();
+    std::cout << field("arena (plan offsets)",
+                       fmt::format("{} = {:.3f}x the live peak", human_bytes(last.arena_bytes),
+                                   static_cast<double>(last.arena_bytes) /
+                                       static_cast<double>(last.device_peak_bytes)));
+  }
+  if (result.eager_equal) {
+    std::cout << field("eager PyTorch", *result.eager_equal
+                                            ? std::string("bitwise equal (losses and model states)")
+                                            : "differs: " + result.eager_difference);
+  }
+}
+
 int run_run(const RunArgs& args) {
   const int sources = int{!args.graph_file.empty()} + int{!args.torchvision.empty()} +
                       int{!args.script.empty()} + int{!args.builtin.empty()};
@@ -252,97 +359,11 @@ int run_run(const RunArgs& args) {
                 chrome_trace_json(graph, plan, measured_timeline(result, plan), "memwall run"));
     outputs.commit();
   }
-  const double predicted_time = predicted.iteration_time;
-  // The simulator's transfer overlap: its copies' busy time not stalling
-  // compute (1 - stall / busy), as the executor measures its own.
-  double copy_busy = 0;
-  for (const Span& span : predicted.timeline) {
-    if (span.resource == Resource::kH2D || span.resource == Resource::kD2H ||
-        span.resource == Resource::kNvmeRead || span.resource == Resource::kNvmeWrite) {
-      copy_busy += span.end - span.start;
-    }
-  }
-  const double predicted_overlap =
-      copy_busy > 0 ? std::clamp(1.0 - predicted.transfer_stall_time / copy_busy, 0.0, 1.0) : 0.0;
-  const uint64_t predicted_device = predicted.peak_bytes[0];
-  const uint64_t predicted_host = predicted.peak_bytes[1];
-  const auto moved = [&](Resource r) { return predicted.bytes_moved[static_cast<size_t>(r)]; };
+  const Prediction prediction = prediction_of(predicted);
   if (args.json) {
-    nlohmann::json out = {{"graph", graph.name},
-                          {"hardware", hw.name},
-                          {"device", result.device},
-                          {"threads", result.threads},
-                          {"budget", plan.budget},
-                          {"plan_steps", plan.steps.size()},
-                          {"policy", result.arena ? "plan offsets" : args.policy}};
-    nlohmann::json rows = nlohmann::json::array();
-    for (size_t k = 0; k < result.steps.size(); ++k) {
-      const exec::StepMeasure& m = result.steps[k];
-      nlohmann::json row = {
-          {"step", k + 1},
-          {"loss", m.loss},
-          {"device_peak_bytes",
-           {{"measured", m.device_peak_bytes}, {"predicted", predicted_device}}},
-          {"device_peak_allocated_bytes", m.device_peak_allocated_bytes},
-          {"device_peak_reserved_bytes", m.device_peak_reserved_bytes},
-          {"arena_bytes", m.arena_bytes},
-          {"host_peak_bytes", {{"measured", m.host_peak_bytes}, {"predicted", predicted_host}}},
-          {"step_time_s", {{"measured", m.step_time_s}, {"predicted", predicted_time}}},
-          {"bytes_moved",
-           {{"h2d", {{"measured", m.h2d_bytes}, {"predicted", moved(Resource::kH2D)}}},
-            {"d2h", {{"measured", m.d2h_bytes}, {"predicted", moved(Resource::kD2H)}}},
-            {"nvme_read",
-             {{"measured", m.nvme_read_bytes}, {"predicted", moved(Resource::kNvmeRead)}}},
-            {"nvme_write",
-             {{"measured", m.nvme_write_bytes}, {"predicted", moved(Resource::kNvmeWrite)}}}}},
-          {"kernel_time_s", m.kernel_time_s},
-          {"wait_time_s", m.wait_time_s},
-          {"overhead_s", m.overhead_s},
-          {"transfer_overlap", {{"measured", m.overlap}, {"predicted", predicted_overlap}}}};
-      if (k < result.eager_losses.size()) row["eager_loss"] = result.eager_losses[k];
-      rows.push_back(std::move(row));
-    }
-    out["steps"] = std::move(rows);
-    if (result.eager_equal) {
-      out["eager_equal"] = *result.eager_equal;
-      if (!*result.eager_equal) out["eager_difference"] = result.eager_difference;
-    }
-    std::cout << out.dump(2) << "\n";
+    print_json(graph, plan, hw, args.policy, result, prediction);
   } else {
-    std::cout << fmt::format("{}: {} plan steps on {} ({} threads), budget {}, predicted with {}\n",
-                             graph.name, plan.steps.size(), result.device, result.threads,
-                             human_bytes(plan.budget), hw.name);
-    std::cout << fmt::format("{:>4}  {:>12}  {:>22}  {:>22}  {:>10}  {:>10}\n", "step", "loss",
-                             "device peak (x pred)", "step time (x pred)", "moved", "overhead");
-    for (size_t k = 0; k < result.steps.size(); ++k) {
-      const exec::StepMeasure& m = result.steps[k];
-      std::cout << fmt::format(
-          "{:>4}  {:>12.6g}  {:>22}  {:>22}  {:>10}  {:>9.1f}%\n", k + 1, m.loss,
-          fmt::format("{} ({})", human_bytes(m.device_peak_bytes),
-                      ratio(static_cast<double>(m.device_peak_bytes),
-                            static_cast<double>(predicted_device))),
-          fmt::format("{} ({})", human_seconds(m.step_time_s),
-                      ratio(m.step_time_s, predicted_time)),
-          human_bytes(m.h2d_bytes + m.d2h_bytes + m.nvme_read_bytes + m.nvme_write_bytes),
-          m.step_time_s > 0 ? 100 * m.overhead_s / m.step_time_s : 0.0);
-    }
-    std::cout << field(
-        "predicted",
-        fmt::format("device peak {}, host peak {}, step {}", human_bytes(predicted_device),
-                    human_bytes(predicted_host), human_seconds(predicted_time)));
-    if (result.arena && !result.steps.empty()) {
-      const exec::StepMeasure& last = result.steps.back();
-      std::cout << field("arena (plan offsets)",
-                         fmt::format("{} = {:.3f}x the live peak", human_bytes(last.arena_bytes),
-                                     static_cast<double>(last.arena_bytes) /
-                                         static_cast<double>(last.device_peak_bytes)));
-    }
-    if (result.eager_equal) {
-      std::cout << field("eager PyTorch",
-                         *result.eager_equal
-                             ? std::string("bitwise equal (losses and model states)")
-                             : "differs: " + result.eager_difference);
-    }
+    print_table(graph, plan, hw, result, prediction);
   }
   if (result.eager_equal && !*result.eager_equal) return 1;
   return 0;

@@ -31,21 +31,6 @@ c10::MemoryFormat memory_format_named(const std::string& name) {
   bad_input("unknown memory format \"{}\"", name);
 }
 
-TensorRef tensor_ref(const nlohmann::json& v) {
-  TensorRef ref;
-  ref.local = v.contains("l");
-  ref.buffer = ref.local ? v.at("l").get<int64_t>() : v.at("t").get<int64_t>();
-  ref.sizes = v.at("size").get<std::vector<int64_t>>();
-  ref.strides = v.at("stride").get<std::vector<int64_t>>();
-  ref.offset = v.at("offset").get<int64_t>();
-  ref.dtype = dtype_named(v.at("dtype").get<std::string>());
-  if (ref.sizes.size() != ref.strides.size() || ref.offset < 0) {
-    bad_input("a tensor view of buffer {} has {} sizes and {} strides, offset {}", ref.buffer,
-              ref.sizes.size(), ref.strides.size(), ref.offset);
-  }
-  return ref;
-}
-
 double float_value(const nlohmann::json& v) {
   const nlohmann::json& f = v.at("f");
   if (f.is_number()) return f.get<double>();
@@ -189,6 +174,21 @@ void compile_value(const nlohmann::json& v, const c10::TypePtr& declared, Compil
 }
 
 }  // namespace
+
+TensorRef tensor_ref(const nlohmann::json& v) {
+  TensorRef ref;
+  ref.local = v.contains("l");
+  ref.buffer = ref.local ? v.at("l").get<int64_t>() : v.at("t").get<int64_t>();
+  ref.sizes = v.at("size").get<std::vector<int64_t>>();
+  ref.strides = v.at("stride").get<std::vector<int64_t>>();
+  ref.offset = v.at("offset").get<int64_t>();
+  ref.dtype = dtype_named(v.at("dtype").get<std::string>());
+  if (ref.sizes.size() != ref.strides.size() || ref.offset < 0) {
+    bad_input("a tensor view of buffer {} has {} sizes and {} strides, offset {}", ref.buffer,
+              ref.sizes.size(), ref.strides.size(), ref.offset);
+  }
+  return ref;
+}
 
 at::Tensor wrapped_number(const c10::Scalar& value, c10::Allocator* host) {
   const c10::ScalarType st = value.isFloatingPoint() ? c10::ScalarType::Double

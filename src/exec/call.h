@@ -64,6 +64,10 @@ struct CompiledCall {
   bool rng = false;
 };
 
+// A tensor reference of a call record ({"t"|"l", "size", "stride",
+// "offset", "dtype"}); throws BadInput on a malformed one.
+TensorRef tensor_ref(const nlohmann::json& v);
+
 // Throws BadInput naming the op on an unknown operator or an argument the
 // schema does not accept.
 CompiledCall compile_call(const nlohmann::json& call, const std::string& op_name,

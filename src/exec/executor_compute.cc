@@ -1,0 +1,403 @@
+// The executor's compute (executor_impl.h): ops through the dispatcher,
+// versions, arguments and results, CPU steps and applies, plan offsets,
+// and the comparison with eager PyTorch.
+#include "executor_impl.h"
+
+namespace memwall::exec::detail {
+
+// The storage an argument naming `root` means in this op: the version the
+// op creates or reads (Note [Buffer versions]).
+const c10::Storage& Executor::resolve(int64_t root) {
+  const auto it = std::find_if(current_.begin(), current_.end(),
+                               [&](const auto& p) { return p.first == root; });
+  if (it == current_.end()) {
+    run_failed("{}: op {} names buffer {} ({}), which it neither reads nor writes", where(),
+               graph_.ops[op_].name, root, graph_.buffers[root].name);
+  }
+  return it->second;
+}
+
+at::Tensor Executor::argument_tensor(const TensorRef& ref) {
+  if (ref.local) {
+    if (locals_ == nullptr || static_cast<size_t>(ref.buffer) >= locals_->size() ||
+        !static_cast<bool>((*locals_)[ref.buffer])) {
+      run_failed("{}: op {} reads local {} before a step of it made it", where(),
+                 graph_.ops[op_].name, ref.buffer);
+    }
+    return view_of((*locals_)[ref.buffer], ref);
+  }
+  return view_of(resolve(ref.buffer), ref);
+}
+
+c10::IValue Executor::expression(const CompiledArg& a) {
+  size_t next = 0;
+  const double v = evaluate(
+      a.expr.tree, [&](size_t i) { return argument_tensor(a.expr.items.at(i)).item<double>(); },
+      next);
+  switch (a.expr_as) {
+    case CompiledArg::As::kDouble:
+      return c10::IValue(v);
+    case CompiledArg::As::kScalar:
+      return c10::IValue(c10::Scalar(v));
+    case CompiledArg::As::kWrappedTensor:
+      return c10::IValue(wrapped_number(c10::Scalar(v), memory_->host_allocator()));
+  }
+  return c10::IValue(v);
+}
+
+void Executor::push_arguments(const CompiledCall& call, torch::jit::Stack& stack) {
+  for (const CompiledArg& a : call.args) {
+    switch (a.kind) {
+      case CompiledArg::Kind::kConstant:
+        stack.push_back(a.constant);
+        break;
+      case CompiledArg::Kind::kTensor:
+        stack.emplace_back(argument_tensor(*a.tensors.front()));
+        break;
+      case CompiledArg::Kind::kTensorList: {
+        c10::List<at::Tensor> list;
+        for (const auto& t : a.tensors) list.push_back(argument_tensor(*t));
+        stack.emplace_back(std::move(list));
+        break;
+      }
+      case CompiledArg::Kind::kOptionalTensorList: {
+        c10::List<std::optional<at::Tensor>> list;
+        for (const auto& t : a.tensors) {
+          list.push_back(t ? std::optional<at::Tensor>(argument_tensor(*t)) : std::nullopt);
+        }
+        stack.emplace_back(std::move(list));
+        break;
+      }
+      case CompiledArg::Kind::kExpr:
+        stack.push_back(expression(a));
+        break;
+    }
+  }
+}
+
+// One operator through the dispatcher, below autograd (the executor's
+// tensors carry no autograd state). A kernel's error is RunFailed naming
+// `op`; an out-of-memory error is left to the caller.
+void Executor::call_op(const Op& op, const CompiledCall& call, torch::jit::Stack& stack,
+                       bool cpu_step) {
+  try {
+    at::AutoDispatchBelowADInplaceOrView below_autograd;
+    push_arguments(call, stack);
+    call.handle->callBoxed(stack);
+  } catch (const c10::OutOfMemoryError&) {
+    throw;
+  } catch (const c10::Error& e) {
+    const std::string what = e.what_without_backtrace();
+    const std::string line = what.substr(0, what.find('\n'));
+    if (cpu_step) run_failed("{}: the CPU step {} failed: {}", where(), op.name, line);
+    run_failed("{}: {} ({}) failed: {}", where(), op.name, call.name, line);
+  }
+}
+
+void Executor::need_on_device(BufferId b) {
+  Slot& s = slots_[b];
+  if (!static_cast<bool>(s.device)) {
+    run_failed("{}: op {} reads {} ({}), which is not on the device", where(), graph_.ops[op_].name,
+               b, graph_.buffers[b].name);
+  }
+  wait(s.arrived);
+}
+
+// Note [Recomputed randomness]: a random op (tagged nondeterministic_seeded)
+// saves the CPU generator's state before its first run; a recompute runs
+// from that state and then puts the generator back, so its mask is the
+// first run's and the draws after it are eager's.
+void Executor::run_op(const Step& s, RunResult& result) {
+  op_ = s.op;
+  const Op& op = graph_.ops[s.op];
+  const CompiledCall& call = calls_[s.op];
+  if (call.kind == CompiledCall::Kind::kApply) {
+    apply(op, call, result);
+    return;
+  }
+  if ((s.on == Tier::kHost) != (call.kind == CompiledCall::Kind::kCpuStep)) {
+    run_failed("{}: op {} ({}) runs on the {} here, which the executor does not do", where(),
+               op.name, call.name, s.on == Tier::kHost ? "host" : "device");
+  }
+  if (call.kind == CompiledCall::Kind::kCpuStep) {
+    cpu_step(op, call, result);
+    return;
+  }
+  current_.clear();
+  // Versions first: the op writes the next version in place, or into a
+  // copy of the previous one when the plan still needs that (Note
+  // [In-place steps]).
+  for (const BufferId v : op.out) {
+    const BufferId prev = graph_.buffers[v].version_of;
+    if (prev == kNoBuffer) continue;
+    need_on_device(prev);
+    Slot& from = slots_[prev];
+    // With offsets, a version the layout put elsewhere than its
+    // predecessor's memory runs there: copied, and the predecessor freed.
+    const auto pinned = plan_.offsets.find(v);
+    const bool moves = memory_->has_arena() && pinned != plan_.offsets.end() &&
+                       from.device.data() != memory_->arena_address(pinned->second);
+    if (in_place_[step_] && !static_cast<bool>(slots_[v].device) && !moves) {
+      slots_[v].device = std::move(from.device);
+      from.device = c10::Storage();
+    } else {
+      slots_[v].device = device_storage(graph_.buffers[v].bytes, "copying the version", v);
+      std::memcpy(slots_[v].device.mutable_data(), from.device.data(), graph_.buffers[v].bytes);
+      if (in_place_[step_]) from.device = c10::Storage();
+    }
+    slots_[v].arrived = runtime::CopyEvent();
+    current_.emplace_back(roots_[v], slots_[v].device);
+  }
+  const auto add_current = [&](BufferId b) {
+    const int64_t root = roots_[b];
+    if (std::any_of(current_.begin(), current_.end(),
+                    [&](const auto& p) { return p.first == root; })) {
+      return;
+    }
+    need_on_device(b);
+    current_.emplace_back(root, slots_[b].device);
+  };
+  for (const BufferId b : op.in) add_current(b);
+  for (const BufferId b : op.updates) {
+    // Note [Replaying side effects]: a recompute updates scratch copies of
+    // persistent state (batch norm's running statistics), not the state.
+    if (s.kind == StepKind::kRecompute && is_persistent(graph_.buffers[b].kind)) {
+      need_on_device(b);
+      c10::Storage copy = device_storage(graph_.buffers[b].bytes, "scratch state for", b);
+      std::memcpy(copy.mutable_data(), slots_[b].device.data(), graph_.buffers[b].bytes);
+      current_.emplace_back(roots_[b], copy);
+      continue;
+    }
+    add_current(b);
+  }
+  // Random ops replay their first run's draws (Note [Recomputed randomness]).
+  at::Generator gen = at::detail::getDefaultCPUGenerator();
+  std::optional<at::Tensor> resume;
+  if (call.rng) {
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    if (s.kind == StepKind::kCompute) {
+      rng_[s.op] = gen.get_state();
+    } else if (const auto it = rng_.find(s.op); it != rng_.end()) {
+      resume = gen.get_state();
+      gen.set_state(it->second);
+    }
+  }
+  torch::jit::Stack stack;
+  stack.reserve(call.args.size());
+  const Clock::time_point t = Clock::now();
+  if (memory_->has_arena()) expect_outputs(call);
+  try {
+    call_op(op, call, stack);
+    memory_->expect({});
+  } catch (const c10::OutOfMemoryError& e) {
+    run_failed("{}: {} {}: {}", where(), s.kind == StepKind::kCompute ? "compute" : "recompute",
+               op.name, e.what_without_backtrace());
+  }
+  kernel_s_ += seconds_since(t);
+  if (resume) {
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    gen.set_state(*resume);
+  }
+  bind_results(op, call, stack);
+  if (s.kind == StepKind::kCompute &&
+      std::find(op.out.begin(), op.out.end(), loss_.buffer) != op.out.end()) {
+    loss_value_ = view_of(slots_[loss_.buffer].device, loss_).item<double>();
+  }
+  span(result, kCompute, std::chrono::duration<double>(t - iteration_start_).count(), now_s());
+}
+
+// A host buffer as a storage (not owned: the slot keeps the memory).
+c10::Storage Executor::on_host(BufferId b) {
+  Slot& slot = slots_[b];
+  if (!slot.host) {
+    run_failed("{}: the CPU step {} needs {} ({}) on the host, where it is not", where(),
+               graph_.ops[op_].name, b, graph_.buffers[b].name);
+  }
+  wait(slot.host_ready);
+  return c10::Storage(c10::Storage::use_byte_size_t(), graph_.buffers[b].bytes,
+                      c10::DataPtr(slot.host.data(), c10::Device(c10::kCPU)), nullptr, false);
+}
+
+// Note [CPU step calls]: the step's ops on host copies, the parameter's
+// references meaning its master copy; then the new values to `update` or
+// to the parameter's own host copy.
+void Executor::cpu_step(const Op& op, const CompiledCall& call, RunResult& result) {
+  current_.clear();
+  for (const BufferId b : op.in) current_.emplace_back(roots_[b], on_host(b));
+  for (const BufferId b : op.updates) current_.emplace_back(roots_[b], on_host(b));
+  if (call.master >= 0) {
+    const c10::Storage master = on_host(call.master);
+    std::erase_if(current_, [&](const auto& p) { return p.first == roots_[call.param]; });
+    current_.emplace_back(roots_[call.param], master);
+  }
+  std::vector<c10::Storage> locals(call.locals);
+  const double start = now_s();
+  const Clock::time_point t = Clock::now();
+  {
+    // While the step runs: its temporaries, and kernels' memory on the host.
+    locals_ = &locals;
+    memory_->set_host_mode(true);
+    const auto done = [this](void*) {
+      memory_->set_host_mode(false);
+      locals_ = nullptr;
+    };
+    const std::unique_ptr<void, decltype(done)> restore(this, done);
+    for (const CompiledCall& part : call.steps) {
+      torch::jit::Stack stack;
+      call_op(op, part, stack, /*cpu_step=*/true);
+      take_results(op, part, stack);
+    }
+  }
+  kernel_s_ += seconds_since(t);
+  const BufferId from = call.master >= 0 ? call.master : call.param;
+  const uint64_t bytes = graph_.buffers[call.param].bytes;
+  if (call.update >= 0) {
+    Slot& u = slots_[call.update];
+    u.host = host_buffer(bytes, call.update);
+    u.host_ready = runtime::CopyEvent();
+    std::memcpy(u.host.data(), slots_[from].host.data(), bytes);
+  } else if (from != call.param) {
+    std::memcpy(slots_[call.param].host.data(), slots_[from].host.data(), bytes);
+  }
+  current_.clear();
+  span(result, kHostCpu, start, now_s());
+}
+
+// memwall::apply: the device copy of a parameter's new values.
+void Executor::apply(const Op& op, const CompiledCall& call, RunResult& result) {
+  const double start = now_s();
+  need_on_device(call.from);
+  need_on_device(call.to);
+  const uint64_t bytes = graph_.buffers[call.to].bytes;
+  if (graph_.buffers[call.from].bytes != bytes) {
+    run_failed("{}: {} copies {} bytes into {}", where(), op.name, graph_.buffers[call.from].bytes,
+               bytes);
+  }
+  std::memcpy(slots_[call.to].device.mutable_data(), slots_[call.from].device.data(), bytes);
+  span(result, kCompute, start, now_s());
+}
+
+// Note [Plan offsets at run time]: an output the kernel made elsewhere
+// (its scratch of the same size took the offset first) moves to its own.
+c10::Storage Executor::at_its_offset(BufferId b, c10::Storage storage) {
+  const auto it = plan_.offsets.find(b);
+  if (!memory_->has_arena() || it == plan_.offsets.end() ||
+      storage.data() == memory_->arena_address(it->second)) {
+    return storage;
+  }
+  c10::Storage moved = device_storage(graph_.buffers[b].bytes, "placing", b);
+  std::memcpy(moved.mutable_data(), storage.data(),
+              std::min<uint64_t>(graph_.buffers[b].bytes, storage.nbytes()));
+  return moved;
+}
+
+// Note [Plan offsets at run time]: the offsets of the buffers the call
+// returns, in its order.
+void Executor::expect_outputs(const CompiledCall& call) {
+  std::vector<std::pair<uint64_t, uint64_t>> outputs;
+  for (const ResultRef& r : call.results) {
+    if (r.local || r.id < 0) continue;
+    const auto it = plan_.offsets.find(static_cast<BufferId>(r.id));
+    if (it != plan_.offsets.end()) outputs.emplace_back(it->second, graph_.buffers[r.id].bytes);
+  }
+  memory_->expect(std::move(outputs));
+}
+
+// The returned tensors' storages to the buffers (or a CPU step's locals)
+// the call record names, in order.
+void Executor::take_results(const Op& op, const CompiledCall& call, torch::jit::Stack& stack) {
+  size_t index = 0;
+  const auto take = [&](const at::Tensor& tensor) {
+    if (index >= call.results.size()) {
+      run_failed("{}: {} in {} returned more tensors than its trace ({})", where(), call.name,
+                 op.name, call.results.size());
+    }
+    const ResultRef r = call.results[index++];
+    if (r.local) {
+      if (locals_ != nullptr && static_cast<size_t>(r.id) < locals_->size()) {
+        (*locals_)[r.id] = tensor.storage();
+      }
+      return;
+    }
+    const int64_t b = r.id;
+    if (b >= 0) {
+      slots_[b].device = at_its_offset(static_cast<BufferId>(b), tensor.storage());
+      slots_[b].arrived = runtime::CopyEvent();
+    }
+  };
+  // Python sees an undefined tensor as None: not a result.
+  for (const c10::IValue& v : stack) {
+    if (v.isTensor()) {
+      if (v.toTensor().defined()) take(v.toTensor());
+    } else if (v.isTensorList()) {
+      for (const at::Tensor& t : v.toTensorList()) {
+        if (t.defined()) take(t);
+      }
+    }
+  }
+  stack.clear();
+}
+
+void Executor::bind_results(const Op& op, const CompiledCall& call, torch::jit::Stack& stack) {
+  take_results(op, call, stack);
+  // Outputs the call does not make (a kernel's workspace the trace kept
+  // as a buffer): memory of their size.
+  for (const BufferId b : op.out) {
+    if (graph_.buffers[b].version_of == kNoBuffer && !static_cast<bool>(slots_[b].device)) {
+      slots_[b].device = device_storage(graph_.buffers[b].bytes, "creating", b);
+    }
+  }
+  current_.clear();
+}
+
+void Executor::compare_with_eager(RunResult& result) {
+  engine_->synchronize();
+  const nlohmann::json& index = eager_->index();
+  result.eager_losses = index.at("losses").get<std::vector<double>>();
+  bool equal = true;
+  std::string difference;
+  const int steps = std::min<int>(options_.steps, static_cast<int>(result.eager_losses.size()));
+  if (options_.steps != index.value("steps", 0)) {
+    equal = false;
+    difference =
+        fmt::format("eager ran {} steps, this run {}", index.value("steps", 0), options_.steps);
+  }
+  for (int k = 0; k < steps && equal; ++k) {
+    if (result.steps[k].loss != result.eager_losses[k]) {
+      equal = false;
+      difference = fmt::format("the loss of step {} is {:.17g}, eager's {:.17g}", k + 1,
+                               result.steps[k].loss, result.eager_losses[k]);
+    }
+  }
+  for (const auto& [id, bytes] : eager_->buffers()) {
+    if (!equal) break;
+    if (id < 0 || static_cast<size_t>(id) >= graph_.buffers.size()) continue;
+    std::vector<std::byte> mine(bytes.size());
+    const Slot& s = slots_[id];
+    if (static_cast<bool>(s.device)) {
+      std::memcpy(mine.data(), s.device.data(), std::min<size_t>(mine.size(), s.device.nbytes()));
+    } else if (s.host) {
+      std::memcpy(mine.data(), s.host.data(), mine.size());
+    } else if (s.nvme) {
+      read_nvme(*s.nvme, mine.data(), mine.size());
+    }
+    if (std::memcmp(mine.data(), bytes.data(), bytes.size()) != 0) {
+      size_t differ = 0, first = bytes.size();
+      for (size_t i = 0; i < bytes.size(); ++i) {
+        if (mine[i] != bytes[i]) {
+          ++differ;
+          first = std::min(first, i);
+        }
+      }
+      equal = false;
+      difference = fmt::format(
+          "{} differs from eager's after {} steps: {} of {} bytes, the "
+          "first at byte {}",
+          graph_.buffers[id].name, options_.steps, differ, bytes.size(), first);
+    }
+  }
+  result.eager_equal = equal;
+  result.eager_difference = difference;
+}
+
+}  // namespace memwall::exec::detail

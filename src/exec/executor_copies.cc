@@ -1,0 +1,133 @@
+// The executor's copies (executor_impl.h): swaps between device, host and
+// NVMe through the runtime's engines, frees.
+#include "executor_impl.h"
+
+namespace memwall::exec::detail {
+
+void Executor::swap_out(BufferId b, Tier to, RunResult& result) {
+  Slot& s = slots_[b];
+  const uint64_t bytes = graph_.buffers[b].bytes;
+  if (!static_cast<bool>(s.device)) {
+    if (to == Tier::kNvme && s.host) {  // host -> NVMe write-back
+      wait(s.host_ready);
+      const double t = now_s();
+      s.nvme = write_nvme(s, s.host.data(), bytes);
+      span(result, kNvmeWrite, t, now_s());
+      s.host.reset();
+      return;
+    }
+    run_failed("{}: swap_out of {} ({}), which is not on the device", where(), b,
+               graph_.buffers[b].name);
+  }
+  wait(s.arrived);
+  runtime::HostBuffer h = host_buffer(bytes, b);
+  const double issued = now_s();
+  const runtime::CopyEvent copied =
+      engine_->copy_async(h.data(), s.device.data(), bytes, runtime::CopyDirection::kDeviceToHost);
+  span(result, kD2H, issued, issued, copied);
+  if (to == Tier::kNvme) {
+    wait(copied);
+    const double t = now_s();
+    s.nvme = write_nvme(s, h.data(), bytes);
+    span(result, kNvmeWrite, t, now_s());
+    s.device = c10::Storage();
+    return;  // the bounce buffer goes with h
+  }
+  leaving_.push_back({std::move(s.device), runtime::HostBuffer(), copied});
+  s.device = c10::Storage();
+  s.host = std::move(h);
+  s.host_ready = copied;
+}
+
+void Executor::drop_nvme(Slot& s) {
+  if (s.nvme && nvme_) nvme_->free(*s.nvme);
+  s.nvme.reset();
+}
+
+// Writes a buffer's bytes to NVMe, in place of an older copy (a model
+// state written back after its CPU step).
+runtime::Extent Executor::write_nvme(Slot& s, const void* data, uint64_t bytes) {
+  drop_nvme(s);
+  const Clock::time_point t = Clock::now();
+  try {
+    runtime::Extent e = nvme().write(data, bytes);
+    waited_on_nvme(t);
+    return e;
+  } catch (const std::exception& e) {
+    run_failed("{}: NVMe write failed: {}", where(), e.what());
+  }
+}
+
+void Executor::read_nvme(const runtime::Extent& extent, void* data, uint64_t bytes) {
+  const Clock::time_point t = Clock::now();
+  try {
+    nvme().read(extent, data, bytes);
+  } catch (const std::exception& e) {
+    run_failed("{}: NVMe read failed: {}", where(), e.what());
+  }
+  waited_on_nvme(t);
+}
+
+// NVMe operations run synchronously: busy and waited on alike.
+void Executor::waited_on_nvme(Clock::time_point start) {
+  const double seconds = seconds_since(start);
+  wait_s_ += seconds;
+  nvme_s_ += seconds;
+}
+
+void Executor::swap_in(BufferId b, RunResult& result) {
+  Slot& s = slots_[b];
+  const Buffer& buf = graph_.buffers[b];
+  const bool persistent = is_persistent(buf.kind);
+  s.device = device_storage(buf.bytes, "swap_in of", b);
+  if (s.host) {
+    wait(s.host_ready);
+    const double issued = now_s();
+    s.arrived = engine_->copy_async(s.device.mutable_data(), s.host.data(), buf.bytes,
+                                    runtime::CopyDirection::kHostToDevice);
+    span(result, kH2D, issued, issued, s.arrived);
+    if (!persistent) {
+      leaving_.push_back({c10::Storage(), std::move(s.host), s.arrived});
+      s.host.reset();
+    }
+    return;
+  }
+  if (!s.nvme) {
+    run_failed("{}: swap_in of {} ({}), which has no copy", where(), b, buf.name);
+  }
+  runtime::HostBuffer bounce = host_buffer(buf.bytes, b);
+  const double read = now_s();
+  read_nvme(*s.nvme, bounce.data(), buf.bytes);
+  const double issued = now_s();
+  span(result, kNvmeRead, read, issued);
+  s.arrived = engine_->copy_async(s.device.mutable_data(), bounce.data(), buf.bytes,
+                                  runtime::CopyDirection::kHostToDevice);
+  span(result, kH2D, issued, issued, s.arrived);
+  leaving_.push_back({c10::Storage(), std::move(bounce), s.arrived});
+  if (!persistent) drop_nvme(s);
+}
+
+void Executor::nvme_to_host(BufferId b, RunResult& result) {
+  Slot& s = slots_[b];
+  const Buffer& buf = graph_.buffers[b];
+  if (!s.nvme) run_failed("{}: {} ({}) is not on NVMe", where(), b, buf.name);
+  s.host = host_buffer(buf.bytes, b);
+  const double t = now_s();
+  read_nvme(*s.nvme, s.host.data(), buf.bytes);
+  span(result, kNvmeRead, t, now_s());
+  s.host_ready = runtime::CopyEvent();
+  if (!is_persistent(buf.kind)) drop_nvme(s);
+}
+
+void Executor::free_buffer(BufferId b) {
+  Slot& s = slots_[b];
+  if (static_cast<bool>(s.device)) {
+    wait(s.arrived);
+    s.device = c10::Storage();
+    return;
+  }
+  s.host.reset();
+  drop_nvme(s);
+}
+
+}  // namespace memwall::exec::detail

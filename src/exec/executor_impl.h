@@ -1,0 +1,155 @@
+// The executor's state and its steps, private to src/exec. One class over
+// three files: executor.cc (set-up, iterations, the library's entry point),
+// executor_copies.cc (swaps, NVMe, frees), executor_compute.cc (ops, CPU
+// steps, results, the comparison with eager).
+#pragma once
+#include <unistd.h>
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <optional>
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Parallel.h>
+#include <ATen/core/LegacyTypeDispatch.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/core/grad_mode.h>
+#include <c10/core/CPUAllocator.h>
+#include <c10/core/TensorImpl.h>
+
+#include "call.h"
+#include "device_memory.h"
+#include "exec_error.h"
+#include "memwall/alloc/allocator.h"
+#include "memwall/exec/executor.h"
+#include "memwall/graph/error.h"
+#include "memwall/plan/in_place.h"
+#include "memwall/runtime/copy_engine.h"
+#include "memwall/runtime/host_pool.h"
+#include "memwall/runtime/nvme_engine.h"
+#include "values.h"
+
+namespace memwall::exec::detail {
+
+using Clock = std::chrono::steady_clock;
+inline double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// Where a buffer's copies are (the simulator's three tiers).
+struct Slot {
+  c10::Storage device;         // defined while on the device
+  runtime::CopyEvent arrived;  // the swap_in copy that fills `device`
+  runtime::HostBuffer host;
+  runtime::CopyEvent host_ready;  // the swap_out copy that fills `host`
+  std::optional<runtime::Extent> nvme;
+};
+
+// The simulator's resource lanes (sim/simulator.h, Resource), which the
+// trace of a run shares.
+enum Lane : int { kCompute = 0, kH2D = 1, kD2H = 2, kNvmeRead = 3, kNvmeWrite = 4, kHostCpu = 5 };
+
+// Device memory whose copy out is still running: freed when it ends.
+struct Leaving {
+  c10::Storage storage;
+  runtime::HostBuffer host;
+  runtime::CopyEvent until;
+};
+
+inline at::Tensor view_of(const c10::Storage& storage, const TensorRef& ref) {
+  auto impl = c10::make_intrusive<c10::TensorImpl>(c10::Storage(storage),
+                                                   c10::DispatchKeySet(c10::DispatchKey::CPU),
+                                                   c10::scalarTypeToTypeMeta(ref.dtype));
+  impl->set_sizes_and_strides(ref.sizes, ref.strides, ref.offset);
+  return at::Tensor(std::move(impl));
+}
+
+class Executor {
+ public:
+  Executor(const Graph& graph, const Plan& plan, const std::string& values,
+           const RunOptions& options);
+  RunResult run();
+
+ private:
+  void check_runnable();
+  std::span<const std::byte> value_of(const Buffer& b) const;
+  uint64_t host_capacity() const;
+  void compile(c10::Allocator* host);
+  void set_generator_state();
+  c10::Storage device_storage(uint64_t bytes, const char* why, BufferId b);
+  runtime::HostBuffer host_buffer(uint64_t bytes, BufferId b);
+  runtime::NvmeEngine& nvme();
+  void bind(const Buffer& b);
+  void bind_persistent();
+  StepMeasure iteration(int k, RunResult& result);
+  void end_iteration();
+  void release_all();
+  void retire_finished();
+  void span(RunResult& result, Lane lane, double start, double end,
+            runtime::CopyEvent until = runtime::CopyEvent());
+  void close_copy_spans(RunResult& result, bool all);
+  void wait(const runtime::CopyEvent& e);
+  std::string where() const;
+  void execute(const Step& s, RunResult& result);
+  void swap_out(BufferId b, Tier to, RunResult& result);
+  void drop_nvme(Slot& s);
+  runtime::Extent write_nvme(Slot& s, const void* data, uint64_t bytes);
+  void read_nvme(const runtime::Extent& extent, void* data, uint64_t bytes);
+  void waited_on_nvme(Clock::time_point start);
+  void swap_in(BufferId b, RunResult& result);
+  void nvme_to_host(BufferId b, RunResult& result);
+  void free_buffer(BufferId b);
+  const c10::Storage& resolve(int64_t root);
+  at::Tensor argument_tensor(const TensorRef& ref);
+  c10::IValue expression(const CompiledArg& a);
+  void push_arguments(const CompiledCall& call, torch::jit::Stack& stack);
+  void call_op(const Op& op, const CompiledCall& call, torch::jit::Stack& stack,
+               bool cpu_step = false);
+  void need_on_device(BufferId b);
+  void run_op(const Step& s, RunResult& result);
+  c10::Storage on_host(BufferId b);
+  void cpu_step(const Op& op, const CompiledCall& call, RunResult& result);
+  void apply(const Op& op, const CompiledCall& call, RunResult& result);
+  c10::Storage at_its_offset(BufferId b, c10::Storage storage);
+  void expect_outputs(const CompiledCall& call);
+  void take_results(const Op& op, const CompiledCall& call, torch::jit::Stack& stack);
+  void bind_results(const Op& op, const CompiledCall& call, torch::jit::Stack& stack);
+  void compare_with_eager(RunResult& result);
+
+  double now_s() const { return seconds_since(iteration_start_); }
+  const Graph& graph_;
+  const Plan& plan_;
+  RunOptions options_;
+  std::unique_ptr<ValueFile> state_, eager_;
+  std::vector<BufferId> roots_;
+  std::vector<uint8_t> in_place_;
+  std::vector<CompiledCall> calls_;
+  TensorRef loss_;
+  double loss_value_ = 0;
+  std::unique_ptr<runtime::CopyEngine> engine_;
+  std::unique_ptr<alloc::Device> device_;
+  std::unique_ptr<alloc::Allocator> allocator_;
+  std::unique_ptr<DeviceMemory> memory_;
+  std::unique_ptr<runtime::HostPool> host_;
+  std::unique_ptr<runtime::NvmeEngine> nvme_;
+  std::vector<Slot> slots_;
+  std::vector<Leaving> leaving_;
+  std::vector<std::pair<int64_t, c10::Storage>> current_;  // the op's buffers by root
+  std::map<OpId, at::Tensor> rng_;
+  std::map<BufferId, BufferId> master_of_;       // master copy -> its parameter
+  std::vector<c10::Storage>* locals_ = nullptr;  // the running CPU step's temporaries
+  std::FILE* memory_log_ = nullptr;
+  int iteration_ = 0;
+  size_t step_ = 0;
+  OpId op_ = 0;
+  double kernel_s_ = 0, wait_s_ = 0, nvme_s_ = 0;
+  Clock::time_point iteration_start_;
+  bool tracing_ = false;
+  std::vector<std::pair<size_t, runtime::CopyEvent>> open_copies_;  // event index, copy
+};
+
+}  // namespace memwall::exec::detail
