@@ -18,6 +18,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "calibrate_kernels.h"
 #include "commands.h"
 #include "format.h"
 #include "memwall/graph/error.h"
@@ -39,6 +40,10 @@ struct CalibrateArgs {
   std::string python;
   bool quick = false;
   bool json = false;
+  std::vector<std::string> graphs;  // --graph: time these graphs' kernels
+  std::string keep_values;          // --keep-values (one --graph)
+  std::string from;                 // --from: add kernels to this profile
+  int kernel_iterations = 5;
 };
 
 void progress(const CalibrateArgs& args, const std::string& what) {
@@ -95,7 +100,77 @@ void print_side_by_side(const Hardware& measured, const Hardware& builtin) {
       static_cast<double>(builtin.host_memory_bytes), bytes);
 }
 
+struct TimedGraph {
+  std::string file;
+  KernelMeasure measure;
+};
+
+// --graph: each graph's kernels timed on this machine and added to `hw`'s
+// measured kernels (a later graph's time for a shared kernel wins).
+std::vector<TimedGraph> add_kernels(const CalibrateArgs& args, Hardware& hw) {
+  if (!args.keep_values.empty() && args.graphs.size() != 1) {
+    fail("calibrate: --keep-values goes with exactly one --graph");
+  }
+  if (args.kernel_iterations < 1 || args.kernel_iterations > 1000) {
+    fail("calibrate: --kernel-iterations must be in [1, 1000], got {}", args.kernel_iterations);
+  }
+  std::vector<TimedGraph> timed;
+  for (const std::string& file : args.graphs) {
+    const int iterations = args.quick ? 2 : args.kernel_iterations;
+    progress(args,
+             fmt::format("the kernels of {} ({} iterations of the executor)...", file, iterations));
+    KernelMeasure m = measure_kernels(file, args.keep_values, iterations, hw, args.python);
+    for (const auto& [signature, seconds] : m.kernels) hw.kernel_seconds[signature] = seconds;
+    timed.push_back({file, std::move(m)});
+  }
+  return timed;
+}
+
+nlohmann::json timed_json(const std::vector<TimedGraph>& timed) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const TimedGraph& t : timed) {
+    out.push_back({{"graph", t.file},
+                   {"ops", t.measure.ops},
+                   {"kernels", t.measure.kernels.size()},
+                   {"seconds", t.measure.seconds}});
+  }
+  return out;
+}
+
+void print_timed(const std::vector<TimedGraph>& timed) {
+  for (const TimedGraph& t : timed) {
+    std::cout << fmt::format("  {:<28} {} ops, {} kernels, {:.2f} ms in all ({})\n",
+                             "measured kernels", t.measure.ops, t.measure.kernels.size(),
+                             t.measure.seconds * 1e3, t.file);
+  }
+}
+
+// --from PROFILE --graph G...: kernels added to a profile measured before,
+// without measuring the machine again.
+int calibrate_kernels_only(const CalibrateArgs& args) {
+  if (args.graphs.empty()) fail("calibrate: --from adds measured kernels: name a --graph");
+  OutputFiles outputs;
+  const std::string out = args.out.empty() ? args.from : args.out;
+  outputs.declare(out);
+  Hardware hw = read_hardware_file(args.from);
+  const std::vector<TimedGraph> timed = add_kernels(args, hw);
+  const nlohmann::json profile = hardware_to_json(hw);
+  (void)hardware_from_json(profile);
+  outputs.set(out, profile.dump(2) + "\n");
+  outputs.commit();
+  if (args.json) {
+    std::cout << nlohmann::json{{"profile_file", out}, {"timed", timed_json(timed)}}.dump(2)
+              << "\n";
+    return 0;
+  }
+  std::cout << fmt::format("{} ({}), with measured kernels\n", hw.name, args.from);
+  print_timed(timed);
+  std::cout << fmt::format("  {:<28} {}\n", "profile written to", out);
+  return 0;
+}
+
 int run_calibrate(const CalibrateArgs& args) {
+  if (!args.from.empty()) return calibrate_kernels_only(args);
   (void)find_gpu(args.base);  // an unknown name fails before any measuring
   const Hardware* compare = args.compare.empty() ? nullptr : &find_gpu(args.compare);
   OutputFiles outputs;
@@ -134,6 +209,11 @@ int run_calibrate(const CalibrateArgs& args) {
                       cpu_adam_seconds(adam_params, /*threads=*/0, false, args.quick ? 2 : 5);
 
   const bool gpu = probe.value("device", "cpu") == "cuda";
+  if (gpu && !args.graphs.empty()) {
+    fail(
+        "calibrate: --graph times kernels on the emulated device (this CPU); the executor "
+        "has no CUDA path yet, so a GPU's kernels cannot be timed");
+  }
   // On a GPU its own built-in profile, when memwall has one, is the
   // comparison and (unless --base says otherwise) the base.
   const Hardware* builtin =
@@ -172,6 +252,7 @@ int run_calibrate(const CalibrateArgs& args) {
   const std::vector<std::string> from_base = {"pcie_latency",         "interconnect_bandwidth",
                                               "network_bandwidth",    "collective_step_latency",
                                               "network_step_latency", "launch_latency"};
+  const std::vector<TimedGraph> timed = add_kernels(args, hw);
   const nlohmann::json profile = hardware_to_json(hw);
   (void)hardware_from_json(profile);  // what --gpu-file will read must validate
   if (!args.out.empty()) {
@@ -188,7 +269,8 @@ int run_calibrate(const CalibrateArgs& args) {
                                                                : nlohmann::json(nullptr)},
                           {"nvme_dir", dir},
                           {"conv2d_fp32_flops_per_s", probe.at("conv2d_fp32").at("flops_per_s")},
-                          {"probe", probe}};
+                          {"probe", probe},
+                          {"timed", timed_json(timed)}};
     std::cout << out.dump(2) << "\n";
     return 0;
   }
@@ -210,6 +292,7 @@ int run_calibrate(const CalibrateArgs& args) {
                                        nvme.warning.empty() ? "" : "; " + nvme.warning));
   row("CPU AdamW step", fmt::format("{:.0f} M parameters/s", adam / 1e6));
   row("host memory", human_bytes(hw.host_memory_bytes));
+  print_timed(timed);
   std::string fields;
   for (const std::string& f : from_base) fields += (fields.empty() ? "" : ", ") + f;
   row("from the base profile", fmt::format("{} ({})", base.name, fields));
@@ -236,6 +319,18 @@ void add_calibrate(CLI::App& app, Action& action) {
                   "built-in profile printed beside the measurement (on a GPU: its own)");
   cmd->add_option("--python", args->python,
                   "the Python (with torch) that runs the compute probe (as for memwall trace)");
+  cmd->add_option("--graph", args->graphs,
+                  "also time this traced graph's kernels on this machine (repeatable; the "
+                  "profile's measured kernels, which predictions for it then use)");
+  cmd->add_option("--keep-values", args->keep_values,
+                  "--graph's values: reuse DIR's (memwall run --keep-values), or trace and keep "
+                  "them there");
+  cmd->add_option("--kernel-iterations", args->kernel_iterations,
+                  "--graph: iterations timed after a first one (each op's median counts; "
+                  "default 5)");
+  cmd->add_option("--from", args->from,
+                  "add --graph's kernels to this profile instead of measuring the machine "
+                  "(written back unless --out names another file)");
   cmd->add_flag("--quick", args->quick, "small sizes (seconds; for tests)");
   cmd->add_flag("--json", args->json, "machine-readable output");
   cmd->callback([&action, args] { action = [args] { return run_calibrate(*args); }; });

@@ -94,7 +94,7 @@ int run_inspect(const InspectArgs& args) {
   const std::string peak_op_name = op_name(profile.peak_op);
 
   if (!args.export_path.empty()) {
-    outputs.set(args.export_path, graph_to_json_text(graph));
+    outputs.set(args.export_path, graph_text_for(hw, graph));
     outputs.commit();
   }
 

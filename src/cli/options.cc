@@ -119,6 +119,23 @@ bool GraphSource::given() const {
   return !graph_file.empty() || (model_option != nullptr && model_option->count() > 0);
 }
 
+void apply_profile_kernels(const Hardware& hw, Graph& graph) {
+  if (hw.kernel_seconds.empty()) return;
+  if (apply_kernel_times(hw, graph) == 0) {
+    note(
+        fmt::format("the profile's {} measured kernels match none of graph \"{}\"'s ops (it was "
+                    "calibrated with other graphs): its ops keep the roofline",
+                    hw.kernel_seconds.size(), graph.name));
+  }
+}
+
+std::string graph_text_for(const Hardware& hw, const Graph& graph) {
+  if (hw.kernel_seconds.empty()) return graph_to_json_text(graph);
+  Graph copy = graph;
+  clear_kernel_times(hw, copy);
+  return graph_to_json_text(copy);
+}
+
 Graph GraphSource::load(const Hardware& hw) const {
   if (!graph_file.empty()) {
     // A graph file fixes all of these; taking them silently would answer
@@ -134,6 +151,7 @@ Graph GraphSource::load(const Hardware& hw) const {
           graph_file);
     }
     Graph graph = read_graph_file(graph_file);
+    apply_profile_kernels(hw, graph);
     if (const OpId op = first_op_not_computable(hw, graph); op != kNoOp) {
       const Op& o = graph.ops[op];
       fail("{}: op {} ({}) computes in {}, which {} cannot (it computes in {})", graph_file, op,

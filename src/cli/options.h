@@ -79,6 +79,12 @@ struct GpuSource {
   Hardware load_for_plan(const Plan& plan) const;
 };
 
+// The profile's measured kernels for `graph`'s ops (Note [Measured kernels]
+// in hw/hardware.h), with a note on stderr when it has some and none match.
+void apply_profile_kernels(const Hardware& hw, Graph& graph);
+// The graph as a file holds it: without the profile's measured kernels.
+std::string graph_text_for(const Hardware& hw, const Graph& graph);
+
 // "memwall: note: ..." on stderr: something the user should know that does
 // not change the exit code.
 void note(const std::string& text);

@@ -103,7 +103,7 @@ int run_remat_plan(const PlanArgs& args) {
 
   const Plan& plan = run.result.plan;
   // The graph is not rewritten; --out-graph writes it as the plan runs it.
-  if (!args.out_graph.empty()) outputs.set(args.out_graph, graph_to_json_text(graph));
+  if (!args.out_graph.empty()) outputs.set(args.out_graph, graph_text_for(hw, graph));
   if (!args.out.empty()) outputs.set(args.out, plan_text_for(plan, graph));
   args.exports.write(outputs, graph, plan, hw, run.sim);
   outputs.commit();

@@ -157,7 +157,7 @@ std::vector<std::string> write_outputs(OutputFiles& outputs, const PlanArgs& arg
   }
   if (!graph_out.empty()) {
     if (args.out_graph.empty()) outputs.declare(graph_out);
-    outputs.set(graph_out, graph_to_json_text(c.graph));
+    outputs.set(graph_out, graph_text_for(hw, c.graph));
     rows.push_back(field("graph written to", graph_out));
   }
   if (!args.out.empty()) {

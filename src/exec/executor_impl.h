@@ -119,6 +119,7 @@ class Executor {
   void take_results(const Op& op, const CompiledCall& call, torch::jit::Stack& stack);
   void bind_results(const Op& op, const CompiledCall& call, torch::jit::Stack& stack);
   void compare_with_eager(RunResult& result);
+  std::vector<double> median_kernel_times();
 
   double now_s() const { return seconds_since(iteration_start_); }
   const Graph& graph_;
@@ -143,6 +144,7 @@ class Executor {
   std::map<BufferId, BufferId> master_of_;       // master copy -> its parameter
   std::vector<c10::Storage>* locals_ = nullptr;  // the running CPU step's temporaries
   std::FILE* memory_log_ = nullptr;
+  std::vector<std::vector<double>> kernel_times_;  // per op (Note [Kernel timing])
   int iteration_ = 0;
   size_t step_ = 0;
   OpId op_ = 0;

@@ -34,7 +34,27 @@ void remap(nlohmann::json& v, const std::function<CallBuffer(int64_t)>& map) {
   }
 }
 
+void strip_identity(nlohmann::json& v) {
+  if (v.is_array()) {
+    for (nlohmann::json& x : v) strip_identity(x);
+    return;
+  }
+  if (!v.is_object()) return;
+  v.erase("t");
+  v.erase("l");
+  if (v.contains("expr")) v.erase("f");
+  for (auto& [key, value] : v.items()) strip_identity(value);
+}
+
 }  // namespace
+
+std::string kernel_signature(std::string_view call) {
+  nlohmann::json v = nlohmann::json::parse(call, nullptr, /*allow_exceptions=*/false);
+  if (v.is_discarded() || !v.is_object()) fail("a call record is not a JSON object");
+  v.erase("results");
+  strip_identity(v);
+  return v.dump();
+}
 
 nlohmann::json remap_call(std::string_view call, const std::function<CallBuffer(int64_t)>& map) {
   nlohmann::json v = nlohmann::json::parse(call, nullptr, /*allow_exceptions=*/false);

@@ -3,6 +3,7 @@
 // and several ranks: ranks.cc.
 #include <algorithm>
 
+#include "memwall/graph/calls.h"
 #include "memwall/graph/error.h"
 #include "memwall/hw/hardware.h"
 
@@ -96,6 +97,27 @@ double op_time(const Hardware& hw, const Graph& graph, const Op& op) {
   double memory = 0;
   if (op.bytes > 0) memory = op.bytes / (hw.hbm_bandwidth * hw.memory_efficiency);
   return std::max(compute, memory) + hw.launch_latency;
+}
+
+size_t apply_kernel_times(const Hardware& hw, Graph& graph) {
+  if (hw.kernel_seconds.empty()) return 0;
+  size_t applied = 0;
+  for (Op& op : graph.ops) {
+    if (op.call.empty() || op.phase == Phase::kComm) continue;
+    const auto it = hw.kernel_seconds.find(kernel_signature(op.call));
+    if (it == hw.kernel_seconds.end()) continue;
+    op.time = it->second;
+    ++applied;
+  }
+  return applied;
+}
+
+void clear_kernel_times(const Hardware& hw, Graph& graph) {
+  if (hw.kernel_seconds.empty()) return;
+  for (Op& op : graph.ops) {
+    if (op.call.empty() || op.phase == Phase::kComm) continue;
+    if (hw.kernel_seconds.contains(kernel_signature(op.call))) op.time.reset();
+  }
 }
 
 double iteration_time(const Hardware& hw, const Graph& graph) {

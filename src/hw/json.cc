@@ -84,7 +84,7 @@ std::string quoted(const std::string& key) {
 }
 
 bool is_known_key(std::string_view key) {
-  if (key == "name" || key == "description") return true;
+  if (key == "name" || key == "description" || key == "kernels") return true;
   for (const auto& f : kBytesFields) {
     if (f.key == key) return true;
   }
@@ -156,6 +156,23 @@ double read_number(const json& value, const NumberField& field) {
     fail("hardware profile: field '{}' must be in (0, 1], got {}", field.key, x);
   }
   return x;
+}
+
+// "kernels": kernel signature -> seconds (Note [Measured kernels]).
+std::map<std::string, double> read_kernels(const json& value) {
+  if (!value.is_object()) {
+    fail("hardware profile: field 'kernels' must be an object, got {}", value.type_name());
+  }
+  std::map<std::string, double> kernels;
+  for (const auto& item : value.items()) {
+    const json& s = item.value();
+    if (!s.is_number() || !std::isfinite(s.get<double>()) || s.get<double>() <= 0) {
+      fail("hardware profile: kernel {} must have a positive number of seconds, got {}",
+           quoted(item.key().substr(0, 80)), s.dump());
+    }
+    kernels.emplace(item.key(), s.get<double>());
+  }
+  return kernels;
 }
 
 // The JSON of `text`; a syntax error is one line in memwall's words
@@ -234,6 +251,7 @@ Hardware hardware_from_json(const json& object) {
   for (const auto& f : kBytesFields) hw.*f.member = read_bytes(require(object, f.key), f.key);
   for (const auto& f : kNumberFields) hw.*f.member = read_number(require(object, f.key), f);
   for (const auto& f : kCountFields) hw.*f.member = read_count(require(object, f.key), f);
+  if (auto it = object.find("kernels"); it != object.end()) hw.kernel_seconds = read_kernels(*it);
   return hw;
 }
 
@@ -261,6 +279,11 @@ json hardware_to_json(const Hardware& hw) {
   for (const auto& f : kBytesFields) object[std::string(f.key)] = hw.*f.member;
   for (const auto& f : kNumberFields) object[std::string(f.key)] = hw.*f.member;
   for (const auto& f : kCountFields) object[std::string(f.key)] = hw.*f.member;
+  if (!hw.kernel_seconds.empty()) {
+    json kernels = json::object();
+    for (const auto& [signature, seconds] : hw.kernel_seconds) kernels[signature] = seconds;
+    object["kernels"] = std::move(kernels);
+  }
   return object;
 }
 

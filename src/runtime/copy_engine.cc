@@ -145,7 +145,9 @@ class EmulatedCopyEngine final : public CopyEngine {
   }
 
   std::unique_ptr<alloc::Device> make_device(uint64_t capacity) override {
-    return alloc::make_host_vmm(capacity);
+    // Populated: memory ready when mapped, as cuMemMap leaves it (Note
+    // [Populated mappings] in alloc/host_vmm.cc).
+    return alloc::make_host_vmm(capacity, alloc::kDefaultGranularity, /*populate=*/true);
   }
 
  private:

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <string>
 #include <vector>
@@ -18,6 +19,7 @@
 
 #include "cli/run_memwall.h"
 #include "memwall/graph/graph.h"
+#include "memwall/hw/hardware.h"
 #include "memwall/importers/torch_trace.h"
 #include "memwall/plan/plan.h"
 
@@ -380,6 +382,60 @@ TEST_F(RunKept, APlanWithOffsetsRunsInItsArena) {
   EXPECT_NEAR(step.at("device_peak_bytes").at("measured").get<double>() /
                   step.at("device_peak_bytes").at("predicted").get<double>(),
               1.0, 0.01);
+}
+
+// Note [Measured kernels]: calibrate --graph times every device op of the
+// graph in place and keys them by signature; the profile then predicts the
+// keep-all step as the sum of those times, and graphs written with it keep
+// none of them.
+TEST_F(RunKept, CalibrateTimesTheGraphsKernels) {
+  REQUIRE_EXECUTOR();
+  const std::string graph = *dir_ + "/graph.json";
+  const std::string base = *dir_ + "/l4.json";
+  {
+    std::ofstream out(base);
+    out << hardware_to_json(find_gpu("l4")).dump();
+  }
+  const std::string profile = *dir_ + "/kernels.json";
+  const RunResult c =
+      run_memwall("calibrate --from " + base + " --graph " + graph + " --keep-values " + *dir_ +
+                  " --kernel-iterations 2 --json " + "--out " + profile);
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  const nlohmann::json timed = nlohmann::json::parse(c.out).at("timed").at(0);
+  const Graph g = read_graph_file(graph);
+  EXPECT_EQ(timed.at("ops").get<size_t>(), g.ops.size());  // all on the device
+  const Hardware hw = read_hardware_file(profile);
+  EXPECT_EQ(hw.kernel_seconds.size(), timed.at("kernels").get<size_t>());
+  EXPECT_LT(hw.kernel_seconds.size(), g.ops.size());              // Adam's ops share kernels
+  EXPECT_EQ(hw.peak_flops_fp32, find_gpu("l4").peak_flops_fp32);  // the rest is --from's
+
+  const std::string plan = *dir_ + "/measured_plan.json";
+  const std::string written = *dir_ + "/measured_graph.json";
+  ASSERT_EQ(run_memwall("plan --graph " + graph + " --gpu-file " + profile +
+                        " --strategy remat:keep-all --out " + plan + " --out-graph " + written)
+                .exit_code,
+            0);
+  for (const Op& op : read_graph_file(written).ops) EXPECT_FALSE(op.time) << op.name;
+  const RunResult r = run_memwall("run --graph " + graph + " --plan " + plan + " --keep-values " +
+                                  *dir_ + " --gpu-file " + profile + " --steps 1 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const double predicted = nlohmann::json::parse(r.out)
+                               .at("steps")
+                               .at(0)
+                               .at("step_time_s")
+                               .at("predicted")
+                               .get<double>();
+  // Keep-all computes every op once: the sum of the medians, up to the
+  // mean within a kernel.
+  EXPECT_NEAR(predicted, timed.at("seconds").get<double>(), 1e-9);
+
+  expect_one_line(run_memwall("calibrate --from " + base), 2, "name a --graph");
+  const std::string zoo = *dir_ + "/zoo_for_calibrate.json";
+  ASSERT_EQ(run_memwall("inspect --model gpt2-small --export " + zoo).exit_code, 0);
+  expect_one_line(run_memwall("calibrate --from " + base + " --graph " + zoo + " --out " + *dir_ +
+                              "/never.json"),
+                  2, "carries no call records");
+  EXPECT_FALSE(std::filesystem::exists(*dir_ + "/never.json"));
 }
 
 TEST_F(RunKept, AnUnwritableTraceFailsBeforeTheRun) {

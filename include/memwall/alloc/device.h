@@ -100,9 +100,11 @@ class Device {
 
 // Host memory through memfd + mmap. `capacity` is rounded down to the
 // granularity; `granularity` must be a power of two and a multiple of the
-// page size. Throws Error when the kernel refuses (no memfd_create).
-std::unique_ptr<Device> make_host_vmm(uint64_t capacity,
-                                      uint64_t granularity = kDefaultGranularity);
+// page size. `populate`: map with the page tables filled (Note [Populated
+// mappings] in host_vmm.cc), as the executor's emulated device does. Throws
+// Error when the kernel refuses (no memfd_create).
+std::unique_ptr<Device> make_host_vmm(uint64_t capacity, uint64_t granularity = kDefaultGranularity,
+                                      bool populate = false);
 
 // Addresses without memory, for replays; checks map/unmap misuse like a real
 // device would (mapping over a mapping, unmapping a hole, releasing a mapped chunk).

@@ -31,6 +31,10 @@ struct RunOptions {
   std::string nvme_faults;             // injected NVMe faults (runtime/nvme_faults.h)
   uint64_t host_bytes = 0;             // pinned host pool's capacity; 0: 3/4 of RAM
   bool record_trace = false;           // fill RunResult::events
+  // Note [Kernel timing]: record every device compute op's call time in
+  // each iteration but the first (which pays for fresh pages), for
+  // RunResult::kernel_seconds.
+  bool time_kernels = false;
 };
 
 // What ran in the last iteration, in the simulator's lanes (sim's
@@ -76,6 +80,10 @@ struct RunResult {
   bool arena = false;  // the plan's offsets were honoured (Note [Plan offsets at run time])
   std::vector<TraceEvent> events;    // record_trace: the last iteration
   std::vector<MemorySample> memory;  // record_trace: after each plan step
+  // time_kernels: per op id, the median seconds of its call as the step
+  // ran it (arguments, the dispatcher, the kernel); -1 for ops not timed
+  // (CPU steps, applies, ops the plan does not compute, a 1-step run).
+  std::vector<double> kernel_seconds;
 };
 
 // Error kinds the library reports (exit codes of `memwall run`).
@@ -85,6 +93,6 @@ enum class Status : int { kOk = 0, kRunFailed = 1, kBadInput = 2 };
 // (kRunSymbol). Returns the status; on failure `error` is one line.
 using RunFunction = Status (*)(const Graph& graph, const Plan& plan, const std::string& values,
                                const RunOptions& options, RunResult& result, std::string& error);
-inline constexpr const char* kRunSymbol = "memwall_exec_run_v1";
+inline constexpr const char* kRunSymbol = "memwall_exec_run_v2";
 
 }  // namespace memwall::exec

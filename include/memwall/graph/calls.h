@@ -25,4 +25,13 @@ struct CallBuffer {
 nlohmann::json remap_call(std::string_view call, const std::function<CallBuffer(int64_t)>& map);
 std::string remap_call_text(std::string_view call, const std::function<CallBuffer(int64_t)>& map);
 
+// Note [Kernel signatures]: what decides a kernel's time, from its call
+// record: the operator, every argument's view (sizes, strides, offset,
+// dtype) and every other argument, without the buffer ids (two ops on
+// different buffers of one shape are one kernel), the results, and the
+// value of a tracked scalar (its expression stays: it names the kernel's
+// argument kinds). The key of a profile's measured kernels (hw's
+// Hardware::kernel_seconds). Throws Error when `call` is not JSON.
+std::string kernel_signature(std::string_view call);
+
 }  // namespace memwall

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -56,6 +57,12 @@ struct Hardware {
   double compute_efficiency = 0;
   double memory_efficiency = 0;
   double launch_latency = 0;  // seconds per kernel
+
+  // Note [Measured kernels]: seconds per kernel that `memwall calibrate
+  // --graph` measured on this machine, by kernel signature (graph/calls.h).
+  // apply_kernel_times gives them to a graph's ops; ops without one keep
+  // the roofline. Empty in built-in profiles. "kernels" in JSON.
+  std::map<std::string, double> kernel_seconds;
 };
 
 // The largest gpus_per_node a profile or --gpus-per-node may give (no
@@ -130,6 +137,14 @@ Collective collective_of(const Op& op);
 // hw.gpus_per_node in which each rank sends `bytes` (see Note [Collective
 // time] in ranks.cc). Throws Error for ranks < 1.
 double collective_time(const Hardware& hw, Collective kind, double bytes, int ranks);
+// Gives every op of `graph` with a call record the profile's measured
+// seconds for its kernel signature, when it has them (replacing a time the
+// op carried); returns how many ops got one. Note [Measured kernels].
+size_t apply_kernel_times(const Hardware& hw, Graph& graph);
+// Undoes apply_kernel_times before a graph is written: measured kernels
+// belong to the profile, and a graph file carrying them would keep one
+// machine's times under any other profile.
+void clear_kernel_times(const Hardware& hw, Graph& graph);
 // Sum of op_time over the graph (the default schedule's compute time).
 double iteration_time(const Hardware& hw, const Graph& graph);
 // Host<->device copy time of `bytes` (latency + bytes / bandwidth).

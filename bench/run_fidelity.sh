@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# How far the simulator's step is from a real one (issue 22; the table of
+# docs/cost-model.md, "Fidelity of executed plans"): for each model, traces
+# it once with values (memwall run --keep-values), times its kernels into a
+# copy of PROFILE (memwall calibrate --from --graph), then plans it with
+# each planner and runs the plan with memwall run. Printed per plan, from
+# STEPS iterations (the median of all but the first): the measured step
+# time and measured / predicted with the roofline profile, then the same
+# with the measured kernels, the device peak measured / predicted, and the
+# transfer overlap measured / predicted.
+#   bench/run_fidelity.sh PROFILE [path/to/memwall] [STEPS] [MODEL...]
+# PROFILE is `memwall calibrate --out PROFILE` from this machine. MODELs are
+# memwall run sources (default: the issue's seven).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+profile=${1:?usage: bench/run_fidelity.sh PROFILE [memwall] [STEPS] [MODEL...]}
+memwall=${2:-build/memwall}
+steps=${3:-4}
+shift $(($# < 3 ? $# : 3))
+models=("$@")
+if [ ${#models[@]} -eq 0 ]; then
+  models=("--builtin gpt-mini"
+          "--script tests/exec/models.py:cnn_bn"
+          "--script tests/exec/models.py:unet"
+          "--torchvision mobilenet_v2 --batch 8 --image 64"
+          "--torchvision resnet18 --batch 8 --image 96"
+          "--script tests/exec/models.py:gpt2_small"
+          "--script tests/exec/models.py:gpt2_small_b8_s256")
+fi
+plans=("remat:keep-all 1.02" "remat:chen-greedy 0.8" "remat:memwall 0.8" "vdnn 0.8"
+       "capuchin 0.8" "zero-offload 1.02")
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+
+ratios() {  # run.json -> "measured-ms time-ratio peak-ratio overlap(measured/predicted)"
+  python3 - "$1" <<'PY'
+import json, statistics, sys
+steps = json.load(open(sys.argv[1]))["steps"]
+# The median of the iterations after the first (which pays for fresh pages):
+# a shared machine preempts the odd step.
+later = steps[1:] or steps
+t = statistics.median(s["step_time_s"]["measured"] for s in later)
+s = steps[-1]
+p, o = s["device_peak_bytes"], s["transfer_overlap"]
+ov = "-" if o["predicted"] is None or o["measured"] is None else \
+     "%.2f/%.2f" % (statistics.median(x["transfer_overlap"]["measured"] for x in later),
+                    o["predicted"])
+print("%.1f %.3f %.4f %s" % (t * 1e3, t / s["step_time_s"]["predicted"],
+                             p["measured"] / p["predicted"], ov))
+PY
+}
+
+printf "%-44s %-18s %9s %6s %9s %6s %7s %9s\n" model plan measured roof measured kern peak overlap
+for model in "${models[@]}"; do
+  dir=$out/values
+  rm -rf "$dir"
+  # shellcheck disable=SC2086
+  "$memwall" run $model --gpu-file "$profile" --steps "$steps" --keep-values "$dir" \
+    --json >/dev/null
+  "$memwall" calibrate --from "$profile" --graph "$dir/graph.json" --keep-values "$dir" \
+    --out "$out/kernels.json" >/dev/null
+  peak=$("$memwall" inspect --graph "$dir/graph.json" --gpu-file "$profile" --json |
+    python3 -c "import json, sys; print(json.load(sys.stdin)['peak_bytes'])")
+  for entry in "${plans[@]}"; do
+    read -r strategy share <<<"$entry"
+    budget=$(python3 -c "print(int($share * $peak))")
+    rm -f "$out/plan.graph.json"
+    # Offload rewrites the graph, written next to the plan; remat does not.
+    if ! "$memwall" plan --graph "$dir/graph.json" --gpu-file "$out/kernels.json" \
+      --strategy "$strategy" --budget "$budget" --out "$out/plan.json" >/dev/null \
+      2>"$out/err"; then
+      printf "%-44s %-20s %s\n" "$model" "$strategy" "no plan: $(tail -1 "$out/err")"
+      continue
+    fi
+    g=$dir/graph.json
+    [ -f "$out/plan.graph.json" ] && g=$out/plan.graph.json
+    device=$((budget + (budget / 8 > 33554432 ? budget / 8 : 33554432)))
+    for p in "$profile" "$out/kernels.json"; do
+      "$memwall" run --graph "$g" --plan "$out/plan.json" --keep-values "$dir" \
+        --gpu-file "$p" --steps "$steps" --budget "$device" --json >"$out/run.json"
+      ratios "$out/run.json" >"$out/r.$(basename "$p")"
+    done
+    read -r ms roof _ <"$out/r.$(basename "$profile")"
+    read -r ms2 kern peakr overlap <"$out/r.kernels.json"
+    printf "%-44s %-18s %6s ms %6s %6s ms %6s %7s %9s\n" "$model" "$strategy" "$ms" "$roof" \
+      "$ms2" "$kern" "$peakr" "$overlap"
+  done
+done

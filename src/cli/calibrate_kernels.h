@@ -1,0 +1,26 @@
+// `memwall calibrate --graph`: a traced graph's kernels, timed on this
+// machine by the executor, for a profile's measured kernels (Note
+// [Measured kernels] in hw/hardware.h).
+#pragma once
+#include <map>
+#include <string>
+
+#include "memwall/hw/hardware.h"
+
+namespace memwall::cli {
+
+struct KernelMeasure {
+  std::map<std::string, double> kernels;  // kernel signature -> seconds
+  size_t ops = 0;                         // ops timed
+  double seconds = 0;                     // their sum
+};
+
+// Runs `graph_file`'s keep-all plan for 1 + `iterations` iterations on the
+// emulated device (as large as hw's device memory), timing each op's call
+// in every iteration but the first (Note [Kernel timing]); the values come from a fresh trace of
+// its model or from `keep` (memwall run --keep-values). Throws Error: a graph without call records,
+// one its model no longer gives, a failed run.
+KernelMeasure measure_kernels(const std::string& graph_file, const std::string& keep,
+                              int iterations, const Hardware& hw, const std::string& python);
+
+}  // namespace memwall::cli
