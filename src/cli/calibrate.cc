@@ -248,6 +248,7 @@ int run_calibrate(const CalibrateArgs& args) {
   hw.nvme_write_bandwidth = nvme.write_gbps * 1e9;
   hw.nvme_read_bandwidth = nvme.read_gbps * 1e9;
   hw.cpu_adam_params_per_s = adam;
+  hw.device_is_host_cpu = !gpu;
   // What one machine cannot show (Note [Calibrated profiles]).
   const std::vector<std::string> from_base = {"pcie_latency",         "interconnect_bandwidth",
                                               "network_bandwidth",    "collective_step_latency",

@@ -25,11 +25,48 @@ DeviceMemory::DeviceMemory(alloc::Allocator& allocator, uint64_t budget)
   }
 }
 
-DeviceMemory::~DeviceMemory() { g_current.store(nullptr); }
+DeviceMemory::~DeviceMemory() {
+  for (const auto& [bytes, ptr] : host_cache_) host_->raw_deallocate(ptr);
+  g_current.store(nullptr);
+}
+
+// Note [Host step memory]: a CPU step's kernels allocate temporaries the
+// size of the parameter (torch's Adam: sqrt, div...). PyTorch's CPU
+// allocator gives blocks that large fresh mmaps, so every step faulted in
+// every page again: GPT-2 small's CPU steps ran 4x slower than the same ops
+// on the emulated device, whose allocator keeps its memory. Blocks freed
+// here are kept by size for the next request of that size (the steps ask
+// the same sizes every iteration) and returned when the run ends.
+c10::DataPtr DeviceMemory::allocate_host(size_t bytes) {
+  const c10::Device device(c10::kCPU);
+  if (bytes == 0) return {nullptr, nullptr, &release_host, device};
+  void* ptr = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (const auto it = host_cache_.find(bytes); it != host_cache_.end()) {
+      ptr = it->second;
+      host_cache_.erase(it);
+    }
+  }
+  if (ptr == nullptr) ptr = host_->raw_allocate(bytes);
+  std::lock_guard<std::mutex> lock(mutex_);
+  host_blocks_[ptr] = bytes;
+  return {ptr, ptr, &release_host, device};
+}
+
+void DeviceMemory::release_host(void* ptr) {
+  if (ptr == nullptr) return;
+  DeviceMemory* self = g_current.load();
+  std::lock_guard<std::mutex> lock(self->mutex_);
+  const auto it = self->host_blocks_.find(ptr);
+  if (it == self->host_blocks_.end()) return;
+  self->host_cache_.emplace(it->second, ptr);
+  self->host_blocks_.erase(it);
+}
 
 c10::DataPtr DeviceMemory::allocate(size_t bytes) {
   const c10::Device device(c10::kCPU);
-  if (host_mode_.load()) return host_->allocate(bytes);
+  if (host_mode_.load()) return allocate_host(bytes);
   if (bytes == 0) return {nullptr, nullptr, &release, device};
   if (arena_ != nullptr) {
     std::optional<void*> p;

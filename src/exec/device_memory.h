@@ -82,6 +82,8 @@ class DeviceMemory final : public c10::Allocator {
     uint64_t bytes = 0, allocated = 0;
   };
   static void release(void* ptr);
+  c10::DataPtr allocate_host(size_t bytes);  // Note [Host step memory]
+  static void release_host(void* ptr);
 
   alloc::Allocator& allocator_;
   uint64_t budget_;
@@ -95,6 +97,8 @@ class DeviceMemory final : public c10::Allocator {
   };
   std::vector<Expected> expected_;  // the running op's outputs
   std::unordered_map<void*, Sizes> blocks_;
+  std::unordered_map<void*, uint64_t> host_blocks_;      // host-mode blocks in use
+  std::unordered_multimap<uint64_t, void*> host_cache_;  // freed ones, by size
   uint64_t live_ = 0, live_allocated_ = 0, peak_ = 0, peak_allocated_ = 0;
 };
 

@@ -46,14 +46,32 @@ void strip_identity(nlohmann::json& v) {
   for (auto& [key, value] : v.items()) strip_identity(value);
 }
 
-}  // namespace
-
-std::string kernel_signature(std::string_view call) {
-  nlohmann::json v = nlohmann::json::parse(call, nullptr, /*allow_exceptions=*/false);
-  if (v.is_discarded() || !v.is_object()) fail("a call record is not a JSON object");
+std::string signature_of(nlohmann::json v) {
   v.erase("results");
   strip_identity(v);
   return v.dump();
+}
+
+nlohmann::json call_object(std::string_view call) {
+  nlohmann::json v = nlohmann::json::parse(call, nullptr, /*allow_exceptions=*/false);
+  if (v.is_discarded() || !v.is_object()) fail("a call record is not a JSON object");
+  return v;
+}
+
+}  // namespace
+
+std::string kernel_signature(std::string_view call) { return signature_of(call_object(call)); }
+
+std::vector<std::string> kernel_signatures(std::string_view call) {
+  nlohmann::json v = call_object(call);
+  const auto steps = v.find("steps");
+  if (steps == v.end() || !steps->is_array()) return {signature_of(std::move(v))};
+  std::vector<std::string> out;
+  for (nlohmann::json& part : *steps) {
+    if (!part.is_object()) fail("a fused call's step is not a JSON object");
+    out.push_back(signature_of(std::move(part)));
+  }
+  return out;
 }
 
 nlohmann::json remap_call(std::string_view call, const std::function<CallBuffer(int64_t)>& map) {

@@ -2,6 +2,7 @@
 // cost, and latency + size / bandwidth per host<->device copy. Collectives
 // and several ranks: ranks.cc.
 #include <algorithm>
+#include <optional>
 
 #include "memwall/graph/calls.h"
 #include "memwall/graph/error.h"
@@ -99,15 +100,33 @@ double op_time(const Hardware& hw, const Graph& graph, const Op& op) {
   return std::max(compute, memory) + hw.launch_latency;
 }
 
+namespace {
+
+// The op's measured time: its kernel's, or the sum of a fused call's parts
+// when every part was measured. A CPU step (memwall::cpu_step) runs its
+// parts as ATen ops on the host, which for the emulated device that
+// measures kernels is the same CPU (Note [Measured kernels]).
+std::optional<double> measured_time(const Hardware& hw, const Op& op) {
+  double total = 0;
+  for (const std::string& signature : kernel_signatures(op.call)) {
+    const auto it = hw.kernel_seconds.find(signature);
+    if (it == hw.kernel_seconds.end()) return std::nullopt;
+    total += it->second;
+  }
+  return total;
+}
+
+}  // namespace
+
 size_t apply_kernel_times(const Hardware& hw, Graph& graph) {
   if (hw.kernel_seconds.empty()) return 0;
   size_t applied = 0;
   for (Op& op : graph.ops) {
     if (op.call.empty() || op.phase == Phase::kComm) continue;
-    const auto it = hw.kernel_seconds.find(kernel_signature(op.call));
-    if (it == hw.kernel_seconds.end()) continue;
-    op.time = it->second;
-    ++applied;
+    if (const std::optional<double> t = measured_time(hw, op)) {
+      op.time = *t;
+      ++applied;
+    }
   }
   return applied;
 }
@@ -116,7 +135,7 @@ void clear_kernel_times(const Hardware& hw, Graph& graph) {
   if (hw.kernel_seconds.empty()) return;
   for (Op& op : graph.ops) {
     if (op.call.empty() || op.phase == Phase::kComm) continue;
-    if (hw.kernel_seconds.contains(kernel_signature(op.call))) op.time.reset();
+    if (measured_time(hw, op)) op.time.reset();
   }
 }
 

@@ -84,7 +84,9 @@ std::string quoted(const std::string& key) {
 }
 
 bool is_known_key(std::string_view key) {
-  if (key == "name" || key == "description" || key == "kernels") return true;
+  if (key == "name" || key == "description" || key == "kernels" || key == "device_is_host_cpu") {
+    return true;
+  }
   for (const auto& f : kBytesFields) {
     if (f.key == key) return true;
   }
@@ -252,6 +254,13 @@ Hardware hardware_from_json(const json& object) {
   for (const auto& f : kNumberFields) hw.*f.member = read_number(require(object, f.key), f);
   for (const auto& f : kCountFields) hw.*f.member = read_count(require(object, f.key), f);
   if (auto it = object.find("kernels"); it != object.end()) hw.kernel_seconds = read_kernels(*it);
+  if (auto it = object.find("device_is_host_cpu"); it != object.end()) {
+    if (!it->is_boolean()) {
+      fail("hardware profile: field 'device_is_host_cpu' must be true or false, got {}",
+           it->type_name());
+    }
+    hw.device_is_host_cpu = it->get<bool>();
+  }
   return hw;
 }
 
@@ -279,6 +288,7 @@ json hardware_to_json(const Hardware& hw) {
   for (const auto& f : kBytesFields) object[std::string(f.key)] = hw.*f.member;
   for (const auto& f : kNumberFields) object[std::string(f.key)] = hw.*f.member;
   for (const auto& f : kCountFields) object[std::string(f.key)] = hw.*f.member;
+  if (hw.device_is_host_cpu) object["device_is_host_cpu"] = true;
   if (!hw.kernel_seconds.empty()) {
     json kernels = json::object();
     for (const auto& [signature, seconds] : hw.kernel_seconds) kernels[signature] = seconds;

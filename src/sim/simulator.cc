@@ -590,9 +590,12 @@ class Simulator {
     const bool replay = s.kind == StepKind::kRecompute;
     const std::optional<Due> ready = inputs_ready(op, kHost, replay);
     if (!ready) return false;
-    const Due start = later(later(queue(Resource::kHostCpu), cursor()), *ready);
+    // On a device emulated by the host's cores, host compute is device
+    // compute's resource (Hardware::device_is_host_cpu).
+    const Resource cpu = hw_.device_is_host_cpu ? Resource::kCompute : Resource::kHostCpu;
+    const Due start = later(later(queue(cpu), cursor()), *ready);
     const double duration = host_op_time(op);
-    const Due end = busy(Resource::kHostCpu, start, duration);
+    const Due end = busy(cpu, start, duration);
     host_cursor_ = start.time;
     host_cursor_link_ = end.link;  // its start is the host thread's cursor
     result_.host_compute_time += duration;

@@ -101,6 +101,17 @@ TEST(KernelsJson, BadKernelsAreOneLine) {
   }
 }
 
+TEST(KernelsJson, DeviceIsHostCpuIsOptionalAndBoolean) {
+  json j = hardware_to_json(find_gpu("l4"));
+  EXPECT_FALSE(j.contains("device_is_host_cpu"));
+  EXPECT_FALSE(hardware_from_json(j).device_is_host_cpu);
+  j["device_is_host_cpu"] = true;
+  EXPECT_TRUE(hardware_from_json(j).device_is_host_cpu);
+  EXPECT_EQ(hardware_to_json(hardware_from_json(j)), j);
+  j["device_is_host_cpu"] = 1;
+  EXPECT_THROW(hardware_from_json(j), Error);
+}
+
 Graph two_addmms() {
   Graph g;
   g.name = "two";
@@ -135,6 +146,20 @@ TEST(ApplyKernelTimes, MatchingOpsTakeTheProfilesTimeAndFilesDoNot) {
   clear_kernel_times(hw, g);
   EXPECT_FALSE(g.ops[0].time.has_value());
   EXPECT_EQ(apply_kernel_times(find_gpu("l4"), g), 0u);  // built-ins measure none
+}
+
+TEST(ApplyKernelTimes, ACpuStepCostsItsPartsWhenAllWereMeasured) {
+  Graph g = two_addmms();
+  const json a = json::parse(addmm(0, 1, 2, 8)), b = json::parse(addmm(0, 1, 2, 16));
+  g.ops[1].call = json{{"op", "memwall::cpu_step"}, {"steps", {a, b}}}.dump();
+  EXPECT_EQ(kernel_signatures(g.ops[1].call),
+            (std::vector<std::string>{kernel_signature(a.dump()), kernel_signature(b.dump())}));
+  Hardware hw = profile_with(kernel_signature(a.dump()), 3e-5);
+  EXPECT_EQ(apply_kernel_times(hw, g), 1u);  // op 0 only: b was not measured
+  EXPECT_FALSE(g.ops[1].time.has_value());
+  hw.kernel_seconds[kernel_signature(b.dump())] = 5e-5;
+  EXPECT_EQ(apply_kernel_times(hw, g), 2u);
+  EXPECT_DOUBLE_EQ(*g.ops[1].time, 8e-5);
 }
 
 }  // namespace

@@ -189,6 +189,37 @@ TEST(Simulator, NvmeGoesThroughAHostBounceBuffer) {
   EXPECT_EQ(r.peak_bytes[1], 2048u);  // both bounce buffers (issued at t=1)
 }
 
+// Hardware::device_is_host_cpu: on the emulated device the CPU step and the
+// device's kernels share the host's cores, so they do not overlap.
+TEST(Simulator, HostComputeSharesTheDeviceWhenTheDeviceIsTheHostCpu) {
+  GraphBuilder g;
+  const BufferId w = g.buffer("w", 1024, BufferKind::kParam);
+  g.graph.buffers[w].shape = {256};  // 1 s of CPU Adam
+  const BufferId m = g.buffer("w.m", 1024, BufferKind::kOptimState);
+  const BufferId grad = g.buffer("w.grad", 1024, BufferKind::kGrad);
+  const BufferId x = g.buffer("x", 1024, BufferKind::kTemp);
+  g.op("bwd", Phase::kBackward, {w}, {grad});
+  g.op("adam", Phase::kOptimizer, {grad}, {}, {w, m});
+  g.op("other", Phase::kBackward, {}, {x});
+  g.graph.ops[0].time = 2;  // adam has no measured time: the CPU Adam rate decides
+  g.graph.ops[2].time = 2;
+  Plan plan = make_plan({Step::compute(0), Step::swap_out(grad), Step::swap_out(w),
+                         Step::compute(1, Tier::kHost), Step::compute(2), Step::swap_in(w),
+                         Step::free(grad), Step::free(x)});
+  plan.placement = {{m, Tier::kHost}};
+  Hardware hw = test_hardware();
+  const SimResult apart = simulate(g.graph, plan, hw);
+  ASSERT_TRUE(apart.valid) << apart.reason;
+  hw.device_is_host_cpu = true;
+  const SimResult shared = simulate(g.graph, plan, hw);
+  ASSERT_TRUE(shared.valid) << shared.reason;
+  // Apart: "other" runs t=2..4 beside the copies; Adam t=4..5 on the host;
+  // w back t=5..6. Shared: Adam t=4..5 holds the device, "other" t=5..7.
+  EXPECT_EQ(apart.iteration_time, 6.0);
+  EXPECT_EQ(shared.iteration_time, 7.0);
+  EXPECT_EQ(shared.host_compute_time, 1.0);
+}
+
 TEST(Simulator, HostOptimizerStepAndPersistentBuffersEndWhereTheyStarted) {
   GraphBuilder g;
   const BufferId w = g.buffer("w", 1024, BufferKind::kParam);

@@ -7,6 +7,7 @@
 #include <functional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -33,5 +34,9 @@ std::string remap_call_text(std::string_view call, const std::function<CallBuffe
 // argument kinds). The key of a profile's measured kernels (hw's
 // Hardware::kernel_seconds). Throws Error when `call` is not JSON.
 std::string kernel_signature(std::string_view call);
+// The kernels a call runs: its own signature, or for memwall's fused calls
+// (a CPU step's or a sequence's "steps", Note [Fused calls]) those of its
+// parts, in order. Throws Error when `call` is not JSON.
+std::vector<std::string> kernel_signatures(std::string_view call);
 
 }  // namespace memwall

@@ -58,6 +58,12 @@ struct Hardware {
   double memory_efficiency = 0;
   double launch_latency = 0;  // seconds per kernel
 
+  // The device's kernels run on the host's own cores (memwall's emulated
+  // device, `memwall calibrate` without a GPU): host compute (CPU optimizer
+  // steps) then competes with them and does not overlap device compute.
+  // Optional in JSON ("device_is_host_cpu"), false when absent.
+  bool device_is_host_cpu = false;
+
   // Note [Measured kernels]: seconds per kernel that `memwall calibrate
   // --graph` measured on this machine, by kernel signature (graph/calls.h).
   // apply_kernel_times gives them to a graph's ops; ops without one keep
