@@ -44,6 +44,7 @@ struct CalibrateArgs {
   std::string keep_values;          // --keep-values (one --graph)
   std::string from;                 // --from: add kernels to this profile
   int kernel_iterations = 5;
+  int kernel_rounds = 3;
 };
 
 void progress(const CalibrateArgs& args, const std::string& what) {
@@ -114,12 +115,16 @@ std::vector<TimedGraph> add_kernels(const CalibrateArgs& args, Hardware& hw) {
   if (args.kernel_iterations < 1 || args.kernel_iterations > 1000) {
     fail("calibrate: --kernel-iterations must be in [1, 1000], got {}", args.kernel_iterations);
   }
+  if (args.kernel_rounds < 1 || args.kernel_rounds > 100) {
+    fail("calibrate: --kernel-rounds must be in [1, 100], got {}", args.kernel_rounds);
+  }
   std::vector<TimedGraph> timed;
   for (const std::string& file : args.graphs) {
     const int iterations = args.quick ? 2 : args.kernel_iterations;
-    progress(args,
-             fmt::format("the kernels of {} ({} iterations of the executor)...", file, iterations));
-    KernelMeasure m = measure_kernels(file, args.keep_values, iterations, hw, args.python);
+    const int rounds = args.quick ? 1 : args.kernel_rounds;
+    progress(args, fmt::format("the kernels of {} ({} rounds of {} iterations)...", file, rounds,
+                               iterations));
+    KernelMeasure m = measure_kernels(file, args.keep_values, iterations, rounds, hw, args.python);
     for (const auto& [signature, seconds] : m.kernels) hw.kernel_seconds[signature] = seconds;
     timed.push_back({file, std::move(m)});
   }
@@ -329,6 +334,9 @@ void add_calibrate(CLI::App& app, Action& action) {
   cmd->add_option("--kernel-iterations", args->kernel_iterations,
                   "--graph: iterations timed after a first one (each op's median counts; "
                   "default 5)");
+  cmd->add_option("--kernel-rounds", args->kernel_rounds,
+                  "--graph: runs of those iterations; each op's lowest median counts "
+                  "(default 3)");
   cmd->add_option("--from", args->from,
                   "add --graph's kernels to this profile instead of measuring the machine "
                   "(written back unless --out names another file)");

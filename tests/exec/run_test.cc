@@ -399,7 +399,7 @@ TEST_F(RunKept, CalibrateTimesTheGraphsKernels) {
   const std::string profile = *dir_ + "/kernels.json";
   const RunResult c =
       run_memwall("calibrate --from " + base + " --graph " + graph + " --keep-values " + *dir_ +
-                  " --kernel-iterations 2 --json " + "--out " + profile);
+                  " --kernel-iterations 2 --kernel-rounds 2 --json --out " + profile);
   ASSERT_EQ(c.exit_code, 0) << c.err;
   const nlohmann::json timed = nlohmann::json::parse(c.out).at("timed").at(0);
   const Graph g = read_graph_file(graph);
