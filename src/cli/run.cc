@@ -101,6 +101,11 @@ Prediction prediction_of(const SimResult& sim) {
   return p;
 }
 
+size_t measured_ops(const Graph& graph) {
+  return static_cast<size_t>(
+      std::count_if(graph.ops.begin(), graph.ops.end(), [](const Op& op) { return op.time; }));
+}
+
 void print_json(const Graph& graph, const Plan& plan, const Hardware& hw, const std::string& policy,
                 const exec::RunResult& result, const Prediction& p) {
   nlohmann::json out = {{"graph", graph.name},
@@ -109,7 +114,8 @@ void print_json(const Graph& graph, const Plan& plan, const Hardware& hw, const 
                         {"threads", result.threads},
                         {"budget", plan.budget},
                         {"plan_steps", plan.steps.size()},
-                        {"policy", result.arena ? "plan offsets" : policy}};
+                        {"policy", result.arena ? "plan offsets" : policy},
+                        {"measured_kernel_ops", measured_ops(graph)}};
   nlohmann::json rows = nlohmann::json::array();
   for (size_t k = 0; k < result.steps.size(); ++k) {
     const exec::StepMeasure& m = result.steps[k];
@@ -146,9 +152,14 @@ void print_json(const Graph& graph, const Plan& plan, const Hardware& hw, const 
 
 void print_table(const Graph& graph, const Plan& plan, const Hardware& hw,
                  const exec::RunResult& result, const Prediction& p) {
-  std::cout << fmt::format("{}: {} plan steps on {} ({} threads), budget {}, predicted with {}\n",
-                           graph.name, plan.steps.size(), result.device, result.threads,
-                           human_bytes(plan.budget), hw.name);
+  // Which cost model predicted: the roofline, or measured kernels for some
+  // ops (Note [Measured kernels]).
+  const size_t measured = measured_ops(graph);
+  std::cout << fmt::format(
+      "{}: {} plan steps on {} ({} threads), budget {}, predicted with {}{}\n", graph.name,
+      plan.steps.size(), result.device, result.threads, human_bytes(plan.budget), hw.name,
+      measured == 0 ? std::string(" (roofline)")
+                    : fmt::format(" ({} of {} ops' times measured)", measured, graph.ops.size()));
   std::cout << fmt::format("{:>4}  {:>12}  {:>22}  {:>22}  {:>10}  {:>10}\n", "step", "loss",
                            "device peak (x pred)", "step time (x pred)", "moved", "overhead");
   for (size_t k = 0; k < result.steps.size(); ++k) {
