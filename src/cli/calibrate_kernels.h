@@ -18,9 +18,10 @@ struct KernelMeasure {
 // Runs `graph_file`'s keep-all plan `rounds` times for 1 + `iterations`
 // iterations on the emulated device (as large as hw's device memory),
 // timing each op's call in every iteration but the first (Note [Kernel
-// timing]); an op's time is the lowest of its rounds' medians; the values come from a fresh trace
-// of its model or from `keep` (memwall run --keep-values). Throws Error: a graph without call
-// records, one its model no longer gives, a failed run.
+// timing]); an op's time is the lowest of its rounds' medians. The values
+// come from a fresh trace of its model or from `keep` (memwall run
+// --keep-values). Throws Error: a graph without call records, one its model
+// no longer gives, a failed run.
 KernelMeasure measure_kernels(const std::string& graph_file, const std::string& keep,
                               int iterations, int rounds, const Hardware& hw,
                               const std::string& python);

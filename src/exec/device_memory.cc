@@ -33,8 +33,8 @@ DeviceMemory::~DeviceMemory() {
 // Note [Host step memory]: a CPU step's kernels allocate temporaries the
 // size of the parameter (torch's Adam: sqrt, div...). PyTorch's CPU
 // allocator gives blocks that large fresh mmaps, so every step faulted in
-// every page again: GPT-2 small's CPU steps ran 4x slower than the same ops
-// on the emulated device, whose allocator keeps its memory. Blocks freed
+// every page again: GPT-2 small's CPU steps ran 3.3x slower than the same
+// ops on the emulated device, whose allocator keeps its memory. Blocks freed
 // here are kept by size for the next request of that size (the steps ask
 // the same sizes every iteration) and returned when the run ends.
 c10::DataPtr DeviceMemory::allocate_host(size_t bytes) {

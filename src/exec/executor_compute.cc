@@ -193,10 +193,11 @@ void Executor::run_op(const Step& s, RunResult& result) {
     run_failed("{}: {} {}: {}", where(), s.kind == StepKind::kCompute ? "compute" : "recompute",
                op.name, e.what_without_backtrace());
   }
-  kernel_s_ += seconds_since(t);
+  const double called = seconds_since(t);
+  kernel_s_ += called;
   // Note [Kernel timing]: the op's call as it ran in the step.
   if (!kernel_times_.empty() && s.kind == StepKind::kCompute && iteration_ > 0) {
-    kernel_times_[s.op].push_back(seconds_since(t));
+    kernel_times_[s.op].push_back(called);
   }
   if (resume) {
     std::lock_guard<std::mutex> lock(gen.mutex());
@@ -210,13 +211,6 @@ void Executor::run_op(const Step& s, RunResult& result) {
   span(result, kCompute, std::chrono::duration<double>(t - iteration_start_).count(), now_s());
 }
 
-// Note [Kernel timing]: the op again on the inputs it just had, each call
-// timed as run_op times it (arguments pushed, the dispatcher, the kernel;
-// not the freeing of its outputs). The median of the repeats stands for
-// the op; the lowest median over iterations is kept, which drops the first
-// iteration's fresh pages. The op's time in the sequence of a step can
-// differ (its inputs may have left the caches): that is what comparing the
-// prediction with a run measures.
 // A host buffer as a storage (not owned: the slot keeps the memory).
 c10::Storage Executor::on_host(BufferId b) {
   Slot& slot = slots_[b];
