@@ -59,7 +59,9 @@ AllocTrace plan_alloc_trace(const Graph& graph, const Plan& plan, const SimResul
                                  .size = bytes});
     trace.group.push_back(group_of_buffer[r.buf]);
   }
-  if (!plan.offsets.empty()) {
+  // A plan with an address per stay (Note [Offsets per stay]) is laid out
+  // again here, one address per buffer.
+  if (!plan.offsets.empty() && plan.stay_offsets.empty()) {
     Layout layout;
     for (const LayoutBuffer& b : trace.layout_problem.buffers) {
       const auto it = plan.offsets.find(static_cast<BufferId>(b.id));

@@ -31,7 +31,7 @@ struct LayoutArgs {
   GraphSource source;
   GpuSource gpu;
   std::string capacity;
-  std::string alignment = "1";
+  std::string alignment;  // default: 64 for a plan (Note [Plans laid out by default]), else 1
   std::string algorithm = "default";
   double time_limit = 1.0;
   std::string out;
@@ -49,6 +49,7 @@ struct Input {
   std::optional<Plan> plan;
   std::optional<Hardware> hw;
   SimResult sim;
+  std::optional<StayLayoutProblem> stays;  // a plan's: `problem` is its problem
 };
 
 Input load_input(const LayoutArgs& args) {
@@ -83,7 +84,9 @@ Input load_input(const LayoutArgs& args) {
   in.plan = std::move(simulated.plan);
   in.sim = std::move(simulated.sim);
   // The plan's arena is its budget.
-  in.problem = plan_layout_problem(*in.graph, in.sim.residencies, in.plan->budget);
+  // Note [Offsets per stay]: an address per device stay and workspace.
+  in.stays = stay_layout_problem(*in.graph, in.sim.residencies, in.sim.workspaces, in.plan->budget);
+  in.problem = in.stays->problem;
   return in;
 }
 
@@ -97,7 +100,9 @@ void write_output(OutputFiles& outputs, const LayoutArgs& args, Input& in, const
     in.sim =
         simulate(*in.graph, *in.plan, *in.hw, {.record_curves = false, .record_residency = true});
   }
-  const Plan pinned = pin_offsets(*in.plan, *in.graph, in.problem, layout, in.sim.residencies);
+  const Plan pinned =
+      in.stays ? pin_stay_offsets(*in.plan, *in.stays, layout, in.sim.residencies)
+               : pin_offsets(*in.plan, *in.graph, in.problem, layout, in.sim.residencies);
   const SimResult check = simulate(*in.graph, pinned, *in.hw, {.record_curves = false});
   if (!check.valid) fail("internal error: the simulator rejects the pinned plan: {}", check.reason);
   outputs.set(args.out, plan_text_for(pinned, *in.graph));
@@ -113,7 +118,10 @@ int run_layout_command(const LayoutArgs& args) {
   OutputFiles outputs;
   outputs.declare(args.out);
   Input in = load_input(args);
-  in.problem.alignment = static_cast<uint64_t>(parse_count(args.alignment, "--alignment"));
+  const std::string alignment = !args.alignment.empty()  ? args.alignment
+                                : args.plan_file.empty() ? "1"
+                                                         : "64";
+  in.problem.alignment = static_cast<uint64_t>(parse_count(alignment, "--alignment"));
   // Errors from the layout code (sizes that overflow) name the input.
   const auto about_input = [&](auto&& work) {
     try {
@@ -205,8 +213,9 @@ void add_layout(CLI::App& app, Action& action) {
   args->gpu.add_options(*cmd, "a100-80g");
   cmd->add_option("--capacity", args->capacity,
                   "arena bytes available: bytes, 1MiB, or a percentage of the live lower bound");
-  cmd->add_option("--alignment", args->alignment, "every offset a multiple of it (a power of two)")
-      ->capture_default_str();
+  cmd->add_option("--alignment", args->alignment,
+                  "every offset a multiple of it (a power of two; default 64 for a plan, as "
+                  "PyTorch's CPU allocator aligns, else 1)");
   cmd->add_option("--algo", args->algorithm,
                   "default, greedy-by-size, greedy-by-breadth, greedy-by-conflicts, "
                   "best-fit-by-size, best-fit-by-duration, best-fit or exact")

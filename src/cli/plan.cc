@@ -6,6 +6,7 @@
 // input, or no plan within the budget (the message gives the lowest budget memwall's planner
 // reaches, or the proven bound the budget is under: Note [Floor search] in src/remat/memwall.cc).
 #include <iostream>
+#include <optional>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -13,6 +14,7 @@
 #include "commands.h"
 #include "exports.h"
 #include "format.h"
+#include "layout_runner.h"
 #include "memwall/graph/error.h"
 #include "memwall/graph/graph.h"
 #include "memwall/planner/planner.h"
@@ -104,7 +106,9 @@ int run_remat_plan(const PlanArgs& args) {
   const Plan& plan = run.result.plan;
   // The graph is not rewritten; --out-graph writes it as the plan runs it.
   if (!args.out_graph.empty()) outputs.set(args.out_graph, graph_text_for(hw, graph));
-  if (!args.out.empty()) outputs.set(args.out, plan_text_for(plan, graph));
+  std::optional<PlanLayout> laid;  // Note [Plans laid out by default]
+  if (!args.out.empty() && !args.no_layout) laid = lay_out_plan(plan, graph, hw);
+  if (!args.out.empty()) outputs.set(args.out, plan_text_for(laid ? laid->plan : plan, graph));
   args.exports.write(outputs, graph, plan, hw, run.sim);
   outputs.commit();
   const Throughput throughput = plan_throughput(graph, run.sim.iteration_time, hw, 1);
@@ -134,6 +138,7 @@ int run_remat_plan(const PlanArgs& args) {
                         {"proven_optimal", run.result.proven_optimal},
                         {"gap", run.result.gap}};
     j["out"] = args.out.empty() ? nlohmann::json(nullptr) : nlohmann::json(args.out);
+    j["layout"] = laid ? layout_json(*laid) : nlohmann::json(nullptr);
     j["out_graph"] =
         args.out_graph.empty() ? nlohmann::json(nullptr) : nlohmann::json(args.out_graph);
     j["trace"] = args.exports.trace_file.empty() ? nlohmann::json(nullptr)
@@ -174,6 +179,7 @@ int run_remat_plan(const PlanArgs& args) {
     std::cout << field("optimal", fmt::format("not proven: gap {:.2f}%", 100 * run.result.gap));
   }
   if (!args.out_graph.empty()) std::cout << field("graph written to", args.out_graph);
+  if (laid) std::cout << field("laid out", laid->row_text);
   if (!args.out.empty()) std::cout << field("plan written to", args.out);
   std::cout << args.exports.written_rows();
   return 0;
@@ -218,6 +224,7 @@ void refuse_ignored_options(const PlanArgs& args) {
         *args.zero_stage);
   }
   if (args.largest && !args.max_batch) fail("--largest applies to --max-batch");
+  if (args.no_layout && args.out.empty()) fail("--no-layout applies to --out");
   if (args.search_time && !searching) fail("--search-time applies to --max-batch and --max-model");
   if (!args.max_model.empty()) {
     if (args.model_given) fail("--max-model chooses the model: leave out --model");
@@ -265,7 +272,11 @@ void add_plan(CLI::App& app, Action& action) {
                   "wall seconds the planner may take; it returns within them plus a margin "
                   "(docs/planner.md)")
       ->capture_default_str();
-  cmd->add_option("--out", args->out, "write the plan (memwall.plan/1 JSON)");
+  cmd->add_option("--out", args->out,
+                  "write the plan (memwall.plan/1 JSON), laid out: every device buffer and "
+                  "workspace at an offset in an arena of the budget");
+  cmd->add_flag("--no-layout", args->no_layout,
+                "write the plan without offsets (it then runs on the stitching allocator)");
   cmd->add_option("--out-graph", args->out_graph,
                   "write the graph the plan runs (ZeRO and offload rewrite it; default with "
                   "--out: next to the plan, when rewritten)");

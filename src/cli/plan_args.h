@@ -22,6 +22,7 @@ struct PlanArgs {
   std::string out_graph;
   SimExports exports;
   bool json = false;
+  bool no_layout = false;  // --no-layout: --out without offsets
   // The automatic planner's search space and capacity searches.
   std::optional<std::string> ranks;
   std::optional<std::string> gpus_per_node;

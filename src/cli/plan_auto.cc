@@ -143,11 +143,20 @@ nlohmann::json candidate_json(const Candidate& c) {
   return j;
 }
 
-// Writes --out, --out-graph, --trace and --svg for the chosen plan (all
-// declared in `outputs` before the work, but the default --out-graph path).
-std::vector<std::string> write_outputs(OutputFiles& outputs, const PlanArgs& args,
-                                       const Graph& input, const Candidate& c, const Hardware& hw) {
+// What write_outputs wrote: rows for the terminal, and the plan's layout
+// for --json (null without --out or with --no-layout).
+struct Written {
   std::vector<std::string> rows;
+  nlohmann::json layout;
+};
+
+// Writes --out (laid out: Note [Plans laid out by default]), --out-graph,
+// --trace and --svg for the chosen plan (all declared in `outputs` before
+// the work, but the default --out-graph path).
+Written write_outputs(OutputFiles& outputs, const PlanArgs& args, const Graph& input,
+                      const Candidate& c, const Hardware& hw) {
+  Written written;
+  std::vector<std::string>& rows = written.rows;
   // zero_rank_graph and offload_graph name every graph they rewrite.
   const bool rewritten = c.graph.name != input.name;
   std::string graph_out = args.out_graph;
@@ -161,7 +170,14 @@ std::vector<std::string> write_outputs(OutputFiles& outputs, const PlanArgs& arg
     rows.push_back(field("graph written to", graph_out));
   }
   if (!args.out.empty()) {
-    outputs.set(args.out, plan_text_for(c.plan, c.graph));
+    if (args.no_layout) {
+      outputs.set(args.out, plan_text_for(c.plan, c.graph));
+    } else {
+      const PlanLayout laid = lay_out_plan(c.plan, c.graph, hw);
+      outputs.set(args.out, plan_text_for(laid.plan, c.graph));
+      rows.push_back(field("laid out", laid.row_text));
+      written.layout = layout_json(laid);
+    }
     rows.push_back(field("plan written to", args.out));
   }
   if (!args.exports.trace_file.empty() || !args.exports.svg_file.empty()) {
@@ -169,11 +185,11 @@ std::vector<std::string> write_outputs(OutputFiles& outputs, const PlanArgs& arg
     args.exports.write(outputs, c.graph, c.plan, hw, sim);
   }
   outputs.commit();
-  return rows;
+  return written;
 }
 
 void print_plan(const PlanArgs& args, const Graph& graph, const AutoPlan& a, const Hardware& hw,
-                int ranks, const std::vector<std::string>& written) {
+                int ranks, const Written& written) {
   const Candidate& c = a.best;
   const SimResult& sim = c.sim;
   const PlanFacts f = facts_of(c.graph, c.plan);
@@ -225,7 +241,7 @@ void print_plan(const PlanArgs& args, const Graph& graph, const AutoPlan& a, con
   std::cout << field("solve time", fmt::format("{} ({} configurations searched)",
                                                human_seconds(a.solve_seconds), a.configs_tried));
   for (const std::string& row : skipped_rows(a)) std::cout << row;
-  for (const std::string& row : written) std::cout << row;
+  for (const std::string& row : written.rows) std::cout << row;
   std::cout << args.exports.written_rows();
   std::cout << "\nthe same work under each single technique:\n" << technique_table(a);
 }
@@ -359,9 +375,10 @@ int run_auto_plan(const PlanArgs& args) {
     const MaxModel m = max_model(args.max_model, base, hw, options, capacity_options(args));
     base.batch = m.tried.back().batch;
     const Graph graph = build_model(m.model, base);
-    const std::vector<std::string> written = write_outputs(outputs, args, graph, m.plan.best, hw);
+    const Written written = write_outputs(outputs, args, graph, m.plan.best, hw);
     if (args.json) {
       nlohmann::json j = plan_json(graph, m.plan, hw, options.ranks);
+      j["layout"] = written.layout;
       j["max_model"] = m.model;
       j["tried"] = tried_json(m.tried);
       j["search_seconds"] = m.seconds;
@@ -382,9 +399,10 @@ int run_auto_plan(const PlanArgs& args) {
     ModelOptions at = base;
     at.batch = b.batch;
     const Graph graph = build_model(args.source.model, at);
-    const std::vector<std::string> written = write_outputs(outputs, args, graph, b.plan.best, hw);
+    const Written written = write_outputs(outputs, args, graph, b.plan.best, hw);
     if (args.json) {
       nlohmann::json j = plan_json(graph, b.plan, hw, options.ranks);
+      j["layout"] = written.layout;
       j["max_batch"] = b.batch;
       j["goal"] = args.largest ? "largest" : "throughput";
       j["first_failing_batch"] = b.first_failing;
@@ -430,9 +448,11 @@ int run_auto_plan(const PlanArgs& args) {
     a.singles = single_techniques(graph, hw, with_budget);
     a.solve_seconds = a.best.solve_seconds;
   }
-  const std::vector<std::string> written = write_outputs(outputs, args, graph, a.best, a.hardware);
+  const Written written = write_outputs(outputs, args, graph, a.best, a.hardware);
   if (args.json) {
-    std::cout << plan_json(graph, a, a.hardware, options.ranks).dump(2) << "\n";
+    nlohmann::json j = plan_json(graph, a, a.hardware, options.ranks);
+    j["layout"] = written.layout;
+    std::cout << j.dump(2) << "\n";
     return 0;
   }
   print_plan(args, graph, a, a.hardware, options.ranks, written);

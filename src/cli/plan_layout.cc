@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <map>
 #include <vector>
 
 #include "memwall/graph/error.h"
@@ -37,6 +38,8 @@ Plan pin_offsets(Plan plan, const Graph& graph, const LayoutProblem& problem, co
     fail("layout has {} offsets for {} buffers", layout.offsets.size(), problem.buffers.size());
   }
   plan.offsets.clear();
+  plan.stay_offsets.clear();
+  plan.workspace_offsets.clear();
   for (const Residency& r : residencies) {
     if (r.buf >= 0 && static_cast<size_t>(r.buf) < graph.buffers.size() &&
         graph.buffers[r.buf].bytes == 0) {
@@ -45,6 +48,115 @@ Plan pin_offsets(Plan plan, const Graph& graph, const LayoutProblem& problem, co
   }
   for (size_t i = 0; i < problem.buffers.size(); ++i) {
     plan.offsets[static_cast<BufferId>(problem.buffers[i].id)] = layout.offsets[i];
+  }
+  return plan;
+}
+
+namespace {
+
+// Union-find over residencies, for the stays one layout item covers.
+size_t root_of(std::vector<size_t>& parent, size_t i) {
+  while (parent[i] != i) i = parent[i] = parent[parent[i]];
+  return i;
+}
+
+}  // namespace
+
+StayLayoutProblem stay_layout_problem(const Graph& graph, std::span<const Residency> residencies,
+                                      std::span<const Residency> workspaces, uint64_t capacity) {
+  const size_t n = residencies.size();
+  std::vector<size_t> parent(n);
+  for (size_t i = 0; i < n; ++i) parent[i] = i;
+  constexpr size_t kNone = std::numeric_limits<size_t>::max();
+  std::vector<size_t> first_stay(graph.buffers.size(), kNone);
+  for (size_t i = 0; i < n; ++i) {
+    const Residency& r = residencies[i];
+    if (r.buf < 0 || static_cast<size_t>(r.buf) >= graph.buffers.size()) {
+      fail("residency of unknown buffer {}", r.buf);
+    }
+    const auto join = [&](size_t other) { parent[root_of(parent, i)] = root_of(parent, other); };
+    if (r.continues >= 0 && static_cast<size_t>(r.continues) < i &&
+        graph.buffers[residencies[r.continues].buf].bytes == graph.buffers[r.buf].bytes) {
+      join(static_cast<size_t>(r.continues));
+    }
+    if (is_persistent(graph.buffers[r.buf].kind)) {
+      if (first_stay[r.buf] == kNone) {
+        first_stay[r.buf] = i;
+      } else {
+        join(first_stay[r.buf]);
+      }
+    }
+  }
+  StayLayoutProblem out;
+  out.problem.capacity = capacity;
+  out.item_of_stay.assign(n, -1);
+  std::vector<int64_t> item_of_root(n, -1);
+  for (size_t i = 0; i < n; ++i) {
+    const Residency& r = residencies[i];
+    const uint64_t bytes = graph.buffers[r.buf].bytes;
+    if (bytes == 0) continue;
+    const size_t root = root_of(parent, i);
+    int64_t& item = item_of_root[root];
+    if (item < 0) {
+      item = static_cast<int64_t>(out.problem.buffers.size());
+      out.problem.buffers.push_back({.id = item,
+                                     .lower = static_cast<int64_t>(r.alloc_seq),
+                                     .upper = static_cast<int64_t>(r.release_seq),
+                                     .size = bytes});
+    }
+    LayoutBuffer& b = out.problem.buffers[static_cast<size_t>(item)];
+    b.lower = std::min(b.lower, static_cast<int64_t>(r.alloc_seq));
+    b.upper = std::max(b.upper, static_cast<int64_t>(r.release_seq));
+    b.size = std::max(b.size, bytes);
+    out.item_of_stay[i] = item;
+  }
+  for (const Residency& r : workspaces) {
+    if (r.op < 0 || static_cast<size_t>(r.op) >= graph.ops.size()) {
+      fail("workspace stay of unknown op {}", r.op);
+    }
+    if (graph.ops[r.op].workspace == 0) continue;
+    out.workspace_of.resize(out.problem.buffers.size(), kNoOp);
+    out.workspace_of.push_back(r.op);
+    out.problem.buffers.push_back({.id = static_cast<int64_t>(out.problem.buffers.size()),
+                                   .lower = static_cast<int64_t>(r.alloc_seq),
+                                   .upper = static_cast<int64_t>(r.release_seq),
+                                   .size = graph.ops[r.op].workspace});
+  }
+  out.workspace_of.resize(out.problem.buffers.size(), kNoOp);
+  return out;
+}
+
+Plan pin_stay_offsets(Plan plan, const StayLayoutProblem& stays, const Layout& layout,
+                      std::span<const Residency> residencies) {
+  const LayoutProblem& problem = stays.problem;
+  if (layout.offsets.size() != problem.buffers.size() ||
+      stays.item_of_stay.size() != residencies.size()) {
+    fail("layout has {} offsets for {} items", layout.offsets.size(), problem.buffers.size());
+  }
+  plan.offsets.clear();
+  plan.stay_offsets.clear();
+  plan.workspace_offsets.clear();
+  std::map<BufferId, std::vector<uint64_t>> each;  // every stay's offset, in order
+  for (size_t i = 0; i < residencies.size(); ++i) {
+    const int64_t item = stays.item_of_stay[i];
+    each[residencies[i].buf].push_back(item < 0 ? 0 : layout.offsets[static_cast<size_t>(item)]);
+  }
+  for (auto& [buf, offsets] : each) {
+    plan.offsets[buf] = offsets.front();
+    const bool one = std::all_of(offsets.begin(), offsets.end(),
+                                 [&](uint64_t o) { return o == offsets.front(); });
+    if (!one) plan.stay_offsets[buf].assign(offsets.begin() + 1, offsets.end());
+  }
+  // Workspace items are in run order (SimResult::workspaces).
+  for (size_t i = 0; i < problem.buffers.size(); ++i) {
+    if (const OpId op = stays.workspace_of.at(i); op != kNoOp) {
+      plan.workspace_offsets[op].push_back(layout.offsets[i]);
+    }
+  }
+  for (auto& [op, runs] : plan.workspace_offsets) {
+    if (std::all_of(runs.begin(), runs.end(), [&](uint64_t o) { return o == runs.front(); })) {
+      runs.resize(1);
+    }
   }
   return plan;
 }
@@ -64,7 +176,11 @@ SimulatedPlan simulate_plan_file(const std::string& path, Plan plan, const Graph
   } catch (const Error& e) {
     fail("{}: {}", path, e.what());
   }
-  if (drop_offsets) out.plan.offsets.clear();
+  if (drop_offsets) {
+    out.plan.offsets.clear();
+    out.plan.stay_offsets.clear();
+    out.plan.workspace_offsets.clear();
+  }
   out.sim = simulate(graph, out.plan, hw, {.record_curves = false, .record_residency = true});
   if (!out.sim.valid) fail("{}: the plan is invalid: {}", path, out.sim.reason);
   return out;

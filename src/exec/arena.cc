@@ -64,6 +64,23 @@ std::optional<void*> Arena::place_anywhere(
   return std::nullopt;
 }
 
+std::optional<void*> Arena::place_within(uint64_t lo, uint64_t hi, uint64_t bytes, uint64_t align) {
+  if (bytes == 0) bytes = 1;
+  hi = std::min(hi, size_);
+  const auto up = [&](uint64_t x) { return (x + align - 1) & ~(align - 1); };
+  // Each try that fails moves past the live range in the way: O(live ranges
+  // in [lo, hi) x log), and an op's workspace holds a few scratch buffers.
+  for (uint64_t s = up(lo); s < hi && bytes <= hi - s;) {
+    if (free_range(s, bytes)) return place_at(s, bytes);
+    auto next = live_.lower_bound(s);
+    if (next != live_.begin() && std::prev(next)->first + std::prev(next)->second > s) {
+      next = std::prev(next);  // begins below s and reaches into it
+    }
+    s = up(next->first + next->second);
+  }
+  return std::nullopt;
+}
+
 uint64_t Arena::release(void* ptr) {
   if (!owns(ptr)) return 0;
   const auto it = live_.find(static_cast<uint64_t>(static_cast<char*>(ptr) - base_));

@@ -37,6 +37,9 @@ class Arena {
   // (offset, bytes); nullopt when none.
   std::optional<void*> place_anywhere(uint64_t bytes,
                                       const std::vector<std::pair<uint64_t, uint64_t>>& reserved);
+  // The lowest free range of `bytes` inside [lo, hi), at a multiple of
+  // `align` from the arena's start (a power of two); nullopt when none.
+  std::optional<void*> place_within(uint64_t lo, uint64_t hi, uint64_t bytes, uint64_t align);
   // Releases what place_* returned; the bytes it held, 0 if not the arena's.
   uint64_t release(void* ptr);
   bool owns(const void* ptr) const;

@@ -79,11 +79,28 @@ c10::DataPtr DeviceMemory::allocate(size_t bytes) {
         break;
       }
     }
+    // Note [Scratch in the workspace]: a kernel's scratch goes to its op's
+    // workspace, aligned as PyTorch's CPU allocator aligns (64 bytes) when
+    // the workspace is, else packed, else to the lowest gap clear of the
+    // outputs. A small one
+    // (under kSmallScratch: a reordered bias or weight, which the model of
+    // kernels' scratch leaves out) tries that gap first, so that it does not
+    // take the start of a workspace that a large one fills to the byte.
+    const auto [ws, ws_bytes] = workspace_;
+    std::vector<std::pair<uint64_t, uint64_t>> reserved;
     if (!p) {
-      std::vector<std::pair<uint64_t, uint64_t>> reserved;
       for (const Expected& e : expected_) reserved.emplace_back(e.offset, e.bytes);
-      p = arena_->place_anywhere(bytes, reserved);
     }
+    if (!p && ws_bytes > 0 && bytes < kSmallScratch) {
+      reserved.push_back(workspace_);
+      p = arena_->place_anywhere(bytes, reserved);
+      reserved.pop_back();
+    }
+    // A workspace the layout could not align (1-byte layouts) packs unaligned.
+    const uint64_t align = ws % 64 == 0 ? 64 : 1;
+    if (!p && ws_bytes > 0) p = arena_->place_within(ws, ws + ws_bytes, bytes, align);
+    if (!p && ws_bytes > 0 && align > 1) p = arena_->place_within(ws, ws + ws_bytes, bytes, 1);
+    if (!p) p = arena_->place_anywhere(bytes, reserved);
     if (!p) {
       TORCH_CHECK_WITH(OutOfMemoryError, false,
                        fmt::format("no room in the plan's arena of {} bytes for {} bytes with {} "
@@ -118,8 +135,10 @@ void DeviceMemory::note_allocated(void* ptr, uint64_t bytes, uint64_t allocated)
 
 void DeviceMemory::use_arena(uint64_t bytes) { arena_ = std::make_unique<Arena>(bytes); }
 
-void DeviceMemory::expect(std::vector<std::pair<uint64_t, uint64_t>> outputs) {
+void DeviceMemory::expect(std::vector<std::pair<uint64_t, uint64_t>> outputs,
+                          std::pair<uint64_t, uint64_t> workspace) {
   std::lock_guard<std::mutex> lock(mutex_);
+  workspace_ = workspace;
   expected_.clear();
   for (const auto& [offset, bytes] : outputs) expected_.push_back({offset, bytes, false});
 }
@@ -128,10 +147,28 @@ c10::DataPtr DeviceMemory::allocate_at(uint64_t offset, uint64_t bytes) {
   std::lock_guard<std::mutex> lock(mutex_);
   const std::optional<void*> p = arena_->place_at(offset, bytes);
   if (!p) {
+    TORCH_CHECK_WITH(
+        OutOfMemoryError, false,
+        fmt::format("offset {} of {} bytes is not free in the plan's arena of {} "
+                    "bytes: {} live there (Note [Plan offsets at run time])",
+                    offset, bytes, arena_->size(), arena_->overlapping(offset, bytes)));
+  }
+  note_allocated(*p, bytes, bytes);
+  return {*p, *p, &release, c10::Device(c10::kCPU)};
+}
+
+c10::DataPtr DeviceMemory::allocate_aside(size_t bytes) {
+  if (arena_ == nullptr) return allocate(bytes);
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<std::pair<uint64_t, uint64_t>> reserved;
+  for (const Expected& e : expected_) reserved.emplace_back(e.offset, e.bytes);
+  if (workspace_.second > 0) reserved.push_back(workspace_);
+  const std::optional<void*> p = arena_->place_anywhere(bytes, reserved);
+  if (!p) {
     TORCH_CHECK_WITH(OutOfMemoryError, false,
-                     fmt::format("offset {} of {} bytes is not free in the plan's arena of {} "
-                                 "bytes (Note [Plan offsets at run time])",
-                                 offset, bytes, arena_->size()));
+                     fmt::format("no room in the plan's arena of {} bytes for {} bytes clear of "
+                                 "the op's outputs (Note [Plan offsets at run time])",
+                                 arena_->size(), bytes));
   }
   note_allocated(*p, bytes, bytes);
   return {*p, *p, &release, c10::Device(c10::kCPU)};

@@ -60,13 +60,18 @@ class DeviceMemory final : public c10::Allocator {
 
   // Note [Plan offsets at run time]: device memory is one arena of
   // `bytes`, buffers at their offsets. expect() names the current op's
-  // outputs (offset, bytes) in the order it returns them; allocate_at
-  // places a buffer the executor makes itself. Both throw
-  // c10::OutOfMemoryError on a conflict.
+  // outputs (offset, bytes) in the order it returns them, and its
+  // workspace (offset, bytes; 0 bytes: none), where its other allocations
+  // go first; allocate_at places a buffer the executor makes itself. Both
+  // throw c10::OutOfMemoryError on a conflict.
   void use_arena(uint64_t bytes);
   bool has_arena() const { return arena_ != nullptr; }
-  void expect(std::vector<std::pair<uint64_t, uint64_t>> outputs);
+  void expect(std::vector<std::pair<uint64_t, uint64_t>> outputs,
+              std::pair<uint64_t, uint64_t> workspace = {0, 0});
   c10::DataPtr allocate_at(uint64_t offset, uint64_t bytes);
+  // Anywhere clear of the expected outputs and the workspace (plain
+  // allocate() without an arena).
+  c10::DataPtr allocate_aside(size_t bytes);
   uint64_t arena_high_water() const;  // since reset_peak
   // Where `offset` of the arena is (nullptr without one).
   const void* arena_address(uint64_t offset) const {
@@ -95,7 +100,9 @@ class DeviceMemory final : public c10::Allocator {
     uint64_t offset = 0, bytes = 0;
     bool taken = false;
   };
-  std::vector<Expected> expected_;  // the running op's outputs
+  std::vector<Expected> expected_;                     // the running op's outputs
+  std::pair<uint64_t, uint64_t> workspace_{0, 0};      // the running op's (offset, bytes)
+  static constexpr uint64_t kSmallScratch = 64 << 10;  // Note [Scratch in the workspace]
   std::unordered_map<void*, Sizes> blocks_;
   std::unordered_map<void*, uint64_t> host_blocks_;      // host-mode blocks in use
   std::unordered_multimap<uint64_t, void*> host_cache_;  // freed ones, by size

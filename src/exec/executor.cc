@@ -63,11 +63,17 @@ RunResult Executor::run() {
   host_ = std::make_unique<runtime::HostPool>(host_capacity(), /*pin=*/true);
   {
     DeviceMemory::Installed installed(*memory_);
-    set_generator_state();
-    bind_persistent();
-    for (int k = 0; k < options_.steps; ++k) result.steps.push_back(iteration(k, result));
-    if (eager_) compare_with_eager(result);
-    if (options_.time_kernels) result.kernel_seconds = median_kernel_times();
+    try {
+      set_generator_state();
+      bind_persistent();
+      for (int k = 0; k < options_.steps; ++k) result.steps.push_back(iteration(k, result));
+      if (eager_) compare_with_eager(result);
+      if (options_.time_kernels) result.kernel_seconds = median_kernel_times();
+    } catch (...) {
+      // A failed run frees its memory only once no copy reads or writes it.
+      release_all();
+      throw;
+    }
     release_all();
   }
   if (memory_log_ != nullptr) std::fclose(memory_log_);
@@ -172,11 +178,51 @@ void Executor::set_generator_state() {
   gen.set_state(state);
 }
 
-c10::Storage Executor::device_storage(uint64_t bytes, const char* why, BufferId b) {
+c10::Storage Executor::scratch_storage(uint64_t bytes, BufferId b) {
   try {
-    if (const auto it = plan_.offsets.find(b); it != plan_.offsets.end()) {
+    return c10::Storage(c10::Storage::use_byte_size_t(), bytes, memory_->allocate_aside(bytes),
+                        memory_.get(), false);
+  } catch (const c10::OutOfMemoryError& e) {
+    run_failed("scratch state for {} ({}): {}", b, graph_.buffers[b].name,
+               e.what_without_backtrace());
+  }
+}
+
+std::optional<uint64_t> Executor::begin_stay(BufferId b) {
+  if (!memory_->has_arena()) return std::nullopt;
+  Slot& s = slots_[b];
+  if (s.stay_began == serial_) return s.stay_at;
+  s.stay_at = stay_offset(plan_, b, s.stays++);
+  s.stay_began = serial_;
+  return s.stay_at;
+}
+
+// Note [Offsets per stay]: a stay placed where an outgoing copy still reads
+// (the real copy slower than the simulated one) waits for that copy, as a
+// GPU allocator waits for a stream's event before it reuses a block.
+void Executor::make_room(uint64_t offset, uint64_t bytes) {
+  if (!memory_->has_arena() || bytes == 0) return;
+  const auto* lo = static_cast<const char*>(memory_->arena_address(offset));
+  const char* hi = lo + bytes;
+  bool waited = false;
+  for (const Leaving& l : leaving_) {
+    if (!static_cast<bool>(l.storage)) continue;  // a host buffer leaving
+    const auto* p = static_cast<const char*>(l.storage.data());
+    if (p != nullptr && p < hi && lo < p + l.storage.nbytes()) {
+      wait(l.until);
+      waited = true;
+    }
+  }
+  if (waited) retire_finished();
+}
+
+c10::Storage Executor::device_storage(uint64_t bytes, const char* why, BufferId b,
+                                      std::optional<uint64_t> offset) {
+  try {
+    if (offset && bytes > 0 && memory_->has_arena()) {
+      make_room(*offset, bytes);
       return c10::Storage(c10::Storage::use_byte_size_t(), bytes,
-                          memory_->allocate_at(it->second, bytes), memory_.get(), false);
+                          memory_->allocate_at(*offset, bytes), memory_.get(), false);
     }
     return c10::Storage(c10::Storage::use_byte_size_t(), bytes, memory_.get(), false);
   } catch (const c10::OutOfMemoryError& e) {
@@ -221,7 +267,7 @@ void Executor::bind(const Buffer& b) {
   const auto it = plan_.placement.find(b.id);
   const Tier tier = it == plan_.placement.end() ? Tier::kDevice : it->second;
   if (tier == Tier::kDevice) {
-    s.device = device_storage(b.bytes, "placing", b.id);
+    s.device = device_storage(b.bytes, "placing", b.id, begin_stay(b.id));
     if (!v.empty()) std::memcpy(s.device.mutable_data(), v.data(), v.size());
   } else {
     runtime::HostBuffer h = host_buffer(b.bytes, b.id);
@@ -245,6 +291,8 @@ void Executor::bind_persistent() {
 }
 
 StepMeasure Executor::iteration(int k, RunResult& result) {
+  ++serial_;
+  op_runs_.assign(graph_.ops.size(), 0);
   for (const Buffer& b : graph_.buffers) {
     if (b.kind == BufferKind::kInput) bind(b);
   }
@@ -266,6 +314,7 @@ StepMeasure Executor::iteration(int k, RunResult& result) {
     const bool log = memory_log_ != nullptr && k == 0;
     const uint64_t before = memory_->peak_bytes();
     if (log) memory_->reset_peak();
+    ++serial_;
     execute(plan_.steps[i], result);
     retire_finished();
     if (tracing_) {
@@ -316,6 +365,7 @@ void Executor::end_iteration() {
   for (const Buffer& b : graph_.buffers) {
     if (is_persistent(b.kind)) continue;
     Slot& s = slots_[b.id];
+    s.stays = 0;  // persistent state keeps one offset (validate_plan)
     s.device = c10::Storage();
     s.host.reset();
     drop_nvme(s);

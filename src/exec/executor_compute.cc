@@ -124,6 +124,9 @@ void Executor::run_op(const Step& s, RunResult& result) {
     return;
   }
   current_.clear();
+  // Note [Plan offsets at run time]: where the outputs go, before anything
+  // of this op is allocated.
+  if (memory_->has_arena()) expect_outputs(call);
   // Versions first: the op writes the next version in place, or into a
   // copy of the previous one when the plan still needs that (Note
   // [In-place steps]).
@@ -134,14 +137,14 @@ void Executor::run_op(const Step& s, RunResult& result) {
     Slot& from = slots_[prev];
     // With offsets, a version the layout put elsewhere than its
     // predecessor's memory runs there: copied, and the predecessor freed.
-    const auto pinned = plan_.offsets.find(v);
-    const bool moves = memory_->has_arena() && pinned != plan_.offsets.end() &&
-                       from.device.data() != memory_->arena_address(pinned->second);
+    const std::optional<uint64_t> pinned =
+        static_cast<bool>(slots_[v].device) ? std::nullopt : begin_stay(v);
+    const bool moves = pinned && from.device.data() != memory_->arena_address(*pinned);
     if (in_place_[step_] && !static_cast<bool>(slots_[v].device) && !moves) {
       slots_[v].device = std::move(from.device);
       from.device = c10::Storage();
     } else {
-      slots_[v].device = device_storage(graph_.buffers[v].bytes, "copying the version", v);
+      slots_[v].device = device_storage(graph_.buffers[v].bytes, "copying the version", v, pinned);
       std::memcpy(slots_[v].device.mutable_data(), from.device.data(), graph_.buffers[v].bytes);
       if (in_place_[step_]) from.device = c10::Storage();
     }
@@ -163,7 +166,7 @@ void Executor::run_op(const Step& s, RunResult& result) {
     // persistent state (batch norm's running statistics), not the state.
     if (s.kind == StepKind::kRecompute && is_persistent(graph_.buffers[b].kind)) {
       need_on_device(b);
-      c10::Storage copy = device_storage(graph_.buffers[b].bytes, "scratch state for", b);
+      c10::Storage copy = scratch_storage(graph_.buffers[b].bytes, b);
       std::memcpy(copy.mutable_data(), slots_[b].device.data(), graph_.buffers[b].bytes);
       current_.emplace_back(roots_[b], copy);
       continue;
@@ -175,17 +178,19 @@ void Executor::run_op(const Step& s, RunResult& result) {
   std::optional<at::Tensor> resume;
   if (call.rng) {
     std::lock_guard<std::mutex> lock(gen.mutex());
+    // The saved states are host values (5,056 bytes each), not device memory.
+    memory_->set_host_mode(true);
     if (s.kind == StepKind::kCompute) {
       rng_[s.op] = gen.get_state();
     } else if (const auto it = rng_.find(s.op); it != rng_.end()) {
       resume = gen.get_state();
       gen.set_state(it->second);
     }
+    memory_->set_host_mode(false);
   }
   torch::jit::Stack stack;
   stack.reserve(call.args.size());
   const Clock::time_point t = Clock::now();
-  if (memory_->has_arena()) expect_outputs(call);
   try {
     call_op(op, call, stack);
     memory_->expect({});
@@ -285,12 +290,12 @@ void Executor::apply(const Op& op, const CompiledCall& call, RunResult& result) 
 // Note [Plan offsets at run time]: an output the kernel made elsewhere
 // (its scratch of the same size took the offset first) moves to its own.
 c10::Storage Executor::at_its_offset(BufferId b, c10::Storage storage) {
-  const auto it = plan_.offsets.find(b);
-  if (!memory_->has_arena() || it == plan_.offsets.end() ||
-      storage.data() == memory_->arena_address(it->second)) {
+  const std::optional<uint64_t> at = slots_[b].stay_at;
+  if (!memory_->has_arena() || slots_[b].stay_began != serial_ || !at ||
+      storage.data() == memory_->arena_address(*at)) {
     return storage;
   }
-  c10::Storage moved = device_storage(graph_.buffers[b].bytes, "placing", b);
+  c10::Storage moved = device_storage(graph_.buffers[b].bytes, "placing", b, at);
   std::memcpy(moved.mutable_data(), storage.data(),
               std::min<uint64_t>(graph_.buffers[b].bytes, storage.nbytes()));
   return moved;
@@ -302,10 +307,25 @@ void Executor::expect_outputs(const CompiledCall& call) {
   std::vector<std::pair<uint64_t, uint64_t>> outputs;
   for (const ResultRef& r : call.results) {
     if (r.local || r.id < 0) continue;
-    const auto it = plan_.offsets.find(static_cast<BufferId>(r.id));
-    if (it != plan_.offsets.end()) outputs.emplace_back(it->second, graph_.buffers[r.id].bytes);
+    // A recompute's output still on the device is kept (no new stay); an
+    // empty one occupies no address.
+    const auto b = static_cast<BufferId>(r.id);
+    if (graph_.buffers[b].bytes == 0) continue;
+    if (static_cast<bool>(slots_[b].device) && slots_[b].stay_began != serial_) continue;
+    if (const std::optional<uint64_t> at = begin_stay(b)) {
+      make_room(*at, graph_.buffers[b].bytes);
+      outputs.emplace_back(*at, graph_.buffers[b].bytes);
+    }
   }
-  memory_->expect(std::move(outputs));
+  std::pair<uint64_t, uint64_t> workspace{0, 0};
+  if (graph_.ops[op_].workspace > 0 && !plan_.workspace_offsets.empty()) {
+    // Note [Offsets per stay]: the op's run k has its own workspace.
+    if (const auto at = workspace_offset(plan_, op_, op_runs_[op_]++)) {
+      workspace = {*at, graph_.ops[op_].workspace};
+      make_room(*at, graph_.ops[op_].workspace);
+    }
+  }
+  memory_->expect(std::move(outputs), workspace);
 }
 
 // The returned tensors' storages to the buffers (or a CPU step's locals)
@@ -349,7 +369,7 @@ void Executor::bind_results(const Op& op, const CompiledCall& call, torch::jit::
   // as a buffer): memory of their size.
   for (const BufferId b : op.out) {
     if (graph_.buffers[b].version_of == kNoBuffer && !static_cast<bool>(slots_[b].device)) {
-      slots_[b].device = device_storage(graph_.buffers[b].bytes, "creating", b);
+      slots_[b].device = device_storage(graph_.buffers[b].bytes, "creating", b, begin_stay(b));
     }
   }
   current_.clear();

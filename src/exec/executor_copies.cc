@@ -79,7 +79,7 @@ void Executor::swap_in(BufferId b, RunResult& result) {
   Slot& s = slots_[b];
   const Buffer& buf = graph_.buffers[b];
   const bool persistent = is_persistent(buf.kind);
-  s.device = device_storage(buf.bytes, "swap_in of", b);
+  s.device = device_storage(buf.bytes, "swap_in of", b, begin_stay(b));
   if (s.host) {
     wait(s.host_ready);
     const double issued = now_s();

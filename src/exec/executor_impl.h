@@ -47,6 +47,11 @@ struct Slot {
   runtime::HostBuffer host;
   runtime::CopyEvent host_ready;  // the swap_out copy that fills `host`
   std::optional<runtime::Extent> nvme;
+  // Note [Offsets per stay]: device stays begun this iteration, the step
+  // (Executor::serial_) that began the latest, and its plan offset.
+  uint32_t stays = 0;
+  uint64_t stay_began = 0;
+  std::optional<uint64_t> stay_at;
 };
 
 // The simulator's resource lanes (sim/simulator.h, Resource), which the
@@ -80,7 +85,16 @@ class Executor {
   uint64_t host_capacity() const;
   void compile(c10::Allocator* host);
   void set_generator_state();
-  c10::Storage device_storage(uint64_t bytes, const char* why, BufferId b);
+  // Device memory for b: at `offset` in the plan's arena, or anywhere.
+  c10::Storage device_storage(uint64_t bytes, const char* why, BufferId b,
+                              std::optional<uint64_t> offset);
+  // Memory for a recompute's copy of b, clear of the op's outputs and
+  // workspace (Note [Replaying side effects]).
+  c10::Storage scratch_storage(uint64_t bytes, BufferId b);
+  // Note [Offsets per stay]: b's next device stay begins (once per step);
+  // its plan offset, nullopt without one or without an arena.
+  std::optional<uint64_t> begin_stay(BufferId b);
+  void make_room(uint64_t offset, uint64_t bytes);
   runtime::HostBuffer host_buffer(uint64_t bytes, BufferId b);
   runtime::NvmeEngine& nvme();
   void bind(const Buffer& b);
@@ -147,6 +161,9 @@ class Executor {
   std::vector<std::vector<double>> kernel_times_;  // per op (Note [Kernel timing])
   int iteration_ = 0;
   size_t step_ = 0;
+  std::vector<uint32_t> op_runs_;  // device runs per op this iteration (workspace offsets)
+  uint64_t serial_ =
+      1;  // steps begun, over all iterations (and bindings); Slot::stay_began 0: none
   OpId op_ = 0;
   double kernel_s_ = 0, wait_s_ = 0, nvme_s_ = 0;
   Clock::time_point iteration_start_;

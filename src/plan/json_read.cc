@@ -385,11 +385,12 @@ void read_steps(JsonCursor& cur, std::string_view text, std::vector<Step>& steps
 
 // ---- Buffer maps -------------------------------------------------------------
 
-// Reads an object keyed by buffer id; `read_value(id)` reads each value.
-// `quoted` is the field's name in quotes, for syntax error messages.
+// Reads an object keyed by buffer id (or op id: `key_kind`); `read_value(id)`
+// reads each value. `quoted` is the field's name in quotes, for syntax error
+// messages.
 template <typename ReadValue>
 void read_buffer_map(JsonCursor& cur, const char* field, const char* quoted, Problem& problem,
-                     ReadValue read_value) {
+                     ReadValue read_value, const char* key_kind = "a buffer id") {
   if (cur.peek_type() != JsonType::kObject) {
     const JsonType type = cur.peek_type();
     cur.skip_value();
@@ -400,7 +401,7 @@ void read_buffer_map(JsonCursor& cur, const char* field, const char* quoted, Pro
   cur.for_each_member([&](std::string_view key) {
     const std::optional<BufferId> id = parse_id_key(key);
     if (!id) {
-      problem.note("\"{}\": key {} is not a buffer id", field, in_quotes(key));
+      problem.note("\"{}\": key {} is not {}", field, in_quotes(key), key_kind);
       cur.skip_value();
       return;
     }
@@ -421,24 +422,44 @@ void read_placement(JsonCursor& cur, std::map<BufferId, Tier>& placement, Proble
   });
 }
 
-void read_offsets(JsonCursor& cur, std::map<BufferId, uint64_t>& offsets, Problem& problem) {
-  read_buffer_map(cur, "offsets", "\"offsets\"", problem, [&](BufferId id) {
-    Problem value_problem;  // separate, so that a bad value is not taken for a duplicate
-    const uint64_t offset = read_uint(cur, kMaxBytes, value_problem, [&] {
-      return fmt::format("\"offsets\": the offset of buffer {}", id);
-    });
-    if (value_problem.any()) {
-      problem.note("{}", value_problem.text());
-    } else if (!insert_key(offsets, id, offset)) {
-      problem.note("\"offsets\": duplicate key \"{}\"", id);
-    }
-  });
+// "offsets" (buffer -> offset, or an array of one per stay) or
+// "workspace_offsets" (op -> the same per run), Note [Offsets per stay]:
+// `set(id, offsets)` keeps one entry, false for a duplicate.
+template <typename Set>
+void read_offsets(JsonCursor& cur, bool of_ops, Problem& problem, Set set) {
+  const char* field = of_ops ? "workspace_offsets" : "offsets";
+  const char* quoted = of_ops ? "\"workspace_offsets\"" : "\"offsets\"";
+  read_buffer_map(
+      cur, field, quoted, problem,
+      [&](int32_t id) {
+        Problem value_problem;  // separate, so that a bad value is not taken for a duplicate
+        const auto read_one = [&] {
+          return read_uint(cur, kMaxBytes, value_problem, [&] {
+            return fmt::format("\"{}\": the offset of {} {}", field, of_ops ? "op" : "buffer", id);
+          });
+        };
+        std::vector<uint64_t> each;
+        if (cur.peek_type() == JsonType::kArray) {
+          cur.for_each_element([&](size_t) { each.push_back(read_one()); });
+          if (each.empty()) {
+            value_problem.note("\"{}\": {} {} has an empty array", field, of_ops ? "op" : "buffer",
+                               id);
+          }
+        } else {
+          each.push_back(read_one());
+        }
+        if (value_problem.any()) {
+          problem.note("{}", value_problem.text());
+        } else if (!set(id, std::move(each))) {
+          problem.note("\"{}\": duplicate key \"{}\"", field, id);
+        }
+      },
+      of_ops ? "an op id" : "a buffer id");
 }
 
-constexpr std::array<std::string_view, 8> kTopFields = {
-    "\"format\"",   "\"graph\"",  "\"graph_fingerprint\"",
-    "\"hardware\"", "\"budget\"", "\"placement\"",
-    "\"steps\"",    "\"offsets\""};
+constexpr std::array<std::string_view, 9> kTopFields = {
+    "\"format\"",    "\"graph\"", "\"graph_fingerprint\"", "\"hardware\"",         "\"budget\"",
+    "\"placement\"", "\"steps\"", "\"offsets\"",           "\"workspace_offsets\""};
 
 // 16 lowercase hex digits, as graph_fingerprint writes them.
 bool is_fingerprint(std::string_view text) {
@@ -448,7 +469,17 @@ bool is_fingerprint(std::string_view text) {
 }  // namespace
 
 Plan plan_from_json_text(std::string_view text) {
-  enum { kFormat, kGraph, kFingerprint, kHardware, kBudget, kPlacement, kSteps, kOffsets };
+  enum {
+    kFormat,
+    kGraph,
+    kFingerprint,
+    kHardware,
+    kBudget,
+    kPlacement,
+    kSteps,
+    kOffsets,
+    kWorkspaceOffsets
+  };
   JsonCursor cur(text, "plan");
   if (const JsonType type = cur.peek_type(); type != JsonType::kObject) {
     cur.skip_value();  // reports a syntax error first, if there is one
@@ -491,7 +522,16 @@ Plan plan_from_json_text(std::string_view text) {
         read_steps(cur, text, plan.steps, problem);
         break;
       case kOffsets:
-        read_offsets(cur, plan.offsets, problem);
+        read_offsets(cur, false, problem, [&](BufferId id, std::vector<uint64_t> each) {
+          if (!insert_key(plan.offsets, id, each.front())) return false;
+          if (each.size() > 1) plan.stay_offsets[id].assign(each.begin() + 1, each.end());
+          return true;
+        });
+        break;
+      case kWorkspaceOffsets:
+        read_offsets(cur, true, problem, [&](OpId id, std::vector<uint64_t> each) {
+          return insert_key(plan.workspace_offsets, id, std::move(each));
+        });
         break;
       default:
         cur.skip_value();

@@ -52,6 +52,7 @@ class Writer {
     }
     out_ += "\n]"sv;
     if (!plan_.offsets.empty()) offsets();
+    if (!plan_.workspace_offsets.empty()) workspace_offsets();
     out_ += "}\n"sv;
     return std::move(out_);
   }
@@ -117,18 +118,48 @@ class Writer {
     out_ += "\n}"sv;
   }
 
+  // Note [Offsets per stay]: one offset, or an array of one per stay.
   void offsets() {
     out_ += ",\n\"offsets\": {"sv;
     bool first = true;
-    for (const auto& [buffer, offset] : plan_.offsets) {
-      key(buffer, "offsets", first);
-      if (offset > kMaxBytes) {
-        fail("plan: \"offsets\": the offset of buffer {} is {}, above the limit of 2^62 bytes",
-             buffer, offset);
+    for (const auto& [id, offset] : plan_.offsets) {
+      key(id, "offsets", first);
+      const auto later = plan_.stay_offsets.find(id);
+      if (later == plan_.stay_offsets.end() || later->second.empty()) {
+        checked_offset("offsets", "buffer", id, offset);
+        continue;
       }
-      integer(offset);
+      out_ += '[';
+      checked_offset("offsets", "buffer", id, offset);
+      for (const uint64_t o : later->second) {
+        out_ += ',';
+        checked_offset("offsets", "buffer", id, o);
+      }
+      out_ += ']';
     }
     out_ += "\n}"sv;
+  }
+  void workspace_offsets() {
+    out_ += ",\n\"workspace_offsets\": {"sv;
+    bool first = true;
+    for (const auto& [id, runs] : plan_.workspace_offsets) {
+      key(id, "workspace_offsets", first);
+      if (runs.empty()) fail("plan: \"workspace_offsets\": op {} has no offset", id);
+      if (runs.size() > 1) out_ += '[';
+      for (size_t i = 0; i < runs.size(); ++i) {
+        if (i > 0) out_ += ',';
+        checked_offset("workspace_offsets", "op", id, runs[i]);
+      }
+      if (runs.size() > 1) out_ += ']';
+    }
+    out_ += "\n}"sv;
+  }
+  void checked_offset(const char* field, const char* what, int32_t id, uint64_t offset) {
+    if (offset > kMaxBytes) {
+      fail("plan: \"{}\": the offset of {} {} is {}, above the limit of 2^62 bytes", field, what,
+           id, offset);
+    }
+    integer(offset);
   }
 
   void key(BufferId buffer, const char* field, bool& first) {

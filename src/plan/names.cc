@@ -20,6 +20,25 @@ std::optional<Enum> find_name(const std::array<std::string_view, N>& names, std:
 
 }  // namespace
 
+// Note [Offsets per stay]
+std::optional<uint64_t> stay_offset(const Plan& plan, BufferId b, uint32_t stay) {
+  const auto first = plan.offsets.find(b);
+  if (first == plan.offsets.end()) return std::nullopt;
+  if (stay == 0) return first->second;
+  const auto later = plan.stay_offsets.find(b);
+  if (later == plan.stay_offsets.end()) return first->second;
+  if (stay - 1 >= later->second.size()) return std::nullopt;
+  return later->second[stay - 1];
+}
+
+std::optional<uint64_t> workspace_offset(const Plan& plan, OpId op, uint32_t run) {
+  const auto it = plan.workspace_offsets.find(op);
+  if (it == plan.workspace_offsets.end() || it->second.empty()) return std::nullopt;
+  if (it->second.size() == 1) return it->second.front();
+  if (run >= it->second.size()) return std::nullopt;
+  return it->second[run];
+}
+
 std::string_view to_string(Tier tier) { return kTierNames.at(static_cast<size_t>(tier)); }
 std::string_view to_string(StepKind kind) { return kStepNames.at(static_cast<size_t>(kind)); }
 std::optional<Tier> parse_tier(std::string_view name) { return find_name<Tier>(kTierNames, name); }

@@ -95,12 +95,61 @@ void check_offsets(const Plan& plan, const Graph& graph) {
            offset);
     }
     const uint64_t bytes = graph.buffers[id].bytes;
-    // Both operands are at most 2^62 for a valid graph; checked_add guards
-    // the sum for any other.
-    const uint64_t end = checked_add(offset, bytes, "plan: offsets: an offset plus its size");
-    if (end > plan.budget) {
-      fail("plan: offsets: {} at {} with {} bytes ends past the budget of {}",
-           buffer_label(graph, id), offset, bytes, plan.budget);
+    const auto check_end = [&](uint64_t at) {
+      // Both operands are at most 2^62 for a valid graph; checked_add guards
+      // the sum for any other.
+      const uint64_t end = checked_add(at, bytes, "plan: offsets: an offset plus its size");
+      if (end > plan.budget) {
+        fail("plan: offsets: {} at {} with {} bytes ends past the budget of {}",
+             buffer_label(graph, id), at, bytes, plan.budget);
+      }
+    };
+    check_end(offset);
+    const auto later = plan.stay_offsets.find(id);
+    if (later == plan.stay_offsets.end()) continue;
+    // Note [Offsets per stay]: the next iteration starts where this one ends.
+    if (is_persistent(graph.buffers[id].kind)) {
+      fail("plan: offsets: {} is persistent state and keeps one offset for every stay",
+           buffer_label(graph, id));
+    }
+    for (const uint64_t at : later->second) {
+      if (at > kMaxBytes) {
+        fail("plan: offsets: {} at {} is above the limit of 2^62 bytes", buffer_label(graph, id),
+             at);
+      }
+      check_end(at);
+    }
+  }
+  for (const auto& [id, later] : plan.stay_offsets) {
+    if (!plan.offsets.contains(id))
+      fail("plan: offsets: stay offsets for {} without its first", id);
+  }
+}
+
+// Workspace offsets place each op's workspace in the arena of `offsets`.
+void check_workspace_offsets(const Plan& plan, const Graph& graph) {
+  if (!plan.workspace_offsets.empty() && plan.offsets.empty()) {
+    fail("plan: workspace_offsets without offsets: the workspace has no arena to sit in");
+  }
+  for (const auto& [id, runs] : plan.workspace_offsets) {
+    if (id < 0 || static_cast<size_t>(id) >= graph.ops.size()) {
+      fail("plan: workspace_offsets: op {} does not exist (the graph has {})", id,
+           count(graph.ops.size(), "op"));
+    }
+    const uint64_t bytes = graph.ops[id].workspace;
+    if (bytes == 0) {
+      fail("plan: workspace_offsets: {} has no workspace to place", op_label(graph, id));
+    }
+    if (runs.empty()) fail("plan: workspace_offsets: {} has no offset", op_label(graph, id));
+    for (const uint64_t offset : runs) {
+      const uint64_t end =
+          checked_add(offset, bytes, "plan: workspace_offsets: an offset plus its size");
+      if (end > plan.budget) {
+        fail(
+            "plan: workspace_offsets: the workspace of {} at {} with {} bytes ends past the "
+            "budget of {}",
+            op_label(graph, id), offset, bytes, plan.budget);
+      }
     }
   }
 }
@@ -114,6 +163,7 @@ void validate_plan(const Plan& plan, const Graph& graph) {
   check_placement(plan, graph);
   for (size_t i = 0; i < plan.steps.size(); ++i) check_step(plan.steps[i], i, graph);
   check_offsets(plan, graph);
+  check_workspace_offsets(plan, graph);
 }
 
 }  // namespace memwall

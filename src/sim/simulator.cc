@@ -70,6 +70,7 @@
 #include <limits>
 #include <map>
 #include <optional>
+#include <unordered_map>
 #include <utility>
 
 #include <fmt/format.h>
@@ -122,12 +123,16 @@ struct BufferState {
   std::array<Copy, kNumTiers> copies;
 };
 
+constexpr uint64_t kNoOffset = std::numeric_limits<uint64_t>::max();
+
 // A device release waiting for its time (see Note [Simulation model]).
 struct Release {
   double time;
   uint64_t bytes;
   BufferId buf;        // -1: workspace
-  uint32_t residency;  // index into SimResult::residencies, when recorded
+  uint32_t residency;  // index into SimResult::residencies (workspace: ::workspaces), when recorded
+  OpId workspace_op;   // the workspace's op; -1 for a buffer
+  uint64_t at;         // its arena offset; kNoOffset when it holds none
   bool operator>(const Release& other) const { return time > other.time; }
 };
 
@@ -152,9 +157,8 @@ class Simulator {
     op_time_.reserve(graph.ops.size());
     for (const Op& op : graph.ops) op_time_.push_back(op_time(hw_, graph, op));
     if (!plan.offsets.empty()) {
-      offset_of_.assign(graph.buffers.size(), kNoOffset);
-      for (const auto& [buf, offset] : plan.offsets) offset_of_[buf] = offset;
-      arena_holds_.assign(graph.buffers.size(), 0);
+      stays_.assign(graph.buffers.size(), 0);
+      held_at_.assign(graph.buffers.size(), kNoOffset);
     }
     if (options.record_timeline) result_.timeline.reserve(plan.steps.size());
     if (options.record_residency) open_stay_.assign(graph.buffers.size(), 0);
@@ -173,7 +177,6 @@ class Simulator {
   }
 
  private:
-  static constexpr uint64_t kNoOffset = std::numeric_limits<uint64_t>::max();
   static std::array<int32_t, kNumResources> filled_links() {
     std::array<int32_t, kNumResources> links{};
     links.fill(-1);
@@ -236,11 +239,13 @@ class Simulator {
       const Release r = releases_.back();
       releases_.pop_back();
       device_bytes_ -= r.bytes;
-      if (r.buf >= 0 && !offset_of_.empty() && r.bytes > 0 && --arena_holds_[r.buf] == 0) {
-        arena_.erase(offset_of_[r.buf]);
+      if (r.at != kNoOffset) {
+        const auto held = arena_.find(r.at);
+        if (held != arena_.end() && --held->second.holds == 0) arena_.erase(held);
       }
-      if (r.buf >= 0 && options_.record_residency) {
-        Residency& stay = result_.residencies[r.residency];
+      if ((r.buf >= 0 || r.workspace_op >= 0) && options_.record_residency) {
+        Residency& stay =
+            r.buf >= 0 ? result_.residencies[r.residency] : result_.workspaces[r.residency];
         stay.release_seq = event_seq_++;
         stay.release_time = r.time;
       }
@@ -256,7 +261,10 @@ class Simulator {
       curve.push_back({time, device_bytes_});
     }
   }
-  // Allocates `bytes` on the device at `time` for buffer b (-1: workspace).
+  // Workspace has addresses when the plan pins them (Plan::workspace_offsets).
+  bool places_workspace() const { return !stays_.empty() && !plan_.workspace_offsets.empty(); }
+  // Allocates `bytes` on the device at `time` for buffer b (-1: the current
+  // op's workspace).
   bool allocate_device(double time, uint64_t bytes, BufferId b) {
     release_due(time);
     device_bytes_ += bytes;
@@ -264,6 +272,13 @@ class Simulator {
     if (b >= 0 && options_.record_residency) {
       open_stay_[b] = static_cast<uint32_t>(result_.residencies.size());
       result_.residencies.push_back({b, event_seq_++, 0, time, 0});
+      if (const auto it = continues_.find(b); it != continues_.end()) {
+        result_.residencies.back().continues = it->second;
+        continues_.erase(it);
+      }
+    } else if (b < 0 && options_.record_residency) {
+      open_workspace_ = static_cast<uint32_t>(result_.workspaces.size());
+      result_.workspaces.push_back({-1, event_seq_++, 0, time, 0, current_op()});
     }
     if (device_bytes_ > result_.peak_bytes[kDevice]) {
       result_.peak_bytes[kDevice] = device_bytes_;
@@ -278,42 +293,82 @@ class Simulator {
                      where(), device_bytes_ - plan_.budget, device_bytes_, plan_.budget, time,
                      what);
     }
-    if (b >= 0 && !offset_of_.empty()) return place_in_arena(b, bytes);
+    if (b >= 0 && !stays_.empty()) return place_in_arena(b, bytes);
+    if (b < 0 && places_workspace()) return place_workspace(current_op(), bytes);
     return true;
   }
   void release_device(double time, uint64_t bytes, BufferId b) {
-    releases_.push_back({time, bytes, b, b >= 0 && options_.record_residency ? open_stay_[b] : 0});
+    uint32_t residency = 0;
+    if (options_.record_residency) residency = b >= 0 ? open_stay_[b] : open_workspace_;
+    uint64_t at = kNoOffset;
+    if (b >= 0 && bytes > 0 && !stays_.empty()) at = held_at_[b];
+    if (b < 0 && places_workspace()) at = workspace_at_;
+    releases_.push_back({time, bytes, b, residency, b >= 0 ? kNoOp : current_op(), at});
     std::push_heap(releases_.begin(), releases_.end(), std::greater<>());
   }
-  bool place_in_arena(BufferId b, uint64_t bytes) {
-    const uint64_t offset = offset_of_[b];
-    if (offset == kNoOffset) {
-      return fail_at(step_, "{}: {} has no offset, but the plan pins addresses", where(),
-                     buf_name(b));
+  // Arena entries name a buffer, or an op's workspace as -2 - op.
+  static BufferId workspace_key(OpId op) { return -2 - op; }
+  std::string arena_name(BufferId key) const {
+    return key >= 0 ? buf_name(key) : fmt::format("the workspace of {}", op_name(-2 - key));
+  }
+  bool place_workspace(OpId op, uint64_t bytes) {
+    if (workspace_runs_.empty()) workspace_runs_.assign(graph_.ops.size(), 0);
+    const uint32_t run = workspace_runs_[op]++;
+    const std::optional<uint64_t> offset = workspace_offset(plan_, op, run);
+    if (!offset) {
+      return fail_at(step_,
+                     "{}: the workspace of {} has no offset for its device run {}, but the plan "
+                     "pins workspace",
+                     where(), op_name(op), run);
     }
+    workspace_at_ = *offset;
+    return place_range(workspace_key(op), *offset, bytes);
+  }
+  // Note [Offsets per stay]: the stay this allocation begins sits at its own
+  // offset.
+  bool place_in_arena(BufferId b, uint64_t bytes) {
+    const uint32_t stay = stays_[b]++;
+    const std::optional<uint64_t> offset = stay_offset(plan_, b, stay);
+    if (!offset) {
+      return fail_at(step_,
+                     "{}: {} has no offset for its device stay {}, but the plan pins "
+                     "addresses",
+                     where(), buf_name(b), stay);
+    }
+    held_at_[b] = *offset;
     if (bytes == 0) return true;  // occupies no address
-    // A buffer swapped back in while its swap-out is still in flight has two
-    // device stays at once, at its one pinned address. That is sound: the
-    // incoming copy starts only once the host copy is complete, so after the
-    // outgoing one has read the region (swap_in waits for src.ready).
-    if (arena_holds_[b] > 0) {
-      ++arena_holds_[b];
+    // A buffer swapped back in to the same address while its swap-out is
+    // still in flight has two device stays there at once. That is sound:
+    // the incoming copy starts only once the host copy is complete, so after
+    // the outgoing one has read the region (swap_in waits for src.ready).
+    if (const auto same = arena_.find(*offset);
+        same != arena_.end() && same->second.key == b && same->second.end == *offset + bytes) {
+      ++same->second.holds;
       return true;
     }
+    return place_range(b, *offset, bytes);
+  }
+  // [offset, offset + bytes) for `key` (a buffer, or workspace_key), clear of
+  // everything allocated.
+  bool place_range(BufferId key, uint64_t offset, uint64_t bytes) {
     const uint64_t end = offset + bytes;  // validate_plan checked it fits the budget
     auto next = arena_.lower_bound(offset);
-    if (next != arena_.end() && next->first < end) return overlap(b, next->second.second);
+    if (next != arena_.end() && next->first < end) return overlap(key, offset, next);
     if (next != arena_.begin()) {
       const auto prev = std::prev(next);
-      if (prev->second.first > offset) return overlap(b, prev->second.second);
+      if (prev->second.end > offset) return overlap(key, offset, prev);
     }
-    arena_.emplace(offset, std::make_pair(end, b));
-    arena_holds_[b] = 1;
+    arena_.emplace(offset, Held{end, key, 1});
     return true;
   }
-  bool overlap(BufferId b, BufferId other) {
+  struct Held {
+    uint64_t end;
+    BufferId key;    // a buffer, or workspace_key(op)
+    uint32_t holds;  // device stays holding the range
+  };
+  bool overlap(BufferId key, uint64_t offset, std::map<uint64_t, Held>::const_iterator other) {
     return fail_at(step_, "{}: {} at offset {} overlaps {} at offset {}, which is still allocated",
-                   where(), buf_name(b), offset_of_[b], buf_name(other), offset_of_[other]);
+                   where(), arena_name(key), offset, arena_name(other->second.key), other->first);
   }
 
   // ---- Host and NVMe memory ---------------------------------------------------------
@@ -423,6 +478,14 @@ class Simulator {
     return taken;
   }
 
+  // The version of `prev` that `op` creates in place continues prev's
+  // device stay (Residency::continues).
+  void note_continued(const Op& op, BufferId prev) {
+    for (const BufferId v : op.out) {
+      if (graph_.buffers[v].version_of == prev) continues_[v] = open_stay_[prev];
+    }
+  }
+
   // Checks compute-once and recompute rules; true when the step may run.
   bool check_compute_order(const Step& s) {
     const Op& op = graph_.ops[s.op];
@@ -508,7 +571,10 @@ class Simulator {
     result_.compute_time += op_time_[s.op];
 
     // Released at the start, before the new version is allocated there.
-    for (const BufferId prev : taken) drop(prev, kDevice, start.time, Gone::kConsumed);
+    for (const BufferId prev : taken) {
+      if (options_.record_residency) note_continued(op, prev);
+      drop(prev, kDevice, start.time, Gone::kConsumed);
+    }
     if (!allocate_outputs(s, op, start.time, end)) return false;
     finish_uses(op, kDevice, start.time, end, replay);
     computed_[s.op] = 1;
@@ -822,6 +888,12 @@ class Simulator {
         stay.release_time = end;
       }
     }
+    for (Residency& stay : result_.workspaces) {
+      if (stay.release_seq == 0) {  // after an invalid step
+        stay.release_seq = event_seq_;
+        stay.release_time = end;
+      }
+    }
     result_.compute_busy_fraction = end > 0 ? result_.compute_time / end : 0;
     if (result_.steps_executed == 0 && !result_.valid) result_.steps_executed = result_.failed_step;
     return std::move(result_);
@@ -837,17 +909,24 @@ class Simulator {
   std::vector<uint8_t> computed_;
   std::vector<uint8_t> ever_created_;
   std::vector<double> op_time_;
-  std::vector<uint8_t> in_place_;                            // per step: Note [In-place steps]
-  std::vector<uint64_t> offset_of_;                          // empty: no offsets
-  std::map<uint64_t, std::pair<uint64_t, BufferId>> arena_;  // offset -> (end, buffer)
-  std::vector<uint32_t> arena_holds_;  // device stays of each buffer holding its address
-  std::vector<Release> releases_;      // min-heap on time
+  std::vector<uint8_t> in_place_;  // per step: Note [In-place steps]
+  // With offsets: device stays begun per buffer (Note [Offsets per stay]),
+  // the offset of each one's latest, and what the arena holds by offset.
+  std::vector<uint32_t> stays_;  // empty: the plan pins no addresses
+  std::vector<uint64_t> held_at_;
+  std::vector<uint32_t> workspace_runs_;  // device runs per op with a workspace
+  uint64_t workspace_at_ = kNoOffset;     // the latest workspace's offset
+  std::map<uint64_t, Held> arena_;
+  // In-place steps: the residency each new version continues (recorded).
+  std::unordered_map<BufferId, int64_t> continues_;
+  std::vector<Release> releases_;  // min-heap on time
   std::array<std::vector<TierEvent>, kNumTiers> tier_events_;
   std::array<double, kNumResources> free_at_{};
   std::array<int32_t, kNumResources> last_link_ =
       filled_links();  // the interval ending at free_at_
   sim_detail::CriticalPath path_;
   std::vector<uint32_t> open_stay_;  // residency index of each buffer's device copy
+  uint32_t open_workspace_ = 0;      // index into workspaces of the latest one allocated
   uint64_t event_seq_ = 0;
   uint64_t device_bytes_ = 0;
   double cursor_ = 0;

@@ -13,6 +13,7 @@
 #include "memwall/graph/graph.h"
 #include "memwall/hw/hardware.h"
 #include "memwall/models/zoo.h"
+#include "memwall/plan/plan.h"
 #include "memwall/remat/remat.h"
 #include "run_memwall.h"
 #include "test_util.h"
@@ -68,6 +69,48 @@ TEST(CliPlan, NamedPlannerWritesAPlanTheSimulatorAccepts) {
   EXPECT_EQ(s["peak_bytes"]["device"], j["peak_bytes"]);
   EXPECT_EQ(s["iteration_time_s"], j["iteration_time_s"]);
   EXPECT_EQ(s["steps"], j["steps"]);
+  fs::remove(out);
+}
+
+// Note [Plans laid out by default]: --out pins an offset per device stay
+// and per workspace, in an arena of the budget; --no-layout leaves them out.
+TEST(CliPlan, WrittenPlansAreLaidOutUnlessAsked) {
+  const std::string out = temp_path("laid.json");
+  for (const std::string strategy : {"remat:chen-greedy --budget 90%", "auto --gpu a100-40g"}) {
+    SCOPED_TRACE(strategy);
+    const auto r =
+        run_memwall("plan " + kModel + " --strategy " + strategy + " --json --out " + out);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    const nlohmann::json& layout = j.at("layout");
+    ASSERT_EQ(layout.at("pinned"), true) << layout.dump();
+    const Plan plan = read_plan_file(out);
+    EXPECT_FALSE(plan.offsets.empty());
+    EXPECT_LE(layout.at("arena_bytes").get<uint64_t>(), plan.budget);
+    EXPECT_GE(layout.at("arena_bytes").get<uint64_t>(),
+              layout.at("live_peak_bytes").get<uint64_t>());
+    EXPECT_LE(layout.at("arena_over_live_peak").get<double>(), 1.01);
+    uint64_t arena = 0;
+    const Graph graph = model_graph();
+    for (const auto& [b, offset] : plan.offsets) {
+      arena = std::max(arena, offset + graph.buffers[b].bytes);
+    }
+    EXPECT_LE(arena, layout.at("arena_bytes").get<uint64_t>());
+    const auto sim = run_memwall("simulate " + kModel + " --plan " + out + " --json");
+    ASSERT_EQ(sim.exit_code, 0) << sim.err;  // the simulator checks every offset
+    const auto human = run_memwall("plan " + kModel + " --strategy " + strategy + " --out " + out);
+    EXPECT_NE(human.out.find("laid out                arena "), std::string::npos) << human.out;
+  }
+  const auto bare = run_memwall("plan " + kModel +
+                                " --strategy remat:chen-greedy --budget 90% --json "
+                                "--no-layout --out " +
+                                out);
+  ASSERT_EQ(bare.exit_code, 0) << bare.err;
+  EXPECT_TRUE(nlohmann::json::parse(bare.out).at("layout").is_null());
+  EXPECT_TRUE(read_plan_file(out).offsets.empty());
+  const auto no_out = run_memwall("plan " + kModel + " --no-layout");
+  EXPECT_EQ(no_out.exit_code, 2);
+  EXPECT_EQ(no_out.err, "memwall: error: --no-layout applies to --out\n");
   fs::remove(out);
 }
 

@@ -230,6 +230,23 @@ std::vector<Case> cases() {
        "plan: \"offsets\": duplicate key \"5\""},
       {"long key is shortened", doc("", R"(,"offsets":{")" + std::string(100, '7') + R"(":0})"),
        "plan: \"offsets\": key \"" + std::string(60, '7') + "...\" is not a buffer id"},
+      // Note [Offsets per stay]
+      {"empty array of stay offsets", doc("", R"(,"offsets":{"5":[]})"),
+       "plan: \"offsets\": buffer 5 has an empty array"},
+      {"negative stay offset", doc("", R"(,"offsets":{"5":[0,-64]})"),
+       "plan: \"offsets\": the offset of buffer 5 must be a non-negative integer, got -64"},
+      {"stay offsets not closed", doc("", R"(,"offsets":{"5":[0,64})"),
+       "plan: invalid JSON at line 1, column 100 (in \"offsets\"): expected ',' or ']' after an "
+       "array element"},
+      {"workspace offsets not an object", doc("", R"(,"workspace_offsets":[1])"),
+       "plan: \"workspace_offsets\" must be an object, got an array"},
+      {"workspace key that is a name", doc("", R"(,"workspace_offsets":{"conv":0})"),
+       "plan: \"workspace_offsets\": key \"conv\" is not an op id"},
+      {"workspace offset as a string", doc("", R"(,"workspace_offsets":{"2":"0"})"),
+       "plan: \"workspace_offsets\": the offset of op 2 must be a non-negative integer, got a "
+       "string"},
+      {"duplicate workspace key", doc("", R"(,"workspace_offsets":{"2":0,"2":[0,8]})"),
+       "plan: \"workspace_offsets\": duplicate key \"2\""},
   };
 }
 

@@ -22,6 +22,8 @@ void expect_same(const Plan& a, const Plan& b) {
   EXPECT_EQ(a.placement, b.placement);
   EXPECT_EQ(a.steps, b.steps);
   EXPECT_EQ(a.offsets, b.offsets);
+  EXPECT_EQ(a.stay_offsets, b.stay_offsets);
+  EXPECT_EQ(a.workspace_offsets, b.workspace_offsets);
 }
 
 // Every feature of the format: each step kind, "on": "host", both swap_out
@@ -106,6 +108,57 @@ TEST(PlanJson, ExactTextOfASmallPlan) {
             "\"2\":0,\n"
             "\"3\":64\n"
             "}}\n");
+}
+
+// Note [Offsets per stay]: a buffer whose stays move is an array, first
+// stay first; a workspace with one offset for every run is a number.
+TEST(PlanJson, OffsetsPerStayAndWorkspaceOffsets) {
+  Plan plan;
+  plan.graph = "small";
+  plan.hardware = "a100-40g";
+  plan.budget = 1024;
+  plan.steps = {Step::compute(0), Step::free(2), Step::recompute(0)};
+  plan.offsets = {{2, 0}, {3, 64}};
+  plan.stay_offsets = {{2, {512, 0}}};
+  plan.workspace_offsets = {{0, {128, 640}}, {1, {256}}};
+  const std::string text = plan_to_json_text(plan);
+  EXPECT_EQ(text,
+            "{\"format\": \"memwall.plan/1\",\n"
+            "\"graph\": \"small\",\n"
+            "\"hardware\": \"a100-40g\",\n"
+            "\"budget\": 1024,\n"
+            "\"steps\": [\n"
+            "{\"do\":\"compute\",\"op\":0},\n"
+            "{\"do\":\"free\",\"buf\":2},\n"
+            "{\"do\":\"recompute\",\"op\":0}\n"
+            "],\n"
+            "\"offsets\": {\n"
+            "\"2\":[0,512,0],\n"
+            "\"3\":64\n"
+            "},\n"
+            "\"workspace_offsets\": {\n"
+            "\"0\":[128,640],\n"
+            "\"1\":256\n"
+            "}}\n");
+  const Plan back = plan_from_json_text(text);
+  expect_same(back, plan);
+  EXPECT_EQ(stay_offset(back, 2, 0), 0u);
+  EXPECT_EQ(stay_offset(back, 2, 1), 512u);
+  EXPECT_EQ(stay_offset(back, 2, 2), 0u);
+  EXPECT_EQ(stay_offset(back, 2, 3), std::nullopt);  // the plan names three stays
+  EXPECT_EQ(stay_offset(back, 3, 7), 64u);           // one offset for every stay
+  EXPECT_EQ(stay_offset(back, 4, 0), std::nullopt);
+  EXPECT_EQ(workspace_offset(back, 0, 1), 640u);
+  EXPECT_EQ(workspace_offset(back, 0, 2), std::nullopt);
+  EXPECT_EQ(workspace_offset(back, 1, 5), 256u);
+  EXPECT_EQ(workspace_offset(back, 2, 0), std::nullopt);
+  // A one-element array is the number.
+  const Plan one = plan_from_json_text(
+      R"({"format":"memwall.plan/1","graph":"g","hardware":"h","budget":8,"steps":[],)"
+      R"("offsets":{"1":[4]},"workspace_offsets":{"0":[2]}})");
+  EXPECT_EQ(one.offsets, (std::map<BufferId, uint64_t>{{1, 4}}));
+  EXPECT_TRUE(one.stay_offsets.empty());
+  EXPECT_EQ(plan_to_json_text(one).find("["), plan_to_json_text(one).find("[\n"));  // steps only
 }
 
 TEST(PlanJson, EmptyPlacementAndOffsetsAreOmitted) {

@@ -146,6 +146,54 @@ TEST(ValidatePlan, EachInvalidPlanIsRejectedWithItsMessage) {
   }
 }
 
+// Note [Offsets per stay]: later stays and workspaces fit the budget; state
+// that survives the iteration keeps one offset; workspace needs an arena.
+TEST(ValidatePlan, OffsetsPerStayAndWorkspaceOffsets) {
+  Graph graph = testing::small_graph();
+  graph.ops[2].workspace = 16;  // fc.bwd
+  Plan plan = valid_plan();
+  plan.stay_offsets[5] = {64, 0};  // h0.out comes back elsewhere
+  plan.workspace_offsets[2] = {0, 112};
+  EXPECT_NO_THROW(validate_plan(plan, graph));
+  const auto refused = [&](const std::function<void(Plan&)>& change, const std::string& expected) {
+    Plan p = plan;
+    change(p);
+    try {
+      validate_plan(p, graph);
+      ADD_FAILURE() << "accepted: " << expected;
+    } catch (const Error& e) {
+      EXPECT_EQ(std::string(e.what()), expected);
+    }
+  };
+  refused([](Plan& p) { p.stay_offsets[5] = {65}; },
+          "plan: offsets: buffer 5 (\"h0.out\") at 65 with 64 bytes ends past the budget of 128");
+  refused(
+      [](Plan& p) {
+        p.offsets[0] = 0;
+        p.stay_offsets[0] = {64};
+      },
+      "plan: offsets: buffer 0 (\"w\") is persistent state and keeps one offset for every "
+      "stay");
+  refused(
+      [](Plan& p) {
+        p.workspace_offsets[2] = {0, 113};
+      },
+      "plan: workspace_offsets: the workspace of op 2 (\"fc.bwd\") at 113 with 16 bytes ends "
+      "past the budget of 128");
+  refused([](Plan& p) { p.workspace_offsets[1] = {0}; },
+          "plan: workspace_offsets: op 1 (\"act\") has no workspace to place");
+  refused([](Plan& p) { p.workspace_offsets[4] = {0}; },
+          "plan: workspace_offsets: op 4 does not exist (the graph has 4 ops)");
+  refused([](Plan& p) { p.workspace_offsets[2] = {}; },
+          "plan: workspace_offsets: op 2 (\"fc.bwd\") has no offset");
+  refused(
+      [](Plan& p) {
+        p.offsets.clear();
+        p.stay_offsets.clear();
+      },
+      "plan: workspace_offsets without offsets: the workspace has no arena to sit in");
+}
+
 TEST(ValidatePlan, CountsAreSingularForOne) {
   Graph graph;
   graph.buffers.push_back({.id = 0, .name = "x", .bytes = 4, .kind = BufferKind::kInput});

@@ -90,6 +90,24 @@ TEST(InPlaceSteps, ASwapOutOfThePreviousVersionAfterwardsKeepsItsStorage) {
   EXPECT_EQ(device_peak(r), 132u);
 }
 
+// The new version's stay continues its predecessor's (Residency::continues),
+// which a layout keeps at one address.
+TEST(InPlaceSteps, TheNextVersionsStayContinuesThePreviousOnes) {
+  const Chain c = chain();
+  const SimResult r = simulate(c.graph, default_plan(c.graph, "test", 1 << 20), test_hardware(),
+                               {.record_residency = true});
+  ASSERT_TRUE(r.valid) << r.reason;
+  int64_t of_a = -1;
+  int64_t continued = -2;
+  for (size_t i = 0; i < r.residencies.size(); ++i) {
+    if (r.residencies[i].buf == c.a) of_a = static_cast<int64_t>(i);
+    if (r.residencies[i].buf == c.a1) continued = r.residencies[i].continues;
+  }
+  ASSERT_GE(of_a, 0);
+  EXPECT_EQ(continued, of_a);
+  EXPECT_EQ(r.residencies[static_cast<size_t>(of_a)].continues, -1);
+}
+
 TEST(InPlaceSteps, TheNextVersionMayTakeThePreviousOnesAddress) {
   const Chain c = chain();
   Plan plan = default_plan(c.graph, "test", 1 << 20);

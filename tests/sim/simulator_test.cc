@@ -273,7 +273,8 @@ TEST(Simulator, OffsetsMustNotOverlapWhileCoResident) {
   plan.offsets = {{s.a, 0}};
   r = simulate(s.graph, plan, test_hardware());
   EXPECT_EQ(r.reason,
-            "step 1 (compute): buffer 1 (\"b\") has no offset, but the plan pins addresses");
+            "step 1 (compute): buffer 1 (\"b\") has no offset for its device stay 0, but the plan "
+            "pins addresses");
 }
 
 // swap_out(a) copies from t=1 to t=2 (d2h 1024 B/s), but swap_in(a) is
@@ -297,6 +298,42 @@ TEST(Simulator, ASwapInWhileItsSwapOutIsInFlightKeepsItsAddress) {
   // b must still not overlap a while either copy of a holds the address.
   plan.offsets = {{s.a, 0}, {s.b, 1000}};
   EXPECT_FALSE(simulate(s.graph, plan, test_hardware()).valid);
+}
+
+// Note [Offsets per stay]: a's incoming copy (allocated at t=1, while the
+// outgoing one holds [0, 1024) until t=2) gets its own address, and op 2's
+// workspace its own, each checked against everything allocated then.
+TEST(Simulator, EachStayAndEachWorkspaceRunHasItsOwnAddress) {
+  SwapGraph s = swap_graph(1, 2, 1);
+  s.graph.ops[2].workspace = 16;
+  Plan plan = make_plan({Step::compute(0), Step::swap_out(s.a), Step::compute(1),
+                         Step::swap_in(s.a), Step::compute(2), Step::free(s.a), Step::free(s.b)},
+                        4096);
+  plan.offsets = {{s.a, 0}, {s.b, 1024}};
+  plan.stay_offsets = {{s.a, {1032}}};
+  plan.workspace_offsets = {{2, {0}}};  // a's first stay has left by t=3
+  SimResult r = simulate(s.graph, plan, test_hardware(), {.record_residency = true});
+  ASSERT_TRUE(r.valid) << r.reason;
+  EXPECT_EQ(r.peak_bytes[0], 2 * 1024u + 8);
+  ASSERT_EQ(r.workspaces.size(), 1u);
+  EXPECT_EQ(r.workspaces[0].op, 2);
+  EXPECT_EQ(r.workspaces[0].alloc_time, 3.0);
+  EXPECT_EQ(r.workspaces[0].release_time, 4.0);
+  plan.stay_offsets = {{s.a, {512}}};
+  EXPECT_EQ(simulate(s.graph, plan, test_hardware()).reason,
+            "step 3 (swap_in): buffer 0 (\"a\") at offset 512 overlaps buffer 1 (\"b\") at "
+            "offset 1024, which is still allocated");
+  plan.stay_offsets = {{s.a, {1032}}};
+  plan.workspace_offsets = {{2, {1030}}};
+  EXPECT_EQ(simulate(s.graph, plan, test_hardware()).reason,
+            "step 4 (compute): the workspace of op 2 (\"bwd\") at offset 1030 overlaps buffer 0 "
+            "(\"a\") at offset 1032, which is still allocated");
+  plan.workspace_offsets = {{2, {2056, 0}}};  // one per run: this one has a single run
+  EXPECT_TRUE(simulate(s.graph, plan, test_hardware()).valid);
+  plan.stay_offsets = {{s.a, {}}};
+  EXPECT_EQ(simulate(s.graph, plan, test_hardware()).reason,
+            "step 3 (swap_in): buffer 0 (\"a\") has no offset for its device stay 1, but the "
+            "plan pins addresses");
 }
 
 // A buffer still on the device at the end (a persistent one here) ends its

@@ -5,6 +5,7 @@
 
 #include <span>
 #include <string>
+#include <vector>
 
 #include "memwall/graph/types.h"
 #include "memwall/layout/types.h"
@@ -27,6 +28,25 @@ LayoutProblem plan_layout_problem(const Graph& graph, std::span<const Residency>
 // which occupy no address but still need one.
 Plan pin_offsets(Plan plan, const Graph& graph, const LayoutProblem& problem, const Layout& layout,
                  std::span<const Residency> residencies);
+
+// Note [Offsets per stay] (plan.h): the layout problem of a plan with an
+// address per device stay. One item per stay of a buffer that is not
+// persistent state, stays that an in-place step continues
+// (Residency::continues) merged into one, so that the new version stays in
+// its predecessor's memory; one item per persistent buffer for all its
+// stays; one per device run of an op with a workspace.
+// Items of zero bytes are left out. Alignment 1; capacity `capacity`.
+struct StayLayoutProblem {
+  LayoutProblem problem;              // ids: item indices
+  std::vector<int64_t> item_of_stay;  // per residency: index into problem.buffers, -1: none
+  std::vector<OpId> workspace_of;     // per item: the op whose workspace it is, or -1
+};
+StayLayoutProblem stay_layout_problem(const Graph& graph, std::span<const Residency> residencies,
+                                      std::span<const Residency> workspaces, uint64_t capacity);
+// `plan` with offsets, stay offsets and workspace offsets from `layout`, a
+// layout of `stays.problem`; zero-byte stays at offset 0.
+Plan pin_stay_offsets(Plan plan, const StayLayoutProblem& stays, const Layout& layout,
+                      std::span<const Residency> residencies);
 
 // A plan file of `graph`, checked against it and simulated with every
 // device stay recorded; throws Error naming the file when it does not

@@ -64,11 +64,38 @@ struct Plan {
   // device; an explicit "device" entry is allowed and kept).
   std::map<BufferId, Tier> placement;
   std::vector<Step> steps;
-  // Device arena offsets; empty: the plan pins no addresses.
+  // Device arena offsets; empty: the plan pins no addresses. `offsets` is
+  // each buffer's first device stay, and every later one too unless
+  // `stay_offsets` names them (Note [Offsets per stay]).
   std::map<BufferId, uint64_t> offsets;
+  std::map<BufferId, std::vector<uint64_t>> stay_offsets;  // stays 1, 2, ... of a buffer
+  // The offset of each op's workspace (Op::workspace) in that arena: one
+  // for every device run of the op, or one per run, in plan order (Note
+  // [Offsets per stay]). Only with `offsets`; empty: the plan does not
+  // place workspace (kernels' scratch goes wherever it fits).
+  std::map<OpId, std::vector<uint64_t>> workspace_offsets;
 
   friend bool operator==(const Plan&, const Plan&) = default;
 };
+
+// Note [Offsets per stay]
+// ~~~~~~~~~~~~~~~~~~~~~~~
+// A buffer that leaves the device (swapped out, freed to be recomputed)
+// and comes back need not come back to the same address: its k-th device
+// stay (k = 0, 1, ..., counting every allocation on the device in plan
+// order, a recompute's, a swap_in's and an in-place version's included)
+// sits at stay_offsets[b][k - 1] for k >= 1 when the plan names it, else
+// at offsets[b]. In JSON a buffer's offset is a number (one address for
+// every stay) or an array, one per stay ("offsets": {"7": [0, 4096]}).
+// Persistent state keeps one address: the next iteration starts where this
+// one ends (validate_plan). Without per-stay addresses, a layout holds a
+// dropped activation's range until it comes back, and remat and swap plans
+// need far more than their budget (docs/exec.md).
+// The offset of b's stay `stay` (0-based), or nullopt when the plan pins
+// none for it.
+std::optional<uint64_t> stay_offset(const Plan& plan, BufferId b, uint32_t stay);
+// The offset of the workspace of op's device run `run` (0-based), or nullopt.
+std::optional<uint64_t> workspace_offset(const Plan& plan, OpId op, uint32_t run);
 
 std::string_view to_string(Tier tier);
 std::string_view to_string(StepKind kind);
@@ -80,9 +107,9 @@ std::optional<StepKind> parse_step_kind(std::string_view name);
 // negative or non-integer ids and sizes, unknown names are errors, reported
 // as one line naming the step ("plan: step 12 (swap_out): ...").
 // Required: format, graph, hardware, budget, steps; graph_fingerprint,
-// placement and offsets are optional. Per step: "do", then "op" (compute, recompute; "on" optional,
-// device or host) or "buf" (swap_out with "to", required: host or nvme;
-// swap_in with "to" optional: device, the default, or host; free).
+// placement, offsets and workspace_offsets (keyed by op id) are optional. Per step: "do", then "op"
+// (compute, recompute; "on" optional, device or host) or "buf" (swap_out with "to", required: host
+// or nvme; swap_in with "to" optional: device, the default, or host; free).
 Plan plan_from_json_text(std::string_view text);
 Plan read_plan_file(const std::string& path);
 std::string plan_to_json_text(const Plan& plan);
@@ -92,7 +119,8 @@ void write_plan_file(const Plan& plan, const std::string& path);
 
 // Checks the plan against its graph: ids in range, placement only for
 // buffers that exist before the first op, offsets only for existing
-// buffers and within the budget, swap_out only to host or nvme, swap_in
+// buffers and within the budget, workspace offsets only with offsets, for
+// ops with a workspace and within the budget, swap_out only to host or nvme, swap_in
 // only to the device or the host, compute only on the device or the host. Throws
 // Error naming the step. What depends on execution (residency, budget,
 // overlap) is the simulator's to judge.

@@ -59,6 +59,10 @@ struct Residency {
   uint64_t release_seq = 0;
   double alloc_time = 0;
   double release_time = 0;
+  OpId op = -1;  // SimResult::workspaces: the op whose workspace it is (buf is -1)
+  // An in-place step's new version takes over its predecessor's memory: the
+  // index of the residency it continues, or -1.
+  int64_t continues = -1;
 };
 
 struct SimOptions {
@@ -98,7 +102,9 @@ struct SimResult {
   std::array<std::vector<MemoryPoint>, kNumTiers> curves;
   std::vector<Span> timeline;          // in plan order per resource
   std::vector<Residency> residencies;  // in allocation order (workspace excluded)
-  size_t steps_executed = 0;           // steps simulated before stopping
+  // The ops' workspace stays, in the same sequence numbers, when recorded.
+  std::vector<Residency> workspaces;
+  size_t steps_executed = 0;  // steps simulated before stopping
 };
 
 // Simulates `plan` over `graph` on `hardware`, the profile of a node: a
