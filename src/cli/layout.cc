@@ -85,7 +85,8 @@ Input load_input(const LayoutArgs& args) {
   in.sim = std::move(simulated.sim);
   // The plan's arena is its budget.
   // Note [Offsets per stay]: an address per device stay and workspace.
-  in.stays = stay_layout_problem(*in.graph, in.sim.residencies, in.sim.workspaces, in.plan->budget);
+  in.stays = stay_layout_problem(*in.graph, *in.plan, in.sim.residencies, in.sim.workspaces,
+                                 in.plan->budget);
   in.problem = in.stays->problem;
   return in;
 }

@@ -91,7 +91,7 @@ PlanLayout lay_out_plan(const Plan& plan, const Graph& graph, const Hardware& hw
   if (!sim.valid) fail("internal error: the simulator rejects the plan: {}", sim.reason);
   out.live_peak = sim.peak_bytes[0];
   StayLayoutProblem stays =
-      stay_layout_problem(graph, sim.residencies, sim.workspaces, plan.budget);
+      stay_layout_problem(graph, out.plan, sim.residencies, sim.workspaces, plan.budget);
   LayoutProblem& problem = stays.problem;
   if (problem.buffers.empty()) {
     out.row_text = "nothing on the device to place";

@@ -62,12 +62,17 @@ size_t root_of(std::vector<size_t>& parent, size_t i) {
 
 }  // namespace
 
-StayLayoutProblem stay_layout_problem(const Graph& graph, std::span<const Residency> residencies,
+StayLayoutProblem stay_layout_problem(const Graph& graph, const Plan& plan,
+                                      std::span<const Residency> residencies,
                                       std::span<const Residency> workspaces, uint64_t capacity) {
   const size_t n = residencies.size();
   std::vector<size_t> parent(n);
   for (size_t i = 0; i < n; ++i) parent[i] = i;
   constexpr size_t kNone = std::numeric_limits<size_t>::max();
+  // Stays still open when the simulation ends carry the largest sequence
+  // number (Residency).
+  uint64_t end_seq = 0;
+  for (const Residency& r : residencies) end_seq = std::max(end_seq, r.release_seq);
   std::vector<size_t> first_stay(graph.buffers.size(), kNone);
   for (size_t i = 0; i < n; ++i) {
     const Residency& r = residencies[i];
@@ -79,10 +84,15 @@ StayLayoutProblem stay_layout_problem(const Graph& graph, std::span<const Reside
         graph.buffers[residencies[r.continues].buf].bytes == graph.buffers[r.buf].bytes) {
       join(static_cast<size_t>(r.continues));
     }
+    // Persistent state that starts on the device ends where it started: its
+    // first stay (the initial placement) and its last, still open, are one.
     if (is_persistent(graph.buffers[r.buf].kind)) {
+      const auto placed = plan.placement.find(r.buf);
+      const bool starts_on_device =
+          placed == plan.placement.end() || placed->second == Tier::kDevice;
       if (first_stay[r.buf] == kNone) {
         first_stay[r.buf] = i;
-      } else {
+      } else if (starts_on_device && r.release_seq == end_seq) {
         join(first_stay[r.buf]);
       }
     }

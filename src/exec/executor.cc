@@ -293,6 +293,14 @@ void Executor::bind_persistent() {
 StepMeasure Executor::iteration(int k, RunResult& result) {
   ++serial_;
   op_runs_.assign(graph_.ops.size(), 0);
+  // Note [Offsets per stay]: stays count per iteration; persistent state on
+  // the device is in its first stay, where the last one left it.
+  for (const Buffer& b : graph_.buffers) {
+    if (!is_persistent(b.kind)) continue;
+    Slot& s = slots_[b.id];
+    s.stays = static_cast<bool>(s.device) ? 1 : 0;
+    s.stay_began = 0;
+  }
   for (const Buffer& b : graph_.buffers) {
     if (b.kind == BufferKind::kInput) bind(b);
   }
@@ -365,7 +373,7 @@ void Executor::end_iteration() {
   for (const Buffer& b : graph_.buffers) {
     if (is_persistent(b.kind)) continue;
     Slot& s = slots_[b.id];
-    s.stays = 0;  // persistent state keeps one offset (validate_plan)
+    s.stays = 0;
     s.device = c10::Storage();
     s.host.reset();
     drop_nvme(s);

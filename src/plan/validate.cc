@@ -107,11 +107,6 @@ void check_offsets(const Plan& plan, const Graph& graph) {
     check_end(offset);
     const auto later = plan.stay_offsets.find(id);
     if (later == plan.stay_offsets.end()) continue;
-    // Note [Offsets per stay]: the next iteration starts where this one ends.
-    if (is_persistent(graph.buffers[id].kind)) {
-      fail("plan: offsets: {} is persistent state and keeps one offset for every stay",
-           buffer_label(graph, id));
-    }
     for (const uint64_t at : later->second) {
       if (at > kMaxBytes) {
         fail("plan: offsets: {} at {} is above the limit of 2^62 bytes", buffer_label(graph, id),

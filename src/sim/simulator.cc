@@ -830,6 +830,17 @@ class Simulator {
                 buf_name(b.id), to_string(start), absence(b.id, static_cast<size_t>(start)));
         return;
       }
+      // Note [Offsets per stay]: and at the address it started at.
+      if (start == Tier::kDevice && !stays_.empty() && b.bytes > 0) {
+        const std::optional<uint64_t> first = stay_offset(plan_, b.id, 0);
+        if (first && held_at_[b.id] != *first) {
+          fail_at(end_step,
+                  "end of plan: {} ends at offset {} but started at offset {}; the next "
+                  "iteration needs it where it started",
+                  buf_name(b.id), held_at_[b.id], *first);
+          return;
+        }
+      }
     }
   }
 

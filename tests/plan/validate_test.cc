@@ -169,13 +169,6 @@ TEST(ValidatePlan, OffsetsPerStayAndWorkspaceOffsets) {
           "plan: offsets: buffer 5 (\"h0.out\") at 65 with 64 bytes ends past the budget of 128");
   refused(
       [](Plan& p) {
-        p.offsets[0] = 0;
-        p.stay_offsets[0] = {64};
-      },
-      "plan: offsets: buffer 0 (\"w\") is persistent state and keeps one offset for every "
-      "stay");
-  refused(
-      [](Plan& p) {
         p.workspace_offsets[2] = {0, 113};
       },
       "plan: workspace_offsets: the workspace of op 2 (\"fc.bwd\") at 113 with 16 bytes ends "

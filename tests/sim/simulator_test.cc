@@ -248,6 +248,30 @@ TEST(Simulator, HostOptimizerStepAndPersistentBuffersEndWhereTheyStarted) {
             "end (it was swapped out at step 2); the next iteration needs it where it started");
 }
 
+// Note [Offsets per stay]: a parameter swapped out and back may come back
+// elsewhere only if it ends where it started.
+TEST(Simulator, PersistentStateEndsAtTheOffsetItStartedAt) {
+  GraphBuilder g;
+  const BufferId w = g.buffer("w", 1024, BufferKind::kParam);
+  g.graph.buffers[w].shape = {256};
+  const BufferId m = g.buffer("w.m", 1024, BufferKind::kOptimState);
+  const BufferId grad = g.buffer("w.grad", 1024, BufferKind::kGrad);
+  g.op("fwd_bwd", Phase::kBackward, {w}, {grad});
+  g.op("adam", Phase::kOptimizer, {grad}, {}, {w, m});
+  set_times(g.graph, {2});
+  Plan plan = make_plan({Step::compute(0), Step::swap_out(grad), Step::swap_out(w),
+                         Step::compute(1, Tier::kHost), Step::swap_in(w), Step::free(grad)},
+                        4096);
+  plan.placement = {{m, Tier::kHost}};
+  plan.offsets = {{w, 0}, {grad, 1024}};
+  plan.stay_offsets = {{w, {0}}};
+  EXPECT_TRUE(simulate(g.graph, plan, test_hardware()).valid);
+  plan.stay_offsets = {{w, {2048}}};
+  EXPECT_EQ(simulate(g.graph, plan, test_hardware()).reason,
+            "end of plan: buffer 0 (\"w\") ends at offset 2048 but started at offset 0; the next "
+            "iteration needs it where it started");
+}
+
 TEST(Simulator, FreeingTheOnlyCopyOfAParameterIsInvalid) {
   GraphBuilder g;
   const BufferId w = g.buffer("w", 64, BufferKind::kParam);

@@ -17,9 +17,10 @@ namespace memwall {
 // One LayoutBuffer per buffer of non-zero size that the simulated plan ever
 // places in device memory (ids are buffer ids). Its lifetime runs from its
 // first allocation to its last release in the simulator's sequence numbers
-// (Residency): a plan pins one offset per buffer, so a buffer swapped out
-// and back in, or dropped and recomputed, keeps its address in between.
-// Alignment 1; capacity `capacity`.
+// (Residency): one offset per buffer, so a buffer swapped out and back in,
+// or dropped and recomputed, keeps its address in between (what the
+// allocation traces of `alloc-replay` use; plans are laid out per stay by
+// stay_layout_problem below). Alignment 1; capacity `capacity`.
 LayoutProblem plan_layout_problem(const Graph& graph, std::span<const Residency> residencies,
                                   uint64_t capacity);
 
@@ -33,15 +34,18 @@ Plan pin_offsets(Plan plan, const Graph& graph, const LayoutProblem& problem, co
 // address per device stay. One item per stay of a buffer that is not
 // persistent state, stays that an in-place step continues
 // (Residency::continues) merged into one, so that the new version stays in
-// its predecessor's memory; one item per persistent buffer for all its
-// stays; one per device run of an op with a workspace.
+// its predecessor's memory, and the first and last stay of persistent state
+// that starts on the device and is there at the end (the next iteration
+// starts where this one ends); one per device run of an op with a
+// workspace.
 // Items of zero bytes are left out. Alignment 1; capacity `capacity`.
 struct StayLayoutProblem {
   LayoutProblem problem;              // ids: item indices
   std::vector<int64_t> item_of_stay;  // per residency: index into problem.buffers, -1: none
   std::vector<OpId> workspace_of;     // per item: the op whose workspace it is, or -1
 };
-StayLayoutProblem stay_layout_problem(const Graph& graph, std::span<const Residency> residencies,
+StayLayoutProblem stay_layout_problem(const Graph& graph, const Plan& plan,
+                                      std::span<const Residency> residencies,
                                       std::span<const Residency> workspaces, uint64_t capacity);
 // `plan` with offsets, stay offsets and workspace offsets from `layout`, a
 // layout of `stays.problem`; zero-byte stays at offset 0.

@@ -87,12 +87,11 @@ struct Plan {
 // sits at stay_offsets[b][k - 1] for k >= 1 when the plan names it, else
 // at offsets[b]. In JSON a buffer's offset is a number (one address for
 // every stay) or an array, one per stay ("offsets": {"7": [0, 4096]}).
-// Persistent state keeps one address: the next iteration starts where this
-// one ends (validate_plan). Without per-stay addresses, a layout holds a
-// dropped activation's range until it comes back, and remat and swap plans
-// need far more than their budget (docs/exec.md).
-// The offset of b's stay `stay` (0-based), or nullopt when the plan pins
-// none for it.
+// Persistent state that starts on the device ends its iteration at the
+// offset it started at, where the next one starts (the simulator checks). Without per-stay
+// addresses, a layout holds a dropped activation's range until it comes back, and remat and swap
+// plans need far more than their budget (docs/exec.md). The offset of b's stay `stay` (0-based), or
+// nullopt when the plan pins none for it.
 std::optional<uint64_t> stay_offset(const Plan& plan, BufferId b, uint32_t stay);
 // The offset of the workspace of op's device run `run` (0-based), or nullopt.
 std::optional<uint64_t> workspace_offset(const Plan& plan, OpId op, uint32_t run);
