@@ -1,18 +1,20 @@
 // Note [Plan offsets at run time]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
-// A plan with `offsets` (memwall layout --plan) pins each device buffer to
-// an address in an arena of the plan's budget. The executor then gives the
-// emulated device that arena instead of the stitching allocator: a buffer
-// it creates (a binding, a swap-in, a version's copy) goes to its offset,
-// and a tensor a kernel allocates goes to the offset of an output of the op
-// of that size whose range is free, anything else (its scratch, which the
-// layout does not place) to the lowest gap that is free now and clear of
-// every output's range. A kernel may allocate a scratch buffer of its
-// output's size first: when the call returns, an output not at its offset
-// is moved there (one copy; the scratch is gone by then). A placement over
-// live memory fails the run: the layout was not for this run. The arena's
-// high-water mark is the measured device memory, against the live bytes'
-// peak.
+// A plan with `offsets` (memwall plan --out, memwall layout --plan) pins
+// each device stay of a buffer to an address in an arena of the plan's
+// budget (Note [Offsets per stay] in plan.h), and each op's workspace. The
+// executor then gives the emulated device that arena instead of the
+// stitching allocator: a stay it creates (a binding, a swap-in, a version's
+// copy) goes to its offset, and a tensor a kernel allocates goes to the
+// offset of an output of the op of that size whose range is free, anything
+// else (its scratch) to the op's workspace or, when that is full, to the
+// lowest gap that is free now and clear of every output's range (Note
+// [Scratch in the workspace] in device_memory.cc). A kernel may allocate a
+// scratch buffer of its output's size first: when the call returns, an
+// output not at its offset is moved there (one copy; the scratch is gone by
+// then). A placement over live memory fails the run: the layout was not for
+// this run. The arena's high-water mark is the measured device memory,
+// against the live bytes' peak.
 #pragma once
 #include <cstdint>
 #include <map>
