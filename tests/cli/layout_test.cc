@@ -302,6 +302,70 @@ TEST_P(PlanLayoutProperty, LayoutOfResidenciesPassesTheSimulator) {
   FAIL() << "no two co-resident buffers";
 }
 
+// Note [Offsets per stay]: the same random plans laid out per stay, with
+// their ops' workspace. The simulator accepts the pinned plan, and the
+// arena is never above the one-offset-per-buffer layout's nor below the
+// simulated peak (workspace included); a stay moved onto a co-resident one
+// is rejected.
+TEST_P(PlanLayoutProperty, LayoutOfStaysPassesTheSimulatorAndNeedsNoMore) {
+  Graph graph = small_model(find_model(GetParam()));
+  for (Op& op : graph.ops) {
+    if (op.phase == Phase::kBackward && op.id % 3 == 0) op.workspace = 4096;  // some scratch
+  }
+  const Hardware& hw = find_gpu("a100-80g");
+  const BufferUses uses(graph);
+  std::mt19937 rng(7);
+  std::vector<Eviction> evictions;
+  for (const Buffer& b : graph.buffers) {
+    if (b.kind != BufferKind::kActivation || !std::bernoulli_distribution(0.3)(rng)) continue;
+    std::optional<Eviction> gap = largest_gap(uses, b.id);
+    if (!gap) continue;
+    const OpId producer = uses.producer(b.id);
+    const bool recomputable = producer != kNoOp && graph.ops[producer].updates.empty();
+    gap->how = recomputable && rng() % 2 ? Eviction::How::kRecompute : Eviction::How::kSwap;
+    evictions.push_back(*gap);
+  }
+  const Plan plan = plan_with_evictions(graph, evictions, hw.name, uint64_t{1} << 60);
+  const SimResult sim = simulate(graph, plan, hw, {.record_residency = true});
+  ASSERT_TRUE(sim.valid) << sim.reason;
+  const StayLayoutProblem stays =
+      stay_layout_problem(graph, plan, sim.residencies, sim.workspaces, plan.budget);
+  ASSERT_EQ(stays.item_of_stay.size(), sim.residencies.size());
+  const DefaultLayoutResult layout = solve_default_layout(stays.problem, {.time_budget = 0.2});
+  ASSERT_EQ(check_layout(stays.problem, layout.layout), std::nullopt);
+  EXPECT_GE(layout.layout.arena, sim.peak_bytes[0]);
+  const LayoutProblem per_buffer = plan_layout_problem(graph, sim.residencies, plan.budget);
+  EXPECT_LE(live_lower_bound(stays.problem), live_lower_bound(per_buffer) + 4096);
+  const Plan pinned = pin_stay_offsets(plan, stays, layout.layout, sim.residencies);
+  EXPECT_FALSE(pinned.workspace_offsets.empty());
+  const SimResult check = simulate(graph, pinned, hw);
+  ASSERT_TRUE(check.valid) << check.reason;
+  EXPECT_EQ(check.peak_bytes[0], sim.peak_bytes[0]);
+  // Move the second stay of a buffer that moves onto an item co-resident
+  // with it: the simulator objects.
+  for (const auto& [buf, later] : pinned.stay_offsets) {
+    int64_t item = -1;
+    for (size_t r = 0, seen = 0; r < sim.residencies.size() && item < 0; ++r) {
+      if (sim.residencies[r].buf == buf && seen++ == 1) item = stays.item_of_stay[r];
+    }
+    if (item < 0) continue;
+    const LayoutBuffer& mine = stays.problem.buffers[static_cast<size_t>(item)];
+    for (size_t i = 0; i < stays.problem.buffers.size(); ++i) {
+      const LayoutBuffer& other = stays.problem.buffers[i];
+      if (static_cast<int64_t>(i) == item || mine.lower >= other.upper ||
+          other.lower >= mine.upper) {
+        continue;
+      }
+      Plan corrupt = pinned;
+      corrupt.stay_offsets[buf][0] = layout.layout.offsets[i];
+      const SimResult bad = simulate(graph, corrupt, hw);
+      ASSERT_FALSE(bad.valid);
+      EXPECT_NE(bad.reason.find("overlaps"), std::string::npos) << bad.reason;
+      return;
+    }
+  }
+}
+
 std::vector<std::string> zoo_names() {
   std::vector<std::string> names;
   for (const ModelInfo& m : model_zoo()) names.push_back(m.name);
