@@ -254,14 +254,10 @@ Graph small_model(const ModelInfo& info) {
 
 class PlanLayoutProperty : public ::testing::TestWithParam<std::string> {};
 
-// Random swaps and recomputes; the default layout of the plan's residencies
-// is accepted by the simulator, and the same layout with one buffer moved
-// onto a co-resident one is rejected for that overlap.
-TEST_P(PlanLayoutProperty, LayoutOfResidenciesPassesTheSimulator) {
-  const Graph graph = small_model(find_model(GetParam()));
-  const Hardware& hw = find_gpu("a100-80g");
+// About 30% of the activations swapped or recomputed over their largest gap.
+Plan random_eviction_plan(const Graph& graph, const Hardware& hw, unsigned seed) {
   const BufferUses uses(graph);
-  std::mt19937 rng(42);
+  std::mt19937 rng(seed);
   std::vector<Eviction> evictions;
   for (const Buffer& b : graph.buffers) {
     if (b.kind != BufferKind::kActivation || !std::bernoulli_distribution(0.3)(rng)) continue;
@@ -272,7 +268,16 @@ TEST_P(PlanLayoutProperty, LayoutOfResidenciesPassesTheSimulator) {
     gap->how = recomputable && rng() % 2 ? Eviction::How::kRecompute : Eviction::How::kSwap;
     evictions.push_back(*gap);
   }
-  const Plan plan = plan_with_evictions(graph, evictions, hw.name, uint64_t{1} << 60);
+  return plan_with_evictions(graph, evictions, hw.name, uint64_t{1} << 60);
+}
+
+// Random swaps and recomputes; the default layout of the plan's residencies
+// is accepted by the simulator, and the same layout with one buffer moved
+// onto a co-resident one is rejected for that overlap.
+TEST_P(PlanLayoutProperty, LayoutOfResidenciesPassesTheSimulator) {
+  const Graph graph = small_model(find_model(GetParam()));
+  const Hardware& hw = find_gpu("a100-80g");
+  const Plan plan = random_eviction_plan(graph, hw, 42);
   const SimResult sim = simulate(graph, plan, hw, {.record_residency = true});
   ASSERT_TRUE(sim.valid) << sim.reason;
   const LayoutProblem problem = plan_layout_problem(graph, sim.residencies, plan.budget);
@@ -313,19 +318,7 @@ TEST_P(PlanLayoutProperty, LayoutOfStaysPassesTheSimulatorAndNeedsNoMore) {
     if (op.phase == Phase::kBackward && op.id % 3 == 0) op.workspace = 4096;  // some scratch
   }
   const Hardware& hw = find_gpu("a100-80g");
-  const BufferUses uses(graph);
-  std::mt19937 rng(7);
-  std::vector<Eviction> evictions;
-  for (const Buffer& b : graph.buffers) {
-    if (b.kind != BufferKind::kActivation || !std::bernoulli_distribution(0.3)(rng)) continue;
-    std::optional<Eviction> gap = largest_gap(uses, b.id);
-    if (!gap) continue;
-    const OpId producer = uses.producer(b.id);
-    const bool recomputable = producer != kNoOp && graph.ops[producer].updates.empty();
-    gap->how = recomputable && rng() % 2 ? Eviction::How::kRecompute : Eviction::How::kSwap;
-    evictions.push_back(*gap);
-  }
-  const Plan plan = plan_with_evictions(graph, evictions, hw.name, uint64_t{1} << 60);
+  const Plan plan = random_eviction_plan(graph, hw, 7);
   const SimResult sim = simulate(graph, plan, hw, {.record_residency = true});
   ASSERT_TRUE(sim.valid) << sim.reason;
   const StayLayoutProblem stays =
