@@ -151,11 +151,13 @@ Plan pin_stay_offsets(Plan plan, const StayLayoutProblem& stays, const Layout& l
     const int64_t item = stays.item_of_stay[i];
     each[residencies[i].buf].push_back(item < 0 ? 0 : layout.offsets[static_cast<size_t>(item)]);
   }
-  for (auto& [buf, offsets] : each) {
+  // One offset for every stay, or the list (lambdas see no bindings in clang 14).
+  const auto all_equal = [](const std::vector<uint64_t>& v) {
+    return std::all_of(v.begin(), v.end(), [&](uint64_t o) { return o == v.front(); });
+  };
+  for (const auto& [buf, offsets] : each) {
     plan.offsets[buf] = offsets.front();
-    const bool one = std::all_of(offsets.begin(), offsets.end(),
-                                 [&](uint64_t o) { return o == offsets.front(); });
-    if (!one) plan.stay_offsets[buf].assign(offsets.begin() + 1, offsets.end());
+    if (!all_equal(offsets)) plan.stay_offsets[buf].assign(offsets.begin() + 1, offsets.end());
   }
   // Workspace items are in run order (SimResult::workspaces).
   for (size_t i = 0; i < problem.buffers.size(); ++i) {
@@ -164,9 +166,7 @@ Plan pin_stay_offsets(Plan plan, const StayLayoutProblem& stays, const Layout& l
     }
   }
   for (auto& [op, runs] : plan.workspace_offsets) {
-    if (std::all_of(runs.begin(), runs.end(), [&](uint64_t o) { return o == runs.front(); })) {
-      runs.resize(1);
-    }
+    if (all_equal(runs)) runs.resize(1);
   }
   return plan;
 }

@@ -85,7 +85,9 @@ void check_step(const Step& step, size_t index, const Graph& graph) {
 }
 
 void check_offsets(const Plan& plan, const Graph& graph) {
-  for (const auto& [id, offset] : plan.offsets) {
+  for (const auto& entry : plan.offsets) {
+    const auto& [id, offset] = entry;
+    const BufferId buffer = id;  // lambdas cannot capture bindings in clang 14
     if (!has_buffer(graph, id)) {
       fail("plan: offsets: buffer {} does not exist (the graph has {})", id,
            count(graph.buffers.size(), "buffer"));
@@ -101,7 +103,7 @@ void check_offsets(const Plan& plan, const Graph& graph) {
       const uint64_t end = checked_add(at, bytes, "plan: offsets: an offset plus its size");
       if (end > plan.budget) {
         fail("plan: offsets: {} at {} with {} bytes ends past the budget of {}",
-             buffer_label(graph, id), at, bytes, plan.budget);
+             buffer_label(graph, buffer), at, bytes, plan.budget);
       }
     };
     check_end(offset);
