@@ -120,19 +120,18 @@ StayLayoutProblem stay_layout_problem(const Graph& graph, const Plan& plan,
     b.size = std::max(b.size, bytes);
     out.item_of_stay[i] = item;
   }
+  out.workspace_of.assign(out.problem.buffers.size(), kNoOp);  // the stays' items
   for (const Residency& r : workspaces) {
     if (r.op < 0 || static_cast<size_t>(r.op) >= graph.ops.size()) {
       fail("workspace stay of unknown op {}", r.op);
     }
     if (graph.ops[r.op].workspace == 0) continue;
-    out.workspace_of.resize(out.problem.buffers.size(), kNoOp);
     out.workspace_of.push_back(r.op);
     out.problem.buffers.push_back({.id = static_cast<int64_t>(out.problem.buffers.size()),
                                    .lower = static_cast<int64_t>(r.alloc_seq),
                                    .upper = static_cast<int64_t>(r.release_seq),
                                    .size = graph.ops[r.op].workspace});
   }
-  out.workspace_of.resize(out.problem.buffers.size(), kNoOp);
   return out;
 }
 

@@ -87,20 +87,14 @@ c10::DataPtr DeviceMemory::allocate(size_t bytes) {
     // kernels' scratch leaves out) tries that gap first, so that it does not
     // take the start of a workspace that a large one fills to the byte.
     const auto [ws, ws_bytes] = workspace_;
-    std::vector<std::pair<uint64_t, uint64_t>> reserved;
-    if (!p) {
-      for (const Expected& e : expected_) reserved.emplace_back(e.offset, e.bytes);
-    }
     if (!p && ws_bytes > 0 && bytes < kSmallScratch) {
-      reserved.push_back(workspace_);
-      p = arena_->place_anywhere(bytes, reserved);
-      reserved.pop_back();
+      p = arena_->place_anywhere(bytes, reserved_ranges(/*with_workspace=*/true));
     }
     // A workspace the layout could not align (1-byte layouts) packs unaligned.
     const uint64_t align = ws % 64 == 0 ? 64 : 1;
     if (!p && ws_bytes > 0) p = arena_->place_within(ws, ws + ws_bytes, bytes, align);
     if (!p && ws_bytes > 0 && align > 1) p = arena_->place_within(ws, ws + ws_bytes, bytes, 1);
-    if (!p) p = arena_->place_anywhere(bytes, reserved);
+    if (!p) p = arena_->place_anywhere(bytes, reserved_ranges(/*with_workspace=*/false));
     if (!p) {
       TORCH_CHECK_WITH(OutOfMemoryError, false,
                        fmt::format("no room in the plan's arena of {} bytes for {} bytes with {} "
@@ -157,13 +151,19 @@ c10::DataPtr DeviceMemory::allocate_at(uint64_t offset, uint64_t bytes) {
   return {*p, *p, &release, c10::Device(c10::kCPU)};
 }
 
+std::vector<std::pair<uint64_t, uint64_t>> DeviceMemory::reserved_ranges(
+    bool with_workspace) const {
+  std::vector<std::pair<uint64_t, uint64_t>> reserved;
+  for (const Expected& e : expected_) reserved.emplace_back(e.offset, e.bytes);
+  if (with_workspace && workspace_.second > 0) reserved.push_back(workspace_);
+  return reserved;
+}
+
 c10::DataPtr DeviceMemory::allocate_aside(size_t bytes) {
   if (arena_ == nullptr) return allocate(bytes);
   std::lock_guard<std::mutex> lock(mutex_);
-  std::vector<std::pair<uint64_t, uint64_t>> reserved;
-  for (const Expected& e : expected_) reserved.emplace_back(e.offset, e.bytes);
-  if (workspace_.second > 0) reserved.push_back(workspace_);
-  const std::optional<void*> p = arena_->place_anywhere(bytes, reserved);
+  const std::optional<void*> p =
+      arena_->place_anywhere(bytes, reserved_ranges(/*with_workspace=*/true));
   if (!p) {
     TORCH_CHECK_WITH(OutOfMemoryError, false,
                      fmt::format("no room in the plan's arena of {} bytes for {} bytes clear of "

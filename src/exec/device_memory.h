@@ -83,6 +83,8 @@ class DeviceMemory final : public c10::Allocator {
 
  private:
   void note_allocated(void* ptr, uint64_t bytes, uint64_t allocated);  // under mutex_
+  // The running op's output ranges, and its workspace (under mutex_).
+  std::vector<std::pair<uint64_t, uint64_t>> reserved_ranges(bool with_workspace) const;
   struct Sizes {
     uint64_t bytes = 0, allocated = 0;
   };

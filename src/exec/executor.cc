@@ -293,11 +293,9 @@ void Executor::bind_persistent() {
 StepMeasure Executor::iteration(int k, RunResult& result) {
   ++serial_;
   op_runs_.assign(graph_.ops.size(), 0);
-  // Note [Offsets per stay]: stays count per iteration; persistent state on
-  // the device is in its first stay, where the last one left it.
-  for (const Buffer& b : graph_.buffers) {
-    if (!is_persistent(b.kind)) continue;
-    Slot& s = slots_[b.id];
+  // Note [Offsets per stay]: stays count per iteration; what is on the
+  // device already (persistent state) is in its first stay.
+  for (Slot& s : slots_) {
     s.stays = static_cast<bool>(s.device) ? 1 : 0;
     s.stay_began = 0;
   }
@@ -373,7 +371,6 @@ void Executor::end_iteration() {
   for (const Buffer& b : graph_.buffers) {
     if (is_persistent(b.kind)) continue;
     Slot& s = slots_[b.id];
-    s.stays = 0;
     s.device = c10::Storage();
     s.host.reset();
     drop_nvme(s);

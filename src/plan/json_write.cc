@@ -6,6 +6,7 @@
 // before the disk is touched. plan_to_json() parses this text, so the DOM and
 // the file can never disagree.
 #include <charconv>
+#include <span>
 #include <string>
 
 #include "memwall/graph/describe.h"
@@ -125,17 +126,9 @@ class Writer {
     for (const auto& [id, offset] : plan_.offsets) {
       key(id, "offsets", first);
       const auto later = plan_.stay_offsets.find(id);
-      if (later == plan_.stay_offsets.end() || later->second.empty()) {
-        checked_offset("offsets", "buffer", id, offset);
-        continue;
-      }
-      out_ += '[';
-      checked_offset("offsets", "buffer", id, offset);
-      for (const uint64_t o : later->second) {
-        out_ += ',';
-        checked_offset("offsets", "buffer", id, o);
-      }
-      out_ += ']';
+      one_or_array("offsets", "buffer", id, {&offset, 1},
+                   later == plan_.stay_offsets.end() ? std::span<const uint64_t>()
+                                                     : std::span<const uint64_t>(later->second));
     }
     out_ += "\n}"sv;
   }
@@ -145,21 +138,28 @@ class Writer {
     for (const auto& [id, runs] : plan_.workspace_offsets) {
       key(id, "workspace_offsets", first);
       if (runs.empty()) fail("plan: \"workspace_offsets\": op {} has no offset", id);
-      if (runs.size() > 1) out_ += '[';
-      for (size_t i = 0; i < runs.size(); ++i) {
-        if (i > 0) out_ += ',';
-        checked_offset("workspace_offsets", "op", id, runs[i]);
-      }
-      if (runs.size() > 1) out_ += ']';
+      one_or_array("workspace_offsets", "op", id, runs, {});
     }
     out_ += "\n}"sv;
   }
-  void checked_offset(const char* field, const char* what, int32_t id, uint64_t offset) {
-    if (offset > kMaxBytes) {
-      fail("plan: \"{}\": the offset of {} {} is {}, above the limit of 2^62 bytes", field, what,
-           id, offset);
+  // `head` then `tail`: one offset as a number, more as an array.
+  void one_or_array(const char* field, const char* what, int32_t id, std::span<const uint64_t> head,
+                    std::span<const uint64_t> tail) {
+    const bool array = head.size() + tail.size() > 1;
+    if (array) out_ += '[';
+    bool comma = false;
+    for (const std::span<const uint64_t> part : {head, tail}) {
+      for (const uint64_t offset : part) {
+        if (offset > kMaxBytes) {
+          fail("plan: \"{}\": the offset of {} {} is {}, above the limit of 2^62 bytes", field,
+               what, id, offset);
+        }
+        if (comma) out_ += ',';
+        comma = true;
+        integer(offset);
+      }
     }
-    integer(offset);
+    if (array) out_ += ']';
   }
 
   void key(BufferId buffer, const char* field, bool& first) {

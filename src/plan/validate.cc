@@ -84,38 +84,31 @@ void check_step(const Step& step, size_t index, const Graph& graph) {
   }
 }
 
+// One stay of buffer `id` at `at`: below 2^62 and within the budget.
+void check_offset(const Plan& plan, const Graph& graph, BufferId id, uint64_t at) {
+  if (at > kMaxBytes) {
+    fail("plan: offsets: {} at {} is above the limit of 2^62 bytes", buffer_label(graph, id), at);
+  }
+  const uint64_t bytes = graph.buffers[id].bytes;
+  // Both operands are at most 2^62 for a valid graph; checked_add guards
+  // the sum for any other.
+  const uint64_t end = checked_add(at, bytes, "plan: offsets: an offset plus its size");
+  if (end > plan.budget) {
+    fail("plan: offsets: {} at {} with {} bytes ends past the budget of {}",
+         buffer_label(graph, id), at, bytes, plan.budget);
+  }
+}
+
 void check_offsets(const Plan& plan, const Graph& graph) {
-  for (const auto& entry : plan.offsets) {
-    const auto& [id, offset] = entry;
-    const BufferId buffer = id;  // lambdas cannot capture bindings in clang 14
+  for (const auto& [id, offset] : plan.offsets) {
     if (!has_buffer(graph, id)) {
       fail("plan: offsets: buffer {} does not exist (the graph has {})", id,
            count(graph.buffers.size(), "buffer"));
     }
-    if (offset > kMaxBytes) {
-      fail("plan: offsets: {} at {} is above the limit of 2^62 bytes", buffer_label(graph, id),
-           offset);
-    }
-    const uint64_t bytes = graph.buffers[id].bytes;
-    const auto check_end = [&](uint64_t at) {
-      // Both operands are at most 2^62 for a valid graph; checked_add guards
-      // the sum for any other.
-      const uint64_t end = checked_add(at, bytes, "plan: offsets: an offset plus its size");
-      if (end > plan.budget) {
-        fail("plan: offsets: {} at {} with {} bytes ends past the budget of {}",
-             buffer_label(graph, buffer), at, bytes, plan.budget);
-      }
-    };
-    check_end(offset);
+    check_offset(plan, graph, id, offset);
     const auto later = plan.stay_offsets.find(id);
     if (later == plan.stay_offsets.end()) continue;
-    for (const uint64_t at : later->second) {
-      if (at > kMaxBytes) {
-        fail("plan: offsets: {} at {} is above the limit of 2^62 bytes", buffer_label(graph, id),
-             at);
-      }
-      check_end(at);
-    }
+    for (const uint64_t at : later->second) check_offset(plan, graph, id, at);
   }
   for (const auto& [id, later] : plan.stay_offsets) {
     if (!plan.offsets.contains(id))

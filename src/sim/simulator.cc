@@ -131,7 +131,6 @@ struct Release {
   uint64_t bytes;
   BufferId buf;        // -1: workspace
   uint32_t residency;  // index into SimResult::residencies (workspace: ::workspaces), when recorded
-  OpId workspace_op;   // the workspace's op; -1 for a buffer
   uint64_t at;         // its arena offset; kNoOffset when it holds none
   bool operator>(const Release& other) const { return time > other.time; }
 };
@@ -243,7 +242,7 @@ class Simulator {
         const auto held = arena_.find(r.at);
         if (held != arena_.end() && --held->second.holds == 0) arena_.erase(held);
       }
-      if ((r.buf >= 0 || r.workspace_op >= 0) && options_.record_residency) {
+      if (options_.record_residency) {
         Residency& stay =
             r.buf >= 0 ? result_.residencies[r.residency] : result_.workspaces[r.residency];
         stay.release_seq = event_seq_++;
@@ -303,7 +302,7 @@ class Simulator {
     uint64_t at = kNoOffset;
     if (b >= 0 && bytes > 0 && !stays_.empty()) at = held_at_[b];
     if (b < 0 && places_workspace()) at = workspace_at_;
-    releases_.push_back({time, bytes, b, residency, b >= 0 ? kNoOp : current_op(), at});
+    releases_.push_back({time, bytes, b, residency, at});
     std::push_heap(releases_.begin(), releases_.end(), std::greater<>());
   }
   // Arena entries name a buffer, or an op's workspace as -2 - op.
