@@ -7,8 +7,43 @@
 #
 # Shapes only: every rule reads tensor sizes and scalar arguments, so it
 # applies to meta tensors (the trace) and real ones alike.
+import collections
 import os
 import re
+
+# Note [Workspace span] (graph/types.h): `workspace` is what the scratch adds
+# to the live total, counted against the op's outputs as if they existed
+# from the op's start; `span` is the scratch's own highest total, the one
+# range a layout must give it when the outputs have addresses of their own.
+Scratch = collections.namedtuple("Scratch", "workspace span")
+
+
+def as_scratch(value):
+    """A rule's result (bytes, or a Scratch) as a Scratch."""
+    if isinstance(value, Scratch):
+        return value
+    return Scratch(int(value), int(value))
+
+
+def replay(events):
+    """A kernel's allocations in the order it makes them, as the rules below
+    model them: ("+", key, bytes) scratch, ("out", bytes) an output (kept),
+    ("-", key) a free. Returns Scratch(workspace, span): the highest
+    scratch + outputs so far, less all the outputs; and the highest scratch."""
+    outputs = sum(e[1] for e in events if e[0] == "out")
+    live = {}
+    scratch = made = workspace = span = 0
+    for e in events:
+        if e[0] == "+":
+            live[e[1]] = e[2]
+            scratch += e[2]
+        elif e[0] == "-":
+            scratch -= live.pop(e[1])
+        else:
+            made += e[1]
+        span = max(span, scratch)
+        workspace = max(workspace, scratch + made - outputs)
+    return Scratch(max(workspace, 0), span)
 
 # oneDNN's convolutions keep activations and weights in layouts blocked by
 # 16 channels on AVX-512 CPUs (nChw16c; the rules were measured on one) and
@@ -70,7 +105,8 @@ def cpu_uses_mkldnn(x, w, stride, dilation, transposed, groups, threads):
 
 def _rtus_bytes(x, w, out_hw, stride, groups, block):
     """oneDNN's 1x1 convolutions with a stride copy the strided input of one
-    image into a dense buffer first ("reduce to unit stride")."""
+    image into a dense buffer first ("reduce to unit stride"), one per
+    thread (measured: 73,856 B at 2 threads for 36,864 B of one image)."""
     if tuple(w.shape[-2:]) != (1, 1) or all(s == 1 for s in stride) or groups > 1:
         return 0
     c = -(-int(x.shape[1]) // block) * block
@@ -89,13 +125,18 @@ def _depthwise(x, groups):
 
 
 def conv_forward_scratch(x, w, y, stride, dilation, transposed, groups, threads):
-    """CPU convolution forward. oneDNN: the input reordered to the blocked
-    layout (unless it has fewer channels than a block: a first layer's RGB
-    stays plain), the weight reordered, the output computed blocked and
-    reordered into the plain result: max(x' + w' + rtus, y'). A transposed
-    convolution (oneDNN's deconvolution) takes the same reorders (measured on
-    a U-Net's 2x2 up-convolutions: the blocked output, 8 channels padded to
-    16); its native path's columns are not modelled (0)."""
+    """CPU convolution forward, a Scratch. oneDNN: the input reordered to the
+    blocked layout (unless it has fewer channels than a block and the kernel
+    is larger than 1x1: a first layer's RGB stays plain, a 1x1 convolution
+    pads 8 channels to 16), the weight reordered, the output computed blocked
+    (y'); then those are freed but y', the plain output y is allocated and
+    y' reordered into it: workspace max(x' + w' + rtus + y' - y, y'), span
+    x' + w' + rtus + y'. A transposed convolution (oneDNN's deconvolution)
+    keeps its operands plain, computes into an output-sized buffer, then
+    makes the output and one more output-sized buffer beside it (measured
+    on 2x2 up-convolutions of 4-32 channels, with bias): workspace
+    max(x + w', 2y), span max(x + w' + y, 2y). Its native path's columns are
+    not modelled (0)."""
     if x.dim() != 4:
         return 0
     block = channel_block()
@@ -106,11 +147,27 @@ def conv_forward_scratch(x, w, y, stride, dilation, transposed, groups, threads)
             # Only the weight is reordered; a dense convolution keeps a
             # second weight-sized buffer (measured: 2w + a few KB).
             return _bytes(w) if _depthwise(x, groups) else 2 * _bytes(w)
-        xr = _blocked(x, block) if x.shape[1] >= block else 0
+        yb = _bytes(y)
+        if transposed:
+            return replay([("+", "x", _bytes(x)), ("+", "w", _bytes(w)), ("+", "y'", yb),
+                           ("-", "x"), ("-", "w"), ("out", yb), ("+", "e", yb), ("-", "y'"),
+                           ("-", "e")])
         out_hw = int(y.shape[2]) * int(y.shape[3])
-        sp = 0 if transposed else _rtus_bytes(x, w, out_hw, stride, groups, block)
-        return max(xr + _bytes(w) + sp, _blocked(y, block))
+        sp = threads * _rtus_bytes(x, w, out_hw, stride, groups, block)
+        return replay([("+", "x'", _reordered_input(x, w, block)), ("+", "w'", _bytes(w)),
+                       ("+", "rtus", sp), ("+", "y'", _blocked(y, block)), ("-", "x'"),
+                       ("-", "w'"), ("-", "rtus"), ("out", yb), ("-", "y'")])
     return _slow_columns(x, w, y, stride, dilation, groups)
+
+
+def _reordered_input(x, w, block):
+    """oneDNN reorders the activations to the blocked layout unless they
+    have fewer channels than a block and the kernel is larger than 1x1 (its
+    "first convolution" kernels read a plain RGB input); its 1x1 kernels
+    have no such path and pad (measured: 1, 3 and 8 channels at 3x3 stay
+    plain; 4 and 8 at 1x1 are padded to 16)."""
+    one_by_one = tuple(int(k) for k in w.shape[-2:]) == (1, 1)
+    return _blocked(x, block) if x.shape[1] >= block or one_by_one else 0
 
 
 def _slow_columns(x, w, y, stride, dilation, groups):
@@ -125,14 +182,17 @@ def _slow_columns(x, w, y, stride, dilation, groups):
 
 
 def conv_backward_scratch(g, x, w, stride, dilation, transposed, groups, mask, threads):
-    """CPU convolution_backward (mkldnn_convolution_backward). Two oneDNN
-    passes, each with reorders into blocked layouts:
-    - input gradient: g' + w' + gi' (then gi' and the plain gi together; a
-      strided convolution holds one more input-sized buffer);
-    - weight gradient: g' + x' + gw' (then gw' and the plain gw together).
-    In memwall's terms (scratch on top of the outputs gi and gw):
-    max(data pass - gi - gw, g' + x', w'). Transposed convolutions alike
-    (measured on the U-Net's up-convolutions: g' + x')."""
+    """CPU convolution_backward (mkldnn_convolution_backward), a Scratch. Two
+    oneDNN passes, each with reorders into blocked layouts:
+    - input gradient: g' + w' + gi', then g' and w' freed and the plain gi
+      made beside gi' (a strided convolution holds one more input-sized
+      buffer);
+    - weight gradient: g' + x' + gw' (x' as the forward reorders it), then
+      the plain gw beside gw'.
+    In memwall's terms (scratch on top of the outputs gi and gw) the
+    workspace is max(data pass - gi - gw, g' + x', w'), the span the data
+    pass's g' + w' + gi' or the weight pass's g' + x' + gw'. Transposed
+    convolutions alike (measured on the U-Net's up-convolutions: g' + x')."""
     if x.dim() != 4:
         return 0
     block = channel_block()
@@ -142,9 +202,13 @@ def conv_backward_scratch(g, x, w, stride, dilation, transposed, groups, mask, t
         return _slow_columns(x, w, g, stride, dilation, groups) if mask[0] or mask[1] else 0
     # A strided gradient (a slice of a concatenation's gradient: DenseNet's
     # last layer of each block) is first made contiguous, held for the whole op.
-    # oneDNN's deconvolution reorders such a gradient without the copy
-    # (measured on the U-Net's up-convolutions, whose gradients are slices).
-    copies = 0 if g.is_contiguous() or channels_last(g) or transposed else _bytes(g)
+    # oneDNN's deconvolution reorders such a gradient without the copy when
+    # its channels do not fill whole blocks (measured on the U-Net's
+    # up-convolutions, whose gradients are slices: 8 channels without a copy,
+    # 16 with one).
+    copies = 0 if g.is_contiguous() or channels_last(g) else _bytes(g)
+    if transposed and int(g.shape[1]) % block != 0:
+        copies = 0
     if channels_last(x):
         return copies + _channels_last_backward(x, w, groups)
     if _depthwise(x, groups) and int(w.shape[-2]) * int(w.shape[-1]) > 9:
@@ -152,22 +216,24 @@ def conv_backward_scratch(g, x, w, stride, dilation, transposed, groups, mask, t
         # hold one input-sized buffer (measured: x, or x - w when strided).
         return copies + _bytes(x)
     gb, wb = _blocked(g, block), _bytes(w)
-    xb = _blocked(x, block)
-    gi = _bytes(x) if mask[0] else 0
-    gw = _bytes(w) if mask[1] else 0
-    scratch = 0
+    events = [("+", "copy", copies)]
     if mask[0]:
-        strided = any(s != 1 for s in stride) and not _depthwise(x, groups)
-        data_peak = max(gb + wb + xb, xb + gi + (gi if strided else 0))
-        scratch = max(scratch, data_peak - gi - gw)
+        gi = _bytes(x)
+        events += [("+", "g'", gb), ("+", "w'", wb), ("+", "gi'", _blocked(x, block)),
+                   ("-", "w'"), ("-", "g'"), ("out", gi)]
+        if any(s != 1 for s in stride) and not _depthwise(x, groups):
+            events += [("+", "strided", gi), ("-", "strided")]
+        events += [("-", "gi'")]
     if mask[1]:
-        xr = xb if x.shape[1] >= block else 0
-        scratch = max(scratch, gb + xr, wb)
-    return copies + max(scratch, 0)
+        events += [("+", "g'", gb), ("+", "x'", _reordered_input(x, w, block)),
+                   ("+", "gw'", wb), ("-", "x'"), ("-", "g'"), ("out", _bytes(w)),
+                   ("-", "gw'")]
+    return replay(events + [("-", "copy")])
 
 
 CPU_RULES = {"convolution", "convolution_backward", "native_batch_norm",
-             "native_batch_norm_backward", "native_layer_norm", "native_layer_norm_backward"}
+             "native_batch_norm_backward", "native_layer_norm", "native_layer_norm_backward",
+             "binary_cross_entropy_with_logits"}
 # Rules of ATen's device-independent code, for every device.
 ANY_DEVICE_RULES = {"mse_loss"}
 
@@ -197,8 +263,8 @@ def _channels_last_backward(x, w, groups):
 
 
 def cpu_workspace(name, args, threads):
-    """Scratch bytes of one CPU aten op (overload packet name, its
-    arguments); 0 for ops without a rule."""
+    """Scratch of one CPU aten op (overload packet name, its arguments):
+    bytes, or a Scratch where the span differs; 0 for ops without a rule."""
     import torch
     tensor = torch.Tensor
     if name == "convolution" and len(args) >= 9:
@@ -215,6 +281,17 @@ def cpu_workspace(name, args, threads):
         g, x, w = args[0], args[1], args[2]
         return conv_backward_scratch(g, x, w, _as_list(args[4]), _as_list(args[6]),
                                      bool(args[7]), int(args[9]), list(args[10]), threads)
+    if name == "binary_cross_entropy_with_logits" and len(args) >= 2 and (
+            len(args) < 4 or args[3] is None):
+        # Loss.cpp: log_sigmoid(input) (its CPU kernel also fills an
+        # input-sized buffer, freed on return), then (1 - target) * input
+        # - log_sigmoid: the loss, the output itself without a reduction
+        # (measured: 2 x the input's bytes with mean or sum, 1x with none).
+        n = _bytes(args[0])
+        reduced = len(args) < 5 or int(args[4]) != 0
+        return replay([("+", "log_sigmoid", n), ("+", "buffer", n), ("-", "buffer")]
+                      + ([("+", "loss", n), ("-", "loss")] if reduced else [("out", n)])
+                      + [("-", "log_sigmoid")])
     if name == "native_batch_norm" and len(args) >= 6 and args[5]:
         # batch_norm_cpu_update_stats_template: per-channel mean and variance
         # sums in the accumulation type (fp32; fp64 for fp64) before the

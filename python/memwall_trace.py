@@ -180,7 +180,7 @@ class Buffer:
 
 class Op:
     __slots__ = ("name", "type", "phase", "ins", "outs", "updates", "flops", "bytes", "time",
-                 "workspace", "call")
+                 "workspace", "workspace_span", "call")
 
 
 def storage_key(t):
@@ -444,7 +444,9 @@ class Recorder(TorchDispatchMode):
         op.flops = memwall_flops.op_flops(name, args, out_tensors if out_tensors else [])
         op.bytes = traffic
         op.time = elapsed
-        op.workspace = self.scratch(func, args, kwargs, name)
+        # Note [Workspace span] (graph/types.h)
+        op.workspace, op.workspace_span = memwall_scratch.as_scratch(
+            self.scratch(func, args, kwargs, name))
         if self.kernels == "cuda" and name in memwall_scratch.CUBLAS_OPS:
             self.use_cublas_workspace(op, index)
         self.ops.append(op)
@@ -716,8 +718,11 @@ def to_graph(recorder, name, meta):
     for i, op in enumerate(ops):
         record = {"id": i, "name": op.name, "type": op.type, "phase": op.phase,
                   "in": [new_id[b] for b in op.ins], "out": [new_id[b] for b in op.outs],
-                  "updates": [new_id[b] for b in op.updates], "workspace": int(op.workspace),
-                  "flops": float(op.flops), "bytes": float(op.bytes), "time": op.time}
+                  "updates": [new_id[b] for b in op.updates], "workspace": int(op.workspace)}
+        span = int(getattr(op, "workspace_span", 0) or 0)
+        if span > op.workspace:  # Note [Workspace span] (graph/types.h)
+            record["workspace_span"] = span
+        record.update({"flops": float(op.flops), "bytes": float(op.bytes), "time": op.time})
         if op.call is not None:
             record["call"] = memwall_calls.remap(op.call, new_id)
         records.append(record)

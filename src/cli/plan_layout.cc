@@ -130,7 +130,7 @@ StayLayoutProblem stay_layout_problem(const Graph& graph, const Plan& plan,
     out.problem.buffers.push_back({.id = static_cast<int64_t>(out.problem.buffers.size()),
                                    .lower = static_cast<int64_t>(r.alloc_seq),
                                    .upper = static_cast<int64_t>(r.release_seq),
-                                   .size = graph.ops[r.op].workspace});
+                                   .size = contiguous_workspace(graph.ops[r.op])});
   }
   return out;
 }

@@ -116,6 +116,7 @@ void print_json(const Graph& graph, const Plan& plan, const Hardware& hw, const 
                         {"plan_steps", plan.steps.size()},
                         {"policy", result.arena ? "plan offsets" : policy},
                         {"measured_kernel_ops", measured_ops(graph)}};
+  if (result.arena) out["planned_arena_bytes"] = pinned_arena(plan, graph);
   nlohmann::json rows = nlohmann::json::array();
   for (size_t k = 0; k < result.steps.size(); ++k) {
     const exec::StepMeasure& m = result.steps[k];
@@ -179,12 +180,15 @@ void print_table(const Graph& graph, const Plan& plan, const Hardware& hw,
     const exec::StepMeasure& last = result.steps.back();
     // With offsets the arena is the device memory the run used: the figure
     // to hold against the predicted peak (docs/exec.md, "Plans with offsets").
+    const auto arena = static_cast<double>(last.arena_bytes);
+    const uint64_t planned = pinned_arena(plan, graph);
     std::cout << field(
         "arena (plan offsets)",
-        fmt::format(
-            "{} = {:.4f}x the predicted peak, {:.4f}x the live peak", human_bytes(last.arena_bytes),
-            static_cast<double>(last.arena_bytes) / static_cast<double>(p.device),
-            static_cast<double>(last.arena_bytes) / static_cast<double>(last.device_peak_bytes)));
+        fmt::format("{} = {:.4f}x the plan's arena of {}; {:.4f}x the predicted peak, {:.4f}x the "
+                    "live peak",
+                    human_bytes(last.arena_bytes), arena / static_cast<double>(planned),
+                    human_bytes(planned), arena / static_cast<double>(p.device),
+                    arena / static_cast<double>(last.device_peak_bytes)));
   }
   if (result.eager_equal) {
     std::cout << field("eager PyTorch", *result.eager_equal

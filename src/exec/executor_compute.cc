@@ -321,8 +321,10 @@ void Executor::expect_outputs(const CompiledCall& call) {
   if (graph_.ops[op_].workspace > 0 && !plan_.workspace_offsets.empty()) {
     // Note [Offsets per stay]: the op's run k has its own workspace.
     if (const auto at = workspace_offset(plan_, op_, op_runs_[op_]++)) {
-      workspace = {*at, graph_.ops[op_].workspace};
-      make_room(*at, graph_.ops[op_].workspace);
+      // Note [Workspace span]: the scratch's range holds all of it at once.
+      const uint64_t span = contiguous_workspace(graph_.ops[op_]);
+      workspace = {*at, span};
+      make_room(*at, span);
     }
   }
   memory_->expect(std::move(outputs), workspace);

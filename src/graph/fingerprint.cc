@@ -84,6 +84,8 @@ std::string graph_fingerprint(const Graph& graph) {
     h.add_list(op.out);
     h.add_list(op.updates);
     h.add(op.workspace);
+    // Only when it says more, so that graphs without spans keep their fingerprints.
+    if (op.workspace_span > op.workspace) h.add(op.workspace_span | (1ULL << 63));
   }
   return fmt::format("{:016x}", h.value());
 }

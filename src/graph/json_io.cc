@@ -233,9 +233,10 @@ void read_buffer(JsonCursor& cur, size_t index, Buffer& buffer) {
   if (problem.any()) fail_object("buffer", index, named ? &buffer.name : nullptr, problem);
 }
 
-constexpr std::array<std::string_view, 12> kOpFields = {
-    "\"id\"",      "\"name\"",      "\"type\"",  "\"phase\"", "\"in\"",   "\"out\"",
-    "\"updates\"", "\"workspace\"", "\"flops\"", "\"bytes\"", "\"time\"", "\"call\""};
+constexpr std::array<std::string_view, 13> kOpFields = {
+    "\"id\"",   "\"name\"",    "\"type\"",          "\"phase\"", "\"in\"",
+    "\"out\"",  "\"updates\"", "\"workspace\"",     "\"flops\"", "\"bytes\"",
+    "\"time\"", "\"call\"",    "\"workspace_span\""};
 
 // The op's "call" object, kept as its text (types.h): the executor's to read.
 void read_call(JsonCursor& cur, Op& op, Problem& problem) {
@@ -248,7 +249,21 @@ void read_call(JsonCursor& cur, Op& op, Problem& problem) {
 }
 
 void read_op(JsonCursor& cur, size_t index, Op& op) {
-  enum { kId, kName, kType, kPhase, kIn, kOut, kUpdates, kWorkspace, kFlops, kBytes, kTime, kCall };
+  enum {
+    kId,
+    kName,
+    kType,
+    kPhase,
+    kIn,
+    kOut,
+    kUpdates,
+    kWorkspace,
+    kFlops,
+    kBytes,
+    kTime,
+    kCall,
+    kWorkspaceSpan
+  };
   Problem problem;
   Fields fields(kOpFields);
   bool named = false;
@@ -282,6 +297,9 @@ void read_op(JsonCursor& cur, size_t index, Op& op) {
         break;
       case kWorkspace:
         op.workspace = read_size(cur, "workspace", kMaxBytes, problem);
+        break;
+      case kWorkspaceSpan:
+        op.workspace_span = read_size(cur, "workspace_span", kMaxBytes, problem);
         break;
       case kFlops:
         op.flops = read_amount(cur, "flops", problem);
@@ -401,7 +419,7 @@ bool canonical_buffer(JsonCursor& cur, size_t index, Buffer& buffer) {
 }
 
 bool canonical_op(JsonCursor& cur, size_t index, Op& op) {
-  std::optional<uint64_t> id, workspace;
+  std::optional<uint64_t> id, workspace, span;
   std::optional<std::string_view> text;
   std::optional<double> flops, bytes;
   if (!cur.try_literal("{\"id\":") || !(id = canonical_size(cur, kMaxId)) || *id != index) {
@@ -416,8 +434,13 @@ bool canonical_op(JsonCursor& cur, size_t index, Op& op) {
   if (!phase || !cur.try_literal(",\"in\":") || !canonical_list(cur, kMaxId, op.in) ||
       !cur.try_literal(",\"out\":") || !canonical_list(cur, kMaxId, op.out) ||
       !cur.try_literal(",\"updates\":") || !canonical_list(cur, kMaxId, op.updates) ||
-      !cur.try_literal(",\"workspace\":") || !(workspace = canonical_size(cur, kMaxBytes)) ||
-      !cur.try_literal(",\"flops\":") || !(flops = canonical_amount(cur)) ||
+      !cur.try_literal(",\"workspace\":") || !(workspace = canonical_size(cur, kMaxBytes))) {
+    return false;
+  }
+  if (cur.try_literal(",\"workspace_span\":") && !(span = canonical_size(cur, kMaxBytes))) {
+    return false;
+  }
+  if (!cur.try_literal(",\"flops\":") || !(flops = canonical_amount(cur)) ||
       !cur.try_literal(",\"bytes\":") || !(bytes = canonical_amount(cur)) ||
       !cur.try_literal(",\"time\":")) {
     return false;
@@ -435,6 +458,7 @@ bool canonical_op(JsonCursor& cur, size_t index, Op& op) {
   op.id = static_cast<OpId>(index);
   op.phase = *phase;
   op.workspace = *workspace;
+  op.workspace_span = span.value_or(0);
   op.flops = *flops;
   op.bytes = *bytes;
   return true;

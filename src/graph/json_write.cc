@@ -94,6 +94,10 @@ class Writer {
     ids("updates", o.updates);
     out_ += ",\"workspace\":"sv;
     integer(o.workspace);
+    if (o.workspace_span > o.workspace) {  // Note [Workspace span]
+      out_ += ",\"workspace_span\":"sv;
+      integer(o.workspace_span);
+    }
     out_ += ",\"flops\":"sv;
     number(o.flops, "flops");
     out_ += ",\"bytes\":"sv;

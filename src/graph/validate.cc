@@ -60,6 +60,18 @@ void check_op_fields(const Graph& graph, const Op& op, uint64_t buffer_bytes) {
     fail("graph: {}: \"workspace\" is {}, above the limit of 2^62 bytes", op_label(graph, op.id),
          op.workspace);
   }
+  if (op.workspace_span != 0 && op.workspace_span < op.workspace) {
+    fail(
+        "graph: {}: \"workspace_span\" is {}, below its workspace of {} bytes (Note "
+        "[Workspace span])",
+        op_label(graph, op.id), op.workspace_span, op.workspace);
+  }
+  if (op.workspace_span > kMaxBytes - buffer_bytes) {
+    fail(
+        "graph: {}: its workspace span of {} bytes and the graph's {} bytes of buffers exceed "
+        "2^62 bytes together",
+        op_label(graph, op.id), op.workspace_span, buffer_bytes);
+  }
   if (op.workspace > kMaxBytes - buffer_bytes) {
     fail(
         "graph: {}: its workspace of {} bytes and the graph's {} bytes of buffers exceed 2^62 "

@@ -1,4 +1,5 @@
 // Names of tiers and step kinds as they appear in memwall.plan/1.
+#include <algorithm>
 #include <array>
 
 #include "memwall/plan/plan.h"
@@ -37,6 +38,21 @@ std::optional<uint64_t> workspace_offset(const Plan& plan, OpId op, uint32_t run
   if (it->second.size() == 1) return it->second.front();
   if (run >= it->second.size()) return std::nullopt;
   return it->second[run];
+}
+
+uint64_t pinned_arena(const Plan& plan, const Graph& graph) {
+  uint64_t arena = 0;
+  const auto reach = [&](uint64_t offset, uint64_t bytes) {
+    if (bytes > 0) arena = std::max(arena, offset + bytes);
+  };
+  for (const auto& [b, offset] : plan.offsets) reach(offset, graph.buffers[b].bytes);
+  for (const auto& [b, later] : plan.stay_offsets) {
+    for (const uint64_t offset : later) reach(offset, graph.buffers[b].bytes);
+  }
+  for (const auto& [op, runs] : plan.workspace_offsets) {
+    for (const uint64_t offset : runs) reach(offset, contiguous_workspace(graph.ops[op]));
+  }
+  return arena;
 }
 
 std::string_view to_string(Tier tier) { return kTierNames.at(static_cast<size_t>(tier)); }

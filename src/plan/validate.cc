@@ -126,7 +126,7 @@ void check_workspace_offsets(const Plan& plan, const Graph& graph) {
       fail("plan: workspace_offsets: op {} does not exist (the graph has {})", id,
            count(graph.ops.size(), "op"));
     }
-    const uint64_t bytes = graph.ops[id].workspace;
+    const uint64_t bytes = contiguous_workspace(graph.ops[id]);  // Note [Workspace span]
     if (bytes == 0) {
       fail("plan: workspace_offsets: {} has no workspace to place", op_label(graph, id));
     }

@@ -293,7 +293,10 @@ class Simulator {
                      what);
     }
     if (b >= 0 && !stays_.empty()) return place_in_arena(b, bytes);
-    if (b < 0 && places_workspace()) return place_workspace(current_op(), bytes);
+    // Note [Workspace span]: the live total counts the workspace, the arena its span.
+    if (b < 0 && places_workspace()) {
+      return place_workspace(current_op(), contiguous_workspace(graph_.ops[current_op()]));
+    }
     return true;
   }
   void release_device(double time, uint64_t bytes, BufferId b) {

@@ -290,6 +290,7 @@ TEST_P(PlanLayoutProperty, LayoutOfResidenciesPassesTheSimulator) {
   const SimResult check = simulate(graph, pinned, hw);
   ASSERT_TRUE(check.valid) << check.reason;
   EXPECT_EQ(check.peak_bytes[0], sim.peak_bytes[0]);
+  EXPECT_EQ(pinned_arena(pinned, graph), layout.layout.arena);
 
   // Move a buffer onto one it is co-resident with: the simulator objects.
   for (size_t i = 0; i < problem.buffers.size(); ++i) {
@@ -311,11 +312,15 @@ TEST_P(PlanLayoutProperty, LayoutOfResidenciesPassesTheSimulator) {
 // their ops' workspace. The simulator accepts the pinned plan, and the
 // arena is never above the one-offset-per-buffer layout's nor below the
 // simulated peak (workspace included); a stay moved onto a co-resident one
-// is rejected.
+// is rejected. Some workspaces have a span beyond their bytes (Note
+// [Workspace span]): the layout gives them the span.
 TEST_P(PlanLayoutProperty, LayoutOfStaysPassesTheSimulatorAndNeedsNoMore) {
   Graph graph = small_model(find_model(GetParam()));
   for (Op& op : graph.ops) {
-    if (op.phase == Phase::kBackward && op.id % 3 == 0) op.workspace = 4096;  // some scratch
+    if (op.phase == Phase::kBackward && op.id % 3 == 0) {
+      op.workspace = 4096;  // some scratch
+      if (op.id % 2 == 0) op.workspace_span = 4096 + 8192;
+    }
   }
   const Hardware& hw = find_gpu("a100-80g");
   const Plan plan = random_eviction_plan(graph, hw, 7);
@@ -328,7 +333,7 @@ TEST_P(PlanLayoutProperty, LayoutOfStaysPassesTheSimulatorAndNeedsNoMore) {
   ASSERT_EQ(check_layout(stays.problem, layout.layout), std::nullopt);
   EXPECT_GE(layout.layout.arena, sim.peak_bytes[0]);
   const LayoutProblem per_buffer = plan_layout_problem(graph, sim.residencies, plan.budget);
-  EXPECT_LE(live_lower_bound(stays.problem), live_lower_bound(per_buffer) + 4096);
+  EXPECT_LE(live_lower_bound(stays.problem), live_lower_bound(per_buffer) + 4096 + 8192);
   const Plan pinned = pin_stay_offsets(plan, stays, layout.layout, sim.residencies);
   EXPECT_FALSE(pinned.workspace_offsets.empty());
   const SimResult check = simulate(graph, pinned, hw);

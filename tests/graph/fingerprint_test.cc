@@ -52,6 +52,7 @@ TEST(Fingerprint, EveryFieldAPlanDependsOnChangesIt) {
       {"op outputs", [](Graph& g) { g.ops[0].out = {}; }},
       {"op updates", [](Graph& g) { g.ops[2].updates = {}; }},
       {"op workspace", [](Graph& g) { g.ops[0].workspace = 17; }},
+      {"op workspace span", [](Graph& g) { g.ops[0].workspace_span = g.ops[0].workspace + 64; }},
       {"op order", [](Graph& g) { std::swap(g.ops[1], g.ops[2]); }},
       {"ids moved between lists",
        [](Graph& g) {

@@ -222,6 +222,30 @@ TEST(Json, GraphsWithoutCallsWriteAsBefore) {
   EXPECT_EQ(text.find("call"), std::string::npos);
 }
 
+// Note [Workspace span]: written only where it says more than the
+// workspace, right after it; read back by both readers.
+TEST(Json, WorkspaceSpanRoundTrips) {
+  Graph graph = testing::two_layer_step();
+  graph.ops[3].workspace_span = 19;  // workspace 7
+  graph.ops[0].workspace_span = 5;   // workspace 5: nothing more to say
+  const std::string text = graph_to_json_text(graph);
+  EXPECT_NE(text.find(R"("workspace":7,"workspace_span":19,"flops")"), std::string::npos) << text;
+  EXPECT_EQ(text.find("workspace_span"), text.rfind("workspace_span"));  // op 3's only
+  const Graph back = graph_from_json_text(text);
+  EXPECT_EQ(back.ops[3].workspace_span, 19u);
+  EXPECT_EQ(contiguous_workspace(back.ops[3]), 19u);
+  EXPECT_EQ(back.ops[0].workspace_span, 0u);
+  EXPECT_EQ(contiguous_workspace(back.ops[0]), 5u);
+  EXPECT_EQ(graph_from_json(nlohmann::json::parse(text)).ops[3].workspace_span, 19u);
+  // In any field order (the general reader).
+  nlohmann::json reordered = nlohmann::json::parse(text);
+  nlohmann::json op = reordered["ops"][3];
+  reordered["ops"][3] = {
+      {"workspace_span", 21}, {"id", 3},        {"name", op["name"]}, {"type", op["type"]},
+      {"phase", op["phase"]}, {"in", op["in"]}, {"out", op["out"]},   {"workspace", 7}};
+  EXPECT_EQ(graph_from_json_text(reordered.dump()).ops[3].workspace_span, 21u);
+}
+
 TEST(Json, FileRoundTripIsAtomic) {
   const fs::path dir = temp_dir();
   const std::string path = (dir / "g.json").string();

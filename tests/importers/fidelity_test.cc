@@ -68,6 +68,54 @@ TEST(Fidelity, CpuKernelScratchOfResnet18MatchesTheProfiler) {
   for (const Op& op : cuda.ops) EXPECT_EQ(op.workspace, 0u) << op.name;
 }
 
+// The U-Net of tests/exec/models.py (8-32 channels: outputs that do not
+// fill a 16-channel block, 1x1 and transposed convolutions, a logits loss).
+// Each rule's workspace and span (Note [Workspace span]) beside what
+// `memwall run` measured on the emulated device for the same op (torch
+// 2.14.1, 2 threads, AVX-512; docs/cost-model.md, "Kernel scratch", says
+// how): the rules leave out reorders of biases and small weights, under
+// 64 KiB each (Note [Scratch in the workspace]).
+TEST(Fidelity, CpuKernelScratchAndSpansOfAUNet) {
+  MEMWALL_REQUIRE_TORCH();
+  const Graph g = importers::trace_torch(
+      {.script = std::string(MEMWALL_SOURCE_DIR) + "/tests/exec/models.py:unet",
+       .kernels = "cpu",
+       .threads = 1});
+  struct Golden {
+    const char* op;
+    uint64_t workspace, span;  // measured: workspace, span
+  };
+  const std::vector<Golden> golden = {
+      // x' + w' + y' - y: y' pads 8 channels to 16 (measured 14,165,184 / 18,883,776).
+      {"dec1.conv1.convolution", 14'160'384, 18'878'976},
+      // A 1x1 kernel pads 8 input channels too (18,285,760 / 18,875,584).
+      {"head.convolution", 18'284'576, 18'874'400},
+      // Transposed: 2y with y, span the same (4,718,592 / 4,718,592).
+      {"up2.convolution", 4'718'592, 4'718'592},
+      // A 3x3 kernel reads one input channel plain: y' (9,437,184 / 9,437,952).
+      {"down1.conv1.convolution", 9'437'184, 9'437'472},
+      // g' + x' with x' padded (1x1) (18,897,248 / 18,897,284).
+      {"head.convolution_backward", 18'874'368, 18'874'400},
+      // gi' is twice gi: the span holds g' + gi' (14,162,656 / 18,883,584).
+      {"dec1.conv2.convolution_backward", 14'155'776, 18'876'672},
+      // A strided gradient of 16 channels is copied first (5,915,008 / 5,923,264);
+      // of 8 channels it is not (11,796,480 / 11,798,560).
+      {"up2.convolution_backward", 5'898'240, 5'906'432},
+      {"up1.convolution_backward", 11'796'480, 11'798'528},
+      // log_sigmoid and the unreduced loss (1,179,660 / 1,179,660).
+      {"loss.binary_cross_entropy_with_logits", 1'179'648, 1'179'648},
+  };
+  for (const Golden& row : golden) {
+    const Op* op = nullptr;
+    for (const Op& o : g.ops) {
+      if (o.name == row.op) op = &o;
+    }
+    ASSERT_NE(op, nullptr) << row.op;
+    EXPECT_EQ(op->workspace, row.workspace) << row.op;
+    EXPECT_EQ(contiguous_workspace(*op), row.span) << row.op;
+  }
+}
+
 // The measured step and the prediction agree within issue 20's target on a
 // small set: the two-Linear toy (the torch Adam loop's extra denom), the
 // GPT with dropout (the CPU's fp32 masks) and resnet18 b2 (convolution

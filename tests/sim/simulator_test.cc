@@ -360,6 +360,31 @@ TEST(Simulator, EachStayAndEachWorkspaceRunHasItsOwnAddress) {
             "plan pins addresses");
 }
 
+// Note [Workspace span]: the live total counts an op's workspace, its
+// address range the span.
+TEST(Simulator, AWorkspaceSitsOnItsSpanAndCountsItsBytes) {
+  SwapGraph s = swap_graph(1, 2, 1);
+  s.graph.ops[2].workspace = 16;
+  s.graph.ops[2].workspace_span = 40;
+  Plan plan = make_plan({Step::compute(0), Step::swap_out(s.a), Step::compute(1),
+                         Step::swap_in(s.a), Step::compute(2), Step::free(s.a), Step::free(s.b)},
+                        4096);
+  plan.offsets = {{s.a, 0}, {s.b, 1024}};
+  plan.stay_offsets = {{s.a, {1032}}};
+  plan.workspace_offsets = {{2, {2056}}};
+  const SimResult r = simulate(s.graph, plan, test_hardware());
+  ASSERT_TRUE(r.valid) << r.reason;
+  EXPECT_EQ(r.peak_bytes[0], 2 * 1024u + 8);  // the workspace's 16 bytes, not its span's 40
+  EXPECT_EQ(pinned_arena(plan, s.graph), 2056u + 40);
+  // 16 bytes at 992 end before b at 1024; its span does not.
+  plan.workspace_offsets = {{2, {992}}};
+  EXPECT_EQ(simulate(s.graph, plan, test_hardware()).reason,
+            "step 4 (compute): the workspace of op 2 (\"bwd\") at offset 992 overlaps buffer 1 "
+            "(\"b\") at offset 1024, which is still allocated");
+  plan.workspace_offsets = {{2, {984}}};
+  EXPECT_TRUE(simulate(s.graph, plan, test_hardware()).valid);
+}
+
 // A buffer still on the device at the end (a persistent one here) ends its
 // stay after every other release.
 TEST(Simulator, StaysOpenAtTheEndCloseLast) {

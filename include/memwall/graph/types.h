@@ -73,6 +73,9 @@ struct Op {
   BufferIds out;           // buffers created
   BufferIds updates;       // buffers modified in place
   uint64_t workspace = 0;  // scratch bytes held only while the op runs
+  // Note [Workspace span]: the contiguous bytes that scratch needs when the
+  // op's outputs sit at addresses of their own (0: `workspace` itself).
+  uint64_t workspace_span = 0;
   double flops = 0;
   double bytes = 0;            // memory traffic, for the cost model
   std::optional<double> time;  // measured seconds; overrides the cost model
@@ -81,6 +84,21 @@ struct Op {
   // run graphs ignore it.
   std::string call;
 };
+
+// Note [Workspace span]
+// ~~~~~~~~~~~~~~~~~~~~~
+// `workspace` is the bytes a kernel's scratch adds to the live total at its
+// highest, counted against the op's outputs as allocated from its start: a
+// oneDNN convolution computes into a blocked output, then allocates the real
+// output and reorders into it, so its scratch peak comes before the output
+// exists and the live total needs only the excess over the output. A layout
+// that gives the output its own address must still give all of the scratch
+// one range at once: the span (the scratch's own highest total, which is at
+// most workspace + the outputs' bytes). Memory counts use `workspace`;
+// addresses (the plan's workspace offsets, the layout) use the span.
+inline uint64_t contiguous_workspace(const Op& op) {
+  return op.workspace_span > op.workspace ? op.workspace_span : op.workspace;
+}
 
 struct Graph {
   std::string name;

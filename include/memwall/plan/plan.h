@@ -95,6 +95,10 @@ struct Plan {
 std::optional<uint64_t> stay_offset(const Plan& plan, BufferId b, uint32_t stay);
 // The offset of the workspace of op's device run `run` (0-based), or nullopt.
 std::optional<uint64_t> workspace_offset(const Plan& plan, OpId op, uint32_t run);
+// The arena a plan with offsets pins: the largest offset + size of any stay
+// or workspace run (its span: Note [Workspace span]); 0 without offsets.
+// For a validated plan of `graph` (every end is within the budget).
+uint64_t pinned_arena(const Plan& plan, const Graph& graph);
 
 std::string_view to_string(Tier tier);
 std::string_view to_string(StepKind kind);
