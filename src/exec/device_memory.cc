@@ -80,12 +80,11 @@ c10::DataPtr DeviceMemory::allocate(size_t bytes) {
       }
     }
     // Note [Scratch in the workspace]: a kernel's scratch goes to its op's
-    // workspace, aligned as PyTorch's CPU allocator aligns (64 bytes) when
-    // the workspace is, else packed, else to the lowest gap clear of the
-    // outputs. A small one
-    // (under kSmallScratch: a reordered bias or weight, which the model of
-    // kernels' scratch leaves out) tries that gap first, so that it does not
-    // take the start of a workspace that a large one fills to the byte.
+    // workspace (a range of the op's span, Note [Workspace span]), aligned as PyTorch's CPU
+    // allocator aligns (64 bytes) when the workspace is, else packed, else to the lowest gap clear
+    // of the outputs. A small one (under kSmallScratch: a reordered bias or weight, which the model
+    // of kernels' scratch leaves out) tries that gap first, so that it does not take the start of a
+    // workspace that a large one fills to the byte.
     const auto [ws, ws_bytes] = workspace_;
     if (!p && ws_bytes > 0 && bytes < kSmallScratch) {
       p = arena_->place_anywhere(bytes, reserved_ranges(/*with_workspace=*/true));
