@@ -132,6 +132,8 @@ struct Release {
   BufferId buf;        // -1: workspace
   uint32_t residency;  // index into SimResult::residencies (workspace: ::workspaces), when recorded
   uint64_t at;         // its arena offset; kNoOffset when it holds none
+  int32_t link = -1;   // what it waited for (its copy's reads), on the critical path
+  bool outgoing = false;  // a swap-out's: its device copy goes when the copy has read it
   bool operator>(const Release& other) const { return time > other.time; }
 };
 
@@ -299,13 +301,14 @@ class Simulator {
     }
     return true;
   }
-  void release_device(double time, uint64_t bytes, BufferId b) {
+  void release_device(double time, uint64_t bytes, BufferId b, int32_t link = -1,
+                      bool outgoing = false) {
     uint32_t residency = 0;
     if (options_.record_residency) residency = b >= 0 ? open_stay_[b] : open_workspace_;
     uint64_t at = kNoOffset;
     if (b >= 0 && bytes > 0 && !stays_.empty()) at = held_at_[b];
     if (b < 0 && places_workspace()) at = workspace_at_;
-    releases_.push_back({time, bytes, b, residency, at});
+    releases_.push_back({time, bytes, b, residency, at, link, outgoing});
     std::push_heap(releases_.begin(), releases_.end(), std::greater<>());
   }
   // Arena entries name a buffer, or an op's workspace as -2 - op.
@@ -373,6 +376,50 @@ class Simulator {
                    where(), arena_name(key), offset, arena_name(other->second.key), other->first);
   }
 
+  // Note [Waiting for an address]: with offsets, a step that places a stay
+  // (or a workspace) over a range whose release is still pending (an
+  // outgoing copy still reads it) waits for that release, as the executor's
+  // make_room does, and the thread that issues steps waits with it. A plan
+  // laid out with one profile's timings then runs under another's, slower
+  // where a copy takes longer than the layout assumed. A range held by
+  // anything else is not waited for: the placement reports the overlap.
+  // O(overlapping ranges x pending releases).
+  // `self`: a buffer whose own outgoing copy shares the range (a swap-in
+  // behind its swap-out; its copy starts after the host copy exists anyway).
+  Due range_released(uint64_t offset, uint64_t bytes, BufferId self = -1) const {
+    Due free{0, -1};
+    if (bytes == 0) return free;
+    auto it = arena_.lower_bound(offset);
+    if (it != arena_.begin() && std::prev(it)->second.end > offset) it = std::prev(it);
+    for (; it != arena_.end() && it->first < offset + bytes; ++it) {
+      for (const Release& r : releases_) {
+        if (r.outgoing && r.at == it->first && r.buf != self) {
+          free = later(free, {r.time, r.link});
+        }
+      }
+    }
+    return free;
+  }
+  // When the ranges of what `op` allocates next on the device (its outputs'
+  // next stays, its workspace's next run) are free.
+  Due room_for(const Op& op) const {
+    Due free{0, -1};
+    if (stays_.empty()) return free;
+    for (const BufferId b : op.out) {
+      if (state_[b].copies[kDevice].present) continue;  // a recompute keeps it
+      if (const auto at = stay_offset(plan_, b, stays_[b])) {
+        free = later(free, range_released(*at, bytes_of(b)));
+      }
+    }
+    if (op.workspace > 0 && places_workspace()) {
+      const uint32_t run = workspace_runs_.empty() ? 0 : workspace_runs_[op.id];
+      if (const auto at = workspace_offset(plan_, op.id, run)) {
+        free = later(free, range_released(*at, contiguous_workspace(op)));
+      }
+    }
+    return free;
+  }
+
   // ---- Host and NVMe memory ---------------------------------------------------------
   void tier_event(size_t tier, double time, int64_t delta) {
     tier_events_[tier].push_back({time, delta, step_});
@@ -396,9 +443,10 @@ class Simulator {
   // pending readers and outgoing copies).
   void drop(BufferId b, size_t tier, double time, Gone why) {
     Copy& c = copy(b, tier);
-    const double at = std::max({time, c.ready, c.read_end});
+    const Due released = later(later({time, -1}, c.due()), c.reads_done());
+    const double at = released.time;
     if (tier == kDevice) {
-      release_device(at, bytes_of(b), b);
+      release_device(at, bytes_of(b), b, released.link, why == Gone::kSwappedOut);
     } else {
       tier_event(tier, at, -static_cast<int64_t>(bytes_of(b)));
     }
@@ -561,6 +609,7 @@ class Simulator {
     const BufferIds taken = taken_over(s, op);
     // Writing over a buffer waits for its outgoing copies.
     for (const BufferId prev : taken) ready = later(*ready, copy(prev, kDevice).reads_done());
+    ready = later(*ready, room_for(op));  // Note [Waiting for an address]
     const Due natural = queue(Resource::kCompute);
     const Due start = later(natural, *ready);
     if (ready->time > natural.time) {
@@ -722,6 +771,15 @@ class Simulator {
     }
     const size_t source = from_host ? kHost : kNvme;
     const uint64_t bytes = bytes_of(b);
+    if (!stays_.empty()) {  // Note [Waiting for an address]: the issuing thread waits
+      if (const auto at = stay_offset(plan_, b, stays_[b])) {
+        const Due room = range_released(*at, bytes, b);
+        if (room.time > cursor_) {
+          cursor_ = room.time;
+          cursor_link_ = room.link;
+        }
+      }
+    }
     Copy& src = copy(b, source);
     Due h2d_ready = later(cursor(), src.due());
     if (source == kNvme) {

@@ -360,6 +360,33 @@ TEST(Simulator, EachStayAndEachWorkspaceRunHasItsOwnAddress) {
             "plan pins addresses");
 }
 
+// Note [Waiting for an address]: b placed where a's outgoing copy still
+// reads (d2h t=1..2) waits for it, as the executor does, instead of being
+// rejected: op 1 runs t=2..4, the swap-in t=2..3, op 2 t=4..5. Placed over
+// a live buffer it is still an overlap.
+TEST(Simulator, AStayWaitsForTheOutgoingCopyOfItsRange) {
+  const SwapGraph s = swap_graph(1, 2, 1);
+  Plan plan = make_plan({Step::compute(0), Step::swap_out(s.a), Step::compute(1),
+                         Step::swap_in(s.a), Step::compute(2), Step::free(s.a), Step::free(s.b)},
+                        4096);
+  plan.offsets = {{s.a, 0}, {s.b, 1024}};
+  plan.stay_offsets = {{s.a, {1032}}};
+  const SimResult apart = simulate(s.graph, plan, test_hardware());
+  ASSERT_TRUE(apart.valid) << apart.reason;
+  EXPECT_EQ(apart.iteration_time, 4.0);
+  EXPECT_EQ(apart.transfer_stall_time, 0.0);
+  plan.offsets[s.b] = 0;
+  const SimResult waited = simulate(s.graph, plan, test_hardware());
+  ASSERT_TRUE(waited.valid) << waited.reason;
+  EXPECT_EQ(waited.iteration_time, 5.0);
+  EXPECT_EQ(waited.transfer_stall_time, 1.0);
+  plan.offsets[s.b] = 1032;  // a's second stay's address, live from t=2
+  plan.stay_offsets = {{s.a, {1028}}};
+  EXPECT_EQ(simulate(s.graph, plan, test_hardware()).reason,
+            "step 3 (swap_in): buffer 0 (\"a\") at offset 1028 overlaps buffer 1 (\"b\") at "
+            "offset 1032, which is still allocated");
+}
+
 // Note [Workspace span]: the live total counts an op's workspace, its
 // address range the span.
 TEST(Simulator, AWorkspaceSitsOnItsSpanAndCountsItsBytes) {
