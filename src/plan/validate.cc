@@ -128,9 +128,10 @@ void check_workspace_offsets(const Plan& plan, const Graph& graph) {
     }
     const uint64_t bytes = contiguous_workspace(graph.ops[id]);  // Note [Workspace span]
     if (bytes == 0) {
-      fail("plan: workspace_offsets: {} has no workspace to place", op_label(graph, id));
+      fail("plan: workspace_offsets: {} has no workspace to place", detail::op_label(graph, id));
     }
-    if (runs.empty()) fail("plan: workspace_offsets: {} has no offset", op_label(graph, id));
+    if (runs.empty())
+      fail("plan: workspace_offsets: {} has no offset", detail::op_label(graph, id));
     for (const uint64_t offset : runs) {
       const uint64_t end =
           checked_add(offset, bytes, "plan: workspace_offsets: an offset plus its size");
@@ -138,7 +139,7 @@ void check_workspace_offsets(const Plan& plan, const Graph& graph) {
         fail(
             "plan: workspace_offsets: the workspace of {} at {} with {} bytes ends past the "
             "budget of {}",
-            op_label(graph, id), offset, bytes, plan.budget);
+            detail::op_label(graph, id), offset, bytes, plan.budget);
       }
     }
   }
