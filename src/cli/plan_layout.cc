@@ -125,7 +125,7 @@ StayLayoutProblem stay_layout_problem(const Graph& graph, const Plan& plan,
     if (r.op < 0 || static_cast<size_t>(r.op) >= graph.ops.size()) {
       fail("workspace stay of unknown op {}", r.op);
     }
-    if (graph.ops[r.op].workspace == 0) continue;
+    if (contiguous_workspace(graph.ops[r.op]) == 0) continue;
     out.workspace_of.push_back(r.op);
     out.problem.buffers.push_back({.id = static_cast<int64_t>(out.problem.buffers.size()),
                                    .lower = static_cast<int64_t>(r.alloc_seq),

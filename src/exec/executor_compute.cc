@@ -318,7 +318,7 @@ void Executor::expect_outputs(const CompiledCall& call) {
     }
   }
   std::pair<uint64_t, uint64_t> workspace{0, 0};
-  if (graph_.ops[op_].workspace > 0 && !plan_.workspace_offsets.empty()) {
+  if (contiguous_workspace(graph_.ops[op_]) > 0 && !plan_.workspace_offsets.empty()) {
     // Note [Offsets per stay]: the op's run k has its own workspace.
     if (const auto at = workspace_offset(plan_, op_, op_runs_[op_]++)) {
       // Note [Workspace span]: the scratch's range holds all of it at once.
@@ -347,6 +347,10 @@ void Executor::take_results(const Op& op, const CompiledCall& call, torch::jit::
       return;
     }
     const int64_t b = r.id;
+    // A recompute's output still on the device keeps its storage, at its
+    // offset: the call's new one (the same bits, made wherever a kernel's
+    // allocation went) goes with the stack.
+    if (b >= 0 && static_cast<bool>(slots_[b].device) && slots_[b].stay_began != serial_) return;
     if (b >= 0) {
       slots_[b].device = at_its_offset(static_cast<BufferId>(b), tensor.storage());
       slots_[b].arrived = runtime::CopyEvent();

@@ -47,7 +47,7 @@ MilpGraph op_graph(const Graph& graph, const Hardware& hw) {
   }
   for (const Op& op : graph.ops) {
     g.cost[op.id] = op_time(hw, graph, op);
-    g.workspace[op.id] = op.workspace;
+    g.workspace[op.id] = contiguous_workspace(op);
     g.ops[op.id] = {op.id};
     g.once[op.id] = !recomputable(graph, op);
     const auto use = [&](BufferId b) {

@@ -153,7 +153,7 @@ MilpGraph group_graph(const Graph& graph, const Hardware& hw, int nodes) {
       for (const int v : g.in[k]) {
         if (lives[buffer_of[v]].last_use >= i) inputs += g.bytes[v];
       }
-      most = std::max(most, inputs + made + inside + op.workspace);
+      most = std::max(most, inputs + made + inside + contiguous_workspace(op));
       // The node's own buffers go after their last use, or their producer
       // when nothing reads them.
       const auto release = [&](BufferId b) {

@@ -182,7 +182,7 @@ class Dtr {
 
   void execute(const Frame& frame) {
     const Op& op = g_.ops[frame.op];
-    uint64_t need = op.workspace;
+    uint64_t need = contiguous_workspace(op);
     for (const BufferId b : op.out) {
       ++s_.locks[b];
       if (!s_.resident[b]) need += g_.buffers[b].bytes;  // recompute re-creates all of them

@@ -104,7 +104,7 @@ DtrFacts::DtrFacts(const Graph& g, const Hardware& hw) : graph(g), uses(g), live
   uint64_t alive = 0;
   for (const Op& op : g.ops) {
     alive += delta[op.id];
-    uint64_t bytes = alive + op.workspace;
+    uint64_t bytes = alive + contiguous_workspace(op);
     for (size_t k = 0; k < op.in.size(); ++k) {
       const BufferId b = op.in[k];
       const BufferId* first = op.in.data();

@@ -226,7 +226,7 @@ RematBound remat_lower_bound(const Graph& graph) {
     }
     std::sort(held.begin(), held.end());
     held.erase(std::unique(held.begin(), held.end()), held.end());
-    uint64_t working = op.workspace;
+    uint64_t working = contiguous_workspace(op);
     for (const BufferId b : held) {
       if (!is_persistent(graph.buffers[b].kind)) working += graph.buffers[b].bytes;
     }

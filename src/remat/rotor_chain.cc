@@ -96,7 +96,7 @@ uint64_t stage_peak(const Graph& graph, std::span<const OpId> ops, uint64_t init
         state[b] = 1;
       }
     }
-    peak = std::max(peak, cur + out + op.workspace);
+    peak = std::max(peak, cur + out + contiguous_workspace(op));
     cur += out;
     const auto release = [&](BufferId b) {
       if (state[b] != 1 || keep[b]) return;

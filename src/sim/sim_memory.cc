@@ -72,9 +72,9 @@ bool Simulator::allocate_device(double time, uint64_t bytes, BufferId b) {
                    where(), device_bytes_ - plan_.budget, device_bytes_, plan_.budget, time, what);
   }
   if (b >= 0 && !stays_.empty()) return place_in_arena(b, bytes);
-  // Note [Workspace span]: the live total counts the workspace, the arena its span.
+  // Note [Workspace span]: `bytes` is the op's span.
   if (b < 0 && places_workspace()) {
-    return place_workspace(current_op(), contiguous_workspace(graph_.ops[current_op()]));
+    return place_workspace(current_op(), bytes);
   }
   return true;
 }
@@ -171,7 +171,7 @@ Due Simulator::room_for(const Op& op) const {
       free = later(free, range_released(*at, bytes_of(b)));
     }
   }
-  if (op.workspace > 0 && places_workspace()) {
+  if (contiguous_workspace(op) > 0 && places_workspace()) {
     const uint32_t run = workspace_runs_.empty() ? 0 : workspace_runs_[op.id];
     if (const auto at = workspace_offset(plan_, op.id, run)) {
       free = later(free, range_released(*at, contiguous_workspace(op)));

@@ -291,9 +291,10 @@ bool Simulator::allocate_outputs(const Step& s, const Op& op, double alloc_time,
     ever_created_[b] = 1;
     if (!allocate_device(alloc_time, bytes_of(b), b)) return false;
   }
-  if (op.workspace > 0) {
-    if (!allocate_device(alloc_time, op.workspace, -1)) return false;
-    release_device(end.time, op.workspace, -1);
+  // Note [Workspace span]: a plan holds the span while the op runs.
+  if (const uint64_t span = contiguous_workspace(op); span > 0) {
+    if (!allocate_device(alloc_time, span, -1)) return false;
+    release_device(end.time, span, -1);
   }
   return true;
 }

@@ -238,7 +238,7 @@ uint64_t step_workspace(const Graph& g, const ModelState& s) {
   }
   uint64_t peak = 0;
   for (size_t i = 0; i < s.ops.size(); ++i) {
-    uint64_t live = g.ops[s.ops[i]].workspace;
+    uint64_t live = contiguous_workspace(g.ops[s.ops[i]]);
     for (size_t t = 0; t < s.temps.size(); ++t) {
       if (first[t] <= i && i <= last[t]) {
         live = checked_add(live, g.buffers[s.temps[t]].bytes, "an optimizer step's workspace");

@@ -3,6 +3,8 @@
 // every expected figure is exact in floating point.
 #include "memwall/sim/simulator.h"
 
+#include "memwall/graph/graph.h"
+
 #include <gtest/gtest.h>
 
 #include <string>
@@ -387,12 +389,17 @@ TEST(Simulator, AStayWaitsForTheOutgoingCopyOfItsRange) {
             "offset 1032, which is still allocated");
 }
 
-// Note [Workspace span]: the live total counts an op's workspace, its
-// address range the span.
+// Note [Workspace span]: a plan holds an op's span while the op runs (the
+// simulator counts and places it); the eager memory profile, like PyTorch's
+// allocator, counts the workspace.
 TEST(Simulator, AWorkspaceSitsOnItsSpanAndCountsItsBytes) {
   SwapGraph s = swap_graph(1, 2, 1);
   s.graph.ops[2].workspace = 16;
   s.graph.ops[2].workspace_span = 40;
+  const SimResult kept = simulate(s.graph, default_plan(s.graph, "test", 4096), test_hardware());
+  ASSERT_TRUE(kept.valid) << kept.reason;
+  EXPECT_EQ(kept.peak_bytes[0], 1024u + 8 + 40);
+  EXPECT_EQ(memory_profile(s.graph).peak_bytes, 1024u + 8 + 16);
   Plan plan = make_plan({Step::compute(0), Step::swap_out(s.a), Step::compute(1),
                          Step::swap_in(s.a), Step::compute(2), Step::free(s.a), Step::free(s.b)},
                         4096);
@@ -401,7 +408,7 @@ TEST(Simulator, AWorkspaceSitsOnItsSpanAndCountsItsBytes) {
   plan.workspace_offsets = {{2, {2056}}};
   const SimResult r = simulate(s.graph, plan, test_hardware());
   ASSERT_TRUE(r.valid) << r.reason;
-  EXPECT_EQ(r.peak_bytes[0], 2 * 1024u + 8);  // the workspace's 16 bytes, not its span's 40
+  EXPECT_EQ(r.peak_bytes[0], 2 * 1024u + 8);  // both stays of a, during the swap
   EXPECT_EQ(pinned_arena(plan, s.graph), 2056u + 40);
   // 16 bytes at 992 end before b at 1024; its span does not.
   plan.workspace_offsets = {{2, {992}}};

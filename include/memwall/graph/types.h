@@ -94,8 +94,10 @@ struct Op {
 // exists and the live total needs only the excess over the output. A layout
 // that gives the output its own address must still give all of the scratch
 // one range at once: the span (the scratch's own highest total, which is at
-// most workspace + the outputs' bytes). Memory counts use `workspace`;
-// addresses (the plan's workspace offsets, the layout) use the span.
+// most workspace + the outputs' bytes). The eager memory profile (what
+// PyTorch's allocator holds, memory.cc) counts `workspace`; the simulator
+// and the planners, which plan for an arena, count and place the span, so
+// that a plan within its budget also lays out within it.
 inline uint64_t contiguous_workspace(const Op& op) {
   return op.workspace_span > op.workspace ? op.workspace_span : op.workspace;
 }
