@@ -719,7 +719,7 @@ def to_graph(recorder, name, meta):
         record = {"id": i, "name": op.name, "type": op.type, "phase": op.phase,
                   "in": [new_id[b] for b in op.ins], "out": [new_id[b] for b in op.outs],
                   "updates": [new_id[b] for b in op.updates], "workspace": int(op.workspace)}
-        span = int(getattr(op, "workspace_span", 0) or 0)
+        span = int(op.workspace_span)
         if span > op.workspace:  # Note [Workspace span] (graph/types.h)
             record["workspace_span"] = span
         record.update({"flops": float(op.flops), "bytes": float(op.bytes), "time": op.time})

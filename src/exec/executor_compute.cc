@@ -311,7 +311,7 @@ void Executor::expect_outputs(const CompiledCall& call) {
     // empty one occupies no address.
     const auto b = static_cast<BufferId>(r.id);
     if (graph_.buffers[b].bytes == 0) continue;
-    if (static_cast<bool>(slots_[b].device) && slots_[b].stay_began != serial_) continue;
+    if (kept_on_device(b)) continue;
     if (const std::optional<uint64_t> at = begin_stay(b)) {
       make_room(*at, graph_.buffers[b].bytes);
       outputs.emplace_back(*at, graph_.buffers[b].bytes);
@@ -350,7 +350,7 @@ void Executor::take_results(const Op& op, const CompiledCall& call, torch::jit::
     // A recompute's output still on the device keeps its storage, at its
     // offset: the call's new one (the same bits, made wherever a kernel's
     // allocation went) goes with the stack.
-    if (b >= 0 && static_cast<bool>(slots_[b].device) && slots_[b].stay_began != serial_) return;
+    if (b >= 0 && kept_on_device(static_cast<BufferId>(b))) return;
     if (b >= 0) {
       slots_[b].device = at_its_offset(static_cast<BufferId>(b), tensor.storage());
       slots_[b].arrived = runtime::CopyEvent();

@@ -128,6 +128,11 @@ class Executor {
   c10::Storage on_host(BufferId b);
   void cpu_step(const Op& op, const CompiledCall& call, RunResult& result);
   void apply(const Op& op, const CompiledCall& call, RunResult& result);
+  // A recompute's output still on the device from its earlier stay: it is
+  // kept where it is (no new stay).
+  bool kept_on_device(BufferId b) const {
+    return static_cast<bool>(slots_[b].device) && slots_[b].stay_began != serial_;
+  }
   c10::Storage at_its_offset(BufferId b, c10::Storage storage);
   void expect_outputs(const CompiledCall& call);
   void take_results(const Op& op, const CompiledCall& call, torch::jit::Stack& stack);

@@ -86,7 +86,12 @@ void Simulator::release_device(double time, uint64_t bytes, BufferId b, int32_t 
   uint64_t at = kNoOffset;
   if (b >= 0 && bytes > 0 && !stays_.empty()) at = held_at_[b];
   if (b < 0 && places_workspace()) at = workspace_at_;
-  releases_.push_back({time, bytes, b, residency, at, link, outgoing});
+  releases_.push_back({time, bytes, b, residency, at});
+  if (outgoing && at != kNoOffset) {  // Note [Waiting for an address]
+    if (const auto held = arena_.find(at); held != arena_.end()) {
+      held->second.leaving = later(held->second.leaving, {time, link});
+    }
+  }
   std::push_heap(releases_.begin(), releases_.end(), std::greater<>());
 }
 
@@ -146,18 +151,14 @@ bool Simulator::place_range(BufferId key, uint64_t offset, uint64_t bytes) {
 // laid out with one profile's timings then runs under another's, slower
 // where a copy takes longer than the layout assumed. A range held by
 // anything else is not waited for: the placement reports the overlap.
-// O(overlapping ranges x pending releases).
+// O(log + overlapping ranges).
 Due Simulator::range_released(uint64_t offset, uint64_t bytes, BufferId self) const {
   Due free{0, -1};
   if (bytes == 0) return free;
   auto it = arena_.lower_bound(offset);
   if (it != arena_.begin() && std::prev(it)->second.end > offset) it = std::prev(it);
   for (; it != arena_.end() && it->first < offset + bytes; ++it) {
-    for (const Release& r : releases_) {
-      if (r.outgoing && r.at == it->first && r.buf != self) {
-        free = later(free, {r.time, r.link});
-      }
-    }
+    if (it->second.key != self) free = later(free, it->second.leaving);
   }
   return free;
 }

@@ -66,8 +66,6 @@ struct Release {
   BufferId buf;        // -1: workspace
   uint32_t residency;  // index into SimResult::residencies (workspace: ::workspaces), when recorded
   uint64_t at;         // its arena offset; kNoOffset when it holds none
-  int32_t link = -1;   // what it waited for (its copy's reads), on the critical path
-  bool outgoing = false;  // a swap-out's: its device copy goes when the copy has read it
   bool operator>(const Release& other) const { return time > other.time; }
 };
 
@@ -143,6 +141,9 @@ class Simulator {
     uint64_t end;
     BufferId key;    // a buffer, or workspace_key(op)
     uint32_t holds;  // device stays holding the range
+    // When a swap-out copy that reads the range releases it (time < 0:
+    // none), and the copy's link (Note [Waiting for an address]).
+    Due leaving{-1, -1};
   };
   bool overlap(BufferId key, uint64_t offset, std::map<uint64_t, Held>::const_iterator other) {
     return fail_at(step_, "{}: {} at offset {} overlaps {} at offset {}, which is still allocated",
