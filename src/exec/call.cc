@@ -228,6 +228,15 @@ CompiledCall compile_call(const nlohmann::json& call, const std::string& op_name
       compiled.update = buffer_of(call.at("update"));
       return compiled;
     }
+    if (name == "memwall::sequence") {
+      compiled.kind = CompiledCall::Kind::kSequence;
+      compiled.name = name;
+      for (const nlohmann::json& step : call.at("steps")) {
+        compiled.steps.push_back(compile_call(step, op_name, host));
+      }
+      compiled.locals = call.at("locals").get<size_t>();
+      return compiled;
+    }
     if (name == "memwall::apply") {
       compiled.kind = CompiledCall::Kind::kApply;
       compiled.name = name;

@@ -52,8 +52,10 @@ struct CompiledCall {
   // parameter's optimizer step on the host (Note [CPU step calls]: `steps`
   // in order over `locals` temporaries, the parameter's references meaning
   // its master copy, which then gives `update` or the parameter its
-  // values); kApply, the device copy of `from` into `to`.
-  enum class Kind { kAten, kCpuStep, kApply } kind = Kind::kAten;
+  // values); kApply, the device copy of `from` into `to`; kSequence, a
+  // fused optimizer step kept on the device (Note [Device chunks] in
+  // swap/offload.cc): `steps` in order over `locals` temporaries.
+  enum class Kind { kAten, kCpuStep, kApply, kSequence } kind = Kind::kAten;
   std::vector<CompiledCall> steps;
   size_t locals = 0;
   int32_t param = -1, master = -1, update = -1, from = -1, to = -1;  // buffer ids

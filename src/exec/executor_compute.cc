@@ -123,6 +123,10 @@ void Executor::run_op(const Step& s, RunResult& result) {
     cpu_step(op, call, result);
     return;
   }
+  if (call.kind == CompiledCall::Kind::kSequence) {
+    device_sequence(op, call, result);
+    return;
+  }
   current_.clear();
   // Note [Plan offsets at run time]: where the outputs go, before anything
   // of this op is allocated.
@@ -271,6 +275,43 @@ void Executor::cpu_step(const Op& op, const CompiledCall& call, RunResult& resul
   }
   current_.clear();
   span(result, kHostCpu, start, now_s());
+}
+
+// A fused optimizer step on the device (memwall::sequence, Note [Device
+// chunks] in swap/offload.cc): its ops in order, their temporaries in the
+// op's workspace.
+void Executor::device_sequence(const Op& op, const CompiledCall& call, RunResult& result) {
+  current_.clear();
+  for (const BufferId b : op.in) {
+    need_on_device(b);
+    current_.emplace_back(roots_[b], slots_[b].device);
+  }
+  for (const BufferId b : op.updates) {
+    need_on_device(b);
+    current_.emplace_back(roots_[b], slots_[b].device);
+  }
+  if (memory_->has_arena()) expect_outputs(call);  // no results: the workspace only
+  std::vector<c10::Storage> locals(call.locals);
+  const Clock::time_point t = Clock::now();
+  {
+    locals_ = &locals;
+    const auto done = [this](void*) { locals_ = nullptr; };
+    const std::unique_ptr<void, decltype(done)> restore(this, done);
+    try {
+      for (const CompiledCall& part : call.steps) {
+        torch::jit::Stack stack;
+        call_op(op, part, stack);
+        take_results(op, part, stack);
+      }
+    } catch (const c10::OutOfMemoryError& e) {
+      run_failed("{}: compute {}: {}", where(), op.name, e.what_without_backtrace());
+    }
+  }
+  locals.clear();
+  memory_->expect({});
+  kernel_s_ += seconds_since(t);
+  current_.clear();
+  span(result, kCompute, std::chrono::duration<double>(t - iteration_start_).count(), now_s());
 }
 
 // memwall::apply: the device copy of a parameter's new values.

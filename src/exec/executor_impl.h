@@ -127,6 +127,7 @@ class Executor {
   void run_op(const Step& s, RunResult& result);
   c10::Storage on_host(BufferId b);
   void cpu_step(const Op& op, const CompiledCall& call, RunResult& result);
+  void device_sequence(const Op& op, const CompiledCall& call, RunResult& result);
   void apply(const Op& op, const CompiledCall& call, RunResult& result);
   // A recompute's output still on the device from its earlier stay: it is
   // kept where it is (no new stay).

@@ -124,7 +124,8 @@ struct Work {
 // Null when the host has no room to speak of.
 std::optional<Work> with_most_on_host(const Graph& graph, const ConfigWork& all_nvme,
                                       const Hardware& hw, const PlannerOptions& opts, int ahead,
-                                      bool in_order, const Deadline& deadline) {
+                                      bool in_order, const Deadline& deadline,
+                                      double device_share = 0) {
   if (all_nvme.config.optimizer != Tier::kNvme || !all_nvme.offload) return std::nullopt;
   const SimResult& sim = all_nvme.keep_all(hw).sim;
   if (!sim.valid) return std::nullopt;
@@ -132,13 +133,14 @@ std::optional<Work> with_most_on_host(const Graph& graph, const ConfigWork& all_
   const double used = static_cast<double>(sim.peak_bytes[static_cast<size_t>(Tier::kHost)]);
   const double left = static_cast<double>(hw.host_memory_bytes) - used;
   if (states == 0 || left <= 0) return std::nullopt;
-  double low = 0, high = std::min(1.0, left / static_cast<double>(states));
+  double low = 0, high = std::min(1.0 - device_share, left / static_cast<double>(states));
   std::optional<Work> found;
   for (int probe = 0; probe < 6 && high - low > 0.01 && !deadline.passed(); ++probe) {
     StateConfig split = all_nvme.config;
     split.optimizer_host_share = probe == 0 ? high : (low + high) / 2;
     split.nvme_read_ahead = ahead;
     split.chunks_in_order = in_order;
+    split.optimizer_device_share = device_share;
     Built b = build(graph, split, opts.ranks);
     if (!b.work) break;
     planner_detail::Unconstrained u = planner_detail::unconstrained_time(*b.work, hw, opts);
@@ -154,12 +156,142 @@ std::optional<Work> with_most_on_host(const Graph& graph, const ConfigWork& all_
   return found;
 }
 
+// Note [Device chunk search]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A configuration whose optimizer steps run on the CPU can keep a share of
+// its parameters whole on the device (Note [Device chunks] in
+// swap/offload.cc): less for the CPU to step and less state traffic, less
+// device memory for activations. After the configuration search, two bases
+// are weighed: the best plan's configuration and, when its parameters are
+// on the device, the same with them on the host (which frees their bytes
+// for chunks, at the price of bringing them in per use). For each, `most`
+// is the largest share the device could hold beside the planning view's
+// proven floor; the base whose unconstrained time at 4/5 of its `most` is
+// lower is fitted there, then at 19/20 of it when that fits (a CPU-bound
+// plan gains from every chunk) or 7/8 when that does not, else at 3/5 and
+// 2/5. Each share of an NVMe configuration gets its largest host share
+// (with_most_on_host). So the search costs at most three fits (keep-all,
+// then memwall's rematerialization planner).
+struct DeviceChunkSearch {
+  const Graph& graph;
+  const Hardware& hw;
+  const PlannerOptions& opts;
+  uint64_t budget;
+  const Deadline& deadline;
+  double best_time;
+  std::optional<Candidate> best;
+  int fitted = 0;
+
+  struct Base {
+    std::optional<ConfigWork> work;  // the base at share 0 (all NVMe for an NVMe one)
+    double most = 0;
+    int ahead = 4;
+  };
+
+  void run(const StateConfig& found) {
+    Base bases[2] = {base_of(found), {}};
+    if (found.params == Tier::kDevice) {
+      StateConfig off = found;
+      off.params = Tier::kHost;
+      bases[1] = base_of(off);
+    }
+    const Base* chosen = nullptr;
+    double chosen_time = std::numeric_limits<double>::infinity();
+    for (const Base& b : bases) {
+      if (!b.work || b.most <= 0 || deadline.passed()) continue;
+      const std::optional<Work> w = at_share(b, 0.8 * b.most);
+      if (w && w->bound.seconds < chosen_time) chosen_time = w->bound.seconds, chosen = &b;
+    }
+    if (!chosen || !(chosen_time < best_time)) return;
+    // Bisection over fractions of `most`: up while the CPU or the drive
+    // still waits for work the device could take, down when the plan does
+    // not fit or its recomputation made the device the bottleneck.
+    double low = 0, high = 1, fraction = 0.8;
+    for (int probe = 0; probe < 4 && !deadline.passed(); ++probe) {
+      (fit_at(*chosen, fraction) == Verdict::kMore ? low : high) = fraction;
+      fraction = (low + high) / 2;
+    }
+  }
+
+  Base base_of(StateConfig c) const {
+    Base b;
+    b.ahead = std::max(c.nvme_read_ahead, 4);
+    c.optimizer_device_share = 0;
+    c.optimizer_host_share = 0;
+    c.chunks_in_order = false;
+    c.nvme_read_ahead = 1;
+    Built built = build(graph, c, opts.ranks);
+    if (!built.work || !built.work->offload) return b;
+    const OffloadGraph& og = *built.work->offload;
+    const uint64_t floor = remat_lower_bound(built.work->view).bytes;
+    // What one share of the states brings onto the device: their bytes and,
+    // when the parameters are off it, the parameters' too.
+    double weight = static_cast<double>(optimizer_state_bytes(og));
+    if (c.params != Tier::kDevice) {
+      for (const OffloadedState& o : og.states) {
+        weight += static_cast<double>(og.graph.buffers[o.param].bytes);
+      }
+    }
+    if (floor >= budget || weight <= 0) return b;
+    b.most = std::min(1.0, static_cast<double>(budget - floor) / weight);
+    b.work = std::move(built.work);
+    return b;
+  }
+
+  // The base at this device share, with its unconstrained time.
+  std::optional<Work> at_share(const Base& b, double share) const {
+    if (share <= 0 || deadline.passed()) return std::nullopt;
+    if (b.work->config.optimizer == Tier::kNvme) {
+      std::optional<Work> w =
+          with_most_on_host(graph, *b.work, hw, opts, b.ahead, /*in_order=*/false, deadline, share);
+      if (w) return w;
+    }
+    StateConfig c = b.work->config;
+    c.optimizer_device_share = share;
+    Built built = build(graph, c, opts.ranks);
+    if (!built.work) return std::nullopt;
+    planner_detail::Unconstrained u = planner_detail::unconstrained_time(*built.work, hw, opts);
+    return Work{std::move(*built.work), std::move(u)};
+  }
+
+  // Whether a larger share could be faster.
+  enum class Verdict { kMore, kLess };
+
+  // Fits the base at `fraction` of its most.
+  Verdict fit_at(const Base& b, double fraction) {
+    const std::optional<Work> w = at_share(b, fraction * b.most);
+    if (!w || !std::isfinite(w->bound.seconds)) return Verdict::kLess;
+    // Even unconstrained no faster: the share's own traffic or steps bind.
+    if (!(w->bound.seconds < best_time)) return Verdict::kLess;
+    for (const Activations a : {Activations::kKeepAll, Activations::kRemat}) {
+      if (deadline.passed()) return Verdict::kLess;
+      PlannerOptions left = opts;
+      left.time_limit = deadline.left();
+      ++fitted;
+      Candidate c = fit(w->work, a, hw, budget, left);
+      if (!c.fits) continue;
+      const auto waited = [&](Resource r) { return c.sim.waiting[static_cast<size_t>(r)]; };
+      const double offloaded =
+          waited(Resource::kHostCpu) + waited(Resource::kNvmeRead) + waited(Resource::kNvmeWrite);
+      const Verdict v = offloaded > 0.02 * c.sim.iteration_time ? Verdict::kMore : Verdict::kLess;
+      if (c.sim.iteration_time < best_time) {
+        best_time = c.sim.iteration_time;
+        best = std::move(c);
+      }
+      return v;
+    }
+    return Verdict::kLess;
+  }
+};
+
 // PatrickStar-style placement (Fang et al. 2022, chunks in order of use):
-// the parameters stay on the device, the optimizer states fill the host
-// chunk by chunk in step order and spill to NVMe, read when their step
-// comes (no read-ahead); activations are checkpointed, as PatrickStar
-// trains. Its fit, on the split configuration or, without host room, the
-// all-NVMe one.
+// the parameters stay on the device, the optimizer states fill the device
+// chunk by chunk in step order, then the host, and spill to NVMe, read when
+// their step comes (no read-ahead); activations are checkpointed, as
+// PatrickStar trains. The device's room is what the plan without device
+// chunks leaves below the budget (PatrickStar measures the activations'
+// peak in a warm-up iteration and gives chunks the margin); a plan that
+// does not fit with them falls back to none.
 Candidate fit_patrickstar(const Graph& graph, const Hardware& hw, const PlannerOptions& options,
                           const Single& single, const Built& all_nvme, uint64_t budget) {
   const Deadline deadline = Deadline::in(options.time_limit);
@@ -167,7 +299,39 @@ Candidate fit_patrickstar(const Graph& graph, const Hardware& hw, const PlannerO
       with_most_on_host(graph, *all_nvme.work, hw, options, 1, /*in_order=*/true, deadline);
   PlannerOptions left = options;
   left.time_limit = std::max(deadline.left(), 1e-9);
-  return fit(split ? split->work : *all_nvme.work, single.activations, hw, budget, left);
+  Candidate c = fit(split ? split->work : *all_nvme.work, single.activations, hw, budget, left);
+  // The host share comes from the keep-all run; an activation plan's
+  // different pace can queue more on the host (gradients waiting for their
+  // CPU step): a few points less each try.
+  for (int retry = 0; retry < 3 && split && !c.fits && !deadline.passed() &&
+                      c.why.find("host memory exceeds") != std::string::npos;
+       ++retry) {
+    StateConfig lower = split->work.config;
+    lower.optimizer_host_share -= 0.05;
+    if (lower.optimizer_host_share < 0.02) break;
+    Built b = build(graph, lower, options.ranks);
+    if (!b.work) break;
+    split = Work{std::move(*b.work), {}};
+    left.time_limit = std::max(deadline.left(), 1e-9);
+    c = fit(split->work, single.activations, hw, budget, left);
+  }
+  const ConfigWork& work = split ? split->work : *all_nvme.work;
+  const uint64_t states = work.offload ? optimizer_state_bytes(*work.offload) : 0;
+  const uint64_t peak = c.sim.peak_bytes[static_cast<size_t>(Tier::kDevice)];
+  if (!c.fits || states == 0 || peak >= budget || deadline.passed()) return c;
+  // The margin, less 2% for what the chunks' own steps hold.
+  const double share =
+      std::min(1.0, 0.98 * static_cast<double>(budget - peak) / static_cast<double>(states));
+  if (share < 0.01) return c;
+  StateConfig on_device = work.config;  // the same host share, the device's on top
+  on_device.optimizer_device_share = share;
+  on_device.optimizer_host_share = std::min(on_device.optimizer_host_share, 1 - share);
+  on_device.chunks_in_order = true;
+  Built filled = build(graph, on_device, options.ranks);
+  if (!filled.work) return c;
+  left.time_limit = std::max(deadline.left(), 1e-9);
+  Candidate with_chunks = fit(*filled.work, single.activations, hw, budget, left);
+  return with_chunks.fits ? with_chunks : c;
 }
 
 Candidate run_single(const Graph& graph, const Hardware& hw, const PlannerOptions& options,
@@ -314,7 +478,7 @@ AutoPlan plan_auto(const Graph& graph, const Hardware& hardware, const PlannerOp
     if (works[i].work.config.optimizer != Tier::kNvme || host_holds_all(works[i].work.config)) {
       continue;
     }
-    for (const int ahead : {4, 16}) {
+    for (const int ahead : {4, 8, 16}) {
       std::optional<Work> split =
           with_most_on_host(graph, works[i].work, hw, opts, ahead, /*in_order=*/false, deadline);
       if (split) works.push_back(std::move(*split));
@@ -365,6 +529,14 @@ AutoPlan plan_auto(const Graph& graph, const Hardware& hardware, const PlannerOp
         break;  // fits but no faster: nothing in this configuration is
       }
     }
+  }
+  // Note [Device chunk search].
+  const Candidate* so_far = found.fits ? &found : best;
+  if (so_far && so_far->states.optimizer != Tier::kDevice && !deadline.passed()) {
+    DeviceChunkSearch search{graph, hw, opts, result.budget, deadline, best_time, {}};
+    search.run(so_far->states);
+    result.configs_tried += search.fitted;
+    if (search.best) found = std::move(*search.best);
   }
   if (found.fits) {
     result.best = std::move(found);

@@ -35,10 +35,13 @@
 // its gradient. So, with F the forward pass's device compute:
 // - CPU: a parameter's optimizer step runs where its states live (on the
 //   device when they are there, else on the CPU: ZeRO-Offload's rule, which
-//   every memwall plan follows). The device holds at most `budget` bytes of
-//   the rank's optimizer states, so at least a share 1 - budget / states of
-//   them is stepped by the CPU, each parameter at the profile's CPU Adam
-//   rate: F + that share x (parameters / rate).
+//   every memwall plan follows, device chunks included). States that live
+//   on the device are there throughout the iteration, so also while the
+//   forward or backward op with the largest working set W (its inputs,
+//   outputs and workspace, none of them optimizer states) runs: the device
+//   holds at most budget - W bytes of them, and at least a share
+//   1 - (budget - W) / states is stepped by the CPU, each parameter at the
+//   profile's CPU Adam rate: F + that share x (parameters / rate).
 // - NVMe write: what exceeds device and host memory lives on NVMe and is
 //   updated every iteration, so written back after its step: F + those
 //   bytes / the NVMe write bandwidth.
@@ -68,6 +71,31 @@ uint64_t framework_reserve(const Hardware& hardware) {
 uint64_t default_budget(const Hardware& hardware) {
   return hardware.device_memory_bytes - framework_reserve(hardware);
 }
+
+namespace {
+
+// The most device memory one forward or backward op needs while it runs:
+// its inputs, outputs and updated buffers, each once, and its workspace.
+uint64_t largest_working_set(const Graph& graph) {
+  uint64_t largest = 0;
+  std::vector<BufferId> held;
+  for (const Op& op : graph.ops) {
+    if (op.phase != Phase::kForward && op.phase != Phase::kBackward) continue;
+    held.assign(op.in.begin(), op.in.end());
+    held.insert(held.end(), op.out.begin(), op.out.end());
+    held.insert(held.end(), op.updates.begin(), op.updates.end());
+    std::sort(held.begin(), held.end());
+    held.erase(std::unique(held.begin(), held.end()), held.end());
+    uint64_t bytes = contiguous_workspace(op);
+    for (const BufferId b : held) {
+      bytes = checked_add(bytes, graph.buffers[b].bytes, "an op's working set");
+    }
+    largest = std::max(largest, bytes);
+  }
+  return largest;
+}
+
+}  // namespace
 
 LowerBound iteration_lower_bound(const Graph& graph, const Hardware& hardware,
                                  const PlannerOptions& options) {
@@ -116,9 +144,11 @@ LowerBound iteration_lower_bound(const Graph& graph, const Hardware& hardware,
       excess > host ? static_cast<double>(excess - host) / rank.nvme_read_bandwidth : 0;
   b.transfer = std::max(pcie, nvme);
   // The CPU's share of the steps, and what only NVMe holds, after the forward pass.
-  const double cpu_share = shard_states > budget ? static_cast<double>(shard_states - budget) /
-                                                       static_cast<double>(shard_states)
-                                                 : 0;
+  const uint64_t working = largest_working_set(graph);
+  const uint64_t room = budget > working ? budget - working : 0;
+  const double cpu_share = shard_states > room ? static_cast<double>(shard_states - room) /
+                                                     static_cast<double>(shard_states)
+                                               : 0;
   const double rank_params =
       static_cast<double>(param_elements) / static_cast<double>(max_stage >= 1 ? ranks : 1);
   if (cpu_share > 0 && rank.cpu_adam_params_per_s > 0) {

@@ -41,12 +41,20 @@ ConfigWork make_config(const Graph& graph, const StateConfig& config, int ranks)
   }
   work.offload_options.nvme_read_ahead = config.nvme_read_ahead;
   work.offload = offload_graph(rank, work.offload_options);
-  if (config.optimizer_host_share > 0) {
-    if (config.optimizer != Tier::kNvme) {
-      fail("a host share of the optimizer states needs the optimizer on NVMe");
+  if (config.optimizer_host_share > 0 && config.optimizer != Tier::kNvme) {
+    fail("a host share of the optimizer states needs the optimizer on NVMe");
+  }
+  if (config.optimizer_host_share > 0 || config.optimizer_device_share > 0) {
+    // With the optimizer on the host, what the device does not hold is there.
+    const double host = config.optimizer == Tier::kHost ? 1 - config.optimizer_device_share
+                                                        : config.optimizer_host_share;
+    work.offload_options.optimizer_of =
+        split_optimizer_states(*work.offload, host, kOptimizerChunkBytes, !config.chunks_in_order,
+                               config.optimizer_device_share);
+    // Device chunks keep their own steps: rewrite again, knowing them.
+    if (config.optimizer_device_share > 0) {
+      work.offload = offload_graph(rank, work.offload_options);
     }
-    work.offload_options.optimizer_of = split_optimizer_states(
-        *work.offload, config.optimizer_host_share, kOptimizerChunkBytes, !config.chunks_in_order);
   }
   work.view = planning_view(*work.offload, work.offload_options);
   work.graph = work.offload->graph;
@@ -106,7 +114,16 @@ namespace memwall {
 
 std::string StateConfig::name() const {
   std::string out = stage > 0 ? fmt::format("ZeRO-{}", stage) : std::string("replicated states");
-  if (optimizer == Tier::kNvme && optimizer_host_share > 0) {
+  if (optimizer_device_share > 0) {
+    out +=
+        fmt::format(", optimizer in chunks on the device ({:.0f}%)", 100 * optimizer_device_share);
+    if (optimizer == Tier::kHost) {
+      out += ", host";
+    } else {
+      out += fmt::format(", host ({:.0f}%) and nvme", 100 * optimizer_host_share);
+      if (nvme_read_ahead > 1) out += fmt::format(" read {} steps ahead", nvme_read_ahead);
+    }
+  } else if (optimizer == Tier::kNvme && optimizer_host_share > 0) {
     out += fmt::format(", optimizer in chunks on host ({:.0f}%{}) and nvme",
                        100 * optimizer_host_share, chunks_in_order ? ", the first in order" : "");
     if (nvme_read_ahead > 1) out += fmt::format(" read {} steps ahead", nvme_read_ahead);

@@ -42,6 +42,21 @@
 //   steps reading it, runs split where they are more than regather_gap
 //   compute steps apart) and freed after the run's last user. Its home copy
 //   stays where it is, so freeing the device copy costs nothing.
+//
+// Note [Device chunks]
+// ~~~~~~~~~~~~~~~~~~~~
+// A split (optimizer_of) may keep some parameters whole on the device:
+// parameter, gradient, optimizer states and step, as without offload. The
+// device steps a layer in milliseconds where the CPU takes a tenth of a
+// second, so each chunk the device holds shortens a CPU-bound iteration
+// (issue 23; the CPU term of Note [Lower bound] in planner/bounds.cc is
+// the limit), at the price of device memory that activations then lack.
+// The step moves from after backward to where a CPU step would go: after
+// the last write of its gradient and the last device user of its
+// parameter (it updates the parameter in place, so no backward op may come
+// after it); the gradient is freed right after it. So the gradient weighs
+// nothing in the planning view (as an offloaded one), and the parameter
+// and its states weigh their bytes throughout.
 #include "memwall/swap/offload.h"
 
 #include <algorithm>
@@ -70,10 +85,8 @@ BufferId add_buffer(Graph& g, const Buffer& like, const std::string& suffix, Buf
 }
 
 void check_options(const OffloadOptions& o) {
-  if (!o.optimizer_of.empty() &&
-      (o.optimizer == Tier::kDevice || std::find(o.optimizer_of.begin(), o.optimizer_of.end(),
-                                                 Tier::kDevice) != o.optimizer_of.end())) {
-    fail("a split of the optimizer states puts each chunk on the host or NVMe, off the device");
+  if (!o.optimizer_of.empty() && o.optimizer == Tier::kDevice) {
+    fail("a split of the optimizer states needs the optimizer off the device");
   }
   if (o.params != Tier::kDevice && o.optimizer == Tier::kDevice) {
     fail(
@@ -128,12 +141,21 @@ OffloadGraph offload_graph(const Graph& graph, const OffloadOptions& options) {
   OffloadGraph og;
   og.graph = fuse_optimizer_steps(graph);  // one CPU op per parameter's step
   const std::vector<ModelState> states = model_states(og.graph);
+  if (!options.optimizer_of.empty() && options.optimizer_of.size() != states.size()) {
+    fail("the optimizer split names {} states, the graph has {}", options.optimizer_of.size(),
+         states.size());
+  }
   Graph& g = og.graph;
   std::vector<std::vector<Op>> after(graph.ops.size());
   std::vector<OffloadedState> found;
   found.reserve(states.size());
   for (const ModelState& s : states) {
     OffloadedState o{.param = s.param, .grad = s.grad, .states = s.states, .step = s.step};
+    if (options.optimizer_tier(found.size()) == Tier::kDevice) {
+      o.on_device = true;  // Note [Device chunks]: its own step, kept
+      found.push_back(std::move(o));
+      continue;
+    }
     const Buffer param = g.buffers[s.param];
     if (param.dtype == DType::kF32) {
       o.states.push_back(add_buffer(g, param, ".master", BufferKind::kOptimState, DType::kF32));
@@ -197,6 +219,10 @@ Graph planning_view(const OffloadGraph& og, const OffloadOptions& options) {
   check_options(options);
   Graph view = og.graph;
   for (const OffloadedState& o : og.states) {
+    if (o.on_device) {
+      view.buffers[o.grad].bytes = 0;  // stepped as soon as it is complete
+      continue;
+    }
     if (options.optimizer != Tier::kDevice) {
       view.ops[o.step].workspace = 0;  // it runs on the CPU
       for (const BufferId s : o.states) view.buffers[s].bytes = 0;
@@ -223,20 +249,24 @@ class OffloadPass {
     out.steps.reserve(plan_.steps.size() + 8 * og_.states.size());
     for (size_t k = 0; k < og_.states.size(); ++k) {
       const OffloadedState& o = og_.states[k];
+      if (o.on_device) continue;
       for (const BufferId s : o.states) out.placement[s] = opt_.optimizer_tier(k);
       if (opt_.params != Tier::kDevice) out.placement[o.param] = opt_.params;
     }
-    size_t next_apply = 0;  // index into applies_ of the next apply to prefetch
     for (size_t i = 0; i < plan_.steps.size(); ++i) {
       for (const BufferId p : swap_in_before_[i]) out.steps.push_back(Step::swap_in(p));
       const Step& s = plan_.steps[i];
       const bool runs_op = s.kind == StepKind::kCompute || s.kind == StepKind::kRecompute;
       if (runs_op && state_of_step_[s.op] >= 0) continue;  // emitted after its gradient
       if (runs_op && state_of_apply_[s.op] >= 0) {
-        apply(out, og_.states[state_of_apply_[s.op]], next_apply);
+        // Every apply at the first one's place, in CPU-step order (Note
+        // [Offload steps]).
+        if (!applied_) apply_all(out);
         continue;
       }
-      if (s.kind == StepKind::kFree && is_grad_[s.buf]) continue;  // freed after its step
+      if (s.kind == StepKind::kFree && (is_grad_[s.buf] || is_update_[s.buf])) {
+        continue;  // freed after its CPU step or its apply
+      }
       out.steps.push_back(s);
       for (const BufferId p : free_after_[i]) out.steps.push_back(Step::free(p));
       for (const int k : cpu_after_[i]) cpu_step(out, og_.states[k]);
@@ -266,9 +296,11 @@ class OffloadPass {
       for (const BufferId b : op.updates) last_write[b] = op.id;
     }
     is_grad_.assign(g_.buffers.size(), 0);
+    is_update_.assign(g_.buffers.size(), 0);
     for (size_t k = 0; k < og_.states.size(); ++k) {
       const OffloadedState& o = og_.states[k];
       is_grad_[o.grad] = 1;
+      if (o.update >= 0) is_update_[o.update] = 1;
       state_of_step_[o.step] = static_cast<int>(k);
       if (o.apply != kNoOp) state_of_apply_[o.apply] = static_cast<int>(k);
       const OpId writer = last_write[o.grad];
@@ -277,7 +309,8 @@ class OffloadPass {
              detail::buffer_label(g_, o.grad));
       }
       // After the gradient is complete and, for a parameter the step updates
-      // at home, after its last device user (which must not see new values).
+      // in place (at home, or a device chunk's), after its last device user
+      // (which must not see new values).
       size_t at = computed_at[writer];
       if (!last_user_.empty() && last_user_[o.param] != SIZE_MAX) {
         at = std::max(at, last_user_[o.param]);
@@ -286,26 +319,32 @@ class OffloadPass {
     }
     // The CPU steps in the order they will be emitted, for reading ahead.
     for (const std::vector<int>& ks : cpu_after_) {
-      for (const int k : ks) cpu_order_.push_back(static_cast<size_t>(k));
+      for (const int k : ks) {
+        if (!og_.states[k].on_device) cpu_order_.push_back(static_cast<size_t>(k));
+      }
     }
     cpu_position_.assign(og_.states.size(), 0);
     for (size_t j = 0; j < cpu_order_.size(); ++j) cpu_position_[cpu_order_[j]] = j;
-    // The plan's applies in order, for prefetching one ahead.
-    for (const Step& s : plan_.steps) {
-      if (s.kind == StepKind::kCompute && state_of_apply_[s.op] >= 0) {
-        applies_.push_back(state_of_apply_[s.op]);
-      }
+    // The applies in the order their CPU steps run, so that each update
+    // can go up as soon as its step is done.
+    for (const size_t k : cpu_order_) {
+      if (og_.states[k].apply != kNoOp) applies_.push_back(static_cast<int>(k));
     }
   }
 
-  // Swap-ins and frees of offloaded parameters around runs of their users.
+  // Swap-ins and frees of offloaded parameters around runs of their users;
+  // the last device user of each parameter a step updates in place.
   void index_param_runs() {
     swap_in_before_.assign(plan_.steps.size(), {});
     free_after_.assign(plan_.steps.size(), {});
-    if (opt_.params == Tier::kDevice) return;
+    const bool device_chunks = std::any_of(og_.states.begin(), og_.states.end(),
+                                           [](const OffloadedState& o) { return o.on_device; });
+    if (opt_.params == Tier::kDevice && !device_chunks) return;
     last_user_.assign(g_.buffers.size(), SIZE_MAX);
     std::vector<int> is_param(g_.buffers.size(), 0);
-    for (const OffloadedState& o : og_.states) is_param[o.param] = 1;
+    for (const OffloadedState& o : og_.states) {
+      if (o.on_device || opt_.params != Tier::kDevice) is_param[o.param] = 1;
+    }
     std::vector<std::vector<size_t>> users(g_.buffers.size());
     std::vector<size_t> compute_steps;  // plan indices of compute/recompute steps
     std::vector<size_t> ordinal(plan_.steps.size(), 0);
@@ -321,6 +360,11 @@ class OffloadPass {
     }
     for (const OffloadedState& o : og_.states) {
       const std::vector<size_t>& u = users[o.param];
+      if (o.on_device) {  // stays: only its last user matters
+        if (!u.empty()) last_user_[o.param] = u.back();
+        continue;
+      }
+      if (opt_.params == Tier::kDevice) continue;
       size_t floor = 0;  // a swap-in may not precede the previous run's free
       for (size_t a = 0; a < u.size();) {
         size_t b = a + 1;
@@ -340,6 +384,7 @@ class OffloadPass {
   // What state k's CPU step updates that lives on NVMe.
   std::vector<BufferId> on_nvme(size_t k) const {
     std::vector<BufferId> from_nvme;
+    if (og_.states[k].on_device) return from_nvme;
     if (opt_.optimizer_tier(k) == Tier::kNvme) from_nvme = og_.states[k].states;
     if (opt_.params == Tier::kNvme) from_nvme.push_back(og_.states[k].param);
     return from_nvme;
@@ -358,8 +403,15 @@ class OffloadPass {
     }
   }
 
-  // The gradient leaves for the host; the CPU steps it at once.
+  // The gradient leaves for the host; the CPU steps it at once. A device
+  // chunk's step runs on the device instead (Note [Device chunks]).
   void cpu_step(Plan& out, const OffloadedState& o) {
+    if (o.on_device) {
+      out.steps.push_back(Step::compute(o.step));
+      out.steps.push_back(Step::free(o.grad));
+      step_emitted_[&o - og_.states.data()] = 1;
+      return;
+    }
     out.steps.push_back(Step::swap_out(o.grad, Tier::kHost));
     // What the CPU step updates that lives on NVMe is read in here or
     // earlier (read_ahead) and written back after.
@@ -372,22 +424,18 @@ class OffloadPass {
     step_emitted_[&o - og_.states.data()] = 1;
   }
 
-  // Brings this update in (unless prefetched) and the next one ahead.
-  void apply(Plan& out, const OffloadedState& o, size_t& next_apply) {
-    while (next_apply < applies_.size() && next_apply <= position(o) + 1) {
-      out.steps.push_back(Step::swap_in(og_.states[applies_[next_apply]].update));
-      ++next_apply;
+  // Every apply, each update brought in one apply ahead and freed after it.
+  void apply_all(Plan& out) {
+    applied_ = true;
+    for (size_t i = 0; i < applies_.size(); ++i) {
+      if (i == 0) out.steps.push_back(Step::swap_in(og_.states[applies_[0]].update));
+      if (i + 1 < applies_.size()) {
+        out.steps.push_back(Step::swap_in(og_.states[applies_[i + 1]].update));
+      }
+      const OffloadedState& o = og_.states[applies_[i]];
+      out.steps.push_back(Step::compute(o.apply));
+      out.steps.push_back(Step::free(o.update));
     }
-    out.steps.push_back(Step::compute(o.apply));
-  }
-
-  // Where o's apply is among the plan's applies.
-  size_t position(const OffloadedState& o) {
-    while (apply_cursor_ < applies_.size() &&
-           og_.states[applies_[apply_cursor_]].apply != o.apply) {
-      ++apply_cursor_;
-    }
-    return apply_cursor_;
   }
 
   const OffloadGraph& og_;
@@ -398,9 +446,10 @@ class OffloadPass {
   std::vector<std::vector<int>> cpu_after_;  // per plan index: CPU steps to run after it
   std::vector<size_t> last_user_;            // offloaded parameters: plan index of the last user
   std::vector<char> step_emitted_;
-  std::vector<char> is_grad_;  // read by a CPU step: freed right after it
-  std::vector<int> applies_;
-  size_t apply_cursor_ = 0;
+  std::vector<char> is_grad_;    // read by a CPU step: freed right after it
+  std::vector<char> is_update_;  // brought in for its apply: freed right after it
+  std::vector<int> applies_;     // states with an apply, in CPU-step order
+  bool applied_ = false;
   std::vector<size_t> cpu_order_;     // states in CPU-step order
   std::vector<size_t> cpu_position_;  // per state: its place in cpu_order_
   size_t next_read_ = 0;              // cpu_order_ read from NVMe up to here
@@ -426,15 +475,18 @@ uint64_t optimizer_state_bytes(const OffloadGraph& og) {
 }
 
 std::vector<Tier> split_optimizer_states(const OffloadGraph& og, double host_share,
-                                         uint64_t chunk_bytes, bool spread) {
-  if (!(host_share >= 0 && host_share <= 1)) {
-    fail("the host's share of the optimizer states must be in [0, 1] (got {})", host_share);
+                                         uint64_t chunk_bytes, bool spread, double device_share) {
+  if (!(host_share >= 0 && device_share >= 0 && host_share + device_share <= 1)) {
+    fail(
+        "the host's and the device's shares of the optimizer states must be at least 0 and add "
+        "up to at most 1 (got {} and {})",
+        host_share, device_share);
   }
   std::vector<Tier> tiers(og.states.size(), Tier::kNvme);
   // For the fill in order: the share of every state's bytes.
   const auto all = static_cast<double>(optimizer_state_bytes(og));
   // Chunks: runs of consecutive states of at least chunk_bytes.
-  double total = 0, on_host = 0;
+  double total = 0, on_host = 0, on_device = 0;
   size_t first = 0;
   uint64_t chunk = 0;
   for (size_t k = 0; k < og.states.size(); ++k) {
@@ -445,11 +497,17 @@ std::vector<Tier> split_optimizer_states(const OffloadGraph& og, double host_sha
     // within its share of the running total. In order: host until the
     // share of everything is reached.
     const double limit = spread ? host_share * total : host_share * all;
-    if (on_host + static_cast<double>(chunk) / 2 <= limit) {
+    const double half = static_cast<double>(chunk) / 2;
+    Tier tier = Tier::kNvme;
+    if (on_device + half <= device_share * all) {
+      on_device += static_cast<double>(chunk);
+      tier = Tier::kDevice;
+    } else if (on_host + half <= limit) {
       on_host += static_cast<double>(chunk);
-      std::fill(tiers.begin() + static_cast<std::ptrdiff_t>(first),
-                tiers.begin() + static_cast<std::ptrdiff_t>(k + 1), Tier::kHost);
+      tier = Tier::kHost;
     }
+    std::fill(tiers.begin() + static_cast<std::ptrdiff_t>(first),
+              tiers.begin() + static_cast<std::ptrdiff_t>(k + 1), tier);
     first = k + 1;
     chunk = 0;
   }
@@ -461,6 +519,16 @@ Plan apply_offload(const OffloadGraph& og, const Plan& plan, const OffloadOption
   if (!options.optimizer_of.empty() && options.optimizer_of.size() != og.states.size()) {
     fail("the optimizer split names {} states, the graph has {}", options.optimizer_of.size(),
          og.states.size());
+  }
+  for (size_t k = 0; k < options.optimizer_of.size(); ++k) {
+    if ((options.optimizer_of[k] == Tier::kDevice) != og.states[k].on_device) {
+      fail(
+          "the optimizer split keeps {} on the {}, but the graph was rewritten to step it on the "
+          "{} (rewrite it with the same split)",
+          detail::buffer_label(og.graph, og.states[k].param),
+          og.states[k].on_device ? "host or NVMe" : "device",
+          og.states[k].on_device ? "device" : "CPU");
+    }
   }
   if (!options.any()) return plan;
   return OffloadPass(og, plan, options).run();

@@ -67,7 +67,8 @@ TEST(MaxBatch, FindsTheBestThroughputOfEveryBatch) {
   const Hardware& hw = find_gpu("rtx4090");
   for (const Case& c : kCases) {
     SCOPED_TRACE(c.model);
-    const PlannerOptions options{.budget = c.budget, .time_limit = 1};
+    // A limit no plan here reaches, so both passes plan each batch alike.
+    const PlannerOptions options{.budget = c.budget, .time_limit = 10};
     const std::map<int64_t, double> rate = every_batch(c, hw, options);
     int64_t best = 1;
     for (const auto& [batch, r] : rate) {
@@ -79,7 +80,21 @@ TEST(MaxBatch, FindsTheBestThroughputOfEveryBatch) {
                   {.batch_limit = c.limit, .progress = [&](const CapacityTry&) { ++calls; }});
     std::string curve;
     for (const auto& [batch, r] : rate) curve += fmt::format(" {}:{:.4g}", batch, r);
-    EXPECT_EQ(m.batch, best) << "throughput by batch:" << curve;
+    // Note [Batch search] promises the best batch under unimodality, else
+    // the best it tried. The device chunk search's bisection quantizes the
+    // share kept on the device, which leaves bumps under 1% in the curve
+    // (gpt2-small: 383.0 samples/s at batch 9, 377.3 at 10, 384.8 at 11).
+    EXPECT_GE(rate.at(m.batch), 0.99 * rate.at(best))
+        << "best batch " << best << ", found " << m.batch << "; throughput by batch:" << curve;
+    double chosen = 0;
+    for (const CapacityTry& t : m.tried) {
+      if (t.batch == m.batch) chosen = t.samples_per_s;
+    }
+    for (const CapacityTry& t : m.tried) {
+      if (t.plans) {
+        EXPECT_LE(t.samples_per_s, chosen * (1 + 1e-6)) << t.batch;
+      }
+    }
     EXPECT_FALSE(m.cut_short);
     EXPECT_EQ(calls, static_cast<int>(m.tried.size()));
     // O(log limit) plans, far fewer than every batch: at most log2(limit)
@@ -88,7 +103,10 @@ TEST(MaxBatch, FindsTheBestThroughputOfEveryBatch) {
     for (const CapacityTry& t : m.tried) {
       EXPECT_EQ(t.plans, rate.at(t.batch) >= 0) << t.batch;
       if (t.plans) {
-        EXPECT_NEAR(t.samples_per_s, rate.at(t.batch), 1e-6 * rate.at(t.batch)) << t.batch;
+        // memwall's checkpoint search runs for a fixed wall time
+        // (search_seconds in remat/memwall.cc), so two plans of one batch
+        // can differ slightly once the device chunk search calls it.
+        EXPECT_NEAR(t.samples_per_s, rate.at(t.batch), 1e-3 * rate.at(t.batch)) << t.batch;
       }
     }
     expect_valid_within_budget(m.plan.best, hw, c.budget);

@@ -48,6 +48,10 @@ struct StateConfig {
   // host instead, in chunks spread over the step order (Note [Optimizer
   // chunks] in swap/offload.h); 0: all on NVMe.
   double optimizer_host_share = 0;
+  // With the optimizer on the host or NVMe: the share of its states' bytes
+  // kept on the device with their parameters and steps instead, in chunks
+  // first in step order (Note [Device chunks] in swap/offload.cc).
+  double optimizer_device_share = 0;
   // States on NVMe are read this many CPU steps ahead (OffloadOptions).
   int nvme_read_ahead = 1;
   // The host's chunks are the first in step order, not spread (PatrickStar).

@@ -23,10 +23,12 @@ namespace memwall {
 struct OffloadOptions {
   Tier optimizer = Tier::kDevice;  // host: ZeRO-Offload; nvme: ZeRO-Infinity
   Tier params = Tier::kDevice;     // host or nvme: ZeRO-Infinity's parameter offload
-  // Per OffloadGraph::states entry, the tier of its optimizer states when
-  // they are split between host and NVMe (Note [Optimizer chunks]); empty:
-  // every state on `optimizer`. Each entry is host or NVMe, and `optimizer`
-  // must then be off the device.
+  // Per parameter (in model_states order), the tier of its optimizer states
+  // when they are split (Note [Optimizer chunks]); empty: every state on
+  // `optimizer`, which must be off the device for a split. An entry kDevice
+  // keeps that parameter whole on the device: parameter, gradient, states
+  // and step, the step run as soon as its gradient is complete (Note
+  // [Device chunks] in offload.cc), whatever `params` says.
   std::vector<Tier> optimizer_of;
   // Offloaded parameters are brought in this many compute steps ahead of
   // their first user, and again for users further apart than regather_gap.
@@ -54,6 +56,9 @@ struct OffloadedState {
   BufferId update = -1;
   OpId step = kNoOp;  // the CPU step: reads grad, updates states
   OpId apply = kNoOp;
+  // A device chunk's parameter (Note [Device chunks]): `step` is its own
+  // device step, not rewritten; update and apply are none.
+  bool on_device = false;
 };
 
 struct OffloadGraph {
@@ -63,7 +68,8 @@ struct OffloadGraph {
 
 // Rewrites every per-parameter optimizer step (model_states in
 // optimizer_steps.h; a step of several ops is fused into one first) for a
-// CPU optimizer (Note [Offloaded optimizer step] in offload.cc). A
+// CPU optimizer (Note [Offloaded optimizer step] in offload.cc), except the
+// steps of device chunks (options.optimizer_of), which stay as they are. A
 // parameter without an fp32 master copy among its states (fp32 training)
 // gets one: the CPU keeps the values it steps. `options` says whether the
 // parameters stay on the device (the rewrite differs); throws Error for
@@ -84,12 +90,14 @@ Plan apply_offload(const OffloadGraph& og, const Plan& plan, const OffloadOption
 // running total), so NVMe reads and writes interleave with the CPU steps of
 // host chunks instead of bunching. host_share in [0, 1]. `spread` false:
 // the first chunks in step order go to the host until the share is
-// reached, the rest to NVMe (PatrickStar's fill in order of use). Returns
-// OffloadOptions::optimizer_of.
+// reached, the rest to NVMe (PatrickStar's fill in order of use). A
+// `device_share` of the bytes stays on the device (Note [Device chunks] in
+// offload.cc), spread the same way and chosen before the host's chunks;
+// host_share + device_share <= 1. Returns OffloadOptions::optimizer_of.
 inline constexpr uint64_t kOptimizerChunkBytes = uint64_t{64} << 20;
 std::vector<Tier> split_optimizer_states(const OffloadGraph& og, double host_share,
                                          uint64_t chunk_bytes = kOptimizerChunkBytes,
-                                         bool spread = true);
+                                         bool spread = true, double device_share = 0);
 // The bytes of one OffloadGraph::states entry's optimizer states, and of all.
 uint64_t optimizer_state_bytes(const OffloadGraph& og, size_t state);
 uint64_t optimizer_state_bytes(const OffloadGraph& og);
