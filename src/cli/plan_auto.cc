@@ -132,6 +132,7 @@ nlohmann::json candidate_json(const Candidate& c) {
                       {"zero_stage", c.states.stage},
                       {"optimizer_on", to_string(c.states.optimizer)},
                       {"optimizer_host_share", c.states.optimizer_host_share},
+                      {"optimizer_device_share", c.states.optimizer_device_share},
                       {"params_on", to_string(c.states.params)}};
   if (c.fits) {
     j["iteration_time_s"] = c.sim.iteration_time;

@@ -49,12 +49,21 @@ ConfigWork make_config(const Graph& graph, const StateConfig& config, int ranks)
     const double host = config.optimizer == Tier::kHost ? 1 - config.optimizer_device_share
                                                         : config.optimizer_host_share;
     work.offload_options.optimizer_of =
-        split_optimizer_states(*work.offload, host, kOptimizerChunkBytes, !config.chunks_in_order,
-                               config.optimizer_device_share);
-    // Device chunks keep their own steps: rewrite again, knowing them.
-    if (config.optimizer_device_share > 0) {
-      work.offload = offload_graph(rank, work.offload_options);
+        split_optimizer_states(*work.offload, host, optimizer_chunk_bytes(*work.offload),
+                               !config.chunks_in_order, config.optimizer_device_share);
+    // The share the chunks really give the device (a chunk goes whole),
+    // which the same split reproduces; device chunks keep their own steps:
+    // rewrite again, knowing them.
+    uint64_t on_device = 0;
+    for (size_t k = 0; k < work.offload->states.size(); ++k) {
+      if (work.offload_options.optimizer_of[k] == Tier::kDevice) {
+        on_device += optimizer_state_bytes(*work.offload, k);
+      }
     }
+    const uint64_t states = optimizer_state_bytes(*work.offload);
+    work.config.optimizer_device_share =
+        states > 0 ? static_cast<double>(on_device) / static_cast<double>(states) : 0;
+    if (on_device > 0) work.offload = offload_graph(rank, work.offload_options);
   }
   work.view = planning_view(*work.offload, work.offload_options);
   work.graph = work.offload->graph;

@@ -474,6 +474,11 @@ uint64_t optimizer_state_bytes(const OffloadGraph& og) {
   return bytes;
 }
 
+uint64_t optimizer_chunk_bytes(const OffloadGraph& og) {
+  constexpr uint64_t kLeast = uint64_t{1} << 20;
+  return std::clamp(optimizer_state_bytes(og) / 32, kLeast, kOptimizerChunkBytes);
+}
+
 std::vector<Tier> split_optimizer_states(const OffloadGraph& og, double host_share,
                                          uint64_t chunk_bytes, bool spread, double device_share) {
   if (!(host_share >= 0 && device_share >= 0 && host_share + device_share <= 1)) {
@@ -485,26 +490,35 @@ std::vector<Tier> split_optimizer_states(const OffloadGraph& og, double host_sha
   std::vector<Tier> tiers(og.states.size(), Tier::kNvme);
   // For the fill in order: the share of every state's bytes.
   const auto all = static_cast<double>(optimizer_state_bytes(og));
-  // Chunks: runs of consecutive states of at least chunk_bytes.
+  // Chunks: runs of consecutive states of at least chunk_bytes. The device
+  // takes the first ones in step order (their gradients come last in
+  // backward, so their steps would be the CPU's tail), while each stays
+  // within its share by half a chunk; the host then spreads over the rest.
   double total = 0, on_host = 0, on_device = 0;
+  bool device_open = device_share > 0;
+  const double rest = 1 - device_share;
+  const double host_of_rest = rest > 0 ? std::min(1.0, host_share / rest) : 0;
   size_t first = 0;
   uint64_t chunk = 0;
   for (size_t k = 0; k < og.states.size(); ++k) {
     chunk += optimizer_state_bytes(og, k);
     if (chunk < chunk_bytes && k + 1 < og.states.size()) continue;
-    total += static_cast<double>(chunk);
-    // Spread: Bresenham over bytes, host while the host's total stays
-    // within its share of the running total. In order: host until the
-    // share of everything is reached.
-    const double limit = spread ? host_share * total : host_share * all;
     const double half = static_cast<double>(chunk) / 2;
     Tier tier = Tier::kNvme;
-    if (on_device + half <= device_share * all) {
+    device_open = device_open && on_device + half <= device_share * all;
+    if (device_open) {
       on_device += static_cast<double>(chunk);
       tier = Tier::kDevice;
-    } else if (on_host + half <= limit) {
-      on_host += static_cast<double>(chunk);
-      tier = Tier::kHost;
+    } else {
+      total += static_cast<double>(chunk);
+      // Spread: Bresenham over bytes, host while the host's total stays
+      // within its share of the running total. In order: host until the
+      // share of everything is reached.
+      const double limit = spread ? host_of_rest * total : host_share * all;
+      if (on_host + half <= limit) {
+        on_host += static_cast<double>(chunk);
+        tier = Tier::kHost;
+      }
     }
     std::fill(tiers.begin() + static_cast<std::ptrdiff_t>(first),
               tiers.begin() + static_cast<std::ptrdiff_t>(k + 1), tier);

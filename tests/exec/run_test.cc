@@ -205,6 +205,40 @@ TEST(RunExec, Gpt2SmallAtAShortSequence) {
                {{"capuchin", 1.02}, {"zero-offload", 0.8}});
 }
 
+// Note [Device chunks]: auto's plan of gpt-mini at 65% of its keep-all peak
+// keeps the first parameters whole on the device and steps them there (a
+// fused traced Adam step, memwall::sequence), the rest on the CPU with the
+// parameters on the host; bitwise equal to eager over 3 steps, in the arena
+// its layout gives.
+TEST(RunExec, DeviceChunksStepOnTheDeviceBitForBit) {
+  REQUIRE_EXECUTOR();
+  const std::string dir = dir_for("device_chunks");
+  ASSERT_EQ(run_memwall("run --builtin gpt-mini --gpu l4 --steps 3 --keep-values " + dir).exit_code,
+            0);
+  const std::string graph = dir + "/graph.json";
+  const auto budget = static_cast<uint64_t>(
+      0.65 * static_cast<double>(memory_profile(read_graph_file(graph)).peak_bytes));
+  const std::string plan_args =
+      "plan --graph " + graph + " --gpu l4 --budget " + std::to_string(budget);
+  const RunResult json = run_memwall(plan_args + " --json");
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  const nlohmann::json best = nlohmann::json::parse(json.out);
+  EXPECT_GT(best.at("optimizer_device_share").get<double>(), 0) << best.dump(2);
+  EXPECT_LT(best.at("optimizer_device_share").get<double>(), 1) << best.dump(2);
+  const RunResult planned = run_memwall(plan_args + " --out " + dir + "/plan.json --out-graph " +
+                                        dir + "/planned_graph.json");
+  ASSERT_EQ(planned.exit_code, 0) << planned.err;
+  const nlohmann::json j =
+      check_run(run_memwall("run --graph " + dir + "/planned_graph.json --plan " + dir +
+                            "/plan.json --gpu l4 --steps 3 --check-eager --json --keep-values " +
+                            dir + " --budget " + std::to_string(2 * budget)),
+                "gpt-mini with device chunks", budget);
+  if (!j.is_null()) {
+    EXPECT_EQ(j.at("policy"), "plan offsets");
+  }
+  std::filesystem::remove_all(dir);
+}
+
 // ---- Bad input ------------------------------------------------------------------------
 
 class RunKept : public ::testing::Test {

@@ -125,12 +125,16 @@ TEST(AutoPlanner, Llama7bFullFineTuningPlansOnA24GbGpu) {
   expect_planned_within_budget(a.best, hw, a.budget);
   EXPECT_NE(a.best.states.optimizer, Tier::kDevice);
   EXPECT_LE(a.bound.seconds, a.best.sim.iteration_time);
-  // Issue 23: with every optimizer state on NVMe this plan took 14.26 s;
-  // kept on the host in chunks as far as host memory allows (Note
-  // [Chunked optimizer states]) it takes about half. The bound now counts
-  // the CPU steps that must follow the forward pass.
+  // Issue 23: with every optimizer state on NVMe this plan took 14.26 s.
+  // Its targets: at most half of that, and within 15% of the bound. The
+  // states now sit in chunks on the host as far as host memory allows
+  // (Note [Chunked optimizer states]) and on the device as far as
+  // activations allow (Note [Device chunks]); the bound counts the CPU
+  // steps that must follow the forward pass.
   EXPECT_GT(a.best.states.optimizer_host_share, 0.3);
-  EXPECT_LT(a.best.sim.iteration_time, 7.5);
+  EXPECT_GT(a.best.states.optimizer_device_share, 0.1);
+  EXPECT_LE(a.best.sim.iteration_time, 14.26 / 2);
+  EXPECT_LE(a.best.sim.iteration_time, 1.15 * a.bound.seconds);
   EXPECT_GT(a.bound.cpu, a.bound.compute);
   EXPECT_EQ(a.bound.seconds, a.bound.cpu);
 }

@@ -95,6 +95,10 @@ Plan apply_offload(const OffloadGraph& og, const Plan& plan, const OffloadOption
 // offload.cc), spread the same way and chosen before the host's chunks;
 // host_share + device_share <= 1. Returns OffloadOptions::optimizer_of.
 inline constexpr uint64_t kOptimizerChunkBytes = uint64_t{64} << 20;
+// The chunk size a split uses: 64 MiB, or a 32nd of the states when they
+// are smaller than 2 GiB (at least 1 MiB), so that a small model still has
+// chunks to share out.
+uint64_t optimizer_chunk_bytes(const OffloadGraph& og);
 std::vector<Tier> split_optimizer_states(const OffloadGraph& og, double host_share,
                                          uint64_t chunk_bytes = kOptimizerChunkBytes,
                                          bool spread = true, double device_share = 0);
