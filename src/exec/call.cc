@@ -216,25 +216,20 @@ CompiledCall compile_call(const nlohmann::json& call, const std::string& op_name
   CompiledCall compiled;
   try {
     const std::string name = call.at("op").get<std::string>();
-    if (name == "memwall::cpu_step") {
-      compiled.kind = CompiledCall::Kind::kCpuStep;
+    // A CPU step, or a fused step kept on the device: its ops over locals.
+    if (name == "memwall::cpu_step" || name == "memwall::sequence") {
+      const bool cpu = name == "memwall::cpu_step";
+      compiled.kind = cpu ? CompiledCall::Kind::kCpuStep : CompiledCall::Kind::kSequence;
       compiled.name = name;
       for (const nlohmann::json& step : call.at("steps")) {
         compiled.steps.push_back(compile_call(step, op_name, host));
       }
       compiled.locals = call.at("locals").get<size_t>();
-      compiled.param = buffer_of(call.at("param"));
-      compiled.master = buffer_of(call.at("master"));
-      compiled.update = buffer_of(call.at("update"));
-      return compiled;
-    }
-    if (name == "memwall::sequence") {
-      compiled.kind = CompiledCall::Kind::kSequence;
-      compiled.name = name;
-      for (const nlohmann::json& step : call.at("steps")) {
-        compiled.steps.push_back(compile_call(step, op_name, host));
+      if (cpu) {
+        compiled.param = buffer_of(call.at("param"));
+        compiled.master = buffer_of(call.at("master"));
+        compiled.update = buffer_of(call.at("update"));
       }
-      compiled.locals = call.at("locals").get<size_t>();
       return compiled;
     }
     if (name == "memwall::apply") {

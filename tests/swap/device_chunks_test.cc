@@ -14,19 +14,12 @@
 #include "memwall/plan/builders.h"
 #include "memwall/sim/simulator.h"
 #include "memwall/swap/offload.h"
+#include "offload_test_util.h"
 
 namespace memwall {
 namespace {
 
-constexpr size_t kH2D = static_cast<size_t>(Resource::kH2D);
-constexpr size_t kD2H = static_cast<size_t>(Resource::kD2H);
-constexpr size_t kNvmeRead = static_cast<size_t>(Resource::kNvmeRead);
-constexpr size_t kNvmeWrite = static_cast<size_t>(Resource::kNvmeWrite);
-
-const Graph& gpt2() {
-  static const Graph g = build_model("gpt2-small", {.batch = 1, .seq = 128});
-  return g;
-}
+using namespace offload_test;  // NOLINT(google-build-using-namespace)
 
 // A split of gpt2-small's states with one chunk per state: 30% of the bytes
 // on the device, 40% on the host, the rest on NVMe.

@@ -2,6 +2,7 @@
 // [Offload steps] in src/swap/offload.cc): the rewritten step, the traffic
 // each option adds (exact byte counts), and plans accepted by the simulator.
 #include "memwall/swap/offload.h"
+#include "offload_test_util.h"
 
 #include <gtest/gtest.h>
 
@@ -19,10 +20,7 @@
 namespace memwall {
 namespace {
 
-constexpr size_t kH2D = static_cast<size_t>(Resource::kH2D);
-constexpr size_t kD2H = static_cast<size_t>(Resource::kD2H);
-constexpr size_t kNvmeRead = static_cast<size_t>(Resource::kNvmeRead);
-constexpr size_t kNvmeWrite = static_cast<size_t>(Resource::kNvmeWrite);
+using namespace offload_test;  // NOLINT(google-build-using-namespace)
 
 struct Totals {
   uint64_t params = 0, grads = 0, states = 0, updates = 0, elements = 0, largest_state = 0;
@@ -43,11 +41,6 @@ SimResult run_offload(const Graph& graph, const OffloadOptions& options, const H
   const OffloadGraph og = offload_graph(graph, options);
   const Plan base = default_plan(og.graph, hw.name, kMaxBytes);
   return simulate(og.graph, apply_offload(og, base, options), hw);
-}
-
-const Graph& gpt2() {
-  static const Graph g = build_model("gpt2-small", {.batch = 1, .seq = 128});
-  return g;
 }
 
 TEST(Offload, RewritesEachStepIntoACpuStepAndADeviceCopy) {
