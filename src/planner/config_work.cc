@@ -128,6 +128,8 @@ std::string StateConfig::name() const {
         fmt::format(", optimizer in chunks on the device ({:.0f}%)", 100 * optimizer_device_share);
     if (optimizer == Tier::kHost) {
       out += ", host";
+    } else if (optimizer_host_share + optimizer_device_share >= 0.995) {
+      out += fmt::format(", host ({:.0f}%)", 100 * optimizer_host_share);  // none on NVMe
     } else {
       out += fmt::format(", host ({:.0f}%) and nvme", 100 * optimizer_host_share);
       if (nvme_read_ahead > 1) out += fmt::format(" read {} steps ahead", nvme_read_ahead);
