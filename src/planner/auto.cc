@@ -261,6 +261,9 @@ struct DeviceChunkSearch {
   Verdict fit_at(const Base& b, double fraction) {
     const std::optional<Work> w = at_share(b, fraction * b.most);
     if (!w || !std::isfinite(w->bound.seconds)) return Verdict::kLess;
+    // Every chunk on the device is the all-on-device configuration, which
+    // the configuration search had.
+    if (w->work.config.optimizer_device_share >= 1) return Verdict::kLess;
     // Even unconstrained no faster: the share's own traffic or steps bind.
     if (!(w->bound.seconds < best_time)) return Verdict::kLess;
     for (const Activations a : {Activations::kKeepAll, Activations::kRemat}) {
@@ -274,7 +277,8 @@ struct DeviceChunkSearch {
       const double offloaded =
           waited(Resource::kHostCpu) + waited(Resource::kNvmeRead) + waited(Resource::kNvmeWrite);
       const Verdict v = offloaded > 0.02 * c.sim.iteration_time ? Verdict::kMore : Verdict::kLess;
-      if (c.sim.iteration_time < best_time) {
+      // A gain within rounding is none: the plan found already is simpler.
+      if (c.sim.iteration_time < best_time * (1 - 1e-6)) {
         best_time = c.sim.iteration_time;
         best = std::move(c);
       }
@@ -323,6 +327,13 @@ Candidate fit_patrickstar(const Graph& graph, const Hardware& hw, const PlannerO
   const double share =
       std::min(1.0, 0.98 * static_cast<double>(budget - peak) / static_cast<double>(states));
   if (share < 0.01) return c;
+  if (share >= 1) {  // the margin holds every chunk: nothing is offloaded
+    Built all = build(graph, {work.config.stage, Tier::kDevice, Tier::kDevice}, options.ranks);
+    if (!all.work) return c;
+    left.time_limit = std::max(deadline.left(), 1e-9);
+    Candidate kept = fit(*all.work, single.activations, hw, budget, left);
+    return kept.fits ? kept : c;
+  }
   StateConfig on_device = work.config;  // the same host share, the device's on top
   on_device.optimizer_device_share = share;
   on_device.optimizer_host_share = std::min(on_device.optimizer_host_share, 1 - share);
@@ -428,7 +439,11 @@ AutoPlan plan_auto(const Graph& graph, const Hardware& hardware, const PlannerOp
 
   const Candidate* best = nullptr;
   for (const Candidate& c : result.singles) {
-    if (c.fits && (!best || c.sim.iteration_time < best->sim.iteration_time)) best = &c;
+    // Of times equal within rounding the first, simpler technique stays
+    // (PatrickStar's device-filling chunks can tie with everything kept).
+    if (c.fits && (!best || c.sim.iteration_time < best->sim.iteration_time * (1 - 1e-6))) {
+      best = &c;
+    }
   }
   Candidate found;  // the best from the configuration search, if better
   double best_time = best ? best->sim.iteration_time : std::numeric_limits<double>::infinity();

@@ -7,6 +7,8 @@
 
 #include <filesystem>
 
+#include <fmt/format.h>
+
 #include "memwall/graph/graph.h"
 #include "memwall/hw/hardware.h"
 #include "memwall/models/zoo.h"
@@ -38,7 +40,7 @@ void expect_throughput(const nlohmann::json& j, int ranks, int batch, int seq, d
   EXPECT_EQ(t["ranks"], ranks);
   EXPECT_EQ(t["batch"], batch);
   EXPECT_EQ(t["seq"], seq);
-  EXPECT_DOUBLE_EQ(t["samples_per_s"].get<double>(), ranks * batch / time);
+  EXPECT_DOUBLE_EQ(t["samples_per_s_per_rank"].get<double>(), ranks * batch / time);
   EXPECT_DOUBLE_EQ(t["tokens_per_s"].get<double>(), ranks * batch * seq / time);
   EXPECT_DOUBLE_EQ(t["model_flops"].get<double>(), flops);
   EXPECT_EQ(t["mfu_dtype"], "bf16");
@@ -93,30 +95,46 @@ TEST(CliPlanFigures, ThroughputAndTimeSplitOnEveryPath) {
 }
 
 // Note [Batch search]: the fastest batch, one stderr line per plan tried.
-// gpt2-small at 2.5 GB peaks at batch 8 (tests/planner/capacity_test.cc
-// checks it against every batch).
+// gpt2-small at 2.5 GB peaks near batch 10 (tests/planner/capacity_test.cc
+// checks the search against every batch); which batch wins by a few
+// samples/s depends on the device chunk search's share, so the test checks
+// that the batch named is the fastest of those tried and that every report
+// agrees on it.
 TEST(CliPlanSearch, MaxBatchFindsTheFastestAndReportsEachTry) {
   const std::string args =
       "plan --model gpt2-small --seq 128 --gpu rtx4090 --budget 2.5GB --time-limit 1 --max-batch";
   const auto j_run = run_memwall(args + " --json");
   ASSERT_EQ(j_run.exit_code, 0) << j_run.err;
   const auto j = nlohmann::json::parse(j_run.out);
-  EXPECT_EQ(j["max_batch"], 8);
+  const auto best = j["max_batch"].get<int64_t>();
+  EXPECT_GE(best, 8);
+  EXPECT_LE(best, 12);
+  double best_rate = 0;
+  for (const auto& t : j["tried"]) {
+    if (t["batch"].get<int64_t>() == best) best_rate = t["samples_per_s_per_rank"].get<double>();
+  }
+  for (const auto& t : j["tried"]) {
+    if (t["plans"].get<bool>()) {
+      EXPECT_LE(t["samples_per_s_per_rank"].get<double>(), best_rate) << t.dump();
+    }
+  }
   EXPECT_EQ(j["goal"], "throughput");
   EXPECT_EQ(j["cut_short"], false);
   EXPECT_EQ(j["tried"].size(), j["plans_tried"].get<size_t>());
   EXPECT_EQ(count_lines(j_run.err), j["plans_tried"].get<int>()) << j_run.err;
   EXPECT_NE(j_run.err.find("memwall: gpt2-small batch 16: plans, "), std::string::npos)
       << j_run.err;
-  EXPECT_NE(j["search_stopped"].get<std::string>().find("throughput peaks at batch 8"),
+  EXPECT_NE(j["search_stopped"].get<std::string>().find(
+                fmt::format("throughput peaks at batch {} (", best)),
             std::string::npos);
   expect_split_adds_up(j);
 
   const auto human = run_memwall(args);
   ASSERT_EQ(human.exit_code, 0) << human.err;
-  EXPECT_EQ(human.out.rfind("fastest batch of gpt2-small that trains on rtx4090: 8\n", 0), 0u)
-      << human.out;
-  EXPECT_NE(human.out.find("  search                  throughput peaks at batch 8"),
+  const std::string first = "fastest batch of gpt2-small that trains on rtx4090: ";
+  ASSERT_EQ(human.out.rfind(first, 0), 0u) << human.out;
+  const std::string named = human.out.substr(first.size(), human.out.find('\n') - first.size());
+  EXPECT_NE(human.out.find("  search                  throughput peaks at batch " + named + " ("),
             std::string::npos)
       << human.out;
   EXPECT_NE(human.out.find("  throughput              "), std::string::npos) << human.out;
