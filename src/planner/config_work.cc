@@ -1,6 +1,7 @@
 // Model-state configurations (config_work.h).
 #include "config_work.h"
 
+#include <algorithm>
 #include <limits>
 
 #include <fmt/format.h>
@@ -126,12 +127,14 @@ std::string StateConfig::name() const {
   if (optimizer_device_share > 0) {
     out +=
         fmt::format(", optimizer in chunks on the device ({:.0f}%)", 100 * optimizer_device_share);
+    // The device's share is the chunks'; the host's was asked of the rest.
+    const double host = std::min(optimizer_host_share, 1 - optimizer_device_share);
     if (optimizer == Tier::kHost) {
       out += ", host";
-    } else if (optimizer_host_share + optimizer_device_share >= 0.995) {
-      out += fmt::format(", host ({:.0f}%)", 100 * optimizer_host_share);  // none on NVMe
+    } else if (host + optimizer_device_share >= 0.995) {
+      out += fmt::format(", host ({:.0f}%)", 100 * host);  // none on NVMe
     } else {
-      out += fmt::format(", host ({:.0f}%) and nvme", 100 * optimizer_host_share);
+      out += fmt::format(", host ({:.0f}%) and nvme", 100 * host);
       if (nvme_read_ahead > 1) out += fmt::format(" read {} steps ahead", nvme_read_ahead);
     }
   } else if (optimizer == Tier::kNvme && optimizer_host_share > 0) {

@@ -40,7 +40,7 @@ void expect_throughput(const nlohmann::json& j, int ranks, int batch, int seq, d
   EXPECT_EQ(t["ranks"], ranks);
   EXPECT_EQ(t["batch"], batch);
   EXPECT_EQ(t["seq"], seq);
-  EXPECT_DOUBLE_EQ(t["samples_per_s_per_rank"].get<double>(), ranks * batch / time);
+  EXPECT_DOUBLE_EQ(t["samples_per_s"].get<double>(), ranks * batch / time);
   EXPECT_DOUBLE_EQ(t["tokens_per_s"].get<double>(), ranks * batch * seq / time);
   EXPECT_DOUBLE_EQ(t["model_flops"].get<double>(), flops);
   EXPECT_EQ(t["mfu_dtype"], "bf16");
