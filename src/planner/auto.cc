@@ -21,6 +21,8 @@
 // ops per parameter, Note [Traced optimizer steps] in
 // swap/optimizer_steps.cc) is skipped with its reason; one rank with every
 // state on the device needs no rewrite, so a plan can still come from it.
+// Last, a plan whose optimizer steps run on the CPU gets device chunks
+// (Note [Device chunk search]).
 #include <algorithm>
 #include <cmath>
 #include <iterator>
