@@ -260,8 +260,10 @@ class OffloadPass {
       if (runs_op && state_of_step_[s.op] >= 0) continue;  // emitted after its gradient
       if (runs_op && state_of_apply_[s.op] >= 0) {
         // Every apply at the first one's place, in CPU-step order (Note
-        // [Offload steps]).
-        if (!applied_) apply_all(out);
+        // [Offload steps]), or once the last CPU step is out if one still
+        // waits for its gradient there.
+        applies_due_ = true;
+        if (!applied_ && steps_left_ == 0) apply_all(out);
         continue;
       }
       if (s.kind == StepKind::kFree && (is_grad_[s.buf] || is_update_[s.buf])) {
@@ -270,6 +272,7 @@ class OffloadPass {
       out.steps.push_back(s);
       for (const BufferId p : free_after_[i]) out.steps.push_back(Step::free(p));
       for (const int k : cpu_after_[i]) cpu_step(out, og_.states[k]);
+      if (applies_due_ && !applied_ && steps_left_ == 0) apply_all(out);
     }
     for (const OffloadedState& o : og_.states) {
       if (!step_emitted_[&o - og_.states.data()]) {
@@ -330,6 +333,7 @@ class OffloadPass {
     for (const size_t k : cpu_order_) {
       if (og_.states[k].apply != kNoOp) applies_.push_back(static_cast<int>(k));
     }
+    steps_left_ = applies_.size();
   }
 
   // Swap-ins and frees of offloaded parameters around runs of their users;
@@ -413,6 +417,7 @@ class OffloadPass {
       return;
     }
     out.steps.push_back(Step::swap_out(o.grad, Tier::kHost));
+    if (o.apply != kNoOp) --steps_left_;
     // What the CPU step updates that lives on NVMe is read in here or
     // earlier (read_ahead) and written back after.
     const size_t k = static_cast<size_t>(&o - og_.states.data());
@@ -450,6 +455,8 @@ class OffloadPass {
   std::vector<char> is_update_;  // brought in for its apply: freed right after it
   std::vector<int> applies_;     // states with an apply, in CPU-step order
   bool applied_ = false;
+  bool applies_due_ = false;          // the plan has reached its first apply
+  size_t steps_left_ = 0;             // CPU steps with an apply not yet emitted
   std::vector<size_t> cpu_order_;     // states in CPU-step order
   std::vector<size_t> cpu_position_;  // per state: its place in cpu_order_
   size_t next_read_ = 0;              // cpu_order_ read from NVMe up to here
