@@ -244,24 +244,9 @@ void Executor::cpu_step(const Op& op, const CompiledCall& call, RunResult& resul
     std::erase_if(current_, [&](const auto& p) { return p.first == roots_[call.param]; });
     current_.emplace_back(roots_[call.param], master);
   }
-  std::vector<c10::Storage> locals(call.locals);
   const double start = now_s();
   const Clock::time_point t = Clock::now();
-  {
-    // While the step runs: its temporaries, and kernels' memory on the host.
-    locals_ = &locals;
-    memory_->set_host_mode(true);
-    const auto done = [this](void*) {
-      memory_->set_host_mode(false);
-      locals_ = nullptr;
-    };
-    const std::unique_ptr<void, decltype(done)> restore(this, done);
-    for (const CompiledCall& part : call.steps) {
-      torch::jit::Stack stack;
-      call_op(op, part, stack, /*cpu_step=*/true);
-      take_results(op, part, stack);
-    }
-  }
+  run_parts(op, call, /*on_host=*/true);
   kernel_s_ += seconds_since(t);
   const BufferId from = call.master >= 0 ? call.master : call.param;
   const uint64_t bytes = graph_.buffers[call.param].bytes;
@@ -277,37 +262,43 @@ void Executor::cpu_step(const Op& op, const CompiledCall& call, RunResult& resul
   span(result, kHostCpu, start, now_s());
 }
 
+// The ops of a CPU step or a fused device step in order, over its
+// temporaries (freed on return); on the host, kernels' memory comes from
+// the host meanwhile.
+void Executor::run_parts(const Op& op, const CompiledCall& call, bool on_host) {
+  std::vector<c10::Storage> locals(call.locals);
+  locals_ = &locals;
+  memory_->set_host_mode(on_host);
+  const auto done = [this](void*) {
+    memory_->set_host_mode(false);
+    locals_ = nullptr;
+  };
+  const std::unique_ptr<void, decltype(done)> restore(this, done);
+  for (const CompiledCall& part : call.steps) {
+    torch::jit::Stack stack;
+    call_op(op, part, stack, /*cpu_step=*/on_host);
+    take_results(op, part, stack);
+  }
+}
+
 // A fused optimizer step on the device (memwall::sequence, Note [Device
 // chunks] in swap/offload.cc): its ops in order, their temporaries in the
 // op's workspace.
 void Executor::device_sequence(const Op& op, const CompiledCall& call, RunResult& result) {
   current_.clear();
-  for (const BufferId b : op.in) {
+  const auto bind = [this](BufferId b) {
     need_on_device(b);
     current_.emplace_back(roots_[b], slots_[b].device);
-  }
-  for (const BufferId b : op.updates) {
-    need_on_device(b);
-    current_.emplace_back(roots_[b], slots_[b].device);
-  }
+  };
+  std::for_each(op.in.begin(), op.in.end(), bind);
+  std::for_each(op.updates.begin(), op.updates.end(), bind);
   if (memory_->has_arena()) expect_outputs(call);  // no results: the workspace only
-  std::vector<c10::Storage> locals(call.locals);
   const Clock::time_point t = Clock::now();
-  {
-    locals_ = &locals;
-    const auto done = [this](void*) { locals_ = nullptr; };
-    const std::unique_ptr<void, decltype(done)> restore(this, done);
-    try {
-      for (const CompiledCall& part : call.steps) {
-        torch::jit::Stack stack;
-        call_op(op, part, stack);
-        take_results(op, part, stack);
-      }
-    } catch (const c10::OutOfMemoryError& e) {
-      run_failed("{}: compute {}: {}", where(), op.name, e.what_without_backtrace());
-    }
+  try {
+    run_parts(op, call, /*on_host=*/false);
+  } catch (const c10::OutOfMemoryError& e) {
+    run_failed("{}: compute {}: {}", where(), op.name, e.what_without_backtrace());
   }
-  locals.clear();
   memory_->expect({});
   kernel_s_ += seconds_since(t);
   current_.clear();

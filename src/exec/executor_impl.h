@@ -128,6 +128,7 @@ class Executor {
   c10::Storage on_host(BufferId b);
   void cpu_step(const Op& op, const CompiledCall& call, RunResult& result);
   void device_sequence(const Op& op, const CompiledCall& call, RunResult& result);
+  void run_parts(const Op& op, const CompiledCall& call, bool on_host);
   void apply(const Op& op, const CompiledCall& call, RunResult& result);
   // A recompute's output still on the device from its earlier stay: it is
   // kept where it is (no new stay).

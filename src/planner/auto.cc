@@ -169,11 +169,11 @@ std::optional<Work> with_most_on_host(const Graph& graph, const ConfigWork& all_
 // for chunks, at the price of bringing them in per use). For each, `most`
 // is the largest share the device could hold beside the planning view's
 // proven floor; the base whose unconstrained time at 4/5 of its `most` is
-// lower is fitted there, then at 19/20 of it when that fits (a CPU-bound
-// plan gains from every chunk) or 7/8 when that does not, else at 3/5 and
-// 2/5. Each share of an NVMe configuration gets its largest host share
-// (with_most_on_host). So the search costs at most three fits (keep-all,
-// then memwall's rematerialization planner).
+// lower is kept, and four fits (keep-all, then memwall's
+// rematerialization planner) bisect its share from 4/5 of `most`: up while
+// the plan still waits on the host CPU or the drive, down when it does not
+// fit or its recomputation made the device the bottleneck. Each share of
+// an NVMe configuration gets its largest host share (with_most_on_host).
 struct DeviceChunkSearch {
   const Graph& graph;
   const Hardware& hw;
@@ -205,9 +205,6 @@ struct DeviceChunkSearch {
       if (w && w->bound.seconds < chosen_time) chosen_time = w->bound.seconds, chosen = &b;
     }
     if (!chosen || !(chosen_time < best_time)) return;
-    // Bisection over fractions of `most`: up while the CPU or the drive
-    // still waits for work the device could take, down when the plan does
-    // not fit or its recomputation made the device the bottleneck.
     double low = 0, high = 1, fraction = 0.8;
     for (int probe = 0; probe < 4 && !deadline.passed(); ++probe) {
       (fit_at(*chosen, fraction) == Verdict::kMore ? low : high) = fraction;
@@ -301,50 +298,51 @@ struct DeviceChunkSearch {
 Candidate fit_patrickstar(const Graph& graph, const Hardware& hw, const PlannerOptions& options,
                           const Single& single, const Built& all_nvme, uint64_t budget) {
   const Deadline deadline = Deadline::in(options.time_limit);
+  // A configuration's fit in the time left, or none when it does not build.
+  const auto fit_work = [&](const ConfigWork& work) {
+    PlannerOptions left = options;
+    left.time_limit = std::max(deadline.left(), 1e-9);
+    return fit(work, single.activations, hw, budget, left);
+  };
+  const auto fit_config = [&](const StateConfig& config) -> std::optional<Candidate> {
+    Built b = build(graph, config, options.ranks);
+    if (!b.work) return std::nullopt;
+    return fit_work(*b.work);
+  };
   std::optional<Work> split =
       with_most_on_host(graph, *all_nvme.work, hw, options, 1, /*in_order=*/true, deadline);
-  PlannerOptions left = options;
-  left.time_limit = std::max(deadline.left(), 1e-9);
-  Candidate c = fit(split ? split->work : *all_nvme.work, single.activations, hw, budget, left);
+  const ConfigWork& base = split ? split->work : *all_nvme.work;
+  Candidate c = fit_work(base);
   // The host share comes from the keep-all run; an activation plan's
   // different pace can queue more on the host (gradients waiting for their
   // CPU step): a few points less each try.
+  StateConfig config = base.config;
   for (int retry = 0; retry < 3 && split && !c.fits && !deadline.passed() &&
                       c.why.find("host memory exceeds") != std::string::npos;
        ++retry) {
-    StateConfig lower = split->work.config;
+    StateConfig lower = config;
     lower.optimizer_host_share -= 0.05;
     if (lower.optimizer_host_share < 0.02) break;
-    Built b = build(graph, lower, options.ranks);
-    if (!b.work) break;
-    split = Work{std::move(*b.work), {}};
-    left.time_limit = std::max(deadline.left(), 1e-9);
-    c = fit(split->work, single.activations, hw, budget, left);
+    std::optional<Candidate> refit = fit_config(lower);
+    if (!refit) break;
+    config = lower;
+    c = std::move(*refit);
   }
-  const ConfigWork& work = split ? split->work : *all_nvme.work;
-  const uint64_t states = work.offload ? optimizer_state_bytes(*work.offload) : 0;
+  const uint64_t states = base.offload ? optimizer_state_bytes(*base.offload) : 0;
   const uint64_t peak = c.sim.peak_bytes[static_cast<size_t>(Tier::kDevice)];
   if (!c.fits || states == 0 || peak >= budget || deadline.passed()) return c;
   // The margin, less 2% for what the chunks' own steps hold.
   const double share =
       std::min(1.0, 0.98 * static_cast<double>(budget - peak) / static_cast<double>(states));
   if (share < 0.01) return c;
-  if (share >= 1) {  // the margin holds every chunk: nothing is offloaded
-    Built all = build(graph, {work.config.stage, Tier::kDevice, Tier::kDevice}, options.ranks);
-    if (!all.work) return c;
-    left.time_limit = std::max(deadline.left(), 1e-9);
-    Candidate kept = fit(*all.work, single.activations, hw, budget, left);
-    return kept.fits ? kept : c;
-  }
-  StateConfig on_device = work.config;  // the same host share, the device's on top
+  StateConfig on_device = config;  // the same host share, the device's on top
   on_device.optimizer_device_share = share;
   on_device.optimizer_host_share = std::min(on_device.optimizer_host_share, 1 - share);
   on_device.chunks_in_order = true;
-  Built filled = build(graph, on_device, options.ranks);
-  if (!filled.work) return c;
-  left.time_limit = std::max(deadline.left(), 1e-9);
-  Candidate with_chunks = fit(*filled.work, single.activations, hw, budget, left);
-  return with_chunks.fits ? with_chunks : c;
+  // A margin that holds every chunk offloads nothing.
+  if (share >= 1) on_device = {config.stage, Tier::kDevice, Tier::kDevice};
+  std::optional<Candidate> filled = fit_config(on_device);
+  return filled && filled->fits ? std::move(*filled) : c;
 }
 
 Candidate run_single(const Graph& graph, const Hardware& hw, const PlannerOptions& options,

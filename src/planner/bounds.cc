@@ -57,6 +57,7 @@
 #include "memwall/graph/error.h"
 #include "memwall/graph/graph.h"
 #include "memwall/planner/planner.h"
+#include "memwall/remat/remat.h"
 #include "memwall/swap/zero.h"
 
 namespace memwall {
@@ -74,23 +75,14 @@ uint64_t default_budget(const Hardware& hardware) {
 
 namespace {
 
-// The most device memory one forward or backward op needs while it runs:
-// its inputs, outputs and updated buffers, each once, and its workspace.
+// The most device memory one forward or backward op needs while it runs
+// (op_working_set: parameters included, none of them an optimizer state).
 uint64_t largest_working_set(const Graph& graph) {
   uint64_t largest = 0;
-  std::vector<BufferId> held;
   for (const Op& op : graph.ops) {
     if (op.phase != Phase::kForward && op.phase != Phase::kBackward) continue;
-    held.assign(op.in.begin(), op.in.end());
-    held.insert(held.end(), op.out.begin(), op.out.end());
-    held.insert(held.end(), op.updates.begin(), op.updates.end());
-    std::sort(held.begin(), held.end());
-    held.erase(std::unique(held.begin(), held.end()), held.end());
-    uint64_t bytes = contiguous_workspace(op);
-    for (const BufferId b : held) {
-      bytes = checked_add(bytes, graph.buffers[b].bytes, "an op's working set");
-    }
-    largest = std::max(largest, bytes);
+    const OpWorkingSet set = op_working_set(graph, op);
+    largest = std::max(largest, checked_add(set.transient, set.persistent, "an op's working set"));
   }
   return largest;
 }

@@ -207,29 +207,34 @@ std::string describe_peak(const Graph& graph, const Hardware& hardware, const Pl
 
 }  // namespace
 
+OpWorkingSet op_working_set(const Graph& graph, const Op& op) {
+  std::vector<BufferId> held(op.in.begin(), op.in.end());
+  held.insert(held.end(), op.updates.begin(), op.updates.end());
+  for (const BufferId v : op.out) {
+    // A next version can take over its predecessor's storage (Note [Buffer versions]).
+    const BufferId prev = graph.buffers[v].version_of;
+    if (prev == kNoBuffer || std::find(op.in.begin(), op.in.end(), prev) == op.in.end()) {
+      held.push_back(v);
+    }
+  }
+  std::sort(held.begin(), held.end());
+  held.erase(std::unique(held.begin(), held.end()), held.end());
+  OpWorkingSet set{.transient = contiguous_workspace(op)};
+  for (const BufferId b : held) {
+    uint64_t& side = is_persistent(graph.buffers[b].kind) ? set.persistent : set.transient;
+    side = checked_add(side, graph.buffers[b].bytes, "an op's working set");
+  }
+  return set;
+}
+
 RematBound remat_lower_bound(const Graph& graph) {
   uint64_t states = 0;
   for (const Buffer& b : graph.buffers) {
     if (is_persistent(b.kind)) states += b.bytes;
   }
   RematBound bound{.bytes = states, .why = "the model states alone"};
-  std::vector<BufferId> held;
   for (const Op& op : graph.ops) {
-    held.assign(op.in.begin(), op.in.end());
-    held.insert(held.end(), op.updates.begin(), op.updates.end());
-    for (const BufferId v : op.out) {
-      // A next version can take over its predecessor's storage (Note [Buffer versions]).
-      const BufferId prev = graph.buffers[v].version_of;
-      if (prev == kNoBuffer || std::find(op.in.begin(), op.in.end(), prev) == op.in.end()) {
-        held.push_back(v);
-      }
-    }
-    std::sort(held.begin(), held.end());
-    held.erase(std::unique(held.begin(), held.end()), held.end());
-    uint64_t working = contiguous_workspace(op);
-    for (const BufferId b : held) {
-      if (!is_persistent(graph.buffers[b].kind)) working += graph.buffers[b].bytes;
-    }
+    const uint64_t working = op_working_set(graph, op).transient;
     if (states + working > bound.bytes) {
       bound.bytes = states + working;
       bound.why = fmt::format(

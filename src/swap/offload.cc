@@ -263,7 +263,7 @@ class OffloadPass {
         // [Offload steps]), or once the last CPU step is out if one still
         // waits for its gradient there.
         applies_due_ = true;
-        if (!applied_ && steps_left_ == 0) apply_all(out);
+        apply_when_due(out);
         continue;
       }
       if (s.kind == StepKind::kFree && (is_grad_[s.buf] || is_update_[s.buf])) {
@@ -272,7 +272,7 @@ class OffloadPass {
       out.steps.push_back(s);
       for (const BufferId p : free_after_[i]) out.steps.push_back(Step::free(p));
       for (const int k : cpu_after_[i]) cpu_step(out, og_.states[k]);
-      if (applies_due_ && !applied_ && steps_left_ == 0) apply_all(out);
+      apply_when_due(out);
     }
     for (const OffloadedState& o : og_.states) {
       if (!step_emitted_[&o - og_.states.data()]) {
@@ -429,9 +429,11 @@ class OffloadPass {
     step_emitted_[&o - og_.states.data()] = 1;
   }
 
-  // Every apply, each update brought in one apply ahead and freed after it.
-  void apply_all(Plan& out) {
-    applied_ = true;
+  // Once the plan has reached its first apply and every CPU step with an
+  // apply is out: every apply, each update brought in one apply ahead and
+  // freed after it (applies_ is then spent).
+  void apply_when_due(Plan& out) {
+    if (!applies_due_ || steps_left_ > 0) return;
     for (size_t i = 0; i < applies_.size(); ++i) {
       if (i == 0) out.steps.push_back(Step::swap_in(og_.states[applies_[0]].update));
       if (i + 1 < applies_.size()) {
@@ -441,6 +443,7 @@ class OffloadPass {
       out.steps.push_back(Step::compute(o.apply));
       out.steps.push_back(Step::free(o.update));
     }
+    applies_.clear();
   }
 
   const OffloadGraph& og_;
@@ -451,10 +454,9 @@ class OffloadPass {
   std::vector<std::vector<int>> cpu_after_;  // per plan index: CPU steps to run after it
   std::vector<size_t> last_user_;            // offloaded parameters: plan index of the last user
   std::vector<char> step_emitted_;
-  std::vector<char> is_grad_;    // read by a CPU step: freed right after it
-  std::vector<char> is_update_;  // brought in for its apply: freed right after it
-  std::vector<int> applies_;     // states with an apply, in CPU-step order
-  bool applied_ = false;
+  std::vector<char> is_grad_;         // read by a CPU step: freed right after it
+  std::vector<char> is_update_;       // brought in for its apply: freed right after it
+  std::vector<int> applies_;          // states with an apply, in CPU-step order
   bool applies_due_ = false;          // the plan has reached its first apply
   size_t steps_left_ = 0;             // CPU steps with an apply not yet emitted
   std::vector<size_t> cpu_order_;     // states in CPU-step order

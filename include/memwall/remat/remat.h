@@ -108,6 +108,17 @@ RematResult plan_dtr_largest(const Graph& graph, const Hardware& hardware, uint6
 RematResult plan_memwall(const Graph& graph, const Hardware& hardware, uint64_t budget,
                          const RematOptions& options);
 
+// What `op` holds on the device while it runs: its inputs, in-place
+// updates and outputs, each once (an output that takes over the storage of
+// the version it reads counts once, Note [Buffer versions]), split into
+// persistent buffers (param, optim_state) and the rest, which includes the
+// workspace span.
+struct OpWorkingSet {
+  uint64_t transient = 0;
+  uint64_t persistent = 0;
+};
+OpWorkingSet op_working_set(const Graph& graph, const Op& op);
+
 // A proven lower bound on the device budget of any plan that keeps the
 // model states (param, optim_state) on the device, as every
 // rematerialization plan does: while an op runs, its inputs, in-place
