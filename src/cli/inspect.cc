@@ -79,7 +79,8 @@ int run_inspect(const InspectArgs& args) {
   const Graph graph = args.source.load(hw);
   const MemoryProfile profile = memory_profile(graph);
   const MemorySummary summary = memory_summary(graph);
-  const uint64_t params = param_count(graph);
+  const uint64_t params = model_param_count(graph);
+  const uint64_t trainable = trainable_param_count(graph);
   const double time = iteration_time(hw, graph);
   // A traced graph knows when eager PyTorch frees each storage (Note [Eager
   // lifetimes]): its peak is what the user's unmodified script reaches, so
@@ -104,7 +105,8 @@ int run_inspect(const InspectArgs& args) {
                           {"ops", graph.ops.size()},
                           {"buffers", graph.buffers.size()},
                           {"fingerprint", graph_fingerprint(graph)},
-                          {"param_count", params}};
+                          {"param_count", params},
+                          {"trainable_param_count", trainable}};
     if (graph.meta.contains("model")) out["model"] = graph.meta["model"];
     for (BufferKind kind : kKinds) {
       out[fmt::format("{}_bytes", to_string(kind))] = of_kind(summary.bytes_by_kind, kind);
@@ -150,7 +152,12 @@ int run_inspect(const InspectArgs& args) {
   line("ops / buffers",
        fmt::format("{} / {}", grouped(graph.ops.size()), grouped(graph.buffers.size())));
   line("fingerprint", graph_fingerprint(graph));
-  line("parameters", grouped(params));
+  // Frozen weights (LoRA's base) train nothing: say how many do.
+  const bool frozen = trainable < params && trainable > 0;
+  line("parameters",
+       frozen ? fmt::format("{}  ({} trainable, {:.4f}%)", grouped(params), grouped(trainable),
+                            100.0 * static_cast<double>(trainable) / static_cast<double>(params))
+              : grouped(params));
   bytes_line("params", of_kind(summary.bytes_by_kind, BufferKind::kParam));
   bytes_line("grads", of_kind(summary.bytes_by_kind, BufferKind::kGrad));
   bytes_line("optimizer states", of_kind(summary.bytes_by_kind, BufferKind::kOptimState));

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
@@ -104,15 +105,26 @@ void GraphSource::add_options(CLI::App& app, const std::string& default_model) {
   app.add_option("--batch", batch, "batch size (default: the model's)");
   app.add_option("--seq", seq, "sequence length, transformers (default: the model's)");
   app.add_option("--image", image, "image side in pixels, CNNs (default: the model's)");
-  dtype_option = app.add_option("--dtype", dtype,
-                                "fp32, or bf16/fp16 mixed precision (default: bf16, or fp16 on "
-                                "GPUs without bf16)");
+  dtype_option = app.add_option(
+      "--dtype", dtype,
+      "fp32, bf16/fp16 mixed precision, or nf4 (QLoRA base weights) (default: bf16, or fp16 on "
+      "GPUs without bf16)");
   optimizer_option = app.add_option("--optimizer", optimizer, "sgd, momentum, adam or adamw")
                          ->capture_default_str();
   app.add_flag("--flash", flash, "fused flash attention (saves no s x s tensors)");
   app.add_flag("--forward-only", forward_only,
                "the forward pass alone, loss included (inference or evaluation): no backward, no "
                "optimizer step");
+  app.add_option("--lora", lora_rank,
+                 "LoRA adapters of rank R on the --lora-targets; the base weights are frozen");
+  app.add_option("--lora-targets", lora_targets,
+                 "comma-separated projections: q,k,v,o,gate,up,down, or all (default: q,v; with "
+                 "--qlora: all)");
+  app.add_option("--lora-alpha", lora_alpha,
+                 "LoRA scaling numerator (default 8, peft's; with --qlora 16)");
+  app.add_flag("--qlora", qlora,
+               "QLoRA: NF4 base weights (as --dtype nf4) with LoRA adapters (default r 64 on every "
+               "projection, alpha 16)");
 }
 
 bool GraphSource::given() const {
@@ -140,14 +152,15 @@ Graph GraphSource::load(const Hardware& hw) const {
   if (!graph_file.empty()) {
     // A graph file fixes all of these; taking them silently would answer
     // for something else than the user asked.
-    const bool zoo_options = batch || seq || image || flash || forward_only ||
+    const bool zoo_options = batch || seq || image || flash || forward_only || lora_rank ||
+                             lora_targets || lora_alpha || qlora ||
                              (model_option && model_option->count() > 0) ||
                              (dtype_option && dtype_option->count() > 0) ||
                              (optimizer_option && optimizer_option->count() > 0);
     if (zoo_options) {
       fail(
-          "--model, --batch, --seq, --image, --dtype, --optimizer, --flash and --forward-only "
-          "build a zoo model; they do not apply to --graph {}",
+          "--model, --batch, --seq, --image, --dtype, --optimizer, --flash, --forward-only and "
+          "the LoRA options build a zoo model; they do not apply to --graph {}",
           graph_file);
     }
     Graph graph = read_graph_file(graph_file);
@@ -178,7 +191,31 @@ ModelOptions GraphSource::model_options(const Hardware& hw) const {
   opts.batch = positive(batch, "--batch");
   opts.seq = positive(seq, "--seq");
   opts.image = positive(image, "--image");
-  opts.precision = parse_precision(dtype);
+  // nf4: the blocks' frozen weights in NF4, the math in the default
+  // mixed precision (bf16, or fp16 below).
+  const bool nf4 = qlora || dtype == "nf4";
+  opts.precision = dtype == "nf4" ? Precision::kBf16 : parse_precision(dtype);
+  if (nf4) opts.base_weights = WeightFormat::kNf4;
+  if (lora_rank) {
+    opts.lora.rank = parse_count(*lora_rank, "--lora");
+  } else if (qlora) {
+    opts.lora.rank = 64;
+  } else if (lora_targets || lora_alpha) {
+    fail("--lora-targets and --lora-alpha need --lora R (or --qlora)");
+  }
+  if (qlora) {
+    opts.lora.targets = lora_target_names();
+    opts.lora.alpha = 16;
+  }
+  if (lora_targets) opts.lora.targets = parse_lora_targets(*lora_targets);
+  if (lora_alpha) {
+    char* end = nullptr;
+    opts.lora.alpha = std::strtod(lora_alpha->c_str(), &end);
+    if (lora_alpha->empty() || *end != '\0' || !(opts.lora.alpha > 0) ||
+        !std::isfinite(opts.lora.alpha)) {
+      fail("--lora-alpha must be a positive number (got '{}')", *lora_alpha);
+    }
+  }
   opts.optimizer = parse_optimizer(optimizer);
   opts.flash = flash;
   opts.forward_only = forward_only;
@@ -187,7 +224,7 @@ ModelOptions GraphSource::model_options(const Hardware& hw) const {
   }
   const DType math = compute_dtype(opts.precision);
   if (!computes_in(hw, math)) {
-    const bool chosen = dtype_option != nullptr && dtype_option->count() > 0;
+    const bool chosen = dtype_option != nullptr && dtype_option->count() > 0 && dtype != "nf4";
     if (chosen || !computes_in(hw, DType::kF16)) {
       fail("--dtype {}: {} cannot compute in {} (it computes in {})", dtype, hw.name,
            to_string(math), float_dtypes_of(hw));

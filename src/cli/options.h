@@ -30,6 +30,11 @@ struct GraphSource {
   std::string optimizer = "adam";
   bool flash = false;
   bool forward_only = false;
+  // LoRA / QLoRA (zoo transformers): --lora R [--lora-targets] [--lora-alpha]
+  // and --qlora (NF4 base weights; r 64, alpha 16 on every projection unless
+  // given, as the QLoRA paper trains).
+  std::optional<std::string> lora_rank, lora_targets, lora_alpha;
+  bool qlora = false;
   // The options as registered, to tell a default from a value the user gave.
   CLI::Option* model_option = nullptr;
   CLI::Option* dtype_option = nullptr;

@@ -1,5 +1,6 @@
 #include "builder.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "memwall/graph/error.h"
@@ -73,12 +74,31 @@ Tensor Builder::input(std::string_view name, std::vector<int64_t> shape, DType d
   return Tensor{id, std::move(shape), dtype};
 }
 
+bool Builder::base_frozen() const {
+  return options_.lora.rank > 0 || options_.base_weights == WeightFormat::kNf4;
+}
+
 Tensor Builder::param(std::string_view name, std::vector<int64_t> shape) {
+  if (base_frozen()) {
+    return stored_weight(name, shape, compute_dtype(), checked_numel(shape));
+  }
+  return adapter_param(name, std::move(shape));
+}
+
+Tensor Builder::adapter_param(std::string_view name, std::vector<int64_t> shape) {
   BufferId id = new_buffer(qualified(name), shape, compute_dtype(), BufferKind::kParam);
   requires_grad_[id] = 1;
   params_.push_back(id);
   param_count_ += checked_numel(shape);
+  trainable_count_ += checked_numel(shape);
   return Tensor{id, std::move(shape), compute_dtype()};
+}
+
+Tensor Builder::stored_weight(std::string_view name, std::vector<int64_t> shape, DType dtype,
+                              int64_t elements) {
+  BufferId id = new_buffer(qualified(name), shape, dtype, BufferKind::kParam);
+  param_count_ += elements;
+  return Tensor{id, std::move(shape), dtype};
 }
 
 std::vector<Tensor> Builder::emit(const OpSpec& spec, const std::vector<OutSpec>& outs) {
@@ -164,6 +184,10 @@ std::vector<Tensor> Builder::emit_with_param_grads(OpSpec spec, const std::vecto
                                                    const std::vector<Tensor>& params) {
   std::vector<OutSpec> all_outs = outs;
   std::vector<Tensor> created_params;
+  // A weight-gradient kernel of frozen weights (LoRA's base) does not run.
+  const bool any_grad =
+      std::any_of(params.begin(), params.end(), [&](const Tensor& p) { return requires_grad(p); });
+  if (outs.empty() && !any_grad) return {};
   for (const Tensor& p : params) {
     if (!requires_grad(p)) continue;
     if (grad_of_[p.id] >= 0) {
@@ -183,6 +207,9 @@ std::vector<Tensor> Builder::emit_with_param_grads(OpSpec spec, const std::vecto
 }
 
 Graph Builder::finish(const Tensor& loss) {
+  // The counts a quantized weight's bytes cannot tell (zoo.cc copies them).
+  graph_.meta["param_count"] = param_count_;
+  graph_.meta["trainable_param_count"] = trainable_count_;
   if (options_.forward_only) return std::move(graph_);  // no tape run, no step
   std::string saved_scope = std::exchange(scope_, std::string());
   // Seed dL/dL = 1 (what loss.backward() does).

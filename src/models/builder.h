@@ -84,10 +84,23 @@ class Builder {
   // ---- buffers ----
   // A model input (token ids, images, labels): kind input, no gradient.
   Tensor input(std::string_view name, std::vector<int64_t> shape, DType dtype);
-  // A trainable parameter in compute dtype; gets a grad and optimizer states.
+  // A parameter in compute dtype; gets a grad and optimizer states, unless
+  // the base model is frozen (LoRA): then it has neither.
   Tensor param(std::string_view name, std::vector<int64_t> shape);
-  // Number of scalar parameters registered so far.
+  // A LoRA adapter's parameter: trainable even when the base is frozen.
+  Tensor adapter_param(std::string_view name, std::vector<int64_t> shape);
+  // A frozen base weight stored in another form than one compute-dtype
+  // tensor (NF4 data and its quantization constants): kind param, no
+  // gradient. `elements` is how many of the model's parameters it stores
+  // (0 for the constants), for param_count().
+  Tensor stored_weight(std::string_view name, std::vector<int64_t> shape, DType dtype,
+                       int64_t elements);
+  // Whether base parameters are frozen (LoRA or quantized base weights).
+  bool base_frozen() const;
+  // Number of scalar parameters registered so far (a quantized weight
+  // counts its elements, not its bytes), and how many of them train.
   int64_t param_count() const { return param_count_; }
+  int64_t trainable_param_count() const { return trainable_count_; }
 
   // ---- ops ----
   // Emits an op creating one output per `outs` entry (name, shape, dtype,
@@ -145,6 +158,7 @@ class Builder {
   std::vector<BufferId> params_;     // registration order
   std::vector<std::function<void()>> tape_;
   int64_t param_count_ = 0;
+  int64_t trainable_count_ = 0;
 };
 
 // Element count of a shape, checked against overflow (throws Error).

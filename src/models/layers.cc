@@ -3,6 +3,7 @@
 #include <string>
 #include <utility>
 
+#include "lora.h"
 #include "memwall/graph/error.h"
 
 namespace memwall::models {
@@ -90,11 +91,22 @@ Tensor linear(Builder& b, std::string_view name, const Tensor& x, const Tensor& 
 }
 
 Tensor linear_layer(Builder& b, std::string_view name, const Tensor& x, int64_t out_features,
-                    bool with_bias) {
+                    bool with_bias, LinearRole role) {
   std::string n(name);
-  Tensor w = b.param(n + ".weight", {out_features, x.shape.back()});
-  Tensor bias = with_bias ? b.param(n + ".bias", {out_features}) : Tensor{};
-  return linear(b, name, x, w, bias);
+  Tensor y;
+  // bitsandbytes quantizes every nn.Linear but the output head
+  // (transformers' get_keys_to_not_convert).
+  if (b.options().base_weights == WeightFormat::kNf4 && role == LinearRole::kBlock) {
+    y = nf4_linear(b, name, x, out_features, with_bias);
+  } else {
+    Tensor w = b.param(n + ".weight", {out_features, x.shape.back()});
+    Tensor bias = with_bias ? b.param(n + ".bias", {out_features}) : Tensor{};
+    y = linear(b, name, x, w, bias);
+  }
+  if (role == LinearRole::kBlock && lora_adapts(b.options().lora, name)) {
+    y = lora_adapter(b, name, x, y);
+  }
+  return y;
 }
 
 Tensor add(Builder& b, std::string_view name, const Tensor& x, const Tensor& y) {

@@ -24,9 +24,15 @@ namespace memwall::models {
 // y = x W^T + b over the last dimension. `bias` may be invalid (no bias).
 Tensor linear(Builder& b, std::string_view name, const Tensor& x, const Tensor& weight,
               const Tensor& bias);
-// Creates weight [out, in] (and bias [out] when `with_bias`) then applies linear.
+// A block's projection or a model's output head: LoRA adapts and NF4
+// quantizes block layers only (as peft's all-linear and bitsandbytes leave
+// the head alone).
+enum class LinearRole : uint8_t { kBlock, kHead };
+// Creates weight [out, in] (and bias [out] when `with_bias`) then applies
+// linear; with ModelOptions::base_weights NF4 the weight is quantized
+// (nf4_linear), and a LoRA target gets its adapter (lora.h).
 Tensor linear_layer(Builder& b, std::string_view name, const Tensor& x, int64_t out_features,
-                    bool with_bias);
+                    bool with_bias, LinearRole role = LinearRole::kBlock);
 
 Tensor add(Builder& b, std::string_view name, const Tensor& x, const Tensor& y);
 // Elementwise product of two tensors (saves both).

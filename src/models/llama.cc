@@ -55,7 +55,7 @@ Graph build_llama(std::string_view variant, const ModelOptions& opts) {
     x = add(b, "mlp_residual", x, m);
   }
   x = rms_norm(b, "norm", x);
-  Tensor logits = linear_layer(b, "output", x, cfg->vocab, false);
+  Tensor logits = linear_layer(b, "output", x, cfg->vocab, false, LinearRole::kHead);
   Tensor loss = cross_entropy(b, "loss", b.view(logits, {batch * s, cfg->vocab}),
                               b.view(labels, {batch * s}));
   return b.finish(loss);

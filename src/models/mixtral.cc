@@ -46,7 +46,7 @@ Graph build_mixtral(std::string_view variant, const ModelOptions& opts) {
     x = add(b, "moe_residual", x, b.view(m, {batch, s, h}));
   }
   x = rms_norm(b, "norm", x);
-  Tensor logits = linear_layer(b, "output", x, kMixtralVocab, false);
+  Tensor logits = linear_layer(b, "output", x, kMixtralVocab, false, LinearRole::kHead);
   Tensor loss = cross_entropy(b, "loss", b.view(logits, {batch * s, kMixtralVocab}),
                               b.view(labels, {batch * s}));
   return b.finish(loss);

@@ -2,8 +2,10 @@
 #include "memwall/models/zoo.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "architectures.h"
 #include "memwall/graph/error.h"
@@ -97,6 +99,36 @@ const Entry& find_entry(std::string_view name) {
   fail("unknown model '{}' (known: {})", name, known);
 }
 
+// LoRA ranks past 2^16 are a typo: no projection is that wide.
+constexpr int64_t kMaxLoraRank = int64_t{1} << 16;
+
+// Checks the LoRA and NF4 options against the model; returns the graph
+// name's part for them (" lora8", " qlora64", or nothing).
+std::string check_adapters(const ModelInfo& info, const ModelOptions& opts) {
+  const bool nf4 = opts.base_weights == WeightFormat::kNf4;
+  if (opts.lora.rank == 0 && !nf4) return "";
+  if (info.family == ModelFamily::kCnn) {
+    fail("model {}: LoRA and NF4 weights apply to the zoo's transformers", info.name);
+  }
+  if (opts.lora.rank < 0 || opts.lora.rank > kMaxLoraRank) {
+    fail("model {}: LoRA rank {} out of range (1..{})", info.name, opts.lora.rank, kMaxLoraRank);
+  }
+  if (!(opts.lora.alpha > 0) || !std::isfinite(opts.lora.alpha)) {
+    fail("model {}: LoRA alpha must be a positive number", info.name);
+  }
+  if (nf4 && opts.lora.rank == 0 && !opts.forward_only) {
+    fail(
+        "model {}: NF4 base weights are frozen, so there is nothing to train: add LoRA adapters "
+        "(--lora R, or --qlora)",
+        info.name);
+  }
+  if (opts.lora.rank > 0 && opts.lora.targets.empty()) {
+    fail("model {}: LoRA needs at least one target", info.name);
+  }
+  if (opts.lora.rank == 0) return " nf4";
+  return fmt::format(" {}{}", nf4 ? "qlora" : "lora", opts.lora.rank);
+}
+
 }  // namespace
 
 const std::vector<ModelInfo>& model_zoo() {
@@ -146,19 +178,30 @@ Graph build_model(std::string_view name, const ModelOptions& options) {
     shape_desc = fmt::format("s{}", opts.seq);
   }
 
+  const std::string adapters = check_adapters(info, opts);
+
   Graph g = e.build(info.name, opts);
-  g.name =
-      fmt::format("{} b{} {} {}{}{}", info.name, opts.batch, shape_desc, to_string(opts.precision),
-                  opts.flash ? " flash" : "", opts.forward_only ? " forward-only" : "");
-  int64_t params = 0;
-  for (const Buffer& b : g.buffers) {
-    if (b.kind == BufferKind::kParam) params += models::checked_numel(b.shape);
+  g.name = fmt::format("{} b{} {} {}{}{}{}", info.name, opts.batch, shape_desc,
+                       to_string(opts.precision), adapters, opts.flash ? " flash" : "",
+                       opts.forward_only ? " forward-only" : "");
+  const int64_t params = g.meta.at("param_count").get<int64_t>();
+  const int64_t trainable = g.meta.at("trainable_param_count").get<int64_t>();
+  if (opts.lora.rank > 0 && trainable == 0) {
+    fail("model {}: the LoRA targets {} match no layer of it", info.name,
+         fmt::join(opts.lora.targets, ","));
   }
   g.meta = {{"model", info.name},
             {"batch", opts.batch},
             {"dtype", std::string(to_string(opts.precision))},
             {"optimizer", std::string(to_string(opts.optimizer))},
             {"param_count", params}};
+  if (opts.lora.rank > 0) {
+    g.meta["lora_rank"] = opts.lora.rank;
+    g.meta["lora_alpha"] = opts.lora.alpha;
+    g.meta["lora_targets"] = opts.lora.targets;
+    g.meta["trainable_param_count"] = trainable;
+  }
+  if (opts.base_weights == WeightFormat::kNf4) g.meta["base_weights"] = "nf4";
   if (info.family == ModelFamily::kCnn) {
     g.meta["image"] = opts.image;
   } else {

@@ -19,6 +19,25 @@ enum class Optimizer : uint8_t { kSgd, kMomentum, kAdam, kAdamW };
 // kept with the optimizer states.
 enum class Precision : uint8_t { kFp32, kBf16, kFp16 };
 
+// LoRA (Hu et al. 2021) with peft's LoraConfig semantics: the named
+// projections of every block get a low-rank adapter, y = W x + (alpha / r)
+// B A x, A [r, in] and B [out, r] trainable; every base weight is frozen (no
+// gradient, no optimizer state), and gradients still flow through the frozen
+// weights to the adapters below them. docs/zoo-transformers.md.
+struct LoraOptions {
+  int64_t rank = 0;  // r; 0: no adapters (full fine-tuning)
+  double alpha = 8;  // peft's default lora_alpha
+  // Short names: q, k, v, o (attention), gate, up, down (MLP); peft's default
+  // for Llama is q and v.
+  std::vector<std::string> targets = {"q", "v"};
+};
+
+// How the frozen base weights of the blocks' linear layers are stored.
+// kNf4: QLoRA (Dettmers et al. 2023): 4-bit NormalFloat in bitsandbytes'
+// layout, 64-element blocks, double-quantized absmax; dequantized into a
+// compute-dtype temporary per matmul (Note [NF4 weights] in src/models/lora.cc).
+enum class WeightFormat : uint8_t { kDense, kNf4 };
+
 struct ModelOptions {
   int64_t batch = 0;  // 0: the model's default
   int64_t seq = 0;    // sequence length (transformers); 0: default
@@ -30,7 +49,15 @@ struct ModelOptions {
   // optimizer step (an inference or evaluation pass), so no grads or
   // optimizer states either.
   bool forward_only = false;
+  LoraOptions lora;
+  WeightFormat base_weights = WeightFormat::kDense;
 };
+
+// The LoRA target short names, in the order peft's all-linear lists them.
+const std::vector<std::string>& lora_target_names();
+// "q,v" or "all" (every projection); throws Error on an unknown or repeated
+// name, listing the known ones.
+std::vector<std::string> parse_lora_targets(std::string_view list);
 
 enum class ModelFamily : uint8_t { kDecoder, kEncoder, kCnn };
 
