@@ -212,6 +212,21 @@ OffloadGraph offload_graph(const Graph& graph, const OffloadOptions& options) {
     o.step = new_id[o.step];
   }
   og.states = std::move(found);
+  // Note [Frozen parameters]
+  // LoRA's base weights (and a traced parameter that gets no gradient)
+  // have no step: nothing to run on the CPU and nothing to write back. With
+  // parameters off the device they are streamed in per run of their users
+  // like the offloaded ones (forward, and backward where an input gradient
+  // reads them), as ZeRO-3 gathers a frozen weight; their home copy never
+  // changes.
+  std::vector<char> stepped(g.buffers.size(), 0);
+  for (const OffloadedState& o : og.states) stepped[o.param] = 1;
+  for (const Op& op : g.ops) {
+    for (const BufferId b : op.updates) stepped[b] = 1;
+  }
+  for (const Buffer& b : g.buffers) {
+    if (b.kind == BufferKind::kParam && !stepped[b.id]) og.frozen.push_back(b.id);
+  }
   return og;
 }
 
@@ -230,6 +245,9 @@ Graph planning_view(const OffloadGraph& og, const OffloadOptions& options) {
       if (o.update >= 0) view.buffers[o.update].bytes = 0;
     }
     if (options.params != Tier::kDevice) view.buffers[o.param].bytes = 0;
+  }
+  if (options.params != Tier::kDevice) {
+    for (const BufferId p : og.frozen) view.buffers[p].bytes = 0;
   }
   return view;
 }
@@ -252,6 +270,9 @@ class OffloadPass {
       if (o.on_device) continue;
       for (const BufferId s : o.states) out.placement[s] = opt_.optimizer_tier(k);
       if (opt_.params != Tier::kDevice) out.placement[o.param] = opt_.params;
+    }
+    if (opt_.params != Tier::kDevice) {
+      for (const BufferId p : og_.frozen) out.placement[p] = opt_.params;
     }
     for (size_t i = 0; i < plan_.steps.size(); ++i) {
       for (const BufferId p : swap_in_before_[i]) out.steps.push_back(Step::swap_in(p));
@@ -349,6 +370,9 @@ class OffloadPass {
     for (const OffloadedState& o : og_.states) {
       if (o.on_device || opt_.params != Tier::kDevice) is_param[o.param] = 1;
     }
+    if (opt_.params != Tier::kDevice) {
+      for (const BufferId p : og_.frozen) is_param[p] = 1;
+    }
     std::vector<std::vector<size_t>> users(g_.buffers.size());
     std::vector<size_t> compute_steps;  // plan indices of compute/recompute steps
     std::vector<size_t> ordinal(plan_.steps.size(), 0);
@@ -362,13 +386,19 @@ class OffloadPass {
         if (is_param[b] && (users[b].empty() || users[b].back() != i)) users[b].push_back(i);
       }
     }
+    std::vector<BufferId> streamed;  // parameters swapped in per run of users
     for (const OffloadedState& o : og_.states) {
-      const std::vector<size_t>& u = users[o.param];
       if (o.on_device) {  // stays: only its last user matters
-        if (!u.empty()) last_user_[o.param] = u.back();
-        continue;
+        if (!users[o.param].empty()) last_user_[o.param] = users[o.param].back();
+      } else if (opt_.params != Tier::kDevice) {
+        streamed.push_back(o.param);
       }
-      if (opt_.params == Tier::kDevice) continue;
+    }
+    if (opt_.params != Tier::kDevice) {
+      streamed.insert(streamed.end(), og_.frozen.begin(), og_.frozen.end());
+    }
+    for (const BufferId param : streamed) {
+      const std::vector<size_t>& u = users[param];
       size_t floor = 0;  // a swap-in may not precede the previous run's free
       for (size_t a = 0; a < u.size();) {
         size_t b = a + 1;
@@ -376,9 +406,9 @@ class OffloadPass {
         const size_t first = ordinal[u[a]];
         size_t at = first >= size_t(opt_.prefetch_steps) ? first - opt_.prefetch_steps : 0;
         at = std::max(at, floor);
-        swap_in_before_[compute_steps[at]].push_back(o.param);
-        free_after_[u[b - 1]].push_back(o.param);
-        last_user_[o.param] = u[b - 1];
+        swap_in_before_[compute_steps[at]].push_back(param);
+        free_after_[u[b - 1]].push_back(param);
+        last_user_[param] = u[b - 1];
         floor = ordinal[u[b - 1]] + 1;
         a = b;
       }

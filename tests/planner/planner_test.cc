@@ -71,6 +71,45 @@ TEST(AutoPlanner, NeverSlowerThanAnySingleTechniqueAndAlwaysValid) {
   }
 }
 
+// Issue 24: LoRA and QLoRA graphs (frozen base weights without gradients
+// or optimizer states, NF4 weights dequantized per matmul) plan as full
+// training does, every plan valid in the simulator.
+TEST(AutoPlanner, PlansLoraAndQloraAsItPlansFullTraining) {
+  const Hardware& hw = find_gpu("t4");
+  ModelOptions lora{.batch = 2, .seq = 256, .precision = Precision::kFp16};
+  lora.lora.rank = 8;
+  ModelOptions qlora = lora;
+  qlora.lora.rank = 64;
+  qlora.lora.targets = lora_target_names();
+  qlora.base_weights = WeightFormat::kNf4;
+  int planned = 0;
+  for (const auto& [model, options] :
+       {std::pair{"gpt2-small", lora}, std::pair{"bert-base", qlora}}) {
+    const Graph g = build_model(model, options);
+    const uint64_t peak = memory_profile(g).peak_bytes;
+    for (const double fraction : {1.0, 0.7, 0.5}) {
+      SCOPED_TRACE(fmt::format("{} at {:.0f}% of its keep-all peak", g.name, 100 * fraction));
+      const auto budget = static_cast<uint64_t>(fraction * static_cast<double>(peak));
+      const PlannerOptions planner{.budget = budget, .time_limit = 2};
+      AutoPlan a;
+      try {
+        a = plan_auto(g, hw, planner);
+      } catch (const Error& e) {
+        for (const Candidate& c : single_techniques(g, hw, planner)) EXPECT_FALSE(c.fits);
+        continue;
+      }
+      ++planned;
+      expect_planned_within_budget(a.best, hw, budget);
+      for (const Candidate& c : a.singles) {
+        if (!c.fits) continue;
+        expect_planned_within_budget(c, hw, budget);
+        EXPECT_LE(a.best.sim.iteration_time, c.sim.iteration_time) << c.technique;
+      }
+    }
+  }
+  EXPECT_GE(planned, 4);
+}
+
 // Note [Time split] on plans that offload: compute plus the waits charged
 // to each resource is the iteration time, and offloading shows up where
 // its bytes go (ZeRO-Offload's host step and PCIe copies, ZeRO-Infinity's

@@ -64,6 +64,8 @@ struct OffloadedState {
 struct OffloadGraph {
   Graph graph;
   std::vector<OffloadedState> states;  // in step order
+  // Parameters without a step (Note [Frozen parameters] in offload.cc).
+  std::vector<BufferId> frozen;
 };
 
 // Rewrites every per-parameter optimizer step (model_states in
