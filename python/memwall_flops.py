@@ -49,6 +49,18 @@ def op_flops(name, args, outs):
     if name == "baddbmm":
         a, b = args[1], args[2]
         return 2.0 * a.shape[0] * a.shape[1] * a.shape[2] * b.shape[2] + outs[0].numel()
+    if name == "_grouped_mm":
+        # One matmul per group of rows (a mixture of experts' tokens per
+        # expert, offs marking the groups): the groups partition the rows,
+        # so the work is that of one matmul over all of them.
+        a, b = args[0], args[1]
+        if a.dim() == 2 and b.dim() == 3:  # [S, K] x [E, K, N]
+            return 2.0 * a.shape[0] * a.shape[1] * b.shape[2]
+        if a.dim() == 2 and b.dim() == 2:  # weight gradient: [K, S] x [S, N] -> [E, K, N]
+            return 2.0 * a.shape[0] * a.shape[1] * b.shape[1]
+        if a.dim() == 3 and b.dim() == 3:  # [E, M, K] x [E, K, N]
+            return 2.0 * a.shape[0] * a.shape[1] * a.shape[2] * b.shape[2]
+        return 2.0 * outs[0].numel() * a.shape[-1]  # [E, M, K] x [K, N_all]: per output element
     if name in ("convolution", "_convolution", "cudnn_convolution", "mkldnn_convolution",
                 "_slow_conv2d_forward", "slow_conv3d_forward", "thnn_conv2d"):
         x, w = args[0], args[1]

@@ -8,6 +8,7 @@
 #
 #   memwall_trace.py --torchvision resnet50 --batch 32 [--image 224] --out g.json
 #   memwall_trace.py --script my_model.py:build --out g.json
+#   memwall_trace.py --hf llama2-7b [--seq 512] [--dtype bf16] [--lora 8] --out g.json
 #   memwall_trace.py --sweep DIR --batch 8        (every torchvision classifier)
 #
 # Bad input ends with one line "memwall-trace: error: <message>" on stderr and
@@ -53,6 +54,7 @@ except ImportError as e:  # torch is missing
 
 if torch is not None:
     import memwall_calls  # noqa: E402  call records and values (memwall run); shipped beside this file
+    import memwall_hf  # noqa: E402  Hugging Face models (--hf); shipped beside this file
 
 
 def _torch_missing():
@@ -81,6 +83,10 @@ if torch is not None:
         torch.uint8: "uint8",
         torch.bool: "bool",
     }
+    # FlashAttention's RNG seed and offset are uint64 scalars: the graph
+    # has no unsigned 64-bit type, and the bytes are what it needs of them.
+    if hasattr(torch, "uint64"):
+        DTYPES[torch.uint64] = "int64"
 
 
 def dtype_name(dtype):
@@ -131,6 +137,9 @@ class MetaDeviceMode(TorchFunctionMode if torch is not None else object):
             # kernels (the default) takes the CUDA path; --kernels cpu keeps
             # the CPU's.
             return _cuda_dropout(*args, **kwargs)
+        elif (func is torch.nn.functional.scaled_dot_product_attention
+              and self.kernels == "cuda"):
+            return _cuda_sdpa(*args, **kwargs)
         return func(*args, **kwargs)
 
 
@@ -147,6 +156,42 @@ def to_meta(model, batch, optimizer):
             group["params"] = [moved.get(id(p), p) for p in group["params"]]
     return torch.utils._pytree.tree_map(
         lambda t: t.to("meta") if isinstance(t, torch.Tensor) else t, batch)
+
+
+def _cuda_sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
+               enable_gqa=False):
+    """Note [Attention backends]: scaled_dot_product_attention picks its
+    kernel per device. On meta (and the CPU) it takes the math path, which
+    for 16-bit inputs computes in fp32 and saves the [b, heads, s, s]
+    probabilities; on a CUDA GPU (sm80 and later) torch's sdp_utils tries
+    FlashAttention first (16-bit, no mask, head dim <= 256 and a multiple
+    of 8; grouped KV heads with enable_gqa), then the memory-efficient
+    kernel (also fp32 and an additive mask; equal head counts), and only
+    then the math path. Both fused kernels save their output and one fp32
+    log-sum-exp per row, not the probabilities. A trace for CUDA kernels
+    calls the kernel CUDA would."""
+    d = query.shape[-1]
+    shapes_ok = (query.dim() == 4 and key.dim() == 4 and value.dim() == 4
+                 and key.shape[-1] == d and value.shape[-1] == d)
+    same_heads = shapes_ok and key.shape[1] == query.shape[1] and value.shape[1] == query.shape[1]
+    half = query.dtype in (torch.float16, torch.bfloat16)
+    if (shapes_ok and attn_mask is None and half and d <= 256 and d % 8 == 0
+            and (same_heads or enable_gqa)):
+        return torch.ops.aten._scaled_dot_product_flash_attention(
+            query, key, value, dropout_p, is_causal, False, scale=scale)[0]
+    if (shapes_ok and same_heads and (half or query.dtype == torch.float32)
+            and d % (8 if half else 4) == 0):
+        bias = attn_mask
+        if bias is not None and bias.dtype == torch.bool:
+            # sdpa turns a boolean mask into an additive one first.
+            bias = torch.zeros(bias.shape, dtype=query.dtype, device=bias.device).masked_fill(
+                bias.logical_not(), float("-inf"))
+        grad = query.requires_grad or key.requires_grad or value.requires_grad
+        return torch.ops.aten._scaled_dot_product_efficient_attention(
+            query, key, value, bias, grad, dropout_p, is_causal, scale=scale)[0]
+    return torch.nn.functional.scaled_dot_product_attention(
+        query, key, value, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal,
+        scale=scale, enable_gqa=enable_gqa)
 
 
 def _cuda_dropout(input, p=0.5, training=True, inplace=False):
@@ -525,6 +570,8 @@ def _loss_of(output, target, loss_fn):
     # added with weight 0.4 (Inception v3's usual setting; the GoogLeNet
     # paper used 0.3): the weight does not change memory, but adding the
     # losses gives the auxiliary heads gradients, as in real training.
+    if getattr(loss_fn, "whole_output", False):
+        return loss_fn(output)  # a model that computes its own loss (memwall_hf.hf_loss)
     if isinstance(output, tuple) and hasattr(output, "_fields"):
         main, *aux = [o for o in output if isinstance(o, torch.Tensor)]
         loss = _call_loss(loss_fn, main, target)
@@ -963,7 +1010,11 @@ def graph_name(model, meta, function=None):
         parts.append(f"b{meta['batch']}")
     if "image" in meta:
         parts.append(f"i{meta['image']}")
+    if "seq" in meta:
+        parts.append(f"s{meta['seq']}")
     parts.append(meta["dtype"])
+    if "lora_rank" in meta:
+        parts.append(f"lora{meta['lora_rank']}")
     return " ".join(parts) + " traced"
 
 
@@ -997,9 +1048,19 @@ def main(argv):
     parser.add_argument("--script")
     parser.add_argument("--sweep")
     parser.add_argument("--only", help="--sweep: these comma-separated models only")
-    parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--batch", type=int, help="default 32; 1 with --hf")
     parser.add_argument("--image", type=int)
-    parser.add_argument("--optimizer", default="adam")
+    parser.add_argument("--optimizer", help="default adam; adamw with --hf")
+    parser.add_argument("--hf", help="a Hugging Face model built from its configuration: "
+                        + ", ".join(memwall_hf.BUILTINS if torch is not None else []))
+    parser.add_argument("--hf-config", help="a transformers config.json (with model_type)")
+    parser.add_argument("--seq", type=int, default=512, help="--hf: sequence length")
+    parser.add_argument("--dtype", default="bf16", help="--hf: fp32, or bf16/fp16 mixed "
+                        "precision (16-bit model, fp32 master weights and optimizer states)")
+    parser.add_argument("--lora", type=int, help="--hf: LoRA adapters of this rank")
+    parser.add_argument("--lora-targets", default="q,v", help="--lora: q,k,v,o,gate,up,down "
+                        "or all-linear")
+    parser.add_argument("--lora-alpha", type=float, default=8.0, help="--lora: alpha (peft's 8)")
     parser.add_argument("--measure", action="store_true")
     parser.add_argument("--kernels", choices=["cuda", "cpu"])
     parser.add_argument("--builtin", help="a model of memwall's fidelity set: "
@@ -1019,6 +1080,9 @@ def main(argv):
     args = parser.parse_args(argv)
     if torch is None:
         fail(_torch_missing())
+    hf = args.hf is not None or args.hf_config is not None
+    args.batch = args.batch if args.batch is not None else (1 if hf else 32)
+    args.optimizer = args.optimizer or ("adamw" if hf else "adam")
     if args.batch <= 0 or (args.image is not None and args.image <= 0):
         fail("--batch and --image must be positive")
     if args.measure and args.kernels == "cuda":
@@ -1057,6 +1121,8 @@ def main(argv):
                                    "image": args.image, "optimizer": args.optimizer}
         build = lambda: build_torchvision(args.torchvision, args.batch, args.image,  # noqa: E731
                                           args.optimizer)
+    elif hf:
+        graph, build = trace_hf(args, keep)
     elif args.builtin:
         if args.builtin not in memwall_fidelity.BUILTINS:
             fail(f"unknown built-in model '{args.builtin}' (known: "
@@ -1075,7 +1141,8 @@ def main(argv):
         graph["meta"]["origin"] = {"script": f"{os.path.abspath(path)}:{function}"}
         build = lambda: build_script(args.script)  # noqa: E731
     else:
-        fail("give --torchvision NAME, --builtin NAME or --script FILE.py:FUNCTION")
+        fail("give --torchvision NAME, --builtin NAME, --hf NAME, --hf-config FILE or "
+             "--script FILE.py:FUNCTION")
     if args.values:
         write_values(graph, keep, args.steps, args.seed, args.values)
         return 0
@@ -1085,6 +1152,38 @@ def main(argv):
         measured["threads"] = torch.get_num_threads()
         write_json(measured, args.measure_peak)
     return 0
+
+
+def trace_hf(args, keep):
+    """--hf NAME / --hf-config FILE (memwall_hf.py); returns the graph and
+    its build."""
+    if args.hf is not None and args.hf_config is not None:
+        fail("give --hf NAME or --hf-config FILE, not both")
+    if args.lora is None and (args.lora_targets != "q,v" or args.lora_alpha != 8.0):
+        fail("--lora-targets and --lora-alpha need --lora RANK")
+    try:
+        key, hf_model, model_type, cfg = memwall_hf.resolve(args.hf, args.hf_config)
+        lora = None if args.lora is None else (args.lora, args.lora_alpha, args.lora_targets)
+        info = {}
+        build = memwall_hf.builder(key, model_type, cfg, args.batch, args.seq, args.dtype,
+                                   args.optimizer, make_optimizer, lora, info)
+        meta = {"model": key, "hf_model": hf_model, "batch": args.batch, "seq": args.seq,
+                "optimizer": args.optimizer}
+        graph = run_one(key, meta, args.measure, build, args.kernels, keep=keep)
+    except memwall_hf.HfError as e:
+        fail(str(e))
+    graph["meta"].update(info)
+    # run_one names the parameters' dtype; --dtype names the training recipe
+    # (bf16: 16-bit parameters with fp32 master weights).
+    graph["meta"]["dtype"] = args.dtype
+    graph["name"] = graph_name(key, graph["meta"])
+    graph["meta"]["origin"] = {"hf" if args.hf else "hf_config": hf_model, "batch": args.batch,
+                               "seq": args.seq, "dtype": args.dtype,
+                               "optimizer": args.optimizer}
+    if lora is not None:
+        graph["meta"]["origin"].update(lora=args.lora, lora_alpha=graph["meta"]["lora_alpha"],
+                                       lora_targets=args.lora_targets)
+    return graph, build
 
 
 def sweep(args):

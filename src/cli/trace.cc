@@ -1,6 +1,8 @@
 // `memwall trace`: imports one training iteration of a real PyTorch model
 // (a torchvision classifier or the user's own script) as a memwall.graph/1
 // file, through the tracer of src/importers (docs/trace.md).
+#include <cmath>
+#include <cstdlib>
 #include <iostream>
 #include <optional>
 
@@ -22,9 +24,11 @@ namespace {
 struct TraceArgs {
   std::string torchvision;
   std::string script;
+  std::string hf, hf_config;
+  std::optional<std::string> seq, lora_rank, lora_alpha, lora_targets, dtype;
   // Text, parsed by parse_count (CLI11 would saturate an overflowing integer).
   std::optional<std::string> batch, image;
-  std::string optimizer = "adam";
+  std::optional<std::string> optimizer;
   bool measure = false;
   std::string kernels;
   std::optional<std::string> threads;
@@ -51,13 +55,46 @@ int run_trace(const TraceArgs& args) {
   importers::TorchTraceRequest request;
   request.torchvision = args.torchvision;
   request.script = args.script;
-  if (!args.script.empty() && (args.batch || args.image)) {
-    fail("--batch and --image apply to --torchvision models; a script builds its own batch");
+  request.hf = args.hf;
+  request.hf_config = args.hf_config;
+  const bool hf = !args.hf.empty() || !args.hf_config.empty();
+  if (!args.script.empty() && (args.batch || args.image || args.optimizer)) {
+    fail(
+        "--batch, --image and --optimizer do not apply to a script, which builds its own batch "
+        "and optimizer");
   }
+  if (hf && args.image) fail("--image applies to --torchvision models");
+  if (!hf && (args.seq || args.dtype || args.lora_rank || args.lora_targets || args.lora_alpha)) {
+    fail("--seq, --dtype and the LoRA options apply to --hf and --hf-config models");
+  }
+  // Hugging Face models default to one sequence and AdamW, as fine-tuning does.
+  request.batch = hf ? 1 : request.batch;
   if (args.batch) request.batch = parse_count(*args.batch, "--batch");
   if (args.image) request.image = parse_count(*args.image, "--image");
-  (void)parse_optimizer(args.optimizer);  // reject unknown names before starting Python
-  request.optimizer = args.optimizer;
+  request.optimizer = args.optimizer.value_or(hf ? "adamw" : "adam");
+  (void)parse_optimizer(request.optimizer);  // reject unknown names before starting Python
+  if (args.seq) request.seq = parse_count(*args.seq, "--seq");
+  if (args.dtype) {
+    (void)parse_precision(*args.dtype);
+    request.dtype = *args.dtype;
+  }
+  if (args.lora_rank) {
+    request.lora_rank = parse_count(*args.lora_rank, "--lora");
+    if (args.lora_targets) {
+      (void)parse_lora_targets(*args.lora_targets);
+      request.lora_targets = *args.lora_targets == "all" ? "all-linear" : *args.lora_targets;
+    }
+    if (args.lora_alpha) {
+      char* end = nullptr;
+      request.lora_alpha = std::strtod(args.lora_alpha->c_str(), &end);
+      if (args.lora_alpha->empty() || *end != '\0' || !(request.lora_alpha > 0) ||
+          !std::isfinite(request.lora_alpha)) {
+        fail("--lora-alpha must be a positive number (got '{}')", *args.lora_alpha);
+      }
+    }
+  } else if (args.lora_targets || args.lora_alpha) {
+    fail("--lora-targets and --lora-alpha need --lora R");
+  }
   request.measure = args.measure;
   request.kernels = args.kernels;
   if (args.threads) {
@@ -83,7 +120,8 @@ int run_trace(const TraceArgs& args) {
   // What the user's unmodified script reaches (Note [Eager lifetimes]).
   const uint64_t eager_peak = memory_profile(graph, eager_liveness(graph)).peak_bytes;
   const MemorySummary summary = memory_summary(graph);
-  const uint64_t params = param_count(graph);
+  const uint64_t params = model_param_count(graph);
+  const uint64_t trainable = trainable_param_count(graph);
   const std::string device = args.measure ? "cpu" : "meta";
   if (args.json) {
     nlohmann::json out = {{"graph", graph.name},
@@ -92,6 +130,7 @@ int run_trace(const TraceArgs& args) {
                           {"ops", graph.ops.size()},
                           {"buffers", graph.buffers.size()},
                           {"param_count", params},
+                          {"trainable_param_count", trainable},
                           {"saved_activation_bytes", summary.saved_activation_bytes},
                           {"peak_bytes", profile.peak_bytes},
                           {"eager_peak_bytes", eager_peak},
@@ -109,7 +148,10 @@ int run_trace(const TraceArgs& args) {
                                                   grouped(graph.buffers.size())));
   std::cout << field("traced with", fmt::format("{} ({})", traced_with(graph),
                                                 importers::tracer_python(args.python)));
-  std::cout << field("parameters", grouped(params));
+  std::cout << field("parameters",
+                     trainable < params
+                         ? fmt::format("{} ({} trainable)", grouped(params), grouped(trainable))
+                         : grouped(params));
   std::cout << field("saved for backward", exact_bytes(summary.saved_activation_bytes));
   std::cout << field("peak (eager PyTorch)", exact_bytes(eager_peak));
   std::cout << field("peak (default schedule)", exact_bytes(profile.peak_bytes));
@@ -127,14 +169,34 @@ void add_trace(CLI::App& app, Action& action) {
                              "a torchvision classification model (resnet50, vgg16, ...)");
   auto* script = cmd->add_option("--script", args->script,
                                  "FILE.py:FUNCTION returning (model, batch, loss_fn, optimizer)");
-  tv->excludes(script);
-  script->excludes(tv);
-  cmd->add_option("--batch", args->batch, "batch size for --torchvision (default 32)");
+  auto* hf = cmd->add_option("--hf", args->hf,
+                             "a Hugging Face transformers model built from its configuration "
+                             "(llama2-7b, llama3-8b, llama3.1-70b, mistral-7b, qwen2.5-7b, "
+                             "mixtral-8x7b, gemma2-9b, gpt2, bert-base, t5-base)");
+  auto* hf_config = cmd->add_option("--hf-config", args->hf_config,
+                                    "your own transformers config.json (with model_type)");
+  const std::vector<CLI::Option*> sources = {tv, script, hf, hf_config};
+  for (CLI::Option* a : sources) {
+    for (CLI::Option* b : sources) {
+      if (a != b) a->excludes(b);
+    }
+  }
+  cmd->add_option("--batch", args->batch,
+                  "batch size for --torchvision (default 32) and --hf (default 1)");
+  cmd->add_option("--seq", args->seq, "sequence length for --hf (default 512)");
+  cmd->add_option("--dtype", args->dtype,
+                  "--hf: fp32, or bf16/fp16 mixed precision (16-bit model, fp32 master weights "
+                  "and optimizer states; default bf16)");
+  cmd->add_option("--lora", args->lora_rank,
+                  "--hf: LoRA adapters of rank R (peft's semantics); the base weights are frozen");
+  cmd->add_option("--lora-targets", args->lora_targets,
+                  "--lora: q,k,v,o,gate,up,down or all (default q,v)");
+  cmd->add_option("--lora-alpha", args->lora_alpha, "--lora: scaling numerator (default 8)");
   cmd->add_option("--image", args->image,
                   "image side for --torchvision (default 224; inception_v3 299)");
   cmd->add_option("--optimizer", args->optimizer,
-                  "optimizer for --torchvision: sgd, momentum, adam, adamw")
-      ->capture_default_str();
+                  "optimizer for --torchvision (default adam) and --hf (default adamw): sgd, "
+                  "momentum, adam, adamw");
   cmd->add_flag("--measure", args->measure,
                 "run on the CPU and record each op's measured time (default: meta device)");
   cmd->add_option("--kernels", args->kernels,
@@ -154,9 +216,13 @@ void add_trace(CLI::App& app, Action& action) {
       ->required();
   cmd->add_flag("--json", args->json, "machine-readable output");
   cmd->callback([&action, args] {
-    if (args->torchvision.empty() && args->script.empty()) {
+    if (args->torchvision.empty() && args->script.empty() && args->hf.empty() &&
+        args->hf_config.empty()) {
       // Checked here so that it is reported like other option errors.
-      throw CLI::ValidationError("trace", "give --torchvision NAME or --script FILE.py:FUNCTION");
+      throw CLI::ValidationError(
+          "trace",
+          "give --torchvision NAME, --script FILE.py:FUNCTION, --hf NAME or --hf-config "
+          "FILE");
     }
     action = [args] { return run_trace(*args); };
   });

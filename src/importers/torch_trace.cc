@@ -333,12 +333,33 @@ namespace {
 
 std::vector<std::string> tracer_args(const TorchTraceRequest& request) {
   const int sources = int{!request.torchvision.empty()} + int{!request.script.empty()} +
-                      int{!request.builtin.empty()};
+                      int{!request.builtin.empty()} + int{!request.hf.empty()} +
+                      int{!request.hf_config.empty()};
   if (sources != 1) {
-    fail("trace: give exactly one of --torchvision NAME and --script FILE.py:FUNCTION");
+    fail(
+        "trace: give exactly one of --torchvision NAME, --script FILE.py:FUNCTION, --hf NAME and "
+        "--hf-config FILE");
   }
   std::vector<std::string> args;
-  if (!request.torchvision.empty()) {
+  if (!request.hf.empty() || !request.hf_config.empty()) {
+    if (request.hf.empty()) {
+      args = {"--hf-config", request.hf_config};
+    } else {
+      args = {"--hf", request.hf};
+    }
+    args.insert(args.end(), {"--batch", std::to_string(request.batch), "--optimizer",
+                             request.optimizer, "--dtype", request.dtype});
+    if (request.seq > 0) args.insert(args.end(), {"--seq", std::to_string(request.seq)});
+    if (request.lora_rank > 0) {
+      args.insert(args.end(), {"--lora", std::to_string(request.lora_rank)});
+      if (!request.lora_targets.empty()) {
+        args.insert(args.end(), {"--lora-targets", request.lora_targets});
+      }
+      if (request.lora_alpha > 0) {
+        args.insert(args.end(), {"--lora-alpha", fmt::format("{}", request.lora_alpha)});
+      }
+    }
+  } else if (!request.torchvision.empty()) {
     args = {"--torchvision", request.torchvision, "--batch", std::to_string(request.batch),
             "--optimizer",   request.optimizer};
     if (request.image > 0) {

@@ -38,6 +38,30 @@ TEST(CliInspect, JsonFieldsAgreeWithTheLibrary) {
   EXPECT_EQ(by_kind_sum, j["peak_bytes"].get<uint64_t>());
 }
 
+// Issue 24: LoRA and QLoRA on zoo transformers from the command line
+// (tests/models/lora_test.cc has the goldens' sources).
+TEST(CliInspect, LoraAndQloraCountTheirTrainableParameters) {
+  auto r = run_memwall("inspect --model llama2-7b --batch 1 --seq 128 --lora 8 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["trainable_param_count"], 4194304);
+  EXPECT_EQ(j["param_count"], 6742609920);
+  EXPECT_EQ(j["graph"], "llama2-7b b1 s128 bf16 lora8");
+  r = run_memwall("inspect --model llama2-7b --batch 1 --seq 128 --qlora --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["trainable_param_count"], 159907840);  // r 64 on all seven projections
+  EXPECT_EQ(j["graph"], "llama2-7b b1 s128 bf16 qlora64");
+  // The NF4 blocks (3,340,771,328 B), two bf16 vocab tables, the bf16 norms
+  // and the bf16 adapters.
+  EXPECT_EQ(j["param_bytes"],
+            3340771328u + 2u * 2 * 32000 * 4096 + 2u * 65 * 4096 + 2u * 159907840);
+  // On a GPU without bf16, QLoRA computes in fp16 (as bitsandbytes' compute dtype).
+  r = run_memwall("inspect --model llama2-7b --batch 1 --seq 128 --qlora --gpu t4 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["graph"], "llama2-7b b1 s128 fp16 qlora64");
+}
+
 TEST(CliInspect, ReportsShortfallWhenItDoesNotFit) {
   auto r = run_memwall("inspect --model llama2-7b --batch 4 --seq 4096 --gpu a100-80g --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -116,6 +140,14 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"inspect --graph /nonexistent/g.json", "/nonexistent/g.json"},
         BadCase{"inspect --gpu-file /nonexistent/h.json", "/nonexistent/h.json"},
         BadCase{"inspect --no-such-flag", "no-such-flag"},
+        BadCase{"inspect --lora 0", "--lora must be a positive integer"},
+        BadCase{"inspect --lora-alpha 4", "need --lora R"},
+        BadCase{"inspect --lora 8 --lora-targets q,w", "unknown LoRA target 'w'"},
+        BadCase{"inspect --lora 8 --lora-alpha nan", "--lora-alpha must be a positive number"},
+        BadCase{"inspect --model resnet50 --qlora", "apply to the zoo's transformers"},
+        BadCase{"inspect --model gpt2-small --lora 8 --lora-targets gate", "match no layer"},
+        BadCase{"inspect --dtype nf4", "NF4 base weights are frozen"},
+        BadCase{"inspect --graph g.json --lora 8", "the LoRA options build a zoo model"},
         BadCase{"frobnicate", "unknown verb 'frobnicate'"}));
 
 TEST(CliBadFiles, MalformedAndInconsistentGraphFiles) {

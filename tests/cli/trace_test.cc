@@ -105,13 +105,21 @@ void expect_one_line_failure(const std::string& args, const std::string& expecte
 }
 
 TEST(TraceCli, BadFlags) {
-  expect_one_line_failure("trace", "--torchvision NAME or --script");
+  expect_one_line_failure("trace", "--torchvision NAME, --script FILE.py:FUNCTION, --hf NAME");
   expect_one_line_failure("trace --torchvision resnet18 --script a.py:f", "excludes");
   expect_one_line_failure("trace --torchvision resnet18 --batch 0", "--batch");
   expect_one_line_failure("trace --torchvision resnet18 --batch x", "--batch");
   expect_one_line_failure("trace --torchvision resnet18 --image -3", "--image");
   expect_one_line_failure("trace --torchvision resnet18 --optimizer lion", "lion");
-  expect_one_line_failure("trace --script a.py:f --batch 4", "--batch and --image apply");
+  expect_one_line_failure("trace --script a.py:f --batch 4", "do not apply to a script");
+  // Issue 24's options: --hf and its own flags, checked before Python starts.
+  expect_one_line_failure("trace --hf gpt2 --script a.py:f", "excludes");
+  expect_one_line_failure("trace --torchvision resnet18 --seq 128", "apply to --hf");
+  expect_one_line_failure("trace --hf gpt2 --image 224", "--image applies");
+  expect_one_line_failure("trace --hf gpt2 --dtype fp8", "fp8");
+  expect_one_line_failure("trace --hf gpt2 --lora 8 --lora-targets q,x", "unknown LoRA target");
+  expect_one_line_failure("trace --hf gpt2 --lora-alpha 16", "need --lora");
+  expect_one_line_failure("trace --hf gpt2 --lora 0", "--lora");
   RunResult r = run_memwall("trace --torchvision resnet18");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(count_lines(r.err), 1) << r.err;

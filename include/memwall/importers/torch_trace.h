@@ -52,8 +52,17 @@ struct TorchTraceRequest {
   std::string torchvision;  // a torchvision classification model name, or
   std::string script;       // "FILE.py:FUNCTION" returning (model, batch, loss_fn, optimizer), or
   std::string builtin;      // a model of the fidelity set (python/memwall_fidelity.py)
-  int64_t batch = 32;       // torchvision only
-  int64_t image = 0;        // torchvision only; 0: the model's own (224, Inception v3 299)
+  // A Hugging Face transformers model built from its configuration on the
+  // meta device (python/memwall_hf.py): a built-in name or a config.json.
+  std::string hf;
+  std::string hf_config;
+  int64_t seq = 0;                 // --hf: sequence length; 0: the tracer's default (512)
+  std::string dtype = "bf16";      // --hf: fp32, or bf16/fp16 mixed precision
+  int64_t lora_rank = 0;           // --hf: LoRA adapters of this rank; 0: none
+  std::string lora_targets;        // --hf: q,k,v,o,gate,up,down or all; empty: q,v
+  double lora_alpha = 0;           // --hf: 0: peft's default (8)
+  int64_t batch = 32;              // torchvision only
+  int64_t image = 0;               // torchvision only; 0: the model's own (224, Inception v3 299)
   std::string optimizer = "adam";  // torchvision only: sgd, momentum, adam, adamw
   bool measure = false;            // run on the CPU and record each op's time
   // Whose kernels the meta-device trace stands for: "cuda" or "cpu" (what
