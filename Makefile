@@ -35,6 +35,7 @@ demo: deps
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS) >/dev/null
 	@cmake --build $(BUILD) -j $(JOBS) --target memwall
 	$(BUILD)/memwall plan --model llama2-7b --gpu rtx4090 --batch 4 --seq 2048 --optimizer adamw
+	$(BUILD)/memwall plan --model llama3-8b --qlora --gpu t4 --batch 1 --seq 2048 --optimizer adamw
 
 # The whole suite, then again under AddressSanitizer + UndefinedBehaviorSanitizer,
 # the runtime allocator's tests under ThreadSanitizer, then each libFuzzer

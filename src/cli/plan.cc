@@ -246,10 +246,10 @@ void add_plan(CLI::App& app, Action& action) {
       "device budget: bytes, 40GiB, or a percentage: of the GPU's memory (auto and the "
       "single techniques), of the keep-all plan's peak (remat strategies). Default: "
       "the GPU's memory less the framework reserve; remat strategies: the GPU's memory");
-  cmd->add_option(
-         "--strategy", args->strategy,
-         "auto (memwall's planner), a single technique (vdnn, capuchin, zero-offload, "
-         "zero-infinity, patrickstar), remat (memwall's rematerialization alone) or remat:NAME")
+  cmd->add_option("--strategy", args->strategy,
+                  "auto (memwall's planner), a single technique (vdnn, capuchin, zero-offload, "
+                  "zero-infinity, patrickstar, paged), remat (memwall's rematerialization alone) "
+                  "or remat:NAME")
       ->capture_default_str();
   cmd->add_option("--ranks", args->ranks, "data-parallel GPUs sharing model states (ZeRO)");
   cmd->add_option("--gpus-per-node", args->gpus_per_node,

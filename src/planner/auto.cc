@@ -95,6 +95,9 @@ std::vector<Single> singles_for(const PlannerOptions& options) {
       {"zero-offload", {offload_stage, Tier::kHost, Tier::kDevice}, Activations::kKeepAll},
       {"zero-infinity", {infinity_stage, Tier::kNvme, Tier::kNvme}, Activations::kKeepAll},
       {"patrickstar", {infinity_stage, Tier::kNvme, Tier::kDevice}, Activations::kRemat},
+      // bitsandbytes' paged optimizer with activation checkpointing, as
+      // QLoRA trains (Dettmers et al. 2023).
+      {"paged", {.stage = plain, .optimizer = Tier::kHost, .paged = true}, Activations::kRemat},
   };
 }
 
@@ -391,7 +394,7 @@ Candidate plan_single_technique(const Graph& graph, const Hardware& hardware,
   }
   fail(
       "unknown technique '{}' (known: remat, vdnn, capuchin, zero-offload, zero-infinity, "
-      "patrickstar)",
+      "patrickstar, paged)",
       technique);
 }
 
@@ -457,13 +460,27 @@ AutoPlan plan_auto(const Graph& graph, const Hardware& hardware, const PlannerOp
         out_of_time = true;
         break;
       }
-      Built b = build(graph, {stage, optimizer, params}, options.ranks);
+      const StateConfig config{stage, optimizer, params};
+      Built b = build(graph, config, options.ranks);
       if (!b.work) {
-        result.skipped.push_back({{stage, optimizer, params}, std::move(b.why)});
+        result.skipped.push_back({config, std::move(b.why)});
         continue;
       }
       planner_detail::Unconstrained u = planner_detail::unconstrained_time(*b.work, hw, opts);
       works.push_back({std::move(*b.work), std::move(u)});
+    }
+    // Note [Paged optimizer]: states on the host, stepped on the device.
+    if (deadline.passed() && !works.empty()) {
+      out_of_time = true;
+    } else if (!out_of_time) {
+      const StateConfig paged{.stage = stage, .optimizer = Tier::kHost, .paged = true};
+      Built b = build(graph, paged, options.ranks);
+      if (b.work) {
+        planner_detail::Unconstrained u = planner_detail::unconstrained_time(*b.work, hw, opts);
+        works.push_back({std::move(*b.work), std::move(u)});
+      } else {
+        result.skipped.push_back({paged, std::move(b.why)});
+      }
     }
   }
   // Note [Chunked optimizer states]: each configuration with the optimizer

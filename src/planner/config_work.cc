@@ -35,6 +35,7 @@ ConfigWork make_config(const Graph& graph, const StateConfig& config, int ranks)
   work.config = config;
   Graph rank = zero_rank_graph(graph, {.ranks = ranks, .stage = config.stage});
   work.offload_options = {.optimizer = config.optimizer, .params = config.params};
+  work.offload_options.paged = config.paged;
   if (!work.offload_options.any()) {
     work.view = rank;
     work.graph = std::move(rank);
@@ -141,6 +142,8 @@ std::string StateConfig::name() const {
     out += fmt::format(", optimizer in chunks on host ({:.0f}%{}) and nvme",
                        100 * optimizer_host_share, chunks_in_order ? ", the first in order" : "");
     if (nvme_read_ahead > 1) out += fmt::format(" read {} steps ahead", nvme_read_ahead);
+  } else if (paged) {
+    out += fmt::format(", optimizer paged on {} for the device's step", to_string(optimizer));
   } else if (optimizer != Tier::kDevice) {
     out += fmt::format(", optimizer on {}", to_string(optimizer));
   }

@@ -57,6 +57,23 @@
 // after it); the gradient is freed right after it. So the gradient weighs
 // nothing in the planning view (as an offloaded one), and the parameter
 // and its states weigh their bytes throughout.
+//
+// Note [Paged optimizer]
+// ~~~~~~~~~~~~~~~~~~~~~~
+// bitsandbytes' paged optimizers (Dettmers et al. 2023, sec. 3, "Paged
+// Optimizers"; what QLoRA trains with) keep the optimizer states in CUDA
+// unified memory, which the driver evicts to the host under memory
+// pressure and pages back when the GPU's step touches them (bitsandbytes
+// prefetches a parameter's states just before its update). In memwall's
+// terms the states live on the host and the device runs each step where
+// the plan has it, after backward: before a parameter's step its states
+// are swapped in, after it they are swapped out again (the step made the
+// host copy stale). Nothing is rewritten; the planning view weighs the
+// states nothing (they are on the device only around their own step, when
+// the activations are gone) and the gradients their bytes (they wait for
+// the step, as without offload). Unlike ZeRO-Offload's CPU step, the
+// transfers do not overlap backward: the states cross PCIe twice, after
+// it.
 #include "memwall/swap/offload.h"
 
 #include <algorithm>
@@ -92,6 +109,10 @@ void check_options(const OffloadOptions& o) {
     fail(
         "offloading parameters needs the optimizer offloaded too (ZeRO-Infinity steps them "
         "on the CPU)");
+  }
+  if (o.paged &&
+      (o.optimizer != Tier::kHost || o.params != Tier::kDevice || !o.optimizer_of.empty())) {
+    fail("a paged optimizer keeps every state on the host and the parameters on the device");
   }
   if (o.nvme_read_ahead < 1) {
     fail("the NVMe read-ahead must be at least 1 CPU step (got {})", o.nvme_read_ahead);
@@ -151,8 +172,9 @@ OffloadGraph offload_graph(const Graph& graph, const OffloadOptions& options) {
   found.reserve(states.size());
   for (const ModelState& s : states) {
     OffloadedState o{.param = s.param, .grad = s.grad, .states = s.states, .step = s.step};
-    if (options.optimizer_tier(found.size()) == Tier::kDevice) {
+    if (options.paged || options.optimizer_tier(found.size()) == Tier::kDevice) {
       o.on_device = true;  // Note [Device chunks]: its own step, kept
+      o.paged = options.paged;
       found.push_back(std::move(o));
       continue;
     }
@@ -205,8 +227,12 @@ OffloadGraph offload_graph(const Graph& graph, const OffloadOptions& options) {
     }
   }
   g.ops = std::move(ops);
-  g.name += options.params == Tier::kDevice ? " (CPU optimizer)"
-                                            : " (CPU optimizer, parameters off the device)";
+  if (options.paged) {
+    g.name += " (paged optimizer)";
+  } else {
+    g.name += options.params == Tier::kDevice ? " (CPU optimizer)"
+                                              : " (CPU optimizer, parameters off the device)";
+  }
   for (OffloadedState& o : found) {
     if (o.update >= 0) o.apply = apply_of[o.step];
     o.step = new_id[o.step];
@@ -234,6 +260,12 @@ Graph planning_view(const OffloadGraph& og, const OffloadOptions& options) {
   check_options(options);
   Graph view = og.graph;
   for (const OffloadedState& o : og.states) {
+    if (o.paged) {
+      // Paged in for the step after backward, when activations are gone;
+      // the gradient waits for that step as without offload.
+      for (const BufferId s : o.states) view.buffers[s].bytes = 0;
+      continue;
+    }
     if (o.on_device) {
       view.buffers[o.grad].bytes = 0;  // stepped as soon as it is complete
       continue;
@@ -267,6 +299,10 @@ class OffloadPass {
     out.steps.reserve(plan_.steps.size() + 8 * og_.states.size());
     for (size_t k = 0; k < og_.states.size(); ++k) {
       const OffloadedState& o = og_.states[k];
+      if (o.paged) {
+        for (const BufferId s : o.states) out.placement[s] = Tier::kHost;
+        continue;
+      }
       if (o.on_device) continue;
       for (const BufferId s : o.states) out.placement[s] = opt_.optimizer_tier(k);
       if (opt_.params != Tier::kDevice) out.placement[o.param] = opt_.params;
@@ -278,6 +314,11 @@ class OffloadPass {
       for (const BufferId p : swap_in_before_[i]) out.steps.push_back(Step::swap_in(p));
       const Step& s = plan_.steps[i];
       const bool runs_op = s.kind == StepKind::kCompute || s.kind == StepKind::kRecompute;
+      if (runs_op && paged_of_step_[s.op] >= 0) {
+        paged_step(out, static_cast<size_t>(paged_of_step_[s.op]), s);
+        for (const BufferId p : free_after_[i]) out.steps.push_back(Step::free(p));
+        continue;
+      }
       if (runs_op && state_of_step_[s.op] >= 0) continue;  // emitted after its gradient
       if (runs_op && state_of_apply_[s.op] >= 0) {
         // Every apply at the first one's place, in CPU-step order (Note
@@ -306,6 +347,7 @@ class OffloadPass {
  private:
   void index_states() {
     state_of_step_.assign(g_.ops.size(), -1);
+    paged_of_step_.assign(g_.ops.size(), -1);
     state_of_apply_.assign(g_.ops.size(), -1);
     cpu_after_.assign(plan_.steps.size(), {});
     std::vector<size_t> computed_at(g_.ops.size(), SIZE_MAX);  // plan index of each compute
@@ -323,6 +365,10 @@ class OffloadPass {
     is_update_.assign(g_.buffers.size(), 0);
     for (size_t k = 0; k < og_.states.size(); ++k) {
       const OffloadedState& o = og_.states[k];
+      if (o.paged) {  // stays where the plan has it
+        paged_of_step_[o.step] = static_cast<int>(k);
+        continue;
+      }
       is_grad_[o.grad] = 1;
       if (o.update >= 0) is_update_[o.update] = 1;
       state_of_step_[o.step] = static_cast<int>(k);
@@ -437,6 +483,17 @@ class OffloadPass {
     }
   }
 
+  // Note [Paged optimizer]: state k's states come in from the host for its
+  // device step `s` and go back after it (the step updated them, which
+  // made the host copy stale).
+  void paged_step(Plan& out, size_t k, const Step& s) {
+    const OffloadedState& o = og_.states[k];
+    for (const BufferId b : o.states) out.steps.push_back(Step::swap_in(b));
+    out.steps.push_back(s);
+    for (const BufferId b : o.states) out.steps.push_back(Step::swap_out(b, Tier::kHost));
+    step_emitted_[k] = 1;
+  }
+
   // The gradient leaves for the host; the CPU steps it at once. A device
   // chunk's step runs on the device instead (Note [Device chunks]).
   void cpu_step(Plan& out, const OffloadedState& o) {
@@ -480,7 +537,7 @@ class OffloadPass {
   const Graph& g_;
   const Plan& plan_;
   const OffloadOptions& opt_;
-  std::vector<int> state_of_step_, state_of_apply_;
+  std::vector<int> state_of_step_, paged_of_step_, state_of_apply_;
   std::vector<std::vector<int>> cpu_after_;  // per plan index: CPU steps to run after it
   std::vector<size_t> last_user_;            // offloaded parameters: plan index of the last user
   std::vector<char> step_emitted_;

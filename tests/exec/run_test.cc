@@ -239,6 +239,29 @@ TEST(RunExec, DeviceChunksStepOnTheDeviceBitForBit) {
   std::filesystem::remove_all(dir);
 }
 
+// Note [Paged optimizer]: bitsandbytes' paging in memwall's terms, executed:
+// every state comes in from the host for its device step and goes back, and
+// the parameters end bit for bit where eager's do.
+TEST(RunExec, PagedOptimizerBitForBit) {
+  REQUIRE_EXECUTOR();
+  const std::string dir = dir_for("paged");
+  ASSERT_EQ(run_memwall("run --builtin gpt-mini --gpu l4 --steps 3 --keep-values " + dir).exit_code,
+            0);
+  const std::string graph = dir + "/graph.json";
+  const auto budget = static_cast<uint64_t>(
+      0.65 * static_cast<double>(memory_profile(read_graph_file(graph)).peak_bytes));
+  const RunResult planned = run_memwall(
+      "plan --graph " + graph + " --gpu l4 --strategy paged --budget " + std::to_string(budget) +
+      " --out " + dir + "/plan.json --out-graph " + dir + "/planned_graph.json");
+  ASSERT_EQ(planned.exit_code, 0) << planned.err;
+  EXPECT_NE(planned.out.find("optimizer paged on host"), std::string::npos) << planned.out;
+  check_run(run_memwall("run --graph " + dir + "/planned_graph.json --plan " + dir +
+                        "/plan.json --gpu l4 --steps 3 --check-eager --json --keep-values " + dir +
+                        " --budget " + std::to_string(2 * budget)),
+            "gpt-mini with a paged optimizer", budget);
+  std::filesystem::remove_all(dir);
+}
+
 // ---- Bad input ------------------------------------------------------------------------
 
 class RunKept : public ::testing::Test {

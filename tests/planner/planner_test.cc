@@ -61,7 +61,7 @@ TEST(AutoPlanner, NeverSlowerThanAnySingleTechniqueAndAlwaysValid) {
       expect_planned_within_budget(a.best, hw, budget);
       EXPECT_EQ(a.best.technique, "auto");
       EXPECT_LE(a.bound.seconds, a.best.sim.iteration_time * (1 + 1e-12));
-      ASSERT_EQ(a.singles.size(), 6u);
+      ASSERT_EQ(a.singles.size(), 7u);
       for (const Candidate& c : a.singles) {
         if (!c.fits) continue;
         expect_planned_within_budget(c, hw, budget);
@@ -165,13 +165,18 @@ TEST(AutoPlanner, TheTimeSplitAddsUpOnOffloadingPlans) {
         EXPECT_EQ(c.states.optimizer, Tier::kDevice);
         EXPECT_EQ(c.states.params, Tier::kDevice);
       }
+      if (c.technique == "paged") {
+        // The states cross PCIe after backward, around their steps.
+        EXPECT_TRUE(c.states.paged);
+        EXPECT_GT(c.sim.bytes_moved[static_cast<size_t>(Resource::kH2D)], 0u);
+      }
       if (ranks > 1 && c.states.stage == 3) {
         EXPECT_GT(waited(c, Resource::kComm), 0);
       }
     }
     add_up(plan_auto(g, hw, options).best.sim);
   }
-  EXPECT_EQ(checked, 12);  // every single technique fits 4 GB
+  EXPECT_EQ(checked, 14);  // every single technique fits 4 GB
 }
 
 // The headline: Llama-2-7B full fine-tuning with AdamW on a 24 GB

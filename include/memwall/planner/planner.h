@@ -56,6 +56,10 @@ struct StateConfig {
   int nvme_read_ahead = 1;
   // The host's chunks are the first in step order, not spread (PatrickStar).
   bool chunks_in_order = false;
+  // With the optimizer on the host: its states are paged in for the
+  // device's own step instead of stepped on the CPU (bitsandbytes' paged
+  // optimizers, Note [Paged optimizer] in swap/offload.cc).
+  bool paged = false;
   std::string name() const;  // e.g. "ZeRO-2, optimizer on host"
 };
 

@@ -38,6 +38,12 @@ struct OffloadOptions {
   // before their own (1: with the step before theirs), so the NVMe reads
   // run ahead of the CPU instead of in lockstep with it.
   int nvme_read_ahead = 1;
+  // bitsandbytes' paged optimizers (Dettmers et al. 2023, sec. 3): the
+  // states live on the host (`optimizer` must be kHost, `params` kDevice,
+  // no split) and the device runs the step where the plan has it, after
+  // backward, paging each parameter's states in for its step and out after
+  // (Note [Paged optimizer] in offload.cc).
+  bool paged = false;
 
   bool any() const { return optimizer != Tier::kDevice || params != Tier::kDevice; }
   Tier optimizer_tier(size_t state) const {
@@ -59,6 +65,9 @@ struct OffloadedState {
   // A device chunk's parameter (Note [Device chunks]): `step` is its own
   // device step, not rewritten; update and apply are none.
   bool on_device = false;
+  // Also on_device: a paged optimizer's (OffloadOptions::paged), whose
+  // states live on the host and come in for the step.
+  bool paged = false;
 };
 
 struct OffloadGraph {
