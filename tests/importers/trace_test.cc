@@ -298,7 +298,7 @@ TEST(Trace, InterpreterIsChosenInOrder) {
 
 TEST(Trace, EmbeddedSourceIsTheRepositorysTracer) {
   const auto files = importers::torch_tracer_files();
-  ASSERT_EQ(files.size(), 6u);
+  ASSERT_EQ(files.size(), 7u);
   EXPECT_EQ(files[0].name, "memwall_trace.py");
   EXPECT_EQ(importers::torch_tracer_source(), files[0].source);
   for (const importers::TracerFile& file : files) {
