@@ -37,24 +37,7 @@ constexpr double kBertDropout = 0.1;  // hidden_dropout_prob, attention_probs_dr
 
 // tanh; its backward (tanh_backward) reads the output.
 Tensor tanh_layer(Builder& b, std::string_view name, const Tensor& x) {
-  const std::string n(name);
-  const std::string fq = b.qualified(name);
-  Tensor y =
-      b.emit1({.name = n, .type = "tanh", .in = {x}, .flops = 4 * static_cast<double>(x.numel())},
-              {n, x.shape, x.dtype, kAct});
-  b.propagate_requires_grad({x}, {y});
-  b.on_backward([&b, fq, x, y] {
-    Tensor g = b.grad(y);
-    if (!g.valid() || !b.requires_grad(x)) return;
-    Tensor dx = b.emit1({.name = fq + ".bwd",
-                         .type = "tanh_backward",
-                         .phase = Phase::kBackward,
-                         .in = {g, y},
-                         .flops = 3 * static_cast<double>(x.numel())},
-                        {fq + ".grad_in", x.shape, g.dtype, kTmp});
-    b.add_grad(x, dx, fq);
-  });
-  return y;
+  return elementwise(b, name, "tanh", x, 4, 3, Saves::kOutput);
 }
 
 // hidden_states[:, 0]: the [CLS] row [b, h] of x [b, s, h]. SelectBackward

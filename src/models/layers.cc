@@ -14,36 +14,39 @@ std::vector<int64_t> with_last(std::vector<int64_t> shape, int64_t last) {
   return shape;
 }
 
-// Backward of an elementwise op y = f(x) whose kernel reads `saved` and the
-// output gradient: dx = f'(saved) * g.
+// Backward of an elementwise op y = f(x) whose kernel reads `saved` (none
+// when invalid) and the output gradient: dx = f'(saved) * g.
 void elementwise_backward(Builder& b, const std::string& fq, const std::string& type,
                           const Tensor& x, const Tensor& y, const Tensor& saved,
                           double flops_per_element) {
   b.on_backward([&b, fq, type, x, y, saved, flops_per_element] {
     Tensor g = b.grad(y);
     if (!g.valid() || !b.requires_grad(x)) return;
+    std::vector<Tensor> in = {g};
+    if (saved.valid()) in.push_back(saved);
     Tensor dx = b.emit1({.name = fq + ".bwd",
                          .type = type + "_backward",
                          .phase = Phase::kBackward,
-                         .in = {g, saved},
+                         .in = in,
                          .flops = flops_per_element * numel_d(x)},
                         {fq + ".grad_in", x.shape, g.dtype, kTmp});
     b.add_grad(x, dx, fq);
   });
 }
 
-Tensor unary(Builder& b, std::string_view name, const std::string& type, const Tensor& x,
-             double fwd_flops, double bwd_flops, bool saves_output) {
+}  // namespace
+
+Tensor elementwise(Builder& b, std::string_view name, const std::string& type, const Tensor& x,
+                   double fwd_flops, double bwd_flops, Saves saves) {
   std::string fq = b.qualified(name);
   Tensor y =
       b.emit1({.name = std::string(name), .type = type, .in = {x}, .flops = fwd_flops * numel_d(x)},
               {std::string(name), x.shape, x.dtype, kAct});
   b.propagate_requires_grad({x}, {y});
-  elementwise_backward(b, fq, type, x, y, saves_output ? y : x, bwd_flops);
+  const Tensor saved = saves == Saves::kInput ? x : saves == Saves::kOutput ? y : Tensor{};
+  elementwise_backward(b, fq, type, x, y, saved, bwd_flops);
   return y;
 }
-
-}  // namespace
 
 Tensor linear(Builder& b, std::string_view name, const Tensor& x, const Tensor& weight,
               const Tensor& bias) {
@@ -151,12 +154,12 @@ Tensor mul(Builder& b, std::string_view name, const Tensor& x, const Tensor& y) 
 
 // GELU (tanh or erf form) costs ~8 flops forward and ~12 backward per element.
 Tensor gelu(Builder& b, std::string_view name, const Tensor& x) {
-  return unary(b, name, "gelu", x, 8, 12, /*saves_output=*/false);
+  return elementwise(b, name, "gelu", x, 8, 12, Saves::kInput);
 }
 
 // SiLU x*sigmoid(x): ~4 flops forward, ~6 backward per element.
 Tensor silu(Builder& b, std::string_view name, const Tensor& x) {
-  return unary(b, name, "silu", x, 4, 6, /*saves_output=*/false);
+  return elementwise(b, name, "silu", x, 4, 6, Saves::kInput);
 }
 
 // Out of place, so the op stays recomputable; backward reads the output as
@@ -164,7 +167,7 @@ Tensor silu(Builder& b, std::string_view name, const Tensor& x) {
 // copy but the same saved bytes: batch norm's backward reads its input, not
 // its output, so the pre-ReLU tensor dies at the ReLU either way.)
 Tensor relu(Builder& b, std::string_view name, const Tensor& x) {
-  return unary(b, name, "relu", x, 1, 1, /*saves_output=*/true);
+  return elementwise(b, name, "relu", x, 1, 1, Saves::kOutput);
 }
 
 Tensor dropout(Builder& b, std::string_view name, const Tensor& x, double p) {

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 #include "builder.h"
@@ -33,6 +34,13 @@ enum class LinearRole : uint8_t { kBlock, kHead };
 // (nf4_linear), and a LoRA target gets its adapter (lora.h).
 Tensor linear_layer(Builder& b, std::string_view name, const Tensor& x, int64_t out_features,
                     bool with_bias, LinearRole role = LinearRole::kBlock);
+
+// What an elementwise op's backward kernel reads besides the output gradient.
+enum class Saves : uint8_t { kInput, kOutput, kNothing };
+// y = f(x), one op of `type`; backward is one `<type>_backward` op reading
+// the gradient and `saves`. FLOPs per element forward and backward.
+Tensor elementwise(Builder& b, std::string_view name, const std::string& type, const Tensor& x,
+                   double fwd_flops, double bwd_flops, Saves saves);
 
 Tensor add(Builder& b, std::string_view name, const Tensor& x, const Tensor& y);
 // Elementwise product of two tensors (saves both).

@@ -83,28 +83,6 @@ bool lora_adapts(const LoraOptions& options, std::string_view layer) {
 
 namespace {
 
-// y = c * x for a constant c (peft's `* scaling`, alpha / r): backward
-// reads nothing saved.
-Tensor scale(Builder& b, std::string_view name, const Tensor& x) {
-  const std::string n(name);
-  const std::string fq = b.qualified(name);
-  Tensor y = b.emit1({.name = n, .type = "mul", .in = {x}, .flops = numel_d(x)},
-                     {n, x.shape, x.dtype, kAct});
-  b.propagate_requires_grad({x}, {y});
-  b.on_backward([&b, fq, x, y] {
-    Tensor g = b.grad(y);
-    if (!g.valid() || !b.requires_grad(x)) return;
-    Tensor dx = b.emit1({.name = fq + ".bwd",
-                         .type = "mul",
-                         .phase = Phase::kBackward,
-                         .in = {g},
-                         .flops = numel_d(x)},
-                        {fq + ".grad_in", x.shape, g.dtype, kTmp});
-    b.add_grad(x, dx, fq);
-  });
-  return y;
-}
-
 uint64_t ceil_div(uint64_t a, uint64_t b) { return a / b + (a % b != 0 ? 1 : 0); }
 
 }  // namespace
@@ -118,7 +96,8 @@ Tensor lora_adapter(Builder& b, std::string_view name, const Tensor& x, const Te
   // lora_dropout is 0 by default (peft then uses an identity).
   Tensor down = linear(b, n + ".lora_A", x, a_weight, Tensor{});
   Tensor up = linear(b, n + ".lora_B", down, b_weight, Tensor{});
-  Tensor scaled = scale(b, n + ".lora_scale", up);
+  // * (alpha / r): a constant, so backward reads nothing saved.
+  Tensor scaled = elementwise(b, n + ".lora_scale", "mul", up, 1, 1, Saves::kNothing);
   return add(b, n + ".lora_add", base_out, scaled);
 }
 
