@@ -97,6 +97,15 @@ uint64_t parse_bytes(const std::string& text, const char* flag, uint64_t referen
   return static_cast<uint64_t>(bytes);
 }
 
+double parse_lora_alpha(const std::string& text) {
+  char* end = nullptr;
+  const double alpha = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end != '\0' || !(alpha > 0) || !std::isfinite(alpha)) {
+    fail("--lora-alpha must be a positive number (got '{}')", text);
+  }
+  return alpha;
+}
+
 void GraphSource::add_options(CLI::App& app, const std::string& default_model) {
   model = default_model;
   model_option = app.add_option("--model", model, "built-in model (see `memwall models`)")
@@ -208,14 +217,7 @@ ModelOptions GraphSource::model_options(const Hardware& hw) const {
     opts.lora.alpha = 16;
   }
   if (lora_targets) opts.lora.targets = parse_lora_targets(*lora_targets);
-  if (lora_alpha) {
-    char* end = nullptr;
-    opts.lora.alpha = std::strtod(lora_alpha->c_str(), &end);
-    if (lora_alpha->empty() || *end != '\0' || !(opts.lora.alpha > 0) ||
-        !std::isfinite(opts.lora.alpha)) {
-      fail("--lora-alpha must be a positive number (got '{}')", *lora_alpha);
-    }
-  }
+  if (lora_alpha) opts.lora.alpha = parse_lora_alpha(*lora_alpha);
   opts.optimizer = parse_optimizer(optimizer);
   opts.flash = flash;
   opts.forward_only = forward_only;

@@ -54,6 +54,9 @@ struct GraphSource {
   ModelOptions model_options(const Hardware& hw) const;
 };
 
+// --lora-alpha: a positive finite number; throws Error otherwise.
+double parse_lora_alpha(const std::string& text);
+
 // A positive integer flag value; throws Error naming the flag otherwise.
 int64_t parse_count(const std::string& text, const char* flag);
 

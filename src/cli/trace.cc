@@ -84,14 +84,7 @@ int run_trace(const TraceArgs& args) {
       (void)parse_lora_targets(*args.lora_targets);
       request.lora_targets = *args.lora_targets == "all" ? "all-linear" : *args.lora_targets;
     }
-    if (args.lora_alpha) {
-      char* end = nullptr;
-      request.lora_alpha = std::strtod(args.lora_alpha->c_str(), &end);
-      if (args.lora_alpha->empty() || *end != '\0' || !(request.lora_alpha > 0) ||
-          !std::isfinite(request.lora_alpha)) {
-        fail("--lora-alpha must be a positive number (got '{}')", *args.lora_alpha);
-      }
-    }
+    if (args.lora_alpha) request.lora_alpha = parse_lora_alpha(*args.lora_alpha);
   } else if (args.lora_targets || args.lora_alpha) {
     fail("--lora-targets and --lora-alpha need --lora R");
   }
