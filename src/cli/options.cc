@@ -131,6 +131,9 @@ void GraphSource::add_options(CLI::App& app, const std::string& default_model) {
                  "--qlora: all)");
   app.add_option("--lora-alpha", lora_alpha,
                  "LoRA scaling numerator (default 8, peft's; with --qlora 16)");
+  app.add_flag("--eager-kernels", eager_kernels,
+               "transformers: RMSNorm and GPT-2's GELU as the plain-torch kernels Hugging Face's "
+               "modules run in eager PyTorch, not one fused kernel each");
   app.add_flag("--qlora", qlora,
                "QLoRA: NF4 base weights (as --dtype nf4) with LoRA adapters (default r 64 on every "
                "projection, alpha 16)");
@@ -162,14 +165,14 @@ Graph GraphSource::load(const Hardware& hw) const {
     // A graph file fixes all of these; taking them silently would answer
     // for something else than the user asked.
     const bool zoo_options = batch || seq || image || flash || forward_only || lora_rank ||
-                             lora_targets || lora_alpha || qlora ||
+                             lora_targets || lora_alpha || qlora || eager_kernels ||
                              (model_option && model_option->count() > 0) ||
                              (dtype_option && dtype_option->count() > 0) ||
                              (optimizer_option && optimizer_option->count() > 0);
     if (zoo_options) {
       fail(
-          "--model, --batch, --seq, --image, --dtype, --optimizer, --flash, --forward-only and "
-          "the LoRA options build a zoo model; they do not apply to --graph {}",
+          "--model, --batch, --seq, --image, --dtype, --optimizer, --flash, --forward-only, "
+          "--eager-kernels and the LoRA options build a zoo model; they do not apply to --graph {}",
           graph_file);
     }
     Graph graph = read_graph_file(graph_file);
@@ -220,6 +223,7 @@ ModelOptions GraphSource::model_options(const Hardware& hw) const {
   if (lora_alpha) opts.lora.alpha = parse_lora_alpha(*lora_alpha);
   opts.optimizer = parse_optimizer(optimizer);
   opts.flash = flash;
+  opts.eager_kernels = eager_kernels;
   opts.forward_only = forward_only;
   if (forward_only && optimizer_option != nullptr && optimizer_option->count() > 0) {
     fail("--optimizer {} does not apply to --forward-only, which has no optimizer step", optimizer);

@@ -35,6 +35,7 @@ struct GraphSource {
   // given, as the QLoRA paper trains).
   std::optional<std::string> lora_rank, lora_targets, lora_alpha;
   bool qlora = false;
+  bool eager_kernels = false;
   // The options as registered, to tell a default from a value the user gave.
   CLI::Option* model_option = nullptr;
   CLI::Option* dtype_option = nullptr;

@@ -75,7 +75,7 @@ Graph build_gpt2(std::string_view variant, const ModelOptions& opts) {
 
     Tensor m = layer_norm(b, "ln_2", x);
     m = linear_layer(b, "mlp.fc", m, 4 * h, true);
-    m = gelu(b, "mlp.gelu", m);
+    m = gelu_tanh(b, "mlp.gelu", m);
     m = linear_layer(b, "mlp.proj", m, h, true);
     m = dropout(b, "mlp.dropout", m, kGpt2Dropout);
     x = add(b, "mlp_residual", x, m);

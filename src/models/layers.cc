@@ -157,6 +157,11 @@ Tensor gelu(Builder& b, std::string_view name, const Tensor& x) {
   return elementwise(b, name, "gelu", x, 8, 12, Saves::kInput);
 }
 
+Tensor gelu_tanh(Builder& b, std::string_view name, const Tensor& x) {
+  if (b.options().eager_kernels) return gelu_new_eager(b, name, x);
+  return gelu(b, name, x);
+}
+
 // SiLU x*sigmoid(x): ~4 flops forward, ~6 backward per element.
 Tensor silu(Builder& b, std::string_view name, const Tensor& x) {
   return elementwise(b, name, "silu", x, 4, 6, Saves::kInput);
@@ -239,6 +244,7 @@ Tensor layer_norm(Builder& b, std::string_view name, const Tensor& x) {
 }
 
 Tensor rms_norm(Builder& b, std::string_view name, const Tensor& x) {
+  if (b.options().eager_kernels) return rms_norm_eager(b, name, x);
   return norm(b, name, "rms_norm", x, /*with_shift=*/false);
 }
 

@@ -46,6 +46,9 @@ Tensor add(Builder& b, std::string_view name, const Tensor& x, const Tensor& y);
 // Elementwise product of two tensors (saves both).
 Tensor mul(Builder& b, std::string_view name, const Tensor& x, const Tensor& y);
 Tensor gelu(Builder& b, std::string_view name, const Tensor& x);
+// GPT-2's GELU (tanh form, transformers' gelu_new): one kernel, or the
+// eight eager ones with ModelOptions::eager_kernels (Note [Eager kernels]).
+Tensor gelu_tanh(Builder& b, std::string_view name, const Tensor& x);
 Tensor silu(Builder& b, std::string_view name, const Tensor& x);
 Tensor relu(Builder& b, std::string_view name, const Tensor& x);
 // Inverted dropout; emits nothing when p == 0 (inference-style configs).
@@ -54,7 +57,11 @@ Tensor dropout(Builder& b, std::string_view name, const Tensor& x, double p);
 // Normalizations over the last dimension, with learned scale (and shift for
 // layer_norm). Create their own parameters "<name>.weight" / "<name>.bias".
 Tensor layer_norm(Builder& b, std::string_view name, const Tensor& x);
+// One fused kernel, or LlamaRMSNorm's eager ones with
+// ModelOptions::eager_kernels (Note [Eager kernels] in eager_kernels.cc).
 Tensor rms_norm(Builder& b, std::string_view name, const Tensor& x);
+Tensor rms_norm_eager(Builder& b, std::string_view name, const Tensor& x);
+Tensor gelu_new_eager(Builder& b, std::string_view name, const Tensor& x);
 
 // Rows of `table` selected by integer `ids` (shape ids.shape + [dim]).
 Tensor embedding(Builder& b, std::string_view name, const Tensor& ids, const Tensor& table);

@@ -181,8 +181,12 @@ Graph build_model(std::string_view name, const ModelOptions& options) {
   const std::string adapters = check_adapters(info, opts);
 
   Graph g = e.build(info.name, opts);
-  g.name = fmt::format("{} b{} {} {}{}{}{}", info.name, opts.batch, shape_desc,
+  if (opts.eager_kernels && info.family == ModelFamily::kCnn) {
+    fail("model {}: --eager-kernels applies to transformers", info.name);
+  }
+  g.name = fmt::format("{} b{} {} {}{}{}{}{}", info.name, opts.batch, shape_desc,
                        to_string(opts.precision), adapters, opts.flash ? " flash" : "",
+                       opts.eager_kernels ? " eager-kernels" : "",
                        opts.forward_only ? " forward-only" : "");
   const int64_t params = g.meta.at("param_count").get<int64_t>();
   const int64_t trainable = g.meta.at("trainable_param_count").get<int64_t>();
@@ -207,6 +211,7 @@ Graph build_model(std::string_view name, const ModelOptions& options) {
   } else {
     g.meta["seq"] = opts.seq;
     g.meta["flash"] = opts.flash;
+    if (opts.eager_kernels) g.meta["eager_kernels"] = true;
   }
   if (opts.forward_only) {
     g.meta["forward_only"] = true;

@@ -148,6 +148,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"inspect --model gpt2-small --lora 8 --lora-targets gate", "match no layer"},
         BadCase{"inspect --dtype nf4", "NF4 base weights are frozen"},
         BadCase{"inspect --graph g.json --lora 8", "the LoRA options build a zoo model"},
+        BadCase{"inspect --graph g.json --eager-kernels", "build a zoo model"},
+        BadCase{"inspect --model resnet50 --eager-kernels", "applies to transformers"},
         BadCase{"frobnicate", "unknown verb 'frobnicate'"}));
 
 TEST(CliBadFiles, MalformedAndInconsistentGraphFiles) {

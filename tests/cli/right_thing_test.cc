@@ -207,8 +207,8 @@ TEST(RightOptions, IgnoredOptionsAreRefused) {
   ASSERT_EQ(
       run_memwall("inspect --model gpt2-small --batch 1 --seq 64 --export " + graph).exit_code, 0);
   const std::string zoo_only =
-      "--model, --batch, --seq, --image, --dtype, --optimizer, --flash, --forward-only and the "
-      "LoRA options build a zoo model; they do not apply to --graph " +
+      "--model, --batch, --seq, --image, --dtype, --optimizer, --flash, --forward-only, "
+      "--eager-kernels and the LoRA options build a zoo model; they do not apply to --graph " +
       graph;
   expect_bad("inspect --model gpt2-medium --graph " + graph, zoo_only);
   expect_bad("inspect --dtype fp32 --graph " + graph, zoo_only);

@@ -51,6 +51,10 @@ struct ModelOptions {
   bool forward_only = false;
   LoraOptions lora;
   WeightFormat base_weights = WeightFormat::kDense;
+  // RMSNorm and GPT-2's GELU as the plain-torch kernels transformers' eager
+  // modules run, not one fused kernel each (Note [Eager kernels] in
+  // src/models/eager_kernels.cc).
+  bool eager_kernels = false;
 };
 
 // The LoRA target short names, in the order peft's all-linear lists them.
