@@ -1177,7 +1177,9 @@ def trace_hf(args, keep):
     # (bf16: 16-bit parameters with fp32 master weights).
     graph["meta"]["dtype"] = args.dtype
     graph["name"] = graph_name(key, graph["meta"])
-    graph["meta"]["origin"] = {"hf" if args.hf else "hf_config": hf_model, "batch": args.batch,
+    # memwall run traces it again for its values: the config by its full path.
+    source = hf_model if args.hf else os.path.abspath(args.hf_config)
+    graph["meta"]["origin"] = {"hf" if args.hf else "hf_config": source, "batch": args.batch,
                                "seq": args.seq, "dtype": args.dtype,
                                "optimizer": args.optimizer}
     if lora is not None:

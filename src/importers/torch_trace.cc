@@ -501,6 +501,21 @@ TorchTraceRequest request_for(const Graph& graph) {
       request.optimizer = origin.at("optimizer").get<std::string>();
     } else if (origin.contains("builtin")) {
       request.builtin = origin.at("builtin").get<std::string>();
+    } else if (origin.contains("hf") || origin.contains("hf_config")) {
+      if (origin.contains("hf")) {
+        request.hf = origin.at("hf").get<std::string>();
+      } else {
+        request.hf_config = origin.at("hf_config").get<std::string>();
+      }
+      request.batch = origin.at("batch").get<int64_t>();
+      request.seq = origin.at("seq").get<int64_t>();
+      request.dtype = origin.at("dtype").get<std::string>();
+      request.optimizer = origin.at("optimizer").get<std::string>();
+      if (origin.contains("lora")) {
+        request.lora_rank = origin.at("lora").get<int64_t>();
+        request.lora_alpha = origin.at("lora_alpha").get<double>();
+        request.lora_targets = origin.at("lora_targets").get<std::string>();
+      }
     } else {
       request.script = origin.at("script").get<std::string>();
     }

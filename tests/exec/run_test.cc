@@ -205,6 +205,23 @@ TEST(RunExec, Gpt2SmallAtAShortSequence) {
                {{"capuchin", 1.02}, {"zero-offload", 0.8}});
 }
 
+// Issue 24: a Hugging Face model from a config.json (a two-layer GPT-2 with
+// transformers' own modules) with LoRA on every projection, through the
+// one-go path and four plans: frozen weights streamed from NVMe under
+// ZeRO-Infinity (Note [Frozen parameters]) and the paged optimizer among
+// them, every one bit for bit eager's.
+TEST(RunExec, HuggingFaceLoraIsEagerBitForBit) {
+  REQUIRE_EXECUTOR();
+  const std::string config = dir_for("hf_config") + ".json";
+  std::ofstream(config) << R"({"model_type": "gpt2", "vocab_size": 1000, "n_positions": 128,
+      "n_embd": 64, "n_layer": 2, "n_head": 4})";
+  run_planners(
+      "hf_lora",
+      "--hf-config " + config + " --seq 32 --batch 2 --dtype fp32 --lora 4 " + "--lora-targets all",
+      {{"remat:memwall", 0.8}, {"capuchin", 0.9}, {"zero-infinity", 0.95}, {"paged", 0.9}});
+  std::filesystem::remove(config);
+}
+
 // Note [Device chunks]: auto's plan of gpt-mini at 65% of its keep-all peak
 // keeps the first parameters whole on the device and steps them there (a
 // fused traced Adam step, memwall::sequence), the rest on the CPU with the
