@@ -27,15 +27,15 @@
 #include "memwall/sim/simulator.h"
 #include "options.h"
 #include "run_values.h"
+#include "traced_model.h"
 
 namespace memwall::cli {
 namespace {
 
 struct RunArgs {
   std::string graph_file, plan_file;
-  std::string torchvision, script, builtin, hf, hf_config;
-  std::optional<std::string> batch, image, seq, dtype, lora_rank, lora_targets, lora_alpha;
-  std::optional<std::string> optimizer;
+  TracedModel model;
+  std::string builtin;
   GpuSource gpu;
   std::string budget;
   std::optional<std::string> steps, seed;
@@ -198,17 +198,14 @@ void print_table(const Graph& graph, const Plan& plan, const Hardware& hw,
 }
 
 int run_run(const RunArgs& args) {
-  const int sources = int{!args.graph_file.empty()} + int{!args.torchvision.empty()} +
-                      int{!args.script.empty()} + int{!args.builtin.empty()} +
-                      int{!args.hf.empty()} + int{!args.hf_config.empty()};
+  const TracedModel& model = args.model;
+  const int sources = int{!args.graph_file.empty()} + int{!model.torchvision.empty()} +
+                      int{!model.script.empty()} + int{!args.builtin.empty()} +
+                      int{!model.hf.empty()} + int{!model.hf_config.empty()};
   if (sources != 1) {
     fail(
         "run: give --graph G --plan P, or one of --torchvision NAME, --script FILE.py:FUNCTION, "
         "--builtin NAME, --hf NAME and --hf-config FILE");
-  }
-  const bool hf = !args.hf.empty() || !args.hf_config.empty();
-  if (!hf && (args.seq || args.dtype || args.lora_rank || args.lora_targets || args.lora_alpha)) {
-    fail("run: --seq, --dtype and the LoRA options apply to --hf and --hf-config models");
   }
   if (!args.graph_file.empty() && args.plan_file.empty()) fail("run: --graph needs --plan");
   if (args.graph_file.empty() && !args.plan_file.empty()) fail("run: --plan needs --graph");
@@ -256,32 +253,8 @@ int run_run(const RunArgs& args) {
           "calibrate` on this machine (the emulated device is this CPU), or --gpu NAME");
     }
     hw = args.gpu.load();
-    request.torchvision = args.torchvision;
-    request.script = args.script;
+    model.apply(request, "run: ");
     request.builtin = args.builtin;
-    request.hf = args.hf;
-    request.hf_config = args.hf_config;
-    // Hugging Face models default to one sequence and AdamW, as in trace.
-    if (hf) request.batch = 1;
-    if (args.batch) request.batch = parse_count(*args.batch, "--batch");
-    if (args.image) request.image = parse_count(*args.image, "--image");
-    request.optimizer = args.optimizer.value_or(hf ? "adamw" : "adam");
-    (void)parse_optimizer(request.optimizer);
-    if (args.seq) request.seq = parse_count(*args.seq, "--seq");
-    if (args.dtype) {
-      (void)parse_precision(*args.dtype);
-      request.dtype = *args.dtype;
-    }
-    if (args.lora_rank) {
-      request.lora_rank = parse_count(*args.lora_rank, "--lora");
-      if (args.lora_targets) {
-        (void)parse_lora_targets(*args.lora_targets);
-        request.lora_targets = *args.lora_targets == "all" ? "all-linear" : *args.lora_targets;
-      }
-      if (args.lora_alpha) request.lora_alpha = parse_lora_alpha(*args.lora_alpha);
-    } else if (args.lora_targets || args.lora_alpha) {
-      fail("run: --lora-targets and --lora-alpha need --lora R");
-    }
   }
   request.kernels = "cpu";
   request.python = args.python;
@@ -350,22 +323,8 @@ void add_run(CLI::App& app, Action& action) {
   auto args = std::make_shared<RunArgs>();
   cmd->add_option("--graph", args->graph_file, "a traced graph (memwall trace) to run");
   cmd->add_option("--plan", args->plan_file, "the plan for --graph");
-  cmd->add_option("--torchvision", args->torchvision,
-                  "trace, plan (auto) and run a torchvision classifier");
-  cmd->add_option("--script", args->script, "... a model from FILE.py:FUNCTION");
-  cmd->add_option("--builtin", args->builtin,
-                  "... a model of memwall's fidelity set (gpt-mini, ...)");
-  cmd->add_option("--hf", args->hf, "... a Hugging Face model built from its configuration");
-  cmd->add_option("--hf-config", args->hf_config, "... one from your config.json");
-  cmd->add_option("--batch", args->batch, "--torchvision (32), --hf (1): batch size");
-  cmd->add_option("--image", args->image, "--torchvision: image side");
-  cmd->add_option("--seq", args->seq, "--hf: sequence length (512)");
-  cmd->add_option("--dtype", args->dtype, "--hf: fp32, bf16 or fp16 (bf16)");
-  cmd->add_option("--lora", args->lora_rank, "--hf: LoRA adapters of rank R");
-  cmd->add_option("--lora-targets", args->lora_targets, "--lora: q,k,v,o,gate,up,down or all");
-  cmd->add_option("--lora-alpha", args->lora_alpha, "--lora: scaling numerator (8)");
-  cmd->add_option("--optimizer", args->optimizer,
-                  "--torchvision (adam), --hf (adamw): sgd, momentum, adam, adamw");
+  (void)args->model.add_options(*cmd);
+  cmd->add_option("--builtin", args->builtin, "a model of memwall's fidelity set (gpt-mini, ...)");
   args->gpu.add_options(*cmd, "");
   cmd->add_option("--budget", args->budget, "device bytes (or a % of the keep-all peak)");
   cmd->add_option("--steps", args->steps, "iterations to run (default 3)");

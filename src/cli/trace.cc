@@ -17,18 +17,13 @@
 #include "memwall/graph/stopwatch.h"
 #include "memwall/importers/torch_trace.h"
 #include "options.h"
+#include "traced_model.h"
 
 namespace memwall::cli {
 namespace {
 
 struct TraceArgs {
-  std::string torchvision;
-  std::string script;
-  std::string hf, hf_config;
-  std::optional<std::string> seq, lora_rank, lora_alpha, lora_targets, dtype;
-  // Text, parsed by parse_count (CLI11 would saturate an overflowing integer).
-  std::optional<std::string> batch, image;
-  std::optional<std::string> optimizer;
+  TracedModel model;
   bool measure = false;
   std::string kernels;
   std::optional<std::string> threads;
@@ -53,41 +48,13 @@ std::string traced_with(const Graph& graph) {
 
 int run_trace(const TraceArgs& args) {
   importers::TorchTraceRequest request;
-  request.torchvision = args.torchvision;
-  request.script = args.script;
-  request.hf = args.hf;
-  request.hf_config = args.hf_config;
-  const bool hf = !args.hf.empty() || !args.hf_config.empty();
-  if (!args.script.empty() && (args.batch || args.image || args.optimizer)) {
+  const TracedModel& model = args.model;
+  if (!model.script.empty() && (model.batch || model.image || model.optimizer)) {
     fail(
         "--batch, --image and --optimizer do not apply to a script, which builds its own batch "
         "and optimizer");
   }
-  if (hf && args.image) fail("--image applies to --torchvision models");
-  if (!hf && (args.seq || args.dtype || args.lora_rank || args.lora_targets || args.lora_alpha)) {
-    fail("--seq, --dtype and the LoRA options apply to --hf and --hf-config models");
-  }
-  // Hugging Face models default to one sequence and AdamW, as fine-tuning does.
-  request.batch = hf ? 1 : request.batch;
-  if (args.batch) request.batch = parse_count(*args.batch, "--batch");
-  if (args.image) request.image = parse_count(*args.image, "--image");
-  request.optimizer = args.optimizer.value_or(hf ? "adamw" : "adam");
-  (void)parse_optimizer(request.optimizer);  // reject unknown names before starting Python
-  if (args.seq) request.seq = parse_count(*args.seq, "--seq");
-  if (args.dtype) {
-    (void)parse_precision(*args.dtype);
-    request.dtype = *args.dtype;
-  }
-  if (args.lora_rank) {
-    request.lora_rank = parse_count(*args.lora_rank, "--lora");
-    if (args.lora_targets) {
-      (void)parse_lora_targets(*args.lora_targets);
-      request.lora_targets = *args.lora_targets == "all" ? "all-linear" : *args.lora_targets;
-    }
-    if (args.lora_alpha) request.lora_alpha = parse_lora_alpha(*args.lora_alpha);
-  } else if (args.lora_targets || args.lora_alpha) {
-    fail("--lora-targets and --lora-alpha need --lora R");
-  }
+  model.apply(request, "");
   request.measure = args.measure;
   request.kernels = args.kernels;
   if (args.threads) {
@@ -158,38 +125,12 @@ void add_trace(CLI::App& app, Action& action) {
   auto* cmd = app.add_subcommand(
       "trace", "import one training iteration of a PyTorch model as a memwall graph");
   auto args = std::make_shared<TraceArgs>();
-  auto* tv = cmd->add_option("--torchvision", args->torchvision,
-                             "a torchvision classification model (resnet50, vgg16, ...)");
-  auto* script = cmd->add_option("--script", args->script,
-                                 "FILE.py:FUNCTION returning (model, batch, loss_fn, optimizer)");
-  auto* hf = cmd->add_option("--hf", args->hf,
-                             "a Hugging Face transformers model built from its configuration "
-                             "(llama2-7b, llama3-8b, llama3.1-70b, mistral-7b, qwen2.5-7b, "
-                             "mixtral-8x7b, gemma2-9b, gpt2, bert-base, t5-base)");
-  auto* hf_config = cmd->add_option("--hf-config", args->hf_config,
-                                    "your own transformers config.json (with model_type)");
-  const std::vector<CLI::Option*> sources = {tv, script, hf, hf_config};
+  const std::vector<CLI::Option*> sources = args->model.add_options(*cmd);
   for (CLI::Option* a : sources) {
     for (CLI::Option* b : sources) {
       if (a != b) a->excludes(b);
     }
   }
-  cmd->add_option("--batch", args->batch,
-                  "batch size for --torchvision (default 32) and --hf (default 1)");
-  cmd->add_option("--seq", args->seq, "sequence length for --hf (default 512)");
-  cmd->add_option("--dtype", args->dtype,
-                  "--hf: fp32, or bf16/fp16 mixed precision (16-bit model, fp32 master weights "
-                  "and optimizer states; default bf16)");
-  cmd->add_option("--lora", args->lora_rank,
-                  "--hf: LoRA adapters of rank R (peft's semantics); the base weights are frozen");
-  cmd->add_option("--lora-targets", args->lora_targets,
-                  "--lora: q,k,v,o,gate,up,down or all (default q,v)");
-  cmd->add_option("--lora-alpha", args->lora_alpha, "--lora: scaling numerator (default 8)");
-  cmd->add_option("--image", args->image,
-                  "image side for --torchvision (default 224; inception_v3 299)");
-  cmd->add_option("--optimizer", args->optimizer,
-                  "optimizer for --torchvision (default adam) and --hf (default adamw): sgd, "
-                  "momentum, adam, adamw");
   cmd->add_flag("--measure", args->measure,
                 "run on the CPU and record each op's measured time (default: meta device)");
   cmd->add_option("--kernels", args->kernels,
@@ -209,8 +150,8 @@ void add_trace(CLI::App& app, Action& action) {
       ->required();
   cmd->add_flag("--json", args->json, "machine-readable output");
   cmd->callback([&action, args] {
-    if (args->torchvision.empty() && args->script.empty() && args->hf.empty() &&
-        args->hf_config.empty()) {
+    const TracedModel& m = args->model;
+    if (m.torchvision.empty() && m.script.empty() && !m.hf_given()) {
       // Checked here so that it is reported like other option errors.
       throw CLI::ValidationError(
           "trace",

@@ -179,11 +179,11 @@ Graph build_model(std::string_view name, const ModelOptions& options) {
   }
 
   const std::string adapters = check_adapters(info, opts);
-
-  Graph g = e.build(info.name, opts);
   if (opts.eager_kernels && info.family == ModelFamily::kCnn) {
     fail("model {}: --eager-kernels applies to transformers", info.name);
   }
+
+  Graph g = e.build(info.name, opts);
   g.name = fmt::format("{} b{} {} {}{}{}{}{}", info.name, opts.batch, shape_desc,
                        to_string(opts.precision), adapters, opts.flash ? " flash" : "",
                        opts.eager_kernels ? " eager-kernels" : "",

@@ -454,13 +454,18 @@ AutoPlan plan_auto(const Graph& graph, const Hardware& hardware, const PlannerOp
   std::vector<Work> works;
   bool out_of_time = false;
   for (const int stage : stages(options)) {
-    for (const auto& [optimizer, params] : kPlacements) {
-      // Each costs a simulation: 24 of them with ZeRO stages to search.
+    // The placements, and the paged optimizer's states on the host stepped
+    // on the device (Note [Paged optimizer] in swap/offload.cc).
+    std::vector<StateConfig> configs;
+    for (const auto& [optimizer, params] : kPlacements)
+      configs.push_back({stage, optimizer, params});
+    configs.push_back({.stage = stage, .optimizer = Tier::kHost, .paged = true});
+    for (const StateConfig& config : configs) {
+      // Each costs a simulation: 28 of them with ZeRO stages to search.
       if (deadline.passed() && !works.empty()) {
         out_of_time = true;
         break;
       }
-      const StateConfig config{stage, optimizer, params};
       Built b = build(graph, config, options.ranks);
       if (!b.work) {
         result.skipped.push_back({config, std::move(b.why)});
@@ -468,19 +473,6 @@ AutoPlan plan_auto(const Graph& graph, const Hardware& hardware, const PlannerOp
       }
       planner_detail::Unconstrained u = planner_detail::unconstrained_time(*b.work, hw, opts);
       works.push_back({std::move(*b.work), std::move(u)});
-    }
-    // Note [Paged optimizer]: states on the host, stepped on the device.
-    if (deadline.passed() && !works.empty()) {
-      out_of_time = true;
-    } else if (!out_of_time) {
-      const StateConfig paged{.stage = stage, .optimizer = Tier::kHost, .paged = true};
-      Built b = build(graph, paged, options.ranks);
-      if (b.work) {
-        planner_detail::Unconstrained u = planner_detail::unconstrained_time(*b.work, hw, opts);
-        works.push_back({std::move(*b.work), std::move(u)});
-      } else {
-        result.skipped.push_back({paged, std::move(b.why)});
-      }
     }
   }
   // Note [Chunked optimizer states]: each configuration with the optimizer

@@ -408,8 +408,11 @@ class OffloadPass {
   void index_param_runs() {
     swap_in_before_.assign(plan_.steps.size(), {});
     free_after_.assign(plan_.steps.size(), {});
-    const bool device_chunks = std::any_of(og_.states.begin(), og_.states.end(),
-                                           [](const OffloadedState& o) { return o.on_device; });
+    // A paged state's step stays where the plan has it: its parameter's
+    // users do not place it.
+    const bool device_chunks =
+        std::any_of(og_.states.begin(), og_.states.end(),
+                    [](const OffloadedState& o) { return o.on_device && !o.paged; });
     if (opt_.params == Tier::kDevice && !device_chunks) return;
     last_user_.assign(g_.buffers.size(), SIZE_MAX);
     std::vector<int> is_param(g_.buffers.size(), 0);

@@ -25,11 +25,7 @@ using importers::TorchTraceRequest;
 using importers::trace_torch;
 
 bool transformers_available() {
-  static const bool available = [] {
-    const std::string cmd =
-        importers::tracer_python() + " -c 'import torch, transformers' >/dev/null 2>&1";
-    return std::system(cmd.c_str()) == 0;
-  }();
+  static const bool available = testing::tracer_imports("torch, transformers");
   return available;
 }
 

@@ -12,13 +12,16 @@
 
 namespace memwall::testing {
 
+// True when the tracer's interpreter imports `modules` ("torch, torchvision").
+inline bool tracer_imports(const std::string& modules) {
+  const std::string cmd =
+      importers::tracer_python() + " -c 'import " + modules + "' >/dev/null 2>&1";
+  return std::system(cmd.c_str()) == 0;
+}
+
 // True when the tracer's interpreter imports torch and torchvision.
 inline bool torch_available() {
-  static const bool available = [] {
-    const std::string cmd =
-        importers::tracer_python() + " -c 'import torch, torchvision' >/dev/null 2>&1";
-    return std::system(cmd.c_str()) == 0;
-  }();
+  static const bool available = tracer_imports("torch, torchvision");
   return available;
 }
 
