@@ -6,7 +6,8 @@
 # each planner and runs the plan with memwall run. Printed per plan, from
 # STEPS iterations (the median of all but the first): the measured step
 # time and measured / predicted with the roofline profile, then the same
-# with the measured kernels, the device peak measured / predicted, and the
+# with the measured kernels (and copy contention), the same without the
+# contention (kern-nc), the device peak measured / predicted, and the
 # transfer overlap measured / predicted.
 #   bench/run_fidelity.sh PROFILE [path/to/memwall] [STEPS] [MODEL...]
 # PROFILE is `memwall calibrate --out PROFILE` from this machine. MODELs are
@@ -58,7 +59,8 @@ print("%.1f %.3f %.4f %s" % (mid[0] * 1e3, mid[1], p["measured"] / p["predicted"
 PY
 }
 
-printf "%-44s %-18s %9s %6s %9s %6s %7s %9s\n" model plan measured roof measured kern peak overlap
+printf "%-44s %-18s %9s %6s %9s %6s %6s %7s %9s\n" model plan measured roof measured kern kern-nc \
+  peak overlap
 for model in "${models[@]}"; do
   dir=$out/values
   rm -rf "$dir"
@@ -67,6 +69,10 @@ for model in "${models[@]}"; do
     --json >/dev/null
   "$memwall" calibrate --from "$profile" --graph "$dir/graph.json" --keep-values "$dir" \
     --out "$out/kernels.json" >/dev/null
+  # The same profile without its copy contention (Note [Copy contention]),
+  # for the column that shows what modelling it changed.
+  python3 -c "import json, sys; p = json.load(open(sys.argv[1])); p.pop('copy_contention', None); \
+json.dump(p, open(sys.argv[2], 'w'))" "$out/kernels.json" "$out/kernels_nc.json"
   peak=$("$memwall" inspect --graph "$dir/graph.json" --gpu-file "$profile" --json |
     python3 -c "import json, sys; print(json.load(sys.stdin)['peak_bytes'])")
   for strategy in "${plans[@]}"; do
@@ -102,7 +108,10 @@ for model in "${models[@]}"; do
     done
     read -r ms roof _ <"$out/r.$(basename "$profile")"
     read -r ms2 kern peakr overlap <"$out/r.kernels.json"
-    printf "%-44s %-18s %6s ms %6s %6s ms %6s %7s %9s\n" "$model" "$strategy@$planned" "$ms" "$roof" \
-      "$ms2" "$kern" "$peakr" "$overlap"
+    nc=$("$memwall" simulate --graph "$g" --plan "$out/plan.json" --gpu-file "$out/kernels_nc.json" \
+      --json | python3 -c "import json, sys; print('%.3f' % ($ms2 / 1e3 / \
+json.load(sys.stdin)['iteration_time_s']))")
+    printf "%-44s %-18s %6s ms %6s %6s ms %6s %6s %7s %9s\n" "$model" "$strategy@$planned" "$ms" \
+      "$roof" "$ms2" "$kern" "$nc" "$peakr" "$overlap"
   done
 done

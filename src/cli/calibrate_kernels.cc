@@ -3,7 +3,9 @@
 // hw/hardware.h, Note [Kernel timing] in src/exec).
 #include "calibrate_kernels.h"
 
+#include <algorithm>
 #include <map>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -13,6 +15,7 @@
 #include "memwall/graph/graph.h"
 #include "memwall/remat/remat.h"
 #include "run_values.h"
+#include "runtime_probes.h"
 
 namespace memwall::cli {
 
@@ -40,10 +43,13 @@ KernelMeasure measure_kernels(const std::string& graph_file, const std::string& 
   options.steps = 1 + iterations;  // the first iteration pays for fresh pages
   options.time_kernels = true;
   const exec::RunFunction run = load_executor();
-  // Per op, the lowest of its rounds' medians: a shared machine's slow
-  // periods last longer than a round and slow all of its iterations.
-  std::vector<double> best;
-  for (int round = 0; round < rounds; ++round) {
+  // One run: per op its median call time, and the median step time of the
+  // iterations after the first.
+  struct Timed {
+    std::vector<double> kernels;
+    double step = 0;
+  };
+  const auto timed_run = [&] {
     exec::RunResult result;
     std::string error;
     const exec::Status status =
@@ -51,11 +57,37 @@ KernelMeasure measure_kernels(const std::string& graph_file, const std::string& 
     if (status != exec::Status::kOk) {
       fail("calibrate: {}: timing its kernels: {}", graph_file, error);
     }
-    if (best.empty()) best.assign(result.kernel_seconds.size(), -1.0);
-    for (size_t op = 0; op < best.size() && op < result.kernel_seconds.size(); ++op) {
-      const double t = result.kernel_seconds[op];
+    std::vector<double> steps;
+    for (size_t i = 1; i < result.steps.size(); ++i) steps.push_back(result.steps[i].step_time_s);
+    return Timed{std::move(result.kernel_seconds), median(steps)};
+  };
+  // Per op, the lowest of its rounds' medians: a shared machine's slow
+  // periods last longer than a round and slow all of its iterations.
+  std::vector<double> best;
+  const auto keep_lowest = [&best](const std::vector<double>& times) {
+    if (best.empty()) best.assign(times.size(), -1.0);
+    for (size_t op = 0; op < best.size() && op < times.size(); ++op) {
+      const double t = times[op];
       if (t > 0 && (best[op] <= 0 || t < best[op])) best[op] = t;
     }
+  };
+  // Note [Measuring copy contention]: each round again beside the copy
+  // load, right after it, so that the machine's drift between the two is
+  // small; copies of 8 MiB, the size of the test models' swapped tensors.
+  // The whole step counts, not only the kernels: between kernels the
+  // executor's own thread waits for a core too (on this 2-vCPU machine the
+  // copies made a vDNN step's time outside kernels 10x keep-all's).
+  CopyLoad load(uint64_t{8} << 20);
+  double alone_step = 0, loaded_step = 0, alone_rate = 0, loaded_rate = 0;
+  for (int round = 0; round < rounds; ++round) {
+    const Timed alone = timed_run();
+    keep_lowest(alone.kernels);
+    alone_rate = std::max(alone_rate, load.alone(0.25));
+    load.start();
+    const Timed loaded = timed_run();
+    loaded_rate = std::max(loaded_rate, load.stop());
+    if (round == 0 || alone.step < alone_step) alone_step = alone.step;
+    if (round == 0 || loaded.step < loaded_step) loaded_step = loaded.step;
   }
 
   // Ops of one signature are one kernel: the mean of their medians.
@@ -73,6 +105,9 @@ KernelMeasure measure_kernels(const std::string& graph_file, const std::string& 
   for (const auto& [signature, sum] : sums) {
     out.kernels.emplace(signature, sum.first / sum.second);
   }
+  // Contention only slows; a ratio below 1 is the machine's drift.
+  if (alone_step > 0) out.contention.compute = std::max(1.0, loaded_step / alone_step);
+  if (loaded_rate > 0) out.contention.copy = std::max(1.0, alone_rate / loaded_rate);
   return out;
 }
 

@@ -13,12 +13,17 @@ struct KernelMeasure {
   std::map<std::string, double> kernels;  // kernel signature -> seconds
   size_t ops = 0;                         // ops timed
   double seconds = 0;                     // their sum
+  // Note [Measuring copy contention]: the keep-all step's time beside a
+  // copy load over its time alone, and the copies' rate alone over theirs
+  // beside the step; each at least 1.
+  Hardware::CopyContention contention;
 };
 
 // Runs `graph_file`'s keep-all plan `rounds` times for 1 + `iterations`
 // iterations on the emulated device (as large as hw's device memory),
 // timing each op's call in every iteration but the first (Note [Kernel
-// timing]); an op's time is the lowest of its rounds' medians. The values
+// timing]); an op's time is the lowest of its rounds' medians. Each round
+// is followed by one under a copy load, for the contention. The values
 // come from a fresh trace of its model or from `keep` (memwall run
 // --keep-values). Throws Error: a graph without call records, one its model
 // no longer gives, a failed run.

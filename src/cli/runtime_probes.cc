@@ -3,10 +3,12 @@
 #include <stdlib.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <memory>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "memwall/alloc/allocator.h"
@@ -105,6 +107,91 @@ CopyRates measure_copies(uint64_t bytes, int repeats) {
       bytes, repeats, [&] { engine->reference_copy(host.data(), on_device.ptr, bytes, d2h); });
   allocator->free(on_device.ptr);
   return rates;
+}
+
+struct CopyLoad::State {
+  std::unique_ptr<runtime::CopyEngine> engine;
+  std::unique_ptr<alloc::Device> device;
+  std::unique_ptr<alloc::Allocator> allocator;
+  std::unique_ptr<runtime::HostPool> pool;
+  runtime::HostBuffer host;
+  alloc::Allocation on_device;
+  uint64_t bytes = 0;
+  std::atomic<bool> running{false};
+  std::atomic<uint64_t> copied{0};
+  std::thread worker;
+  std::chrono::steady_clock::time_point began;
+  std::string error;  // the worker's, read after join
+
+  // One copy each way; every completion waited for, so a failed copy stops
+  // the load with its error instead of being counted.
+  void copy_both_ways() {
+    engine->copy_async(on_device.ptr, host.data(), bytes, runtime::CopyDirection::kHostToDevice)
+        .wait();
+    engine->copy_async(host.data(), on_device.ptr, bytes, runtime::CopyDirection::kDeviceToHost)
+        .wait();
+    copied.fetch_add(2 * bytes, std::memory_order_relaxed);
+  }
+};
+
+CopyLoad::CopyLoad(uint64_t block_bytes) : state_(std::make_unique<State>()) {
+  State& s = *state_;
+  std::string why;
+  s.engine = runtime::make_copy_engine(&why);
+  s.bytes = block_bytes;
+  s.device = s.engine->make_device(block_bytes + (uint64_t{64} << 20));
+  s.allocator = alloc::make_allocator("stitching", *s.device, {});
+  s.pool = std::make_unique<runtime::HostPool>(block_bytes + (uint64_t{1} << 20), true,
+                                               s.engine->host_registrar());
+  s.host = s.pool->allocate(block_bytes);
+  std::memset(s.host.data(), 1, block_bytes);
+  s.on_device = s.allocator->allocate(block_bytes, 0);
+  if (!s.on_device) fail("the device could not hold {} bytes for the copy load", block_bytes);
+  s.copy_both_ways();  // fault in both sides
+}
+
+CopyLoad::~CopyLoad() {
+  if (state_->worker.joinable()) {  // not stop(): no error may leave a destructor
+    state_->running = false;
+    state_->worker.join();
+  }
+  state_->allocator->free(state_->on_device.ptr);
+}
+
+double CopyLoad::alone(double seconds) {
+  State& s = *state_;
+  const uint64_t before = s.copied.load();
+  const auto t0 = std::chrono::steady_clock::now();
+  double elapsed = 0;
+  while (elapsed < seconds) {
+    s.copy_both_ways();
+    elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+  return static_cast<double>(s.copied.load() - before) / elapsed;
+}
+
+void CopyLoad::start() {
+  State& s = *state_;
+  s.copied = 0;
+  s.running = true;
+  s.began = std::chrono::steady_clock::now();
+  s.worker = std::thread([&s] {
+    try {
+      while (s.running.load(std::memory_order_relaxed)) s.copy_both_ways();
+    } catch (const std::exception& e) {
+      s.error = e.what();
+    }
+  });
+}
+
+double CopyLoad::stop() {
+  State& s = *state_;
+  s.running = false;
+  s.worker.join();
+  if (!s.error.empty()) fail("the copy load failed: {}", s.error);
+  const double elapsed =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - s.began).count();
+  return elapsed > 0 ? static_cast<double>(s.copied.load()) / elapsed : 0;
 }
 
 double cpu_adam_seconds(int64_t n, unsigned threads, bool bf16_copy, int repeats) {

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -57,6 +58,31 @@ struct CopyRates {
 // (memwall's allocator over HostVMM or CUDA VMM), host memory from the
 // pinned pool registered with the engine; best of `repeats`.
 CopyRates measure_copies(uint64_t bytes, int repeats);
+
+// Note [Measuring copy contention]: copies through the copy engine between
+// its device and its pinned pool, back to back on a thread of their own,
+// alternately host->device and device->host, as a swap plan's copies run
+// beside its kernels (Note [Copy contention] in src/sim). What the copies
+// and the kernels of a step do to each other is then measured in place:
+// `memwall calibrate --graph` times the kernels with and without it.
+class CopyLoad {
+ public:
+  explicit CopyLoad(uint64_t block_bytes);
+  ~CopyLoad();
+  CopyLoad(const CopyLoad&) = delete;
+  CopyLoad& operator=(const CopyLoad&) = delete;
+
+  // Bytes per second of copies run alone for about `seconds`.
+  double alone(double seconds);
+  // Starts copying on the thread; stop() ends it and gives its bytes per
+  // second since start().
+  void start();
+  double stop();
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
 
 // Seconds of one CPU AdamW step (runtime/cpu_optimizer.h) over `n` fp32
 // parameters on `threads` threads (0: all), with a bf16 copy if asked; best

@@ -84,7 +84,8 @@ std::string quoted(const std::string& key) {
 }
 
 bool is_known_key(std::string_view key) {
-  if (key == "name" || key == "description" || key == "kernels" || key == "device_is_host_cpu") {
+  if (key == "name" || key == "description" || key == "kernels" || key == "device_is_host_cpu" ||
+      key == "copy_contention") {
     return true;
   }
   for (const auto& f : kBytesFields) {
@@ -177,6 +178,35 @@ std::map<std::string, double> read_kernels(const json& value) {
   return kernels;
 }
 
+// "copy_contention": {"compute": x, "copy": y} (Note [Copy contention]).
+Hardware::CopyContention read_contention(const json& value) {
+  constexpr double kMaxSlowdown = 100;  // beyond any machine; keeps times finite
+  if (!value.is_object()) {
+    fail("hardware profile: field 'copy_contention' must be an object, got {}", value.type_name());
+  }
+  for (const auto& item : value.items()) {
+    if (item.key() != "compute" && item.key() != "copy") {
+      fail(
+          "hardware profile: copy_contention: unknown field {} (it has \"compute\" and "
+          "\"copy\")",
+          quoted(item.key()));
+    }
+  }
+  Hardware::CopyContention c;
+  for (auto [key, member] : {std::pair{"compute", &Hardware::CopyContention::compute},
+                             std::pair{"copy", &Hardware::CopyContention::copy}}) {
+    const auto it = value.find(key);
+    if (it == value.end()) fail("hardware profile: copy_contention: missing field '{}'", key);
+    if (!it->is_number() || !std::isfinite(it->get<double>()) || it->get<double>() < 1 ||
+        it->get<double>() > kMaxSlowdown) {
+      fail("hardware profile: copy_contention: '{}' must be a slowdown in [1, {}], got {}", key,
+           kMaxSlowdown, it->dump());
+    }
+    c.*member = it->get<double>();
+  }
+  return c;
+}
+
 // The JSON of `text`; a syntax error is one line in memwall's words
 // ("<where>: invalid JSON at line L, column C: expected ...").
 json parse_text(const std::string& text, const std::string& where) {
@@ -261,6 +291,9 @@ Hardware hardware_from_json(const json& object) {
     }
     hw.device_is_host_cpu = it->get<bool>();
   }
+  if (auto it = object.find("copy_contention"); it != object.end()) {
+    hw.copy_contention = read_contention(*it);
+  }
   return hw;
 }
 
@@ -289,6 +322,10 @@ json hardware_to_json(const Hardware& hw) {
   for (const auto& f : kNumberFields) object[std::string(f.key)] = hw.*f.member;
   for (const auto& f : kCountFields) object[std::string(f.key)] = hw.*f.member;
   if (hw.device_is_host_cpu) object["device_is_host_cpu"] = true;
+  if (hw.copy_contention != Hardware::CopyContention{}) {
+    object["copy_contention"] = {{"compute", hw.copy_contention.compute},
+                                 {"copy", hw.copy_contention.copy}};
+  }
   if (!hw.kernel_seconds.empty()) {
     json kernels = json::object();
     for (const auto& [signature, seconds] : hw.kernel_seconds) kernels[signature] = seconds;

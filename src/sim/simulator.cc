@@ -20,7 +20,9 @@
 // not see half-updated data); swap_out waits for the buffer to be produced;
 // swap_in waits for its source copy. Durations come from the cost model
 // (hw/cost_model): op_time for device compute; h2d_time/d2h_time for copies
-// (bandwidth and latency); bytes / NVMe bandwidth for NVMe, which is reached
+// (bandwidth and latency; with the profile's copy contention, copies and
+// compute slow each other, Note [Copy contention] in sim_contention.cc);
+// bytes / NVMe bandwidth for NVMe, which is reached
 // through a host bounce buffer (NVMe->host->device, device->host->NVMe);
 // parameters / CPU Adam throughput for an optimizer op on the host.
 // A swap_in "to" host reads NVMe into host memory, and a swap_out to NVMe of
@@ -259,10 +261,9 @@ bool Simulator::compute_on_device(const Step& s) {
     result_.transfer_stall_time += ready->time - natural.time;
     path_.charge(natural.time, ready->time, ready->link, result_.waiting);
   }
-  const Due end = busy(Resource::kCompute, start, op_time_[s.op]);
+  const Due end = busy_compute(start, op_time_[s.op], s.op, kDevice, &SimResult::compute_time);
   cursor_ = start.time;
   cursor_link_ = end.link;  // its start is the cursor
-  result_.compute_time += op_time_[s.op];
 
   // Released at the start, before the new version is allocated there.
   for (const BufferId prev : taken) {
@@ -345,10 +346,15 @@ bool Simulator::compute_on_host(const Step& s) {
   const Resource cpu = hw_.device_is_host_cpu ? Resource::kCompute : Resource::kHostCpu;
   const Due start = later(later(queue(cpu), cursor()), *ready);
   const double duration = host_op_time(op);
-  const Due end = busy(cpu, start, duration);
+  Due end;
+  if (cpu == Resource::kCompute) {
+    end = busy_compute(start, duration, s.op, kHost, &SimResult::host_compute_time);
+  } else {
+    end = busy(cpu, start, duration);
+    result_.host_compute_time += duration;
+  }
   host_cursor_ = start.time;
   host_cursor_link_ = end.link;  // its start is the host thread's cursor
-  result_.host_compute_time += duration;
   for (const BufferId b : op.out) {
     if (has_any_copy(b) && s.kind == StepKind::kCompute) {
       return fail_at(step_, "{}: {} creates {}, which already exists", step_label(step_),
@@ -376,7 +382,7 @@ bool Simulator::swap_out(BufferId b, size_t to) {
   }
   const uint64_t bytes = bytes_of(b);
   const Due start = later(later(queue(Resource::kD2H), cursor()), device.due());
-  const Due copied = busy(Resource::kD2H, start, d2h_time(hw_, bytes));
+  const Due copied = busy_copy(Resource::kD2H, start, d2h_time(hw_, bytes));
   moved(Resource::kD2H, bytes);
   Due ready = copied;
   if (to == kNvme) {
@@ -422,7 +428,7 @@ bool Simulator::swap_in(BufferId b) {
     moved(Resource::kNvmeRead, bytes);
   }
   const Due end =
-      busy(Resource::kH2D, later(queue(Resource::kH2D), h2d_ready), h2d_time(hw_, bytes));
+      busy_copy(Resource::kH2D, later(queue(Resource::kH2D), h2d_ready), h2d_time(hw_, bytes));
   moved(Resource::kH2D, bytes);
   if (source == kNvme) tier_event(kHost, end.time, -static_cast<int64_t>(bytes));
   src.read_until(end.time, end.link);

@@ -184,6 +184,31 @@ class Simulator {
     return {end, link};
   }
   double free_at(Resource r) const { return free_at_[static_cast<size_t>(r)]; }
+
+  // ---- Copy contention (Note [Copy contention] in simulator.cc) ------------------
+  bool contended() const { return hw_.copy_contention != Hardware::CopyContention{}; }
+  // A compute step (a device op, or a host step on the emulated device's
+  // cores) of `work` seconds uncontended, on kCompute; its busy time is
+  // added to `counter` (compute_time or host_compute_time).
+  Due busy_compute(Due start, double work, OpId op, size_t tier, double SimResult::*counter);
+  // A host<->device copy on `r` (kH2D, kD2H).
+  Due busy_copy(Resource r, Due start, double duration);
+  // When `work` seconds of compute that start at `start` end, given the
+  // copies known so far.
+  double contended_end(double start, double work) const;
+  // Extends the latest compute step over a copy issued while it runs.
+  void stretch_last_compute();
+
+  struct Interval {
+    double start, end;
+  };
+  struct RunningCompute {
+    double start = 0, work = 0, end = 0;
+    OpId op = kNoOp;
+    size_t tier = kDevice;
+    size_t span = std::numeric_limits<size_t>::max();  // its timeline entry, when recorded
+    double SimResult::*counter = nullptr;
+  };
   // When `r` is next free, as a Due.
   Due queue(Resource r) const {
     return {free_at_[static_cast<size_t>(r)], last_link_[static_cast<size_t>(r)]};
@@ -303,6 +328,10 @@ class Simulator {
   double host_cursor_ = 0;    // start of the latest host compute step
   int32_t host_cursor_link_ = -1;
   double last_release_ = 0;
+  // Note [Copy contention]: host<->device copies that may still overlap a
+  // compute step, by start; the latest compute step.
+  std::vector<Interval> copy_busy_;
+  RunningCompute last_compute_;
   uint32_t step_ = 0;
   bool placing_ = true;  // placing the buffers that exist before the first op
 };

@@ -539,14 +539,18 @@ TEST_F(RunKept, APlanLaidOutForOneProfileRunsUnderAnother) {
 // Note [Measured kernels]: calibrate --graph times every device op of the
 // graph in place and keys them by signature; the profile then predicts the
 // keep-all step as the sum of those times, and graphs written with it keep
-// none of them.
+// none of them. On the emulated device it also measures the copies'
+// contention with the step (Note [Measuring copy contention]), which leaves
+// a keep-all step (no copies) as it was.
 TEST_F(RunKept, CalibrateTimesTheGraphsKernels) {
   REQUIRE_EXECUTOR();
   const std::string graph = *dir_ + "/graph.json";
   const std::string base = *dir_ + "/l4.json";
   {
+    Hardware emulated = find_gpu("l4");
+    emulated.device_is_host_cpu = true;
     std::ofstream out(base);
-    out << hardware_to_json(find_gpu("l4")).dump();
+    out << hardware_to_json(emulated).dump();
   }
   const std::string profile = *dir_ + "/kernels.json";
   const RunResult c =
@@ -560,6 +564,12 @@ TEST_F(RunKept, CalibrateTimesTheGraphsKernels) {
   EXPECT_EQ(hw.kernel_seconds.size(), timed.at("kernels").get<size_t>());
   EXPECT_LT(hw.kernel_seconds.size(), g.ops.size());              // Adam's ops share kernels
   EXPECT_EQ(hw.peak_flops_fp32, find_gpu("l4").peak_flops_fp32);  // the rest is --from's
+  // Slowdowns, measured: at least 1 each, and what the profile holds.
+  const nlohmann::json contention = timed.at("copy_contention");
+  EXPECT_GE(contention.at("compute").get<double>(), 1.0);
+  EXPECT_GE(contention.at("copy").get<double>(), 1.0);
+  EXPECT_EQ(hw.copy_contention.compute, contention.at("compute").get<double>());
+  EXPECT_EQ(hw.copy_contention.copy, contention.at("copy").get<double>());
 
   const std::string plan = *dir_ + "/measured_plan.json";
   const std::string written = *dir_ + "/measured_graph.json";

@@ -112,6 +112,25 @@ TEST(KernelsJson, DeviceIsHostCpuIsOptionalAndBoolean) {
   EXPECT_THROW(hardware_from_json(j), Error);
 }
 
+// Note [Copy contention]: {compute, copy}, each a slowdown in [1, 100];
+// absent means {1, 1} and {1, 1} is written as absent.
+TEST(KernelsJson, CopyContentionIsOptionalAndTwoSlowdowns) {
+  json j = hardware_to_json(find_gpu("l4"));
+  EXPECT_FALSE(j.contains("copy_contention"));
+  EXPECT_EQ(hardware_from_json(j).copy_contention, Hardware::CopyContention{});
+  j["copy_contention"] = {{"compute", 2.5}, {"copy", 1.25}};
+  const Hardware hw = hardware_from_json(j);
+  EXPECT_EQ(hw.copy_contention.compute, 2.5);
+  EXPECT_EQ(hw.copy_contention.copy, 1.25);
+  EXPECT_EQ(hardware_to_json(hw), j);
+  for (const json& bad : {json(2), json{{"compute", 2}}, json{{"compute", 0.5}, {"copy", 1}},
+                          json{{"compute", 2}, {"copy", 101}}, json{{"compute", "2"}, {"copy", 1}},
+                          json{{"compute", 2}, {"copy", 1}, {"nvme", 1}}}) {
+    j["copy_contention"] = bad;
+    EXPECT_THROW(hardware_from_json(j), Error) << bad.dump();
+  }
+}
+
 Graph two_addmms() {
   Graph g;
   g.name = "two";

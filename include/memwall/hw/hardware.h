@@ -64,6 +64,21 @@ struct Hardware {
   // Optional in JSON ("device_is_host_cpu"), false when absent.
   bool device_is_host_cpu = false;
 
+  // Note [Copy contention] (src/sim/simulator.cc): on a device emulated by
+  // the host's cores, the copy engine's memcpy threads and the kernels share
+  // the cores and the memory bus. While a host<->device copy runs, kernels
+  // take `compute` times as long; a copy takes `copy` times as long as
+  // alone. 1 and 1 (the default, and every built-in GPU's: DMA engines) keep
+  // copies and compute independent. Optional in JSON ("copy_contention":
+  // {"compute": x, "copy": y}, each in [1, 100]); `memwall calibrate
+  // --graph` measures it.
+  struct CopyContention {
+    double compute = 1;
+    double copy = 1;
+    bool operator==(const CopyContention&) const = default;
+  };
+  CopyContention copy_contention;
+
   // Note [Measured kernels]: seconds per kernel that `memwall calibrate
   // --graph` measured on this machine, by kernel signature (graph/calls.h).
   // apply_kernel_times gives them to a graph's ops; ops without one keep
