@@ -47,15 +47,10 @@ TEST(CopyContention, ComputeAloneIsUnchanged) {
 // runs 3..5 beside f1's last second of work, which now takes 2: f1 ends at
 // 5, stretched after it was first timed to end at 4; bwd 5..6, no wait.
 TEST(CopyContention, CopiesSlowTheComputeBesideThem) {
-  GraphBuilder g;
-  const BufferId a = g.buffer("a", 1024, BufferKind::kActivation);
-  const BufferId b = g.buffer("b", 8, BufferKind::kActivation);
-  g.op("f0", Phase::kForward, {}, {a});
-  g.op("f1", Phase::kForward, {}, {b});
-  g.op("bwd", Phase::kBackward, {a, b}, {});
-  set_times(g.graph, {1, 2, 1});
-  const Plan plan = make_plan({Step::compute(0), Step::swap_out(a), Step::compute(1),
-                               Step::swap_in(a), Step::compute(2), Step::free(a), Step::free(b)});
+  const SwapGraph g = swap_graph(1, 2, 1);
+  const Plan plan =
+      make_plan({Step::compute(0), Step::swap_out(g.a), Step::compute(1), Step::swap_in(g.a),
+                 Step::compute(2), Step::free(g.a), Step::free(g.b)});
   const SimResult apart = simulate(g.graph, plan, test_hardware());
   ASSERT_TRUE(apart.valid) << apart.reason;
   EXPECT_EQ(apart.iteration_time, 4.0);

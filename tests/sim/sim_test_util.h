@@ -5,6 +5,7 @@
 #include <utility>
 #include <vector>
 
+#include "../graph/graph_builder.h"
 #include "memwall/graph/types.h"
 #include "memwall/hw/hardware.h"
 #include "memwall/plan/plan.h"
@@ -35,6 +36,22 @@ inline void set_times(Graph& graph, std::initializer_list<double> times) {
 
 inline Plan make_plan(std::vector<Step> steps, uint64_t budget = 1 << 20) {
   return Plan{.graph = "g", .hardware = "test", .budget = budget, .steps = std::move(steps)};
+}
+
+// a (1024 B) made by op 0, read back by op 2; op 1 runs in between.
+struct SwapGraph {
+  Graph graph;
+  BufferId a, b;
+};
+inline SwapGraph swap_graph(double t0, double t1, double t2) {
+  testing::GraphBuilder g;
+  const BufferId a = g.buffer("a", 1024, BufferKind::kActivation);
+  const BufferId b = g.buffer("b", 8, BufferKind::kActivation);
+  g.op("f0", Phase::kForward, {}, {a});
+  g.op("f1", Phase::kForward, {}, {b});
+  g.op("bwd", Phase::kBackward, {a, b}, {});
+  set_times(g.graph, {t0, t1, t2});
+  return {g.graph, a, b};
 }
 
 }  // namespace memwall

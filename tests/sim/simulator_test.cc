@@ -18,22 +18,6 @@ namespace {
 
 using testing::GraphBuilder;
 
-// a (1024 B) made by op 0, read back by op 2; op 1 runs in between.
-struct SwapGraph {
-  Graph graph;
-  BufferId a, b;
-};
-SwapGraph swap_graph(double t0, double t1, double t2) {
-  GraphBuilder g;
-  const BufferId a = g.buffer("a", 1024, BufferKind::kActivation);
-  const BufferId b = g.buffer("b", 8, BufferKind::kActivation);
-  g.op("f0", Phase::kForward, {}, {a});
-  g.op("f1", Phase::kForward, {}, {b});
-  g.op("bwd", Phase::kBackward, {a, b}, {});
-  set_times(g.graph, {t0, t1, t2});
-  return {g.graph, a, b};
-}
-
 TEST(Simulator, ComputeChainTakesTheSumOfOpTimes) {
   const SwapGraph s = swap_graph(1, 2, 0.5);
   const SimResult r = simulate(s.graph, default_plan(s.graph, "test", 1 << 20), test_hardware());
