@@ -36,6 +36,36 @@ double best_gbps(uint64_t bytes, int repeats, F&& once) {
 
 }  // namespace
 
+// The copy engine with `bytes` on its device and in its pinned pool (the
+// host side filled), for the copy probes; `what` names the probe in errors.
+// Not in the anonymous namespace: CopyLoad::State holds one.
+struct CopyRig {
+  std::unique_ptr<runtime::CopyEngine> engine;
+  std::shared_ptr<runtime::HostRegistrar> registrar;
+  std::unique_ptr<alloc::Device> device;
+  std::unique_ptr<alloc::Allocator> allocator;
+  std::unique_ptr<runtime::HostPool> pool;
+  runtime::HostBuffer host;
+  alloc::Allocation on_device;
+
+  CopyRig(uint64_t bytes, const char* what) {
+    std::string why;
+    engine = runtime::make_copy_engine(&why);
+    registrar = engine->host_registrar();
+    // Room for the copy and the allocator's rounding (2 MiB granules).
+    device = engine->make_device(bytes + (uint64_t{64} << 20));
+    allocator = alloc::make_allocator("stitching", *device, {});
+    pool = std::make_unique<runtime::HostPool>(bytes + (uint64_t{1} << 20), true, registrar);
+    host = pool->allocate(bytes);
+    std::memset(host.data(), 1, bytes);
+    on_device = allocator->allocate(bytes, 0);
+    if (!on_device) fail("the device could not hold {} bytes for the {}", bytes, what);
+  }
+  ~CopyRig() { allocator->free(on_device.ptr); }
+  CopyRig(const CopyRig&) = delete;
+  CopyRig& operator=(const CopyRig&) = delete;
+};
+
 NvmeRates measure_nvme_engine(const std::string& dir, uint64_t size, uint64_t block,
                               uint64_t tensor, int depth) {
   auto pool = std::make_shared<runtime::HostPool>(static_cast<uint64_t>(depth) * block +
@@ -76,47 +106,34 @@ NvmeRates measure_nvme_engine(const std::string& dir, uint64_t size, uint64_t bl
 }
 
 CopyRates measure_copies(uint64_t bytes, int repeats) {
-  std::string why;
-  auto engine = runtime::make_copy_engine(&why);
-  // Room for the copy and the allocator's rounding (2 MiB granules).
-  auto device = engine->make_device(bytes + (uint64_t{64} << 20));
-  auto allocator = alloc::make_allocator("stitching", *device, {});
-  const std::shared_ptr<runtime::HostRegistrar> registrar = engine->host_registrar();
-  runtime::HostPool pool(bytes + (uint64_t{1} << 20), true, registrar);
-  runtime::HostBuffer host = pool.allocate(bytes);
-  std::memset(host.data(), 1, bytes);
-  const alloc::Allocation on_device = allocator->allocate(bytes, 0);
-  if (!on_device) fail("the device could not hold {} bytes for the copy probe", bytes);
+  CopyRig rig(bytes, "copy probe");
+  runtime::CopyEngine& engine = *rig.engine;
+  void* const device = rig.on_device.ptr;
+  void* const host = rig.host.data();
   CopyRates rates;
-  rates.engine = engine->name();
-  rates.reference = registrar != nullptr ? "cuMemcpyHtoD/DtoH" : "memcpy";
-  const runtime::HostPoolStats pool_stats = pool.stats();
-  if (registrar != nullptr && pool_stats.registered_bytes == 0) {
+  rates.engine = engine.name();
+  rates.reference = rig.registrar != nullptr ? "cuMemcpyHtoD/DtoH" : "memcpy";
+  if (rig.registrar != nullptr && rig.pool->stats().registered_bytes == 0) {
     rates.warning = "the pinned pool is not registered with the driver (" +
-                    pool.registration_error() + "): copies are staged";
+                    rig.pool->registration_error() + "): copies are staged";
   }
   const auto h2d = runtime::CopyDirection::kHostToDevice;
   const auto d2h = runtime::CopyDirection::kDeviceToHost;
-  rates.h2d_gbps = best_gbps(
-      bytes, repeats, [&] { engine->copy_async(on_device.ptr, host.data(), bytes, h2d).wait(); });
-  rates.d2h_gbps = best_gbps(
-      bytes, repeats, [&] { engine->copy_async(host.data(), on_device.ptr, bytes, d2h).wait(); });
-  rates.reference_h2d_gbps = best_gbps(
-      bytes, repeats, [&] { engine->reference_copy(on_device.ptr, host.data(), bytes, h2d); });
-  rates.reference_d2h_gbps = best_gbps(
-      bytes, repeats, [&] { engine->reference_copy(host.data(), on_device.ptr, bytes, d2h); });
-  allocator->free(on_device.ptr);
+  rates.h2d_gbps =
+      best_gbps(bytes, repeats, [&] { engine.copy_async(device, host, bytes, h2d).wait(); });
+  rates.d2h_gbps =
+      best_gbps(bytes, repeats, [&] { engine.copy_async(host, device, bytes, d2h).wait(); });
+  rates.reference_h2d_gbps =
+      best_gbps(bytes, repeats, [&] { engine.reference_copy(device, host, bytes, h2d); });
+  rates.reference_d2h_gbps =
+      best_gbps(bytes, repeats, [&] { engine.reference_copy(host, device, bytes, d2h); });
   return rates;
 }
 
 struct CopyLoad::State {
-  std::unique_ptr<runtime::CopyEngine> engine;
-  std::unique_ptr<alloc::Device> device;
-  std::unique_ptr<alloc::Allocator> allocator;
-  std::unique_ptr<runtime::HostPool> pool;
-  runtime::HostBuffer host;
-  alloc::Allocation on_device;
-  uint64_t bytes = 0;
+  explicit State(uint64_t block) : rig(block, "copy load"), bytes(block) {}
+  CopyRig rig;
+  uint64_t bytes;
   std::atomic<bool> running{false};
   std::atomic<uint64_t> copied{0};
   std::thread worker;
@@ -126,28 +143,16 @@ struct CopyLoad::State {
   // One copy each way; every completion waited for, so a failed copy stops
   // the load with its error instead of being counted.
   void copy_both_ways() {
-    engine->copy_async(on_device.ptr, host.data(), bytes, runtime::CopyDirection::kHostToDevice)
-        .wait();
-    engine->copy_async(host.data(), on_device.ptr, bytes, runtime::CopyDirection::kDeviceToHost)
-        .wait();
+    void* const device = rig.on_device.ptr;
+    void* const host = rig.host.data();
+    rig.engine->copy_async(device, host, bytes, runtime::CopyDirection::kHostToDevice).wait();
+    rig.engine->copy_async(host, device, bytes, runtime::CopyDirection::kDeviceToHost).wait();
     copied.fetch_add(2 * bytes, std::memory_order_relaxed);
   }
 };
 
-CopyLoad::CopyLoad(uint64_t block_bytes) : state_(std::make_unique<State>()) {
-  State& s = *state_;
-  std::string why;
-  s.engine = runtime::make_copy_engine(&why);
-  s.bytes = block_bytes;
-  s.device = s.engine->make_device(block_bytes + (uint64_t{64} << 20));
-  s.allocator = alloc::make_allocator("stitching", *s.device, {});
-  s.pool = std::make_unique<runtime::HostPool>(block_bytes + (uint64_t{1} << 20), true,
-                                               s.engine->host_registrar());
-  s.host = s.pool->allocate(block_bytes);
-  std::memset(s.host.data(), 1, block_bytes);
-  s.on_device = s.allocator->allocate(block_bytes, 0);
-  if (!s.on_device) fail("the device could not hold {} bytes for the copy load", block_bytes);
-  s.copy_both_ways();  // fault in both sides
+CopyLoad::CopyLoad(uint64_t block_bytes) : state_(std::make_unique<State>(block_bytes)) {
+  state_->copy_both_ways();  // fault in both sides
 }
 
 CopyLoad::~CopyLoad() {
@@ -155,7 +160,6 @@ CopyLoad::~CopyLoad() {
     state_->running = false;
     state_->worker.join();
   }
-  state_->allocator->free(state_->on_device.ptr);
 }
 
 double CopyLoad::alone(double seconds) {
