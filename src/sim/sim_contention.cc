@@ -20,15 +20,19 @@
 //   cores) does 1/`compute` of its work per second while any copy runs
 //   (two at once slow it no further: the kernels' threads already share
 //   the cores), full work otherwise.
-// Copies issue at the cursor, the start of the latest compute step, which
+// On the emulated device copies issue when the latest compute step has
+// ended (Note [The emulated device's thread]), so they slow the steps after
+// them. On a device with a stream (a profile may give any device a
+// contention) copies issue at the start of the latest compute step, which
 // the simulator has already timed: a prefetch placed after op k runs beside
-// op k. So a copy that starts while the latest compute step runs stretches
-// that step: its end, the compute stream's free time, its outputs' ready
-// time and its busy time (compute_time, or host_compute_time) move out.
-// Copies that other steps started from the step's old end stay where they
-// are, and releases at that end stay too: both differ from the stretched
-// end by at most the stretch, and only on contended profiles. With
-// {1, 1}, the default and every built-in GPU's, nothing here runs.
+// op k. So there a copy that starts while the latest compute step runs
+// stretches that step: its end, the compute stream's free time, its
+// outputs' ready time and its busy time (compute_time, or
+// host_compute_time) move out. Copies that other steps started from the
+// step's old end stay where they are, and releases at that end stay too:
+// both differ from the stretched end by at most the stretch, and only on
+// contended profiles. With {1, 1}, the default and every built-in GPU's,
+// nothing here runs.
 #include <algorithm>
 #include <limits>
 

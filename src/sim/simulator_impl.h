@@ -216,6 +216,15 @@ class Simulator {
   // The device thread's issue time; the host thread's (see Note [Simulation model]).
   Due cursor() const { return {cursor_, cursor_link_}; }
   Due host_issue() const { return later(cursor(), {host_cursor_, host_cursor_link_}); }
+  // Note [The emulated device's thread] (simulator.cc): whether the issuing
+  // thread runs the kernels itself and blocks where the executor does.
+  bool thread_runs_kernels() const { return hw_.device_is_host_cpu; }
+  // The issuing thread blocks until `until` (only on such a device).
+  void thread_waits(Due until) {
+    if (!thread_runs_kernels() || until.time <= cursor_) return;
+    cursor_ = until.time;
+    cursor_link_ = until.link;
+  }
   void moved(Resource r, uint64_t bytes) { result_.bytes_moved[static_cast<size_t>(r)] += bytes; }
 
   OpId current_op() const { return plan_.steps[step_].op; }
@@ -324,7 +333,7 @@ class Simulator {
   uint64_t event_seq_ = 0;
   uint64_t device_bytes_ = 0;
   double cursor_ = 0;
-  int32_t cursor_link_ = -1;  // the compute step that started at cursor_
+  int32_t cursor_link_ = -1;  // what let the issuing thread reach cursor_
   double host_cursor_ = 0;    // start of the latest host compute step
   int32_t host_cursor_link_ = -1;
   double last_release_ = 0;

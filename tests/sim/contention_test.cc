@@ -16,9 +16,13 @@ namespace {
 
 using testing::GraphBuilder;
 
-Hardware contended(double compute, double copy) {
+// The emulated device (Note [The emulated device's thread]): copies issue
+// when the kernel before them has ended. `stream` = a device whose host
+// thread runs ahead of its compute stream, where a prefetch issued at a
+// kernel's start stretches it; a profile may give any device a contention.
+Hardware contended(double compute, double copy, bool stream = false) {
   Hardware hw = test_hardware();
-  hw.device_is_host_cpu = true;
+  hw.device_is_host_cpu = !stream;
   hw.copy_contention = {compute, copy};
   return hw;
 }
@@ -40,13 +44,14 @@ TEST(CopyContention, ComputeAloneIsUnchanged) {
   EXPECT_EQ(r.compute_time, 3.0);
 }
 
-// a (1024 B: 1 s each way alone) is swapped out after f0 and back for bwd.
-// Uncontended: d2h 1..2 and h2d 2..3 under f1 (1..3), bwd 3..4.
+// a (1024 B: 1 s each way alone) is swapped out after f0 and back for bwd,
+// on a device with a stream of its own. Uncontended: d2h 1..2 and h2d 2..3
+// under f1 (1..3), bwd 3..4.
 // With {2, 2}: d2h 1..3; f1 does half its work per second until 3 (1 s of
 // its 2), then the h2d that starts at 3 (issued at f1's start, a prefetch)
 // runs 3..5 beside f1's last second of work, which now takes 2: f1 ends at
 // 5, stretched after it was first timed to end at 4; bwd 5..6, no wait.
-TEST(CopyContention, CopiesSlowTheComputeBesideThem) {
+TEST(CopyContention, APrefetchStretchesTheKernelItWasIssuedBeside) {
   const SwapGraph g = swap_graph(1, 2, 1);
   const Plan plan =
       make_plan({Step::compute(0), Step::swap_out(g.a), Step::compute(1), Step::swap_in(g.a),
@@ -56,7 +61,8 @@ TEST(CopyContention, CopiesSlowTheComputeBesideThem) {
   EXPECT_EQ(apart.iteration_time, 4.0);
   EXPECT_EQ(apart.transfer_stall_time, 0.0);
 
-  const SimResult r = simulate(g.graph, plan, contended(2, 2), {.record_timeline = true});
+  const SimResult r =
+      simulate(g.graph, plan, contended(2, 2, /*stream=*/true), {.record_timeline = true});
   ASSERT_TRUE(r.valid) << r.reason;
   EXPECT_EQ(r.iteration_time, 6.0);
   EXPECT_EQ(r.compute_time, 6.0);
@@ -75,6 +81,29 @@ TEST(CopyContention, CopiesSlowTheComputeBesideThem) {
   }
 }
 
+// The same plan on the emulated device, whose thread runs f1 before it
+// issues the prefetch. Uncontended: d2h 1..2 beside f1 (1..3), h2d 3..4,
+// bwd 4..5 after a 1 s wait. With {2, 2}: d2h 1..3; f1 does 1 s of its
+// work by 3 and ends at 4; h2d 4..6 beside nothing; bwd 6..7.
+TEST(CopyContention, OnTheEmulatedDeviceAPrefetchIssuesAfterTheKernel) {
+  const SwapGraph g = swap_graph(1, 2, 1);
+  const Plan plan =
+      make_plan({Step::compute(0), Step::swap_out(g.a), Step::compute(1), Step::swap_in(g.a),
+                 Step::compute(2), Step::free(g.a), Step::free(g.b)});
+  const SimResult apart = simulate(g.graph, plan, contended(1, 1));
+  ASSERT_TRUE(apart.valid) << apart.reason;
+  EXPECT_EQ(apart.iteration_time, 5.0);
+  EXPECT_EQ(apart.transfer_stall_time, 1.0);
+  expect_split_adds_up(apart);
+
+  const SimResult r = simulate(g.graph, plan, contended(2, 2));
+  ASSERT_TRUE(r.valid) << r.reason;
+  EXPECT_EQ(r.iteration_time, 7.0);
+  EXPECT_EQ(r.compute_time, 5.0);
+  EXPECT_EQ(r.transfer_stall_time, 2.0);
+  expect_split_adds_up(r);
+}
+
 // A copy longer than the compute beside it: the compute does 1/2 of its
 // work per second while the copy (3 s alone, 4.5 s beside compute) runs.
 // f1 (2 s of work) starts at 1 and ends at 5; the copy ends at 5.5.
@@ -86,14 +115,17 @@ TEST(CopyContention, AComputeUnderALongCopyRunsAtTheContendedRate) {
   set_times(g.graph, {1, 2});
   const Plan plan =
       make_plan({Step::compute(0), Step::swap_out(a), Step::compute(1), Step::free(a)});
-  const SimResult r = simulate(g.graph, plan, contended(2, 1.5));
-  ASSERT_TRUE(r.valid) << r.reason;
-  EXPECT_EQ(r.compute_time, 5.0);
-  EXPECT_EQ(r.iteration_time, 5.5);
-  expect_split_adds_up(r);
+  for (const bool stream : {false, true}) {  // the swap_out issues after f0 either way
+    const SimResult r = simulate(g.graph, plan, contended(2, 1.5, stream));
+    ASSERT_TRUE(r.valid) << r.reason;
+    EXPECT_EQ(r.compute_time, 5.0);
+    EXPECT_EQ(r.iteration_time, 5.5);
+    expect_split_adds_up(r);
+  }
 }
 
-// Two copies at once slow compute no more than one. f1 (4 s of work)
+// Two copies at once slow compute no more than one (a device with a
+// stream of its own, where both prefetches run beside f1). f1 (4 s of work)
 // starts at 1 beside a's d2h (2 s, 1..3) and w's h2d (1 s, 1..2, a
 // prefetch issued at f1's start): 1 s of work by 3, so f1 would end at 6.
 // a's h2d, also issued at f1's start, waits for a's host copy (3) and runs
@@ -110,12 +142,21 @@ TEST(CopyContention, OverlappingCopiesSlowComputeOnce) {
   Plan plan = make_plan({Step::compute(0), Step::swap_out(a), Step::compute(1), Step::swap_in(w),
                          Step::swap_in(a), Step::compute(2), Step::free(a), Step::free(w)});
   plan.placement = {{w, Tier::kHost}};
-  const SimResult r = simulate(g.graph, plan, contended(2, 1));
+  const SimResult r = simulate(g.graph, plan, contended(2, 1, /*stream=*/true));
   ASSERT_TRUE(r.valid) << r.reason;
   EXPECT_EQ(r.compute_time, 8.0);
   EXPECT_EQ(r.iteration_time, 8.0);
   EXPECT_EQ(r.transfer_stall_time, 0.0);
   expect_split_adds_up(r);
+
+  // On the emulated device both prefetches issue after f1: f1 1..6 (1 s of
+  // work beside a's d2h 1..3), w 6..7, a 7..9, bwd 9..10 after 3 s of wait.
+  const SimResult e = simulate(g.graph, plan, contended(2, 1));
+  ASSERT_TRUE(e.valid) << e.reason;
+  EXPECT_EQ(e.compute_time, 7.0);
+  EXPECT_EQ(e.iteration_time, 10.0);
+  EXPECT_EQ(e.transfer_stall_time, 3.0);
+  expect_split_adds_up(e);
 }
 
 }  // namespace

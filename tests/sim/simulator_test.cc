@@ -200,10 +200,35 @@ TEST(Simulator, HostComputeSharesTheDeviceWhenTheDeviceIsTheHostCpu) {
   const SimResult shared = simulate(g.graph, plan, hw);
   ASSERT_TRUE(shared.valid) << shared.reason;
   // Apart: "other" runs t=2..4 beside the copies; Adam t=4..5 on the host;
-  // w back t=5..6. Shared: Adam t=4..5 holds the device, "other" t=5..7.
+  // w back t=5..6. Shared: Adam t=4..5 holds the device, "other" t=5..7,
+  // and w back t=7..8: the thread that runs "other" issues it after
+  // (Note [The emulated device's thread]).
   EXPECT_EQ(apart.iteration_time, 6.0);
-  EXPECT_EQ(shared.iteration_time, 7.0);
+  EXPECT_EQ(shared.iteration_time, 8.0);
   EXPECT_EQ(shared.host_compute_time, 1.0);
+}
+
+// Note [The emulated device's thread]: the executor's thread waits for a
+// swap_out's copy before it brings the buffer back, and runs the next
+// kernel only after that. a (1 s each way) goes out after f0 and straight
+// back. With a stream: d2h 1..2, h2d 2..3, f1 (2 s) 1..3, bwd 3..4.
+// Emulated: the thread waits 1..2, h2d 2..3, f1 2..4, bwd 4..5.
+TEST(Simulator, OnTheEmulatedDeviceTheThreadWaitsWhereTheExecutorDoes) {
+  const SwapGraph g = swap_graph(1, 2, 1);
+  const Plan plan =
+      make_plan({Step::compute(0), Step::swap_out(g.a), Step::swap_in(g.a), Step::compute(1),
+                 Step::compute(2), Step::free(g.a), Step::free(g.b)});
+  Hardware hw = test_hardware();
+  const SimResult stream = simulate(g.graph, plan, hw);
+  ASSERT_TRUE(stream.valid) << stream.reason;
+  EXPECT_EQ(stream.iteration_time, 4.0);
+  EXPECT_EQ(stream.transfer_stall_time, 0.0);
+  hw.device_is_host_cpu = true;
+  const SimResult emulated = simulate(g.graph, plan, hw);
+  ASSERT_TRUE(emulated.valid) << emulated.reason;
+  EXPECT_EQ(emulated.iteration_time, 5.0);
+  EXPECT_EQ(emulated.transfer_stall_time, 1.0);
+  EXPECT_EQ(emulated.waiting[static_cast<size_t>(Resource::kD2H)], 1.0);
 }
 
 TEST(Simulator, HostOptimizerStepAndPersistentBuffersEndWhereTheyStarted) {
