@@ -14,7 +14,11 @@
 # memwall run sources (default: the issue's seven). Environment: PLANS
 # ("strategy ..." to run, default below), REPEAT (runs of each plan, in
 # separate processes; the one with the lowest median step is printed: a
-# shared machine's slow periods last minutes, default 1).
+# shared machine's slow periods last minutes, default 1), PAIRED (1: before
+# each run of a plan with the kernels profile, run the model's keep-all plan
+# with it too, and print the plan's kernels ratio over that keep-all run's,
+# the median over the REPEAT pairs (column `paired`): the machine's drift
+# between runs minutes apart cancels there, which it does not in `kern`).
 # A plan that does not fit 80% of the keep-all peak is tried at 90%, 95%.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -34,6 +38,7 @@ if [ ${#models[@]} -eq 0 ]; then
 fi
 read -r -a plans <<<"${PLANS:-remat:keep-all remat:chen-greedy remat:memwall vdnn capuchin zero-offload}"
 repeat=${REPEAT:-1}
+paired=${PAIRED:-0}
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 
@@ -59,8 +64,24 @@ print("%.1f %.3f %.4f %s" % (mid[0] * 1e3, mid[1], p["measured"] / p["predicted"
 PY
 }
 
-printf "%-44s %-18s %9s %6s %9s %6s %6s %7s %9s\n" model plan measured roof measured kern kern-nc \
-  peak overlap
+paired_ratio() {  # N plan.json... keep.json... -> median over pairs of (plan ratio / keep-all ratio)
+  python3 - "$@" <<'PY'
+import json, statistics, sys
+n = int(sys.argv[1])
+def ratio(path):
+    steps = json.load(open(path))["steps"]
+    later = steps[1:] or steps
+    t = statistics.median(s["step_time_s"]["measured"] for s in later)
+    return t / steps[-1]["step_time_s"]["predicted"]
+plan, keep = sys.argv[2:2 + n], sys.argv[2 + n:]
+rel = sorted(ratio(p) / ratio(k) for p, k in zip(plan, keep))
+print("%.3f" % statistics.median(rel) if len(rel) == 1 else
+      "%.3f[%.2f-%.2f]" % (statistics.median(rel), rel[0], rel[-1]))
+PY
+}
+
+printf "%-44s %-18s %9s %6s %9s %6s %6s %7s %9s %s\n" model plan measured roof measured kern kern-nc \
+  peak overlap "$([ "$paired" = 1 ] && echo paired)"
 for model in "${models[@]}"; do
   dir=$out/values
   rm -rf "$dir"
@@ -75,6 +96,12 @@ for model in "${models[@]}"; do
 json.dump(p, open(sys.argv[2], 'w'))" "$out/kernels.json" "$out/kernels_nc.json"
   peak=$("$memwall" inspect --graph "$dir/graph.json" --gpu-file "$profile" --json |
     python3 -c "import json, sys; print(json.load(sys.stdin)['peak_bytes'])")
+  keep_budget=$(python3 -c "print(int(1.02 * $peak))")
+  keep_device=$((keep_budget + (keep_budget / 8 > 33554432 ? keep_budget / 8 : 33554432)))
+  if [ "$paired" = 1 ]; then
+    "$memwall" plan --graph "$dir/graph.json" --gpu-file "$out/kernels.json" \
+      --strategy remat:keep-all --budget "$keep_budget" --out "$out/keep.json" >/dev/null
+  fi
   for strategy in "${plans[@]}"; do
     shares="0.8 0.9 0.95"
     [ "$strategy" = remat:keep-all ] || [ "$strategy" = zero-offload ] && shares=1.02
@@ -97,21 +124,31 @@ json.dump(p, open(sys.argv[2], 'w'))" "$out/kernels.json" "$out/kernels_nc.json"
     g=$dir/graph.json
     [ -f "$out/plan.graph.json" ] && g=$out/plan.graph.json
     device=$((budget + (budget / 8 > 33554432 ? budget / 8 : 33554432)))
+    rel=
     for p in "$profile" "$out/kernels.json"; do
       runs=()
+      keeps=()
+      pair=$([ "$paired" = 1 ] && [ "$p" = "$out/kernels.json" ] &&
+        [ "$strategy" != remat:keep-all ] && echo 1 || true)
       for ((r = 0; r < repeat; r++)); do
+        if [ -n "$pair" ]; then
+          "$memwall" run --graph "$dir/graph.json" --plan "$out/keep.json" --keep-values "$dir" \
+            --gpu-file "$p" --steps "$steps" --budget "$keep_device" --json >"$out/keep.$r.json"
+          keeps+=("$out/keep.$r.json")
+        fi
         "$memwall" run --graph "$g" --plan "$out/plan.json" --keep-values "$dir" \
           --gpu-file "$p" --steps "$steps" --budget "$device" --json >"$out/run.$r.json"
         runs+=("$out/run.$r.json")
       done
       ratios "${runs[@]}" >"$out/r.$(basename "$p")"
+      if [ -n "$pair" ]; then rel=$(paired_ratio "${#runs[@]}" "${runs[@]}" "${keeps[@]}"); fi
     done
     read -r ms roof _ <"$out/r.$(basename "$profile")"
     read -r ms2 kern peakr overlap <"$out/r.kernels.json"
     nc=$("$memwall" simulate --graph "$g" --plan "$out/plan.json" --gpu-file "$out/kernels_nc.json" \
       --json | python3 -c "import json, sys; print('%.3f' % ($ms2 / 1e3 / \
 json.load(sys.stdin)['iteration_time_s']))")
-    printf "%-44s %-18s %6s ms %6s %6s ms %6s %6s %7s %9s\n" "$model" "$strategy@$planned" "$ms" \
-      "$roof" "$ms2" "$kern" "$nc" "$peakr" "$overlap"
+    printf "%-44s %-18s %6s ms %6s %6s ms %6s %6s %7s %9s %s\n" "$model" "$strategy@$planned" "$ms" \
+      "$roof" "$ms2" "$kern" "$nc" "$peakr" "$overlap" "$rel"
   done
 done
