@@ -257,6 +257,7 @@ int run_calibrate(const CalibrateArgs& args) {
   hw.memory_efficiency = 1.0;
   hw.h2d_bandwidth = copies.h2d_gbps * 1e9;
   hw.d2h_bandwidth = copies.d2h_gbps * 1e9;
+  hw.pcie_latency = copies.latency_s;  // Note [Copy latency]
   hw.gpus_per_node = 1;
   hw.host_pcie_bandwidth = std::max(hw.h2d_bandwidth, hw.d2h_bandwidth);
   hw.nvme_write_bandwidth = nvme.write_gbps * 1e9;
@@ -264,9 +265,9 @@ int run_calibrate(const CalibrateArgs& args) {
   hw.cpu_adam_params_per_s = adam;
   hw.device_is_host_cpu = !gpu;
   // What one machine cannot show (Note [Calibrated profiles]).
-  const std::vector<std::string> from_base = {"pcie_latency",         "interconnect_bandwidth",
-                                              "network_bandwidth",    "collective_step_latency",
-                                              "network_step_latency", "launch_latency"};
+  const std::vector<std::string> from_base = {"interconnect_bandwidth", "network_bandwidth",
+                                              "collective_step_latency", "network_step_latency",
+                                              "launch_latency"};
   const std::vector<TimedGraph> timed = add_kernels(args, hw);
   const nlohmann::json profile = hardware_to_json(hw);
   (void)hardware_from_json(profile);  // what --gpu-file will read must validate
@@ -302,6 +303,8 @@ int run_calibrate(const CalibrateArgs& args) {
   row("memory bandwidth", fmt::format("{:.1f} GB/s", hw.hbm_bandwidth / 1e9));
   row("host -> device", fmt::format("{:.1f} GB/s ({})", hw.h2d_bandwidth / 1e9, copies.engine));
   row("device -> host", fmt::format("{:.1f} GB/s", hw.d2h_bandwidth / 1e9));
+  row("copy latency",
+      fmt::format("{:.1f} us (a 64-byte copy, issued and waited for)", hw.pcie_latency * 1e6));
   row("NVMe write / read", fmt::format("{:.2f} / {:.2f} GB/s ({}{})", nvme.write_gbps,
                                        nvme.read_gbps, args.dir.empty() ? "$TMPDIR" : args.dir,
                                        nvme.warning.empty() ? "" : "; " + nvme.warning));

@@ -50,6 +50,9 @@ struct CopyRates {
   // The engine's plain synchronous copy of the same bytes between the same
   // buffers: memcpy (emulated device) or cuMemcpyHtoD/DtoH (cudaMemcpy's).
   double reference_h2d_gbps = 0, reference_d2h_gbps = 0;
+  // Note [Copy latency]: a 64-byte copy issued and waited for, each way in
+  // turn, the median of many: what a copy costs beyond its bytes.
+  double latency_s = 0;
   std::string engine, reference;
   std::string warning;  // e.g. a pool the driver would not register
 };

@@ -34,6 +34,10 @@ TEST(CalibrateCli, QuickProfileReadsBackWithGpuFile) {
   EXPECT_GT(hw.host_memory_bytes, uint64_t{1} << 28);
   EXPECT_EQ(hw.compute_efficiency, 1.0);
   EXPECT_EQ(report.at("base"), "l4");
+  // Note [Copy latency]: measured through the copy engine, not the base's.
+  EXPECT_GT(hw.pcie_latency, 0.0);
+  EXPECT_LT(hw.pcie_latency, 0.1);
+  for (const auto& field : report.at("from_base")) EXPECT_NE(field, "pcie_latency");
   // The profile drives the cost model like any other.
   RunResult inspect =
       run_memwall("inspect --model resnet50 --batch 2 --dtype fp32 --gpu-file " + out);
