@@ -116,8 +116,10 @@ namespace {
 // woken and a condition variable signalled back, 10-100 us on this 2-vCPU
 // VM against the 10 us of a PCIe round trip that built-in GPUs assume;
 // a plan of many small swaps (gpt-mini's vDNN: 68 copies of 0.3 MiB on
-// average) pays it on each. The median of 101 round trips, each way in
-// turn (the first of each discarded: it may fault pages in).
+// average) pays it each time the worker was idle (the simulator charges it
+// only then: a copy queued behind another runs as soon as that one ends).
+// The median of 101 round trips, each way in turn (the first of each
+// discarded: it may fault pages in).
 double copy_latency(runtime::CopyEngine& engine, void* device, void* host) {
   constexpr uint64_t kBytes = 64;
   constexpr int kRounds = 101;

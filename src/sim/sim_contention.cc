@@ -57,6 +57,13 @@ Due Simulator::busy_compute(Due start, double work, OpId op, size_t tier,
 }
 
 Due Simulator::busy_copy(Resource r, Due start, double duration) {
+  // Note [Copy latency] (src/cli/runtime_probes.cc): the emulated engine's
+  // worker thread pays its wake-up (the profile's pcie_latency, in
+  // `duration`) only when it was idle; a copy queued behind another starts
+  // as soon as that one ends.
+  if (thread_runs_kernels() && free_at(r) > 0 && start.time <= free_at(r)) {
+    duration = std::max(0.0, duration - hw_.pcie_latency);
+  }
   if (!contended()) return busy(r, start, duration);
   const Due end = busy(r, start, duration * hw_.copy_contention.copy);
   const Interval span{start.time, end.time};

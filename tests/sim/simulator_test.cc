@@ -231,6 +231,35 @@ TEST(Simulator, OnTheEmulatedDeviceTheThreadWaitsWhereTheExecutorDoes) {
   EXPECT_EQ(emulated.waiting[static_cast<size_t>(Resource::kD2H)], 1.0);
 }
 
+// Note [Copy latency]: the emulated engine's worker pays the latency (0.5 s
+// here) only when it was idle. a and b (1 s each way) go out after f0 and
+// come back for bwd. Emulated: d2h a 1..2.5, b queued 2.5..3.5; f1 1..5;
+// h2d a 5..6.5 (the engine was idle), b 6.5..7.5; bwd 7.5..8.5. With a
+// stream every copy pays it: d2h 1..2.5, 2.5..4; h2d 2.5..4, 4..5.5
+// (issued at f1's start); bwd 5.5..6.5.
+TEST(Simulator, OnTheEmulatedDeviceOnlyACopyToAnIdleEnginePaysItsLatency) {
+  GraphBuilder g;
+  const BufferId a = g.buffer("a", 1024, BufferKind::kActivation);
+  const BufferId b = g.buffer("b", 1024, BufferKind::kActivation);
+  g.op("f0", Phase::kForward, {}, {a, b});
+  g.op("f1", Phase::kForward, {}, {});
+  g.op("bwd", Phase::kBackward, {a, b}, {});
+  set_times(g.graph, {1, 4, 1});
+  const Plan plan = make_plan({Step::compute(0), Step::swap_out(a), Step::swap_out(b),
+                               Step::compute(1), Step::swap_in(a), Step::swap_in(b),
+                               Step::compute(2), Step::free(a), Step::free(b)});
+  Hardware hw = test_hardware();
+  hw.pcie_latency = 0.5;
+  const SimResult stream = simulate(g.graph, plan, hw);
+  ASSERT_TRUE(stream.valid) << stream.reason;
+  EXPECT_EQ(stream.iteration_time, 6.5);
+  hw.device_is_host_cpu = true;
+  const SimResult emulated = simulate(g.graph, plan, hw);
+  ASSERT_TRUE(emulated.valid) << emulated.reason;
+  EXPECT_EQ(emulated.iteration_time, 8.5);
+  EXPECT_EQ(emulated.transfer_stall_time, 2.5);
+}
+
 TEST(Simulator, HostOptimizerStepAndPersistentBuffersEndWhereTheyStarted) {
   GraphBuilder g;
   const BufferId w = g.buffer("w", 1024, BufferKind::kParam);
