@@ -32,6 +32,15 @@ void expect_split_adds_up(const SimResult& r) {
   EXPECT_EQ(r.iteration_time, std::accumulate(r.waiting.begin(), r.waiting.end(), r.compute_time));
 }
 
+// The figures a case pins: iteration, compute busy and stalled time.
+void expect_times(const SimResult& r, double iteration, double compute, double stall) {
+  ASSERT_TRUE(r.valid) << r.reason;
+  EXPECT_EQ(r.iteration_time, iteration);
+  EXPECT_EQ(r.compute_time, compute);
+  EXPECT_EQ(r.transfer_stall_time, stall);
+  expect_split_adds_up(r);
+}
+
 TEST(CopyContention, ComputeAloneIsUnchanged) {
   GraphBuilder g;
   const BufferId a = g.buffer("a", 1024, BufferKind::kActivation);
@@ -90,18 +99,8 @@ TEST(CopyContention, OnTheEmulatedDeviceAPrefetchIssuesAfterTheKernel) {
   const Plan plan =
       make_plan({Step::compute(0), Step::swap_out(g.a), Step::compute(1), Step::swap_in(g.a),
                  Step::compute(2), Step::free(g.a), Step::free(g.b)});
-  const SimResult apart = simulate(g.graph, plan, contended(1, 1));
-  ASSERT_TRUE(apart.valid) << apart.reason;
-  EXPECT_EQ(apart.iteration_time, 5.0);
-  EXPECT_EQ(apart.transfer_stall_time, 1.0);
-  expect_split_adds_up(apart);
-
-  const SimResult r = simulate(g.graph, plan, contended(2, 2));
-  ASSERT_TRUE(r.valid) << r.reason;
-  EXPECT_EQ(r.iteration_time, 7.0);
-  EXPECT_EQ(r.compute_time, 5.0);
-  EXPECT_EQ(r.transfer_stall_time, 2.0);
-  expect_split_adds_up(r);
+  expect_times(simulate(g.graph, plan, contended(1, 1)), 5.0, 4.0, 1.0);
+  expect_times(simulate(g.graph, plan, contended(2, 2)), 7.0, 5.0, 2.0);
 }
 
 // A copy longer than the compute beside it: the compute does 1/2 of its
@@ -142,21 +141,10 @@ TEST(CopyContention, OverlappingCopiesSlowComputeOnce) {
   Plan plan = make_plan({Step::compute(0), Step::swap_out(a), Step::compute(1), Step::swap_in(w),
                          Step::swap_in(a), Step::compute(2), Step::free(a), Step::free(w)});
   plan.placement = {{w, Tier::kHost}};
-  const SimResult r = simulate(g.graph, plan, contended(2, 1, /*stream=*/true));
-  ASSERT_TRUE(r.valid) << r.reason;
-  EXPECT_EQ(r.compute_time, 8.0);
-  EXPECT_EQ(r.iteration_time, 8.0);
-  EXPECT_EQ(r.transfer_stall_time, 0.0);
-  expect_split_adds_up(r);
-
+  expect_times(simulate(g.graph, plan, contended(2, 1, /*stream=*/true)), 8.0, 8.0, 0.0);
   // On the emulated device both prefetches issue after f1: f1 1..6 (1 s of
   // work beside a's d2h 1..3), w 6..7, a 7..9, bwd 9..10 after 3 s of wait.
-  const SimResult e = simulate(g.graph, plan, contended(2, 1));
-  ASSERT_TRUE(e.valid) << e.reason;
-  EXPECT_EQ(e.compute_time, 7.0);
-  EXPECT_EQ(e.iteration_time, 10.0);
-  EXPECT_EQ(e.transfer_stall_time, 3.0);
-  expect_split_adds_up(e);
+  expect_times(simulate(g.graph, plan, contended(2, 1)), 10.0, 7.0, 3.0);
 }
 
 }  // namespace
