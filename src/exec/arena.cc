@@ -21,26 +21,65 @@ Arena::Arena(uint64_t bytes) : size_(bytes) {
                              " bytes: " + std::strerror(errno));
   }
   base_ = static_cast<char*>(p);
+  gaps_[0] = bytes;
 }
 
 Arena::~Arena() {
   if (base_ != nullptr) ::munmap(base_, size_);
 }
 
+// Note [Arena gaps]
+// ~~~~~~~~~~~~~~~~~
+// A kernel's small scratch is placed at the lowest free range clear of the
+// op's outputs (place_anywhere), a few times per op. Under a keep-all plan
+// the arena holds every activation: ~1,700 live ranges on MobileNetV2 b8.
+// Collecting and sorting every live range's end per call made MobileNetV2's
+// keep-all kernels 35% slower than the same plan without offsets (63 vs 47
+// ms a step; perf: the sort, the tree walk and free_range were 11% of the
+// run). The free ranges, kept as their own map, are walked instead, lowest
+// first, up to the first that holds the scratch: in a tight layout that is
+// one of the first few. The placement is the same: the lowest start clear
+// of live and reserved ranges is a gap's start or a reserved range's end.
+
 bool Arena::free_range(uint64_t offset, uint64_t bytes) const {
   if (offset > size_ || bytes > size_ - offset) return false;
-  auto next = live_.lower_bound(offset);
-  if (next != live_.end() && next->first < offset + bytes) return false;
-  if (next != live_.begin()) {
-    const auto prev = std::prev(next);
-    if (prev->first + prev->second > offset) return false;
+  auto gap = gaps_.upper_bound(offset);
+  if (gap == gaps_.begin()) return false;
+  gap = std::prev(gap);  // the gap at or below offset
+  return offset + bytes <= gap->first + gap->second;
+}
+
+void Arena::take_from_gap(uint64_t offset, uint64_t bytes) {
+  const auto gap = std::prev(gaps_.upper_bound(offset));  // free_range found it
+  const uint64_t start = gap->first;
+  const uint64_t end = gap->first + gap->second;
+  gaps_.erase(gap);
+  if (start < offset) gaps_[start] = offset - start;
+  if (offset + bytes < end) gaps_[offset + bytes] = end - offset - bytes;
+}
+
+void Arena::return_to_gaps(uint64_t offset, uint64_t bytes) {
+  uint64_t start = offset;
+  uint64_t end = offset + bytes;
+  auto next = gaps_.lower_bound(offset);
+  if (next != gaps_.end() && next->first == end) {
+    end += next->second;
+    next = gaps_.erase(next);
   }
-  return true;
+  if (next != gaps_.begin()) {
+    const auto prev = std::prev(next);
+    if (prev->first + prev->second == start) {
+      start = prev->first;
+      gaps_.erase(prev);
+    }
+  }
+  gaps_[start] = end - start;
 }
 
 std::optional<void*> Arena::place_at(uint64_t offset, uint64_t bytes) {
   if (bytes == 0) bytes = 1;  // a distinct address all the same
   if (!free_range(offset, bytes)) return std::nullopt;
+  take_from_gap(offset, bytes);
   live_[offset] = bytes;
   high_ = std::max(high_, offset + bytes);
   return base_ + offset;
@@ -49,17 +88,25 @@ std::optional<void*> Arena::place_at(uint64_t offset, uint64_t bytes) {
 std::optional<void*> Arena::place_anywhere(
     uint64_t bytes, const std::vector<std::pair<uint64_t, uint64_t>>& reserved) {
   if (bytes == 0) bytes = 1;
-  // Candidate starts: 0 and the end of every live or reserved range, lowest
-  // first. O((live + reserved) log) per call; ops hold few live ranges.
-  std::vector<uint64_t> starts = {0};
-  for (const auto& [o, b] : live_) starts.push_back(o + b);
-  for (const auto& [o, b] : reserved) starts.push_back(o + b);
-  std::sort(starts.begin(), starts.end());
-  for (const uint64_t s : starts) {
-    const bool clear = std::none_of(reserved.begin(), reserved.end(), [&](const auto& r) {
-      return s < r.first + r.second && r.first < s + bytes;
-    });
-    if (clear && free_range(s, bytes)) return place_at(s, bytes);
+  // Note [Arena gaps]: O(gaps below the one used + reserved^2); an op
+  // reserves its few outputs and its workspace.
+  for (const auto& [gap, gap_bytes] : gaps_) {
+    if (gap_bytes < bytes) continue;
+    const uint64_t end = gap + gap_bytes;
+    uint64_t s = gap;
+    // Past every reserved range in the way, until a start is clear of all.
+    for (bool moved = true; moved && bytes <= end - s;) {
+      moved = false;
+      for (const auto& [o, b] : reserved) {
+        if (s < o + b && o < s + bytes) {
+          s = o + b;
+          moved = true;
+          if (s >= end) break;
+        }
+      }
+      if (s >= end) break;
+    }
+    if (s < end && bytes <= end - s) return place_at(s, bytes);
   }
   return std::nullopt;
 }
@@ -86,6 +133,7 @@ uint64_t Arena::release(void* ptr) {
   const auto it = live_.find(static_cast<uint64_t>(static_cast<char*>(ptr) - base_));
   if (it == live_.end()) return 0;
   const uint64_t bytes = it->second;
+  return_to_gaps(it->first, bytes);
   live_.erase(it);
   return bytes;
 }

@@ -58,10 +58,15 @@ class Arena {
 
  private:
   bool free_range(uint64_t offset, uint64_t bytes) const;
+  void take_from_gap(uint64_t offset, uint64_t bytes);
+  void return_to_gaps(uint64_t offset, uint64_t bytes);
   char* base_ = nullptr;
   uint64_t size_ = 0;
   uint64_t high_ = 0;
   std::map<uint64_t, uint64_t> live_;  // offset -> bytes
+  // Note [Arena gaps]: the free ranges between live ones, offset -> bytes,
+  // none empty, none adjacent (a release merges its neighbours).
+  std::map<uint64_t, uint64_t> gaps_;
 };
 
 }  // namespace memwall::exec
