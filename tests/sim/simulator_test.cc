@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <utility>
 
 #include "../graph/graph_builder.h"
 #include "memwall/plan/builders.h"
@@ -175,6 +176,18 @@ TEST(Simulator, NvmeGoesThroughAHostBounceBuffer) {
   EXPECT_EQ(r.peak_bytes[1], 2048u);  // both bounce buffers (issued at t=1)
 }
 
+// The plan on a device with its own streams, then on the emulated one
+// (Hardware::device_is_host_cpu); both must be valid.
+std::pair<SimResult, SimResult> on_stream_and_emulated(const Graph& graph, const Plan& plan,
+                                                       Hardware hw) {
+  SimResult stream = simulate(graph, plan, hw);
+  EXPECT_TRUE(stream.valid) << stream.reason;
+  hw.device_is_host_cpu = true;
+  SimResult emulated = simulate(graph, plan, hw);
+  EXPECT_TRUE(emulated.valid) << emulated.reason;
+  return {std::move(stream), std::move(emulated)};
+}
+
 // Hardware::device_is_host_cpu: on the emulated device the CPU step and the
 // device's kernels share the host's cores, so they do not overlap.
 TEST(Simulator, HostComputeSharesTheDeviceWhenTheDeviceIsTheHostCpu) {
@@ -193,12 +206,7 @@ TEST(Simulator, HostComputeSharesTheDeviceWhenTheDeviceIsTheHostCpu) {
                          Step::compute(1, Tier::kHost), Step::compute(2), Step::swap_in(w),
                          Step::free(grad), Step::free(x)});
   plan.placement = {{m, Tier::kHost}};
-  Hardware hw = test_hardware();
-  const SimResult apart = simulate(g.graph, plan, hw);
-  ASSERT_TRUE(apart.valid) << apart.reason;
-  hw.device_is_host_cpu = true;
-  const SimResult shared = simulate(g.graph, plan, hw);
-  ASSERT_TRUE(shared.valid) << shared.reason;
+  const auto [apart, shared] = on_stream_and_emulated(g.graph, plan, test_hardware());
   // Apart: "other" runs t=2..4 beside the copies; Adam t=4..5 on the host;
   // w back t=5..6. Shared: Adam t=4..5 holds the device, "other" t=5..7,
   // and w back t=7..8: the thread that runs "other" issues it after
@@ -218,14 +226,9 @@ TEST(Simulator, OnTheEmulatedDeviceTheThreadWaitsWhereTheExecutorDoes) {
   const Plan plan =
       make_plan({Step::compute(0), Step::swap_out(g.a), Step::swap_in(g.a), Step::compute(1),
                  Step::compute(2), Step::free(g.a), Step::free(g.b)});
-  Hardware hw = test_hardware();
-  const SimResult stream = simulate(g.graph, plan, hw);
-  ASSERT_TRUE(stream.valid) << stream.reason;
+  const auto [stream, emulated] = on_stream_and_emulated(g.graph, plan, test_hardware());
   EXPECT_EQ(stream.iteration_time, 4.0);
   EXPECT_EQ(stream.transfer_stall_time, 0.0);
-  hw.device_is_host_cpu = true;
-  const SimResult emulated = simulate(g.graph, plan, hw);
-  ASSERT_TRUE(emulated.valid) << emulated.reason;
   EXPECT_EQ(emulated.iteration_time, 5.0);
   EXPECT_EQ(emulated.transfer_stall_time, 1.0);
   EXPECT_EQ(emulated.waiting[static_cast<size_t>(Resource::kD2H)], 1.0);
@@ -250,12 +253,8 @@ TEST(Simulator, OnTheEmulatedDeviceOnlyACopyToAnIdleEnginePaysItsLatency) {
                                Step::compute(2), Step::free(a), Step::free(b)});
   Hardware hw = test_hardware();
   hw.pcie_latency = 0.5;
-  const SimResult stream = simulate(g.graph, plan, hw);
-  ASSERT_TRUE(stream.valid) << stream.reason;
+  const auto [stream, emulated] = on_stream_and_emulated(g.graph, plan, hw);
   EXPECT_EQ(stream.iteration_time, 6.5);
-  hw.device_is_host_cpu = true;
-  const SimResult emulated = simulate(g.graph, plan, hw);
-  ASSERT_TRUE(emulated.valid) << emulated.reason;
   EXPECT_EQ(emulated.iteration_time, 8.5);
   EXPECT_EQ(emulated.transfer_stall_time, 2.5);
 }
