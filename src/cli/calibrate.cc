@@ -128,7 +128,10 @@ std::vector<TimedGraph> add_kernels(const CalibrateArgs& args, Hardware& hw) {
     for (const auto& [signature, seconds] : m.kernels) hw.kernel_seconds[signature] = seconds;
     // Note [Copy contention]: what the emulated device's copies and kernels
     // do to each other (a GPU's DMA engines leave its kernels alone).
-    if (hw.device_is_host_cpu) hw.copy_contention = m.contention;
+    if (hw.device_is_host_cpu) {
+      hw.copy_contention = m.contention;
+      hw.op_overhead = m.op_overhead;  // Note [Op overhead]
+    }
     timed.push_back({file, std::move(m)});
   }
   return timed;
@@ -143,7 +146,8 @@ nlohmann::json timed_json(const std::vector<TimedGraph>& timed) {
          {"kernels", t.measure.kernels.size()},
          {"seconds", t.measure.seconds},
          {"copy_contention",
-          {{"compute", t.measure.contention.compute}, {"copy", t.measure.contention.copy}}}});
+          {{"compute", t.measure.contention.compute}, {"copy", t.measure.contention.copy}}},
+         {"op_overhead", t.measure.op_overhead}});
   }
   return out;
 }
@@ -156,6 +160,8 @@ void print_timed(const std::vector<TimedGraph>& timed) {
     std::cout << fmt::format(
         "  {:<28} kernels {:.2f}x as long beside host<->device copies, copies {:.2f}x\n",
         "copy contention", t.measure.contention.compute, t.measure.contention.copy);
+    std::cout << fmt::format("  {:<28} {:.2f} us per op outside its kernel (the executor's)\n",
+                             "op overhead", t.measure.op_overhead * 1e6);
   }
 }
 

@@ -17,6 +17,9 @@ struct KernelMeasure {
   // copy load over its time alone, and the copies' rate alone over theirs
   // beside the step; each at least 1.
   Hardware::CopyContention contention;
+  // Note [Op overhead]: the quietest keep-all step's time outside its
+  // kernels and waits, per op.
+  double op_overhead = 0;
 };
 
 // Runs `graph_file`'s keep-all plan `rounds` times for 1 + `iterations`

@@ -85,7 +85,7 @@ std::string quoted(const std::string& key) {
 
 bool is_known_key(std::string_view key) {
   if (key == "name" || key == "description" || key == "kernels" || key == "device_is_host_cpu" ||
-      key == "copy_contention") {
+      key == "copy_contention" || key == "op_overhead") {
     return true;
   }
   for (const auto& f : kBytesFields) {
@@ -294,6 +294,12 @@ Hardware hardware_from_json(const json& object) {
   if (auto it = object.find("copy_contention"); it != object.end()) {
     hw.copy_contention = read_contention(*it);
   }
+  if (auto it = object.find("op_overhead"); it != object.end()) {  // Note [Op overhead]
+    if (!it->is_number() || !(it->get<double>() >= 0 && it->get<double>() <= 1)) {
+      fail("hardware profile: field 'op_overhead' must be seconds in [0, 1], got {}", it->dump());
+    }
+    hw.op_overhead = it->get<double>();
+  }
   return hw;
 }
 
@@ -326,6 +332,7 @@ json hardware_to_json(const Hardware& hw) {
     object["copy_contention"] = {{"compute", hw.copy_contention.compute},
                                  {"copy", hw.copy_contention.copy}};
   }
+  if (hw.op_overhead > 0) object["op_overhead"] = hw.op_overhead;
   if (!hw.kernel_seconds.empty()) {
     json kernels = json::object();
     for (const auto& [signature, seconds] : hw.kernel_seconds) kernels[signature] = seconds;

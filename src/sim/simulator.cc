@@ -279,7 +279,10 @@ bool Simulator::compute_on_device(const Step& s) {
     result_.transfer_stall_time += ready->time - natural.time;
     path_.charge(natural.time, ready->time, ready->link, result_.waiting);
   }
-  const Due end = busy_compute(start, op_time_[s.op], s.op, kDevice, &SimResult::compute_time);
+  // Note [Op overhead]: the emulated device's thread also does the
+  // executor's bookkeeping for the op.
+  const double work = op_time_[s.op] + (thread_runs_kernels() ? hw_.op_overhead : 0.0);
+  const Due end = busy_compute(start, work, s.op, kDevice, &SimResult::compute_time);
   // Its start is the cursor, or on an emulated device its end (Note [The
   // emulated device's thread]; a stretch by copy contention cannot move
   // that end, since no copy issues before it).

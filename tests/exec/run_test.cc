@@ -570,6 +570,12 @@ TEST_F(RunKept, CalibrateTimesTheGraphsKernels) {
   EXPECT_GE(contention.at("copy").get<double>(), 1.0);
   EXPECT_EQ(hw.copy_contention.compute, contention.at("compute").get<double>());
   EXPECT_EQ(hw.copy_contention.copy, contention.at("copy").get<double>());
+  // Note [Op overhead]: the step's time outside its kernels, per op: some,
+  // and well under a kernel's (these run 10-1000 us here).
+  const double overhead = timed.at("op_overhead").get<double>();
+  EXPECT_GT(overhead, 0.0);
+  EXPECT_LT(overhead, 1e-4);
+  EXPECT_EQ(hw.op_overhead, overhead);
 
   const std::string plan = *dir_ + "/measured_plan.json";
   const std::string written = *dir_ + "/measured_graph.json";
@@ -588,8 +594,10 @@ TEST_F(RunKept, CalibrateTimesTheGraphsKernels) {
                                .at("predicted")
                                .get<double>();
   // Keep-all computes every op once: the sum of the medians, up to the
-  // mean within a kernel.
-  EXPECT_NEAR(predicted, timed.at("seconds").get<double>(), 1e-9);
+  // mean within a kernel, and each op's overhead.
+  EXPECT_NEAR(predicted,
+              timed.at("seconds").get<double>() + static_cast<double>(g.ops.size()) * overhead,
+              1e-9);
 
   expect_one_line(run_memwall("calibrate --from " + base), 2, "name a --graph");
   const std::string zoo = *dir_ + "/zoo_for_calibrate.json";

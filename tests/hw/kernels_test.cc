@@ -131,6 +131,22 @@ TEST(KernelsJson, CopyContentionIsOptionalAndTwoSlowdowns) {
   }
 }
 
+// Note [Op overhead]: seconds in [0, 1]; absent means 0 and 0 is written
+// as absent.
+TEST(KernelsJson, OpOverheadIsOptionalSeconds) {
+  json j = hardware_to_json(find_gpu("l4"));
+  EXPECT_FALSE(j.contains("op_overhead"));
+  EXPECT_EQ(hardware_from_json(j).op_overhead, 0.0);
+  j["op_overhead"] = 2.5e-6;
+  const Hardware hw = hardware_from_json(j);
+  EXPECT_EQ(hw.op_overhead, 2.5e-6);
+  EXPECT_EQ(hardware_to_json(hw), j);
+  for (const json& bad : {json(-1e-6), json(1.5), json("2e-6"), json(nullptr)}) {
+    j["op_overhead"] = bad;
+    EXPECT_THROW(hardware_from_json(j), Error) << bad.dump();
+  }
+}
+
 Graph two_addmms() {
   Graph g;
   g.name = "two";

@@ -259,6 +259,21 @@ TEST(Simulator, OnTheEmulatedDeviceOnlyACopyToAnIdleEnginePaysItsLatency) {
   EXPECT_EQ(emulated.transfer_stall_time, 2.5);
 }
 
+// Note [Op overhead]: the emulated device's thread does the executor's
+// bookkeeping for each device op (0.25 s here) besides its kernel; a device
+// with its own stream hides it. Three ops of 1, 2 and 1 s: 4 s, or 4.75 s.
+TEST(Simulator, OnTheEmulatedDeviceEachOpAlsoCostsTheExecutorsOverhead) {
+  const SwapGraph g = swap_graph(1, 2, 1);
+  const Plan plan = make_plan(
+      {Step::compute(0), Step::compute(1), Step::compute(2), Step::free(g.a), Step::free(g.b)});
+  Hardware hw = test_hardware();
+  hw.op_overhead = 0.25;
+  const auto [stream, emulated] = on_stream_and_emulated(g.graph, plan, hw);
+  EXPECT_EQ(stream.iteration_time, 4.0);
+  EXPECT_EQ(emulated.iteration_time, 4.75);
+  EXPECT_EQ(emulated.compute_time, 4.75);
+}
+
 TEST(Simulator, HostOptimizerStepAndPersistentBuffersEndWhereTheyStarted) {
   GraphBuilder g;
   const BufferId w = g.buffer("w", 1024, BufferKind::kParam);

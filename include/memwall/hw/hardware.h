@@ -79,6 +79,14 @@ struct Hardware {
   };
   CopyContention copy_contention;
 
+  // Note [Op overhead]: on a device emulated by the host's cores, the
+  // seconds the executor's thread spends per op outside its kernel (its
+  // bookkeeping: arguments, allocations, frees), which the simulator adds to
+  // each device op there. `memwall calibrate --graph` measures it (the
+  // keep-all step less its kernels, per op). Optional in JSON
+  // ("op_overhead", seconds, at most 1), 0 when absent.
+  double op_overhead = 0;
+
   // Note [Measured kernels]: seconds per kernel that `memwall calibrate
   // --graph` measured on this machine, by kernel signature (graph/calls.h).
   // apply_kernel_times gives them to a graph's ops; ops without one keep
