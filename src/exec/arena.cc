@@ -94,19 +94,18 @@ std::optional<void*> Arena::place_anywhere(
     if (gap_bytes < bytes) continue;
     const uint64_t end = gap + gap_bytes;
     uint64_t s = gap;
-    // Past every reserved range in the way, until a start is clear of all.
-    for (bool moved = true; moved && bytes <= end - s;) {
+    // Past every reserved range in the way, until a start is clear of all
+    // (s only grows; the sums stay within the arena's size).
+    for (bool moved = true; moved && s + bytes <= end;) {
       moved = false;
       for (const auto& [o, b] : reserved) {
         if (s < o + b && o < s + bytes) {
           s = o + b;
           moved = true;
-          if (s >= end) break;
         }
       }
-      if (s >= end) break;
     }
-    if (s < end && bytes <= end - s) return place_at(s, bytes);
+    if (s + bytes <= end) return place_at(s, bytes);
   }
   return std::nullopt;
 }

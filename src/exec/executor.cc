@@ -401,10 +401,10 @@ void Executor::retire_finished() {
 void Executor::span(RunResult& result, Lane lane, double start, double end,
                     runtime::CopyEvent until) {
   if (!tracing_) return;
-  const bool copy = lane == kH2D || lane == kD2H;
-  if (copy && until.done()) end = now_s();
+  const bool done = until.done();
+  if (done && (lane == kH2D || lane == kD2H)) end = now_s();
   result.events.push_back({lane, static_cast<uint32_t>(step_), start, end});
-  if (until.done()) return;
+  if (done) return;
   open_copies_.emplace_back(result.events.size() - 1, std::move(until));
 }
 

@@ -82,8 +82,8 @@ struct Hardware {
   // Note [Op overhead]: on a device emulated by the host's cores, the
   // seconds the executor's thread spends per op outside its kernel (its
   // bookkeeping: arguments, allocations, frees), which the simulator adds to
-  // each device op there. `memwall calibrate --graph` measures it (the
-  // keep-all step less its kernels, per op). Optional in JSON
+  // each device op there. `memwall calibrate --graph` measures it (a
+  // keep-all step's time outside its kernels and waits, per op). Optional in JSON
   // ("op_overhead", seconds, at most 1), 0 when absent.
   double op_overhead = 0;
 
