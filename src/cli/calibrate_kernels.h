@@ -13,14 +13,21 @@ struct KernelMeasure {
   std::map<std::string, double> kernels;  // kernel signature -> seconds
   size_t ops = 0;                         // ops timed
   double seconds = 0;                     // their sum
-  // Note [Measuring copy contention]: the keep-all step's time beside a
-  // copy load over its time alone, and the copies' rate alone over theirs
-  // beside the step; each at least 1.
+  // Note [Measuring copy contention]: how much slower the keep-all step's
+  // work goes while a copy runs beside it, and a copy beside the step than
+  // alone; each at least 1.
   Hardware::CopyContention contention;
   // Note [Op overhead]: the quietest keep-all step's time outside its
   // kernels and waits, per op.
   double op_overhead = 0;
 };
+
+// Note [Measuring copy contention]: how much slower compute runs while a
+// copy runs beside it, from a step that took `alone_step` seconds alone and
+// `loaded_step` beside copies busy `busy_share` of that time; in [1,
+// CopyContention::kMaxSlowdown] (1 where the step got no slower, the
+// machine's drift).
+double compute_slowdown(double alone_step, double loaded_step, double busy_share);
 
 // Runs `graph_file`'s keep-all plan `rounds` times for 1 + `iterations`
 // iterations on the emulated device (as large as hw's device memory),

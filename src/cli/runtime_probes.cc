@@ -171,24 +171,41 @@ struct CopyLoad::State {
   CopyRig rig;
   uint64_t bytes;
   std::atomic<bool> running{false};
-  std::atomic<uint64_t> copied{0};
   std::thread worker;
-  std::chrono::steady_clock::time_point began;
-  std::string error;  // the worker's, read after join
+  CopyLoadStats stats;  // the worker's, read after join
+  std::string error;    // the worker's, read after join
 
-  // One copy each way; every completion waited for, so a failed copy stops
-  // the load with its error instead of being counted.
-  void copy_both_ways() {
+  // One copy, waited for (a failed copy stops the load with its error
+  // instead of being counted), then a pause as long as the copy took.
+  void copy_and_pause(bool to_device, CopyLoadStats& into) {
     void* const device = rig.on_device.ptr;
     void* const host = rig.host.data();
-    rig.engine->copy_async(device, host, bytes, runtime::CopyDirection::kHostToDevice).wait();
-    rig.engine->copy_async(host, device, bytes, runtime::CopyDirection::kDeviceToHost).wait();
-    copied.fetch_add(2 * bytes, std::memory_order_relaxed);
+    const auto t0 = std::chrono::steady_clock::now();
+    rig.engine
+        ->copy_async(to_device ? device : host, to_device ? host : device, bytes,
+                     to_device ? runtime::CopyDirection::kHostToDevice
+                               : runtime::CopyDirection::kDeviceToHost)
+        .wait();
+    const auto took = std::chrono::steady_clock::now() - t0;
+    into.busy_s += std::chrono::duration<double>(took).count();
+    ++into.copies;
+    std::this_thread::sleep_for(took);
+  }
+
+  template <typename Continue>
+  CopyLoadStats run(Continue&& more) {
+    CopyLoadStats s;
+    const auto t0 = std::chrono::steady_clock::now();
+    for (bool to_device = true; more(); to_device = !to_device) copy_and_pause(to_device, s);
+    s.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return s;
   }
 };
 
 CopyLoad::CopyLoad(uint64_t block_bytes) : state_(std::make_unique<State>(block_bytes)) {
-  state_->copy_both_ways();  // fault in both sides
+  CopyLoadStats ignored;  // fault in both sides
+  state_->copy_and_pause(true, ignored);
+  state_->copy_and_pause(false, ignored);
 }
 
 CopyLoad::~CopyLoad() {
@@ -198,40 +215,30 @@ CopyLoad::~CopyLoad() {
   }
 }
 
-double CopyLoad::alone(double seconds) {
-  State& s = *state_;
-  const uint64_t before = s.copied.load();
-  const auto t0 = std::chrono::steady_clock::now();
-  double elapsed = 0;
-  while (elapsed < seconds) {
-    s.copy_both_ways();
-    elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  }
-  return static_cast<double>(s.copied.load() - before) / elapsed;
+CopyLoadStats CopyLoad::alone(double seconds) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  return state_->run([&] { return std::chrono::steady_clock::now() < end; });
 }
 
 void CopyLoad::start() {
   State& s = *state_;
-  s.copied = 0;
   s.running = true;
-  s.began = std::chrono::steady_clock::now();
+  s.stats = {};
   s.worker = std::thread([&s] {
     try {
-      while (s.running.load(std::memory_order_relaxed)) s.copy_both_ways();
+      s.stats = s.run([&s] { return s.running.load(std::memory_order_relaxed); });
     } catch (const std::exception& e) {
       s.error = e.what();
     }
   });
 }
 
-double CopyLoad::stop() {
+CopyLoadStats CopyLoad::stop() {
   State& s = *state_;
   s.running = false;
   s.worker.join();
   if (!s.error.empty()) fail("the copy load failed: {}", s.error);
-  const double elapsed =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - s.began).count();
-  return elapsed > 0 ? static_cast<double>(s.copied.load()) / elapsed : 0;
+  return s.stats;
 }
 
 double cpu_adam_seconds(int64_t n, unsigned threads, bool bf16_copy, int repeats) {

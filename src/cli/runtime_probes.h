@@ -63,11 +63,20 @@ struct CopyRates {
 CopyRates measure_copies(uint64_t bytes, int repeats);
 
 // Note [Measuring copy contention]: copies through the copy engine between
-// its device and its pinned pool, back to back on a thread of their own,
-// alternately host->device and device->host, as a swap plan's copies run
-// beside its kernels (Note [Copy contention] in src/sim). What the copies
-// and the kernels of a step do to each other is then measured in place:
-// `memwall calibrate --graph` times the kernels with and without it.
+// its device and its pinned pool, alternately host->device and
+// device->host, each waited for and followed by a pause as long as it took,
+// so that the engine's worker is woken per copy as a swap plan's copies
+// wake it beside its kernels (Note [Copy contention] in src/sim). What the
+// copies and the kernels of a step do to each other is then measured in
+// place: `memwall calibrate --graph` times the kernels with and without it.
+struct CopyLoadStats {
+  uint64_t copies = 0;
+  double busy_s = 0;     // issue to completion, summed over the copies
+  double elapsed_s = 0;  // the load's whole time, pauses included
+  double mean_copy_s() const { return copies > 0 ? busy_s / static_cast<double>(copies) : 0; }
+  double busy_share() const { return elapsed_s > 0 ? busy_s / elapsed_s : 0; }
+};
+
 class CopyLoad {
  public:
   explicit CopyLoad(uint64_t block_bytes);
@@ -75,12 +84,12 @@ class CopyLoad {
   CopyLoad(const CopyLoad&) = delete;
   CopyLoad& operator=(const CopyLoad&) = delete;
 
-  // Bytes per second of copies run alone for about `seconds`.
-  double alone(double seconds);
-  // Starts copying on the thread; stop() ends it and gives its bytes per
-  // second since start().
+  // The load run alone, on the calling thread, for about `seconds`.
+  CopyLoadStats alone(double seconds);
+  // Starts the load on a thread of its own; stop() ends it and gives what
+  // it did since start().
   void start();
-  double stop();
+  CopyLoadStats stop();
 
  private:
   struct State;

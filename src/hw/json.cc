@@ -180,7 +180,7 @@ std::map<std::string, double> read_kernels(const json& value) {
 
 // "copy_contention": {"compute": x, "copy": y} (Note [Copy contention]).
 Hardware::CopyContention read_contention(const json& value) {
-  constexpr double kMaxSlowdown = 100;  // beyond any machine; keeps times finite
+  constexpr double kMaxSlowdown = Hardware::CopyContention::kMaxSlowdown;
   if (!value.is_object()) {
     fail("hardware profile: field 'copy_contention' must be an object, got {}", value.type_name());
   }

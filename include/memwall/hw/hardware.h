@@ -73,6 +73,7 @@ struct Hardware {
   // {"compute": x, "copy": y}, each in [1, 100]); `memwall calibrate
   // --graph` measures it.
   struct CopyContention {
+    static constexpr double kMaxSlowdown = 100;  // beyond any machine; keeps times finite
     double compute = 1;
     double copy = 1;
     bool operator==(const CopyContention&) const = default;
