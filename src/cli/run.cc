@@ -127,6 +127,7 @@ void print_json(const Graph& graph, const Plan& plan, const Hardware& hw, const 
         {"device_peak_allocated_bytes", m.device_peak_allocated_bytes},
         {"device_peak_reserved_bytes", m.device_peak_reserved_bytes},
         {"arena_bytes", m.arena_bytes},
+        {"outputs_moved", m.outputs_moved},
         {"host_peak_bytes", {{"measured", m.host_peak_bytes}, {"predicted", p.host}}},
         {"step_time_s", {{"measured", m.step_time_s}, {"predicted", p.time}}},
         {"bytes_moved",

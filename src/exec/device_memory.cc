@@ -72,8 +72,14 @@ c10::DataPtr DeviceMemory::allocate(size_t bytes) {
     std::optional<void*> p;
     std::lock_guard<std::mutex> lock(mutex_);
     for (Expected& e : expected_) {
-      if (e.taken || e.bytes != bytes) continue;
-      p = arena_->place_at(e.offset, bytes);
+      if (e.taken || e.output.bytes != bytes) continue;
+      if (e.skipped < e.output.skip) {  // Note [Scratch before its output]
+        if (e.skipped++ == 0 && e.output.aside && clear_of_outputs(*e.output.aside, bytes)) {
+          p = arena_->place_at(*e.output.aside, bytes);
+        }
+        break;
+      }
+      p = arena_->place_at(e.output.offset, bytes);
       if (p) {
         e.taken = true;
         break;
@@ -101,6 +107,7 @@ c10::DataPtr DeviceMemory::allocate(size_t bytes) {
                                    arena_->size(), bytes, live_));
     }
     note_allocated(*p, bytes, bytes);
+    since_expect_.emplace_back(*p, bytes);
     return {*p, *p, &release, device};
   }
   const alloc::Allocation a = allocator_.allocate(bytes);
@@ -128,12 +135,41 @@ void DeviceMemory::note_allocated(void* ptr, uint64_t bytes, uint64_t allocated)
 
 void DeviceMemory::use_arena(uint64_t bytes) { arena_ = std::make_unique<Arena>(bytes); }
 
-void DeviceMemory::expect(std::vector<std::pair<uint64_t, uint64_t>> outputs,
+void DeviceMemory::expect(std::vector<ExpectedOutput> outputs,
                           std::pair<uint64_t, uint64_t> workspace) {
   std::lock_guard<std::mutex> lock(mutex_);
   workspace_ = workspace;
   expected_.clear();
-  for (const auto& [offset, bytes] : outputs) expected_.push_back({offset, bytes, false});
+  since_expect_.clear();
+  for (const ExpectedOutput& o : outputs) expected_.push_back({o, 0, false});
+}
+
+void DeviceMemory::end_call() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  workspace_ = {0, 0};
+  expected_.clear();
+}
+
+bool DeviceMemory::clear_of_outputs(uint64_t offset, uint64_t bytes) const {
+  return std::none_of(expected_.begin(), expected_.end(), [&](const Expected& e) {
+    return offset < e.output.offset + e.output.bytes && e.output.offset < offset + bytes;
+  });
+}
+
+std::optional<uint64_t> DeviceMemory::arena_offset(const void* ptr) const {
+  if (arena_ == nullptr || !arena_->owns(ptr)) return std::nullopt;
+  return arena_->offset_of(ptr);
+}
+
+std::optional<uint32_t> DeviceMemory::allocations_before(const void* ptr, uint64_t bytes) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  uint32_t before = 0;
+  for (const auto& [at, size] : since_expect_) {
+    if (size != bytes) continue;
+    if (at == ptr) return before;
+    ++before;
+  }
+  return std::nullopt;
 }
 
 c10::DataPtr DeviceMemory::allocate_at(uint64_t offset, uint64_t bytes) {
@@ -153,7 +189,7 @@ c10::DataPtr DeviceMemory::allocate_at(uint64_t offset, uint64_t bytes) {
 std::vector<std::pair<uint64_t, uint64_t>> DeviceMemory::reserved_ranges(
     bool with_workspace) const {
   std::vector<std::pair<uint64_t, uint64_t>> reserved;
-  for (const Expected& e : expected_) reserved.emplace_back(e.offset, e.bytes);
+  for (const Expected& e : expected_) reserved.emplace_back(e.output.offset, e.output.bytes);
   if (with_workspace && workspace_.second > 0) reserved.push_back(workspace_);
   return reserved;
 }
@@ -194,7 +230,7 @@ void DeviceMemory::release(void* ptr) {
       // A scratch buffer that sat at an output's offset frees it again.
       const uint64_t offset = self->arena_->offset_of(ptr);
       for (Expected& e : self->expected_) {
-        if (e.taken && e.offset == offset) e.taken = false;
+        if (e.taken && e.output.offset == offset) e.taken = false;
       }
       self->arena_->release(ptr);
       return;

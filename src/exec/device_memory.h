@@ -60,14 +60,30 @@ class DeviceMemory final : public c10::Allocator {
 
   // Note [Plan offsets at run time]: device memory is one arena of
   // `bytes`, buffers at their offsets. expect() names the current op's
-  // outputs (offset, bytes) in the order it returns them, and its
-  // workspace (offset, bytes; 0 bytes: none), where its other allocations
-  // go first; allocate_at places a buffer the executor makes itself. Both
-  // throw c10::OutOfMemoryError on a conflict.
+  // outputs in the order it returns them, and its workspace (offset,
+  // bytes; 0 bytes: none), where its other allocations go first;
+  // allocate_at places a buffer the executor makes itself. Both throw
+  // c10::OutOfMemoryError on a conflict.
+  struct ExpectedOutput {
+    uint64_t offset = 0, bytes = 0;
+    // Note [Scratch before its output]: allocations of `bytes` that go
+    // elsewhere before one takes the offset, the first of them to `aside`
+    // when that is free.
+    uint32_t skip = 0;
+    std::optional<uint64_t> aside;
+  };
   void use_arena(uint64_t bytes);
   bool has_arena() const { return arena_ != nullptr; }
-  void expect(std::vector<std::pair<uint64_t, uint64_t>> outputs,
+  void expect(std::vector<ExpectedOutput> outputs,
               std::pair<uint64_t, uint64_t> workspace = {0, 0});
+  // The call is over: nothing reserved any more (its allocations are
+  // remembered until the next expect()).
+  void end_call();
+  // Note [Scratch before its output]: how many allocations of `bytes`
+  // since expect() came before the one at `ptr` (nullopt: not one of them).
+  std::optional<uint32_t> allocations_before(const void* ptr, uint64_t bytes) const;
+  // Where `ptr` is in the arena (nullopt: not in it).
+  std::optional<uint64_t> arena_offset(const void* ptr) const;
   c10::DataPtr allocate_at(uint64_t offset, uint64_t bytes);
   // Anywhere clear of the expected outputs and the workspace (plain
   // allocate() without an arena).
@@ -83,6 +99,7 @@ class DeviceMemory final : public c10::Allocator {
 
  private:
   void note_allocated(void* ptr, uint64_t bytes, uint64_t allocated);  // under mutex_
+  bool clear_of_outputs(uint64_t offset, uint64_t bytes) const;        // under mutex_
   // The running op's output ranges, and its workspace (under mutex_).
   std::vector<std::pair<uint64_t, uint64_t>> reserved_ranges(bool with_workspace) const;
   struct Sizes {
@@ -99,12 +116,14 @@ class DeviceMemory final : public c10::Allocator {
   std::atomic<bool> host_mode_{false};
   std::unique_ptr<Arena> arena_;
   struct Expected {
-    uint64_t offset = 0, bytes = 0;
+    ExpectedOutput output;
+    uint32_t skipped = 0;
     bool taken = false;
   };
-  std::vector<Expected> expected_;                     // the running op's outputs
-  std::pair<uint64_t, uint64_t> workspace_{0, 0};      // the running op's (offset, bytes)
-  static constexpr uint64_t kSmallScratch = 64 << 10;  // Note [Scratch in the workspace]
+  std::vector<Expected> expected_;                              // the running op's outputs
+  std::vector<std::pair<const void*, uint64_t>> since_expect_;  // allocations, in order
+  std::pair<uint64_t, uint64_t> workspace_{0, 0};               // the running op's (offset, bytes)
+  static constexpr uint64_t kSmallScratch = 64 << 10;           // Note [Scratch in the workspace]
   std::unordered_map<void*, Sizes> blocks_;
   std::unordered_map<void*, uint64_t> host_blocks_;      // host-mode blocks in use
   std::unordered_multimap<uint64_t, void*> host_cache_;  // freed ones, by size

@@ -44,6 +44,7 @@ Executor::Executor(const Graph& graph, const Plan& plan, const std::string& valu
     memory_log_ = std::fopen(log, "w");
   }
   slots_.resize(graph.buffers.size());
+  skip_before_.assign(graph.buffers.size(), {0, std::nullopt});
 }
 
 RunResult Executor::run() {
@@ -307,6 +308,7 @@ StepMeasure Executor::iteration(int k, RunResult& result) {
   const runtime::NvmeStats nvme_before = nvme_ ? nvme_->stats() : runtime::NvmeStats{};
   memory_->reset_peak();
   kernel_s_ = wait_s_ = nvme_s_ = 0;
+  outputs_moved_ = 0;
   iteration_ = k;
   const Clock::time_point start = Clock::now();
   iteration_start_ = start;
@@ -359,6 +361,7 @@ StepMeasure Executor::iteration(int k, RunResult& result) {
     m.nvme_write_bytes = n.bytes_written - nvme_before.bytes_written;
   }
   m.kernel_time_s = kernel_s_;
+  m.outputs_moved = outputs_moved_;
   m.wait_time_s = wait_s_;
   m.overhead_s = std::max(0.0, m.step_time_s - kernel_s_ - wait_s_);
   m.overlap = m.copy_busy_s > 0 ? std::clamp(1.0 - wait_s_ / m.copy_busy_s, 0.0, 1.0) : 0.0;

@@ -169,6 +169,11 @@ class Executor {
   int iteration_ = 0;
   size_t step_ = 0;
   std::vector<uint32_t> op_runs_;  // device runs per op this iteration (workspace offsets)
+  // Note [Scratch before its output]: per buffer, allocations of its size
+  // its op makes before its own, learnt from a run that had to move it.
+  // And where the output landed then.
+  std::vector<std::pair<uint32_t, std::optional<uint64_t>>> skip_before_;
+  uint64_t outputs_moved_ = 0;  // this iteration
   uint64_t serial_ =
       1;  // steps begun, over all iterations (and bindings); Slot::stay_began 0: none
   OpId op_ = 0;

@@ -57,7 +57,10 @@ struct StepMeasure {
   uint64_t device_peak_allocated_bytes = 0;  // the same after the allocator's rounding
   uint64_t device_peak_reserved_bytes = 0;   // memory the allocator held (run so far)
   uint64_t arena_bytes = 0;                  // with offsets: the arena's high-water mark, else 0
-  uint64_t host_peak_bytes = 0;              // pinned pool bytes in use at most
+  // With offsets: outputs a kernel made elsewhere, copied to their offset
+  // (Note [Scratch before its output]).
+  uint64_t outputs_moved = 0;
+  uint64_t host_peak_bytes = 0;  // pinned pool bytes in use at most
   uint64_t h2d_bytes = 0, d2h_bytes = 0, nvme_read_bytes = 0, nvme_write_bytes = 0;
   double step_time_s = 0;
   double kernel_time_s = 0;  // inside ATen calls
