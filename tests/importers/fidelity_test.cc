@@ -7,6 +7,8 @@
 // - whole steps: trace_and_measure runs the real step on the CPU under
 //   PyTorch's allocator records beside the trace, as `memwall bench
 //   fidelity` does.
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <string>
 #include <vector>
@@ -20,6 +22,14 @@ namespace memwall {
 namespace {
 
 using importers::TorchTraceRequest;
+
+// What python/memwall_scratch.py reads to choose oneDNN's channel block.
+bool cpu_has_avx512f() {
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  const std::string text((std::istreambuf_iterator<char>(cpuinfo)),
+                         std::istreambuf_iterator<char>());
+  return text.find("avx512f") != std::string::npos;
+}
 
 std::map<std::string, uint64_t> workspaces(const Graph& g) {
   std::map<std::string, uint64_t> out;
@@ -77,6 +87,13 @@ TEST(Fidelity, CpuKernelScratchOfResnet18MatchesTheProfiler) {
 // 64 KiB each (Note [Scratch in the workspace]).
 TEST(Fidelity, CpuKernelScratchAndSpansOfAUNet) {
   MEMWALL_REQUIRE_TORCH();
+  // The rows pad 8 channels to oneDNN's 16-channel blocks, which it uses
+  // only with AVX-512; the scratch rules block by 8 elsewhere
+  // (python/memwall_scratch.py), a case with no measured golden values yet.
+  if (!cpu_has_avx512f()) {
+    GTEST_SKIP() << "this CPU has no AVX-512: oneDNN blocks channels by 8 here, and these golden "
+                    "scratch sizes were measured with its 16-channel blocks (AVX-512)";
+  }
   const Graph g = importers::trace_torch(
       {.script = std::string(MEMWALL_SOURCE_DIR) + "/tests/exec/models.py:unet",
        .kernels = "cpu",
