@@ -105,8 +105,11 @@ TEST(MaxBatch, FindsTheBestThroughputOfEveryBatch) {
       if (t.plans) {
         // memwall's checkpoint search runs for a fixed wall time
         // (search_seconds in remat/memwall.cc), so two plans of one batch
-        // can differ slightly once the device chunk search calls it.
-        EXPECT_NEAR(t.samples_per_s, rate.at(t.batch), 1e-3 * rate.at(t.batch)) << t.batch;
+        // can differ once the device chunk search calls it: under 0.1% on
+        // the development machine, 2.3% (gpt2-small b11, 377.1 against
+        // 368.8 samples/s) on a host half as fast with the suite running
+        // beside it (2026-11-29).
+        EXPECT_NEAR(t.samples_per_s, rate.at(t.batch), 0.05 * rate.at(t.batch)) << t.batch;
       }
     }
     expect_valid_within_budget(m.plan.best, hw, c.budget);
