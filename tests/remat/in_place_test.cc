@@ -65,8 +65,11 @@ TEST(RematInPlace, VersionsLowerTheFloorToTheOutOfPlaceRewrites) {
   EXPECT_EQ(memory_profile(g).peak_bytes, memory_profile(legacy).peak_bytes);
   EXPECT_GE(memory_profile(rewritten).peak_bytes, memory_profile(g).peak_bytes);
 
+  // The floor's search stops at its time limit: 2 s left the versioned
+  // floor 1.42x the rewrite's under AddressSanitizer on a host half as fast
+  // as the development machine, with the suite running beside it.
   RematOptions options;
-  options.time_limit = 2;
+  options.time_limit = 8;
   const RematFloor before = remat_floor(legacy, gpu(), options);
   const RematFloor after = remat_floor(g, gpu(), options);
   const RematFloor reference = remat_floor(rewritten, gpu(), options);
