@@ -17,6 +17,37 @@ namespace memwall {
 
 inline constexpr uint64_t kGiB = uint64_t{1} << 30;
 
+// True under AddressSanitizer or ThreadSanitizer (GCC's and clang's spellings).
+#if defined(__has_feature)
+#define MEMWALL_TEST_HAS_FEATURE(x) __has_feature(x)
+#else
+#define MEMWALL_TEST_HAS_FEATURE(x) 0
+#endif
+#if defined(__SANITIZE_ADDRESS__) || MEMWALL_TEST_HAS_FEATURE(address_sanitizer)
+inline constexpr bool kAsan = true;
+#else
+inline constexpr bool kAsan = false;
+#endif
+#if defined(__SANITIZE_THREAD__) || MEMWALL_TEST_HAS_FEATURE(thread_sanitizer)
+inline constexpr bool kTsan = true;
+#else
+inline constexpr bool kTsan = false;
+#endif
+
+// Note [Search time in tests]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Planners' searches stop at a wall-time limit (Note [Time limits are wall
+// time]) and find less in less time. A test that asserts what a search
+// finds, not when it returns, gives it search_seconds(s): s in the Release
+// build, kSanitizerSlowdown times s under a sanitizer, which runs the
+// planners 3-5x slower. Measured on a loaded 2-vCPU host: Llama-2-7B's auto
+// plan (AutoPlanner.Llama7bFullFineTuningPlansOnA24GbGpu) finished its
+// search in 3.3 s in Release and was cut off at its 10 s default under
+// ASan+UBSan, with a worse plan. Searches that finish early return early,
+// so the longer limit costs only the tests that need it.
+inline constexpr double kSanitizerSlowdown = kAsan || kTsan ? 5 : 1;
+inline double search_seconds(double seconds) { return seconds * kSanitizerSlowdown; }
+
 // CPU seconds of the calling thread: what the layout solvers' limits count
 // (Note [CPU-time budgets]), and unlike wall time not stretched by load.
 inline double thread_cpu_seconds() {

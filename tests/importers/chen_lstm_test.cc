@@ -26,7 +26,8 @@ TEST(ChenOnLstm, AtTheKeepAllPeakNothingIsRecomputedAndBelowItEveryPlannerFitsOr
   const uint64_t peak = device_peak(keep);
   for (const char* name : {"chen-sqrt", "chen-greedy"}) {
     SCOPED_TRACE(name);
-    const RematResult r = find_remat_planner(name)->fn(g, hw, peak, {.time_limit = 1});
+    const RematResult r =
+        find_remat_planner(name)->fn(g, hw, peak, {.time_limit = search_seconds(1)});
     const SimResult sim = require_fit(g, hw, r.plan, peak, name);
     EXPECT_DOUBLE_EQ(sim.iteration_time, keep.iteration_time) << r.note;
   }
@@ -34,7 +35,7 @@ TEST(ChenOnLstm, AtTheKeepAllPeakNothingIsRecomputedAndBelowItEveryPlannerFitsOr
   for (const RematPlanner& planner : remat_planners()) {
     SCOPED_TRACE(planner.name);
     try {
-      const RematResult r = planner.fn(g, hw, budget, {.time_limit = 1});
+      const RematResult r = planner.fn(g, hw, budget, {.time_limit = search_seconds(1)});
       EXPECT_LE(device_peak(require_fit(g, hw, r.plan, budget, planner.name)), budget);
     } catch (const Error& e) {
       EXPECT_NE(planner.name, "memwall") << e.what();

@@ -137,7 +137,7 @@ TEST(HfTrace, Gpt2AgreesWithTheZoo) {
 // the zoo's one-kernel step does not (0.97%).
 TEST(HfTrace, Llama2AgreesWithTheZoo) {
   MEMWALL_REQUIRE_TRANSFORMERS();
-  if (testing::kAsan) GTEST_SKIP() << "a 7B model's trace takes long under AddressSanitizer";
+  if (kAsan) GTEST_SKIP() << "a 7B model's trace takes long under AddressSanitizer";
   const int64_t b = 1, s = 256, d = 128;
   const Graph g = trace_torch(hf("llama2-7b", b, s));
   EXPECT_EQ(model_param_count(g), 6738415616u);

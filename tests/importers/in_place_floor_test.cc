@@ -22,7 +22,7 @@ namespace {
 
 TEST(InPlaceFloor, TracedTorchvisionModelsReachTheOutOfPlaceFloor) {
   MEMWALL_REQUIRE_TORCH();
-  if (testing::kAsan) {
+  if (kAsan) {
     GTEST_SKIP() << "AddressSanitizer build: the floor searches on three traced models take "
                     "minutes there; the versions themselves are checked on hand-built graphs "
                     "(tests/graph/versions_test.cc, tests/remat/in_place_test.cc)";
@@ -32,7 +32,7 @@ TEST(InPlaceFloor, TracedTorchvisionModelsReachTheOutOfPlaceFloor) {
       {"--sweep", dir, "--batch", "8", "--only", "resnet50,densenet121,inception_v3"});
   const Hardware& gpu = find_gpu("a100-40g");
   RematOptions options;
-  options.time_limit = 3;
+  options.time_limit = search_seconds(3);
   int checked = 0;
   std::istringstream lines(out);
   for (std::string line; std::getline(lines, line);) {

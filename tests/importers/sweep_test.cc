@@ -27,7 +27,7 @@ TEST(Sweep, EveryTorchvisionClassifierTracesAndValidates) {
   MEMWALL_REQUIRE_TORCH();
   const std::string dir = ::testing::TempDir() + "memwall_sweep_" + std::to_string(::getpid());
   std::vector<std::string> args = {"--sweep", dir, "--batch", "8"};
-  if (testing::kAsan) {
+  if (kAsan) {
     args.push_back("--only");
     args.push_back(kAsanModels);
   }
@@ -48,7 +48,7 @@ TEST(Sweep, EveryTorchvisionClassifierTracesAndValidates) {
     ++traced;
   }
   std::filesystem::remove_all(dir);
-  if (testing::kAsan) {
+  if (kAsan) {
     EXPECT_EQ(traced, 7);
     GTEST_SKIP() << "AddressSanitizer build: traced a reduced sweep of 7 of torchvision's 80 "
                     "classifiers (the Release build traces all 80)";

@@ -9,6 +9,7 @@
 
 #include "memwall/graph/error.h"
 #include "memwall/importers/torch_trace.h"
+#include "test_util.h"
 
 namespace memwall::testing {
 
@@ -50,18 +51,5 @@ inline std::string trace_error(const importers::TorchTraceRequest& request) {
 inline std::string test_script(const std::string& spec) {
   return std::string(MEMWALL_SOURCE_DIR) + "/tests/python/" + spec;
 }
-
-// True under AddressSanitizer (GCC and clang spellings).
-#if defined(__SANITIZE_ADDRESS__)
-inline constexpr bool kAsan = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-inline constexpr bool kAsan = true;
-#else
-inline constexpr bool kAsan = false;
-#endif
-#else
-inline constexpr bool kAsan = false;
-#endif
 
 }  // namespace memwall::testing

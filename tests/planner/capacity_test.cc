@@ -15,6 +15,7 @@
 #include "memwall/graph/graph.h"
 #include "memwall/models/zoo.h"
 #include "memwall/planner/planner.h"
+#include "test_util.h"
 
 namespace memwall {
 namespace {
@@ -68,7 +69,7 @@ TEST(MaxBatch, FindsTheBestThroughputOfEveryBatch) {
   for (const Case& c : kCases) {
     SCOPED_TRACE(c.model);
     // A limit no plan here reaches, so both passes plan each batch alike.
-    const PlannerOptions options{.budget = c.budget, .time_limit = 10};
+    const PlannerOptions options{.budget = c.budget, .time_limit = search_seconds(10)};
     const std::map<int64_t, double> rate = every_batch(c, hw, options);
     int64_t best = 1;
     for (const auto& [batch, r] : rate) {
@@ -119,7 +120,7 @@ TEST(MaxBatch, FindsTheBestThroughputOfEveryBatch) {
 // --largest: the largest batch that plans, and the next does not.
 TEST(MaxBatch, LargestIsTheLargestThatPlans) {
   const Hardware& hw = find_gpu("rtx4090");
-  const PlannerOptions options{.budget = 800'000'000, .time_limit = 1};
+  const PlannerOptions options{.budget = 800'000'000, .time_limit = search_seconds(1)};
   const ModelOptions base{.seq = 128};
   const MaxBatch m =
       max_batch("gpt2-small", base, hw, options, {.largest = true, .batch_limit = 32});
@@ -137,7 +138,7 @@ TEST(MaxBatch, LargestIsTheLargestThatPlans) {
 // stops with it and says so.
 TEST(MaxBatch, StopsAtItsTimeLimitWithTheBestSoFar) {
   const Hardware& hw = find_gpu("rtx4090");
-  const PlannerOptions options{.budget = 800'000'000, .time_limit = 1};
+  const PlannerOptions options{.budget = 800'000'000, .time_limit = search_seconds(1)};
   for (const bool largest : {false, true}) {
     const MaxBatch m = max_batch("gpt2-small", {.seq = 128}, hw, options,
                                  {.largest = largest, .time_limit = 1e-9, .batch_limit = 32});
@@ -154,8 +155,9 @@ TEST(MaxModel, TriesTheFamilyFromTheLargest) {
   int calls = 0;
   // 10 s: under ASan on a 2-vCPU EPYC, the remat single alone takes 1.8 s to
   // conclude on gpt2-xl, and at 1 s it left no time for the techniques that fit.
-  const MaxModel m = max_model("gpt2", {.batch = 1, .seq = 128}, hw, {.time_limit = 10},
-                               {.progress = [&](const CapacityTry&) { ++calls; }});
+  const MaxModel m =
+      max_model("gpt2", {.batch = 1, .seq = 128}, hw, {.time_limit = search_seconds(10)},
+                {.progress = [&](const CapacityTry&) { ++calls; }});
   EXPECT_EQ(m.model, "gpt2-xl");  // it plans with offloading
   ASSERT_EQ(m.tried.size(), 1u);
   EXPECT_EQ(calls, 1);
@@ -165,7 +167,7 @@ TEST(MaxModel, TriesTheFamilyFromTheLargest) {
 // With the first member failing and no time left, it stops and says so.
 TEST(MaxModel, StopsAtItsTimeLimit) {
   const Hardware& hw = find_gpu("rtx4090");
-  const PlannerOptions tiny{.budget = 100'000'000, .time_limit = 1};
+  const PlannerOptions tiny{.budget = 100'000'000, .time_limit = search_seconds(1)};
   try {
     max_model("gpt2", {.batch = 1, .seq = 128}, hw, tiny, {.time_limit = 1e-9});
     FAIL() << "gpt2-xl does not plan in 100 MB";

@@ -9,6 +9,7 @@
 #include "memwall/planner/planner.h"
 #include "memwall/sim/simulator.h"
 #include "remat/forward_only_graphs.h"
+#include "test_util.h"
 
 namespace memwall {
 namespace {
@@ -26,7 +27,7 @@ TEST(AutoPlannerForwardOnly, PlansBelowTheKeepAllPeak) {
                            {testing::unrolled_generator(6), 300, 244}};
   for (const Program& c : cases) {
     SCOPED_TRACE(fmt::format("{} at {} bytes", c.graph.name, c.budget));
-    const PlannerOptions options{.budget = c.budget, .time_limit = 2};
+    const PlannerOptions options{.budget = c.budget, .time_limit = search_seconds(2)};
     const AutoPlan a = plan_auto(c.graph, hw, options);
     ASSERT_TRUE(a.best.fits) << a.best.why;
     const SimResult sim = simulate(a.best.graph, a.best.plan, hw);

@@ -49,7 +49,7 @@ TEST(AutoPlanner, NeverSlowerThanAnySingleTechniqueAndAlwaysValid) {
     for (const double fraction : {1.0, 0.6, 0.35}) {
       SCOPED_TRACE(fmt::format("{} at {:.0f}% of its keep-all peak", w.model, 100 * fraction));
       const auto budget = static_cast<uint64_t>(fraction * static_cast<double>(peak));
-      PlannerOptions options{.budget = budget, .time_limit = 2};
+      PlannerOptions options{.budget = budget, .time_limit = search_seconds(2)};
       AutoPlan a;
       try {
         a = plan_auto(g, hw, options);
@@ -90,7 +90,7 @@ TEST(AutoPlanner, PlansLoraAndQloraAsItPlansFullTraining) {
     for (const double fraction : {1.0, 0.7, 0.5}) {
       SCOPED_TRACE(fmt::format("{} at {:.0f}% of its keep-all peak", g.name, 100 * fraction));
       const auto budget = static_cast<uint64_t>(fraction * static_cast<double>(peak));
-      const PlannerOptions planner{.budget = budget, .time_limit = 2};
+      const PlannerOptions planner{.budget = budget, .time_limit = search_seconds(2)};
       AutoPlan a;
       try {
         a = plan_auto(g, hw, planner);
@@ -147,7 +147,8 @@ TEST(AutoPlanner, TheTimeSplitAddsUpOnOffloadingPlans) {
   };
   int checked = 0;
   for (const int ranks : {1, 4}) {
-    const PlannerOptions options{.budget = 4'000'000'000, .ranks = ranks, .time_limit = 1};
+    const PlannerOptions options{
+        .budget = 4'000'000'000, .ranks = ranks, .time_limit = search_seconds(1)};
     for (const Candidate& c : single_techniques(g, hw, options)) {
       if (!c.fits) continue;
       SCOPED_TRACE(fmt::format("{} with {} ranks", c.technique, ranks));
@@ -185,7 +186,7 @@ TEST(AutoPlanner, Llama7bFullFineTuningPlansOnA24GbGpu) {
   const Graph g =
       build_model("llama2-7b", {.batch = 4, .seq = 2048, .optimizer = Optimizer::kAdamW});
   const Hardware& hw = find_gpu("rtx4090");
-  const AutoPlan a = plan_auto(g, hw, {});
+  const AutoPlan a = plan_auto(g, hw, {.time_limit = search_seconds(10)});
   EXPECT_EQ(a.budget, default_budget(hw));
   expect_planned_within_budget(a.best, hw, a.budget);
   EXPECT_NE(a.best.states.optimizer, Tier::kDevice);
@@ -219,7 +220,7 @@ TEST(AutoPlanner, TheBoundIsBelowEveryPlanOnTheZoo) {
     for (const double fraction : {0.5, 0.25}) {
       SCOPED_TRACE(fmt::format("{} at {:.0f}% of its keep-all peak", model, 100 * fraction));
       const PlannerOptions po{.budget = static_cast<uint64_t>(fraction * static_cast<double>(peak)),
-                              .time_limit = 1};
+                              .time_limit = search_seconds(1)};
       AutoPlan a;
       try {
         a = plan_auto(g, hw, po);
@@ -244,7 +245,8 @@ TEST(AutoPlanner, ShardsWithZeroWhenRanksShareTheWork) {
   // Model states of GPT-2 medium are ~5.7 GB (16 bytes x 355M): 3 GB needs
   // them sharded or offloaded.
   const uint64_t budget = 3'000'000'000;
-  const AutoPlan a = plan_auto(g, hw, {.budget = budget, .ranks = 8, .time_limit = 2});
+  const AutoPlan a =
+      plan_auto(g, hw, {.budget = budget, .ranks = 8, .time_limit = search_seconds(2)});
   expect_planned_within_budget(a.best, hw, budget);
   EXPECT_GT(a.best.states.stage, 0);
   EXPECT_GT(a.best.sim.comm_time, 0);
@@ -258,8 +260,10 @@ TEST(AutoPlanner, ShardsWithZeroWhenRanksShareTheWork) {
 TEST(AutoPlanner, RanksOfANodeShareItsHostMemory) {
   const Graph g = build_model("gpt2-medium", {.batch = 1, .seq = 256});
   Hardware hw = find_gpu("a100-40g");
-  const PlannerOptions options{
-      .budget = 3'000'000'000, .ranks = 8, .host_bytes = uint64_t{4} << 30, .time_limit = 2};
+  const PlannerOptions options{.budget = 3'000'000'000,
+                               .ranks = 8,
+                               .host_bytes = uint64_t{4} << 30,
+                               .time_limit = search_seconds(2)};
   hw.gpus_per_node = 1;  // one rank per host: the rank's use fits
   const Candidate alone = plan_single_technique(g, hw, options, "zero-offload");
   ASSERT_TRUE(alone.fits) << alone.why;
@@ -313,14 +317,16 @@ TEST(AutoPlanner, ImpossibleRequestsNameWhatRunsOut) {
     return std::string("no error");
   };
   // A budget below one op's working set.
-  const std::string tiny = message({.budget = 1 << 20, .time_limit = 1});
+  const std::string tiny = message({.budget = 1 << 20, .time_limit = search_seconds(1)});
   EXPECT_EQ(tiny.rfind("no plan fits a device budget of 1048576 bytes on rtx4090: ", 0), 0u)
       << tiny;
   EXPECT_NE(tiny.find("device"), std::string::npos) << tiny;
   // Host memory and NVMe both too small for the optimizer states, and a
   // budget too small to keep them on the device.
-  const std::string host = message(
-      {.budget = 400'000'000, .host_bytes = 1 << 20, .nvme_bytes = 1 << 20, .time_limit = 1});
+  const std::string host = message({.budget = 400'000'000,
+                                    .host_bytes = 1 << 20,
+                                    .nvme_bytes = 1 << 20,
+                                    .time_limit = search_seconds(1)});
   EXPECT_TRUE(host.find("host memory exceeds") != std::string::npos ||
               host.find("NVMe use exceeds") != std::string::npos)
       << host;

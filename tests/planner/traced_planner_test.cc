@@ -12,6 +12,7 @@
 #include "memwall/graph/graph.h"
 #include "memwall/planner/planner.h"
 #include "swap/traced_adam.h"
+#include "test_util.h"
 
 namespace memwall {
 namespace {
@@ -47,7 +48,7 @@ TEST(TracedPlanner, PlansTracedAdamDownToOffloading) {
   for (const double fraction : {1.0, 0.6, 0.4}) {
     SCOPED_TRACE(fmt::format("{:.0f}% of the keep-all peak", 100 * fraction));
     const auto budget = static_cast<uint64_t>(fraction * static_cast<double>(peak));
-    const AutoPlan a = plan_auto(t.graph, hw, {.budget = budget, .time_limit = 2});
+    const AutoPlan a = plan_auto(t.graph, hw, {.budget = budget, .time_limit = search_seconds(2)});
     expect_traced_plan_within(a.best, hw, budget);
     EXPECT_TRUE(a.skipped.empty());
     if (all_on_device(a.best.states)) {
@@ -95,7 +96,7 @@ TEST(TracedPlanner, UnsplittableStepsSkipTheConfigurationsThatRewriteThem) {
   t.graph.ops.back().updates = {t.params[0], t.params[1], t.params[2]};  // a foreach op
   const Hardware& hw = find_gpu("a100-40g");
   const uint64_t peak = memory_profile(t.graph).peak_bytes;
-  const AutoPlan a = plan_auto(t.graph, hw, {.budget = peak, .time_limit = 2});
+  const AutoPlan a = plan_auto(t.graph, hw, {.budget = peak, .time_limit = search_seconds(2)});
   expect_traced_plan_within(a.best, hw, peak);
   EXPECT_TRUE(all_on_device(a.best.states));
   EXPECT_TRUE(same_ops(a.best.graph, t.graph));
@@ -112,7 +113,7 @@ TEST(TracedPlanner, UnsplittableStepsSkipTheConfigurationsThatRewriteThem) {
   }
   // Below what the device configuration reaches, the error says what was skipped.
   try {
-    plan_auto(t.graph, hw, {.budget = peak / 4, .time_limit = 2});
+    plan_auto(t.graph, hw, {.budget = peak / 4, .time_limit = search_seconds(2)});
     ADD_FAILURE() << "planned below the model states";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("(6 configurations skipped: op 35"), std::string::npos)
@@ -120,7 +121,7 @@ TEST(TracedPlanner, UnsplittableStepsSkipTheConfigurationsThatRewriteThem) {
   }
   // Several ranks need ZeRO's rewrite in every configuration.
   try {
-    plan_auto(t.graph, hw, {.budget = peak, .ranks = 2, .time_limit = 2});
+    plan_auto(t.graph, hw, {.budget = peak, .ranks = 2, .time_limit = search_seconds(2)});
     ADD_FAILURE() << "planned several ranks without per-parameter steps";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("no model-state configuration applies (op 35"),

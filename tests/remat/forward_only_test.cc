@@ -17,6 +17,7 @@
 #include "memwall/remat/remat.h"
 #include "memwall/sim/simulator.h"
 #include "remat_test_util.h"
+#include "test_util.h"
 
 namespace memwall {
 namespace {
@@ -39,7 +40,7 @@ const RematPlanner& planner(std::string_view name) {
 // it; its device peak, the ops it recomputes and its note.
 uint64_t planned_peak(std::string_view name, const Graph& graph, uint64_t budget,
                       Strings* recomputed = nullptr, std::string* note = nullptr) {
-  const RematResult r = planner(name).fn(graph, gpu(), budget, {.time_limit = 5});
+  const RematResult r = planner(name).fn(graph, gpu(), budget, {.time_limit = search_seconds(5)});
   const SimResult sim = require_fit(graph, gpu(), r.plan, budget, name);
   if (note) *note = r.note;
   if (recomputed) {
@@ -54,7 +55,7 @@ uint64_t planned_peak(std::string_view name, const Graph& graph, uint64_t budget
 // The error of a planner that declines `budget`.
 std::string refusal(std::string_view name, const Graph& graph, uint64_t budget) {
   try {
-    planner(name).fn(graph, gpu(), budget, {.time_limit = 5});
+    planner(name).fn(graph, gpu(), budget, {.time_limit = search_seconds(5)});
   } catch (const Error& e) {
     return e.what();
   }
@@ -107,7 +108,7 @@ TEST(ForwardOnly, UnetLikePlansAtTheHandDerivedPeaks) {
   EXPECT_TRUE(refusal("memwall", graph, 151).starts_with("memwall: no plan found"))
       << refusal("memwall", graph, 151);
   // Checkmate proves 152 optimal.
-  const RematResult exact = plan_checkmate(graph, gpu(), 152, {.time_limit = 5});
+  const RematResult exact = plan_checkmate(graph, gpu(), 152, {.time_limit = search_seconds(5)});
   EXPECT_TRUE(exact.proven_optimal) << exact.note;
   EXPECT_EQ(planned_peak("checkmate", graph, 152, &recomputed), 152u);
   EXPECT_EQ(recomputed, Strings{"enc1"});
@@ -170,12 +171,13 @@ TEST(ForwardOnly, MemwallNeverWorseThanAnyBaseline) {
     for (const double f : {0.0, 0.3, 0.7}) {
       const auto budget = floor + static_cast<uint64_t>(f * static_cast<double>(top - floor));
       SCOPED_TRACE(fmt::format("{} at {} bytes", graph.name, budget));
-      const RematResult ours = plan_memwall(graph, gpu(), budget, {.time_limit = 2});
+      const RematResult ours =
+          plan_memwall(graph, gpu(), budget, {.time_limit = search_seconds(2)});
       require_fit(graph, gpu(), ours.plan, budget, "memwall");
       for (const RematPlanner& p : remat_planners()) {
         if (p.name == "memwall" || p.name == "checkmate") continue;
         try {
-          const RematResult theirs = p.fn(graph, gpu(), budget, {.time_limit = 2});
+          const RematResult theirs = p.fn(graph, gpu(), budget, {.time_limit = search_seconds(2)});
           EXPECT_LE(ours.simulated_time, theirs.simulated_time * (1 + 1e-9)) << p.name;
         } catch (const Error&) {
         }
@@ -217,7 +219,7 @@ TEST(ForwardOnly, ZooForwardPassesPlanOrSayWhy) {
     for (const RematPlanner& p : remat_planners()) {
       SCOPED_TRACE(fmt::format("{} on {}", p.name, model));
       try {
-        const RematResult r = p.fn(graph, gpu(), top, {.time_limit = 2});
+        const RematResult r = p.fn(graph, gpu(), top, {.time_limit = search_seconds(2)});
         EXPECT_LE(device_peak(require_fit(graph, gpu(), r.plan, top, p.name)), top);
       } catch (const Error& e) {
         const std::string why = e.what();

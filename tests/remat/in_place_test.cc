@@ -13,6 +13,7 @@
 #include "memwall/sim/simulator.h"
 #include "remat_graphs.h"
 #include "remat_test_util.h"
+#include "test_util.h"
 
 namespace memwall {
 namespace {
@@ -69,7 +70,7 @@ TEST(RematInPlace, VersionsLowerTheFloorToTheOutOfPlaceRewrites) {
   // floor 1.42x the rewrite's under AddressSanitizer on a host half as fast
   // as the development machine, with the suite running beside it.
   RematOptions options;
-  options.time_limit = 8;
+  options.time_limit = search_seconds(8);
   const RematFloor before = remat_floor(legacy, gpu(), options);
   const RematFloor after = remat_floor(g, gpu(), options);
   const RematFloor reference = remat_floor(rewritten, gpu(), options);
@@ -93,7 +94,7 @@ TEST(RematInPlace, EveryPlannerFitsOrSaysWhyAndMemwallIsNeverWorse) {
   Graph g = relu_chain(12);
   version_in_place_updates(g);
   RematOptions options;
-  options.time_limit = 1;
+  options.time_limit = search_seconds(1);
   const uint64_t peak = memory_profile(g).peak_bytes;
   const uint64_t floor = remat_floor(g, gpu(), options).bytes;
   for (const uint64_t budget : {floor + (peak - floor) / 3, floor + 2 * (peak - floor) / 3}) {

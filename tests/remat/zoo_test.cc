@@ -18,6 +18,7 @@
 #include "memwall/plan/builders.h"
 #include "memwall/remat/remat.h"
 #include "memwall/sim/simulator.h"
+#include "test_util.h"
 
 namespace memwall {
 namespace {
@@ -50,7 +51,7 @@ bool check_planner(const Graph& graph, const Hardware& hw, const RematPlanner& p
                    uint64_t budget, uint64_t* peak) {
   RematResult result;
   try {
-    result = planner.fn(graph, hw, budget, RematOptions{.time_limit = 2});
+    result = planner.fn(graph, hw, budget, RematOptions{.time_limit = search_seconds(2)});
   } catch (const Error& e) {
     // Declining is allowed only under a limit, with a message naming the planner.
     EXPECT_NE(budget, kMaxBytes) << "no plan without a limit: " << e.what();
@@ -126,7 +127,7 @@ TEST(RematZoo, DISABLED_Figures) {
     const SimResult base = simulate(graph, default_plan(graph, hw.name, kMaxBytes), hw);
     for (const RematPlanner& planner : remat_planners()) {
       try {
-        const RematResult r = planner.fn(graph, hw, kMaxBytes, {.time_limit = 10});
+        const RematResult r = planner.fn(graph, hw, kMaxBytes, {.time_limit = search_seconds(10)});
         const SimResult sim = simulate(graph, r.plan, hw);
         ASSERT_TRUE(sim.valid) << sim.reason;
         std::printf(
@@ -174,7 +175,7 @@ TEST(RematZoo, AtTheKeepAllPeakNothingIsRecomputed) {
     for (const RematPlanner& planner : remat_planners()) {
       if (planner.name == "per-layer" || planner.name == "selective") continue;
       SCOPED_TRACE(fmt::format("{} {}", model, planner.name));
-      const RematResult r = planner.fn(graph, hw, budget, {.time_limit = 2});
+      const RematResult r = planner.fn(graph, hw, budget, {.time_limit = search_seconds(2)});
       const SimResult sim = simulate(graph, r.plan, hw);
       ASSERT_TRUE(sim.valid) << sim.reason;
       EXPECT_LE(device_peak(sim), budget);
