@@ -48,10 +48,12 @@ namespace memwall::cli {
 // vDNN ran in 0.46 of its predicted time, and in 0.84 of the prediction
 // without contention. In a run the woken worker takes a core at once and
 // copies at full speed (Note [Copies that preempt the issuing thread] in
-// src/exec/executor.cc), which a worker that never sleeps does not show. Per round, with the step
-// alone taking A, beside the load L, and the copies busy a share f of L, the model says A = L (1 -
-// f) + L f / compute, so compute = f / (A / L - 1 + f); copy is the mean copy's time beside the
-// step over its time alone, in the same rhythm. Each is the median of the rounds.
+// src/exec/executor.cc), which a worker that never sleeps does not show.
+// Per round, with the step alone taking A, beside the load L, and the
+// copies busy a share f of L, the model says A = L (1 - f) + L f / compute,
+// so compute = f / (A / L - 1 + f); copy is the mean copy's time beside
+// the step over its time alone, in the same rhythm. Each is the median of
+// the rounds.
 namespace {
 constexpr uint64_t kContentionCopyBytes = uint64_t{1} << 20;
 }  // namespace

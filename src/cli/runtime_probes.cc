@@ -9,6 +9,7 @@
 #include <memory>
 #include <random>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "memwall/alloc/allocator.h"
@@ -178,14 +179,15 @@ struct CopyLoad::State {
   // One copy, waited for (a failed copy stops the load with its error
   // instead of being counted), then a pause as long as the copy took.
   void copy_and_pause(bool to_device, CopyLoadStats& into) {
-    void* const device = rig.on_device.ptr;
-    void* const host = rig.host.data();
+    void* dst = rig.on_device.ptr;
+    void* src = rig.host.data();
+    auto direction = runtime::CopyDirection::kHostToDevice;
+    if (!to_device) {
+      std::swap(dst, src);
+      direction = runtime::CopyDirection::kDeviceToHost;
+    }
     const auto t0 = std::chrono::steady_clock::now();
-    rig.engine
-        ->copy_async(to_device ? device : host, to_device ? host : device, bytes,
-                     to_device ? runtime::CopyDirection::kHostToDevice
-                               : runtime::CopyDirection::kDeviceToHost)
-        .wait();
+    rig.engine->copy_async(dst, src, bytes, direction).wait();
     const auto took = std::chrono::steady_clock::now() - t0;
     into.busy_s += std::chrono::duration<double>(took).count();
     ++into.copies;

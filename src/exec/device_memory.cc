@@ -73,9 +73,10 @@ c10::DataPtr DeviceMemory::allocate(size_t bytes) {
     std::lock_guard<std::mutex> lock(mutex_);
     for (Expected& e : expected_) {
       if (e.taken || e.output.bytes != bytes) continue;
-      if (e.skipped < e.output.skip) {  // Note [Scratch before its output]
-        if (e.skipped++ == 0 && e.output.aside && clear_of_outputs(*e.output.aside, bytes)) {
-          p = arena_->place_at(*e.output.aside, bytes);
+      const ScratchFirst& scratch = e.output.scratch;
+      if (e.skipped < scratch.skip) {  // Note [Scratch before its output]
+        if (e.skipped++ == 0 && scratch.aside && clear_of_outputs(*scratch.aside, bytes)) {
+          p = arena_->place_at(*scratch.aside, bytes);
         }
         break;
       }
@@ -156,17 +157,16 @@ bool DeviceMemory::clear_of_outputs(uint64_t offset, uint64_t bytes) const {
   });
 }
 
-std::optional<uint64_t> DeviceMemory::arena_offset(const void* ptr) const {
-  if (arena_ == nullptr || !arena_->owns(ptr)) return std::nullopt;
-  return arena_->offset_of(ptr);
-}
-
-std::optional<uint32_t> DeviceMemory::allocations_before(const void* ptr, uint64_t bytes) const {
+std::optional<DeviceMemory::ScratchFirst> DeviceMemory::scratch_before(const void* ptr,
+                                                                       uint64_t bytes) const {
   std::lock_guard<std::mutex> lock(mutex_);
   uint32_t before = 0;
   for (const auto& [at, size] : since_expect_) {
     if (size != bytes) continue;
-    if (at == ptr) return before;
+    if (at == ptr) {
+      if (arena_ == nullptr || !arena_->owns(ptr)) return ScratchFirst{before, std::nullopt};
+      return ScratchFirst{before, arena_->offset_of(ptr)};
+    }
     ++before;
   }
   return std::nullopt;

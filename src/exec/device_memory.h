@@ -64,13 +64,16 @@ class DeviceMemory final : public c10::Allocator {
   // bytes; 0 bytes: none), where its other allocations go first;
   // allocate_at places a buffer the executor makes itself. Both throw
   // c10::OutOfMemoryError on a conflict.
-  struct ExpectedOutput {
-    uint64_t offset = 0, bytes = 0;
-    // Note [Scratch before its output]: allocations of `bytes` that go
-    // elsewhere before one takes the offset, the first of them to `aside`
-    // when that is free.
+  // Note [Scratch before its output]: allocations of an output's size
+  // that go elsewhere before one takes its offset, the first of them to
+  // `aside` when that is free.
+  struct ScratchFirst {
     uint32_t skip = 0;
     std::optional<uint64_t> aside;
+  };
+  struct ExpectedOutput {
+    uint64_t offset = 0, bytes = 0;
+    ScratchFirst scratch;
   };
   void use_arena(uint64_t bytes);
   bool has_arena() const { return arena_ != nullptr; }
@@ -80,10 +83,9 @@ class DeviceMemory final : public c10::Allocator {
   // remembered until the next expect()).
   void end_call();
   // Note [Scratch before its output]: how many allocations of `bytes`
-  // since expect() came before the one at `ptr` (nullopt: not one of them).
-  std::optional<uint32_t> allocations_before(const void* ptr, uint64_t bytes) const;
-  // Where `ptr` is in the arena (nullopt: not in it).
-  std::optional<uint64_t> arena_offset(const void* ptr) const;
+  // since expect() came before the one at `ptr`, and where in the arena
+  // `ptr` is (nullopt: not one of them).
+  std::optional<ScratchFirst> scratch_before(const void* ptr, uint64_t bytes) const;
   c10::DataPtr allocate_at(uint64_t offset, uint64_t bytes);
   // Anywhere clear of the expected outputs and the workspace (plain
   // allocate() without an arena).

@@ -44,7 +44,7 @@ Executor::Executor(const Graph& graph, const Plan& plan, const std::string& valu
     memory_log_ = std::fopen(log, "w");
   }
   slots_.resize(graph.buffers.size());
-  skip_before_.assign(graph.buffers.size(), {0, std::nullopt});
+  scratch_first_.assign(graph.buffers.size(), {});
 }
 
 RunResult Executor::run() {

@@ -334,7 +334,7 @@ void Executor::apply(const Op& op, const CompiledCall& call, RunResult& result) 
 // without offsets (5.5 against 3.3 ms), which op_overhead, measured
 // without offsets, does not predict. The executor learns from the copy how
 // many allocations of that size came first (DeviceMemory::
-// allocations_before) and, when the op runs again, the arena lets that
+// scratch_before) and, when the op runs again, the arena lets that
 // many go elsewhere before the offset is taken, the first of them where
 // the output landed (when that is free and clear of the op's outputs): the
 // same placements with the roles of the two buffers swapped, and no copy.
@@ -350,8 +350,8 @@ c10::Storage Executor::at_its_offset(BufferId b, c10::Storage storage) {
   }
   // Note [Scratch before its output]: next time, let that many of its size
   // go elsewhere first.
-  if (const auto before = memory_->allocations_before(storage.data(), graph_.buffers[b].bytes)) {
-    skip_before_[b] = {*before, memory_->arena_offset(storage.data())};
+  if (const auto scratch = memory_->scratch_before(storage.data(), graph_.buffers[b].bytes)) {
+    scratch_first_[b] = *scratch;
   }
   ++outputs_moved_;
   c10::Storage moved = device_storage(graph_.buffers[b].bytes, "placing", b, at);
@@ -373,8 +373,7 @@ void Executor::expect_outputs(const CompiledCall& call) {
     if (kept_on_device(b)) continue;
     if (const std::optional<uint64_t> at = begin_stay(b)) {
       make_room(*at, graph_.buffers[b].bytes);
-      outputs.push_back(
-          {*at, graph_.buffers[b].bytes, skip_before_[b].first, skip_before_[b].second});
+      outputs.push_back({*at, graph_.buffers[b].bytes, scratch_first_[b]});
     }
   }
   std::pair<uint64_t, uint64_t> workspace{0, 0};

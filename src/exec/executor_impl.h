@@ -172,7 +172,7 @@ class Executor {
   // Note [Scratch before its output]: per buffer, allocations of its size
   // its op makes before its own, learnt from a run that had to move it.
   // And where the output landed then.
-  std::vector<std::pair<uint32_t, std::optional<uint64_t>>> skip_before_;
+  std::vector<DeviceMemory::ScratchFirst> scratch_first_;
   uint64_t outputs_moved_ = 0;  // this iteration
   uint64_t serial_ =
       1;  // steps begun, over all iterations (and bindings); Slot::stay_began 0: none
