@@ -155,16 +155,17 @@ def conv_forward_scratch(x, w, y, stride, dilation, transposed, groups, threads)
         out_hw = int(y.shape[2]) * int(y.shape[3])
         sp = threads * _rtus_bytes(x, w, out_hw, stride, groups, block)
         return replay([("+", "x'", _reordered_input(x, w, block)),
-                       ("+", "w'", _blocked_weight(x, w, groups, block)),
+                       ("+", "w'", _blocked_weight(x, w, groups, block,
+                                                   _reordered_input(x, w, block) > 0)),
                        ("+", "rtus", sp), ("+", "y'", _blocked(y, block)), ("-", "x'"),
                        ("-", "w'"), ("-", "rtus"), ("out", yb), ("-", "y'")])
     return _slow_columns(x, w, y, stride, dilation, groups)
 
 
-def _blocked_weight(x, w, groups, block):
+def _blocked_weight(x, w, groups, block, input_reordered):
     """Bytes of a weight in oneDNN's blocked layout: a dense convolution pads
     its output channels to the block, and its input channels where it
-    reorders the input (_reordered_input); a depthwise one pads its groups
+    reorders the input (`input_reordered`); a depthwise one pads its groups
     (measured: 8 to 16 outputs of 16 inputs at 3x3, 9,216 B for 4,608;
     24 to 24 at 3x3, 36,864 B for 20,736). Other grouped weights: as they
     are."""
@@ -175,7 +176,7 @@ def _blocked_weight(x, w, groups, block):
     if groups != 1:
         return _bytes(w)
     i = int(x.shape[1])
-    i = pad(i) if _reordered_input(x, w, block) else i
+    i = pad(i) if input_reordered else i
     return pad(w.shape[0]) * i * kh * kw * w.element_size()
 
 
@@ -187,6 +188,40 @@ def _reordered_input(x, w, block):
     plain; 4 and 8 at 1x1 are padded to 16)."""
     one_by_one = tuple(int(k) for k in w.shape[-2:]) == (1, 1)
     return _blocked(x, block) if x.shape[1] >= block or one_by_one else 0
+
+
+def _weight_pass_input(x, w, groups, block):
+    """The input as the weight-gradient pass reorders it: as the forward
+    does with 16-channel blocks (AVX-512). With 8 (AVX2), oneDNN's
+    backward-by-weights kernel reads a plain input only when it has exactly
+    3 channels (its "flat" case, jit_avx2_conv_kernel_f32.cpp) and pads any
+    other dense input to the block (measured on an AVX2-only EPYC, torch
+    2.14.1, one thread: 1, 2 and 4 to 7 input channels at 3x3 and 7x7 hold
+    x padded to 8 channels and a weight gradient padded likewise, 3
+    channels neither; the U-Net's first convolution, 1 channel at 3x3,
+    9,439,200 B against 4,718,592 B before this rule)."""
+    if block == 8 and groups == 1:
+        return 0 if int(x.shape[1]) == 3 else _blocked(x, block)
+    return _reordered_input(x, w, block)
+
+
+def _gemm_weight_pass(x, w, groups, block):
+    """With 8-channel blocks (AVX2), oneDNN's blocked backward-by-weights
+    kernel refuses a kernel taller than the input or 14 or more wide
+    (jit_avx2_conv_kernel_f32.cpp, its [bwd_w:r2] and kw < 14 conditions),
+    and the weight gradient falls back to a GEMM over plain layouts
+    (ResNet-18 at 64x64, whose last stage is 2x2 under 3x3 kernels). Not
+    measured with 16-channel blocks."""
+    if block != 8 or groups != 1:
+        return False
+    kh, kw = int(w.shape[-2]), int(w.shape[-1])
+    return kh > int(x.shape[2]) or kw >= 14
+
+
+def _image_columns(x, w, y):
+    """One image's im2col columns: Cin * kh * kw * Ho * Wo elements."""
+    return (int(w.shape[1]) * int(w.shape[-2]) * int(w.shape[-1]) * int(y.shape[2])
+            * int(y.shape[3]) * x.element_size())
 
 
 def _slow_columns(x, w, y, stride, dilation, groups):
@@ -235,7 +270,8 @@ def conv_backward_scratch(g, x, w, stride, dilation, transposed, groups, mask, t
         # hold one input-sized buffer (measured: x, or x - w when strided).
         return copies + _bytes(x)
     # A deconvolution's weight is reordered as it is (measured: 8,192 B for 32x16x2x2).
-    wb = _bytes(w) if transposed else _blocked_weight(x, w, groups, block)
+    wb = _bytes(w) if transposed else _blocked_weight(x, w, groups, block,
+                                                      _reordered_input(x, w, block) > 0)
     gb = _blocked(g, block)
     events = [("+", "copy", copies)]
     if mask[0]:
@@ -246,9 +282,20 @@ def conv_backward_scratch(g, x, w, stride, dilation, transposed, groups, mask, t
             events += [("+", "strided", gi), ("-", "strided")]
         events += [("-", "gi'")]
     if mask[1]:
-        events += [("+", "g'", gb), ("+", "x'", _reordered_input(x, w, block)),
-                   ("+", "gw'", wb), ("-", "x'"), ("-", "g'"), ("out", _bytes(w)),
-                   ("-", "gw'")]
+        if transposed:  # as measured on the U-Net's up-convolutions (g' + x')
+            xb, gwb = _reordered_input(x, w, block), wb
+        elif _gemm_weight_pass(x, w, groups, block):
+            # Measured (one and two threads, 1 to 512 channels, 1x1 to 2x2
+            # outputs): w, then per thread 4w and one image's columns, and
+            # 256 B, all freed before the plain gw is made.
+            held = _bytes(w) + threads * (4 * _bytes(w) + _image_columns(x, w, g)) + 256
+            events += [("+", "gemm", held), ("-", "gemm"), ("out", _bytes(w))]
+            return replay(events + [("-", "copy")])
+        else:
+            xb = _weight_pass_input(x, w, groups, block)
+            gwb = _blocked_weight(x, w, groups, block, xb > 0)
+        events += [("+", "g'", gb), ("+", "x'", xb), ("+", "gw'", gwb), ("-", "x'"), ("-", "g'"),
+                   ("out", _bytes(w)), ("-", "gw'")]
     return replay(events + [("-", "copy")])
 
 

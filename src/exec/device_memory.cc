@@ -127,6 +127,8 @@ c10::DataPtr DeviceMemory::allocate(size_t bytes) {
 }
 
 void DeviceMemory::note_allocated(void* ptr, uint64_t bytes, uint64_t allocated) {
+  if (log_ != nullptr)
+    std::fprintf(log_, "+ %p %llu\n", ptr, static_cast<unsigned long long>(bytes));
   blocks_[ptr] = {bytes, allocated};
   live_ += bytes;
   live_allocated_ += allocated;
@@ -170,6 +172,11 @@ std::optional<DeviceMemory::ScratchFirst> DeviceMemory::scratch_before(const voi
     ++before;
   }
   return std::nullopt;
+}
+
+bool DeviceMemory::range_free(uint64_t offset, uint64_t bytes) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return arena_ != nullptr && arena_->free_range(offset, bytes);
 }
 
 c10::DataPtr DeviceMemory::allocate_at(uint64_t offset, uint64_t bytes) {
@@ -224,6 +231,7 @@ void DeviceMemory::release(void* ptr) {
     if (it == self->blocks_.end()) return;  // not ours: nothing to give back
     sizes = it->second;
     self->blocks_.erase(it);
+    if (self->log_ != nullptr) std::fprintf(self->log_, "- %p\n", ptr);
     self->live_ -= sizes.bytes;
     self->live_allocated_ -= sizes.allocated;
     if (self->arena_ != nullptr && self->arena_->owns(ptr)) {
@@ -258,6 +266,11 @@ uint64_t DeviceMemory::peak_allocated_bytes() const {
 void DeviceMemory::merge_peak(uint64_t peak) {
   std::lock_guard<std::mutex> lock(mutex_);
   peak_ = std::max(peak_, peak);
+}
+
+void DeviceMemory::log_allocations(std::FILE* log) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  log_ = log;
 }
 
 void DeviceMemory::reset_peak() {

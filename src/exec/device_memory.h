@@ -12,6 +12,7 @@
 #pragma once
 #include <atomic>
 #include <cstdint>
+#include <cstdio>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
@@ -87,6 +88,7 @@ class DeviceMemory final : public c10::Allocator {
   // `ptr` is (nullopt: not one of them).
   std::optional<ScratchFirst> scratch_before(const void* ptr, uint64_t bytes) const;
   c10::DataPtr allocate_at(uint64_t offset, uint64_t bytes);
+  bool range_free(uint64_t offset, uint64_t bytes) const;  // in the arena
   // Anywhere clear of the expected outputs and the workspace (plain
   // allocate() without an arena).
   c10::DataPtr allocate_aside(size_t bytes);
@@ -98,6 +100,10 @@ class DeviceMemory final : public c10::Allocator {
   // While on, requests go to the host allocator: a host compute step's
   // kernels make host tensors (set by the one thread that issues steps).
   void set_host_mode(bool on) { host_mode_.store(on); }
+  // Debugging the model of kernels' scratch: while set, every device
+  // allocation ("+ ADDRESS BYTES") and free ("- ADDRESS") is written to
+  // `log` (nullptr: none). The caller keeps the file open while set.
+  void log_allocations(std::FILE* log);
 
  private:
   void note_allocated(void* ptr, uint64_t bytes, uint64_t allocated);  // under mutex_
@@ -130,6 +136,7 @@ class DeviceMemory final : public c10::Allocator {
   std::unordered_map<void*, uint64_t> host_blocks_;      // host-mode blocks in use
   std::unordered_multimap<uint64_t, void*> host_cache_;  // freed ones, by size
   uint64_t live_ = 0, live_allocated_ = 0, peak_ = 0, peak_allocated_ = 0;
+  std::FILE* log_ = nullptr;  // log_allocations
 };
 
 }  // namespace memwall::exec

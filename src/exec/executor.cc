@@ -39,7 +39,9 @@ Executor::Executor(const Graph& graph, const Plan& plan, const std::string& valu
   }
   in_place_ = in_place_steps(graph, plan);
   // Debugging the memory model: live and peak device bytes after each plan
-  // step of the first iteration ("STEP LIVE PEAK" lines).
+  // step of the first iteration ("STEP LIVE PEAK" lines), each after the
+  // step's allocations and frees (DeviceMemory::log_allocations);
+  // scripts/measure-scratch.py reads it (docs/cost-model.md, "Kernel scratch").
   if (const char* log = std::getenv("MEMWALL_EXEC_MEMORY_LOG"); log != nullptr && *log) {
     memory_log_ = std::fopen(log, "w");
   }
@@ -77,7 +79,10 @@ RunResult Executor::run() {
     }
     release_all();
   }
-  if (memory_log_ != nullptr) std::fclose(memory_log_);
+  if (memory_log_ != nullptr) {
+    memory_->log_allocations(nullptr);  // a failed first iteration left it set
+    std::fclose(memory_log_);
+  }
   return result;
 }
 
@@ -317,6 +322,7 @@ StepMeasure Executor::iteration(int k, RunResult& result) {
     result.events.clear();
     result.memory.clear();
   }
+  if (memory_log_ != nullptr && k == 0) memory_->log_allocations(memory_log_);
   for (size_t i = 0; i < plan_.steps.size(); ++i) {
     step_ = i;
     const bool log = memory_log_ != nullptr && k == 0;
@@ -335,6 +341,7 @@ StepMeasure Executor::iteration(int k, RunResult& result) {
       memory_->merge_peak(before);
     }
   }
+  memory_->log_allocations(nullptr);
   const Clock::time_point waited = Clock::now();
   engine_->synchronize();
   leaving_.clear();

@@ -82,18 +82,13 @@ TEST(Fidelity, CpuKernelScratchOfResnet18MatchesTheProfiler) {
 // fill a 16-channel block, 1x1 and transposed convolutions, a logits loss).
 // Each rule's workspace and span (Note [Workspace span]) beside what
 // `memwall run` measured on the emulated device for the same op (torch
-// 2.14.1, 2 threads, AVX-512; docs/cost-model.md, "Kernel scratch", says
-// how): the rules leave out reorders of biases and small weights, under
-// 64 KiB each (Note [Scratch in the workspace]).
+// 2.14.1; docs/cost-model.md, "Kernel scratch", says how): the rules leave
+// out reorders of biases and small weights, under 64 KiB each (Note
+// [Scratch in the workspace]). oneDNN blocks channels by 16 on CPUs with
+// AVX-512 and by 8 on the others (python/memwall_scratch.py), so each has
+// its own rows.
 TEST(Fidelity, CpuKernelScratchAndSpansOfAUNet) {
   MEMWALL_REQUIRE_TORCH();
-  // The rows pad 8 channels to oneDNN's 16-channel blocks, which it uses
-  // only with AVX-512; the scratch rules block by 8 elsewhere
-  // (python/memwall_scratch.py), a case with no measured golden values yet.
-  if (!cpu_has_avx512f()) {
-    GTEST_SKIP() << "this CPU has no AVX-512: oneDNN blocks channels by 8 here, and these golden "
-                    "scratch sizes were measured with its 16-channel blocks (AVX-512)";
-  }
   const Graph g = importers::trace_torch(
       {.script = std::string(MEMWALL_SOURCE_DIR) + "/tests/exec/models.py:unet",
        .kernels = "cpu",
@@ -102,7 +97,8 @@ TEST(Fidelity, CpuKernelScratchAndSpansOfAUNet) {
     const char* op;
     uint64_t workspace, span;  // measured: workspace, span
   };
-  const std::vector<Golden> golden = {
+  // Measured at 2 threads on a Xeon with AVX-512.
+  const std::vector<Golden> avx512 = {
       // x' + w' + y' - y: y' and w' pad 8 channels to 16 (measured
       // 14,165,184 / 18,883,776: a bias reordered, 192 B).
       {"dec1.conv1.convolution", 14'164'992, 18'883'584},
@@ -124,6 +120,27 @@ TEST(Fidelity, CpuKernelScratchAndSpansOfAUNet) {
       // log_sigmoid and the unreduced loss (1,179,660 / 1,179,660).
       {"loss.binary_cross_entropy_with_logits", 1'179'648, 1'179'648},
   };
+  // Measured at 1 thread on an AVX2-only AMD EPYC (2026-11-29, with
+  // MEMWALL_EXEC_MEMORY_LOG and scripts/measure-scratch.py): 8 channels fill
+  // a block, so nothing of 8 channels is padded.
+  const std::vector<Golden> avx2 = {
+      // x' + w' + y' - y, y' = y (9,441,792 / 14,160,384).
+      {"dec1.conv1.convolution", 9'441'792, 14'160'384},
+      // (8,847,776 / 9,437,600: a bias reordered, 160 B.)
+      {"head.convolution", 8'847'616, 9'437'440},
+      {"up2.convolution", 4'718'592, 4'718'592},                        // (4,718,592 / 4,718,592)
+      {"down1.conv1.convolution", 4'718'592, 4'718'880},                // (4,718,592 / 4,718,880)
+      {"head.convolution_backward", 9'437'408, 9'437'440},              // (9,437,568 / 9,437,604)
+      {"dec1.conv2.convolution_backward", 9'437'184, 9'439'488},        // (9,437,184 / 9,439,520)
+      {"up2.convolution_backward", 5'898'240, 5'906'432},               // (5,898,240 / 5,906,496)
+      {"up1.convolution_backward", 11'796'480, 11'798'528},             // (11,796,480 / 11,798,560)
+      {"loss.binary_cross_entropy_with_logits", 1'179'648, 1'179'648},  // (1,179,660 each)
+      // The weight gradient of the 1-channel input: AVX2's kernel reads only
+      // a 3-channel input plain and pads this one to 8, with its weight
+      // gradient (9,439,200 / 9,439,520; 4,718,592 before that rule).
+      {"down1.conv1.convolution_backward", 9'439'200, 9'439'488},
+  };
+  const std::vector<Golden>& golden = cpu_has_avx512f() ? avx512 : avx2;
   for (const Golden& row : golden) {
     const Op* op = nullptr;
     for (const Op& o : g.ops) {
