@@ -281,7 +281,10 @@ int run_run(const RunArgs& args) {
   if (!args.budget.empty() && !args.graph_file.empty()) {
     plan.budget = parse_bytes(args.budget, "--budget", memory_profile(graph).peak_bytes);
   }
-  const SimResult predicted = simulate(graph, plan, hw, {.record_timeline = true});
+  // Without offsets the run's device is an allocator, whose live bytes hold
+  // each op's workspace, not its span (Note [Workspace span]).
+  const SimResult predicted =
+      simulate(graph, plan, hw, {.record_timeline = true, .live_scratch = plan.offsets.empty()});
   if (!predicted.valid) fail("run: the simulator rejects the plan: {}", predicted.reason);
 
   exec::RunOptions options;

@@ -45,6 +45,8 @@ class Arena {
   // Releases what place_* returned; the bytes it held, 0 if not the arena's.
   uint64_t release(void* ptr);
   bool owns(const void* ptr) const;
+  // Whether [offset, offset + bytes) is inside the arena and free.
+  bool free_range(uint64_t offset, uint64_t bytes) const;
   // "[a, b) [c, d) ...": the live ranges overlapping [offset, offset + bytes).
   std::string overlapping(uint64_t offset, uint64_t bytes) const;
 
@@ -57,7 +59,6 @@ class Arena {
   void reset_high_water();                       // to the highest live end
 
  private:
-  bool free_range(uint64_t offset, uint64_t bytes) const;
   void take_from_gap(uint64_t offset, uint64_t bytes);
   void return_to_gaps(uint64_t offset, uint64_t bytes);
   char* base_ = nullptr;

@@ -135,7 +135,8 @@ class Executor {
   bool kept_on_device(BufferId b) const {
     return static_cast<bool>(slots_[b].device) && slots_[b].stay_began != serial_;
   }
-  c10::Storage at_its_offset(BufferId b, c10::Storage storage);
+  bool off_its_offset(BufferId b, const c10::Storage& storage);
+  void place_outputs(const std::vector<BufferId>& misplaced);
   void expect_outputs(const CompiledCall& call);
   void take_results(const Op& op, const CompiledCall& call, torch::jit::Stack& stack);
   void bind_results(const Op& op, const CompiledCall& call, torch::jit::Stack& stack);

@@ -316,8 +316,10 @@ bool Simulator::allocate_outputs(const Step& s, const Op& op, double alloc_time,
     ever_created_[b] = 1;
     if (!allocate_device(alloc_time, bytes_of(b), b)) return false;
   }
-  // Note [Workspace span]: a plan holds the span while the op runs.
-  if (const uint64_t span = contiguous_workspace(op); span > 0) {
+  // Note [Workspace span]: a plan holds the span while the op runs (the
+  // workspace on an allocator without fixed addresses).
+  if (const uint64_t span = options_.live_scratch ? op.workspace : contiguous_workspace(op);
+      span > 0) {
     if (!allocate_device(alloc_time, span, -1)) return false;
     release_device(end.time, span, -1);
   }

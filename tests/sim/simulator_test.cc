@@ -452,6 +452,10 @@ TEST(Simulator, AWorkspaceSitsOnItsSpanAndCountsItsBytes) {
   ASSERT_TRUE(kept.valid) << kept.reason;
   EXPECT_EQ(kept.peak_bytes[0], 1024u + 8 + 40);
   EXPECT_EQ(memory_profile(s.graph).peak_bytes, 1024u + 8 + 16);
+  // A run without offsets (an allocator) holds the workspace.
+  const SimResult live = simulate(s.graph, default_plan(s.graph, "test", 4096), test_hardware(),
+                                  {.live_scratch = true});
+  EXPECT_EQ(live.peak_bytes[0], 1024u + 8 + 16);
   Plan plan = make_plan({Step::compute(0), Step::swap_out(s.a), Step::compute(1),
                          Step::swap_in(s.a), Step::compute(2), Step::free(s.a), Step::free(s.b)},
                         4096);

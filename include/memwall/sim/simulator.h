@@ -69,6 +69,11 @@ struct SimOptions {
   bool record_timeline = false;   // fill SimResult::timeline
   bool record_curves = true;      // fill SimResult::curves
   bool record_residency = false;  // fill SimResult::residencies
+  // Note [Workspace span]: count each op's workspace, what its scratch adds
+  // to the live bytes, instead of the span an arena gives it: the device
+  // peak of a plan run without offsets (memwall run on the stitching
+  // allocator). Planners keep the span, so that their plans lay out.
+  bool live_scratch = false;
 };
 
 struct SimResult {
