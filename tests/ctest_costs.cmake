@@ -9,6 +9,7 @@ set(memwall_long_tests
     Sweep.EveryTorchvisionClassifierTracesAndValidates 270
     RunExec.Gpt2SmallAtAShortSequence 44
     RunExec.CnnWithBatchNormEveryPlannerIsEagerBitForBit 25
+    RunExec.ResNet18AtASmallImage 50
     Trace.BadInputIsOneLine 45
     RematZoo.EveryPlannerFitsOrSaysWhy 37
     Memwall.WithinOnePercentOfProvenCheckmate 29
