@@ -909,6 +909,11 @@ def run_one(source, meta, measure, build, kernels="cuda", calls=True, keep=None)
             meta["batch"] = size
     meta["device"] = "cpu" if real else "meta"
     meta["kernels"] = "cpu" if real else kernels
+    # The CPU kernels' scratch depends on the thread count (memwall_scratch.py:
+    # per-thread rows, oneDNN's GEMM fallback): `memwall run` runs the graph
+    # at the count it was traced with (request_for).
+    if meta["kernels"] == "cpu":
+        meta["threads"] = torch.get_num_threads()
     # Where the graph came from: the versions it was traced with.
     meta["torch"] = torch.__version__
     for package in ("torchvision", "transformers"):

@@ -359,6 +359,29 @@ TEST_F(RunKept, APlanForAnotherGraph) {
                   2, "the plan is for graph \"gpt2-small");
 }
 
+// A graph traced at one thread runs at one thread, whatever torch's
+// default: its CPU kernels' scratch (per-thread rows, oneDNN's GEMM
+// fallback) was planned for that count (meta.threads, request_for). At 2
+// threads ResNet-18 b4 64x64's GEMM scratch is 75.6 MB, planned 37.8 MB.
+TEST_F(RunKept, RunsAtTheThreadCountItWasTracedWith) {
+  REQUIRE_EXECUTOR();
+  const std::string dir = dir_for("threads");
+  std::filesystem::create_directories(dir);
+  const std::string graph = dir + "/graph.json";
+  const std::string plan = dir + "/plan.json";
+  const RunResult traced = run_memwall("trace --script " + models("cnn_bn") +
+                                       " --kernels cpu --threads 1 --out " + graph);
+  ASSERT_EQ(traced.exit_code, 0) << traced.err;
+  EXPECT_EQ(read_graph_file(graph).meta.value("threads", 0), 1);
+  const RunResult planned = run_memwall(
+      "plan --graph " + graph + " --gpu l4 --strategy remat:keep-all --budget 105% --out " + plan);
+  ASSERT_EQ(planned.exit_code, 0) << planned.err;
+  const RunResult r = run_memwall("run --graph " + graph + " --plan " + plan + " --steps 1 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out).at("threads"), 1);
+  std::filesystem::remove_all(dir);
+}
+
 TEST_F(RunKept, AZooGraph) {
   REQUIRE_EXECUTOR();
   const std::string plan = *dir_ + "/zoo.json";
