@@ -154,9 +154,8 @@ def conv_forward_scratch(x, w, y, stride, dilation, transposed, groups, threads)
                            ("-", "e")])
         out_hw = int(y.shape[2]) * int(y.shape[3])
         sp = threads * _rtus_bytes(x, w, out_hw, stride, groups, block)
-        return replay([("+", "x'", _reordered_input(x, w, block)),
-                       ("+", "w'", _blocked_weight(x, w, groups, block,
-                                                   _reordered_input(x, w, block) > 0)),
+        xb = _reordered_input(x, w, block)
+        return replay([("+", "x'", xb), ("+", "w'", _blocked_weight(x, w, groups, block, xb > 0)),
                        ("+", "rtus", sp), ("+", "y'", _blocked(y, block)), ("-", "x'"),
                        ("-", "w'"), ("-", "rtus"), ("out", yb), ("-", "y'")])
     return _slow_columns(x, w, y, stride, dilation, groups)
@@ -282,20 +281,20 @@ def conv_backward_scratch(g, x, w, stride, dilation, transposed, groups, mask, t
             events += [("+", "strided", gi), ("-", "strided")]
         events += [("-", "gi'")]
     if mask[1]:
+        def blocked_pass(xb, gwb):
+            return [("+", "g'", gb), ("+", "x'", xb), ("+", "gw'", gwb), ("-", "x'"), ("-", "g'"),
+                    ("out", _bytes(w)), ("-", "gw'")]
         if transposed:  # as measured on the U-Net's up-convolutions (g' + x')
-            xb, gwb = _reordered_input(x, w, block), wb
+            events += blocked_pass(_reordered_input(x, w, block), wb)
         elif _gemm_weight_pass(x, w, groups, block):
             # Measured (one and two threads, 1 to 512 channels, 1x1 to 2x2
             # outputs): w, then per thread 4w and one image's columns, and
             # 256 B, all freed before the plain gw is made.
             held = _bytes(w) + threads * (4 * _bytes(w) + _image_columns(x, w, g)) + 256
             events += [("+", "gemm", held), ("-", "gemm"), ("out", _bytes(w))]
-            return replay(events + [("-", "copy")])
         else:
             xb = _weight_pass_input(x, w, groups, block)
-            gwb = _blocked_weight(x, w, groups, block, xb > 0)
-        events += [("+", "g'", gb), ("+", "x'", xb), ("+", "gw'", gwb), ("-", "x'"), ("-", "g'"),
-                   ("out", _bytes(w)), ("-", "gw'")]
+            events += blocked_pass(xb, _blocked_weight(x, w, groups, block, xb > 0))
     return replay(events + [("-", "copy")])
 
 

@@ -342,7 +342,7 @@ void Executor::apply(const Op& op, const CompiledCall& call, RunResult& result) 
 // front of a workspace that the rest filled to the byte: U-Net's arena grew
 // 9.7% that way.) Kernels allocate in the same order each call; where one
 // does not, the output is copied as before and the count learnt again.
-bool Executor::off_its_offset(BufferId b, const c10::Storage& storage) {
+bool Executor::learn_if_misplaced(BufferId b, const c10::Storage& storage) {
   const std::optional<uint64_t> at = slots_[b].stay_at;
   if (!memory_->has_arena() || slots_[b].stay_began != serial_ || !at ||
       storage.data() == memory_->arena_address(*at)) {
@@ -379,11 +379,16 @@ void Executor::place_outputs(const std::vector<BufferId>& misplaced) {
   const auto copy_bytes = [&](BufferId b, const c10::Storage& s) {
     return std::min<uint64_t>(graph_.buffers[b].bytes, s.nbytes());
   };
+  // b made at its offset, with `bytes` of `src` in it.
+  const auto place = [&](BufferId b, const void* src, uint64_t bytes) {
+    c10::Storage moved = device_storage(graph_.buffers[b].bytes, "placing", b, slots_[b].stay_at);
+    std::memcpy(moved.mutable_data(), src, bytes);
+    slots_[b].device = std::move(moved);
+  };
   if (all_free) {
     for (const BufferId b : misplaced) {
-      c10::Storage moved = device_storage(graph_.buffers[b].bytes, "placing", b, slots_[b].stay_at);
-      std::memcpy(moved.mutable_data(), slots_[b].device.data(), copy_bytes(b, slots_[b].device));
-      slots_[b].device = std::move(moved);
+      const c10::Storage old = slots_[b].device;  // freed once placed
+      place(b, old.data(), copy_bytes(b, old));
     }
   } else {
     std::vector<std::vector<char>> staged(misplaced.size());
@@ -394,10 +399,7 @@ void Executor::place_outputs(const std::vector<BufferId>& misplaced) {
       slots_[misplaced[i]].device = c10::Storage();
     }
     for (size_t i = 0; i < misplaced.size(); ++i) {
-      const BufferId b = misplaced[i];
-      c10::Storage moved = device_storage(graph_.buffers[b].bytes, "placing", b, slots_[b].stay_at);
-      std::memcpy(moved.mutable_data(), staged[i].data(), staged[i].size());
-      slots_[b].device = std::move(moved);
+      place(misplaced[i], staged[i].data(), staged[i].size());
     }
   }
   outputs_moved_ += misplaced.size();
@@ -457,7 +459,7 @@ void Executor::take_results(const Op& op, const CompiledCall& call, torch::jit::
     if (b >= 0) {
       slots_[b].device = tensor.storage();
       slots_[b].arrived = runtime::CopyEvent();
-      if (off_its_offset(static_cast<BufferId>(b), slots_[b].device)) {
+      if (learn_if_misplaced(static_cast<BufferId>(b), slots_[b].device)) {
         misplaced.push_back(static_cast<BufferId>(b));
       }
     }

@@ -135,7 +135,9 @@ class Executor {
   bool kept_on_device(BufferId b) const {
     return static_cast<bool>(slots_[b].device) && slots_[b].stay_began != serial_;
   }
-  bool off_its_offset(BufferId b, const c10::Storage& storage);
+  // Whether b's new storage is off its plan offset; if so, learns where
+  // its op's scratch of b's size goes (Note [Scratch before its output]).
+  bool learn_if_misplaced(BufferId b, const c10::Storage& storage);
   void place_outputs(const std::vector<BufferId>& misplaced);
   void expect_outputs(const CompiledCall& call);
   void take_results(const Op& op, const CompiledCall& call, torch::jit::Stack& stack);
