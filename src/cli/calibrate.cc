@@ -353,8 +353,8 @@ void add_calibrate(CLI::App& app, Action& action) {
                   "--graph: iterations timed after a first one (each op's median counts; "
                   "default 5)");
   cmd->add_option("--kernel-rounds", args->kernel_rounds,
-                  "--graph: runs of those iterations; each op's lowest median counts "
-                  "(default 3)");
+                  "--graph: runs of those iterations; each op's median in the run of the "
+                  "median step counts (default 3)");
   cmd->add_option("--from", args->from,
                   "add --graph's kernels to this profile instead of measuring the machine "
                   "(written back unless --out names another file)");

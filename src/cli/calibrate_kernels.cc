@@ -31,7 +31,7 @@ namespace memwall::cli {
 // alone left out (keep-all measured 1.14x of it); on GPT-2 small b8 s256
 // it is 0.09%. calibrate --graph takes the executor's own time of a
 // keep-all step (overhead_s: the step less its kernels and waits; the
-// median over the iterations of the quietest round), divided by the ops
+// median over the iterations of the typical round), divided by the ops
 // timed, as the profile's op_overhead, and the simulator adds it to each
 // device op on the emulated device.
 
@@ -112,54 +112,53 @@ KernelMeasure measure_kernels(const std::string& graph_file, const std::string& 
     }
     return Timed{std::move(result.kernel_seconds), median(steps), median(overheads)};
   };
-  // Note [The quietest round]
+  // Note [The typical round]
   // ~~~~~~~~~~~~~~~~~~~~~~~~~
-  // A shared machine's slow periods last longer than a round and slow all
-  // of its iterations, so the kernels are those of the round whose step was
-  // quickest: each op's median there. Taking each op's lowest median over
-  // the rounds instead (as a first version did) mixed the quick moments of
-  // different rounds into a step faster than any the machine ran: the sum
-  // of those minima was 0.2-7% below the quietest round's kernels (one
-  // calibration each of cnn_bn 0.2%, MobileNetV2 b8 1.4%, U-Net 2.6%,
-  // gpt-mini 7.4%, 2026-11-29), and a keep-all run was predicted that much
-  // too fast.
-  std::vector<double> quietest;
+  // What a run of the plan will measure is one step on the machine as it
+  // is then, so the profile takes the kernels of the typical round: the one
+  // whose median step is the rounds' median (the lower of two), each op's
+  // median there. This shared machine has slow periods longer than a round;
+  // the quickest round is as unlike a run as the slowest. A first version
+  // took each op's lowest median over the rounds, which mixed the quick
+  // moments of different rounds into a step quicker than any round made
+  // (on five models, 0.2-7.4% below the quickest round's kernels and 3-18%
+  // below the typical round's) and predicted keep-all runs too fast: of 27
+  // runs, 8 were within 15% of that prediction, 12 of the quickest round's,
+  // 17 of the typical round's (docs/cost-model.md, "Which round's kernels").
+  std::vector<Timed> alone_rounds;
   // Note [Measuring copy contention]: each round again beside the copy
   // load, right after it, so that the machine's drift between the two is
   // small. The whole step counts, not only the kernels: between kernels the
   // executor's own thread waits for a core too.
   CopyLoad load(kContentionCopyBytes);
   std::vector<double> compute_slowdowns, copy_slowdowns;
-  double alone_step = 0;
-  double alone_overhead = 0;  // of the quietest round alone
   for (int round = 0; round < rounds; ++round) {
     const Timed alone = timed_run();
     const CopyLoadStats quiet = load.alone(0.25);
     load.start();
     const Timed loaded = timed_run();
     const CopyLoadStats beside = load.stop();
-    if (round == 0 || alone.step < alone_step) {
-      alone_step = alone.step;
-      alone_overhead = alone.overhead;
-      quietest = alone.kernels;
-    }
     compute_slowdowns.push_back(compute_slowdown(alone.step, loaded.step, beside.busy_share()));
     if (quiet.mean_copy_s() > 0) {
       copy_slowdowns.push_back(beside.mean_copy_s() / quiet.mean_copy_s());
     }
+    alone_rounds.push_back(alone);
   }
+  std::sort(alone_rounds.begin(), alone_rounds.end(),
+            [](const Timed& a, const Timed& b) { return a.step < b.step; });
+  const Timed& typical = alone_rounds[(alone_rounds.size() - 1) / 2];
 
   // Ops of one signature are one kernel: the mean of their medians.
   std::map<std::string, std::pair<double, int>> sums;
   KernelMeasure out;
   for (const Op& op : graph.ops) {
     const size_t id = static_cast<size_t>(op.id);
-    if (id >= quietest.size() || quietest[id] <= 0) continue;
+    if (id >= typical.kernels.size() || typical.kernels[id] <= 0) continue;
     auto& [seconds, count] = sums[kernel_signature(op.call)];
-    seconds += quietest[id];
+    seconds += typical.kernels[id];
     ++count;
     ++out.ops;
-    out.seconds += quietest[id];
+    out.seconds += typical.kernels[id];
   }
   for (const auto& [signature, sum] : sums) {
     out.kernels.emplace(signature, sum.first / sum.second);
@@ -174,8 +173,8 @@ KernelMeasure measure_kernels(const std::string& graph_file, const std::string& 
   if (!copy_slowdowns.empty()) out.contention.copy = slowdown(copy_slowdowns);
   // Note [Op overhead]: what the executor's thread did besides the kernels,
   // spread over the ops it ran them for.
-  if (out.ops > 0 && alone_overhead > 0) {
-    out.op_overhead = std::min(1.0, alone_overhead / static_cast<double>(out.ops));
+  if (out.ops > 0 && typical.overhead > 0) {
+    out.op_overhead = std::min(1.0, typical.overhead / static_cast<double>(out.ops));
   }
   return out;
 }
