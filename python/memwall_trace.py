@@ -318,6 +318,7 @@ class Recorder(TorchDispatchMode):
         self._writes = {}  # func -> indices of arguments it writes (schema (a!))
         self._names = {}
         self._alive = []  # buffers whose storage has not died yet (Note [Eager lifetimes])
+        self._alive_refs = []  # their weak references' handles, in the same order
         self._cublas = {}  # thread -> its cuBLAS workspace buffer (Note [cuBLAS workspaces])
 
     # ---- buffers ----
@@ -338,6 +339,7 @@ class Recorder(TorchDispatchMode):
             self.values[len(self.buffers) - 1] = memwall_calls.storage_bytes(storage)
         self.by_storage[key] = len(self.buffers) - 1
         self._alive.append(len(self.buffers) - 1)
+        self._alive_refs.append(buf.ref.cdata)
         return len(self.buffers) - 1
 
     def note_deaths(self):
@@ -345,15 +347,23 @@ class Recorder(TorchDispatchMode):
         since the last check died after the last op recorded so far, when
         eager PyTorch dropped its last reference (a Python variable, a
         tensor autograd saved, an optimizer temporary). Checked before each
-        recorded op and at the end of the step: O(live storages) each."""
+        recorded op and at the end of the step: O(live storages) each.
+        torch's own check, mapped over the handles: through
+        StorageWeakRef.expired() and a loop in Python it was 12 of the 20 s
+        that tracing EfficientNet-B0 and ResNet-50 took (5.3 M checks, most
+        of them of the model states during Adam's per-parameter ops)."""
+        expired = list(map(torch.UntypedStorage._expired, self._alive_refs))
+        if True not in expired:
+            return
         last = len(self.ops) - 1
-        alive = []
-        for b in self._alive:
-            if self.buffers[b].ref.expired():
+        alive, refs = [], []
+        for b, ref, gone in zip(self._alive, self._alive_refs, expired):
+            if gone:
                 self.buffers[b].freed_after = last
             else:
                 alive.append(b)
-        self._alive = alive
+                refs.append(ref)
+        self._alive, self._alive_refs = alive, refs
 
     def buffer_of(self, t):
         return self.by_storage.get(storage_key(t))
