@@ -209,11 +209,15 @@ def _gemm_weight_pass(x, w, groups, block):
     kernel refuses a kernel taller than the input or 14 or more wide
     (jit_avx2_conv_kernel_f32.cpp, its [bwd_w:r2] and kw < 14 conditions),
     and the weight gradient falls back to a GEMM over plain layouts
-    (ResNet-18 at 64x64, whose last stage is 2x2 under 3x3 kernels). Not
-    measured with 16-channel blocks."""
-    if block != 8 or groups != 1:
+    (ResNet-18 at 64x64, whose last stage is 2x2 under 3x3 kernels). Its
+    depthwise kernel does too when the kernel is taller than the input
+    (MobileNetV2 at 64x64: 960 channels at 2x2 under 3x3; at 4x4 it does
+    not; kw >= 14 not measured). Not measured with 16-channel blocks."""
+    if block != 8 or (groups != 1 and not _depthwise(x, groups)):
         return False
     kh, kw = int(w.shape[-2]), int(w.shape[-1])
+    if _depthwise(x, groups):
+        return kh > int(x.shape[2])
     return kh > int(x.shape[2]) or kw >= 14
 
 
@@ -290,8 +294,15 @@ def conv_backward_scratch(g, x, w, stride, dilation, transposed, groups, mask, t
             # Measured (one and two threads, 1 to 512 channels, 1x1 to 2x2
             # outputs): w, then per thread 4w and one image's columns, and
             # 256 B, all freed before the plain gw is made.
-            held = _bytes(w) + threads * (4 * _bytes(w) + _image_columns(x, w, g)) + 256
-            events += [("+", "gemm", held), ("-", "gemm"), ("out", _bytes(w))]
+            held = threads * (4 * _bytes(w) + _image_columns(x, w, g)) + 256
+            if _depthwise(x, groups):
+                # Measured (one, two and four threads: 138,640, 277,024 and
+                # 553,792 B for 960 channels at 2x2, b8): the same per
+                # thread, and the w it starts with held until gw is made.
+                events += [("+", "w", _bytes(w)), ("+", "gemm", held), ("-", "gemm"),
+                           ("out", _bytes(w)), ("-", "w")]
+            else:
+                events += [("+", "gemm", _bytes(w) + held), ("-", "gemm"), ("out", _bytes(w))]
         else:
             xb = _weight_pass_input(x, w, groups, block)
             events += blocked_pass(xb, _blocked_weight(x, w, groups, block, xb > 0))

@@ -57,6 +57,18 @@ class UNet(nn.Module):
         return self.head(u1)
 
 
+def depthwise_2x2():
+    """A depthwise 3x3 convolution over a 2x2 image (MobileNetV2's last
+    blocks at 64x64), after a 1x1 one so that it needs its input gradient:
+    oneDNN computes its weight gradient by GEMM on AVX2 CPUs."""
+    model = nn.Sequential(nn.Conv2d(16, 960, 1), nn.Conv2d(960, 960, 3, padding=1, groups=960,
+                                                           bias=False),
+                          nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(960, 10))
+    batch = (torch.randn(8, 16, 2, 2), torch.randint(0, 10, (8,)))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05, foreach=False)
+    return model, batch, nn.CrossEntropyLoss(), optimizer
+
+
 def unet():
     model = UNet()
     batch = (torch.randn(16, 1, 96, 96), (torch.rand(16, 1, 96, 96) > 0.5).float())

@@ -152,6 +152,38 @@ TEST(Fidelity, CpuKernelScratchAndSpansOfAUNet) {
   }
 }
 
+// oneDNN's AVX2 depthwise kernel computes the weight gradient of a kernel
+// taller than its input by GEMM (python/memwall_scratch.py,
+// _gemm_weight_pass): w, then per thread 4w and one image's im2col
+// columns, and 256 B. Measured with MEMWALL_EXEC_MEMORY_LOG and
+// scripts/measure-scratch.py on MobileNetV2 b8 at 64x64 (its three blocks
+// of 960 channels at 2x2) on an AVX2-only AMD EPYC, 2026-11-29: workspace /
+// span 138,640 / 280,320 B at one thread, 277,024 / 311,584 at two and
+// 553,792 / 588,352 at four; the rule before this one said 245,760 /
+// 280,320 at any count. The same shape here, at one and two threads.
+TEST(Fidelity, Avx2DepthwiseWeightGradientOfA2x2ImageIsAGemm) {
+  MEMWALL_REQUIRE_TORCH();
+  if (cpu_has_avx512f()) {
+    GTEST_SKIP() << "measured with AVX2's 8-channel blocks; AVX-512's 16-channel kernels "
+                    "are not modelled by this rule";
+  }
+  const std::pair<int, std::pair<uint64_t, uint64_t>> measured[] = {{1, {138'640, 280'320}},
+                                                                    {2, {277'024, 311'584}}};
+  for (const auto& [threads, expected] : measured) {
+    const Graph g = importers::trace_torch(
+        {.script = std::string(MEMWALL_SOURCE_DIR) + "/tests/exec/models.py:depthwise_2x2",
+         .kernels = "cpu",
+         .threads = threads});
+    const Op* op = nullptr;
+    for (const Op& o : g.ops) {
+      if (o.name == "1.convolution_backward") op = &o;
+    }
+    ASSERT_NE(op, nullptr);
+    EXPECT_EQ(op->workspace, expected.first) << threads << " threads";
+    EXPECT_EQ(contiguous_workspace(*op), expected.second) << threads << " threads";
+  }
+}
+
 // The measured step and the prediction agree within issue 20's target on a
 // small set: the two-Linear toy (the torch Adam loop's extra denom), the
 // GPT with dropout (the CPU's fp32 masks) and resnet18 b2 (convolution
