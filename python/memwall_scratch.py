@@ -213,12 +213,12 @@ def _gemm_weight_pass(x, w, groups, block):
     depthwise kernel does too when the kernel is taller than the input
     (MobileNetV2 at 64x64: 960 channels at 2x2 under 3x3; at 4x4 it does
     not; kw >= 14 not measured). Not measured with 16-channel blocks."""
-    if block != 8 or (groups != 1 and not _depthwise(x, groups)):
+    if block != 8:
         return False
     kh, kw = int(w.shape[-2]), int(w.shape[-1])
     if _depthwise(x, groups):
         return kh > int(x.shape[2])
-    return kh > int(x.shape[2]) or kw >= 14
+    return groups == 1 and (kh > int(x.shape[2]) or kw >= 14)
 
 
 def _image_columns(x, w, y):
@@ -293,16 +293,13 @@ def conv_backward_scratch(g, x, w, stride, dilation, transposed, groups, mask, t
         elif _gemm_weight_pass(x, w, groups, block):
             # Measured (one and two threads, 1 to 512 channels, 1x1 to 2x2
             # outputs): w, then per thread 4w and one image's columns, and
-            # 256 B, all freed before the plain gw is made.
+            # 256 B, all freed before the plain gw is made. Depthwise (one,
+            # two and four threads: 138,640, 277,024 and 553,792 B for 960
+            # channels at 2x2, b8): the same, but w is freed after gw.
             held = threads * (4 * _bytes(w) + _image_columns(x, w, g)) + 256
-            if _depthwise(x, groups):
-                # Measured (one, two and four threads: 138,640, 277,024 and
-                # 553,792 B for 960 channels at 2x2, b8): the same per
-                # thread, and the w it starts with held until gw is made.
-                events += [("+", "w", _bytes(w)), ("+", "gemm", held), ("-", "gemm"),
-                           ("out", _bytes(w)), ("-", "w")]
-            else:
-                events += [("+", "gemm", _bytes(w) + held), ("-", "gemm"), ("out", _bytes(w))]
+            gw = [("out", _bytes(w))]
+            events += [("+", "w", _bytes(w)), ("+", "gemm", held), ("-", "gemm")]
+            events += gw + [("-", "w")] if _depthwise(x, groups) else [("-", "w")] + gw
         else:
             xb = _weight_pass_input(x, w, groups, block)
             events += blocked_pass(xb, _blocked_weight(x, w, groups, block, xb > 0))

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <map>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -133,7 +134,7 @@ KernelMeasure measure_kernels(const std::string& graph_file, const std::string& 
   CopyLoad load(kContentionCopyBytes);
   std::vector<double> compute_slowdowns, copy_slowdowns;
   for (int round = 0; round < rounds; ++round) {
-    const Timed alone = timed_run();
+    Timed alone = timed_run();
     const CopyLoadStats quiet = load.alone(0.25);
     load.start();
     const Timed loaded = timed_run();
@@ -142,7 +143,7 @@ KernelMeasure measure_kernels(const std::string& graph_file, const std::string& 
     if (quiet.mean_copy_s() > 0) {
       copy_slowdowns.push_back(beside.mean_copy_s() / quiet.mean_copy_s());
     }
-    alone_rounds.push_back(alone);
+    alone_rounds.push_back(std::move(alone));
   }
   std::sort(alone_rounds.begin(), alone_rounds.end(),
             [](const Timed& a, const Timed& b) { return a.step < b.step; });

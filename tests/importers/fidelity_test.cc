@@ -15,6 +15,7 @@
 
 #include <gtest/gtest.h>
 
+#include "graph_lookup.h"
 #include "memwall/graph/graph.h"
 #include "torch_env.h"
 
@@ -142,10 +143,7 @@ TEST(Fidelity, CpuKernelScratchAndSpansOfAUNet) {
   };
   const std::vector<Golden>& golden = cpu_has_avx512f() ? avx512 : avx2;
   for (const Golden& row : golden) {
-    const Op* op = nullptr;
-    for (const Op& o : g.ops) {
-      if (o.name == row.op) op = &o;
-    }
+    const Op* op = find_op(g, row.op);
     ASSERT_NE(op, nullptr) << row.op;
     EXPECT_EQ(op->workspace, row.workspace) << row.op;
     EXPECT_EQ(contiguous_workspace(*op), row.span) << row.op;
@@ -174,10 +172,7 @@ TEST(Fidelity, Avx2DepthwiseWeightGradientOfA2x2ImageIsAGemm) {
         {.script = std::string(MEMWALL_SOURCE_DIR) + "/tests/exec/models.py:depthwise_2x2",
          .kernels = "cpu",
          .threads = threads});
-    const Op* op = nullptr;
-    for (const Op& o : g.ops) {
-      if (o.name == "1.convolution_backward") op = &o;
-    }
+    const Op* op = find_op(g, "1.convolution_backward");
     ASSERT_NE(op, nullptr);
     EXPECT_EQ(op->workspace, expected.first) << threads << " threads";
     EXPECT_EQ(contiguous_workspace(*op), expected.second) << threads << " threads";
