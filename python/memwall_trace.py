@@ -15,6 +15,7 @@
 # exit code 2; the C++ side forwards that line.
 import argparse
 import bisect
+import ctypes
 import json
 import os
 import sys
@@ -934,7 +935,7 @@ def run_one(source, meta, measure, build, kernels="cuda", calls=True, keep=None)
     graph = to_graph(recorder, meta.get("model", source), meta)
     if keep is not None:
         keep.update(recorder=recorder, model=model, batch=batch, loss_fn=loss_fn,
-                    optimizer=optimizer)
+                    optimizer=optimizer, build=build)
     return graph
 
 
@@ -951,9 +952,10 @@ def _runnable(recorder, ops):
     return {"runnable": True}
 
 
-def write_values(graph, keep, steps, seed, out_dir):
+def write_values(graph, keep, steps, seed, out_dir, ranks=1):
     """Note [Run inputs] (memwall_calls.py): the traced step's starting
-    values, then `steps` - 1 more plain eager steps and what they leave."""
+    values, then `steps` - 1 more plain eager steps and what they leave;
+    over `ranks` > 1, Note [Data-parallel reference] instead."""
     recorder = keep["recorder"]
     new_id = recorder.new_id
     state = memwall_calls.ValueFile(os.path.join(out_dir, "state.bin"))
@@ -961,10 +963,27 @@ def write_values(graph, keep, steps, seed, out_dir):
         if old in new_id:
             state.add(new_id[old], data, recorder.buffers[old].name)
     rng = state.add_blob(memwall_calls.storage_bytes(recorder.rng_state.untyped_storage()))
-    state.close(os.path.join(out_dir, "state.json"),
-                {"seed": seed, "threads": torch.get_num_threads(), "rng": rng,
-                 "torch": torch.__version__})
-    losses = [recorder.loss_value]
+    meta = {"seed": seed, "threads": torch.get_num_threads(), "rng": rng,
+            "torch": torch.__version__}
+    if ranks > 1:
+        meta["ranks"] = ranks
+    state.close(os.path.join(out_dir, "state.json"), meta)
+    if ranks == 1:
+        meta = {"steps": steps, "losses": _eager_steps(keep, steps)}
+    else:
+        batches = [keep["batch"]] + [_rank_batch(keep["build"], seed + r, r)
+                                     for r in range(1, ranks)]
+        _write_rank_inputs(recorder, batches, seed, out_dir)
+        rank_losses = _data_parallel_steps(keep, batches, steps)
+        meta = {"steps": steps, "ranks": ranks, "losses": rank_losses[0],
+                "rank_losses": rank_losses}
+    _write_eager(recorder, keep["model"], keep["optimizer"], out_dir, meta)
+    write_json(graph, os.path.join(out_dir, "graph.json"))
+
+
+def _eager_steps(keep, steps):
+    """The losses of the traced step and `steps` - 1 more on its batch."""
+    losses = [keep["recorder"].loss_value]
     model, optimizer, loss_fn = keep["model"], keep["optimizer"], keep["loss_fn"]
     inputs, target = keep["batch"]
     try:
@@ -977,21 +996,202 @@ def write_values(graph, keep, steps, seed, out_dir):
             losses.append(loss.item())
     except Exception as e:
         fail(f"the eager steps after the traced one failed: {type(e).__name__}: {_first_line(e)}")
+    return losses
+
+
+def _write_eager(recorder, model, optimizer, out_dir, meta):
+    """eager.bin/json: the persistent storages' bytes now (parameters,
+    module buffers, optimizer states) under the graph's ids."""
+    new_id = recorder.new_id
     persistent = {}
-    for t in list(model.parameters()) + list(model.buffers()):
+    for t in list(model.parameters()) + list(model.buffers()) + _optimizer_tensors(optimizer):
         persistent[storage_key(t)] = t.untyped_storage()
-    for st in optimizer.state.values():
-        for v in st.values():
-            if isinstance(v, torch.Tensor):
-                persistent[storage_key(v)] = v.untyped_storage()
     eager = memwall_calls.ValueFile(os.path.join(out_dir, "eager.bin"))
     for key, old in recorder.by_storage.items():
         if old in new_id and key in persistent:
             eager.add(new_id[old], memwall_calls.storage_bytes(persistent[key]),
                       recorder.buffers[old].name)
     eager.entries.sort(key=lambda e: e["id"])
-    eager.close(os.path.join(out_dir, "eager.json"), {"steps": steps, "losses": losses})
-    write_json(graph, os.path.join(out_dir, "graph.json"))
+    eager.close(os.path.join(out_dir, "eager.json"), meta)
+
+
+def _optimizer_tensors(optimizer):
+    return [v for st in optimizer.state.values() for v in st.values()
+            if isinstance(v, torch.Tensor)]
+
+
+# Note [Data-parallel reference]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# `--values DIR --ranks N` (N > 1): eager.bin is what N data-parallel ranks
+# (DDP, or ZeRO's sharded equivalent) leave, each rank training on its own
+# micro-batch. Rank 0's batch is the traced one; rank r's is the build's
+# batch after torch.manual_seed(seed + r), written to inputs<r>.bin/json
+# under the ids and names state.bin gives rank 0's input buffers. From the
+# traced step's starting state (restored: the traced step changed it),
+# each step runs, for r = 0..N-1 in order, forward, loss and backward on
+# rank r's batch with:
+#   - the CPU generator set to the step's starting state, the same for every
+#     rank (each rank process seeds alike); the next step starts where the
+#     last rank's left it;
+#   - rank r's own module buffers (running statistics: DDP with
+#     broadcast_buffers=False), all starting from the traced step's values.
+# The gradient is the mean over ranks as torch DDP's allreduce hook makes
+# it, each rank's gradient pre-divided by N and summed in rank order:
+# acc = g_0 / N, then acc = acc + g_r / N (elementwise, in the gradient's
+# dtype). One optimizer step on it, the same on every rank. eager.bin holds
+# rank 0's values (its module buffers); eager.json's losses are rank 0's,
+# the first equal to the traced step's.
+
+
+def _batch_tensors(batch):
+    """The batch's tensors in trace_iteration's order."""
+    inputs, target = batch
+    return [t for t in tree_flatten((inputs, target))[0] if isinstance(t, torch.Tensor)]
+
+
+def _rank_batch(build, seed, rank):
+    """Rank `rank`'s batch: the build's after torch.manual_seed(seed); the
+    CPU generator is left as it was."""
+    rng = torch.get_rng_state()
+    try:
+        torch.manual_seed(seed)
+        _, batch, _, _ = _check_built(build())
+    except TraceError:
+        raise
+    except Exception as e:
+        fail(f"--ranks: building rank {rank}'s batch failed: {type(e).__name__}: "
+             f"{_first_line(e)}")
+    finally:
+        torch.set_rng_state(rng)
+    if not isinstance(batch, (tuple, list)) or len(batch) != 2:
+        fail("the example batch must be a pair (inputs, target); target may be None")
+    return batch
+
+
+def _layout(t):
+    return (t.dtype, list(t.shape), t.stride(), t.storage_offset(), t.untyped_storage().nbytes())
+
+
+def _rank_inputs(recorder, batches, rank):
+    """(input buffer's old id, rank `rank`'s tensor for it), by id."""
+    first, mine = _batch_tensors(batches[0]), _batch_tensors(batches[rank])
+    if len(mine) != len(first):
+        fail(f"--ranks: rank {rank}'s batch has {len(mine)} tensors, rank 0's {len(first)}")
+    chosen = {}
+    for i, (t0, t) in enumerate(zip(first, mine)):
+        if _layout(t) != _layout(t0):
+            fail(f"--ranks: rank {rank}'s batch tensor {i} is {dtype_name(t.dtype)} "
+                 f"{list(t.shape)}, rank 0's {dtype_name(t0.dtype)} {list(t0.shape)}: every "
+                 f"rank's batch must have the same shapes, dtypes and layouts")
+        old = recorder.buffer_of(t0)
+        if storage_key(chosen.setdefault(old, t)) != storage_key(t):
+            fail(f"--ranks: rank {rank}'s batch tensor {i} does not share its storage as "
+                 f"rank 0's does")
+    return sorted(chosen.items())
+
+
+def _write_rank_inputs(recorder, batches, seed, out_dir):
+    """inputs<r>.bin/json for r = 1..N-1 (Note [Data-parallel reference])."""
+    for r in range(1, len(batches)):
+        f = memwall_calls.ValueFile(os.path.join(out_dir, f"inputs{r}.bin"))
+        for old, t in _rank_inputs(recorder, batches, r):
+            f.add(recorder.new_id[old], memwall_calls.storage_bytes(t.untyped_storage()),
+                  recorder.buffers[old].name)
+        f.close(os.path.join(out_dir, f"inputs{r}.json"), {"rank": r, "seed": seed + r})
+
+
+def _restore_start(recorder, model, optimizer):
+    """Puts every parameter, module buffer and optimizer state back to the
+    bytes the traced step started from (recorder.values)."""
+    for t in list(model.parameters()) + list(model.buffers()) + _optimizer_tensors(optimizer):
+        old = recorder.by_storage.get(storage_key(t))
+        data = None if old is None else recorder.values.get(old)
+        storage = t.untyped_storage()
+        if data is None or len(data) != storage.nbytes():
+            fail("--ranks: a model or optimizer state is not the one the traced step "
+                 "started from (replaced or resized by the step)")
+        ctypes.memmove(storage.data_ptr(), data, len(data))
+
+
+def _stepped_params(optimizer):
+    params = {}
+    for group in optimizer.param_groups:
+        for p in group["params"]:
+            params.setdefault(id(p), p)
+    return list(params.values())
+
+
+def _rank_step(model, batch, loss_fn, params):
+    """Forward, loss and backward on one rank's batch; its loss and a
+    clone of each parameter's gradient."""
+    inputs, target = batch
+    args, kwargs = _as_args(inputs)
+    loss = _loss_of(model(*args, **kwargs), target, loss_fn)
+    loss.backward()
+    return loss.item(), [None if p.grad is None else p.grad.clone() for p in params]
+
+
+def _mean_grads(params, grads):
+    """p.grad = g_0 / N + g_1 / N + ..., in rank order."""
+    n = len(grads)
+    for i, p in enumerate(params):
+        mine = [g[i] for g in grads]
+        if all(g is None for g in mine):
+            p.grad = None
+            continue
+        if any(g is None for g in mine):
+            fail("--ranks: a parameter got a gradient on some ranks only")
+        acc = torch.div(mine[0], n)
+        for g in mine[1:]:
+            acc = acc + torch.div(g, n)
+        p.grad = acc
+
+
+def _load(buffers, values):
+    with torch.no_grad():
+        for b, v in zip(buffers, values):
+            b.copy_(v)
+
+
+def _data_parallel_steps(keep, batches, steps):
+    """Note [Data-parallel reference]: the steps; each rank's losses."""
+    recorder, model, optimizer = keep["recorder"], keep["model"], keep["optimizer"]
+    _restore_start(recorder, model, optimizer)
+    buffers = list(model.buffers())
+    mine = [[b.clone() for b in buffers] for _ in batches]  # each rank's module buffers
+    params = _stepped_params(optimizer)
+    losses = [[] for _ in batches]
+    torch.set_rng_state(recorder.rng_state)
+    try:
+        for _ in range(steps):
+            for r, loss in enumerate(_data_parallel_step(keep, batches, buffers, mine, params)):
+                losses[r].append(loss)
+            if losses[0][0] != recorder.loss_value:
+                fail(f"--ranks: the reference's first loss {losses[0][0]!r} is not the traced "
+                     f"step's {recorder.loss_value!r} (its starting state was not restored)")
+    except TraceError:
+        raise
+    except Exception as e:
+        fail(f"the data-parallel reference steps failed: {type(e).__name__}: {_first_line(e)}")
+    _load(buffers, mine[0])
+    return losses
+
+
+def _data_parallel_step(keep, batches, buffers, mine, params):
+    """One step over every rank from the CPU generator's state now; each
+    rank's loss. `mine[r]`: rank r's module buffers, before and after."""
+    rng, grads, losses = torch.get_rng_state(), [], []
+    for r, batch in enumerate(batches):
+        torch.set_rng_state(rng)
+        _load(buffers, mine[r])
+        keep["optimizer"].zero_grad(set_to_none=True)
+        loss, g = _rank_step(keep["model"], batch, keep["loss_fn"], params)
+        grads.append(g)
+        losses.append(loss)
+        mine[r] = [b.clone() for b in buffers]
+    _mean_grads(params, grads)
+    keep["optimizer"].step()
+    return losses
 
 
 def _param_dtype(model):
@@ -1091,6 +1291,8 @@ def main(argv):
                         "(Note [Run inputs] in memwall_calls.py)")
     parser.add_argument("--steps", type=int, default=3, help="--values: eager steps")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--ranks", type=int, default=1, help="--values: the eager reference "
+                        "over this many data-parallel ranks (Note [Data-parallel reference])")
     parser.add_argument("--out")
     args = parser.parse_args(argv)
     if torch is None:
@@ -1111,6 +1313,10 @@ def main(argv):
         torch.set_num_threads(args.threads)
     if args.steps <= 0:
         fail("--steps must be positive")
+    if args.ranks <= 0:
+        fail("--ranks must be positive")
+    if args.ranks > 1 and not args.values:
+        fail("--ranks needs --values")
     torch.manual_seed(args.seed)
     if args.calibrate:
         try:
@@ -1159,7 +1365,7 @@ def main(argv):
         fail("give --torchvision NAME, --builtin NAME, --hf NAME, --hf-config FILE or "
              "--script FILE.py:FUNCTION")
     if args.values:
-        write_values(graph, keep, args.steps, args.seed, args.values)
+        write_values(graph, keep, args.steps, args.seed, args.values, args.ranks)
         return 0
     write_json(graph, args.out)
     if args.measure_peak:

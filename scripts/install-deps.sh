@@ -48,7 +48,8 @@ packages=(
   fio                            # the NVMe engine's peer in `memwall bench offload`
 )
 if [[ $with_torch -eq 1 ]]; then
-  packages+=(python3 python3-venv)
+  packages+=(python3 python3-venv
+             libgloo-dev)                # headers of torch.distributed's gloo backend (memwall run's ranks)
 fi
 
 missing=()

@@ -38,6 +38,7 @@ int run(int argc, char** argv) {
   add_trace(app, action);
   add_calibrate(app, action);
   add_run(app, action);
+  add_run_rank(app, action);
   add_alloc_replay(app, action);
   add_models(app, action);
   add_gpus(app, action);

@@ -20,6 +20,7 @@ void add_bench(CLI::App& app, Action& action);
 void add_trace(CLI::App& app, Action& action);
 void add_calibrate(CLI::App& app, Action& action);
 void add_run(CLI::App& app, Action& action);
+void add_run_rank(CLI::App& app, Action& action);  // hidden: a data-parallel run's other ranks
 void add_alloc_replay(CLI::App& app, Action& action);
 // Subcommands of `memwall bench`.
 void add_bench_layout(CLI::App& bench, Action& action);

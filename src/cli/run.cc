@@ -26,6 +26,7 @@
 #include "memwall/runtime/nvme_faults.h"
 #include "memwall/sim/simulator.h"
 #include "options.h"
+#include "run_ranks.h"
 #include "run_values.h"
 #include "traced_model.h"
 
@@ -112,6 +113,7 @@ void print_json(const Graph& graph, const Plan& plan, const Hardware& hw, const 
                         {"hardware", hw.name},
                         {"device", result.device},
                         {"threads", result.threads},
+                        {"ranks", ranks_of(graph)},
                         {"budget", plan.budget},
                         {"plan_steps", plan.steps.size()},
                         {"policy", result.arena ? "plan offsets" : policy},
@@ -139,6 +141,7 @@ void print_json(const Graph& graph, const Plan& plan, const Hardware& hw, const 
            {{"measured", m.nvme_write_bytes}, {"predicted", p.moved(Resource::kNvmeWrite)}}}}},
         {"kernel_time_s", m.kernel_time_s},
         {"wait_time_s", m.wait_time_s},
+        {"comm_time_s", m.comm_time_s},
         {"overhead_s", m.overhead_s},
         {"transfer_overlap", {{"measured", m.overlap}, {"predicted", p.overlap}}}};
     if (k < result.eager_losses.size()) row["eager_loss"] = result.eager_losses[k];
@@ -158,8 +161,10 @@ void print_table(const Graph& graph, const Plan& plan, const Hardware& hw,
   // ops (Note [Measured kernels]).
   const size_t measured = measured_ops(graph);
   std::cout << fmt::format(
-      "{}: {} plan steps on {} ({} threads), budget {}, predicted with {}{}\n", graph.name,
-      plan.steps.size(), result.device, result.threads, human_bytes(plan.budget), hw.name,
+      "{}: {} plan steps on {} ({} threads{}), budget {}, predicted with {}{}\n", graph.name,
+      plan.steps.size(), result.device, result.threads,
+      ranks_of(graph) > 1 ? fmt::format("; rank 0 of {}", ranks_of(graph)) : std::string(),
+      human_bytes(plan.budget), hw.name,
       measured == 0 ? std::string(" (roofline)")
                     : fmt::format(" ({} of {} ops' times measured)", measured, graph.ops.size()));
   std::cout << fmt::format("{:>4}  {:>12}  {:>22}  {:>22}  {:>10}  {:>10}\n", "step", "loss",
@@ -246,6 +251,7 @@ int run_run(const RunArgs& args) {
           args.graph_file, graph.name);
     }
     request = importers::request_for(graph);
+    request.ranks = ranks_of(graph);
     apply_profile_kernels(hw, graph);
   } else {
     if (!args.gpu.given()) {
@@ -297,7 +303,23 @@ int run_run(const RunArgs& args) {
   exec::RunResult result;
   std::string error;
   const exec::RunFunction run = load_executor();
-  const exec::Status status = run(graph, plan, trace.values_dir(), options, result, error);
+  // A ZeRO rank graph: this process is rank 0 (docs/exec.md, "Ranks").
+  std::unique_ptr<RankProcesses> others;
+  options.ranks = ranks_of(graph);
+  if (options.ranks > 1) {
+    others = std::make_unique<RankProcesses>(graph, plan, trace.values_dir(), options);
+    options.store = others->store();
+  }
+  exec::Status status = run(graph, plan, trace.values_dir(), options, result, error);
+  if (others) {
+    if (status != exec::Status::kOk) others->stop();
+    std::string other_error;
+    const exec::Status theirs = merge_ranks(others->wait(), result, other_error);
+    if (status == exec::Status::kOk && theirs != exec::Status::kOk) {
+      status = theirs;
+      error = other_error;
+    }
+  }
   if (status == exec::Status::kBadInput) fail("run: {}", error);
   if (status == exec::Status::kRunFailed) {
     std::cerr << "memwall: error: run failed: " << error << "\n";

@@ -37,7 +37,11 @@ void check_same_structure(const Graph& given, const Graph& traced, const std::st
     for (const Buffer& b : traced.buffers) {
       if (!exists_before_first_op(b.kind)) continue;
       const auto it = bytes.find(b.name);
-      if (it == bytes.end() || it->second != b.bytes) {
+      // ZeRO's rank graphs hold 1/N shards (Note [Shards at run time]).
+      const int ranks = given.meta.contains("zero") ? given.meta["zero"].value("ranks", 1) : 1;
+      const bool shard = it != bytes.end() && it->second < b.bytes &&
+                         it->second * static_cast<uint64_t>(ranks) >= b.bytes;
+      if (it == bytes.end() || (it->second != b.bytes && !shard)) {
         differ(fmt::format("it has no buffer {} of {} bytes", b.name, b.bytes));
       }
     }
@@ -72,7 +76,12 @@ void keep_values(const importers::RunTrace& trace, const std::string& dir) {
   outputs.set(dir + "/graph.json", graph_to_json_text(trace.graph()));
   outputs.commit();
   const std::string& from = trace.values_dir();
-  for (const char* name : {"state.json", "state.bin", "eager.json", "eager.bin"}) {
+  std::vector<std::string> names = {"state.json", "state.bin", "eager.json", "eager.bin"};
+  for (int r = 1; std::filesystem::exists(fmt::format("{}/inputs{}.json", from, r)); ++r) {
+    names.push_back(fmt::format("inputs{}.json", r));
+    names.push_back(fmt::format("inputs{}.bin", r));
+  }
+  for (const std::string& name : names) {
     std::filesystem::copy_file(from + "/" + name, dir + "/" + name,
                                std::filesystem::copy_options::overwrite_existing, ec);
     if (ec) fail("cannot write {}/{}: {}", dir, name, ec.message());
@@ -82,6 +91,14 @@ void keep_values(const importers::RunTrace& trace, const std::string& dir) {
 std::unique_ptr<importers::RunTrace> run_values(const importers::TorchTraceRequest& request,
                                                 const std::string& keep, int steps, int64_t seed) {
   if (!keep.empty() && std::filesystem::exists(keep + "/state.json")) {
+    for (int r = 1; r < request.ranks; ++r) {
+      if (!std::filesystem::exists(fmt::format("{}/inputs{}.json", keep, r))) {
+        fail(
+            "{}: the values were kept for fewer than the plan's {} data-parallel ranks (no "
+            "inputs{}.json): keep them in a new directory",
+            keep, request.ranks, r);
+      }
+    }
     return std::make_unique<importers::RunTrace>(keep);
   }
   auto traced = std::make_unique<importers::RunTrace>(request, steps, seed);

@@ -55,7 +55,9 @@ struct CompiledCall {
   // values); kApply, the device copy of `from` into `to`; kSequence, a
   // fused optimizer step kept on the device (Note [Device chunks] in
   // swap/offload.cc): `steps` in order over `locals` temporaries.
-  enum class Kind { kAten, kCpuStep, kApply, kSequence } kind = Kind::kAten;
+  // kComm: a collective of ZeRO's rank graphs (no call record; the op's
+  // type says which, executor_comm.cc).
+  enum class Kind { kAten, kCpuStep, kApply, kSequence, kComm } kind = Kind::kAten;
   std::vector<CompiledCall> steps;
   size_t locals = 0;
   int32_t param = -1, master = -1, update = -1, from = -1, to = -1;  // buffer ids

@@ -4,11 +4,14 @@
 // iterations and their measurements, the library's entry point.
 #include "executor_impl.h"
 
+#include <filesystem>
+
 namespace memwall::exec::detail {
 
 Executor::Executor(const Graph& graph, const Plan& plan, const std::string& values,
                    const RunOptions& options)
     : graph_(graph), plan_(plan), options_(options) {
+  set_up_ranks();
   check_runnable();
   try {
     check_plan_graph(plan, graph);
@@ -20,6 +23,14 @@ Executor::Executor(const Graph& graph, const Plan& plan, const std::string& valu
   if (options.check_eager) {
     eager_ = std::make_unique<ValueFile>(values + "/eager.json", values + "/eager.bin");
   }
+  if (options.rank > 0) {
+    const std::string name = values + "/inputs" + std::to_string(options.rank);
+    if (!std::filesystem::exists(name + ".json")) {
+      bad_input("{}: no micro-batch for rank {} (trace the values for {} ranks)", values,
+                options.rank, options.ranks);
+    }
+    inputs_ = std::make_unique<ValueFile>(name + ".json", name + ".bin");
+  }
   roots_.resize(graph.buffers.size());
   for (size_t b = 0; b < graph.buffers.size(); ++b) {
     BufferId r = static_cast<BufferId>(b);
@@ -30,7 +41,7 @@ Executor::Executor(const Graph& graph, const Plan& plan, const std::string& valu
   for (const Buffer& b : graph.buffers) {
     if (!exists_before_first_op(b.kind)) continue;
     const std::span<const std::byte> v = value_of(b);
-    if (v.size() != b.bytes) {
+    if (v.size() != b.bytes && !(sharded(b, b.bytes) || v.size() < b.bytes)) {
       bad_input(
           "{}: buffer {} ({}) has {} bytes of values, the graph says {}: the values are "
           "of another trace",
@@ -64,6 +75,7 @@ RunResult Executor::run() {
   result.arena = !plan_.offsets.empty();
   if (options_.time_kernels) kernel_times_.resize(graph_.ops.size());
   host_ = std::make_unique<runtime::HostPool>(host_capacity(), /*pin=*/true);
+  connect();  // before the device's allocator is installed: gloo's threads and buffers
   {
     DeviceMemory::Installed installed(*memory_);
     try {
@@ -125,7 +137,7 @@ void Executor::check_runnable() {
   }
   if (!meta.contains("loss")) bad_input("graph \"{}\" does not name its loss", graph_.name);
   for (const Op& op : graph_.ops) {
-    if (op.call.empty()) {
+    if (op.call.empty() && !(op.phase == Phase::kComm && options_.ranks > 1)) {
       bad_input(
           "op {} ({}) has no call record: ops that memwall's planners add (ZeRO's CPU "
           "step, gathers) cannot run yet",
@@ -140,8 +152,17 @@ std::span<const std::byte> Executor::value_of(const Buffer& b) const {
   if (const auto it = master_of_.find(b.id); it != master_of_.end()) {
     return value_of(graph_.buffers[it->second]);
   }
-  if (const auto v = state_->named(b.name)) return *v;
-  return state_->buffer(b.id);
+  // A rank's micro-batch (Note [Data-parallel reference] in memwall_trace.py).
+  if (inputs_ && b.kind == BufferKind::kInput) {
+    if (const auto v = inputs_->named(b.name)) return *v;
+  }
+  std::span<const std::byte> whole;
+  if (const auto v = state_->named(b.name)) {
+    whole = *v;
+  } else {
+    whole = state_->buffer(b.id);
+  }
+  return sharded(b, whole.size()) ? slice_of(b, whole) : whole;
 }
 
 uint64_t Executor::host_capacity() const {
@@ -155,6 +176,13 @@ uint64_t Executor::host_capacity() const {
 void Executor::compile(c10::Allocator* host) {
   calls_.reserve(graph_.ops.size());
   for (const Op& op : graph_.ops) {
+    if (op.phase == Phase::kComm) {
+      CompiledCall comm;
+      comm.kind = CompiledCall::Kind::kComm;
+      comm.name = op.type;
+      calls_.push_back(std::move(comm));
+      continue;
+    }
     nlohmann::json call;
     try {
       call = nlohmann::json::parse(op.call);
@@ -162,6 +190,7 @@ void Executor::compile(c10::Allocator* host) {
       bad_input("op {} ({}): call record is not JSON: {}", op.id, op.name, e.what());
     }
     calls_.push_back(compile_call(call, op.name, host));
+    if (stage_ >= 1 && op.phase == Phase::kOptimizer) shard_views(calls_.back(), op);
   }
   loss_ = tensor_ref(graph_.meta["loss"]);
   // Note [CPU step calls]: a parameter's fp32 master copy, which memwall's
@@ -274,9 +303,11 @@ void Executor::bind(const Buffer& b) {
   const Tier tier = it == plan_.placement.end() ? Tier::kDevice : it->second;
   if (tier == Tier::kDevice) {
     s.device = device_storage(b.bytes, "placing", b.id, begin_stay(b.id));
+    std::memset(s.device.mutable_data(), 0, b.bytes);  // a shard's padding
     if (!v.empty()) std::memcpy(s.device.mutable_data(), v.data(), v.size());
   } else {
     runtime::HostBuffer h = host_buffer(b.bytes, b.id);
+    std::memset(h.data(), 0, b.bytes);
     if (!v.empty()) std::memcpy(h.data(), v.data(), v.size());
     if (tier == Tier::kHost) {
       s.host = std::move(h);
@@ -312,7 +343,7 @@ StepMeasure Executor::iteration(int k, RunResult& result) {
   const runtime::CopyStats copies_before = engine_->stats();
   const runtime::NvmeStats nvme_before = nvme_ ? nvme_->stats() : runtime::NvmeStats{};
   memory_->reset_peak();
-  kernel_s_ = wait_s_ = nvme_s_ = 0;
+  kernel_s_ = wait_s_ = nvme_s_ = comm_s_ = 0;
   outputs_moved_ = 0;
   iteration_ = k;
   const Clock::time_point start = Clock::now();
@@ -370,7 +401,8 @@ StepMeasure Executor::iteration(int k, RunResult& result) {
   m.kernel_time_s = kernel_s_;
   m.outputs_moved = outputs_moved_;
   m.wait_time_s = wait_s_;
-  m.overhead_s = std::max(0.0, m.step_time_s - kernel_s_ - wait_s_);
+  m.comm_time_s = comm_s_;
+  m.overhead_s = std::max(0.0, m.step_time_s - kernel_s_ - wait_s_ - comm_s_);
   m.overlap = m.copy_busy_s > 0 ? std::clamp(1.0 - wait_s_ / m.copy_busy_s, 0.0, 1.0) : 0.0;
   end_iteration();
   return m;
@@ -473,7 +505,7 @@ RunResult run(const Graph& graph, const Plan& plan, const std::string& values,
 
 }  // namespace memwall::exec
 
-extern "C" __attribute__((visibility("default"))) memwall::exec::Status memwall_exec_run_v2(
+extern "C" __attribute__((visibility("default"))) memwall::exec::Status memwall_exec_run_v3(
     const memwall::Graph& graph, const memwall::Plan& plan, const std::string& values,
     const memwall::exec::RunOptions& options, memwall::exec::RunResult& result,
     std::string& error) {

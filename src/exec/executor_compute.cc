@@ -115,6 +115,10 @@ void Executor::run_op(const Step& s, RunResult& result) {
     apply(op, call, result);
     return;
   }
+  if (call.kind == CompiledCall::Kind::kComm) {
+    collective(s, result);
+    return;
+  }
   if ((s.on == Tier::kHost) != (call.kind == CompiledCall::Kind::kCpuStep)) {
     run_failed("{}: op {} ({}) runs on the {} here, which the executor does not do", where(),
                op.name, call.name, s.on == Tier::kHost ? "host" : "device");
@@ -493,11 +497,19 @@ void Executor::bind_results(const Op& op, const CompiledCall& call, torch::jit::
 void Executor::compare_with_eager(RunResult& result) {
   engine_->synchronize();
   const nlohmann::json& index = eager_->index();
-  result.eager_losses = index.at("losses").get<std::vector<double>>();
+  // Each rank's own losses (Note [Data-parallel reference] in memwall_trace.py).
+  const nlohmann::json& rank_losses = index.contains("rank_losses")
+                                          ? index.at("rank_losses").at(options_.rank)
+                                          : index.at("losses");
+  result.eager_losses = rank_losses.get<std::vector<double>>();
   bool equal = true;
   std::string difference;
   const int steps = std::min<int>(options_.steps, static_cast<int>(result.eager_losses.size()));
-  if (options_.steps != index.value("steps", 0)) {
+  if (index.value("ranks", 1) != options_.ranks) {
+    equal = false;
+    difference = fmt::format("eager's reference is for {} data-parallel ranks, this run has {}",
+                             index.value("ranks", 1), options_.ranks);
+  } else if (options_.steps != index.value("steps", 0)) {
     equal = false;
     difference =
         fmt::format("eager ran {} steps, this run {}", index.value("steps", 0), options_.steps);
@@ -509,9 +521,12 @@ void Executor::compare_with_eager(RunResult& result) {
                                result.steps[k].loss, result.eager_losses[k]);
     }
   }
-  for (const auto& [id, bytes] : eager_->buffers()) {
+  for (const auto& [id, whole] : eager_->buffers()) {
     if (!equal) break;
     if (id < 0 || static_cast<size_t>(id) >= graph_.buffers.size()) continue;
+    const Buffer& b = graph_.buffers[id];
+    if (!compared_here(b)) continue;
+    const std::span<const std::byte> bytes = sharded(b, whole.size()) ? slice_of(b, whole) : whole;
     std::vector<std::byte> mine(bytes.size());
     const Slot& s = slots_[id];
     if (static_cast<bool>(s.device)) {
@@ -538,6 +553,20 @@ void Executor::compare_with_eager(RunResult& result) {
   }
   result.eager_equal = equal;
   result.eager_difference = difference;
+}
+
+// Note [Data-parallel reference] (memwall_trace.py): eager's module buffers
+// (batch norm's running statistics) are rank 0's; every rank has its
+// parameters and optimizer states (or its shards of them) to compare.
+bool Executor::compared_here(const Buffer& b) const {
+  if (options_.rank == 0 || b.kind == BufferKind::kParam) return true;
+  for (const Op& op : graph_.ops) {
+    if (op.phase == Phase::kOptimizer &&
+        std::find(op.updates.begin(), op.updates.end(), b.id) != op.updates.end()) {
+      return true;
+    }
+  }
+  return false;
 }
 
 }  // namespace memwall::exec::detail

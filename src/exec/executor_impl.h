@@ -26,6 +26,7 @@
 #include "exec_error.h"
 #include "memwall/alloc/allocator.h"
 #include "memwall/exec/executor.h"
+#include "memwall/graph/counts.h"
 #include "memwall/graph/error.h"
 #include "memwall/plan/in_place.h"
 #include "memwall/runtime/copy_engine.h"
@@ -72,6 +73,15 @@ inline at::Tensor view_of(const c10::Storage& storage, const TensorRef& ref) {
   impl->set_sizes_and_strides(ref.sizes, ref.strides, ref.offset);
   return at::Tensor(std::move(impl));
 }
+
+// A rank's part of a ZeRO shard (Note [Shards at run time]), in elements.
+struct Shard {
+  uint64_t size = 0;    // s = ceil(n / N): a shard buffer's elements
+  uint64_t begin = 0;   // r * s
+  uint64_t length = 0;  // the rank's elements, clamp(n - r * s, 0, s)
+};
+
+struct Group;  // the ranks' process group (executor_comm.cc)
 
 class Executor {
  public:
@@ -143,6 +153,15 @@ class Executor {
   void take_results(const Op& op, const CompiledCall& call, torch::jit::Stack& stack);
   void bind_results(const Op& op, const CompiledCall& call, torch::jit::Stack& stack);
   void compare_with_eager(RunResult& result);
+  bool compared_here(const Buffer& b) const;
+  // Data parallelism (executor_comm.cc, Note [Shards at run time]).
+  Shard shard_of(uint64_t elements) const;
+  void set_up_ranks();
+  void shard_views(CompiledCall& call, const Op& op);
+  bool sharded(const Buffer& b, uint64_t whole_bytes) const;
+  std::span<const std::byte> slice_of(const Buffer& b, std::span<const std::byte> whole) const;
+  void connect();
+  void collective(const Step& s, RunResult& result);
   std::vector<double> median_kernel_times();
 
   double now_s() const { return seconds_since(iteration_start_); }
@@ -150,6 +169,9 @@ class Executor {
   const Plan& plan_;
   RunOptions options_;
   std::unique_ptr<ValueFile> state_, eager_;
+  std::unique_ptr<ValueFile> inputs_;  // rank r > 0: its micro-batch
+  int stage_ = 0;                      // ZeRO's, of a rank graph
+  std::shared_ptr<Group> group_;
   std::vector<BufferId> roots_;
   std::vector<uint8_t> in_place_;
   std::vector<CompiledCall> calls_;
@@ -180,7 +202,7 @@ class Executor {
   uint64_t serial_ =
       1;  // steps begun, over all iterations (and bindings); Slot::stay_began 0: none
   OpId op_ = 0;
-  double kernel_s_ = 0, wait_s_ = 0, nvme_s_ = 0;
+  double kernel_s_ = 0, wait_s_ = 0, nvme_s_ = 0, comm_s_ = 0;
   Clock::time_point iteration_start_;
   bool tracing_ = false;
   std::vector<std::pair<size_t, runtime::CopyEvent>> open_copies_;  // event index, copy

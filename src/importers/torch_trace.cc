@@ -469,12 +469,19 @@ RunTrace::RunTrace(const TorchTraceRequest& request, int steps, int64_t seed)
   if (steps <= 0) fail("trace: the number of steps must be positive");
   std::vector<std::string> args = tracer_args(request);
   impl_->values = impl_->dir.path() + "/values";
-  for (const char* name : {"graph.json", "state.json", "state.bin", "eager.json", "eager.bin"}) {
-    impl_->dir.file(std::string("values/") + name);
-    impl_->dir.file(std::string("values/") + name + ".tmp");
+  std::vector<std::string> names = {"graph.json", "state.json", "state.bin", "eager.json",
+                                    "eager.bin"};
+  for (int r = 1; r < request.ranks; ++r) {
+    names.push_back(fmt::format("inputs{}.json", r));
+    names.push_back(fmt::format("inputs{}.bin", r));
+  }
+  for (const std::string& name : names) {
+    impl_->dir.file("values/" + name);
+    impl_->dir.file("values/" + name + ".tmp");
   }
   args.insert(args.end(), {"--values", impl_->values, "--steps", std::to_string(steps), "--seed",
                            std::to_string(seed)});
+  if (request.ranks > 1) args.insert(args.end(), {"--ranks", std::to_string(request.ranks)});
   run_tracer_in(impl_->dir, args, /*capture_out=*/false, request.timeout_s, request.python);
   impl_->graph = read_traced_graph(impl_->values + "/graph.json");
 }

@@ -21,7 +21,12 @@
 //            updates the shard, so no all-gather follows it.
 // Comm ops run on the simulator's collective stream, overlapping compute;
 // where they sit in op order decides how early they can start, hence
-// prefetch_ops. Shards round up (ceil(bytes / N)). A stage above 0 with one
+// prefetch_ops. Shards round up to whole elements (ceil(elements / N)); a
+// state that is not the parameter's size (Adam's step count) is replicated,
+// as every rank counts steps. Calls follow the remaps (the step reads the
+// gradient's shard, stage 3's users the gathered parameter), so that the
+// executor runs them (Note [Shards at run time] in src/exec/executor_comm.cc).
+// A stage above 0 with one
 // rank changes nothing. A step of several ops (a traced one, Note [Traced
 // optimizer steps] in optimizer_steps.cc) stays as it is: each of its ops
 // reads the shard and does 1/N of its work, its temporaries cut to 1/N,
@@ -32,6 +37,7 @@
 #include <string>
 #include <utility>
 
+#include "memwall/graph/calls.h"
 #include "memwall/graph/counts.h"
 #include "memwall/graph/describe.h"
 #include "memwall/graph/error.h"
@@ -72,12 +78,24 @@ struct Rewrite {
     return out.buffers.back().id;
   }
 
+  // Bytes of a 1/N shard of `like`: whole elements, ceil(elements / N).
+  uint64_t shard_bytes(const Buffer& like) const {
+    const uint64_t elements = element_count(like);
+    const auto ranks = static_cast<uint64_t>(opt.ranks);
+    if (elements == 0 || like.bytes % elements != 0) return ceil_div(like.bytes, ranks);
+    return ceil_div(elements, ranks) * (like.bytes / elements);
+  }
+
   // Cuts buffer b to its 1/N shard in place.
   void shard(BufferId b) {
     Buffer& buf = out.buffers[b];
     const uint64_t elements = element_count(buf);
-    buf.bytes = ceil_div(buf.bytes, static_cast<uint64_t>(opt.ranks));
+    buf.bytes = shard_bytes(buf);
     buf.shape = Dims{static_cast<int64_t>(ceil_div(elements, opt.ranks))};
+  }
+  // A state or temporary of the parameter's size (not a step count).
+  bool param_sized(BufferId b, const ModelState& s) const {
+    return element_count(in.buffers[b]) == element_count(in.buffers[s.param]);
   }
 
   static Op comm(std::string name, std::string type, double bytes_sent) {
@@ -122,8 +140,7 @@ struct Rewrite {
       return;
     }
     // Stages 2 and 3: the reduced shard is the gradient the step reads.
-    const BufferId shard_id =
-        add_buffer(g, ".shard", ceil_div(g.bytes, opt.ranks), BufferKind::kGrad, true);
+    const BufferId shard_id = add_buffer(g, ".shard", shard_bytes(g), BufferKind::kGrad, true);
     out.buffers[s.grad].kind = BufferKind::kTemp;
     Op op = comm(g.name + ".reduce_scatter", "reduce_scatter", share_sent() * bytes);
     op.in = {s.grad};
@@ -133,10 +150,14 @@ struct Rewrite {
   }
 
   void optimizer(const ModelState& s) {
-    for (const BufferId st : s.states) shard(st);
+    for (const BufferId st : s.states) {
+      if (param_sized(st, s)) shard(st);
+    }
     // Every op of a traced step does 1/N of its work on 1/N of its
     // temporaries (Note [Traced optimizer steps] in optimizer_steps.cc).
-    for (const BufferId t : s.temps) shard(t);
+    for (const BufferId t : s.temps) {
+      if (param_sized(t, s)) shard(t);
+    }
     for (const OpId id : s.ops) {
       Op& op = out.ops[id];
       op.flops /= ranks();
@@ -204,6 +225,7 @@ struct Rewrite {
     // Emit ops in order with ids renumbered; comm ops' buffers are final.
     std::vector<Op> ops;
     ops.reserve(in.ops.size() * 2);
+    std::vector<OpId> renumbered(in.ops.size(), kNoOp);
     const auto push = [&](Op op) {
       op.id = static_cast<OpId>(ops.size());
       ops.push_back(std::move(op));
@@ -215,10 +237,26 @@ struct Rewrite {
         std::replace(op.in.begin(), op.in.end(), from, to);
         std::replace(op.updates.begin(), op.updates.end(), from, to);
       }
+      if (!op.call.empty() && !remap[i].empty()) {
+        op.call = remap_call_text(op.call, [&](int64_t b) {
+          for (const auto& [from, to] : remap[i]) {
+            if (b == from) return CallBuffer{.id = to};
+          }
+          return CallBuffer{.id = b};
+        });
+      }
+      renumbered[i] = static_cast<OpId>(ops.size());
       push(std::move(op));
       for (Op& c : after[i]) push(std::move(c));
     }
     out.ops = std::move(ops);
+    // Note [Eager lifetimes] (graph.h): the op after which eager freed a
+    // buffer keeps its place among the renumbered ops.
+    for (Buffer& b : out.buffers) {
+      if (b.eager_free >= 0 && static_cast<size_t>(b.eager_free) < renumbered.size()) {
+        b.eager_free = renumbered[static_cast<size_t>(b.eager_free)];
+      }
+    }
     out.name = fmt::format("{} (ZeRO-{} rank of {})", in.name, opt.stage, opt.ranks);
     out.meta["zero"] = {{"stage", opt.stage}, {"ranks", opt.ranks}};
     return std::move(out);

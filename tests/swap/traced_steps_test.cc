@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "memwall/graph/counts.h"
 #include "memwall/graph/error.h"
@@ -155,7 +156,13 @@ TEST(TracedSteps, ZeroOffloadOfTracedAdamSimulates) {
 // ZeRO keeps each run of ops: every op reads the gradient's shard and does
 // 1/N of the work on 1/N of the temporaries; offloading on top simulates.
 TEST(TracedSteps, ZeroShardsEachRun) {
-  const TracedAdam t = traced_adam();
+  TracedAdam t = traced_adam();
+  // The lerp_ reads the gradient: its call must name the shard from stage 2.
+  for (size_t i = 0; i < 3; ++i) {
+    t.graph.ops[t.steps[i][1]].call = fmt::format(
+        R"({{"op":"aten::lerp_","overload":"Scalar","args":[{{"t":{}}},{{"t":{}}},0.1]}})",
+        t.states[i][1], t.grads[i]);
+  }
   const Hardware& hw = find_gpu("a100-40g");
   for (const int stage : {0, 1, 2, 3}) {
     SCOPED_TRACE(stage);
@@ -173,6 +180,14 @@ TEST(TracedSteps, ZeroShardsEachRun) {
       EXPECT_DOUBLE_EQ(lerp.flops, t.graph.ops[t.steps[i][1]].flops / (stage == 0 ? 1 : 4));
       EXPECT_EQ(r.buffers[s.grad].name,
                 stage >= 2 ? fmt::format("w{}.grad.shard", i) : fmt::format("w{}.grad", i));
+      const nlohmann::json call = nlohmann::json::parse(lerp.call);
+      EXPECT_EQ(call["args"][1]["t"].get<BufferId>(), s.grad);
+      EXPECT_EQ(call["args"][0]["t"].get<BufferId>(), t.states[i][1]);
+      // Adam's step count is replicated (every rank counts steps); its
+      // moments are cut to 1/N.
+      EXPECT_EQ(r.buffers[t.states[i][0]].bytes, 4u);
+      EXPECT_EQ(r.buffers[t.states[i][1]].bytes,
+                t.graph.buffers[t.states[i][1]].bytes / (stage == 0 ? 1 : 4));
     }
     const SimResult sim = simulate(r, default_plan(r, hw.name, kMaxBytes), hw);
     EXPECT_TRUE(sim.valid) << sim.reason;
@@ -190,6 +205,21 @@ TEST(TracedSteps, ZeroShardsEachRun) {
   const Graph one = zero_rank_graph(t.graph, {.ranks = 1, .stage = 0});
   ASSERT_EQ(one.ops.size(), t.graph.ops.size());
   for (size_t i = 0; i < one.ops.size(); ++i) EXPECT_EQ(one.ops[i].name, t.graph.ops[i].name);
+}
+
+// Shards are whole elements: 5x5 fp32 weights over 4 ranks are 7 elements
+// (28 bytes) each, not ceil(100 / 4) = 25 bytes; the executor slices its
+// views by elements (Note [Shards at run time] in src/exec/executor_comm.cc).
+TEST(TracedSteps, ZeroShardsAreWholeElements) {
+  const TracedAdam t = traced_adam(8, 5);
+  const Graph r = zero_rank_graph(t.graph, {.ranks = 4, .stage = 3});
+  validate(r);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(t.graph.buffers[t.params[i]].bytes, 100u);
+    EXPECT_EQ(r.buffers[t.params[i]].bytes, 28u);
+    EXPECT_EQ(r.buffers[t.states[i][1]].bytes, 28u);
+    EXPECT_EQ(r.buffers[t.states[i][2]].bytes, 28u);
+  }
 }
 
 TEST(TracedSteps, StepsThatAreNotRunsNameTheOp) {

@@ -35,6 +35,12 @@ struct RunOptions {
   // each iteration but the first (which pays for fresh pages), for
   // RunResult::kernel_seconds.
   bool time_kernels = false;
+  // Data parallelism (ZeRO's rank graphs, docs/exec.md): this process is
+  // rank `rank` of `ranks`, which meet through the c10d FileStore `store`.
+  int rank = 0;
+  int ranks = 1;
+  std::string store;
+  int comm_timeout_s = 300;  // a collective waiting longer fails the run
 };
 
 // What ran in the last iteration, in the simulator's lanes (sim's
@@ -65,6 +71,7 @@ struct StepMeasure {
   double step_time_s = 0;
   double kernel_time_s = 0;  // inside ATen calls
   double wait_time_s = 0;    // blocked on copies and NVMe
+  double comm_time_s = 0;    // in collectives with the other ranks
   double overhead_s = 0;     // the rest: the executor's own bookkeeping
   double copy_busy_s = 0;    // seconds the copy streams and NVMe were busy
   // The share of that busy time the executor did not wait on (1 - waits /
@@ -96,6 +103,6 @@ enum class Status : int { kOk = 0, kRunFailed = 1, kBadInput = 2 };
 // (kRunSymbol). Returns the status; on failure `error` is one line.
 using RunFunction = Status (*)(const Graph& graph, const Plan& plan, const std::string& values,
                                const RunOptions& options, RunResult& result, std::string& error);
-inline constexpr const char* kRunSymbol = "memwall_exec_run_v2";
+inline constexpr const char* kRunSymbol = "memwall_exec_run_v3";
 
 }  // namespace memwall::exec

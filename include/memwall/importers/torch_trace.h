@@ -72,6 +72,10 @@ struct TorchTraceRequest {
   double timeout_s = 600;  // the tracer is stopped past it
   std::string python;      // the interpreter; empty: tracer_python()'s choice
   int threads = 0;  // torch.set_num_threads first (CPU kernels' choices depend on it); 0: torch's
+  // RunTrace: values for this many data-parallel ranks (each its own
+  // micro-batch; eager's reference averages their gradients, Note
+  // [Data-parallel reference] in python/memwall_trace.py).
+  int ranks = 1;
 };
 
 // Traces one training iteration and returns the validated graph. What the

@@ -1,0 +1,229 @@
+// Data-parallel runs (run_ranks.h): the child ranks and `memwall run-rank`.
+#include "run_ranks.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "exec_library.h"
+#include "memwall/graph/error.h"
+#include "memwall/graph/graph.h"
+#include "memwall/graph/output_files.h"
+
+extern char** environ;
+
+namespace memwall::cli {
+
+int ranks_of(const Graph& graph) {
+  const auto it = graph.meta.find("zero");
+  if (it == graph.meta.end() || !it->is_object()) return 1;
+  return it->value("ranks", 1);
+}
+
+namespace {
+
+std::string self_executable() {
+  std::array<char, PATH_MAX> path{};
+  const ssize_t n = ::readlink("/proc/self/exe", path.data(), path.size() - 1);
+  if (n <= 0) fail("run: cannot find the memwall executable: {}", std::strerror(errno));
+  return std::string(path.data(), static_cast<size_t>(n));
+}
+
+void write_file(const std::string& path, const std::string& text) {
+  OutputFiles out;
+  out.declare(path);
+  out.set(path, text);
+  out.commit();
+}
+
+}  // namespace
+
+RankProcesses::RankProcesses(const Graph& graph, const Plan& plan, const std::string& values,
+                             const exec::RunOptions& options) {
+  const int ranks = ranks_of(graph);
+  std::string pattern =
+      (std::filesystem::temp_directory_path() / fmt::format("memwall_ranks_{}_XXXXXX", getpid()))
+          .string();
+  if (::mkdtemp(pattern.data()) == nullptr) {
+    fail("run: cannot create a directory for the ranks: {}", std::strerror(errno));
+  }
+  dir_ = pattern;
+  store_ = dir_ + "/store";
+  write_file(dir_ + "/graph.json", graph_to_json_text(graph));
+  write_file(dir_ + "/plan.json", plan_to_json_text(plan));
+  const std::string exe = self_executable();
+  for (int r = 1; r < ranks; ++r) {
+    std::vector<std::string> args = {"memwall",  "run-rank",
+                                     "--graph",  dir_ + "/graph.json",
+                                     "--plan",   dir_ + "/plan.json",
+                                     "--values", values,
+                                     "--rank",   std::to_string(r),
+                                     "--store",  store_,
+                                     "--steps",  std::to_string(options.steps),
+                                     "--policy", options.policy,
+                                     "--result", fmt::format("{}/rank{}.json", dir_, r)};
+    if (options.check_eager) args.emplace_back("--check-eager");
+    for (const std::string& d : options.nvme_dirs) args.insert(args.end(), {"--nvme-dir", d});
+    if (!options.nvme_faults.empty())
+      args.insert(args.end(), {"--nvme-faults", options.nvme_faults});
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    // The child's own words go to its log; its outcome to its result file.
+    posix_spawn_file_actions_t files;
+    posix_spawn_file_actions_init(&files);
+    const std::string log = fmt::format("{}/rank{}.log", dir_, r);
+    posix_spawn_file_actions_addopen(&files, STDOUT_FILENO, log.c_str(),
+                                     O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_adddup2(&files, STDOUT_FILENO, STDERR_FILENO);
+    pid_t pid = 0;
+    const int rc = ::posix_spawn(&pid, exe.c_str(), &files, nullptr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&files);
+    if (rc != 0) {
+      stop();
+      fail("run: cannot start rank {}: {}", r, std::strerror(rc));
+    }
+    children_.push_back(pid);
+  }
+}
+
+RankProcesses::~RankProcesses() {
+  stop();
+  (void)wait();
+  std::error_code ignored;
+  std::filesystem::remove_all(dir_, ignored);
+}
+
+void RankProcesses::stop() {
+  for (const pid_t pid : children_) {
+    if (pid > 0) ::kill(pid, SIGTERM);
+  }
+}
+
+std::vector<RankOutcome> RankProcesses::wait() {
+  std::vector<RankOutcome> out;
+  for (size_t i = 0; i < children_.size(); ++i) {
+    if (children_[i] <= 0) continue;
+    RankOutcome o;
+    o.rank = static_cast<int>(i) + 1;
+    int status = 0;
+    while (::waitpid(children_[i], &status, 0) < 0 && errno == EINTR) {
+    }
+    children_[i] = 0;
+    std::ifstream in(fmt::format("{}/rank{}.json", dir_, o.rank));
+    nlohmann::json j;
+    try {
+      if (in) j = nlohmann::json::parse(in);
+    } catch (const std::exception&) {
+      j = nullptr;
+    }
+    if (j.is_object()) {
+      o.status = static_cast<exec::Status>(j.value("status", 1));
+      o.error = j.value("error", std::string());
+      if (j.contains("eager_equal")) o.eager_equal = j["eager_equal"].get<bool>();
+      o.eager_difference = j.value("eager_difference", std::string());
+    } else {
+      o.status = exec::Status::kRunFailed;
+      o.error = WIFSIGNALED(status) ? fmt::format("killed by signal {}", WTERMSIG(status))
+                                    : fmt::format(
+                                          "exited with {} and said nothing (its log: "
+                                          "{}/rank{}.log)",
+                                          WEXITSTATUS(status), dir_, o.rank);
+    }
+    out.push_back(std::move(o));
+  }
+  return out;
+}
+
+exec::Status merge_ranks(const std::vector<RankOutcome>& outcomes, exec::RunResult& result,
+                         std::string& error) {
+  for (const RankOutcome& o : outcomes) {
+    if (o.status != exec::Status::kOk) {
+      error = fmt::format("rank {}: {}", o.rank, o.error);
+      return o.status;
+    }
+    if (o.eager_equal && result.eager_equal && *result.eager_equal && !*o.eager_equal) {
+      result.eager_equal = false;
+      result.eager_difference = fmt::format("rank {}: {}", o.rank, o.eager_difference);
+    }
+  }
+  return exec::Status::kOk;
+}
+
+namespace {
+
+struct RankArgs {
+  std::string graph, plan, values, store, result, policy = "stitching", nvme_faults;
+  std::vector<std::string> nvme_dirs;
+  int rank = 1, steps = 3;
+  bool check_eager = false;
+};
+
+// A child rank: runs and writes its outcome as JSON; the exit code is the
+// status.
+int run_rank(const RankArgs& args) {
+  const Graph graph = read_graph_file(args.graph);
+  const Plan plan = read_plan_file(args.plan);
+  exec::RunOptions options;
+  options.steps = args.steps;
+  options.check_eager = args.check_eager;
+  options.policy = args.policy;
+  options.nvme_dirs = args.nvme_dirs;
+  options.nvme_faults = args.nvme_faults;
+  options.rank = args.rank;
+  options.ranks = ranks_of(graph);
+  options.store = args.store;
+  exec::RunResult result;
+  std::string error;
+  exec::Status status = exec::Status::kRunFailed;
+  try {
+    status = load_executor()(graph, plan, args.values, options, result, error);
+  } catch (const Error& e) {
+    status = exec::Status::kBadInput;
+    error = e.what();
+  }
+  nlohmann::json out = {{"status", static_cast<int>(status)}, {"error", error}};
+  if (result.eager_equal) {
+    out["eager_equal"] = *result.eager_equal;
+    out["eager_difference"] = result.eager_difference;
+  }
+  write_file(args.result, out.dump());
+  return static_cast<int>(status);
+}
+
+}  // namespace
+
+void add_run_rank(CLI::App& app, Action& action) {
+  auto* cmd = app.add_subcommand("run-rank", "");  // hidden: `memwall run` starts it
+  cmd->group("");
+  auto args = std::make_shared<RankArgs>();
+  cmd->add_option("--graph", args->graph)->required();
+  cmd->add_option("--plan", args->plan)->required();
+  cmd->add_option("--values", args->values)->required();
+  cmd->add_option("--rank", args->rank)->required();
+  cmd->add_option("--store", args->store)->required();
+  cmd->add_option("--result", args->result)->required();
+  cmd->add_option("--steps", args->steps);
+  cmd->add_option("--policy", args->policy);
+  cmd->add_option("--nvme-dir", args->nvme_dirs);
+  cmd->add_option("--nvme-faults", args->nvme_faults);
+  cmd->add_flag("--check-eager", args->check_eager);
+  cmd->callback([&action, args] { action = [args] { return run_rank(*args); }; });
+}
+
+}  // namespace memwall::cli

@@ -1,0 +1,57 @@
+// Data-parallel runs (docs/exec.md, "Ranks"): `memwall run` of a ZeRO rank
+// graph runs rank 0 itself and ranks 1..N-1 as child processes of the
+// hidden `memwall run-rank`, which meet through a c10d FileStore.
+#pragma once
+#include <sys/types.h>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "memwall/exec/executor.h"
+#include "memwall/graph/types.h"
+#include "memwall/plan/plan.h"
+
+namespace memwall::cli {
+
+// The data-parallel ranks a graph is one of (meta.zero.ranks; 1 if none).
+int ranks_of(const Graph& graph);
+
+// What a child rank reported.
+struct RankOutcome {
+  int rank = 0;
+  exec::Status status = exec::Status::kRunFailed;
+  std::string error;
+  std::optional<bool> eager_equal;
+  std::string eager_difference;
+};
+
+class RankProcesses {
+ public:
+  // Writes the graph and plan to a private directory and starts ranks
+  // 1..ranks_of(graph)-1 with `options` (rank and store their own). Throws
+  // Error when a file cannot be written or a process cannot start.
+  RankProcesses(const Graph& graph, const Plan& plan, const std::string& values,
+                const exec::RunOptions& options);
+  ~RankProcesses();  // stops ranks still running, removes the directory
+  RankProcesses(const RankProcesses&) = delete;
+  RankProcesses& operator=(const RankProcesses&) = delete;
+
+  const std::string& store() const { return store_; }
+  // Rank 0 failed: the others would wait in their collectives until the
+  // timeout; stop them now.
+  void stop();
+  // Waits for every child and returns what each said (a child that died
+  // without a word: kRunFailed and its exit status).
+  std::vector<RankOutcome> wait();
+
+ private:
+  std::string dir_, store_;
+  std::vector<pid_t> children_;
+};
+
+// Folds the children's outcomes into rank 0's result; returns the status
+// of the whole run and, on failure, the first failing rank's error line.
+exec::Status merge_ranks(const std::vector<RankOutcome>& outcomes, exec::RunResult& result,
+                         std::string& error);
+
+}  // namespace memwall::cli
