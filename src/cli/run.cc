@@ -313,12 +313,7 @@ int run_run(const RunArgs& args) {
   exec::Status status = run(graph, plan, trace.values_dir(), options, result, error);
   if (others) {
     if (status != exec::Status::kOk) others->stop();
-    std::string other_error;
-    const exec::Status theirs = merge_ranks(others->wait(), result, other_error);
-    if (status == exec::Status::kOk && theirs != exec::Status::kOk) {
-      status = theirs;
-      error = other_error;
-    }
+    merge_ranks(others->wait(), status, error, result);
   }
   if (status == exec::Status::kBadInput) fail("run: {}", error);
   if (status == exec::Status::kRunFailed) {

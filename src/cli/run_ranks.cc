@@ -7,9 +7,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
+#include <chrono>
 #include <climits>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -100,6 +103,7 @@ RankProcesses::RankProcesses(const Graph& graph, const Plan& plan, const std::st
     }
     children_.push_back(pid);
   }
+  watcher_ = std::thread([this] { watch(); });
 }
 
 RankProcesses::~RankProcesses() {
@@ -110,59 +114,116 @@ RankProcesses::~RankProcesses() {
 }
 
 void RankProcesses::stop() {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  stopping_ = true;
   for (const pid_t pid : children_) {
     if (pid > 0) ::kill(pid, SIGTERM);
   }
 }
 
+RankOutcome RankProcesses::outcome_of(int rank, int wait_status) const {
+  RankOutcome o;
+  o.rank = rank;
+  std::ifstream in(fmt::format("{}/rank{}.json", dir_, rank));
+  nlohmann::json j;
+  try {
+    if (in) j = nlohmann::json::parse(in);
+  } catch (const std::exception&) {
+    j = nullptr;
+  }
+  if (j.is_object()) {
+    o.said = true;
+    o.status = static_cast<exec::Status>(j.value("status", 1));
+    o.error = j.value("error", std::string());
+    if (j.contains("eager_equal")) o.eager_equal = j["eager_equal"].get<bool>();
+    o.eager_difference = j.value("eager_difference", std::string());
+  } else {
+    o.status = exec::Status::kRunFailed;
+    o.stopped = stopping_ && WIFSIGNALED(wait_status) && WTERMSIG(wait_status) == SIGTERM;
+    o.error = WIFSIGNALED(wait_status)
+                  ? fmt::format("died of signal {}", WTERMSIG(wait_status))
+                  : fmt::format("exited with {} and said nothing (its log: {}/rank{}.log)",
+                                WEXITSTATUS(wait_status), dir_, rank);
+  }
+  return o;
+}
+
+// Note [Dead ranks]
+// ~~~~~~~~~~~~~~~~~
+// A rank that dies during a collective closes its sockets, and gloo fails
+// the others' collectives at once ("Connection closed by peer"), so rank 0
+// returns with an error of its own. A rank that fails before it joins
+// (bad input, a failed start) would leave rank 0 waiting in the rendezvous
+// for the process group's whole timeout. The watcher reaps the children as
+// they end; when one has failed and rank 0 has not returned 10 s later, it
+// says which rank failed and why, stops the others and ends the process
+// (exit 2 for the rank's bad input, else 1).
+void RankProcesses::watch() {
+  using namespace std::chrono_literals;
+  std::optional<std::chrono::steady_clock::time_point> failed_at;
+  while (!rank0_done_.load()) {
+    {
+      const std::lock_guard<std::mutex> lock(mutex_);
+      for (size_t i = 0; i < children_.size(); ++i) {
+        int status = 0;
+        if (children_[i] <= 0 || ::waitpid(children_[i], &status, WNOHANG) != children_[i]) {
+          continue;
+        }
+        children_[i] = 0;
+        ended_.push_back(outcome_of(static_cast<int>(i) + 1, status));
+        if (ended_.back().status != exec::Status::kOk && !failed_at) {
+          failed_at = std::chrono::steady_clock::now();
+        }
+      }
+    }
+    if (failed_at && std::chrono::steady_clock::now() - *failed_at > 10s) {
+      const auto bad = std::find_if(ended_.begin(), ended_.end(), [](const RankOutcome& o) {
+        return o.status != exec::Status::kOk;
+      });
+      std::cerr << fmt::format("memwall: error: run failed: rank {}: {}\n", bad->rank, bad->error);
+      stop();
+      std::error_code ignored;
+      std::filesystem::remove_all(dir_, ignored);
+      std::_Exit(bad->status == exec::Status::kBadInput ? 2 : 1);
+    }
+    std::this_thread::sleep_for(50ms);
+  }
+}
+
 std::vector<RankOutcome> RankProcesses::wait() {
-  std::vector<RankOutcome> out;
+  rank0_done_.store(true);
+  if (watcher_.joinable()) watcher_.join();
+  std::vector<RankOutcome> out = std::move(ended_);
+  ended_.clear();
   for (size_t i = 0; i < children_.size(); ++i) {
     if (children_[i] <= 0) continue;
-    RankOutcome o;
-    o.rank = static_cast<int>(i) + 1;
     int status = 0;
     while (::waitpid(children_[i], &status, 0) < 0 && errno == EINTR) {
     }
     children_[i] = 0;
-    std::ifstream in(fmt::format("{}/rank{}.json", dir_, o.rank));
-    nlohmann::json j;
-    try {
-      if (in) j = nlohmann::json::parse(in);
-    } catch (const std::exception&) {
-      j = nullptr;
-    }
-    if (j.is_object()) {
-      o.status = static_cast<exec::Status>(j.value("status", 1));
-      o.error = j.value("error", std::string());
-      if (j.contains("eager_equal")) o.eager_equal = j["eager_equal"].get<bool>();
-      o.eager_difference = j.value("eager_difference", std::string());
-    } else {
-      o.status = exec::Status::kRunFailed;
-      o.error = WIFSIGNALED(status) ? fmt::format("killed by signal {}", WTERMSIG(status))
-                                    : fmt::format(
-                                          "exited with {} and said nothing (its log: "
-                                          "{}/rank{}.log)",
-                                          WEXITSTATUS(status), dir_, o.rank);
-    }
-    out.push_back(std::move(o));
+    out.push_back(outcome_of(static_cast<int>(i) + 1, status));
   }
+  std::sort(out.begin(), out.end(),
+            [](const RankOutcome& a, const RankOutcome& b) { return a.rank < b.rank; });
   return out;
 }
 
-exec::Status merge_ranks(const std::vector<RankOutcome>& outcomes, exec::RunResult& result,
-                         std::string& error) {
-  for (const RankOutcome& o : outcomes) {
-    if (o.status != exec::Status::kOk) {
+void merge_ranks(const std::vector<RankOutcome>& outcomes, exec::Status& status, std::string& error,
+                 exec::RunResult& result) {
+  for (const bool own : {true, false}) {
+    for (const RankOutcome& o : outcomes) {
+      if (o.status == exec::Status::kOk || o.said != own || o.stopped) continue;
+      status = o.status;
       error = fmt::format("rank {}: {}", o.rank, o.error);
-      return o.status;
+      return;
     }
+  }
+  for (const RankOutcome& o : outcomes) {
     if (o.eager_equal && result.eager_equal && *result.eager_equal && !*o.eager_equal) {
       result.eager_equal = false;
       result.eager_difference = fmt::format("rank {}: {}", o.rank, o.eager_difference);
     }
   }
-  return exec::Status::kOk;
 }
 
 namespace {

@@ -3,8 +3,12 @@
 // hidden `memwall run-rank`, which meet through a c10d FileStore.
 #pragma once
 #include <sys/types.h>
+
+#include <atomic>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "memwall/exec/executor.h"
@@ -23,6 +27,8 @@ struct RankOutcome {
   std::string error;
   std::optional<bool> eager_equal;
   std::string eager_difference;
+  bool said = false;     // wrote its outcome (not killed or crashed)
+  bool stopped = false;  // ended by stop(), after rank 0 failed
 };
 
 class RankProcesses {
@@ -40,18 +46,28 @@ class RankProcesses {
   // Rank 0 failed: the others would wait in their collectives until the
   // timeout; stop them now.
   void stop();
-  // Waits for every child and returns what each said (a child that died
-  // without a word: kRunFailed and its exit status).
+  // Rank 0 has returned: waits for every child and returns what each said
+  // (a child that died without a word: kRunFailed and its exit status).
   std::vector<RankOutcome> wait();
 
  private:
+  void watch();
+  RankOutcome outcome_of(int rank, int wait_status) const;
   std::string dir_, store_;
   std::vector<pid_t> children_;
+  // Note [Dead ranks]: the watcher reaps children as they end.
+  std::mutex mutex_;
+  std::vector<RankOutcome> ended_;
+  std::atomic<bool> rank0_done_{false};
+  bool stopping_ = false;  // stop() was called (under mutex_)
+  std::thread watcher_;
 };
 
-// Folds the children's outcomes into rank 0's result; returns the status
-// of the whole run and, on failure, the first failing rank's error line.
-exec::Status merge_ranks(const std::vector<RankOutcome>& outcomes, exec::RunResult& result,
-                         std::string& error);
+// Folds the children's outcomes into rank 0's `status`, `error` and
+// result: a child's failure explains the run's (rank 0's "Connection closed
+// by peer" follows from it), its own error line first; a child that
+// stop() ended does not.
+void merge_ranks(const std::vector<RankOutcome>& outcomes, exec::Status& status, std::string& error,
+                 exec::RunResult& result);
 
 }  // namespace memwall::cli

@@ -171,7 +171,6 @@ class Executor {
   std::unique_ptr<ValueFile> state_, eager_;
   std::unique_ptr<ValueFile> inputs_;  // rank r > 0: its micro-batch
   int stage_ = 0;                      // ZeRO's, of a rank graph
-  std::shared_ptr<Group> group_;
   std::vector<BufferId> roots_;
   std::vector<uint8_t> in_place_;
   std::vector<CompiledCall> calls_;
@@ -206,6 +205,9 @@ class Executor {
   Clock::time_point iteration_start_;
   bool tracing_ = false;
   std::vector<std::pair<size_t, runtime::CopyEvent>> open_copies_;  // event index, copy
+  // Last, so destroyed first: gloo's threads go before the memory they
+  // may still touch after a failed collective.
+  std::shared_ptr<Group> group_;
 };
 
 }  // namespace memwall::exec::detail

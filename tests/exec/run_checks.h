@@ -1,0 +1,88 @@
+// Shared checks of the executor's tests (tests/exec): whether the executor
+// can run here, where a test keeps its files, and what every run must show.
+#pragma once
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/run_memwall.h"
+#include "memwall/importers/torch_trace.h"
+
+namespace memwall::testing {
+
+inline bool executor_built() {
+  return std::filesystem::exists(std::filesystem::path(MEMWALL_BINARY).parent_path() /
+                                 "libmemwall_exec.so");
+}
+
+inline bool torch_importable() {
+  static const bool ok =
+      std::system((importers::tracer_python() + " -c 'import torch, torchvision, transformers' "
+                                                ">/dev/null 2>&1")
+                      .c_str()) == 0;
+  return ok;
+}
+
+#define REQUIRE_EXECUTOR()                                                                 \
+  do {                                                                                     \
+    if (!executor_built()) {                                                               \
+      GTEST_SKIP() << "no libmemwall_exec.so beside " << MEMWALL_BINARY                    \
+                   << ": the executor is built only against memwall's Python environment " \
+                      "with torch, and not in sanitizer builds (src/exec/CMakeLists.txt)"; \
+    }                                                                                      \
+    if (!torch_importable()) {                                                             \
+      GTEST_SKIP() << "torch / torchvision / transformers are not importable by "          \
+                   << importers::tracer_python();                                          \
+    }                                                                                      \
+  } while (0)
+
+inline std::string models(const std::string& function) {
+  return std::string(MEMWALL_SOURCE_DIR) + "/tests/exec/models.py:" + function;
+}
+
+inline std::string dir_for(const std::string& tag) {
+  const std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) /
+                                    ("memwall_run_" + tag + "_" + std::to_string(getpid()));
+  std::filesystem::remove_all(dir);
+  return dir.string();
+}
+
+// One run's JSON; checks what every run must show: eager's bits, the
+// budget kept, the device peak the simulator predicted (within 1% for
+// plans without swaps: a swap's release time depends on the copy's real
+// speed, docs/exec.md). A laid-out plan's device memory is its arena: the
+// simulator predicts the arena (an op's outputs and its scratch's span,
+// Note [Workspace span]), which the live bytes can stay below (ResNet-18
+// b4 at 64x64 on AVX2: live 0.964 of the arena, whose GEMM weight gradients
+// free their scratch before making their outputs).
+inline nlohmann::json check_run(const RunResult& r, const std::string& what, uint64_t budget = 0) {
+  EXPECT_EQ(r.exit_code, 0) << what << ": " << r.err;
+  if (r.exit_code != 0) return {};
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j.value("eager_equal", false), true) << what << ": " << j.dump(2);
+  if (budget == 0) budget = j.at("budget").get<uint64_t>();
+  for (const nlohmann::json& step : j.at("steps")) {
+    const bool laid_out = j.at("policy") == "plan offsets";
+    const auto measured = laid_out ? step.at("arena_bytes").get<double>()
+                                   : step.at("device_peak_bytes").at("measured").get<double>();
+    const auto predicted = step.at("device_peak_bytes").at("predicted").get<double>();
+    EXPECT_LE(measured, static_cast<double>(budget)) << what;
+    if (step.at("bytes_moved").at("d2h").at("predicted").get<uint64_t>() == 0) {
+      EXPECT_NEAR(measured / predicted, 1.0, 0.01) << what << " step " << step.at("step");
+    }
+    EXPECT_EQ(step.at("loss"), step.at("eager_loss")) << what;
+    for (const char* side : {"measured", "predicted"}) {
+      const double overlap = step.at("transfer_overlap").at(side).get<double>();
+      EXPECT_TRUE(overlap >= 0 && overlap <= 1) << what << " " << side << " " << overlap;
+    }
+  }
+  return j;
+}
+
+}  // namespace memwall::testing
