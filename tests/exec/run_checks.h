@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
@@ -83,6 +84,14 @@ inline nlohmann::json check_run(const RunResult& r, const std::string& what, uin
     }
   }
   return j;
+}
+
+// A refusal: exit `code`, one line on standard error that says `says`.
+inline void expect_one_line(const RunResult& r, int code, const std::string& says) {
+  EXPECT_EQ(r.exit_code, code) << r.err;
+  EXPECT_NE(r.err.find(says), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_TRUE(r.out.empty()) << r.out;
 }
 
 }  // namespace memwall::testing

@@ -19,11 +19,11 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/run_memwall.h"
-#include "run_checks.h"
 #include "memwall/graph/graph.h"
 #include "memwall/hw/hardware.h"
 #include "memwall/importers/torch_trace.h"
 #include "memwall/plan/plan.h"
+#include "run_checks.h"
 
 namespace memwall::testing {
 namespace {
@@ -256,13 +256,6 @@ class RunKept : public ::testing::Test {
   static std::string* dir_;
 };
 std::string* RunKept::dir_ = nullptr;
-
-void expect_one_line(const RunResult& r, int code, const std::string& says) {
-  EXPECT_EQ(r.exit_code, code) << r.err;
-  EXPECT_NE(r.err.find(says), std::string::npos) << r.err;
-  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-  EXPECT_TRUE(r.out.empty()) << r.out;
-}
 
 TEST_F(RunKept, AGraphWithoutCallsIsNotRunnable) {
   REQUIRE_EXECUTOR();
