@@ -41,7 +41,8 @@ Executor::Executor(const Graph& graph, const Plan& plan, const std::string& valu
   for (const Buffer& b : graph.buffers) {
     if (!exists_before_first_op(b.kind)) continue;
     const std::span<const std::byte> v = value_of(b);
-    if (v.size() != b.bytes && !(sharded(b, b.bytes) || v.size() < b.bytes)) {
+    // A rank's slice of a shard may be shorter than it (the last rank's).
+    if (v.size() > b.bytes || (v.size() < b.bytes && options.ranks == 1)) {
       bad_input(
           "{}: buffer {} ({}) has {} bytes of values, the graph says {}: the values are "
           "of another trace",
@@ -149,15 +150,13 @@ void Executor::check_runnable() {
 // A buffer's starting bytes: by name (rewrites renumber buffers), by id
 // for values without names, a master's from its parameter.
 std::span<const std::byte> Executor::value_of(const Buffer& b) const {
-  if (const auto it = master_of_.find(b.id); it != master_of_.end()) {
-    return value_of(graph_.buffers[it->second]);
-  }
-  // A rank's micro-batch (Note [Data-parallel reference] in memwall_trace.py).
-  if (inputs_ && b.kind == BufferKind::kInput) {
-    if (const auto v = inputs_->named(b.name)) return *v;
-  }
   std::span<const std::byte> whole;
-  if (const auto v = state_->named(b.name)) {
+  if (const auto it = master_of_.find(b.id); it != master_of_.end()) {
+    whole = value_of(graph_.buffers[it->second]);
+  } else if (inputs_ && b.kind == BufferKind::kInput && inputs_->named(b.name)) {
+    // A rank's micro-batch (Note [Data-parallel reference] in memwall_trace.py).
+    return *inputs_->named(b.name);
+  } else if (const auto v = state_->named(b.name)) {
     whole = *v;
   } else {
     whole = state_->buffer(b.id);

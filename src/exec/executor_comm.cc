@@ -69,7 +69,8 @@ void Executor::set_up_ranks() {
 
 // Note [Shards at run time]: the rank's slice of each view in an
 // optimizer-phase op (from stage 1 on).
-void Executor::shard_views(CompiledCall& call, const Op& op) {
+void Executor::shard_views(CompiledCall& call, const Op& op, std::pair<int64_t, int64_t> as) {
+  if (call.kind == CompiledCall::Kind::kCpuStep && call.master >= 0) as = {call.param, call.master};
   const auto slice = [&](TensorRef& ref) {
     int64_t elements = 1;
     for (const int64_t d : ref.sizes) elements *= d;
@@ -85,7 +86,8 @@ void Executor::shard_views(CompiledCall& call, const Op& op) {
     const Shard sh = shard_of(static_cast<uint64_t>(elements));
     if (!ref.local) {
       const uint64_t item = c10::elementSize(ref.dtype);
-      const uint64_t held = graph_.buffers[ref.buffer].bytes / item;
+      const int64_t b = ref.buffer == as.first ? as.second : ref.buffer;
+      const uint64_t held = graph_.buffers[b].bytes / item;
       const bool whole = held >= static_cast<uint64_t>(ref.offset + elements);
       if (whole) ref.offset += static_cast<int64_t>(sh.begin);
     }
@@ -97,7 +99,23 @@ void Executor::shard_views(CompiledCall& call, const Op& op) {
       if (t) slice(*t);
     }
   }
-  for (CompiledCall& part : call.steps) shard_views(part, op);
+  for (CompiledCall& part : call.steps) shard_views(part, op, as);
+}
+
+// Note [Offloaded shards] (swap/offload.cc): a stage 1-2 CPU step's master
+// and update are shards of the whole parameter.
+void Executor::put_values(const void* from, uint64_t from_bytes, const Buffer& to, void* data) {
+  if (from_bytes >= to.bytes) {
+    std::memcpy(data, from, to.bytes);
+    return;
+  }
+  const uint64_t item = dtype_size(to.dtype);
+  const Shard sh = shard_of(to.bytes / item);
+  if (options_.ranks == 1 || sh.size * item != from_bytes) {
+    run_failed("{}: {} bytes of new values for {} ({} bytes) are neither it nor a 1/{} shard",
+               where(), from_bytes, to.name, to.bytes, options_.ranks);
+  }
+  std::memcpy(static_cast<char*>(data) + sh.begin * item, from, sh.length * item);
 }
 
 bool Executor::sharded(const Buffer& b, uint64_t whole_bytes) const {

@@ -112,7 +112,7 @@ void Executor::run_op(const Step& s, RunResult& result) {
   const Op& op = graph_.ops[s.op];
   const CompiledCall& call = calls_[s.op];
   if (call.kind == CompiledCall::Kind::kApply) {
-    apply(op, call, result);
+    apply(call, result);
     return;
   }
   if (call.kind == CompiledCall::Kind::kComm) {
@@ -253,14 +253,15 @@ void Executor::cpu_step(const Op& op, const CompiledCall& call, RunResult& resul
   run_parts(op, call, /*on_host=*/true);
   kernel_s_ += seconds_since(t);
   const BufferId from = call.master >= 0 ? call.master : call.param;
-  const uint64_t bytes = graph_.buffers[call.param].bytes;
+  const uint64_t bytes = graph_.buffers[from].bytes;
   if (call.update >= 0) {
     Slot& u = slots_[call.update];
-    u.host = host_buffer(bytes, call.update);
+    u.host = host_buffer(graph_.buffers[call.update].bytes, call.update);
     u.host_ready = runtime::CopyEvent();
-    std::memcpy(u.host.data(), slots_[from].host.data(), bytes);
+    put_values(slots_[from].host.data(), bytes, graph_.buffers[call.update], u.host.data());
   } else if (from != call.param) {
-    std::memcpy(slots_[call.param].host.data(), slots_[from].host.data(), bytes);
+    put_values(slots_[from].host.data(), bytes, graph_.buffers[call.param],
+               slots_[call.param].host.data());
   }
   current_.clear();
   span(result, kHostCpu, start, now_s());
@@ -310,16 +311,12 @@ void Executor::device_sequence(const Op& op, const CompiledCall& call, RunResult
 }
 
 // memwall::apply: the device copy of a parameter's new values.
-void Executor::apply(const Op& op, const CompiledCall& call, RunResult& result) {
+void Executor::apply(const CompiledCall& call, RunResult& result) {
   const double start = now_s();
   need_on_device(call.from);
   need_on_device(call.to);
-  const uint64_t bytes = graph_.buffers[call.to].bytes;
-  if (graph_.buffers[call.from].bytes != bytes) {
-    run_failed("{}: {} copies {} bytes into {}", where(), op.name, graph_.buffers[call.from].bytes,
-               bytes);
-  }
-  std::memcpy(slots_[call.to].device.mutable_data(), slots_[call.from].device.data(), bytes);
+  put_values(slots_[call.from].device.data(), graph_.buffers[call.from].bytes,
+             graph_.buffers[call.to], slots_[call.to].device.mutable_data());
   span(result, kCompute, start, now_s());
 }
 

@@ -139,7 +139,7 @@ class Executor {
   void cpu_step(const Op& op, const CompiledCall& call, RunResult& result);
   void device_sequence(const Op& op, const CompiledCall& call, RunResult& result);
   void run_parts(const Op& op, const CompiledCall& call, bool on_host);
-  void apply(const Op& op, const CompiledCall& call, RunResult& result);
+  void apply(const CompiledCall& call, RunResult& result);
   // A recompute's output still on the device from its earlier stay: it is
   // kept where it is (no new stay).
   bool kept_on_device(BufferId b) const {
@@ -157,7 +157,11 @@ class Executor {
   // Data parallelism (executor_comm.cc, Note [Shards at run time]).
   Shard shard_of(uint64_t elements) const;
   void set_up_ranks();
-  void shard_views(CompiledCall& call, const Op& op);
+  // `as`: a CPU step's parameter and the master its references mean.
+  void shard_views(CompiledCall& call, const Op& op, std::pair<int64_t, int64_t> as = {-1, -1});
+  // Copies a step's new values, a shard or whole, into buffer `to`'s
+  // `data` (the rank's slice of a whole one).
+  void put_values(const void* from, uint64_t from_bytes, const Buffer& to, void* data);
   bool sharded(const Buffer& b, uint64_t whole_bytes) const;
   std::span<const std::byte> slice_of(const Buffer& b, std::span<const std::byte> whole) const;
   void connect();

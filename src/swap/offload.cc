@@ -43,6 +43,17 @@
 //   compute steps apart) and freed after the run's last user. Its home copy
 //   stays where it is, so freeing the device copy costs nothing.
 //
+// Note [Offloaded shards]
+// ~~~~~~~~~~~~~~~~~~~~~~~
+// ZeRO-Offload partitions the fp32 master and the optimizer states across
+// the ranks (Ren et al. 2021, sec. 4.1; DeepSpeed's stage 2 offload): each
+// rank's CPU steps its 1/N shard and sends back the shard's new values,
+// which the all-gather after the apply spreads. On a rank graph of stage 1
+// or 2 the master copy and the update are therefore ceil(n / N) elements;
+// the apply writes the rank's slice of the whole parameter (the executor's
+// Note [Shards at run time]). Whole ones made each rank hold, and the
+// planner count, the full fp32 master per rank: N times the host memory.
+//
 // Note [Device chunks]
 // ~~~~~~~~~~~~~~~~~~~~
 // A split (optimizer_of) may keep some parameters whole on the device:
@@ -167,6 +178,21 @@ OffloadGraph offload_graph(const Graph& graph, const OffloadOptions& options) {
          states.size());
   }
   Graph& g = og.graph;
+  // Note [Offloaded shards]: under ZeRO stages 1-2 the rank steps its 1/N
+  // shard on the CPU, so its master copy and the update it sends back are
+  // shards (stage 3's parameter is one already).
+  const nlohmann::json zero = graph.meta.value("zero", nlohmann::json());
+  const int ranks = zero.is_object() ? zero.value("ranks", 1) : 1;
+  const int stage = zero.is_object() ? zero.value("stage", 0) : 0;
+  const auto cut = [&](BufferId b) {
+    if (ranks <= 1 || (stage != 1 && stage != 2)) return;
+    Buffer& buf = g.buffers[b];
+    const uint64_t elements = element_count(buf);
+    const uint64_t shard =
+        elements / static_cast<uint64_t>(ranks) + (elements % static_cast<uint64_t>(ranks) != 0);
+    buf.bytes = shard * dtype_size(buf.dtype);
+    buf.shape = Dims{static_cast<int64_t>(shard)};
+  };
   std::vector<std::vector<Op>> after(graph.ops.size());
   std::vector<OffloadedState> found;
   found.reserve(states.size());
@@ -181,6 +207,7 @@ OffloadGraph offload_graph(const Graph& graph, const OffloadOptions& options) {
     const Buffer param = g.buffers[s.param];
     if (param.dtype == DType::kF32) {
       o.states.push_back(add_buffer(g, param, ".master", BufferKind::kOptimState, DType::kF32));
+      cut(o.states.back());
     }
     Op& step = g.ops[s.step];
     step.updates = BufferIds(o.states.begin(), o.states.end());
@@ -193,6 +220,7 @@ OffloadGraph offload_graph(const Graph& graph, const OffloadOptions& options) {
       continue;
     }
     o.update = add_buffer(g, param, ".update", BufferKind::kTemp, param.dtype);
+    cut(o.update);
     step.out = {o.update};
     step.call = cpu_step_call(step.call, s.param, master, o.update);
     Op apply;
@@ -201,7 +229,7 @@ OffloadGraph offload_graph(const Graph& graph, const OffloadOptions& options) {
     apply.phase = Phase::kOptimizer;
     apply.in = {o.update};
     apply.updates = {s.param};
-    apply.bytes = 2.0 * static_cast<double>(param.bytes);
+    apply.bytes = 2.0 * static_cast<double>(g.buffers[o.update].bytes);
     if (!step.call.empty()) {
       apply.call =
           nlohmann::json{

@@ -181,6 +181,27 @@ TEST(Offload, ParametersOnTheHostWithZeroThree) {
   EXPECT_GT(r.comm_time, 0);
 }
 
+// Note [Offloaded shards]: under ZeRO-2 each rank's CPU steps its 1/N shard,
+// so the update it sends back (and an fp32 master) is a shard, as the
+// optimizer states are.
+TEST(Offload, ZeroTwoStepsTheRanksShardOnTheHost) {
+  const Graph rank = zero_rank_graph(gpt2(), {.ranks = 4, .stage = 2});
+  const OffloadGraph og = offload_graph(rank, {.optimizer = Tier::kHost});
+  ASSERT_FALSE(og.states.empty());
+  for (const OffloadedState& o : og.states) {
+    const Buffer& p = og.graph.buffers[o.param];
+    const uint64_t shard = (element_count(p) + 3) / 4;
+    ASSERT_GE(o.update, 0);
+    EXPECT_EQ(og.graph.buffers[o.update].bytes, shard * dtype_size(p.dtype)) << p.name;
+    for (const BufferId st : o.states) {
+      EXPECT_LE(og.graph.buffers[st].bytes, shard * 4) << og.graph.buffers[st].name;
+    }
+  }
+  const Hardware& hw = find_gpu("a100-40g");
+  const SimResult r = run_offload(rank, {.optimizer = Tier::kHost}, hw);
+  ASSERT_TRUE(r.valid) << r.reason;
+}
+
 TEST(Offload, PlanningViewWeighsOnlyWhatStaysOnTheDevice) {
   const OffloadGraph og = offload_graph(gpt2(), {.optimizer = Tier::kHost});
   const Graph view = planning_view(og, {.optimizer = Tier::kHost});
