@@ -48,6 +48,8 @@ struct RunArgs {
   std::string trace;   // --trace
   std::vector<std::string> nvme_dirs;
   std::string nvme_faults;
+  std::optional<std::string> ranks;  // the one-go path: auto plans for these ranks
+  std::optional<int> zero_stage;
 };
 
 // The last iteration as the simulator's timeline (Chrome trace layout of
@@ -215,6 +217,22 @@ int run_run(const RunArgs& args) {
   }
   if (!args.graph_file.empty() && args.plan_file.empty()) fail("run: --graph needs --plan");
   if (args.graph_file.empty() && !args.plan_file.empty()) fail("run: --plan needs --graph");
+  if (!args.graph_file.empty() && (args.ranks || args.zero_stage)) {
+    fail("run: --ranks and --zero-stage plan a traced model; a --graph says its own (meta.zero)");
+  }
+  const int ranks =
+      args.ranks ? static_cast<int>(std::min<int64_t>(parse_count(*args.ranks, "--ranks"), 1024))
+                 : 1;
+  if (ranks < 1) fail("run: --ranks must be 1 or more");
+  if (args.zero_stage && (*args.zero_stage < 0 || *args.zero_stage > 3)) {
+    fail("run: ZeRO stage {} does not exist (0, 1, 2 or 3)", *args.zero_stage);
+  }
+  if (args.zero_stage && *args.zero_stage > 0 && ranks == 1) {
+    fail(
+        "run: --zero-stage {} shards model states across data-parallel ranks: give --ranks 2 "
+        "or more",
+        *args.zero_stage);
+  }
   const int steps =
       args.steps ? static_cast<int>(std::min<int64_t>(parse_count(*args.steps, "--steps"), 1000000))
                  : 3;
@@ -262,6 +280,7 @@ int run_run(const RunArgs& args) {
     hw = args.gpu.load();
     model.apply(request, "run: ");
     request.builtin = args.builtin;
+    request.ranks = ranks;
   }
   request.kernels = "cpu";
   request.python = args.python;
@@ -274,6 +293,8 @@ int run_run(const RunArgs& args) {
     graph = trace.graph();
     apply_profile_kernels(hw, graph);
     PlannerOptions options;
+    options.ranks = ranks;
+    options.zero_stage = args.zero_stage;
     options.budget = args.budget.empty()
                          ? hw.device_memory_bytes
                          : parse_bytes(args.budget, "--budget", memory_profile(graph).peak_bytes);
@@ -360,6 +381,10 @@ void add_run(CLI::App& app, Action& action) {
                   "directory for NVMe swap files (repeat to stripe; default $TMPDIR)");
   cmd->add_option("--nvme-faults", args->nvme_faults,
                   "inject NVMe faults, as `memwall bench offload` does (docs/nvme.md)");
+  cmd->add_option("--ranks", args->ranks,
+                  "trace, plan and run over this many data-parallel ranks (ZeRO; one process "
+                  "each)");
+  cmd->add_option("--zero-stage", args->zero_stage, "with --ranks: only this ZeRO stage (0-3)");
   cmd->add_option("--python", args->python, "the interpreter that traces (default: memwall's)");
   cmd->add_option("--trace", args->trace,
                   "write a Chrome trace of the last iteration as it ran (the simulator's "

@@ -187,8 +187,16 @@ void Executor::collective(const Step& s, RunResult& result) {
   }
   const Shard sh = shard_of(elements);
   const uint64_t item = 4, padded = sh.size * static_cast<uint64_t>(options_.ranks);
+  // The output (stages 2-3) is device memory, made before gloo's
+  // temporaries, which are not (host mode).
+  if (!op.out.empty()) {
+    const BufferId out = op.out.front();
+    slots_[out].device =
+        device_storage(graph_.buffers[out].bytes, "creating", out, begin_stay(out));
+    slots_[out].arrived = runtime::CopyEvent();
+  }
   c10::Allocator* host = memory_->host_allocator();
-  memory_->set_host_mode(true);  // gloo's own temporaries are not device memory
+  memory_->set_host_mode(true);
   const auto done = [this](void*) { memory_->set_host_mode(false); };
   const std::unique_ptr<void, decltype(done)> restore(this, done);
   const Clock::time_point t = Clock::now();
@@ -209,9 +217,6 @@ void Executor::collective(const Step& s, RunResult& result) {
             .copy_(mine.narrow(0, 0, static_cast<int64_t>(sh.length)));
       } else {
         const BufferId out = op.out.front();
-        slots_[out].device =
-            device_storage(graph_.buffers[out].bytes, "creating", out, begin_stay(out));
-        slots_[out].arrived = runtime::CopyEvent();
         std::memcpy(slots_[out].device.mutable_data(), mine.data_ptr(), graph_.buffers[out].bytes);
       }
     } else if (op.type == "all_gather") {
@@ -225,10 +230,6 @@ void Executor::collective(const Step& s, RunResult& result) {
       }
       at::Tensor gathered = host_floats(host, padded * item, dtype);
       group_->pg->_allgather_base(gathered, mine)->wait();
-      if (!op.out.empty()) {
-        slots_[whole].device = device_storage(w.bytes, "creating", whole, begin_stay(whole));
-        slots_[whole].arrived = runtime::CopyEvent();
-      }
       std::memcpy(flat(whole, elements, dtype).data_ptr(), gathered.data_ptr(), elements * item);
     } else {
       run_failed("{}: {} is a collective the executor does not know ({})", where(), op.name,
