@@ -1040,7 +1040,7 @@ def _optimizer_tensors(optimizer):
 # acc = g_0 / N, then acc = acc + g_r / N (elementwise, in the gradient's
 # dtype). One optimizer step on it, the same on every rank. eager.bin holds
 # rank 0's values (its module buffers); eager.json's losses are rank 0's,
-# the first equal to the traced step's.
+# the first equal to the traced step's, and rank_losses every rank's.
 
 
 def _batch_tensors(batch):
