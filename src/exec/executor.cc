@@ -139,10 +139,7 @@ void Executor::check_runnable() {
   if (!meta.contains("loss")) bad_input("graph \"{}\" does not name its loss", graph_.name);
   for (const Op& op : graph_.ops) {
     if (op.call.empty() && !(op.phase == Phase::kComm && options_.ranks > 1)) {
-      bad_input(
-          "op {} ({}) has no call record: ops that memwall's planners add (ZeRO's CPU "
-          "step, gathers) cannot run yet",
-          op.id, op.name);
+      bad_input("op {} ({}) has no call record, so it cannot run", op.id, op.name);
     }
   }
 }
