@@ -364,6 +364,16 @@ TEST_F(RunKept, SourcesAndOptions) {
   expect_one_line(run_memwall("run --builtin gpt-mini"), 2, "name the profile");
   expect_one_line(run_memwall("run --builtin gpt-mini --gpu l4 --steps 0"), 2, "--steps");
   expect_one_line(run_memwall("run --builtin no-such-model --gpu l4"), 2, "no-such-model");
+  // Data-parallel ranks in one go (docs/exec.md, "Ranks").
+  expect_one_line(run_memwall("run --builtin gpt-mini --gpu l4 --ranks 0"), 2,
+                  "--ranks must be a positive integer");
+  expect_one_line(run_memwall("run --builtin gpt-mini --gpu l4 --zero-stage 2"), 2,
+                  "give --ranks 2 or more");
+  expect_one_line(run_memwall("run --builtin gpt-mini --gpu l4 --ranks 2 --zero-stage 4"), 2,
+                  "ZeRO stage 4 does not exist");
+  expect_one_line(
+      run_memwall("run --graph " + *dir_ + "/graph.json --plan " + *dir_ + "/graph.json --ranks 2"),
+      2, "a --graph says its own");
 }
 
 TEST_F(RunKept, TraceOfTheRunInTheSimulatorsLayout) {
