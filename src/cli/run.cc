@@ -224,6 +224,7 @@ int run_run(const RunArgs& args) {
       args.ranks ? static_cast<int>(std::min<int64_t>(parse_count(*args.ranks, "--ranks"), 1024))
                  : 1;
   if (ranks < 1) fail("run: --ranks must be 1 or more");
+  check_run_ranks(ranks);
   if (args.zero_stage && (*args.zero_stage < 0 || *args.zero_stage > 3)) {
     fail("run: ZeRO stage {} does not exist (0, 1, 2 or 3)", *args.zero_stage);
   }
@@ -270,6 +271,7 @@ int run_run(const RunArgs& args) {
     }
     request = importers::request_for(graph);
     request.ranks = ranks_of(graph);
+    check_run_ranks(request.ranks);
     apply_profile_kernels(hw, graph);
   } else {
     if (!args.gpu.given()) {

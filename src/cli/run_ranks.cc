@@ -38,6 +38,13 @@ int ranks_of(const Graph& graph) {
   return it->value("ranks", 1);
 }
 
+void check_run_ranks(int ranks) {
+  if (ranks > kMaxRunRanks) {
+    fail("run: {} ranks would be {} processes on this machine; memwall run starts at most {}",
+         ranks, ranks, kMaxRunRanks);
+  }
+}
+
 namespace {
 
 std::string self_executable() {
@@ -59,6 +66,7 @@ void write_file(const std::string& path, const std::string& text) {
 RankProcesses::RankProcesses(const Graph& graph, const Plan& plan, const std::string& values,
                              const exec::RunOptions& options) {
   const int ranks = ranks_of(graph);
+  check_run_ranks(ranks);
   std::string pattern =
       (std::filesystem::temp_directory_path() / fmt::format("memwall_ranks_{}_XXXXXX", getpid()))
           .string();

@@ -20,6 +20,12 @@ namespace memwall::cli {
 // The data-parallel ranks a graph is one of (meta.zero.ranks; 1 if none).
 int ranks_of(const Graph& graph);
 
+// Each rank is a process with its own libtorch and device on this machine:
+// `memwall run` starts at most this many (plans may have any number).
+inline constexpr int kMaxRunRanks = 64;
+// Throws Error (exit 2) for more ranks than that.
+void check_run_ranks(int ranks);
+
 // What a child rank reported.
 struct RankOutcome {
   int rank = 0;

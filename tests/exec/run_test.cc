@@ -367,6 +367,8 @@ TEST_F(RunKept, SourcesAndOptions) {
   // Data-parallel ranks in one go (docs/exec.md, "Ranks").
   expect_one_line(run_memwall("run --builtin gpt-mini --gpu l4 --ranks 0"), 2,
                   "--ranks must be a positive integer");
+  expect_one_line(run_memwall("run --builtin gpt-mini --gpu l4 --ranks 65"), 2,
+                  "memwall run starts at most 64");
   expect_one_line(run_memwall("run --builtin gpt-mini --gpu l4 --zero-stage 2"), 2,
                   "give --ranks 2 or more");
   expect_one_line(run_memwall("run --builtin gpt-mini --gpu l4 --ranks 2 --zero-stage 4"), 2,
