@@ -26,6 +26,7 @@
 #include "exec_library.h"
 #include "memwall/graph/error.h"
 #include "memwall/graph/graph.h"
+#include "memwall/graph/interrupt_cleanup.h"
 #include "memwall/graph/output_files.h"
 
 extern char** environ;
@@ -192,7 +193,7 @@ void RankProcesses::watch() {
       stop();
       std::error_code ignored;
       std::filesystem::remove_all(dir_, ignored);
-      std::_Exit(bad->status == exec::Status::kBadInput ? 2 : 1);
+      exit_after_cleanup(bad->status == exec::Status::kBadInput ? 2 : 1);
     }
     std::this_thread::sleep_for(50ms);
   }

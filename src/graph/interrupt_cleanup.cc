@@ -24,6 +24,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 
@@ -59,8 +60,8 @@ int claim(int kind, const std::string& path, pid_t pid) {
 
 void release(int slot) { g_slots[slot].state.store(kFree, std::memory_order_release); }
 
-extern "C" void on_interrupt(int signal_number) {
-  const int saved_errno = errno;
+// Kills the registered children, then removes the files and directories.
+void remove_registered() {
   for (Slot& s : g_slots) {
     if (s.state.load(std::memory_order_acquire) == kChild) {
       ::kill(s.pid, SIGKILL);
@@ -75,11 +76,21 @@ extern "C" void on_interrupt(int signal_number) {
   for (Slot& s : g_slots) {
     if (s.state.load(std::memory_order_acquire) == kDirectory) ::rmdir(s.path);
   }
+}
+
+extern "C" void on_interrupt(int signal_number) {
+  const int saved_errno = errno;
+  remove_registered();
   errno = saved_errno;
   ::raise(signal_number);  // the default action, restored by SA_RESETHAND
 }
 
 }  // namespace
+
+void exit_after_cleanup(int code) {
+  remove_registered();
+  std::_Exit(code);
+}
 
 void install_interrupt_cleanup() {
   static std::once_flag once;

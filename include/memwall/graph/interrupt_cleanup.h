@@ -16,6 +16,11 @@ namespace memwall {
 // Without it, registrations are bookkeeping only (libraries and tests).
 void install_interrupt_cleanup();
 
+// Ends the process with `code` now, from any thread, leaving what an
+// interrupt would: the registered children killed, files and directories
+// removed (Note [Dead ranks] in src/cli/run_ranks.cc).
+[[noreturn]] void exit_after_cleanup(int code);
+
 // For as long as it lives: `path` (a file, or a directory that is empty
 // once the registered files are gone) is removed if the process is
 // interrupted. The owner removes it itself on every other path out.
