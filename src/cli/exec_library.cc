@@ -1,7 +1,6 @@
 #include "exec_library.h"
 
 #include <dlfcn.h>
-#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -10,6 +9,13 @@
 
 namespace memwall::cli {
 
+std::string memwall_executable() {
+  std::error_code ec;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) fail("run: cannot find the memwall executable (/proc/self/exe): {}", ec.message());
+  return self.string();
+}
+
 exec::RunFunction load_executor() {
   static exec::RunFunction loaded = nullptr;
   if (loaded != nullptr) return loaded;
@@ -17,9 +23,7 @@ exec::RunFunction load_executor() {
   if (const char* chosen = std::getenv("MEMWALL_EXEC_LIBRARY"); chosen != nullptr && *chosen) {
     path = chosen;
   } else {
-    std::error_code ec;
-    const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
-    path = (ec ? std::filesystem::path(".") : self.parent_path()) / "libmemwall_exec.so";
+    path = std::filesystem::path(memwall_executable()).parent_path() / "libmemwall_exec.so";
     if (!std::filesystem::exists(path)) {
       fail(
           "run: this memwall has no executor ({} is missing): it is built only against "

@@ -7,6 +7,10 @@
 
 namespace memwall::cli {
 
+// The running memwall executable's path (/proc/self/exe); throws Error
+// naming why it cannot be read.
+std::string memwall_executable();
+
 // The library's run function: $MEMWALL_EXEC_LIBRARY when set, else
 // libmemwall_exec.so beside the memwall binary. Throws Error (exit 2) saying
 // why it is missing (built without libtorch, a sanitizer build) or broken.

@@ -8,10 +8,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <array>
 #include <cerrno>
 #include <chrono>
-#include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -48,13 +46,6 @@ void check_run_ranks(int ranks) {
 
 namespace {
 
-std::string self_executable() {
-  std::array<char, PATH_MAX> path{};
-  const ssize_t n = ::readlink("/proc/self/exe", path.data(), path.size() - 1);
-  if (n <= 0) fail("run: cannot find the memwall executable: {}", std::strerror(errno));
-  return std::string(path.data(), static_cast<size_t>(n));
-}
-
 void write_file(const std::string& path, const std::string& text) {
   OutputFiles out;
   out.declare(path);
@@ -78,7 +69,7 @@ RankProcesses::RankProcesses(const Graph& graph, const Plan& plan, const std::st
   store_ = dir_ + "/store";
   write_file(dir_ + "/graph.json", graph_to_json_text(graph));
   write_file(dir_ + "/plan.json", plan_to_json_text(plan));
-  const std::string exe = self_executable();
+  const std::string exe = memwall_executable();
   for (int r = 1; r < ranks; ++r) {
     std::vector<std::string> args = {"memwall",  "run-rank",
                                      "--graph",  dir_ + "/graph.json",

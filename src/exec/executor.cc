@@ -150,9 +150,11 @@ std::span<const std::byte> Executor::value_of(const Buffer& b) const {
   std::span<const std::byte> whole;
   if (const auto it = master_of_.find(b.id); it != master_of_.end()) {
     whole = value_of(graph_.buffers[it->second]);
-  } else if (inputs_ && b.kind == BufferKind::kInput && inputs_->named(b.name)) {
+  } else if (const auto mine = inputs_ && b.kind == BufferKind::kInput
+                                   ? inputs_->named(b.name)
+                                   : std::nullopt) {
     // A rank's micro-batch (Note [Data-parallel reference] in memwall_trace.py).
-    return *inputs_->named(b.name);
+    return *mine;
   } else if (const auto v = state_->named(b.name)) {
     whole = *v;
   } else {
@@ -291,6 +293,18 @@ runtime::NvmeEngine& Executor::nvme() {
   return *nvme_;
 }
 
+namespace {
+
+// `bytes` at `to` become `value` and then zeros: the tail past a shorter
+// value is a shard's padding (the last rank's slice); a whole value leaves
+// nothing to zero, so a step's batch is copied once.
+void fill_value(std::byte* to, uint64_t bytes, std::span<const std::byte> value) {
+  if (!value.empty()) std::memcpy(to, value.data(), value.size());
+  if (value.size() < bytes) std::memset(to + value.size(), 0, bytes - value.size());
+}
+
+}  // namespace
+
 // Places a buffer that exists before the first op where the plan starts it.
 void Executor::bind(const Buffer& b) {
   const std::span<const std::byte> v = value_of(b);
@@ -299,12 +313,10 @@ void Executor::bind(const Buffer& b) {
   const Tier tier = it == plan_.placement.end() ? Tier::kDevice : it->second;
   if (tier == Tier::kDevice) {
     s.device = device_storage(b.bytes, "placing", b.id, begin_stay(b.id));
-    std::memset(s.device.mutable_data(), 0, b.bytes);  // a shard's padding
-    if (!v.empty()) std::memcpy(s.device.mutable_data(), v.data(), v.size());
+    fill_value(static_cast<std::byte*>(s.device.mutable_data()), b.bytes, v);
   } else {
     runtime::HostBuffer h = host_buffer(b.bytes, b.id);
-    std::memset(h.data(), 0, b.bytes);
-    if (!v.empty()) std::memcpy(h.data(), v.data(), v.size());
+    fill_value(static_cast<std::byte*>(h.data()), b.bytes, v);
     if (tier == Tier::kHost) {
       s.host = std::move(h);
     } else {

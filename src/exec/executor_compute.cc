@@ -518,11 +518,12 @@ void Executor::compare_with_eager(RunResult& result) {
                                result.steps[k].loss, result.eager_losses[k]);
     }
   }
+  const std::vector<uint8_t> here = compared_here();
   for (const auto& [id, whole] : eager_->buffers()) {
     if (!equal) break;
     if (id < 0 || static_cast<size_t>(id) >= graph_.buffers.size()) continue;
     const Buffer& b = graph_.buffers[id];
-    if (!compared_here(b)) continue;
+    if (!here[id]) continue;
     const std::span<const std::byte> bytes = sharded(b, whole.size()) ? slice_of(b, whole) : whole;
     std::vector<std::byte> mine(bytes.size());
     const Slot& s = slots_[id];
@@ -555,15 +556,16 @@ void Executor::compare_with_eager(RunResult& result) {
 // Note [Data-parallel reference] (memwall_trace.py): eager's module buffers
 // (batch norm's running statistics) are rank 0's; every rank has its
 // parameters and optimizer states (or its shards of them) to compare.
-bool Executor::compared_here(const Buffer& b) const {
-  if (options_.rank == 0 || b.kind == BufferKind::kParam) return true;
+// Per buffer, once per run (ops x their updates).
+std::vector<uint8_t> Executor::compared_here() const {
+  std::vector<uint8_t> here(graph_.buffers.size(), options_.rank == 0 ? 1 : 0);
+  if (options_.rank == 0) return here;
+  for (const Buffer& b : graph_.buffers) here[b.id] = b.kind == BufferKind::kParam ? 1 : 0;
   for (const Op& op : graph_.ops) {
-    if (op.phase == Phase::kOptimizer &&
-        std::find(op.updates.begin(), op.updates.end(), b.id) != op.updates.end()) {
-      return true;
-    }
+    if (op.phase != Phase::kOptimizer) continue;
+    for (BufferId u : op.updates) here[u] = 1;
   }
-  return false;
+  return here;
 }
 
 }  // namespace memwall::exec::detail

@@ -153,7 +153,7 @@ class Executor {
   void take_results(const Op& op, const CompiledCall& call, torch::jit::Stack& stack);
   void bind_results(const Op& op, const CompiledCall& call, torch::jit::Stack& stack);
   void compare_with_eager(RunResult& result);
-  bool compared_here(const Buffer& b) const;
+  std::vector<uint8_t> compared_here() const;  // per buffer: checked against eager's here
   // Data parallelism (executor_comm.cc, Note [Shards at run time]).
   Shard shard_of(uint64_t elements) const;
   void set_up_ranks();
