@@ -150,9 +150,8 @@ std::span<const std::byte> Executor::value_of(const Buffer& b) const {
   std::span<const std::byte> whole;
   if (const auto it = master_of_.find(b.id); it != master_of_.end()) {
     whole = value_of(graph_.buffers[it->second]);
-  } else if (const auto mine = inputs_ && b.kind == BufferKind::kInput
-                                   ? inputs_->named(b.name)
-                                   : std::nullopt) {
+  } else if (const auto mine =
+                 inputs_ && b.kind == BufferKind::kInput ? inputs_->named(b.name) : std::nullopt) {
     // A rank's micro-batch (Note [Data-parallel reference] in memwall_trace.py).
     return *mine;
   } else if (const auto v = state_->named(b.name)) {

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "importers/torch_env.h"
 #include "memwall/graph/counts.h"
 #include "memwall/graph/graph.h"
 #include "memwall/importers/torch_trace.h"
@@ -17,10 +18,9 @@
 namespace memwall::testing {
 namespace {
 
+// Note [Finding, not importing] (importers/torch_env.h).
 bool torch_importable() {
-  static const bool ok =
-      std::system((importers::tracer_python() + " -c 'import torch, torchvision' >/dev/null 2>&1")
-                      .c_str()) == 0;
+  static const bool ok = tracer_has("torch, torchvision");
   return ok;
 }
 

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/run_memwall.h"
+#include "importers/torch_env.h"
 #include "memwall/importers/torch_trace.h"
 
 namespace memwall::testing {
@@ -22,11 +23,9 @@ inline bool executor_built() {
                                  "libmemwall_exec.so");
 }
 
+// Note [Finding, not importing] (importers/torch_env.h).
 inline bool torch_importable() {
-  static const bool ok =
-      std::system((importers::tracer_python() + " -c 'import torch, torchvision, transformers' "
-                                                ">/dev/null 2>&1")
-                      .c_str()) == 0;
+  static const bool ok = tracer_has("torch, torchvision, transformers");
   return ok;
 }
 

@@ -25,7 +25,7 @@ using importers::TorchTraceRequest;
 using importers::trace_torch;
 
 bool transformers_available() {
-  static const bool available = testing::tracer_imports("torch, transformers");
+  static const bool available = testing::tracer_has("torch, transformers");
   return available;
 }
 
