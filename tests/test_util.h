@@ -48,6 +48,26 @@ inline constexpr bool kTsan = false;
 inline constexpr double kSanitizerSlowdown = kAsan || kTsan ? 5 : 1;
 inline double search_seconds(double seconds) { return seconds * kSanitizerSlowdown; }
 
+// Note [Zoo sweeps under sanitizers]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// The property sweeps over the model zoo (every planner's plan valid and
+// within budget, memwall never worse, the bound below every plan) run on
+// every model in the Release build. Under a sanitizer, which runs the
+// planners 3-5x slower and is there to catch memory errors and undefined
+// behaviour rather than to check the properties again, they run on one
+// model per architecture builder of src/models (GPT-2, Llama, Mixtral,
+// BERT, ResNet, VGG, MobileNetV2, U-Net): every builder's graphs through
+// the same planner code, 8 of the zoo's 18 models. The four sweeps took
+// 500 of the ASan+UBSan run's 1,475 test-seconds on the development machine.
+inline bool in_sanitizer_sweep(const std::string& model) {
+  if (!kAsan && !kTsan) return true;
+  for (const char* m : {"gpt2-small", "llama2-7b", "mixtral-8x7b", "bert-base", "resnet50", "vgg16",
+                        "mobilenetv2", "unet"}) {
+    if (model == m) return true;
+  }
+  return false;
+}
+
 // CPU seconds of the calling thread: what the layout solvers' limits count
 // (Note [CPU-time budgets]), and unlike wall time not stretched by load.
 inline double thread_cpu_seconds() {

@@ -66,7 +66,13 @@ std::map<int64_t, double> every_batch(const Case& c, const Hardware& hw,
 
 TEST(MaxBatch, FindsTheBestThroughputOfEveryBatch) {
   const Hardware& hw = find_gpu("rtx4090");
-  for (const Case& c : kCases) {
+  for (Case c : kCases) {
+    // Note [Zoo sweeps under sanitizers]: there gpt2-small alone, the curve
+    // with the drop at batch 9, up to batch 12.
+    if (kAsan || kTsan) {
+      if (std::string(c.model) != kCases[0].model) continue;
+      c.limit = 12;
+    }
     SCOPED_TRACE(c.model);
     // A limit no plan here reaches, so both passes plan each batch alike.
     const PlannerOptions options{.budget = c.budget, .time_limit = search_seconds(10)};

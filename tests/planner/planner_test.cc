@@ -213,6 +213,7 @@ TEST(AutoPlanner, TheBoundIsBelowEveryPlanOnTheZoo) {
   int planned = 0;
   for (const ModelInfo& info : model_zoo()) {
     const std::string& model = info.name;
+    if (!in_sanitizer_sweep(model)) continue;  // Note [Zoo sweeps under sanitizers]
     ModelOptions options{.batch = 1};
     (info.default_image > 0 ? options.image : options.seq) = info.default_image > 0 ? 64 : 128;
     const Graph g = build_model(model, options);
@@ -236,7 +237,10 @@ TEST(AutoPlanner, TheBoundIsBelowEveryPlanOnTheZoo) {
       }
     }
   }
-  EXPECT_GT(planned, 10);
+  // Every case planned on 2026-12-01: 36 in Release, 16 under a sanitizer
+  // (Note [Zoo sweeps under sanitizers]); a few may stop fitting as the
+  // planners change.
+  EXPECT_GE(planned, kAsan || kTsan ? 14 : 30);
 }
 
 TEST(AutoPlanner, ShardsWithZeroWhenRanksShareTheWork) {

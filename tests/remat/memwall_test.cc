@@ -21,6 +21,7 @@
 #include "memwall/remat/remat.h"
 #include "memwall/sim/simulator.h"
 #include "remat_graphs.h"
+#include "test_util.h"
 
 namespace memwall {
 namespace {
@@ -65,6 +66,7 @@ TEST(Memwall, NeverWorseThanAnyBaselineOnTheZoo) {
   ASSERT_NE(memwall, nullptr);
   for (const ModelInfo& info : model_zoo()) {
     if (info.param_count > 1'000'000'000) continue;  // parameters hold their peak
+    if (!in_sanitizer_sweep(info.name)) continue;    // Note [Zoo sweeps under sanitizers]
     ModelOptions options{.batch = 2};
     if (info.family == ModelFamily::kCnn) {
       options.image = 64;
