@@ -7,8 +7,11 @@
 # STEPS iterations (the median of all but the first): the measured step
 # time and measured / predicted with the roofline profile, then the same
 # with the measured kernels (and copy contention), the same without the
-# contention (kern-nc), the device peak measured / predicted, and the
-# transfer overlap measured / predicted.
+# contention (kern-nc; from the first calibration), the same run against
+# the step predicted from its own kernels (own: Note [The run's own
+# kernels] in src/cli/run.cc, the error of the model but the kernels'
+# times), the device peak measured / predicted, and the transfer overlap
+# measured / predicted.
 #   bench/run_fidelity.sh PROFILE [path/to/memwall] [STEPS] [MODEL...]
 # PROFILE is `memwall calibrate --out PROFILE` from this machine. MODELs are
 # memwall run sources (default: the issue's seven). Environment: PLANS
@@ -61,7 +64,11 @@ for path in sys.argv[2:]:
     later = steps[1:] or steps
     t = statistics.median(s["step_time_s"]["measured"] for s in later)
     o = [s["transfer_overlap"]["measured"] for s in later]
-    rows.append((t, t / steps[-1]["step_time_s"]["predicted"], statistics.median(o)))
+    # Note [The run's own kernels] (src/cli/run.cc): the same step predicted
+    # from this run's kernels, the error of all but the kernels' times.
+    own = steps[-1]["step_time_s"].get("predicted_with_run_kernels")
+    rows.append((t, t / steps[-1]["step_time_s"]["predicted"], statistics.median(o),
+                 t / own if own else None))
 s = steps[-1]
 p, o = s["device_peak_bytes"], s["transfer_overlap"]
 # The quietest run: this machine's slow periods last minutes and slow every
@@ -75,7 +82,8 @@ if median_of_runs and len(rows) > 1:
     ratio = "%.3f[%.2f-%.2f]" % (statistics.median(r[1] for r in rows), by_ratio[0][1],
                                  by_ratio[-1][1])
 ov = "-" if o["predicted"] is None else "%.2f/%.2f" % (mid[2], o["predicted"])
-print("%.1f %s %.4f %s" % (mid[0] * 1e3, ratio, p["measured"] / p["predicted"], ov))
+own = "-" if mid[3] is None else "%.3f" % mid[3]
+print("%.1f %s %.4f %s %s" % (mid[0] * 1e3, ratio, p["measured"] / p["predicted"], ov, own))
 PY
 }
 
@@ -95,8 +103,8 @@ print("%.3f" % statistics.median(rel) if len(rel) == 1 else
 PY
 }
 
-printf "%-44s %-18s %9s %6s %9s %6s %6s %7s %9s %s\n" model plan measured roof measured kern kern-nc \
-  peak overlap "$([ "$paired" = 1 ] && echo paired)"
+printf "%-44s %-18s %9s %6s %9s %6s %6s %6s %7s %9s %s\n" model plan measured roof measured kern kern-nc \
+  own peak overlap "$([ "$paired" = 1 ] && echo paired)"
 for model in "${models[@]}"; do
   dir=$out/values
   rm -rf "$dir"
@@ -166,11 +174,11 @@ json.dump(p, open(sys.argv[2], 'w'))" "$out/kernels.json" "$out/kernels_nc.json"
       if [ -n "$pair" ]; then rel=$(paired_ratio "${#runs[@]}" "${runs[@]}" "${keeps[@]}"); fi
     done
     read -r ms roof _ <"$out/r.$(basename "$profile")"
-    read -r ms2 kern peakr overlap <"$out/r.kernels.json"
+    read -r ms2 kern peakr overlap own <"$out/r.kernels.json"
     nc=$("$memwall" simulate --graph "$g" --plan "$out/plan.json" --gpu-file "$out/kernels_nc.json" \
       --json | python3 -c "import json, sys; print('%.3f' % ($ms2 / 1e3 / \
 json.load(sys.stdin)['iteration_time_s']))")
-    printf "%-44s %-18s %6s ms %6s %6s ms %6s %6s %7s %9s %s\n" "$model" "$strategy@$planned" "$ms" \
-      "$roof" "$ms2" "$kern" "$nc" "$peakr" "$overlap" "$rel"
+    printf "%-44s %-18s %6s ms %6s %6s ms %6s %6s %6s %7s %9s %s\n" "$model" "$strategy@$planned" \
+      "$ms" "$roof" "$ms2" "$kern" "$nc" "$own" "$peakr" "$overlap" "$rel"
   done
 done
