@@ -24,6 +24,7 @@
 #include "memwall/plan/plan.h"
 #include "memwall/planner/planner.h"
 #include "memwall/report/chrome_trace.h"
+#include "memwall/runtime/host_pool.h"
 #include "memwall/runtime/nvme_faults.h"
 #include "memwall/sim/simulator.h"
 #include "options.h"
@@ -115,7 +116,9 @@ std::optional<double> predicted_with_run_kernels(Graph graph, const Plan& plan, 
     }
   }
   if (timed == 0) return std::nullopt;
-  const SimResult again = simulate(graph, plan, hw, {.live_scratch = plan.offsets.empty()});
+  const SimResult again = simulate(
+      graph, plan, hw,
+      {.live_scratch = plan.offsets.empty(), .host_block_bytes = runtime::kHostPoolAlignment});
   if (!again.valid) return std::nullopt;
   return again.iteration_time;
 }
@@ -359,8 +362,11 @@ int run_run(const RunArgs& args) {
   }
   // Without offsets the run's device is an allocator, whose live bytes hold
   // each op's workspace, not its span (Note [Workspace span]).
-  const SimResult predicted =
-      simulate(graph, plan, hw, {.record_timeline = true, .live_scratch = plan.offsets.empty()});
+  // Note [Host pool blocks]: the host peak in the pool's pages.
+  const SimResult predicted = simulate(graph, plan, hw,
+                                       {.record_timeline = true,
+                                        .live_scratch = plan.offsets.empty(),
+                                        .host_block_bytes = runtime::kHostPoolAlignment});
   if (!predicted.valid) fail("run: the simulator rejects the plan: {}", predicted.reason);
 
   exec::RunOptions options;

@@ -160,6 +160,16 @@ class Simulator {
 
   // ---- Host and NVMe memory ---------------------------------------------------------
   void tier_event(size_t tier, double time, int64_t delta) {
+    // Note [Host pool blocks] (SimOptions::host_block_bytes): each host
+    // buffer counts as the pool's whole blocks.
+    if (const auto block = static_cast<int64_t>(options_.host_block_bytes);
+        tier == kHost && block > 1) {
+      const int64_t bytes = delta < 0 ? -delta : delta;
+      if (bytes <= INT64_MAX - block) {
+        const int64_t rounded = (bytes + block - 1) / block * block;
+        delta = delta < 0 ? -rounded : rounded;
+      }
+    }
     tier_events_[tier].push_back({time, delta, step_});
   }
 

@@ -46,6 +46,32 @@ TEST(Simulator, SwapOutHiddenUnderComputeCostsNothing) {
   EXPECT_EQ(r.peak_bytes[1], 1024u);  // the host copy
 }
 
+// Note [Host pool blocks]: with SimOptions::host_block_bytes, a host copy
+// counts as whole blocks; the bounce buffers of an NVMe swap too. The
+// device and the time are as without.
+TEST(Simulator, HostBlocksRoundEachHostBuffer) {
+  const SwapGraph s = swap_graph(1, 2, 1);  // a: 1024 bytes
+  const Plan plan =
+      make_plan({Step::compute(0), Step::swap_out(s.a), Step::compute(1), Step::swap_in(s.a),
+                 Step::compute(2), Step::free(s.a), Step::free(s.b)});
+  const SimResult bytes = simulate(s.graph, plan, test_hardware());
+  const SimResult pages = simulate(s.graph, plan, test_hardware(), {.host_block_bytes = 4096});
+  const SimResult three = simulate(s.graph, plan, test_hardware(), {.host_block_bytes = 3000});
+  ASSERT_TRUE(pages.valid) << pages.reason;
+  EXPECT_EQ(bytes.peak_bytes[1], 1024u);
+  EXPECT_EQ(pages.peak_bytes[1], 4096u);
+  EXPECT_EQ(three.peak_bytes[1], 3000u);
+  EXPECT_EQ(pages.peak_bytes[0], bytes.peak_bytes[0]);
+  EXPECT_EQ(pages.iteration_time, bytes.iteration_time);
+  const Plan nvme =
+      make_plan({Step::compute(0), Step::swap_out(s.a, Tier::kNvme), Step::compute(1),
+                 Step::swap_in(s.a), Step::compute(2), Step::free(s.a), Step::free(s.b)});
+  const SimResult bounced = simulate(s.graph, nvme, test_hardware(), {.host_block_bytes = 4096});
+  ASSERT_TRUE(bounced.valid) << bounced.reason;
+  EXPECT_EQ(bounced.peak_bytes[1], 2u * 4096);  // both bounce buffers, as pages
+  EXPECT_EQ(bounced.peak_bytes[2], 1024u);      // NVMe as it is
+}
+
 TEST(Simulator, SwapOutLongerThanComputeStallsByTheDifference) {
   GraphBuilder g;
   const BufferId a = g.buffer("a", 3072, BufferKind::kActivation);  // 3 s to copy

@@ -74,6 +74,13 @@ struct SimOptions {
   // peak of a plan run without offsets (memwall run on the stitching
   // allocator). Planners keep the span, so that their plans lay out.
   bool live_scratch = false;
+  // Note [Host pool blocks]: host memory in whole blocks of this many
+  // bytes (0: bytes as they are). The runtime's pinned pool gives each
+  // buffer whole 4 KiB pages (runtime::kHostPoolAlignment, for O_DIRECT),
+  // which on small models is most of what it holds (cnn_bn's ZeRO-Offload
+  // plan: 520,192 bytes in the pool for 280,728 counted): `memwall run`
+  // predicts its host peak so. Planners count bytes.
+  uint64_t host_block_bytes = 0;
 };
 
 struct SimResult {
