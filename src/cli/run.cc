@@ -226,9 +226,10 @@ void print_table(const Graph& graph, const Plan& plan, const Hardware& hw,
   if (p.time_with_run_kernels && result.steps.size() > 1) {
     std::vector<double> later;
     for (size_t k = 1; k < result.steps.size(); ++k) later.push_back(result.steps[k].step_time_s);
-    std::nth_element(later.begin(), later.begin() + static_cast<std::ptrdiff_t>(later.size() / 2),
-                     later.end());
-    const double typical = later[later.size() / 2];
+    // The median, the lower of two (as Note [The typical round] takes it).
+    const size_t mid = (later.size() - 1) / 2;
+    std::nth_element(later.begin(), later.begin() + static_cast<std::ptrdiff_t>(mid), later.end());
+    const double typical = later[mid];
     std::cout << field("with the run's kernels",
                        fmt::format("step {} predicted, {} measured ({}; the median of steps 2-{})",
                                    human_seconds(*p.time_with_run_kernels), human_seconds(typical),
