@@ -297,7 +297,7 @@ class OpFailed(Exception):
 class Recorder(TorchDispatchMode):
     """Sees every aten op below autograd (forward, backward and optimizer)."""
 
-    def __init__(self, measure, kernels="cuda", calls=True, values=False):
+    def __init__(self, measure, kernels="cuda", calls=True, values=False, steady=False):
         super().__init__()
         self.measure = measure
         self.calls = calls  # record each op's call (memwall_calls.py)
@@ -320,6 +320,11 @@ class Recorder(TorchDispatchMode):
         self._names = {}
         self._alive = []  # buffers whose storage has not died yet (Note [Eager lifetimes])
         self._alive_refs = []  # their weak references' handles, in the same order
+        # Note [Steady storages]: with `steady`, model states, inputs and
+        # gradients are set aside from the check before each op.
+        self.steady = steady
+        self._steady = []
+        self._steady_refs = []
         self._cublas = {}  # thread -> its cuBLAS workspace buffer (Note [cuBLAS workspaces])
 
     # ---- buffers ----
@@ -365,6 +370,34 @@ class Recorder(TorchDispatchMode):
                 alive.append(b)
                 refs.append(ref)
         self._alive, self._alive_refs = alive, refs
+
+    def hold_steady(self, buffer_ids):
+        """Note [Steady storages]: model states, the batch and, once
+        backward has made them, the gradients are held by the model, the
+        optimizer and the caller for the whole step. Checking them before
+        every op was most of a meta trace's time (EfficientNet-B7: 12 of its
+        30 s, ~4,000 of them before each of Adam's per-parameter ops); they
+        are checked once, at the end of the step (steady_died). Expiry is
+        final, so a steady storage alive at the end was alive at every op
+        and skipping it lost nothing; one that died (a program that drops a
+        parameter or a gradient mid-step) is seen there and the trace is
+        made again with every storage checked before every op."""
+        if not self.steady:
+            return
+        move = set(buffer_ids) & set(self._alive)
+        alive, refs = [], []
+        for b, ref in zip(self._alive, self._alive_refs):
+            if b in move:
+                self._steady.append(b)
+                self._steady_refs.append(ref)
+            else:
+                alive.append(b)
+                refs.append(ref)
+        self._alive, self._alive_refs = alive, refs
+
+    def steady_died(self):
+        """Whether a storage hold_steady set aside died during the step."""
+        return True in map(torch.UntypedStorage._expired, self._steady_refs)
 
     def buffer_of(self, t):
         return self.by_storage.get(storage_key(t))
@@ -613,12 +646,12 @@ def _warm_up_optimizer(model, optimizer):
 
 
 def trace_iteration(model, batch, loss_fn, optimizer, measure, kernels="cuda", calls=True,
-                    values=False):
+                    values=False, steady=False):
     if not isinstance(batch, (tuple, list)) or len(batch) != 2:
         fail("the example batch must be a pair (inputs, target); target may be None")
     inputs, target = batch
     model.train()
-    recorder = Recorder(measure, "cpu" if measure or values else kernels, calls, values)
+    recorder = Recorder(measure, "cpu" if measure or values else kernels, calls, values, steady)
     param_names = {}
     for name, p in model.named_parameters():
         param_names.setdefault(storage_key(p), name)
@@ -647,6 +680,7 @@ def trace_iteration(model, batch, loss_fn, optimizer, measure, kernels="cuda", c
         b = recorder.buffer_of(target)
         if b is not None and recorder.buffers[b].name.startswith("input"):
             recorder.buffers[b].name = "target"
+    recorder.hold_steady(range(len(recorder.buffers)))
 
     handles = _module_hooks(model, recorder)
     if recorder.values is not None:
@@ -692,16 +726,19 @@ def _record_iteration(model, inputs, target, loss_fn, optimizer, recorder):
         loss.backward()
         del loss
         # The gradients the step will read: kind grad.
+        grads = []
         for name, p in model.named_parameters():
             if p.grad is not None:
                 b = recorder.buffer_of(p.grad)
                 if b is not None and recorder.buffers[b].producer is not None:
                     recorder.buffers[b].kind = "grad"
+                    grads.append(b)
                     recorder.buffers[b].name = recorder.unique_name(f"{name}.grad")
                     # The op that made a weight gradient belongs to that
                     # weight's module (its reads may not say so: mm(g, x)).
                     op = recorder.ops[recorder.buffers[b].producer]
                     op.name = f"{name.rpartition('.')[0] or name}.{op.type}"
+        recorder.hold_steady(grads)
         recorder.phase = "optimizer"
         optimizer.step()
         recorder.note_deaths()  # what the step itself freed at its end
@@ -902,9 +939,15 @@ def run_one(source, meta, measure, build, kernels="cuda", calls=True, keep=None)
             recorder = trace_iteration(model, batch, loss_fn, optimizer, measure, "cpu", calls,
                                        values=keep is not None)
         else:
+            # Note [Steady storages]: a meta step can be traced again, as
+            # it changes no values; a real one (above) checks every storage.
             with MetaDeviceMode(building=False, kernels=kernels):
                 recorder = trace_iteration(model, batch, loss_fn, optimizer, measure, kernels,
-                                           calls)
+                                           calls, steady=True)
+            if recorder.steady_died():
+                with MetaDeviceMode(building=False, kernels=kernels):
+                    recorder = trace_iteration(model, batch, loss_fn, optimizer, measure,
+                                               kernels, calls)
     except OpFailed as e:
         fail(f"{source}: operator {e.op} failed: {e.why}")
     except TraceError:

@@ -53,6 +53,37 @@ TEST(EagerLifetimes, AdamsPreviousDenomAndTheBatchAreAliveAtTheEagerPeak) {
             memory_profile(cpu).peak_bytes + 16'000'000 + 2 * 128'000);
 }
 
+// Note [Steady storages] (python/memwall_trace.py): a meta trace checks model
+// states and gradients once, at the end of the step. An optimizer that drops
+// each gradient after its update makes them die mid-step; the trace is then
+// made again with every storage checked, so each gradient dies after the op
+// that used it, as in eager PyTorch, not at the end of the step.
+TEST(EagerLifetimes, GradientsDroppedMidStepDieAfterTheirLastUse) {
+  MEMWALL_REQUIRE_TORCH();
+  const Graph g = importers::trace_torch({.script = testing::test_script("freeing_sgd.py:build")});
+  int grads = 0;
+  for (const Buffer& b : g.buffers) {
+    if (b.kind != BufferKind::kGrad) continue;
+    ++grads;
+    ASSERT_NE(b.eager_free, kNoOp) << b.name;
+    const Op& last = g.ops[b.eager_free];
+    EXPECT_EQ(last.phase, Phase::kOptimizer) << b.name;
+    EXPECT_EQ(last.type, "add_") << b.name;
+    // The op that used it is its parameter's update.
+    ASSERT_EQ(last.updates.size(), 1u) << b.name;
+    EXPECT_EQ(g.buffers[last.updates[0]].name + ".grad", b.name);
+  }
+  EXPECT_EQ(grads, 2);
+  // Adam keeps its gradients to the end of the step: set aside, alive there.
+  const Graph adam =
+      importers::trace_torch({.script = testing::test_script("linear_toy.py:build")});
+  for (const Buffer& b : adam.buffers) {
+    if (b.kind == BufferKind::kGrad || b.kind == BufferKind::kParam) {
+      EXPECT_EQ(b.eager_free, kNoOp) << b.name;
+    }
+  }
+}
+
 // PyTorch's cuBLAS workspace size (CublasHandlePool.cpp,
 // parseChosenWorkspaceSize): CUBLAS_WORKSPACE_CONFIG when set (":SIZE_KiB:COUNT"
 // pairs summed), else ":4096:2:16:8".
