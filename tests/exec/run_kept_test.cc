@@ -51,6 +51,13 @@ class RunKept : public ::testing::Test {
 };
 std::string* RunKept::dir_ = nullptr;
 
+// The keep-all plan of `graph` on the L4 profile, written to `plan`.
+void plan_keep_all(const std::string& graph, const std::string& plan) {
+  const RunResult r =
+      run_memwall("plan --graph " + graph + " --gpu l4 --strategy remat:keep-all --out " + plan);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+}
+
 TEST_F(RunKept, AGraphWithoutCallsIsNotRunnable) {
   REQUIRE_EXECUTOR();
   Graph g = read_graph_file(*dir_ + "/graph.json");
@@ -59,10 +66,7 @@ TEST_F(RunKept, AGraphWithoutCallsIsNotRunnable) {
   const std::string file = *dir_ + "/no_calls.json";
   write_graph_file(g, file);
   const std::string plan = *dir_ + "/no_calls_plan.json";
-  ASSERT_EQ(
-      run_memwall("plan --graph " + file + " --gpu l4 --strategy remat:keep-all --out " + plan)
-          .exit_code,
-      0);
+  ASSERT_NO_FATAL_FAILURE(plan_keep_all(file, plan));
   expect_one_line(run_memwall("run --graph " + file + " --plan " + plan), 2,
                   "carries no call records");
 }
@@ -106,10 +110,7 @@ TEST_F(RunKept, AZooGraph) {
   const std::string plan = *dir_ + "/zoo.json";
   const std::string graph = *dir_ + "/zoo_graph.json";
   ASSERT_EQ(run_memwall("inspect --model gpt2-small --export " + graph).exit_code, 0);
-  ASSERT_EQ(
-      run_memwall("plan --graph " + graph + " --gpu l4 --strategy remat:keep-all --out " + plan)
-          .exit_code,
-      0);
+  ASSERT_NO_FATAL_FAILURE(plan_keep_all(graph, plan));
   expect_one_line(run_memwall("run --graph " + graph + " --plan " + plan), 2,
                   "zoo graphs are not runnable");
 }
