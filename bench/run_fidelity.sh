@@ -7,7 +7,8 @@
 # STEPS iterations (the median of all but the first): the measured step
 # time and measured / predicted with the roofline profile, then the same
 # with the measured kernels (and copy contention), the same without the
-# contention (kern-nc; from the first calibration), the same run against
+# contention (kern-nc: kern times the last calibration's prediction with
+# contention over its prediction without), the same run against
 # the step predicted from its own kernels (own: Note [The run's own
 # kernels] in src/cli/run.cc, the error of the model but the kernels'
 # times), the device peak measured / predicted, and the transfer overlap
@@ -103,6 +104,13 @@ print("%.3f" % statistics.median(rel) if len(rel) == 1 else
 PY
 }
 
+# The profile $1 without its copy contention (Note [Copy contention]), as
+# $2: for the column that shows what modelling it changed.
+nocontention() {
+  python3 -c "import json, sys; p = json.load(open(sys.argv[1])); p.pop('copy_contention', None); \
+json.dump(p, open(sys.argv[2], 'w'))" "$1" "$2"
+}
+
 printf "%-44s %-18s %9s %6s %9s %6s %6s %6s %7s %9s %s\n" model plan measured roof measured kern kern-nc \
   own peak overlap "$([ "$paired" = 1 ] && echo paired)"
 for model in "${models[@]}"; do
@@ -113,10 +121,6 @@ for model in "${models[@]}"; do
     --json >/dev/null
   "$memwall" calibrate --from "$profile" --graph "$dir/graph.json" --keep-values "$dir" \
     --out "$out/kernels.json" >/dev/null
-  # The same profile without its copy contention (Note [Copy contention]),
-  # for the column that shows what modelling it changed.
-  python3 -c "import json, sys; p = json.load(open(sys.argv[1])); p.pop('copy_contention', None); \
-json.dump(p, open(sys.argv[2], 'w'))" "$out/kernels.json" "$out/kernels_nc.json"
   peak=$("$memwall" inspect --graph "$dir/graph.json" --gpu-file "$profile" --json |
     python3 -c "import json, sys; print(json.load(sys.stdin)['peak_bytes'])")
   keep_budget=$(python3 -c "print(int(1.02 * $peak))")
@@ -175,8 +179,14 @@ json.dump(p, open(sys.argv[2], 'w'))" "$out/kernels.json" "$out/kernels_nc.json"
     done
     read -r ms roof _ <"$out/r.$(basename "$profile")"
     read -r ms2 kern peakr overlap own <"$out/r.kernels.json"
+    # kern-nc: kern with the prediction made without copy contention, both
+    # predictions from the kernels of the last calibration (under ROUNDS,
+    # kern is the median of rounds, each against its own calibration).
+    nocontention "$out/kernels.json" "$out/kernels_nc.json"
+    with=$("$memwall" simulate --graph "$g" --plan "$out/plan.json" --gpu-file "$out/kernels.json" \
+      --json | python3 -c "import json, sys; print(json.load(sys.stdin)['iteration_time_s'])")
     nc=$("$memwall" simulate --graph "$g" --plan "$out/plan.json" --gpu-file "$out/kernels_nc.json" \
-      --json | python3 -c "import json, sys; print('%.3f' % ($ms2 / 1e3 / \
+      --json | python3 -c "import json, sys; print('%.3f' % (${kern%%[*} * $with / \
 json.load(sys.stdin)['iteration_time_s']))")
     printf "%-44s %-18s %6s ms %6s %6s ms %6s %6s %6s %7s %9s %s\n" "$model" "$strategy@$planned" \
       "$ms" "$roof" "$ms2" "$kern" "$nc" "$own" "$peakr" "$overlap" "$rel"
