@@ -323,7 +323,6 @@ class Recorder(TorchDispatchMode):
         # Note [Steady storages]: with `steady`, model states, inputs and
         # gradients are set aside from the check before each op.
         self.steady = steady
-        self._steady = []
         self._steady_refs = []
         self._cublas = {}  # thread -> its cuBLAS workspace buffer (Note [cuBLAS workspaces])
 
@@ -362,14 +361,21 @@ class Recorder(TorchDispatchMode):
         if True not in expired:
             return
         last = len(self.ops) - 1
-        alive, refs = [], []
-        for b, ref, gone in zip(self._alive, self._alive_refs, expired):
-            if gone:
-                self.buffers[b].freed_after = last
+        for b, _ in self._take_alive(expired):
+            self.buffers[b].freed_after = last
+
+    def _take_alive(self, flags):
+        """Removes the buffers whose flag is true (flags in the order of
+        _alive) from the alive lists; returns them with their handles."""
+        taken, alive, refs = [], [], []
+        for b, ref, take in zip(self._alive, self._alive_refs, flags):
+            if take:
+                taken.append((b, ref))
             else:
                 alive.append(b)
                 refs.append(ref)
         self._alive, self._alive_refs = alive, refs
+        return taken
 
     def hold_steady(self, buffer_ids):
         """Note [Steady storages]: model states, the batch and, once
@@ -384,16 +390,8 @@ class Recorder(TorchDispatchMode):
         made again with every storage checked before every op."""
         if not self.steady:
             return
-        move = set(buffer_ids) & set(self._alive)
-        alive, refs = [], []
-        for b, ref in zip(self._alive, self._alive_refs):
-            if b in move:
-                self._steady.append(b)
-                self._steady_refs.append(ref)
-            else:
-                alive.append(b)
-                refs.append(ref)
-        self._alive, self._alive_refs = alive, refs
+        move = set(buffer_ids)
+        self._steady_refs += [ref for _, ref in self._take_alive([b in move for b in self._alive])]
 
     def steady_died(self):
         """Whether a storage hold_steady set aside died during the step."""

@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -30,6 +31,7 @@
 #include "options.h"
 #include "run_ranks.h"
 #include "run_values.h"
+#include "runtime_probes.h"
 #include "traced_model.h"
 
 namespace memwall::cli {
@@ -226,10 +228,7 @@ void print_table(const Graph& graph, const Plan& plan, const Hardware& hw,
   if (p.time_with_run_kernels && result.steps.size() > 1) {
     std::vector<double> later;
     for (size_t k = 1; k < result.steps.size(); ++k) later.push_back(result.steps[k].step_time_s);
-    // The median, the lower of two (as Note [The typical round] takes it).
-    const size_t mid = (later.size() - 1) / 2;
-    std::nth_element(later.begin(), later.begin() + static_cast<std::ptrdiff_t>(mid), later.end());
-    const double typical = later[mid];
+    const double typical = median(std::move(later));  // as bench/run_fidelity.sh takes it
     std::cout << field("with the run's kernels",
                        fmt::format("step {} predicted, {} measured ({}; the median of steps 2-{})",
                                    human_seconds(*p.time_with_run_kernels), human_seconds(typical),
