@@ -243,10 +243,18 @@ void Executor::cpu_step(const Op& op, const CompiledCall& call, RunResult& resul
   current_.clear();
   for (const BufferId b : op.in) current_.emplace_back(roots_[b], on_host(b));
   for (const BufferId b : op.updates) current_.emplace_back(roots_[b], on_host(b));
-  if (call.master >= 0) {
-    const c10::Storage master = on_host(call.master);
+  // A 16-bit parameter's step that only overwrites it from the trace's own
+  // fp32 master writes its new values straight into `update`.
+  const bool into_update = call.master < 0 && call.update >= 0;
+  if (into_update) {
+    Slot& u = slots_[call.update];
+    u.host = host_buffer(graph_.buffers[call.update].bytes, call.update);
+    u.host_ready = runtime::CopyEvent();
+  }
+  if (call.master >= 0 || into_update) {
+    const c10::Storage as = on_host(into_update ? call.update : call.master);
     std::erase_if(current_, [&](const auto& p) { return p.first == roots_[call.param]; });
-    current_.emplace_back(roots_[call.param], master);
+    current_.emplace_back(roots_[call.param], as);
   }
   const double start = now_s();
   const Clock::time_point t = Clock::now();
@@ -254,7 +262,9 @@ void Executor::cpu_step(const Op& op, const CompiledCall& call, RunResult& resul
   kernel_s_ += seconds_since(t);
   const BufferId from = call.master >= 0 ? call.master : call.param;
   const uint64_t bytes = graph_.buffers[from].bytes;
-  if (call.update >= 0) {
+  if (into_update) {
+    // The step wrote the new values itself.
+  } else if (call.update >= 0) {
     Slot& u = slots_[call.update];
     u.host = host_buffer(graph_.buffers[call.update].bytes, call.update);
     u.host_ready = runtime::CopyEvent();

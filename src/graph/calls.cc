@@ -1,7 +1,10 @@
 // Renumbering call records (calls.h).
 #include "memwall/graph/calls.h"
 
+#include <algorithm>
+
 #include "memwall/graph/error.h"
+#include "memwall/graph/types.h"
 
 namespace memwall {
 namespace {
@@ -52,13 +55,13 @@ std::string signature_of(nlohmann::json v) {
   return v.dump();
 }
 
+}  // namespace
+
 nlohmann::json call_object(std::string_view call) {
   nlohmann::json v = nlohmann::json::parse(call, nullptr, /*allow_exceptions=*/false);
   if (v.is_discarded() || !v.is_object()) fail("a call record is not a JSON object");
   return v;
 }
-
-}  // namespace
 
 std::string kernel_signature(std::string_view call) { return signature_of(call_object(call)); }
 
@@ -83,6 +86,58 @@ nlohmann::json remap_call(std::string_view call, const std::function<CallBuffer(
 
 std::string remap_call_text(std::string_view call, const std::function<CallBuffer(int64_t)>& map) {
   return remap_call(call, map).dump();
+}
+
+namespace {
+
+bool names_buffer(const nlohmann::json& v, int64_t id) {
+  if (v.is_array()) {
+    return std::any_of(v.begin(), v.end(), [&](const nlohmann::json& x) { return names_buffer(x, id); });
+  }
+  if (!v.is_object()) return false;
+  if (const auto t = v.find("t"); t != v.end() && t->is_number_integer() && t->get<int64_t>() == id) {
+    return true;
+  }
+  return std::any_of(v.begin(), v.end(), [&](const nlohmann::json& x) { return names_buffer(x, id); });
+}
+
+// The whole of `b`: a view at offset 0 with as many elements as it has.
+bool views_whole(const nlohmann::json& ref, const Buffer& b) {
+  const auto size = ref.find("size");
+  if (ref.value("offset", int64_t{-1}) != 0 || size == ref.end() || !size->is_array()) return false;
+  int64_t elements = 1;
+  for (const nlohmann::json& d : *size) {
+    if (!d.is_number_integer()) return false;
+    elements *= d.get<int64_t>();
+  }
+  int64_t expected = 1;
+  for (const int64_t d : b.shape) expected *= d;
+  return elements == expected;
+}
+
+}  // namespace
+
+bool call_only_overwrites(const nlohmann::json& call, const Buffer& b) {
+  const auto steps = call.find("steps");
+  if (steps == call.end() || !steps->is_array()) return false;
+  bool overwritten = false;
+  for (const nlohmann::json& step : *steps) {
+    const auto args = step.find("args");
+    if (args == step.end() || !args->is_array()) return false;
+    const bool copy_into = step.value("op", std::string()) == "aten::copy_" && !args->empty() &&
+                           (*args)[0].is_object() && (*args)[0].value("t", int64_t{-1}) == b.id;
+    if (copy_into) {
+      if (!views_whole((*args)[0], b)) return false;
+      overwritten = true;
+    }
+    for (size_t i = copy_into ? 1 : 0; i < args->size(); ++i) {
+      if (names_buffer((*args)[i], b.id)) return false;
+    }
+    if (const auto kwargs = step.find("kwargs"); kwargs != step.end() && names_buffer(*kwargs, b.id)) {
+      return false;
+    }
+  }
+  return overwritten;
 }
 
 }  // namespace memwall

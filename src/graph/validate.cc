@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "memwall/graph/calls.h"
 #include "memwall/graph/describe.h"
 #include "memwall/graph/graph.h"
 
@@ -203,6 +204,7 @@ void validate(const Graph& graph) {
     }
   }
   check_versions(graph, kinds, producer);
+  check_call_bindings(graph);  // Note [Call bindings]
   // Note [Eager lifetimes]: an op of this graph, not before the producer.
   for (const Buffer& b : graph.buffers) {
     if (b.eager_free == kEagerUnknown || b.eager_free == kNoOp) continue;

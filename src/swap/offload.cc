@@ -92,6 +92,7 @@
 #include <string>
 #include <utility>
 
+#include "memwall/graph/calls.h"
 #include "memwall/graph/counts.h"
 #include "memwall/graph/describe.h"
 #include "memwall/graph/error.h"
@@ -144,7 +145,13 @@ namespace {
 // one, which then gives the new values to `update` (the device's copy
 // comes from it through apply) or, for a parameter kept off the device, to
 // the parameter itself: {"op": "memwall::cpu_step", "steps", "locals",
-// "param", "master", "update"}. Empty for a step without calls.
+// "param", "master", "update"}. Empty for a step without calls. A 16-bit
+// parameter gets no master here: a traced mixed-precision step keeps its
+// own fp32 master among its states and ends by copying it into the
+// parameter, so its references to the parameter mean `update` on the host
+// (the executor's cpu_step); a step that reads the 16-bit parameter (pure
+// 16-bit training) cannot run there and is refused (Note [Call bindings]
+// in src/graph/call_bindings.cc).
 std::string cpu_step_call(const std::string& call, BufferId param, BufferId master,
                           BufferId update) {
   if (call.empty()) return {};
@@ -223,6 +230,13 @@ OffloadGraph offload_graph(const Graph& graph, const OffloadOptions& options) {
     cut(o.update);
     step.out = {o.update};
     step.call = cpu_step_call(step.call, s.param, master, o.update);
+    if (master == kNoBuffer && !step.call.empty() &&
+        !call_only_overwrites(call_object(step.call), param)) {
+      fail(
+          "the optimizer step of {} reads the 16-bit parameter itself (no fp32 master copy), "
+          "which the host does not hold: its step stays on the device",
+          param.name);
+    }
     Op apply;
     apply.name = param.name + ".apply";
     apply.type = "copy";

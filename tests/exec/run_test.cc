@@ -179,6 +179,24 @@ TEST(RunExec, HuggingFaceLoraIsEagerBitForBit) {
   std::filesystem::remove(config);
 }
 
+// Issue 45: bf16 ZeRO-Offload plans of any traced bf16 model stopped in
+// `memwall run` ("op model.norm.weight.step names buffer 25
+// (model.norm.weight), which it neither reads nor writes"): a 16-bit
+// parameter's CPU step writes its new values into the update it sends back
+// (Note [CPU step calls] in src/swap/offload.cc). A two-layer Qwen2 of the
+// reported shape class (bf16 mixed precision, b4 s64), its plans run bit for
+// bit as eager.
+TEST(RunExec, Bf16ZeroOffloadIsEagerBitForBit) {
+  REQUIRE_EXECUTOR();
+  const std::string config = dir_for("qwen2_config") + ".json";
+  std::ofstream(config) << R"({"model_type": "qwen2", "hidden_size": 64,
+      "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
+      "num_key_value_heads": 2, "vocab_size": 256, "max_position_embeddings": 128})";
+  run_planners("qwen2_bf16", "--hf-config " + config + " --seq 64 --batch 4 --dtype bf16",
+               {{"zero-offload", 0.9}, {"zero-infinity", 0.9}});
+  std::filesystem::remove(config);
+}
+
 // Note [Device chunks]: auto's plan of gpt-mini at 65% of its keep-all peak
 // keeps the first parameters whole on the device and steps them there (a
 // fused traced Adam step, memwall::sequence), the rest on the CPU with the

@@ -26,6 +26,23 @@ struct CallBuffer {
 nlohmann::json remap_call(std::string_view call, const std::function<CallBuffer(int64_t)>& map);
 std::string remap_call_text(std::string_view call, const std::function<CallBuffer(int64_t)>& map);
 
+// `call` parsed. Throws Error when it is not one JSON object.
+nlohmann::json call_object(std::string_view call);
+
+// Whether a fused call (memwall::cpu_step or memwall::sequence) only
+// overwrites `b`: some part copies into the whole of it (aten::copy_ with
+// it first), and no part reads it (no other argument names it). Such a
+// step's references to `b` may mean a fresh buffer (Note [CPU step calls]
+// in src/swap/offload.cc).
+struct Buffer;
+bool call_only_overwrites(const nlohmann::json& call, const Buffer& b);
+
+// Note [Call bindings] (call_bindings.cc): throws Error naming the op when
+// a call names a buffer its op neither reads nor writes, as the executor
+// binds them. validate() calls it.
+struct Graph;
+void check_call_bindings(const Graph& graph);
+
 // Note [Kernel signatures]: what decides a kernel's time, from its call
 // record: the operator, every argument's view (sizes, strides, offset,
 // dtype) and every other argument, without the buffer ids (two ops on

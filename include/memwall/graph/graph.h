@@ -43,7 +43,8 @@ std::string graph_fingerprint(const Graph& graph);
 // ---- Validation ---------------------------------------------------------------
 // Throws Error naming the offending op or buffer: ids not dense, unknown ids,
 // a buffer read before it exists, two producers, a produced buffer of a kind
-// that exists from the start, a buffer never produced, oversize bytes.
+// that exists from the start, a buffer never produced, oversize bytes, a
+// call record naming a buffer its op does not bind (Note [Call bindings]).
 // Ops in execution order make cycles impossible once every read follows its
 // producer, which is what this checks.
 void validate(const Graph& graph);
