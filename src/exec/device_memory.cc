@@ -101,6 +101,16 @@ c10::DataPtr DeviceMemory::allocate(size_t bytes) {
     if (!p && ws_bytes > 0) p = arena_->place_within(ws, ws + ws_bytes, bytes, align);
     if (!p && ws_bytes > 0 && align > 1) p = arena_->place_within(ws, ws + ws_bytes, bytes, 1);
     if (!p) p = arena_->place_anywhere(bytes, reserved_ranges(/*with_workspace=*/false));
+    // Note [Scratch before its output]: when what was learnt leaves no room
+    // (two of the output's size came first and the first went to where the
+    // output had landed, which the second needs), an allocation of a
+    // pending output's size borrows that output's offset while it is free,
+    // as in the step that learnt it. The output takes it when it comes if
+    // the borrower is gone by then, else lands elsewhere and is moved.
+    for (const Expected& e : expected_) {
+      if (p) break;
+      if (!e.taken && e.output.bytes == bytes) p = arena_->place_at(e.output.offset, bytes);
+    }
     if (!p) {
       TORCH_CHECK_WITH(OutOfMemoryError, false,
                        fmt::format("no room in the plan's arena of {} bytes for {} bytes with {} "
@@ -162,16 +172,20 @@ bool DeviceMemory::clear_of_outputs(uint64_t offset, uint64_t bytes) const {
 std::optional<DeviceMemory::ScratchFirst> DeviceMemory::scratch_before(const void* ptr,
                                                                        uint64_t bytes) const {
   std::lock_guard<std::mutex> lock(mutex_);
+  // The output is the last allocation at `ptr`: a scratch of its size freed
+  // earlier in the call may have been there first (regnet_y_400mf's grouped
+  // convolution_backward: two such scratch buffers, the second freed before
+  // the input gradient is made in its place).
   uint32_t before = 0;
+  std::optional<uint32_t> found;
   for (const auto& [at, size] : since_expect_) {
     if (size != bytes) continue;
-    if (at == ptr) {
-      if (arena_ == nullptr || !arena_->owns(ptr)) return ScratchFirst{before, std::nullopt};
-      return ScratchFirst{before, arena_->offset_of(ptr)};
-    }
+    if (at == ptr) found = before;
     ++before;
   }
-  return std::nullopt;
+  if (!found) return std::nullopt;
+  if (arena_ == nullptr || !arena_->owns(ptr)) return ScratchFirst{*found, std::nullopt};
+  return ScratchFirst{*found, arena_->offset_of(ptr)};
 }
 
 bool DeviceMemory::range_free(uint64_t offset, uint64_t bytes) const {

@@ -353,6 +353,13 @@ void Executor::apply(const CompiledCall& call, RunResult& result) {
 // front of a workspace that the rest filled to the byte: U-Net's arena grew
 // 9.7% that way.) Kernels allocate in the same order each call; where one
 // does not, the output is copied as before and the count learnt again.
+// The output is the last allocation at the address it landed on (a grouped
+// convolution_backward makes two scratch buffers of its input gradient's
+// size first, and the gradient where the second was); and where what was
+// learnt leaves an allocation no room, it borrows a pending output's offset
+// of its size, as in the step that learnt it (DeviceMemory::allocate):
+// regnet_y_400mf's keep-all plan ran its first iteration and stopped in the
+// second before (RunExec.GroupedConvolutionKeepAllRunsEveryIteration).
 bool Executor::learn_if_misplaced(BufferId b, const c10::Storage& storage) {
   const std::optional<uint64_t> at = slots_[b].stay_at;
   if (!memory_->has_arena() || slots_[b].stay_began != serial_ || !at ||

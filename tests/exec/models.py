@@ -69,6 +69,21 @@ def depthwise_2x2():
     return model, batch, nn.CrossEntropyLoss(), optimizer
 
 
+def grouped_conv():
+    """regnet_y_400mf's block4 grouped 3x3 convolution (440 channels in 55
+    groups of 8, stride 2, over a 6x6 input) between batch norms. Its
+    backward allocates two scratch buffers of its input gradient's size
+    before it, the second freed before the gradient is made in its place
+    (Note [Scratch before its output] in src/exec/executor_compute.cc)."""
+    model = nn.Sequential(nn.Conv2d(3, 440, 1, bias=False), nn.BatchNorm2d(440), nn.ReLU(),
+                          nn.Conv2d(440, 440, 3, stride=2, padding=1, groups=55, bias=False),
+                          nn.BatchNorm2d(440), nn.ReLU(),
+                          nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(440, 10))
+    batch = (torch.randn(16, 3, 6, 6), torch.randint(0, 10, (16,)))
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3, foreach=False)
+    return model, batch, nn.CrossEntropyLoss(), optimizer
+
+
 def unet():
     model = UNet()
     batch = (torch.randn(16, 1, 96, 96), (torch.rand(16, 1, 96, 96) > 0.5).float())

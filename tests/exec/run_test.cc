@@ -197,6 +197,43 @@ TEST(RunExec, Bf16ZeroOffloadIsEagerBitForBit) {
   std::filesystem::remove(config);
 }
 
+// Issue 45: regnet_y_400mf b16 at 96x96, laid out keep-all at 100% of its
+// peak, ran its first iteration and stopped in the second ("no room in the
+// plan's arena of 157897908 bytes for 1013760 bytes" at block4-0's grouped
+// convolution_backward): what the first iteration learnt of where its
+// scratch goes (Note [Scratch before its output]) counted the gradient as
+// the first allocation at its address, a scratch of its size that was
+// there before, and sent two of that size to one place. Its block alone,
+// at its keep-all peak to the byte, runs every iteration.
+TEST(RunExec, GroupedConvolutionKeepAllRunsEveryIteration) {
+  REQUIRE_EXECUTOR();
+  const std::string dir = dir_for("grouped_conv");
+  ASSERT_EQ(run_memwall("run --script " + models("grouped_conv") +
+                        " --gpu l4 --steps 3 --keep-values " + dir)
+                .exit_code,
+            0);
+  const std::string graph = dir + "/graph.json";
+  const std::string keep_all = "plan --graph " + graph + " --gpu l4 --strategy remat:keep-all";
+  const RunResult peak_of = run_memwall(keep_all + " --json");
+  ASSERT_EQ(peak_of.exit_code, 0) << peak_of.err;
+  const auto peak =
+      nlohmann::json::parse(peak_of.out).at("keep_all_peak_bytes").get<uint64_t>();
+  const RunResult planned = run_memwall(keep_all + " --budget " + std::to_string(peak) +
+                                        " --out " + dir + "/plan.json");
+  ASSERT_EQ(planned.exit_code, 0) << planned.err;
+  ASSERT_FALSE(read_plan_file(dir + "/plan.json").offsets.empty()) << planned.out;
+  const nlohmann::json j =
+      check_run(run_memwall("run --graph " + graph + " --plan " + dir +
+                            "/plan.json --gpu l4 --steps 3 --check-eager --json --keep-values " +
+                            dir),
+                "grouped convolution keep-all", peak);
+  if (!j.is_null()) {
+    EXPECT_EQ(j.at("policy"), "plan offsets");
+    EXPECT_EQ(j.at("steps").size(), 3u);
+  }
+  std::filesystem::remove_all(dir);
+}
+
 // Note [Device chunks]: auto's plan of gpt-mini at 65% of its keep-all peak
 // keeps the first parameters whole on the device and steps them there (a
 // fused traced Adam step, memwall::sequence), the rest on the CPU with the
