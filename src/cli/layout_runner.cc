@@ -114,8 +114,8 @@ PlanLayout lay_out_plan(const Plan& plan, const Graph& graph, const Hardware& hw
       out.live_peak == 0 ? 0 : static_cast<double>(out.arena) / static_cast<double>(out.live_peak);
   if (!run.fits()) {
     out.row_text = fmt::format(
-        "none within the budget: the best arena, {}, is {:.4f}x the live peak; written without "
-        "offsets, the plan runs on the stitching allocator (Note [Plans laid out by default])",
+        "none within the budget: the best arena, {}, is {:.4f}x the live peak (Note [Plans "
+        "laid out by default])",
         run.layout ? human_bytes(out.arena) : std::string("none found"), ratio);
     return out;
   }

@@ -21,6 +21,7 @@
 #include "memwall/remat/checkpoints.h"
 #include "memwall/remat/remat.h"
 #include "options.h"
+#include "runnable_plan.h"
 #include "plan_args.h"
 #include "plan_figures.h"
 #include "remat_runner.h"
@@ -96,19 +97,45 @@ int run_remat_plan(const PlanArgs& args) {
     fail("--budget {} is {} bytes, more than the GPU's {} bytes", args.budget, budget,
          hw.device_memory_bytes);
   }
-  const RematRun run = run_remat(graph, hw, planner, budget, options, args.exports.sim_options());
+  RematRun run = run_remat(graph, hw, planner, budget, options, args.exports.sim_options());
   if (run.rejected) {
     std::cerr << fmt::format("memwall: error: internal error: {}\n", run.error);
     return 1;
   }
   if (!run.feasible) fail_infeasible(graph, hw, run, options);
 
-  const Plan& plan = run.result.plan;
   // The graph is not rewritten; --out-graph writes it as the plan runs it.
   if (!args.out_graph.empty()) outputs.set(args.out_graph, graph_text_for(hw, graph));
-  std::optional<PlanLayout> laid;  // Note [Plans laid out by default]
-  if (!args.out.empty() && !args.no_layout) laid = lay_out_plan(plan, graph, hw);
-  if (!args.out.empty()) outputs.set(args.out, plan_text_for(laid ? laid->plan : plan, graph));
+  // Note [Plans that run]: laid out (Note [Plans laid out by default]) or
+  // held by the stitching allocator, else planned for less, else refused.
+  std::optional<RunnablePlan> written;
+  uint64_t planned_for = 0;
+  if (!args.out.empty()) {
+    written = runnable_plan(run.result.plan, graph, hw, !args.no_layout);
+    uint64_t lowered = budget;
+    for (int i = 0; !written->runs && i < kReplans; ++i) {
+      const std::optional<uint64_t> next = next_budget(lowered, *written);
+      if (!next) break;
+      RematRun again = run_remat(graph, hw, planner, *next, options, args.exports.sim_options());
+      if (!again.feasible) break;
+      again.result.plan.budget = budget;  // it runs in the whole budget
+      RunnablePlan tried = runnable_plan(again.result.plan, graph, hw, !args.no_layout);
+      lowered = *next;
+      if (tried.runs) {
+        run = std::move(again);
+        planned_for = lowered;
+      }
+      written = std::move(tried);
+    }
+    if (!written->runs) {
+      fail("{}: no plan within the budget of {} runs there: {}{}", args.strategy,
+           exact_bytes(budget), written->why_not(),
+           lowered < budget ? fmt::format(" (planned again for down to {})", exact_bytes(lowered))
+                            : std::string());
+    }
+    outputs.set(args.out, plan_text_for(written->plan, graph));
+  }
+  const Plan& plan = run.result.plan;
   args.exports.write(outputs, graph, plan, hw, run.sim);
   outputs.commit();
   const Throughput throughput = plan_throughput(graph, run.sim.iteration_time, hw, 1);
@@ -138,7 +165,8 @@ int run_remat_plan(const PlanArgs& args) {
                         {"proven_optimal", run.result.proven_optimal},
                         {"gap", run.result.gap}};
     j["out"] = args.out.empty() ? nlohmann::json(nullptr) : nlohmann::json(args.out);
-    j["layout"] = laid ? layout_json(*laid) : nlohmann::json(nullptr);
+    j["layout"] = written ? written->json() : nlohmann::json(nullptr);
+    if (planned_for > 0) j["planned_for_bytes"] = planned_for;
     j["out_graph"] =
         args.out_graph.empty() ? nlohmann::json(nullptr) : nlohmann::json(args.out_graph);
     j["trace"] = args.exports.trace_file.empty() ? nlohmann::json(nullptr)
@@ -179,7 +207,13 @@ int run_remat_plan(const PlanArgs& args) {
     std::cout << field("optimal", fmt::format("not proven: gap {:.2f}%", 100 * run.result.gap));
   }
   if (!args.out_graph.empty()) std::cout << field("graph written to", args.out_graph);
-  if (laid) std::cout << field("laid out", laid->row_text);
+  if (planned_for > 0) {
+    std::cout << field("planned for",
+                       fmt::format("{}: the plan for the whole budget did not run there, so it "
+                                   "was planned again for less (Note [Plans that run])",
+                                   exact_bytes(planned_for)));
+  }
+  if (written) std::cout << field("laid out", written->row_text());
   if (!args.out.empty()) std::cout << field("plan written to", args.out);
   std::cout << args.exports.written_rows();
   return 0;

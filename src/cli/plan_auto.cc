@@ -6,6 +6,7 @@
 // figure comes from the simulator. Exit code 0: a plan; 2: bad input, or
 // nothing fits (the message names the resource that runs out).
 #include <algorithm>
+#include <functional>
 #include <iostream>
 #include <optional>
 #include <set>
@@ -23,6 +24,7 @@
 #include "plan_args.h"
 #include "plan_figures.h"
 #include "remat_runner.h"
+#include "runnable_plan.h"
 
 namespace memwall::cli {
 namespace {
@@ -157,7 +159,7 @@ struct Written {
 // the work, but the default --out-graph path).
 Written write_outputs(OutputFiles& outputs, const PlanArgs& args, const Graph& input,
                       const Candidate& c, const Hardware& hw,
-                      const PlanLayout* laid_out = nullptr) {
+                      const RunnablePlan* runnable = nullptr) {
   Written written;
   std::vector<std::string>& rows = written.rows;
   // zero_rank_graph and offload_graph name every graph they rewrite.
@@ -173,14 +175,15 @@ Written write_outputs(OutputFiles& outputs, const PlanArgs& args, const Graph& i
     rows.push_back(field("graph written to", graph_out));
   }
   if (!args.out.empty()) {
-    if (args.no_layout) {
-      outputs.set(args.out, plan_text_for(c.plan, c.graph));
-    } else {
-      const PlanLayout laid = laid_out ? *laid_out : lay_out_plan(c.plan, c.graph, hw);
-      outputs.set(args.out, plan_text_for(laid.plan, c.graph));
-      rows.push_back(field("laid out", laid.row_text));
-      written.layout = layout_json(laid);
+    // Note [Plans that run]: what runs, or nothing.
+    const RunnablePlan r = runnable ? *runnable : runnable_plan(c.plan, c.graph, hw, !args.no_layout);
+    if (!r.runs) {
+      fail("{}: the plan within the budget of {} does not run there: {}", args.strategy,
+           exact_bytes(c.plan.budget), r.why_not());
     }
+    outputs.set(args.out, plan_text_for(r.plan, c.graph));
+    rows.push_back(field("laid out", r.row_text()));
+    written.layout = r.json();
     rows.push_back(field("plan written to", args.out));
   }
   if (!args.exports.trace_file.empty() || !args.exports.svg_file.empty()) {
@@ -194,40 +197,52 @@ Written write_outputs(OutputFiles& outputs, const PlanArgs& args, const Graph& i
 // Note [Planning for the layout]: a plan within the budget may still have
 // no layout within it: parameters streamed in per use and kept apart
 // between their forward and backward runs fragment the arena (Llama-2-7B's
-// demo plan needs 1.067x its live peak). Then auto plans once more, for the
-// budget less that excess, and keeps the new plan when its layout fits the
-// whole budget: a plan with offsets runs in its arena, while one without
-// needs the stitching allocator's slack (docs/exec.md).
-struct LaidOutAuto {
-  PlanLayout laid;
-  uint64_t planned_for = 0;  // the lowered budget, when auto planned again
+// demo plan needs 1.067x its live peak). Nor may the stitching allocator
+// hold it (Note [Plans that run]). Then memwall plans again, for the budget
+// less what overshot, and keeps the new plan when it runs in the whole
+// budget; after kReplans tries it refuses, saying why.
+struct RunnableAuto {
+  RunnablePlan written;
+  uint64_t planned_for = 0;  // the lowered budget, when it planned again
 };
-LaidOutAuto lay_out_auto(AutoPlan& a, const Graph& graph, const Hardware& hw,
-                         PlannerOptions options) {
-  LaidOutAuto out{lay_out_plan(a.best.plan, a.best.graph, a.hardware), 0};
-  const PlanLayout& first = out.laid;
-  if (first.pinned || first.arena <= a.budget || first.arena - first.live_peak >= a.budget) {
-    return out;
+RunnableAuto make_runnable(AutoPlan& a, const PlanArgs& args,
+                           const std::function<Candidate(uint64_t, AutoPlan&)>& plan_for) {
+  RunnableAuto out{runnable_plan(a.best.plan, a.best.graph, a.hardware, !args.no_layout), 0};
+  uint64_t lowered = a.budget;
+  for (int i = 0; !out.written.runs && i < kReplans; ++i) {
+    const std::optional<uint64_t> next = next_budget(lowered, out.written);
+    if (!next) break;
+    AutoPlan again;
+    try {
+      again.best = plan_for(*next, again);
+    } catch (const Error&) {
+      break;
+    }
+    if (!again.best.fits) break;
+    lowered = *next;
+    again.best.plan.budget = a.budget;  // it runs in the whole budget
+    RunnablePlan tried =
+        runnable_plan(again.best.plan, again.best.graph, again.hardware, !args.no_layout);
+    if (tried.runs) {
+      again.best.sim.budget = a.budget;
+      again.budget = a.budget;
+      // The bound and the table stay the whole budget's.
+      again.bound = a.bound;
+      again.singles = std::move(a.singles);
+      again.solve_seconds += a.solve_seconds;
+      again.configs_tried += a.configs_tried;
+      a = std::move(again);
+      out.planned_for = lowered;
+    }
+    out.written = std::move(tried);
   }
-  options.budget = a.budget - (first.arena - first.live_peak);
-  AutoPlan again;
-  try {
-    again = plan_auto(graph, hw, options);
-  } catch (const Error&) {
-    return out;
+  if (!out.written.runs) {
+    fail("{}: no plan within the budget of {} runs there: {}{}", args.strategy,
+         exact_bytes(a.budget), out.written.why_not(),
+         lowered < a.budget ? fmt::format(" (planned again for down to {})", exact_bytes(lowered))
+                            : std::string());
   }
-  again.best.plan.budget = a.budget;  // laid out in the whole budget
-  PlanLayout second = lay_out_plan(again.best.plan, again.best.graph, again.hardware);
-  if (!second.pinned) return out;
-  again.best.sim.budget = a.budget;
-  again.budget = a.budget;
-  // The bound and the table stay the whole budget's.
-  again.bound = a.bound;
-  again.singles = std::move(a.singles);
-  again.solve_seconds += a.solve_seconds;
-  again.configs_tried += a.configs_tried;
-  a = std::move(again);
-  return {std::move(second), options.budget};
+  return out;
 }
 
 void print_plan(const PlanArgs& args, const Graph& graph, const AutoPlan& a, const Hardware& hw,
@@ -472,40 +487,56 @@ int run_auto_plan(const PlanArgs& args) {
 
   const Graph graph = args.source.load(hw);
   AutoPlan a;
-  std::optional<LaidOutAuto> laid;
+  // A technique's plan for `budget`, with the hardware and budget it ran on.
+  const auto technique_for = [&](uint64_t budget, AutoPlan& into) {
+    PlannerOptions with_budget = options;
+    with_budget.budget = budget;
+    into.hardware = hw;
+    if (options.host_bytes > 0) into.hardware.host_memory_bytes = options.host_bytes;
+    into.budget = budget;
+    return plan_single_technique(graph, hw, with_budget, args.strategy);
+  };
   if (args.strategy == "auto") {
     a = plan_auto(graph, hw, options);
-    if (!args.out.empty() && !args.no_layout) laid = lay_out_auto(a, graph, hw, options);
   } else {
     // One technique: its plan, or why it does not fit (exit code 2).
-    a.hardware = hw;
-    if (options.host_bytes > 0) a.hardware.host_memory_bytes = options.host_bytes;
     a.budget = options.budget > 0 ? options.budget : default_budget(hw);
     PlannerOptions with_budget = options;
     with_budget.budget = a.budget;
-    a.bound = iteration_lower_bound(graph, a.hardware, with_budget);
     const Deadline deadline = Deadline::in(with_budget.time_limit);
-    a.best = plan_single_technique(graph, hw, with_budget, args.strategy);
+    a.best = technique_for(a.budget, a);
+    a.bound = iteration_lower_bound(graph, a.hardware, with_budget);
     if (!a.best.fits) fail("{} does not fit: {}", args.strategy, a.best.why);
     // The table shares the time limit (Note [Time limits are wall time]).
     with_budget.time_limit = std::max(deadline.left(), 1e-9);
     a.singles = single_techniques(graph, hw, with_budget);
     a.solve_seconds = a.best.solve_seconds;
   }
-  Written written =
-      write_outputs(outputs, args, graph, a.best, a.hardware, laid ? &laid->laid : nullptr);
-  if (laid && laid->planned_for > 0) {
+  std::optional<RunnableAuto> runnable;
+  if (!args.out.empty()) {
+    runnable = make_runnable(a, args, [&](uint64_t budget, AutoPlan& into) {
+      if (args.strategy != "auto") return technique_for(budget, into);
+      PlannerOptions lowered = options;
+      lowered.budget = budget;
+      into = plan_auto(graph, hw, lowered);
+      return into.best;
+    });
+  }
+  Written written = write_outputs(outputs, args, graph, a.best, a.hardware,
+                                  runnable ? &runnable->written : nullptr);
+  const uint64_t planned_for = runnable ? runnable->planned_for : 0;
+  if (planned_for > 0) {
     written.rows.insert(
         written.rows.begin(),
-        field("planned for", fmt::format("{}: no layout of the plan for the whole budget fit it, "
-                                         "so auto planned again for the budget less the layout's "
-                                         "excess (Note [Planning for the layout])",
-                                         exact_bytes(laid->planned_for))));
+        field("planned for", fmt::format("{}: the plan for the whole budget did not run there, "
+                                         "so memwall planned again for less (Note [Planning for "
+                                         "the layout])",
+                                         exact_bytes(planned_for))));
   }
   if (args.json) {
     nlohmann::json j = plan_json(graph, a, a.hardware, options.ranks);
     j["layout"] = written.layout;
-    if (laid && laid->planned_for > 0) j["planned_for_bytes"] = laid->planned_for;
+    if (planned_for > 0) j["planned_for_bytes"] = planned_for;
     std::cout << j.dump(2) << "\n";
     return 0;
   }

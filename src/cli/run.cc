@@ -31,6 +31,7 @@
 #include "options.h"
 #include "run_ranks.h"
 #include "run_values.h"
+#include "runnable_plan.h"
 #include "runtime_probes.h"
 #include "traced_model.h"
 
@@ -323,6 +324,20 @@ int run_run(const RunArgs& args) {
     request.ranks = ranks_of(graph);
     check_run_ranks(request.ranks);
     apply_profile_kernels(hw, graph);
+    if (!args.budget.empty()) {
+      plan.budget = parse_bytes(args.budget, "--budget", memory_profile(graph).peak_bytes);
+    }
+    // Note [Plans that run]: refused before the trace, not out of memory
+    // mid-run.
+    if (plan.offsets.empty()) {
+      const AllocatorFit fit = allocator_fit(graph, plan, hw, args.policy);
+      if (!fit.fits) {
+        fail(
+            "{}: the plan has no offsets and its allocations do not fit the budget of {}: {} "
+            "(Note [Plans that run]; `memwall plan --out` lays plans out)",
+            args.plan_file, exact_bytes(plan.budget), fit.text());
+      }
+    }
   } else {
     if (!args.gpu.given()) {
       fail(
@@ -356,9 +371,16 @@ int run_run(const RunArgs& args) {
     graph = planned.best.graph;
     plan = planned.best.plan;
     hw = planned.hardware;
-  }
-  if (!args.budget.empty() && !args.graph_file.empty()) {
-    plan.budget = parse_bytes(args.budget, "--budget", memory_profile(graph).peak_bytes);
+    // Note [Plans that run]: on the allocator when it holds the plan, else
+    // laid out.
+    if (!allocator_fit(graph, plan, hw, args.policy).fits) {
+      const RunnablePlan laid = runnable_plan(plan, graph, hw, /*lay_out=*/true);
+      if (!laid.runs || laid.plan.offsets.empty()) {
+        fail("run: auto's plan does not run within the budget of {}: {}",
+             exact_bytes(plan.budget), laid.why_not());
+      }
+      plan = laid.plan;
+    }
   }
   // Without offsets the run's device is an allocator, whose live bytes hold
   // each op's workspace, not its span (Note [Workspace span]).

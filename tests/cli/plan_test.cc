@@ -106,7 +106,12 @@ TEST(CliPlan, WrittenPlansAreLaidOutUnlessAsked) {
                                 "--no-layout --out " +
                                 out);
   ASSERT_EQ(bare.exit_code, 0) << bare.err;
-  EXPECT_TRUE(nlohmann::json::parse(bare.out).at("layout").is_null());
+  // Note [Plans that run]: without offsets, the stitching allocator holds it.
+  const nlohmann::json bare_layout = nlohmann::json::parse(bare.out).at("layout");
+  EXPECT_EQ(bare_layout.at("pinned"), false) << bare_layout.dump();
+  EXPECT_EQ(bare_layout.at("allocator").at("policy"), "stitching") << bare_layout.dump();
+  EXPECT_EQ(bare_layout.at("allocator").at("fits"), true) << bare_layout.dump();
+  EXPECT_EQ(bare_layout.at("runs"), true) << bare_layout.dump();
   EXPECT_TRUE(read_plan_file(out).offsets.empty());
   const auto no_out = run_memwall("plan " + kModel + " --no-layout");
   EXPECT_EQ(no_out.exit_code, 2);

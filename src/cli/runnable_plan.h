@@ -1,0 +1,63 @@
+// Whether a plan runs within its budget as `memwall run` runs it: in the
+// arena its layout gives, or on the runtime allocator, whose chunks the
+// simulator's byte count does not see (Note [Plans that run] in
+// src/cli/runnable_plan.cc).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "memwall/graph/types.h"
+#include "memwall/hw/hardware.h"
+#include "memwall/plan/plan.h"
+#include "layout_runner.h"
+
+namespace memwall::cli {
+
+// A plan without offsets replayed through an allocator policy on a device
+// of the plan's budget (2 MiB chunks, as the emulated device and a GPU's
+// virtual memory map them): every device stay the simulator records and
+// each op's workspace while it runs (SimOptions::live_scratch).
+struct AllocatorFit {
+  std::string policy;
+  bool fits = true;
+  uint64_t capacity = 0;       // the budget
+  uint64_t usable = 0;         // whole chunks of it: what the device can map
+  uint64_t peak_live = 0;      // most bytes the replay had live at once
+  uint64_t peak_reserved = 0;  // what the policy reserved (with no limit when it ran out)
+  std::string text() const;    // one clause, for rows and errors
+};
+AllocatorFit allocator_fit(const Graph& graph, const Plan& plan, const Hardware& hw,
+                           std::string_view policy = "stitching");
+
+// What `memwall plan --out` writes: the plan laid out in its budget, or
+// (with --no-layout, or when no layout fits) the plan without offsets when
+// the stitching allocator holds it. `runs` false: neither; `overshoot` is
+// how many bytes the arena or the reserve passed what the budget holds.
+struct RunnablePlan {
+  Plan plan;  // with offsets when laid out
+  bool runs = false;
+  std::optional<PlanLayout> laid;    // when a layout was tried
+  std::optional<AllocatorFit> fit;   // when the allocator was tried
+  uint64_t overshoot = 0;
+  uint64_t target = 0;  // the budget to plan for next, from the excess (0: none)
+  std::string row_text() const;       // the "laid out" row
+  std::string why_not() const;        // when !runs: one clause
+  nlohmann::json json() const;        // layout_json, with "allocator" when tried
+};
+RunnablePlan runnable_plan(const Plan& plan, const Graph& graph, const Hardware& hw,
+                           bool lay_out);
+
+// The budget to plan for next, after a plan made for `planned_for` did not
+// run (`r.runs` false), or nullopt when lowering it cannot help.
+std::optional<uint64_t> next_budget(uint64_t planned_for, const RunnablePlan& r);
+
+// How many times `memwall plan` plans again for a lower budget before it
+// refuses (Note [Plans that run]).
+inline constexpr int kReplans = 3;
+
+}  // namespace memwall::cli
