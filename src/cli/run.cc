@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "budget.h"
 #include "commands.h"
 #include "exec_library.h"
 #include "format.h"
@@ -323,6 +324,9 @@ int run_run(const RunArgs& args) {
     request.ranks = ranks_of(graph);
     check_run_ranks(request.ranks);
     apply_profile_kernels(hw, graph);
+    if (!args.budget.empty()) {
+      plan.budget = parse_budget(args.budget, hw, [&] { return keep_all_peak(graph, hw); });
+    }
   } else {
     if (!args.gpu.given()) {
       fail(
@@ -330,6 +334,7 @@ int run_run(const RunArgs& args) {
           "calibrate` on this machine (the emulated device is this CPU), or --gpu NAME");
     }
     hw = args.gpu.load();
+    if (!args.budget.empty()) check_budget_text(args.budget, hw);
     model.apply(request, "run: ");
     request.builtin = args.builtin;
     request.ranks = ranks;
@@ -349,16 +354,13 @@ int run_run(const RunArgs& args) {
     options.zero_stage = args.zero_stage;
     options.budget = args.budget.empty()
                          ? hw.device_memory_bytes
-                         : parse_bytes(args.budget, "--budget", memory_profile(graph).peak_bytes);
+                         : parse_budget(args.budget, hw, [&] { return keep_all_peak(graph, hw); });
     const AutoPlan planned = plan_auto(graph, hw, options);
     if (!planned.best.fits) fail("run: no plan fits: {}", planned.best.why);
     // The plan runs the graph it was made for (offload rewrites it).
     graph = planned.best.graph;
     plan = planned.best.plan;
     hw = planned.hardware;
-  }
-  if (!args.budget.empty() && !args.graph_file.empty()) {
-    plan.budget = parse_bytes(args.budget, "--budget", memory_profile(graph).peak_bytes);
   }
   // Without offsets the run's device is an allocator, whose live bytes hold
   // each op's workspace, not its span (Note [Workspace span]).
@@ -428,7 +430,10 @@ void add_run(CLI::App& app, Action& action) {
   (void)args->model.add_options(*cmd);
   cmd->add_option("--builtin", args->builtin, "a model of memwall's fidelity set (gpt-mini, ...)");
   args->gpu.add_options(*cmd, "");
-  cmd->add_option("--budget", args->budget, "device bytes (or a % of the keep-all peak)");
+  cmd->add_option("--budget", args->budget,
+                  fmt::format("the device's bytes (the emulated device's capacity; without "
+                              "--graph, auto's budget): {}",
+                              kBudgetForms));
   cmd->add_option("--steps", args->steps, "iterations to run (default 3)");
   cmd->add_option("--seed", args->seed, "torch.manual_seed before building the model (default 0)");
   cmd->add_flag("--check-eager", args->check_eager,
