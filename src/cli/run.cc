@@ -2,8 +2,12 @@
 // and puts what it measured next to the simulator's prediction (docs/exec.md).
 // Exit code 0: the run finished (and, with --check-eager, matched eager
 // PyTorch bit for bit); 1: the run failed or differed from eager; 2: bad input.
+#include <unistd.h>
+
 #include <algorithm>
 #include <array>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <map>
@@ -47,7 +51,7 @@ struct RunArgs {
   std::optional<std::string> steps, seed;
   bool check_eager = false;
   bool json = false;
-  std::string policy = "stitching";
+  std::optional<std::string> policy;  // default stitching
   std::string python;
   std::string values;  // --keep-values
   std::string trace;   // --trace
@@ -256,6 +260,75 @@ void print_table(const Graph& graph, const Plan& plan, const Hardware& hw,
   }
 }
 
+// Whether a step or a starting place of `plan` is on NVMe.
+bool uses_nvme(const Plan& plan) {
+  for (const auto& [buf, tier] : plan.placement) {
+    if (tier == Tier::kNvme) return true;
+  }
+  return std::any_of(plan.steps.begin(), plan.steps.end(), [](const Step& s) {
+    return (s.kind == StepKind::kSwapOut && s.to == Tier::kNvme);
+  });
+}
+
+// Every --nvme-dir must take swap files: checked before any work (a
+// missing one failed the run once it first swapped, exit 1).
+void check_nvme_dirs(const std::vector<std::string>& dirs) {
+  for (const std::string& dir : dirs) {
+    std::error_code ec;
+    if (!std::filesystem::is_directory(dir, ec)) {
+      fail("run: --nvme-dir {}: {}", dir,
+           std::filesystem::exists(dir, ec) ? "not a directory" : "no such directory");
+    }
+    if (::access(dir.c_str(), W_OK | X_OK) != 0) {
+      fail("run: --nvme-dir {}: cannot write into it: {}", dir, std::strerror(errno));
+    }
+  }
+}
+
+// Note [Kept values]: a run's options held to the values a --keep-values
+// directory holds, before any work; returns the steps to run. Without
+// --steps the directory's; with --check-eager, eager's reference must be
+// of as many steps and ranks (a run of another count differed from it
+// after the run, exit 1). Nothing is traced, so --python has no use.
+int kept_run_steps(const KeptValues& kept, const RunArgs& args, std::optional<int> steps,
+                   std::optional<int64_t> seed, int ranks) {
+  if (!kept.holds()) return steps.value_or(3);
+  const std::string& dir = kept.dir();
+  if (!args.python.empty()) {
+    fail("run: --python names the interpreter that traces; {} holds a trace's values, so "
+         "nothing is traced",
+         dir);
+  }
+  if (seed && *seed != kept.seed()) {
+    fail(
+        "run: {} holds values traced after torch.manual_seed({}); --seed {} needs a trace of "
+        "its own: keep it in another directory",
+        dir, kept.seed(), *seed);
+  }
+  for (int r = 1; r < ranks; ++r) {
+    if (!std::filesystem::exists(fmt::format("{}/inputs{}.json", dir, r))) {
+      fail(
+          "{}: the values were kept for fewer than the plan's {} data-parallel ranks (no "
+          "inputs{}.json): keep them in a new directory",
+          dir, ranks, r);
+    }
+  }
+  if (args.check_eager && kept.ranks() != ranks) {
+    fail(
+        "run: {} holds eager PyTorch's reference over {} data-parallel rank(s); --check-eager "
+        "compares a run over as many, and this one has {}: keep its values in another directory",
+        dir, kept.ranks(), ranks);
+  }
+  if (args.check_eager && steps && *steps != kept.steps()) {
+    fail(
+        "run: {} holds eager PyTorch's results after {} step(s); --check-eager compares a run "
+        "of as many: give --steps {} (or leave it out), or keep the values of {} steps in "
+        "another directory",
+        dir, kept.steps(), kept.steps(), *steps);
+  }
+  return steps.value_or(kept.steps());
+}
+
 int run_run(const RunArgs& args) {
   const TracedModel& model = args.model;
   const int sources = int{!args.graph_file.empty()} + int{!model.torchvision.empty()} +
@@ -285,26 +358,36 @@ int run_run(const RunArgs& args) {
         "or more",
         *args.zero_stage);
   }
-  const int steps =
-      args.steps ? static_cast<int>(std::min<int64_t>(parse_count(*args.steps, "--steps"), 1000000))
-                 : 3;
-  const int64_t seed = args.seed ? parse_count(*args.seed, "--seed") : 0;
+  const std::optional<int> steps_given =
+      args.steps ? std::optional<int>(static_cast<int>(
+                       std::min<int64_t>(parse_count(*args.steps, "--steps"), 1000000)))
+                 : std::nullopt;
+  const std::optional<int64_t> seed_given =
+      args.seed ? std::optional<int64_t>(parse_count(*args.seed, "--seed")) : std::nullopt;
   try {
     (void)runtime::parse_nvme_faults(args.nvme_faults);
   } catch (const std::invalid_argument& e) {
     fail("run: --nvme-faults: {}", e.what());
   }
-  if (args.policy != "stitching" && args.policy != "caching" && args.policy != "expandable") {
-    fail("run: unknown --policy '{}' (stitching, caching or expandable)", args.policy);
+  const std::string policy = args.policy.value_or("stitching");
+  if (policy != "stitching" && policy != "caching" && policy != "expandable") {
+    fail("run: unknown --policy '{}' (stitching, caching or expandable)", policy);
   }
+  check_nvme_dirs(args.nvme_dirs);
 
   OutputFiles outputs;
   outputs.declare(args.trace);
+  KeptValues kept = args.values.empty() ? KeptValues() : KeptValues(args.values);
   Graph graph;
   Plan plan;
   Hardware hw;
   importers::TorchTraceRequest request;
   if (!args.graph_file.empty()) {
+    if (const std::string given = model.options_given(); !given.empty()) {
+      fail("run: {} {} not apply to --graph {}, whose model was traced with its own options "
+           "(meta.origin)",
+           given, given.find(',') == std::string::npos ? "does" : "do", args.graph_file);
+    }
     graph = read_graph_file(args.graph_file);
     plan = read_plan_file(args.plan_file);
     try {
@@ -327,6 +410,17 @@ int run_run(const RunArgs& args) {
     if (!args.budget.empty()) {
       plan.budget = parse_budget(args.budget, hw, [&] { return keep_all_peak(graph, hw); });
     }
+    if (args.policy && !plan.offsets.empty()) {
+      fail(
+          "run: --policy chooses the allocator of a plan without offsets; {} pins every buffer "
+          "in its arena (memwall plan --no-layout writes one without)",
+          args.plan_file);
+    }
+    if ((!args.nvme_dirs.empty() || !args.nvme_faults.empty()) && !uses_nvme(plan)) {
+      fail("run: --nvme-dir and --nvme-faults apply to plans that use NVMe; {} puts nothing there",
+           args.plan_file);
+    }
+    kept.check_model(request, fmt::format("{}'s model (\"{}\")", args.graph_file, graph.name));
   } else {
     if (!args.gpu.given()) {
       fail(
@@ -335,14 +429,21 @@ int run_run(const RunArgs& args) {
     }
     hw = args.gpu.load();
     if (!args.budget.empty()) check_budget_text(args.budget, hw);
+    if (const std::string given = model.options_given(); !args.builtin.empty() && !given.empty()) {
+      fail("run: {} {} not apply to --builtin {}, which builds its own model and batch", given,
+           given.find(',') == std::string::npos ? "does" : "do", args.builtin);
+    }
     model.apply(request, "run: ");
     request.builtin = args.builtin;
     request.ranks = ranks;
+    kept.check_model(request, "the model asked for");
   }
+  const int steps = kept_run_steps(kept, args, steps_given, seed_given, request.ranks);
   request.kernels = "cpu";
   request.python = args.python;
   // The trace that gives the values (and, without --graph, the graph).
-  const std::unique_ptr<importers::RunTrace> traced = run_values(request, args.values, steps, seed);
+  const std::unique_ptr<importers::RunTrace> traced =
+      kept.take(request, steps, seed_given.value_or(0));
   const importers::RunTrace& trace = *traced;
   if (!args.graph_file.empty()) {
     check_same_structure(graph, trace.graph(), args.graph_file);
@@ -361,6 +462,10 @@ int run_run(const RunArgs& args) {
     graph = planned.best.graph;
     plan = planned.best.plan;
     hw = planned.hardware;
+    // Auto chooses the tiers: an NVMe option is for the case it uses NVMe.
+    if ((!args.nvme_dirs.empty() || !args.nvme_faults.empty()) && !uses_nvme(plan)) {
+      note("auto's plan puts nothing on NVMe: --nvme-dir and --nvme-faults go unused");
+    }
   }
   // Without offsets the run's device is an allocator, whose live bytes hold
   // each op's workspace, not its span (Note [Workspace span]).
@@ -374,7 +479,7 @@ int run_run(const RunArgs& args) {
   exec::RunOptions options;
   options.steps = steps;
   options.check_eager = args.check_eager;
-  options.policy = args.policy;
+  options.policy = policy;
   options.record_trace = !args.trace.empty();
   options.nvme_dirs = args.nvme_dirs;
   options.nvme_faults = args.nvme_faults;
@@ -411,7 +516,7 @@ int run_run(const RunArgs& args) {
     prediction.time_with_run_kernels = predicted_with_run_kernels(graph, plan, hw, result);
   }
   if (args.json) {
-    print_json(graph, plan, hw, args.policy, result, prediction);
+    print_json(graph, plan, hw, policy, result, prediction);
   } else {
     print_table(graph, plan, hw, result, prediction);
   }
@@ -438,12 +543,16 @@ void add_run(CLI::App& app, Action& action) {
   cmd->add_option("--seed", args->seed, "torch.manual_seed before building the model (default 0)");
   cmd->add_flag("--check-eager", args->check_eager,
                 "compare losses and model states with eager PyTorch, bit for bit");
-  cmd->add_option("--policy", args->policy, "device allocator: stitching, caching, expandable");
+  cmd->add_option("--policy", args->policy,
+                  "device allocator of a plan without offsets: stitching (default), caching, "
+                  "expandable");
   cmd->add_option("--keep-values", args->values,
                   "keep the traced values and eager's results in DIR, and reuse them when DIR "
-                  "has them (steps and seed then come from DIR)");
+                  "has them (without --steps, DIR's steps; --seed and --check-eager's steps must "
+                  "be DIR's)");
   cmd->add_option("--nvme-dir", args->nvme_dirs,
-                  "directory for NVMe swap files (repeat to stripe; default $TMPDIR)");
+                  "an existing directory for NVMe swap files, for plans that use NVMe (repeat to "
+                  "stripe; default $TMPDIR)");
   cmd->add_option("--nvme-faults", args->nvme_faults,
                   "inject NVMe faults, as `memwall bench offload` does (docs/nvme.md)");
   cmd->add_option("--ranks", args->ranks,

@@ -235,6 +235,25 @@ TEST(TraceCli, TimeLimitStopsTheTracer) {
   expect_one_line_failure("trace --torchvision resnet18 --timeout -1", "--timeout must be");
 }
 
+// Issue 45: the files the tracer reads are checked before Python starts
+// (its start and torch's import take seconds); the stand-in interpreter
+// says whether it ran.
+TEST(TraceCli, MissingFilesAreFoundBeforePythonStarts) {
+  ::setenv("MEMWALL_PYTHON",
+           fake_python("started", "echo 'memwall-trace: error: the tracer started' >&2; exit 2\n")
+               .c_str(),
+           1);
+  expect_one_line_failure("trace --script /nonexistent/m.py:build",
+                          "memwall: error: script '/nonexistent/m.py' does not exist\n");
+  expect_one_line_failure("trace --script " + ::testing::TempDir() + ":build",
+                          "cannot read it (a directory)");
+  expect_one_line_failure("trace --script m.py", "--script takes FILE.py:FUNCTION, got 'm.py'");
+  expect_one_line_failure("trace --hf-config /nonexistent/config.json",
+                          "memwall: error: --hf-config /nonexistent/config.json: cannot read it "
+                          "(no such file)\n");
+  ::unsetenv("MEMWALL_PYTHON");
+}
+
 TEST(TraceCli, WhatTheScriptPrintsReachesStderr) {
   // The user's own output (stdout and stderr) is passed on as it comes; the
   // tracer's verdict becomes memwall's one error line.
@@ -246,7 +265,8 @@ TEST(TraceCli, WhatTheScriptPrintsReachesStderr) {
                        "exit 2\n")
                .c_str(),
            1);
-  const RunResult r = run_memwall("trace --script x.py:build --out /dev/null");
+  const RunResult r = run_memwall("trace --script " + script("tiny_cnn.py:build") +
+                                  " --out /dev/null");
   ::unsetenv("MEMWALL_PYTHON");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_TRUE(r.out.empty()) << r.out;
