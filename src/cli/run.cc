@@ -285,50 +285,6 @@ void check_nvme_dirs(const std::vector<std::string>& dirs) {
   }
 }
 
-// Note [Kept values]: a run's options held to the values a --keep-values
-// directory holds, before any work; returns the steps to run. Without
-// --steps the directory's; with --check-eager, eager's reference must be
-// of as many steps and ranks (a run of another count differed from it
-// after the run, exit 1). Nothing is traced, so --python has no use.
-int kept_run_steps(const KeptValues& kept, const RunArgs& args, std::optional<int> steps,
-                   std::optional<int64_t> seed, int ranks) {
-  if (!kept.holds()) return steps.value_or(3);
-  const std::string& dir = kept.dir();
-  if (!args.python.empty()) {
-    fail("run: --python names the interpreter that traces; {} holds a trace's values, so "
-         "nothing is traced",
-         dir);
-  }
-  if (seed && *seed != kept.seed()) {
-    fail(
-        "run: {} holds values traced after torch.manual_seed({}); --seed {} needs a trace of "
-        "its own: keep it in another directory",
-        dir, kept.seed(), *seed);
-  }
-  for (int r = 1; r < ranks; ++r) {
-    if (!std::filesystem::exists(fmt::format("{}/inputs{}.json", dir, r))) {
-      fail(
-          "{}: the values were kept for fewer than the plan's {} data-parallel ranks (no "
-          "inputs{}.json): keep them in a new directory",
-          dir, ranks, r);
-    }
-  }
-  if (args.check_eager && kept.ranks() != ranks) {
-    fail(
-        "run: {} holds eager PyTorch's reference over {} data-parallel rank(s); --check-eager "
-        "compares a run over as many, and this one has {}: keep its values in another directory",
-        dir, kept.ranks(), ranks);
-  }
-  if (args.check_eager && steps && *steps != kept.steps()) {
-    fail(
-        "run: {} holds eager PyTorch's results after {} step(s); --check-eager compares a run "
-        "of as many: give --steps {} (or leave it out), or keep the values of {} steps in "
-        "another directory",
-        dir, kept.steps(), kept.steps(), *steps);
-  }
-  return steps.value_or(kept.steps());
-}
-
 int run_run(const RunArgs& args) {
   const TracedModel& model = args.model;
   const int sources = int{!args.graph_file.empty()} + int{!model.torchvision.empty()} +
@@ -438,7 +394,8 @@ int run_run(const RunArgs& args) {
     request.ranks = ranks;
     kept.check_model(request, "the model asked for");
   }
-  const int steps = kept_run_steps(kept, args, steps_given, seed_given, request.ranks);
+  const int steps = kept.run_steps(
+      {steps_given, seed_given, request.ranks, args.check_eager, !args.python.empty()});
   request.kernels = "cpu";
   request.python = args.python;
   // The trace that gives the values (and, without --graph, the graph).

@@ -82,8 +82,8 @@ void check_same_structure(const Graph& given, const Graph& traced, const std::st
 // model asked for: the model its graph was traced from (meta.origin) is
 // compared with the request, so another model's directory is named as
 // such rather than reported as a graph that "differs from what its model
-// gives" (trace it again). `memwall run` then holds the run's options to
-// what the directory has (run.cc, check_kept_run).
+// gives" (trace it again). `memwall run` then holds its options to what
+// the directory has (run_steps).
 KeptValues::KeptValues(const std::string& dir) : dir_(dir) {
   namespace fs = std::filesystem;
   std::error_code ec;
@@ -203,6 +203,46 @@ void KeptValues::check_model(const importers::TorchTraceRequest& wanted,
         "them in another directory",
         dir_, graph().name, difference, whose);
   }
+}
+
+// A run of a different count differed from eager's reference after the
+// run (exit 1), and --seed went unused.
+int KeptValues::run_steps(const RunAsk& ask) const {
+  if (!holds()) return ask.steps.value_or(3);
+  if (ask.python) {
+    fail(
+        "run: --python names the interpreter that traces; {} holds a trace's values, so "
+        "nothing is traced",
+        dir_);
+  }
+  if (ask.seed && *ask.seed != seed_) {
+    fail(
+        "run: {} holds values traced after torch.manual_seed({}); --seed {} needs a trace of "
+        "its own: keep it in another directory",
+        dir_, seed_, *ask.seed);
+  }
+  for (int r = 1; r < ask.ranks; ++r) {
+    if (!std::filesystem::exists(fmt::format("{}/inputs{}.json", dir_, r))) {
+      fail(
+          "{}: the values were kept for fewer than the plan's {} data-parallel ranks (no "
+          "inputs{}.json): keep them in a new directory",
+          dir_, ask.ranks, r);
+    }
+  }
+  if (ask.check_eager && ranks_ != ask.ranks) {
+    fail(
+        "run: {} holds eager PyTorch's reference over {} data-parallel rank(s); --check-eager "
+        "compares a run over as many, and this one has {}: keep its values in another directory",
+        dir_, ranks_, ask.ranks);
+  }
+  if (ask.check_eager && ask.steps && *ask.steps != steps_) {
+    fail(
+        "run: {} holds eager PyTorch's results after {} step(s); --check-eager compares a run "
+        "of as many: give --steps {} (or leave it out), or keep the values of {} steps in "
+        "another directory",
+        dir_, steps_, steps_, *ask.steps);
+  }
+  return ask.steps.value_or(steps_);
 }
 
 namespace {

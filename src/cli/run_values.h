@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "memwall/graph/types.h"
@@ -44,6 +45,21 @@ class KeptValues {
   // Throws Error unless the values held are of the model `wanted` asks for
   // (`whose` names it: "the model asked for", "g.json's model").
   void check_model(const importers::TorchTraceRequest& wanted, const std::string& whose) const;
+
+  // What `memwall run` asks of the values, checked by run_steps.
+  struct RunAsk {
+    std::optional<int> steps;  // --steps
+    std::optional<int64_t> seed;
+    int ranks = 1;
+    bool check_eager = false;
+    bool python = false;  // --python given
+  };
+  // The steps a run takes (Note [Kept values]): without values held,
+  // --steps or 3; with them, --steps or theirs. Throws Error, before any
+  // work, for what the values held cannot give: another seed, fewer ranks,
+  // --check-eager over other steps or ranks than eager's reference, a
+  // --python with nothing to trace.
+  int run_steps(const RunAsk& ask) const;
 
   // The values held; else a fresh trace of `request` with `steps` eager
   // steps after torch.manual_seed(seed), kept in the directory when one is
