@@ -496,8 +496,11 @@ void add_run(CLI::App& app, Action& action) {
                   fmt::format("the device's bytes (the emulated device's capacity; without "
                               "--graph, auto's budget): {}",
                               kBudgetForms));
-  cmd->add_option("--steps", args->steps, "iterations to run (default 3)");
-  cmd->add_option("--seed", args->seed, "torch.manual_seed before building the model (default 0)");
+  cmd->add_option("--steps", args->steps,
+                  "iterations to run (default 3, or the --keep-values directory's steps)");
+  cmd->add_option("--seed", args->seed,
+                  "torch.manual_seed before building the model (default 0; a --keep-values "
+                  "directory's values have theirs)");
   cmd->add_flag("--check-eager", args->check_eager,
                 "compare losses and model states with eager PyTorch, bit for bit");
   cmd->add_option("--policy", args->policy,
