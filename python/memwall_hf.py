@@ -6,6 +6,7 @@
 # models") explains every rule applied here.
 import json
 import os
+import sys
 
 import torch
 
@@ -137,7 +138,67 @@ def resolve(name, config_file):
     key = os.path.splitext(os.path.basename(config_file))[0]
     if key == "config":  # .../Llama-2-7b-hf/config.json: name it after its folder
         key = os.path.basename(os.path.dirname(os.path.abspath(config_file))) or key
+    _note_unknown_fields(config_file, model_type, cfg)
     return key, config_file, model_type, cfg
+
+
+# Note [Unknown config fields]
+# transformers takes any keyword into a configuration: a field it does not
+# know (a typo such as "hidden_sizee") is kept as an attribute that no
+# model reads, and the model is built with the default it meant to change
+# (issue 45: accepted silently). A field of the file is unknown when the
+# configuration class neither takes it (its __init__'s parameters, its
+# attribute_map's aliases, the fields of a default instance) nor converts
+# it (rope_theta goes into rope_parameters) but keeps it as it was; each is
+# named on stderr with the known field closest by edit distance. A note, not
+# an error: a newer transformers' field is one an older one does not know.
+
+def _edit_distance(a, b):
+    row = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        prev, row[0] = row[0], i
+        for j, cb in enumerate(b, 1):
+            prev, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, prev + (ca != cb))
+    return row[-1]
+
+
+def unknown_fields(model_type, cfg):
+    """[(field, closest known field or None)] of `cfg` that transformers'
+    configuration class for `model_type` keeps without using."""
+    import inspect
+    import transformers
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+    transformers.logging.set_verbosity_error()
+    if model_type not in CONFIG_MAPPING:
+        return []  # build_model says so
+    cls = CONFIG_MAPPING[model_type]
+    try:
+        kept = cls(**cfg).to_dict()
+        known = set(cls().to_dict()) | set(getattr(cls, "attribute_map", {}))
+    except Exception:
+        return []  # a bad value: build_model says which
+    for klass in cls.__mro__:
+        init = klass.__dict__.get("__init__")
+        if init is not None:
+            known |= set(inspect.signature(init).parameters) - {"self", "kwargs"}
+    unknown = []
+    for field in cfg:
+        if field in known or field not in kept:
+            continue
+        closest = min(known, key=lambda k: (_edit_distance(field, k), k))
+        near = _edit_distance(field, closest) <= max(1, len(field) // 3)
+        unknown.append((field, closest if near else None))
+    return unknown
+
+
+def _note_unknown_fields(config_file, model_type, cfg):
+    """Note [Unknown config fields]: one line per field on stderr."""
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+    for field, closest in unknown_fields(model_type, cfg):
+        cls = CONFIG_MAPPING[model_type].__name__
+        hint = f" (did you mean '{closest}'?)" if closest else ""
+        sys.stderr.write(f"memwall: note: --hf-config {config_file}: '{field}' is not a field of "
+                         f"transformers' {cls}{hint}; it is kept and no model reads it\n")
 
 
 # ---------------------------------------------------------------------------

@@ -1338,6 +1338,8 @@ def main(argv):
     args = parser.parse_args(argv)
     if torch is None:
         fail(_torch_missing())
+    global _USER_SCRIPT
+    _USER_SCRIPT = args.script.rpartition(":")[0] if args.script else None
     hf = args.hf is not None or args.hf_config is not None
     args.batch = args.batch if args.batch is not None else (1 if hf else 32)
     args.optimizer = args.optimizer or ("adamw" if hf else "adam")
@@ -1474,9 +1476,27 @@ def sweep(args):
     return 0
 
 
+# Note [A script that exits]: the user's script runs in the tracer's
+# process, so a sys.exit() in it (or in its model's forward) ends the
+# tracer before it writes anything, which once read as an invalid graph
+# "(a tracer bug)". The SystemExit it raises is reported here as the
+# script's; an os._exit() cannot be caught, and the C++ side
+# (src/importers/torch_trace.cc) says the same when the process ends
+# without its output or its verdict. argparse's own exits come before the
+# script is known.
+_USER_SCRIPT = None
+_MUST_RETURN = ("its function must return (model, batch, loss_fn, optimizer) and the training "
+                "step must return to the tracer")
+
 if __name__ == "__main__":
     try:
-        sys.exit(main(sys.argv[1:]))
+        code = main(sys.argv[1:])
+    except SystemExit as e:
+        if _USER_SCRIPT is None:
+            raise
+        sys.stderr.write(f"{ERROR_PREFIX}{_USER_SCRIPT}: the script called sys.exit({e.code!r}) "
+                         f"before the trace was written: {_MUST_RETURN}\n")
+        sys.exit(2)
     except TraceError as e:
         sys.stderr.write(f"{ERROR_PREFIX}{e}\n")
         sys.exit(2)
@@ -1486,3 +1506,4 @@ if __name__ == "__main__":
         sys.stderr.write(f"{ERROR_PREFIX}internal tracer error: {type(e).__name__}: "
                          f"{_first_line(e)}{where}\n")
         sys.exit(2)
+    sys.exit(code)

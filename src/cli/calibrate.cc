@@ -106,9 +106,14 @@ struct TimedGraph {
   KernelMeasure measure;
 };
 
-// --graph: each graph's kernels timed on this machine and added to `hw`'s
-// measured kernels (a later graph's time for a shared kernel wins).
-std::vector<TimedGraph> add_kernels(const CalibrateArgs& args, Hardware& hw) {
+// --graph's files and --keep-values, read and checked before any measuring
+// (Note [Kept values]).
+struct KernelGraphs {
+  std::vector<Graph> graphs;  // args.graphs' files
+  KeptValues kept;
+};
+
+KernelGraphs kernel_graphs(const CalibrateArgs& args) {
   if (!args.keep_values.empty() && args.graphs.size() != 1) {
     fail("calibrate: --keep-values goes with exactly one --graph");
   }
@@ -118,13 +123,29 @@ std::vector<TimedGraph> add_kernels(const CalibrateArgs& args, Hardware& hw) {
   if (args.kernel_rounds < 1 || args.kernel_rounds > 100) {
     fail("calibrate: --kernel-rounds must be in [1, 100], got {}", args.kernel_rounds);
   }
+  KernelGraphs out;
+  for (const std::string& file : args.graphs) out.graphs.push_back(read_kernel_graph(file));
+  if (!args.keep_values.empty()) {
+    out.kept = KeptValues(args.keep_values);
+    const Graph& graph = out.graphs.front();
+    out.kept.check_model(importers::request_for(graph),
+                         fmt::format("{}'s model (\"{}\")", args.graphs.front(), graph.name));
+  }
+  return out;
+}
+
+// --graph: each graph's kernels timed on this machine and added to `hw`'s
+// measured kernels (a later graph's time for a shared kernel wins).
+std::vector<TimedGraph> add_kernels(const CalibrateArgs& args, KernelGraphs& in, Hardware& hw) {
   std::vector<TimedGraph> timed;
-  for (const std::string& file : args.graphs) {
+  for (size_t g = 0; g < args.graphs.size(); ++g) {
+    const std::string& file = args.graphs[g];
     const int iterations = args.quick ? 2 : args.kernel_iterations;
     const int rounds = args.quick ? 1 : args.kernel_rounds;
     progress(args, fmt::format("the kernels of {} ({} rounds of {} iterations)...", file, rounds,
                                iterations));
-    KernelMeasure m = measure_kernels(file, args.keep_values, iterations, rounds, hw, args.python);
+    KernelMeasure m =
+        measure_kernels(file, in.graphs[g], in.kept, iterations, rounds, hw, args.python);
     for (const auto& [signature, seconds] : m.kernels) hw.kernel_seconds[signature] = seconds;
     // Note [Copy contention]: what the emulated device's copies and kernels
     // do to each other (a GPU's DMA engines leave its kernels alone).
@@ -173,7 +194,8 @@ int calibrate_kernels_only(const CalibrateArgs& args) {
   const std::string out = args.out.empty() ? args.from : args.out;
   outputs.declare(out);
   Hardware hw = read_hardware_file(args.from);
-  const std::vector<TimedGraph> timed = add_kernels(args, hw);
+  KernelGraphs graphs = kernel_graphs(args);
+  const std::vector<TimedGraph> timed = add_kernels(args, graphs, hw);
   const nlohmann::json profile = hardware_to_json(hw);
   (void)hardware_from_json(profile);
   outputs.set(out, profile.dump(2) + "\n");
@@ -195,6 +217,7 @@ int run_calibrate(const CalibrateArgs& args) {
   const Hardware* compare = args.compare.empty() ? nullptr : &find_gpu(args.compare);
   OutputFiles outputs;
   if (!args.out.empty()) outputs.declare(args.out);
+  KernelGraphs graphs = kernel_graphs(args);
 
   progress(args, "compute device (torch matmul, convolution, memory copy)...");
   std::vector<std::string> probe_args = {"--calibrate"};
@@ -274,7 +297,7 @@ int run_calibrate(const CalibrateArgs& args) {
   const std::vector<std::string> from_base = {"interconnect_bandwidth", "network_bandwidth",
                                               "collective_step_latency", "network_step_latency",
                                               "launch_latency"};
-  const std::vector<TimedGraph> timed = add_kernels(args, hw);
+  const std::vector<TimedGraph> timed = add_kernels(args, graphs, hw);
   const nlohmann::json profile = hardware_to_json(hw);
   (void)hardware_from_json(profile);  // what --gpu-file will read must validate
   if (!args.out.empty()) {

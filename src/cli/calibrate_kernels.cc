@@ -67,20 +67,24 @@ double compute_slowdown(double alone_step, double loaded_step, double busy_share
   return std::max(1.0, busy_share / room);
 }
 
-KernelMeasure measure_kernels(const std::string& graph_file, const std::string& keep,
-                              int iterations, int rounds, const Hardware& hw,
-                              const std::string& python) {
-  const Graph graph = read_graph_file(graph_file);
+Graph read_kernel_graph(const std::string& graph_file) {
+  Graph graph = read_graph_file(graph_file);
   if (!graph.meta.contains("calls")) {
     fail(
         "calibrate: {}: graph \"{}\" carries no call records, so its kernels cannot be run: "
         "trace the model with `memwall trace`",
         graph_file, graph.name);
   }
+  return graph;
+}
+
+KernelMeasure measure_kernels(const std::string& graph_file, const Graph& graph,
+                              KeptValues& kept, int iterations, int rounds, const Hardware& hw,
+                              const std::string& python) {
   importers::TorchTraceRequest request = importers::request_for(graph);
   request.kernels = "cpu";
   request.python = python;
-  const std::unique_ptr<importers::RunTrace> trace = run_values(request, keep, 1, 0);
+  const std::unique_ptr<importers::RunTrace> trace = kept.take(request, 1, 0);
   check_same_structure(graph, trace->graph(), graph_file);
 
   // Keep-all on a device as large as the host: every op computed once per

@@ -5,7 +5,9 @@
 #include <map>
 #include <string>
 
+#include "memwall/graph/types.h"
 #include "memwall/hw/hardware.h"
+#include "run_values.h"
 
 namespace memwall::cli {
 
@@ -34,11 +36,15 @@ double compute_slowdown(double alone_step, double loaded_step, double busy_share
 // timing each op's call in every iteration but the first (Note [Kernel
 // timing]); an op's time is the lowest of its rounds' medians. Each round
 // is followed by one under a copy load, for the contention. The values
-// come from a fresh trace of its model or from `keep` (memwall run
-// --keep-values). Throws Error: a graph without call records, one its model
-// no longer gives, a failed run.
-KernelMeasure measure_kernels(const std::string& graph_file, const std::string& keep,
-                              int iterations, int rounds, const Hardware& hw,
+// come from a fresh trace of its model or from `kept` (memwall run
+// --keep-values). Throws Error: a graph its model no longer gives, a failed
+// run.
+KernelMeasure measure_kernels(const std::string& graph_file, const Graph& graph,
+                              KeptValues& kept, int iterations, int rounds, const Hardware& hw,
                               const std::string& python);
+
+// A --graph file read for measure_kernels, before any measuring: throws
+// Error when it carries no call records.
+Graph read_kernel_graph(const std::string& graph_file);
 
 }  // namespace memwall::cli

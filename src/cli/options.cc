@@ -59,6 +59,11 @@ int parse_gpus_per_node(const std::string& text) {
 }
 
 uint64_t parse_bytes(const std::string& text, const char* flag, uint64_t reference) {
+  return parse_size(text, flag, reference, text, "42949672960, 40GiB or 80%");
+}
+
+uint64_t parse_size(std::string_view text, const char* flag, uint64_t reference,
+                    std::string_view shown, std::string_view examples) {
   static constexpr std::pair<std::string_view, double> kUnits[] = {
       {"KiB", 0x1p10}, {"MiB", 0x1p20}, {"GiB", 0x1p30}, {"TiB", 0x1p40}, {"PiB", 0x1p50},
       {"EiB", 0x1p60}, {"KB", 1e3},     {"MB", 1e6},     {"GB", 1e9},     {"TB", 1e12},
@@ -89,11 +94,11 @@ uint64_t parse_bytes(const std::string& text, const char* flag, uint64_t referen
   auto [ptr, ec] = std::from_chars(number.data(), end, value);
   if (ec != std::errc() || ptr != end || number.empty() || !(value > 0) ||
       number.find_first_not_of("0123456789.") != std::string_view::npos) {
-    fail("{} must be a positive size such as 42949672960, 40GiB or 80% (got '{}')", flag, text);
+    fail("{} must be a positive size such as {} (got '{}')", flag, examples, shown);
   }
   const double bytes = percent ? value / 100 * static_cast<double>(reference) : value * scale;
-  if (!(bytes < 0x1p62)) fail("{} {} is above the limit of 2^62 bytes", flag, text);
-  if (bytes < 1) fail("{} {} is less than one byte", flag, text);
+  if (!(bytes < 0x1p62)) fail("{} {} is above the limit of 2^62 bytes", flag, shown);
+  if (bytes < 1) fail("{} {} is less than one byte", flag, shown);
   return static_cast<uint64_t>(bytes);
 }
 

@@ -66,6 +66,10 @@ int64_t parse_count(const std::string& text, const char* flag);
 // `reference` bytes ("80%"). Throws Error naming the flag for anything else,
 // for zero, and for sizes above 2^62 bytes.
 uint64_t parse_bytes(const std::string& text, const char* flag, uint64_t reference);
+// parse_bytes of `text`, its messages showing `shown` and the forms
+// `examples` names (--budget's: budget.h).
+uint64_t parse_size(std::string_view text, const char* flag, uint64_t reference,
+                    std::string_view shown, std::string_view examples);
 
 // --gpus-per-node N: a positive integer up to kMaxGpusPerNode; throws Error
 // naming the flag otherwise.

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "budget.h"
 #include "commands.h"
 #include "exports.h"
 #include "format.h"
@@ -89,10 +90,9 @@ int run_remat_plan(const PlanArgs& args) {
   const Graph graph = args.source.load(hw);
   const SimResult keep_all = keep_all_simulation(graph, hw);
   const uint64_t keep_all_peak = device_peak(keep_all);
-  // Remat strategies take a share of the keep-all peak (the table's
-  // "of the keep-all peak"), not of the GPU's memory.
-  const uint64_t budget = args.budget.empty() ? hw.device_memory_bytes
-                                              : parse_bytes(args.budget, "--budget", keep_all_peak);
+  const uint64_t budget =
+      args.budget.empty() ? hw.device_memory_bytes
+                          : parse_budget(args.budget, hw, [&] { return keep_all_peak; });
   if (budget > hw.device_memory_bytes) {
     fail("--budget {} is {} bytes, more than the GPU's {} bytes", args.budget, budget,
          hw.device_memory_bytes);
@@ -277,9 +277,9 @@ void add_plan(CLI::App& app, Action& action) {
   args->gpu.add_options(*cmd, "a100-80g");
   cmd->add_option(
       "--budget", args->budget,
-      "device budget: bytes, 40GiB, or a percentage: of the GPU's memory (auto and the "
-      "single techniques), of the keep-all plan's peak (remat strategies). Default: "
-      "the GPU's memory less the framework reserve; remat strategies: the GPU's memory");
+      fmt::format("device budget: {}. Default: the GPU's memory less the framework reserve; "
+                  "remat strategies: the GPU's memory",
+                  kBudgetForms));
   cmd->add_option("--strategy", args->strategy,
                   "auto (memwall's planner), a single technique (vdnn, capuchin, zero-offload, "
                   "zero-infinity, patrickstar, paged), remat (memwall's rematerialization alone) "

@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "budget.h"
 #include "format.h"
 #include "memwall/graph/deadline.h"
 #include "memwall/graph/error.h"
@@ -29,10 +30,20 @@
 namespace memwall::cli {
 namespace {
 
-PlannerOptions planner_options(const PlanArgs& args, const Hardware& hw) {
+// `graph`: the model planned, or null for --max-batch and --max-model,
+// whose keep-all peak changes with what they search.
+PlannerOptions planner_options(const PlanArgs& args, const Hardware& hw, const Graph* graph) {
   PlannerOptions o;
   o.time_limit = checked_time_limit(args.time_limit);
-  if (!args.budget.empty()) o.budget = parse_bytes(args.budget, "--budget", hw.device_memory_bytes);
+  if (graph == nullptr && budget_of_peak(args.budget)) {
+    fail(
+        "--budget {}: the keep-all peak changes with the {} that --max-batch and --max-model "
+        "search; give bytes or a share of the GPU's memory (N%gpu)",
+        args.budget, args.max_batch ? "batch" : "model");
+  }
+  if (!args.budget.empty()) {
+    o.budget = parse_budget(args.budget, hw, [&] { return keep_all_peak(*graph, hw); });
+  }
   if (args.ranks) {
     // graph_ranks (hw) accepts at most 2^20: a larger count is refused, not capped.
     const int64_t ranks = parse_count(*args.ranks, "--ranks");
@@ -410,7 +421,6 @@ int run_auto_plan(const PlanArgs& args) {
   outputs.declare(args.out_graph);
   args.exports.declare(outputs);
   const Hardware hw = load_node(args);
-  const PlannerOptions options = planner_options(args, hw);
   if (args.strategy != "auto") {
     bool known = false;
     for (const std::string_view name : single_technique_names()) known |= name == args.strategy;
@@ -426,6 +436,11 @@ int run_auto_plan(const PlanArgs& args) {
   }
   if (args.max_batch && !args.max_model.empty())
     fail("--max-batch and --max-model exclude each other");
+  const bool searching = args.max_batch || !args.max_model.empty();
+  // Searches build their models as they go (Note [Batch search]).
+  const std::optional<Graph> loaded =
+      searching ? std::nullopt : std::optional<Graph>(args.source.load(hw));
+  const PlannerOptions options = planner_options(args, hw, loaded ? &*loaded : nullptr);
 
   if (!args.max_model.empty()) {
     ModelOptions base = args.source.model_options(hw);
@@ -485,7 +500,7 @@ int run_auto_plan(const PlanArgs& args) {
     return 0;
   }
 
-  const Graph graph = args.source.load(hw);
+  const Graph& graph = *loaded;
   AutoPlan a;
   // A technique's plan for `budget`, with the hardware and budget it ran on.
   const auto technique_for = [&](uint64_t budget, AutoPlan& into) {

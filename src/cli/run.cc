@@ -2,8 +2,12 @@
 // and puts what it measured next to the simulator's prediction (docs/exec.md).
 // Exit code 0: the run finished (and, with --check-eager, matched eager
 // PyTorch bit for bit); 1: the run failed or differed from eager; 2: bad input.
+#include <unistd.h>
+
 #include <algorithm>
 #include <array>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <map>
@@ -15,6 +19,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "budget.h"
 #include "commands.h"
 #include "exec_library.h"
 #include "format.h"
@@ -47,7 +52,7 @@ struct RunArgs {
   std::optional<std::string> steps, seed;
   bool check_eager = false;
   bool json = false;
-  std::string policy = "stitching";
+  std::optional<std::string> policy;  // default stitching
   std::string python;
   std::string values;  // --keep-values
   std::string trace;   // --trace
@@ -256,6 +261,31 @@ void print_table(const Graph& graph, const Plan& plan, const Hardware& hw,
   }
 }
 
+// Whether a step or a starting place of `plan` is on NVMe.
+bool uses_nvme(const Plan& plan) {
+  for (const auto& [buf, tier] : plan.placement) {
+    if (tier == Tier::kNvme) return true;
+  }
+  return std::any_of(plan.steps.begin(), plan.steps.end(), [](const Step& s) {
+    return (s.kind == StepKind::kSwapOut && s.to == Tier::kNvme);
+  });
+}
+
+// Every --nvme-dir must take swap files: checked before any work (a
+// missing one failed the run once it first swapped, exit 1).
+void check_nvme_dirs(const std::vector<std::string>& dirs) {
+  for (const std::string& dir : dirs) {
+    std::error_code ec;
+    if (!std::filesystem::is_directory(dir, ec)) {
+      fail("run: --nvme-dir {}: {}", dir,
+           std::filesystem::exists(dir, ec) ? "not a directory" : "no such directory");
+    }
+    if (::access(dir.c_str(), W_OK | X_OK) != 0) {
+      fail("run: --nvme-dir {}: cannot write into it: {}", dir, std::strerror(errno));
+    }
+  }
+}
+
 int run_run(const RunArgs& args) {
   const TracedModel& model = args.model;
   const int sources = int{!args.graph_file.empty()} + int{!model.torchvision.empty()} +
@@ -285,26 +315,36 @@ int run_run(const RunArgs& args) {
         "or more",
         *args.zero_stage);
   }
-  const int steps =
-      args.steps ? static_cast<int>(std::min<int64_t>(parse_count(*args.steps, "--steps"), 1000000))
-                 : 3;
-  const int64_t seed = args.seed ? parse_count(*args.seed, "--seed") : 0;
+  const std::optional<int> steps_given =
+      args.steps ? std::optional<int>(static_cast<int>(
+                       std::min<int64_t>(parse_count(*args.steps, "--steps"), 1000000)))
+                 : std::nullopt;
+  const std::optional<int64_t> seed_given =
+      args.seed ? std::optional<int64_t>(parse_count(*args.seed, "--seed")) : std::nullopt;
   try {
     (void)runtime::parse_nvme_faults(args.nvme_faults);
   } catch (const std::invalid_argument& e) {
     fail("run: --nvme-faults: {}", e.what());
   }
-  if (args.policy != "stitching" && args.policy != "caching" && args.policy != "expandable") {
-    fail("run: unknown --policy '{}' (stitching, caching or expandable)", args.policy);
+  const std::string policy = args.policy.value_or("stitching");
+  if (policy != "stitching" && policy != "caching" && policy != "expandable") {
+    fail("run: unknown --policy '{}' (stitching, caching or expandable)", policy);
   }
+  check_nvme_dirs(args.nvme_dirs);
 
   OutputFiles outputs;
   outputs.declare(args.trace);
+  KeptValues kept = args.values.empty() ? KeptValues() : KeptValues(args.values);
   Graph graph;
   Plan plan;
   Hardware hw;
   importers::TorchTraceRequest request;
   if (!args.graph_file.empty()) {
+    if (const std::string given = model.options_given(); !given.empty()) {
+      fail("run: {} {} not apply to --graph {}, whose model was traced with its own options "
+           "(meta.origin)",
+           given, given.find(',') == std::string::npos ? "does" : "do", args.graph_file);
+    }
     graph = read_graph_file(args.graph_file);
     plan = read_plan_file(args.plan_file);
     try {
@@ -325,12 +365,22 @@ int run_run(const RunArgs& args) {
     check_run_ranks(request.ranks);
     apply_profile_kernels(hw, graph);
     if (!args.budget.empty()) {
-      plan.budget = parse_bytes(args.budget, "--budget", memory_profile(graph).peak_bytes);
+      plan.budget = parse_budget(args.budget, hw, [&] { return keep_all_peak(graph, hw); });
+    }
+    if (args.policy && !plan.offsets.empty()) {
+      fail(
+          "run: --policy chooses the allocator of a plan without offsets; {} pins every buffer "
+          "in its arena (memwall plan --no-layout writes one without)",
+          args.plan_file);
+    }
+    if ((!args.nvme_dirs.empty() || !args.nvme_faults.empty()) && !uses_nvme(plan)) {
+      fail("run: --nvme-dir and --nvme-faults apply to plans that use NVMe; {} puts nothing there",
+           args.plan_file);
     }
     // Note [Plans that run]: refused before the trace, not out of memory
     // mid-run.
     if (plan.offsets.empty()) {
-      const AllocatorFit fit = allocator_fit(graph, plan, hw, args.policy);
+      const AllocatorFit fit = allocator_fit(graph, plan, hw, policy);
       if (!fit.fits) {
         fail(
             "{}: the plan has no offsets and its allocations do not fit the budget of {}: {} "
@@ -338,6 +388,7 @@ int run_run(const RunArgs& args) {
             args.plan_file, exact_bytes(plan.budget), fit.text());
       }
     }
+    kept.check_model(request, fmt::format("{}'s model (\"{}\")", args.graph_file, graph.name));
   } else {
     if (!args.gpu.given()) {
       fail(
@@ -345,14 +396,23 @@ int run_run(const RunArgs& args) {
           "calibrate` on this machine (the emulated device is this CPU), or --gpu NAME");
     }
     hw = args.gpu.load();
+    if (!args.budget.empty()) check_budget_text(args.budget, hw);
+    if (const std::string given = model.options_given(); !args.builtin.empty() && !given.empty()) {
+      fail("run: {} {} not apply to --builtin {}, which builds its own model and batch", given,
+           given.find(',') == std::string::npos ? "does" : "do", args.builtin);
+    }
     model.apply(request, "run: ");
     request.builtin = args.builtin;
     request.ranks = ranks;
+    kept.check_model(request, "the model asked for");
   }
+  const int steps = kept.run_steps(
+      {steps_given, seed_given, request.ranks, args.check_eager, !args.python.empty()});
   request.kernels = "cpu";
   request.python = args.python;
   // The trace that gives the values (and, without --graph, the graph).
-  const std::unique_ptr<importers::RunTrace> traced = run_values(request, args.values, steps, seed);
+  const std::unique_ptr<importers::RunTrace> traced =
+      kept.take(request, steps, seed_given.value_or(0));
   const importers::RunTrace& trace = *traced;
   if (!args.graph_file.empty()) {
     check_same_structure(graph, trace.graph(), args.graph_file);
@@ -364,7 +424,7 @@ int run_run(const RunArgs& args) {
     options.zero_stage = args.zero_stage;
     options.budget = args.budget.empty()
                          ? hw.device_memory_bytes
-                         : parse_bytes(args.budget, "--budget", memory_profile(graph).peak_bytes);
+                         : parse_budget(args.budget, hw, [&] { return keep_all_peak(graph, hw); });
     const AutoPlan planned = plan_auto(graph, hw, options);
     if (!planned.best.fits) fail("run: no plan fits: {}", planned.best.why);
     // The plan runs the graph it was made for (offload rewrites it).
@@ -373,13 +433,17 @@ int run_run(const RunArgs& args) {
     hw = planned.hardware;
     // Note [Plans that run]: on the allocator when it holds the plan, else
     // laid out.
-    if (!allocator_fit(graph, plan, hw, args.policy).fits) {
+    if (!allocator_fit(graph, plan, hw, policy).fits) {
       const RunnablePlan laid = runnable_plan(plan, graph, hw, /*lay_out=*/true);
       if (!laid.runs || laid.plan.offsets.empty()) {
         fail("run: auto's plan does not run within the budget of {}: {}",
              exact_bytes(plan.budget), laid.why_not());
       }
       plan = laid.plan;
+    }
+    // Auto chooses the tiers: an NVMe option is for the case it uses NVMe.
+    if ((!args.nvme_dirs.empty() || !args.nvme_faults.empty()) && !uses_nvme(plan)) {
+      note("auto's plan puts nothing on NVMe: --nvme-dir and --nvme-faults go unused");
     }
   }
   // Without offsets the run's device is an allocator, whose live bytes hold
@@ -394,7 +458,7 @@ int run_run(const RunArgs& args) {
   exec::RunOptions options;
   options.steps = steps;
   options.check_eager = args.check_eager;
-  options.policy = args.policy;
+  options.policy = policy;
   options.record_trace = !args.trace.empty();
   options.nvme_dirs = args.nvme_dirs;
   options.nvme_faults = args.nvme_faults;
@@ -431,7 +495,7 @@ int run_run(const RunArgs& args) {
     prediction.time_with_run_kernels = predicted_with_run_kernels(graph, plan, hw, result);
   }
   if (args.json) {
-    print_json(graph, plan, hw, args.policy, result, prediction);
+    print_json(graph, plan, hw, policy, result, prediction);
   } else {
     print_table(graph, plan, hw, result, prediction);
   }
@@ -450,17 +514,27 @@ void add_run(CLI::App& app, Action& action) {
   (void)args->model.add_options(*cmd);
   cmd->add_option("--builtin", args->builtin, "a model of memwall's fidelity set (gpt-mini, ...)");
   args->gpu.add_options(*cmd, "");
-  cmd->add_option("--budget", args->budget, "device bytes (or a % of the keep-all peak)");
-  cmd->add_option("--steps", args->steps, "iterations to run (default 3)");
-  cmd->add_option("--seed", args->seed, "torch.manual_seed before building the model (default 0)");
+  cmd->add_option("--budget", args->budget,
+                  fmt::format("the device's bytes (the emulated device's capacity; without "
+                              "--graph, auto's budget): {}",
+                              kBudgetForms));
+  cmd->add_option("--steps", args->steps,
+                  "iterations to run (default 3, or the --keep-values directory's steps)");
+  cmd->add_option("--seed", args->seed,
+                  "torch.manual_seed before building the model (default 0; a --keep-values "
+                  "directory's values have theirs)");
   cmd->add_flag("--check-eager", args->check_eager,
                 "compare losses and model states with eager PyTorch, bit for bit");
-  cmd->add_option("--policy", args->policy, "device allocator: stitching, caching, expandable");
+  cmd->add_option("--policy", args->policy,
+                  "device allocator of a plan without offsets: stitching (default), caching, "
+                  "expandable");
   cmd->add_option("--keep-values", args->values,
                   "keep the traced values and eager's results in DIR, and reuse them when DIR "
-                  "has them (steps and seed then come from DIR)");
+                  "has them (without --steps, DIR's steps; --seed and --check-eager's steps must "
+                  "be DIR's)");
   cmd->add_option("--nvme-dir", args->nvme_dirs,
-                  "directory for NVMe swap files (repeat to stripe; default $TMPDIR)");
+                  "an existing directory for NVMe swap files, for plans that use NVMe (repeat to "
+                  "stripe; default $TMPDIR)");
   cmd->add_option("--nvme-faults", args->nvme_faults,
                   "inject NVMe faults, as `memwall bench offload` does (docs/nvme.md)");
   cmd->add_option("--ranks", args->ranks,

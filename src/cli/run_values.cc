@@ -1,10 +1,17 @@
 // The values a run starts from (run_values.h).
 #include "run_values.h"
 
+#include <unistd.h>
+
+#include <cctype>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <map>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "memwall/graph/error.h"
 #include "memwall/graph/graph.h"
@@ -64,6 +71,182 @@ void check_same_structure(const Graph& given, const Graph& traced, const std::st
   }
 }
 
+// Note [Kept values]
+// ~~~~~~~~~~~~~~~~~~~
+// A --keep-values directory is judged before any work, since a trace takes
+// seconds to minutes (issue 45: a DIR that was a regular file failed after
+// 14 s of tracing). A path that is not a directory, or that cannot be made
+// or written, is refused at once. A directory that holds values is read
+// whole then (the graph, and the seed, steps and ranks of eager's
+// reference from state.json and eager.json), and must be the values of the
+// model asked for: the model its graph was traced from (meta.origin) is
+// compared with the request, so another model's directory is named as
+// such rather than reported as a graph that "differs from what its model
+// gives" (trace it again). `memwall run` then holds its options to what
+// the directory has (run_steps).
+KeptValues::KeptValues(const std::string& dir) : dir_(dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::file_status status = fs::status(dir, ec);
+  if (fs::exists(status) && !fs::is_directory(status)) {
+    fail("--keep-values {} is not a directory (it keeps a trace's values: give a directory)", dir);
+  }
+  if (!fs::exists(dir + "/state.json")) {
+    // To be written after the trace: it, or the nearest folder above it
+    // that exists, must take new files.
+    fs::path at = fs::absolute(dir, ec).lexically_normal();
+    while (!fs::exists(at, ec) && at.has_relative_path()) at = at.parent_path();
+    if (!fs::is_directory(at, ec)) {
+      fail("--keep-values {}: cannot make it: {} is not a directory", dir, at.string());
+    }
+    if (::access(at.c_str(), W_OK | X_OK) != 0) {
+      fail("--keep-values {}: cannot write into {}: {}", dir, at.string(), std::strerror(errno));
+    }
+    return;
+  }
+  for (const char* name : {"eager.json", "eager.bin"}) {
+    if (!fs::exists(dir + "/" + name)) {
+      fail("{}: no {} (the directory `memwall run --keep-values` writes)", dir, name);
+    }
+  }
+  trace_ = std::make_unique<importers::RunTrace>(dir);  // reads graph.json, checks state.*
+  const auto index = [&](const char* name) {
+    try {
+      std::ifstream in(dir + "/" + name);
+      return nlohmann::json::parse(in);
+    } catch (const std::exception& e) {
+      fail("{}/{}: {}", dir, name, e.what());
+    }
+  };
+  const nlohmann::json state = index("state.json");
+  const nlohmann::json eager = index("eager.json");
+  try {
+    seed_ = state.at("seed").get<int64_t>();
+    steps_ = eager.at("steps").get<int>();
+    ranks_ = eager.value("ranks", 1);
+  } catch (const std::exception& e) {
+    fail("{}: eager.json or state.json is malformed: {}", dir, e.what());
+  }
+}
+
+namespace {
+
+// The source as memwall_trace.py records it in meta.origin: scripts and
+// config files by absolute path, a Hugging Face model by its hub id
+// (`traced` knows it as its meta.model or origin.hf).
+std::string source_of(const importers::TorchTraceRequest& r, const Graph& traced) {
+  const auto absolute = [](const std::string& path) {
+    std::error_code ec;
+    return std::filesystem::absolute(path, ec).lexically_normal().string();
+  };
+  if (!r.torchvision.empty()) return "--torchvision " + r.torchvision;
+  if (!r.builtin.empty()) return "--builtin " + r.builtin;
+  if (!r.hf_config.empty()) return "--hf-config " + absolute(r.hf_config);
+  if (!r.hf.empty()) {
+    const nlohmann::json& origin = traced.meta.value("origin", nlohmann::json::object());
+    const std::string hub = origin.value("hf", "");
+    const auto lower = [](std::string s) {
+      for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      return s;
+    };
+    const bool same = r.hf == traced.meta.value("model", "") || lower(r.hf) == lower(hub);
+    return "--hf " + (same ? hub : r.hf);
+  }
+  const size_t colon = r.script.rfind(':');
+  if (colon == std::string::npos) return "--script " + r.script;
+  return "--script " + absolute(r.script.substr(0, colon)) + r.script.substr(colon);
+}
+
+}  // namespace
+
+std::string model_difference(const importers::TorchTraceRequest& wanted, const Graph& traced) {
+  const importers::TorchTraceRequest had = importers::request_for(traced);
+  const std::string source = source_of(wanted, traced);
+  if (source != source_of(had, traced)) {
+    return fmt::format("traced from {}, not {}", source_of(had, traced), source);
+  }
+  std::string differ;
+  const auto compare = [&](const char* what, const auto& asked, const auto& kept) {
+    if (asked == kept) return;
+    differ += fmt::format("{}{} {}, not {}", differ.empty() ? "" : ", ", what, kept, asked);
+  };
+  // The tracer's defaults (python/memwall_trace.py, main; memwall_hf.py).
+  if (!had.torchvision.empty()) {
+    compare("--batch", wanted.batch, had.batch);
+    const int64_t image = wanted.torchvision == "inception_v3" ? 299 : 224;
+    compare("--image", wanted.image > 0 ? wanted.image : image, had.image);
+    compare("--optimizer", wanted.optimizer, had.optimizer);
+  } else if (!had.hf.empty() || !had.hf_config.empty()) {
+    compare("--batch", wanted.batch, had.batch);
+    compare("--seq", wanted.seq > 0 ? wanted.seq : 512, had.seq);
+    compare("--dtype", wanted.dtype, had.dtype);
+    compare("--optimizer", wanted.optimizer, had.optimizer);
+    compare("--lora", wanted.lora_rank, had.lora_rank);
+    if (had.lora_rank > 0 && wanted.lora_rank == had.lora_rank) {
+      compare("--lora-alpha", wanted.lora_alpha > 0 ? wanted.lora_alpha : 8.0, had.lora_alpha);
+      compare("--lora-targets", wanted.lora_targets.empty() ? "q,v" : wanted.lora_targets,
+              had.lora_targets);
+    }
+  }
+  // The CPU kernels' scratch depends on the thread count (request_for).
+  if (wanted.threads > 0 && had.threads > 0) compare("threads", wanted.threads, had.threads);
+  return differ;
+}
+
+void KeptValues::check_model(const importers::TorchTraceRequest& wanted,
+                             const std::string& whose) const {
+  if (!holds()) return;
+  const std::string difference = model_difference(wanted, graph());
+  if (!difference.empty()) {
+    fail(
+        "--keep-values {} holds the values of another model (\"{}\": {}), not of {}: keep "
+        "them in another directory",
+        dir_, graph().name, difference, whose);
+  }
+}
+
+// A run of a different count differed from eager's reference after the
+// run (exit 1), and --seed went unused.
+int KeptValues::run_steps(const RunAsk& ask) const {
+  if (!holds()) return ask.steps.value_or(3);
+  if (ask.python) {
+    fail(
+        "run: --python names the interpreter that traces; {} holds a trace's values, so "
+        "nothing is traced",
+        dir_);
+  }
+  if (ask.seed && *ask.seed != seed_) {
+    fail(
+        "run: {} holds values traced after torch.manual_seed({}); --seed {} needs a trace of "
+        "its own: keep it in another directory",
+        dir_, seed_, *ask.seed);
+  }
+  for (int r = 1; r < ask.ranks; ++r) {
+    if (!std::filesystem::exists(fmt::format("{}/inputs{}.json", dir_, r))) {
+      fail(
+          "{}: the values were kept for fewer than the plan's {} data-parallel ranks (no "
+          "inputs{}.json): keep them in a new directory",
+          dir_, ask.ranks, r);
+    }
+  }
+  if (ask.check_eager && ranks_ != ask.ranks) {
+    fail(
+        "run: {} holds eager PyTorch's reference over {} data-parallel rank(s); --check-eager "
+        "compares a run over as many, and this one has {}: keep its values in another directory",
+        dir_, ranks_, ask.ranks);
+  }
+  if (ask.check_eager && ask.steps && *ask.steps != steps_) {
+    fail(
+        "run: {} holds eager PyTorch's results after {} step(s); --check-eager compares a run "
+        "of as many: give --steps {} (or leave it out), or keep the values of {} steps in "
+        "another directory",
+        dir_, steps_, steps_, *ask.steps);
+  }
+  return ask.steps.value_or(steps_);
+}
+
+namespace {
+
 // Copies the run's inputs to `dir` for later runs (--keep-values), with
 // the graph as memwall reads it (versions made, Note [Buffer versions]): the
 // graph to plan for `memwall run --graph DIR/graph.json`.
@@ -88,21 +271,13 @@ void keep_values(const importers::RunTrace& trace, const std::string& dir) {
   }
 }
 
-std::unique_ptr<importers::RunTrace> run_values(const importers::TorchTraceRequest& request,
-                                                const std::string& keep, int steps, int64_t seed) {
-  if (!keep.empty() && std::filesystem::exists(keep + "/state.json")) {
-    for (int r = 1; r < request.ranks; ++r) {
-      if (!std::filesystem::exists(fmt::format("{}/inputs{}.json", keep, r))) {
-        fail(
-            "{}: the values were kept for fewer than the plan's {} data-parallel ranks (no "
-            "inputs{}.json): keep them in a new directory",
-            keep, request.ranks, r);
-      }
-    }
-    return std::make_unique<importers::RunTrace>(keep);
-  }
+}  // namespace
+
+std::unique_ptr<importers::RunTrace> KeptValues::take(const importers::TorchTraceRequest& request,
+                                                      int steps, int64_t seed) {
+  if (holds()) return std::move(trace_);
   auto traced = std::make_unique<importers::RunTrace>(request, steps, seed);
-  if (!keep.empty()) keep_values(*traced, keep);
+  if (given()) keep_values(*traced, dir_);
   return traced;
 }
 

@@ -1,9 +1,11 @@
 // The values a run of a traced graph starts from (`memwall run`, `memwall
 // calibrate --graph`): a fresh trace of its model on real CPU tensors, or
-// the one kept in a --keep-values directory.
+// the one kept in a --keep-values directory (Note [Kept values] in
+// run_values.cc).
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "memwall/graph/types.h"
@@ -16,14 +18,61 @@ namespace memwall::cli {
 // and the first difference.
 void check_same_structure(const Graph& given, const Graph& traced, const std::string& file);
 
-// Copies the run's inputs to `dir` for later runs (--keep-values), with the
-// graph as memwall reads it. Throws Error when `dir` cannot be written.
-void keep_values(const importers::RunTrace& trace, const std::string& dir);
+// What differs between the model `wanted` asks for and the model `traced`
+// was traced from (its meta.origin), with the tracer's defaults filled in
+// as it records them: "" when they are the same model.
+std::string model_difference(const importers::TorchTraceRequest& wanted, const Graph& traced);
 
-// The values kept in `keep` when it has them (steps and seed then come
-// from there); else a fresh trace of `request` with `steps` eager steps
-// after torch.manual_seed(seed), kept in `keep` when it is given.
-std::unique_ptr<importers::RunTrace> run_values(const importers::TorchTraceRequest& request,
-                                                const std::string& keep, int steps, int64_t seed);
+// A --keep-values directory, judged before any work (Note [Kept values]).
+class KeptValues {
+ public:
+  KeptValues() = default;  // none given
+  // Throws Error when `dir` is not a directory, cannot be made or written,
+  // or holds an incomplete or unreadable trace.
+  explicit KeptValues(const std::string& dir);
+
+  bool given() const { return !dir_.empty(); }
+  // Whether `dir` holds a trace's values (then read, never traced again).
+  bool holds() const { return trace_ != nullptr; }
+  const std::string& dir() const { return dir_; }
+  // Of the values held: the graph, eager's steps, the seed, the ranks of
+  // eager's reference.
+  const Graph& graph() const { return trace_->graph(); }
+  int steps() const { return steps_; }
+  int64_t seed() const { return seed_; }
+  int ranks() const { return ranks_; }
+
+  // Throws Error unless the values held are of the model `wanted` asks for
+  // (`whose` names it: "the model asked for", "g.json's model").
+  void check_model(const importers::TorchTraceRequest& wanted, const std::string& whose) const;
+
+  // What `memwall run` asks of the values, checked by run_steps.
+  struct RunAsk {
+    std::optional<int> steps;  // --steps
+    std::optional<int64_t> seed;
+    int ranks = 1;
+    bool check_eager = false;
+    bool python = false;  // --python given
+  };
+  // The steps a run takes (Note [Kept values]): without values held,
+  // --steps or 3; with them, --steps or theirs. Throws Error, before any
+  // work, for what the values held cannot give: another seed, fewer ranks,
+  // --check-eager over other steps or ranks than eager's reference, a
+  // --python with nothing to trace.
+  int run_steps(const RunAsk& ask) const;
+
+  // The values held; else a fresh trace of `request` with `steps` eager
+  // steps after torch.manual_seed(seed), kept in the directory when one is
+  // given. Call once.
+  std::unique_ptr<importers::RunTrace> take(const importers::TorchTraceRequest& request, int steps,
+                                            int64_t seed);
+
+ private:
+  std::string dir_;
+  std::unique_ptr<importers::RunTrace> trace_;
+  int steps_ = 0;
+  int64_t seed_ = 0;
+  int ranks_ = 1;
+};
 
 }  // namespace memwall::cli

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "budget.h"
 #include "commands.h"
 #include "exports.h"
 #include "format.h"
@@ -64,7 +65,7 @@ int run_simulate(const SimulateArgs& args) {
     }
   }
   if (!args.budget.empty()) {
-    plan.budget = parse_bytes(args.budget, "--budget", memory_profile(graph).peak_bytes);
+    plan.budget = parse_budget(args.budget, hw, [&] { return keep_all_peak(graph, hw); });
   }
   try {
     validate_plan(plan, graph);
@@ -158,8 +159,9 @@ void add_simulate(CLI::App& app, Action& action) {
   cmd->add_option("--gpus-per-node", args->gpus_per_node,
                   "GPUs sharing one host, for a graph of several ranks (default: the profile's)");
   cmd->add_option("--budget", args->budget,
-                  "device budget: bytes, 40GiB, or 80% of the default peak (default: the plan's, "
-                  "or the GPU's memory for the default plan)");
+                  fmt::format("device budget: {} (default: the plan's, or the GPU's memory "
+                              "for the default plan)",
+                              kBudgetForms));
   args->exports.add_options(*cmd);
   cmd->add_flag("--json", args->json, "machine-readable output");
   cmd->callback([&action, args] { action = [args] { return run_simulate(*args); }; });

@@ -49,11 +49,6 @@ std::string traced_with(const Graph& graph) {
 int run_trace(const TraceArgs& args) {
   importers::TorchTraceRequest request;
   const TracedModel& model = args.model;
-  if (!model.script.empty() && (model.batch || model.image || model.optimizer)) {
-    fail(
-        "--batch, --image and --optimizer do not apply to a script, which builds its own batch "
-        "and optimizer");
-  }
   model.apply(request, "");
   request.measure = args.measure;
   request.kernels = args.kernels;

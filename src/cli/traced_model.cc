@@ -1,5 +1,12 @@
 #include "traced_model.h"
 
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <utility>
+
 #include "memwall/graph/error.h"
 #include "memwall/models/zoo.h"
 #include "options.h"
@@ -36,12 +43,61 @@ std::vector<CLI::Option*> TracedModel::add_options(CLI::App& app) {
   return sources;
 }
 
+std::string TracedModel::options_given() const {
+  std::string given;
+  const std::pair<const char*, bool> options[] = {
+      {"--batch", batch.has_value()},       {"--image", image.has_value()},
+      {"--seq", seq.has_value()},           {"--dtype", dtype.has_value()},
+      {"--optimizer", optimizer.has_value()}, {"--lora", lora_rank.has_value()},
+      {"--lora-targets", lora_targets.has_value()}, {"--lora-alpha", lora_alpha.has_value()}};
+  for (const auto& [flag, set] : options) {
+    if (set) given += (given.empty() ? "" : ", ") + std::string(flag);
+  }
+  return given;
+}
+
+namespace {
+
+// The files the tracer will read, checked before Python starts (its
+// start and torch's import take seconds), with the tracer's own words
+// (python/memwall_trace.py build_script, memwall_hf.py resolve).
+void check_readable(const std::string& path, std::string_view what) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::file_status status = fs::status(path, ec);
+  const char* why = !fs::exists(status)                      ? "no such file"
+                    : fs::is_directory(status)               ? "a directory"
+                    : !fs::is_regular_file(status)           ? "not a regular file"
+                    : ::access(path.c_str(), R_OK) != 0      ? std::strerror(errno)
+                                                             : nullptr;
+  if (why != nullptr) fail("{} {}: cannot read it ({})", what, path, why);
+}
+
+void check_script(const std::string& spec) {
+  const size_t colon = spec.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == spec.size()) {
+    fail("--script takes FILE.py:FUNCTION, got '{}'", spec);
+  }
+  const std::string path = spec.substr(0, colon);
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) fail("script '{}' does not exist", path);
+  check_readable(path, "--script");
+}
+
+}  // namespace
+
 void TracedModel::apply(importers::TorchTraceRequest& request, std::string_view prefix) const {
   request.torchvision = torchvision;
   request.script = script;
   request.hf = hf;
   request.hf_config = hf_config;
   const bool from_hf = hf_given();
+  if (!script.empty() && (batch || image || optimizer)) {
+    fail(
+        "{}--batch, --image and --optimizer do not apply to a script, which builds its own batch "
+        "and optimizer",
+        prefix);
+  }
   if (from_hf && image) fail("{}--image applies to --torchvision models", prefix);
   if (!from_hf && (seq || dtype || lora_rank || lora_targets || lora_alpha)) {
     fail("{}--seq, --dtype and the LoRA options apply to --hf and --hf-config models", prefix);
@@ -66,6 +122,12 @@ void TracedModel::apply(importers::TorchTraceRequest& request, std::string_view 
     if (lora_alpha) request.lora_alpha = parse_lora_alpha(*lora_alpha);
   } else if (lora_targets || lora_alpha) {
     fail("{}--lora-targets and --lora-alpha need --lora R", prefix);
+  }
+  try {
+    if (!script.empty()) check_script(script);
+    if (!hf_config.empty()) check_readable(hf_config, "--hf-config");
+  } catch (const Error& e) {
+    fail("{}{}", prefix, e.what());
   }
 }
 

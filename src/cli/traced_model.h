@@ -24,9 +24,14 @@ struct TracedModel {
   // the options above.
   std::vector<CLI::Option*> add_options(CLI::App& app);
   bool hf_given() const { return !hf.empty() || !hf_config.empty(); }
+  // The shape, precision, optimizer and LoRA options given, "--batch,
+  // --optimizer", or "" (for a source they do not apply to).
+  std::string options_given() const;
   // Fills the request's source and options (Hugging Face models default to
   // batch 1 and AdamW, as fine-tuning does); throws Error, its message after
-  // `prefix`, on bad values and on options that do not apply to the source.
+  // `prefix`, on bad values, on options that do not apply to the source, and
+  // on a --script or --hf-config file that cannot be read (before Python
+  // starts).
   void apply(importers::TorchTraceRequest& request, std::string_view prefix) const;
 };
 

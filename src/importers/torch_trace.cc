@@ -10,7 +10,8 @@
 // output stays its table or JSON; only the tracer's one-line verdict
 // "memwall-trace: error: <message>" (exit code 2) is held back, and becomes
 // the Error's message. A failing child that printed no verdict (a crash, a
-// signal) is described by its last line. A deadline bounds the whole run:
+// signal) is described by its last line, or, when it ran a user's script,
+// blamed on the script (Note [A script that exits] in memwall_trace.py). A deadline bounds the whole run:
 // past it the child is killed and the error says so. The directory, and
 // the child, are removed on every path out, SIGINT and SIGTERM included
 // (interrupt_cleanup.h). The sweep (run_torch_tracer) captures the child's
@@ -83,15 +84,34 @@ class TempDir {
   std::list<RemoveOnInterrupt> files_;
 };
 
-// The tracer's one-line message, else the last non-empty line of stderr.
-std::string failure_line(const std::string& err) {
-  std::string last;
+// The tracer's one-line verdict, if it wrote one.
+std::optional<std::string> verdict(const std::string& err) {
   std::istringstream lines(err);
   for (std::string line; std::getline(lines, line);) {
     if (line.rfind(kErrorPrefix, 0) == 0) return line.substr(kErrorPrefix.size());
+  }
+  return std::nullopt;
+}
+
+// The last non-empty line of stderr.
+std::string last_line(const std::string& err) {
+  std::string last;
+  std::istringstream lines(err);
+  for (std::string line; std::getline(lines, line);) {
     if (line.find_first_not_of(" \t\r") != std::string::npos) last = line;
   }
   return last;
+}
+
+// Note [A script that exits] (python/memwall_trace.py): a tracer that ends
+// without its output or its verdict was ended from inside, and a user's
+// script is what runs there. `script`: the request's FILE.py:FUNCTION.
+[[noreturn]] void script_ended(const std::string& script, int code) {
+  fail(
+      "trace: {}: the script ended the tracer's process (exit code {}, with no verdict from the "
+      "tracer: os._exit does so) before the trace was written: its function must return (model, "
+      "batch, loss_fn, optimizer) and the training step must return to the tracer",
+      script.substr(0, script.rfind(':')), code);
 }
 
 }  // namespace
@@ -168,7 +188,7 @@ void pass_on(std::string_view text) {
 }
 
 // The child's standard error, line by line: every line passed on but the
-// tracer's verdict, and all of it kept for failure_line.
+// tracer's verdict, and all of it kept for verdict() and last_line().
 struct ErrorStream {
   std::string all;
   std::string partial;
@@ -236,9 +256,11 @@ bool drain(int out_fd, int err_fd, bool capture_out, double timeout_s, ChildOutp
   return true;
 }
 
-// Note [Tracer process].
+// Note [Tracer process]. `user_script`: the script the tracer runs, if
+// any, blamed for an end without a verdict (Note [A script that exits]).
 ChildOutput run_tracer_in(TempDir& dir, const std::vector<std::string>& args, bool capture_out,
-                          double timeout_s, const std::string& chosen_python) {
+                          double timeout_s, const std::string& chosen_python,
+                          const std::string& user_script = {}) {
   const std::string python = tracer_python(chosen_python);
   if (access(python.c_str(), X_OK) != 0) {
     fail(
@@ -313,12 +335,22 @@ ChildOutput run_tracer_in(TempDir& dir, const std::vector<std::string>& args, bo
          WTERMSIG(status) == SIGKILL ? " (out of memory?)" : "");
   }
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    const std::string line = failure_line(got.err);
+    if (const std::optional<std::string> line = verdict(got.err)) fail("trace: {}", *line);
+    if (!user_script.empty()) script_ended(user_script, WEXITSTATUS(status));
+    const std::string line = last_line(got.err);
     if (line.empty())
       fail("trace: the PyTorch tracer failed with exit code {}", WEXITSTATUS(status));
     fail("trace: {}", line);
   }
   return got;
+}
+
+// What a tracer that exited 0 must have written.
+void require_output(const std::string& path, const TorchTraceRequest& request) {
+  if (std::filesystem::exists(path)) return;
+  if (!request.script.empty()) script_ended(request.script, 0);
+  fail("trace: the PyTorch tracer exited without writing {} (a tracer bug)",
+       std::filesystem::path(path).filename().string());
 }
 
 }  // namespace
@@ -412,7 +444,9 @@ Graph trace_torch(const TorchTraceRequest& request) {
   dir.file("graph.json.tmp");  // the tracer writes through it
   args.push_back("--out");
   args.push_back(graph_path);
-  run_tracer_in(dir, args, /*capture_out=*/false, request.timeout_s, request.python);
+  run_tracer_in(dir, args, /*capture_out=*/false, request.timeout_s, request.python,
+                request.script);
+  require_output(graph_path, request);
   return read_traced_graph(graph_path);
 }
 
@@ -424,7 +458,10 @@ MeasuredStep trace_and_measure(const TorchTraceRequest& request) {
   dir.file("graph.json.tmp");
   dir.file("measured.json.tmp");
   args.insert(args.end(), {"--out", graph_path, "--measure-peak", measured_path});
-  run_tracer_in(dir, args, /*capture_out=*/false, request.timeout_s, request.python);
+  run_tracer_in(dir, args, /*capture_out=*/false, request.timeout_s, request.python,
+                request.script);
+  require_output(graph_path, request);
+  require_output(measured_path, request);
   MeasuredStep step;
   step.graph = read_traced_graph(graph_path);
   try {
@@ -482,7 +519,9 @@ RunTrace::RunTrace(const TorchTraceRequest& request, int steps, int64_t seed)
   args.insert(args.end(), {"--values", impl_->values, "--steps", std::to_string(steps), "--seed",
                            std::to_string(seed)});
   if (request.ranks > 1) args.insert(args.end(), {"--ranks", std::to_string(request.ranks)});
-  run_tracer_in(impl_->dir, args, /*capture_out=*/false, request.timeout_s, request.python);
+  run_tracer_in(impl_->dir, args, /*capture_out=*/false, request.timeout_s, request.python,
+                request.script);
+  require_output(impl_->values + "/graph.json", request);
   impl_->graph = read_traced_graph(impl_->values + "/graph.json");
 }
 

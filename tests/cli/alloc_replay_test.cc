@@ -155,7 +155,7 @@ TEST(CliAllocReplay, AModelThatDoesNotFitIsOutOfMemoryUnderEveryPolicy) {
 TEST(CliAllocReplay, ReplaysAPlanFile) {
   const std::string plan =
       ::testing::TempDir() + "memwall_alloc_plan_" + std::to_string(::getpid()) + ".json";
-  ASSERT_EQ(run_memwall("plan --model gpt2-small --batch 2 --seq 256 --budget 95% "
+  ASSERT_EQ(run_memwall("plan --model gpt2-small --batch 2 --seq 256 --budget 95%peak "
                         "--strategy remat --out " +
                         plan)
                 .exit_code,

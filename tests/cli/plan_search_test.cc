@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "cli/format.h"
 #include "memwall/graph/graph.h"
 #include "memwall/hw/hardware.h"
 #include "memwall/models/zoo.h"
@@ -60,7 +61,7 @@ TEST(CliPlanFigures, ThroughputAndTimeSplitOnEveryPath) {
   const Graph g = build_model("gpt2-small", {.batch = 2, .seq = 512});
   const Hardware& hw = find_gpu("a100-80g");
   const double flops = model_flops(g);
-  const auto remat = run_memwall("plan " + kSearchModel + " --strategy remat --budget 80% --json");
+  const auto remat = run_memwall("plan " + kSearchModel + " --strategy remat --budget 80%peak --json");
   ASSERT_EQ(remat.exit_code, 0) << remat.err;
   const auto r = nlohmann::json::parse(remat.out);
   expect_throughput(r, 1, 2, 512, flops, hw.peak_flops_bf16);
@@ -159,36 +160,69 @@ TEST(CliPlanSearch, LargestAndTheTimeLimit) {
   EXPECT_EQ(count_lines(cut.err), 1) << cut.err;
 }
 
-// A percentage is of the GPU's memory for auto and the single techniques,
-// of the keep-all peak for remat strategies, as --help says.
-TEST(CliPlanBudget, PercentagesAreOfWhatTheHelpSays) {
+// Note [Budget shares]: a share names its reference, N%gpu or N%peak, and
+// means the same with every strategy; a bare N% (the GPU's memory for auto
+// and the single techniques, the keep-all peak for remat, issue 45) is
+// refused with both spellings in bytes, by every verb with --budget.
+TEST(CliPlanBudget, SharesNameTheirReference) {
   const Hardware& hw = find_gpu("a100-80g");
   const auto half = static_cast<uint64_t>(0.5 * static_cast<double>(hw.device_memory_bytes));
-  for (const std::string strategy : {"auto", "zero-offload", "vdnn"}) {
-    const auto r =
-        run_memwall("plan " + kSearchModel + " --strategy " + strategy + " --budget 50% --json");
-    ASSERT_EQ(r.exit_code, 0) << strategy << ": " << r.err;
-    EXPECT_EQ(nlohmann::json::parse(r.out)["budget"], half) << strategy;
-  }
-  for (const std::string strategy : {"remat", "remat:rotor"}) {
-    const auto r =
-        run_memwall("plan " + kSearchModel + " --strategy " + strategy + " --budget 80% --json");
-    ASSERT_EQ(r.exit_code, 0) << strategy << ": " << r.err;
-    const auto j = nlohmann::json::parse(r.out);
-    EXPECT_EQ(j["budget"], static_cast<uint64_t>(
-                               0.8 * static_cast<double>(j["keep_all_peak_bytes"].get<uint64_t>())))
+  const auto kept = run_memwall("plan " + kSearchModel + " --strategy remat:keep-all --json");
+  ASSERT_EQ(kept.exit_code, 0) << kept.err;
+  const auto peak = nlohmann::json::parse(kept.out)["peak_bytes"].get<uint64_t>();
+  // vDNN keeps the largest layer's activations: it needs 97% of the peak.
+  const auto share = static_cast<uint64_t>(0.98 * static_cast<double>(peak));
+  for (const std::string strategy : {"auto", "zero-offload", "vdnn", "remat", "remat:rotor"}) {
+    const auto gpu =
+        run_memwall("plan " + kSearchModel + " --strategy " + strategy + " --budget 50%gpu --json");
+    ASSERT_EQ(gpu.exit_code, 0) << strategy << ": " << gpu.err;
+    EXPECT_EQ(nlohmann::json::parse(gpu.out)["budget"], half) << strategy;
+    const auto of_peak = run_memwall("plan " + kSearchModel + " --strategy " + strategy +
+                                     " --budget 98%peak --json");
+    ASSERT_EQ(of_peak.exit_code, 0) << strategy << ": " << of_peak.err;
+    const auto j = nlohmann::json::parse(of_peak.out);
+    EXPECT_EQ(j["budget"], share) << strategy;
+    if (j.contains("keep_all_peak_bytes")) {
+      EXPECT_EQ(j["keep_all_peak_bytes"], peak);
+    }
+    const auto bare = run_memwall("plan " + kSearchModel + " --strategy " + strategy +
+                                  " --budget 80% --out " + temp_path("bare.json"));
+    EXPECT_EQ(bare.exit_code, 2) << strategy;
+    EXPECT_EQ(bare.err,
+              fmt::format("memwall: error: --budget 80% is ambiguous: write 80%gpu for {} B (80% "
+                          "of a100-80g's device memory, 80.00 GiB) or 80%peak for {} B (80% of "
+                          "the keep-all plan's peak, {})\n",
+                          cli::grouped(static_cast<uint64_t>(
+                              0.8 * static_cast<double>(hw.device_memory_bytes))),
+                          cli::grouped(static_cast<uint64_t>(0.8 * static_cast<double>(peak))),
+                          cli::human_bytes(peak)))
         << strategy;
+    EXPECT_FALSE(fs::exists(temp_path("bare.json")));
   }
+  // `run` checks before it traces (tests/exec/run_kept_test.cc: with --graph).
+  for (const std::string& verb :
+       {"simulate " + kSearchModel, std::string("run --builtin gpt-mini --gpu l4")}) {
+    const auto bare = run_memwall(verb + " --budget 50%");
+    EXPECT_EQ(bare.exit_code, 2) << verb;
+    EXPECT_EQ(count_lines(bare.err), 1) << verb << ": " << bare.err;
+    EXPECT_NE(bare.err.find("--budget 50% is ambiguous: write 50%gpu for "), std::string::npos)
+        << verb << ": " << bare.err;
+  }
+  // A search's model changes as it goes: its keep-all peak is no reference.
+  const auto search = run_memwall("plan " + kSearchModel + " --max-batch --budget 50%peak");
+  EXPECT_EQ(search.exit_code, 2);
+  EXPECT_NE(search.err.find("changes with the batch"), std::string::npos) << search.err;
   // More than the GPU holds is refused on the remat path too.
   const auto over =
-      run_memwall("plan " + kSearchModel + " --gpu t4 --strategy remat --budget 600%");
+      run_memwall("plan " + kSearchModel + " --gpu t4 --strategy remat --budget 600%peak");
   EXPECT_EQ(over.exit_code, 2) << over.out;
   EXPECT_NE(over.err.find("more than the GPU's 17179869184 bytes"), std::string::npos) << over.err;
-  const auto help = run_memwall("plan --help");
-  EXPECT_NE(help.out.find("of the GPU's memory (auto and the single techniques), of the keep-all "
-                          "plan's peak (remat strategies)"),
-            std::string::npos)
-      << help.out;
+  for (const char* verb : {"plan", "simulate", "run"}) {
+    const auto help = run_memwall(std::string(verb) + " --help");
+    EXPECT_NE(help.out.find("N%gpu (N% of the GPU profile's device memory) or N%peak (N% of "),
+              std::string::npos)
+        << verb << ": " << help.out;
+  }
 }
 
 TEST(CliPlanOptions, IgnoredOptionsAreRefused) {

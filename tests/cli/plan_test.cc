@@ -43,7 +43,7 @@ std::string grouped(uint64_t value) {
 TEST(CliPlan, NamedPlannerWritesAPlanTheSimulatorAccepts) {
   const std::string out = temp_path("chen.json");
   const auto r = run_memwall("plan " + kModel +
-                             " --strategy remat:chen-greedy --budget 90% --out " + out + " --json");
+                             " --strategy remat:chen-greedy --budget 90%peak --out " + out + " --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   const uint64_t peak = memory_profile(model_graph()).peak_bytes;
@@ -76,7 +76,7 @@ TEST(CliPlan, NamedPlannerWritesAPlanTheSimulatorAccepts) {
 // and per workspace, in an arena of the budget; --no-layout leaves them out.
 TEST(CliPlan, WrittenPlansAreLaidOutUnlessAsked) {
   const std::string out = temp_path("laid.json");
-  for (const std::string strategy : {"remat:chen-greedy --budget 90%", "auto --gpu a100-40g"}) {
+  for (const std::string strategy : {"remat:chen-greedy --budget 90%peak", "auto --gpu a100-40g"}) {
     SCOPED_TRACE(strategy);
     const auto r =
         run_memwall("plan " + kModel + " --strategy " + strategy + " --json --out " + out);
@@ -102,7 +102,7 @@ TEST(CliPlan, WrittenPlansAreLaidOutUnlessAsked) {
     EXPECT_NE(human.out.find("laid out                arena "), std::string::npos) << human.out;
   }
   const auto bare = run_memwall("plan " + kModel +
-                                " --strategy remat:chen-greedy --budget 90% --json "
+                                " --strategy remat:chen-greedy --budget 90%peak --json "
                                 "--no-layout --out " +
                                 out);
   ASSERT_EQ(bare.exit_code, 0) << bare.err;
@@ -182,7 +182,7 @@ TEST(CliPlan, RematStrategyDefaultsToMemwallsPlannerAndTheGpusMemory) {
   EXPECT_EQ(j["budget"], find_gpu("a100-40g").device_memory_bytes);
   EXPECT_EQ(j["recomputed_ops"], 0);  // everything fits: nothing to recompute
   EXPECT_EQ(j["overhead"], 1.0);
-  const auto squeezed = run_memwall("plan " + kModel + " --strategy remat --budget 85% --json");
+  const auto squeezed = run_memwall("plan " + kModel + " --strategy remat --budget 85%peak --json");
   ASSERT_EQ(squeezed.exit_code, 0) << squeezed.err;
   EXPECT_GT(nlohmann::json::parse(squeezed.out)["recomputed_ops"].get<int>(), 0);
 }
@@ -365,7 +365,7 @@ TEST(CliPlan, InfeasibleBudgetNamesTheBoundOrTheFloorReached) {
   // Above the floor, a planner that cannot reach the budget says so and
   // points at the one that can.
   const auto keep_all =
-      run_memwall("plan " + kModel + " --strategy remat:keep-all --budget 90% --out " + out);
+      run_memwall("plan " + kModel + " --strategy remat:keep-all --budget 90%peak --out " + out);
   EXPECT_EQ(keep_all.exit_code, 2);
   EXPECT_EQ(count_lines(keep_all.err), 1) << keep_all.err;
   EXPECT_NE(keep_all.err.find("memwall's planner (--strategy remat) finds a plan at every budget "

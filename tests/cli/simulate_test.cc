@@ -82,9 +82,12 @@ TEST(CliSimulate, InvalidPlanExitsOneWithTheReason) {
             std::string::npos)
       << r.out;
   const auto j = nlohmann::json::parse(
-      run_memwall(std::string("simulate ") + kSimModel + " --budget 50% --json").out);
+      run_memwall(std::string("simulate ") + kSimModel + " --budget 50%peak --json").out);
   EXPECT_FALSE(j["valid"].get<bool>());
-  EXPECT_EQ(j["budget"], memory_profile(sim_model_graph()).peak_bytes / 2);
+  // Note [Budget shares]: of the keep-all plan's simulated peak.
+  const Graph g = sim_model_graph();
+  const Hardware& hw = find_gpu("a100-80g");
+  EXPECT_EQ(j["budget"], device_peak(simulate(g, default_plan(g, hw.name, kMaxBytes), hw)) / 2);
   EXPECT_TRUE(j.contains("failed_step"));
   EXPECT_NE(j["reason"].get<std::string>().find("exceeds the budget"), std::string::npos);
 }

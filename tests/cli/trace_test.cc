@@ -185,6 +185,54 @@ TEST(TraceCli, UnknownModelMissingScriptOrFunction) {
                           "operator aten::nonzero failed");
 }
 
+// Note [A script that exits]: issue 45's os._exit(0) read as "the tracer's
+// graph is invalid (a tracer bug)", a sys.exit() as its message alone.
+TEST(TraceCli, AScriptThatExitsIsBlamed) {
+  REQUIRE_TORCH();
+  const std::string says =
+      ": the script ended the tracer's process (exit code 0, with no verdict from the tracer: "
+      "os._exit does so) before the trace was written: its function must return (model, batch, "
+      "loss_fn, optimizer) and the training step must return to the tracer";
+  expect_one_line_failure("trace --script " + script("exits.py:os_exit"),
+                          "memwall: error: trace: " + script("exits.py") + says + "\n");
+  expect_one_line_failure("trace --script " + script("exits.py:sys_exit_in_step"),
+                          "the script called sys.exit('done') before the trace was written: its "
+                          "function must return");
+  // memwall run's trace (on real tensors) the same, whatever the code.
+  const RunResult r = run_memwall("run --gpu l4 --script " + script("exits.py:os_exit_3"));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "memwall: error: trace: " + script("exits.py") +
+                       ": the script ended the tracer's process (exit code 3, with no verdict "
+                       "from the tracer: os._exit does so) before the trace was written: its "
+                       "function must return (model, batch, loss_fn, optimizer) and the training "
+                       "step must return to the tracer\n");
+}
+
+// Note [Unknown config fields]: a typo in a config.json is named with the
+// field it meant, and the trace goes on (transformers keeps the field).
+TEST(TraceCli, UnknownHfConfigFieldsAreNamed) {
+  REQUIRE_TORCH();
+  if (!tracer_has("transformers")) GTEST_SKIP() << "no transformers for the tracer";
+  const std::string config = out_path("tiny_llama_config");
+  std::ofstream(config) << R"({"model_type": "llama", "hidden_size": 64, "hidden_sizee": 128,
+      "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 128,
+      "vocab_size": 128, "max_position_embeddings": 64, "rope_theta": 10000.0,
+      "not_a_field_at_all": 1})";
+  const std::string out = out_path("tiny_llama");
+  const RunResult r = run_memwall("trace --hf-config " + config + " --seq 16 --json --out " + out);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err, "memwall: note: --hf-config " + config +
+                       ": 'hidden_sizee' is not a field of transformers' LlamaConfig (did you "
+                       "mean 'hidden_size'?); it is kept and no model reads it\n"
+                       "memwall: note: --hf-config " + config +
+                       ": 'not_a_field_at_all' is not a field of transformers' LlamaConfig; it is "
+                       "kept and no model reads it\n");
+  // Built with the field it has, 64 wide (rope_theta is known: it is taken).
+  EXPECT_EQ(nlohmann::json::parse(r.out).at("param_count"), 57536);
+  std::filesystem::remove(config);
+  std::filesystem::remove(out);
+}
+
 TEST(TraceCli, NoPython) {
   ::setenv("MEMWALL_PYTHON", "/nonexistent/python3", 1);
   expect_one_line_failure("trace --torchvision resnet18", "no Python interpreter");
@@ -235,6 +283,25 @@ TEST(TraceCli, TimeLimitStopsTheTracer) {
   expect_one_line_failure("trace --torchvision resnet18 --timeout -1", "--timeout must be");
 }
 
+// Issue 45: the files the tracer reads are checked before Python starts
+// (its start and torch's import take seconds); the stand-in interpreter
+// says whether it ran.
+TEST(TraceCli, MissingFilesAreFoundBeforePythonStarts) {
+  ::setenv("MEMWALL_PYTHON",
+           fake_python("started", "echo 'memwall-trace: error: the tracer started' >&2; exit 2\n")
+               .c_str(),
+           1);
+  expect_one_line_failure("trace --script /nonexistent/m.py:build",
+                          "memwall: error: script '/nonexistent/m.py' does not exist\n");
+  expect_one_line_failure("trace --script " + ::testing::TempDir() + ":build",
+                          "cannot read it (a directory)");
+  expect_one_line_failure("trace --script m.py", "--script takes FILE.py:FUNCTION, got 'm.py'");
+  expect_one_line_failure("trace --hf-config /nonexistent/config.json",
+                          "memwall: error: --hf-config /nonexistent/config.json: cannot read it "
+                          "(no such file)\n");
+  ::unsetenv("MEMWALL_PYTHON");
+}
+
 TEST(TraceCli, WhatTheScriptPrintsReachesStderr) {
   // The user's own output (stdout and stderr) is passed on as it comes; the
   // tracer's verdict becomes memwall's one error line.
@@ -246,7 +313,8 @@ TEST(TraceCli, WhatTheScriptPrintsReachesStderr) {
                        "exit 2\n")
                .c_str(),
            1);
-  const RunResult r = run_memwall("trace --script x.py:build --out /dev/null");
+  const RunResult r = run_memwall("trace --script " + script("tiny_cnn.py:build") +
+                                  " --out /dev/null");
   ::unsetenv("MEMWALL_PYTHON");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_TRUE(r.out.empty()) << r.out;

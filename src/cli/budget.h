@@ -1,0 +1,39 @@
+// `--budget` (memwall plan, simulate, run): bytes, or a share of one of two
+// references spelled out (Note [Budget shares] in budget.cc).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "memwall/graph/types.h"
+#include "memwall/hw/hardware.h"
+
+namespace memwall::cli {
+
+// What --budget's help says of its forms, for every verb's help text.
+inline constexpr const char* kBudgetForms =
+    "bytes (42949672960, 40GiB), N%gpu (N% of the GPU profile's device memory) or N%peak (N% "
+    "of the keep-all plan's peak); a bare N% is refused";
+
+// The keep-all plan's device peak: the default plan of `graph` (every op
+// once, each buffer freed after its last use) simulated on `hw` without a
+// budget, as `memwall plan --strategy remat:keep-all` reports it.
+uint64_t keep_all_peak(const Graph& graph, const Hardware& hw);
+
+// The bytes --budget `text` means on `hw` for a graph whose keep-all peak
+// `peak` gives (called only for N%peak and for the message of a bare N%).
+// Throws Error, naming --budget, for malformed text, zero, sizes above
+// 2^62 bytes, and a bare N% (the line names both spellings in bytes).
+uint64_t parse_budget(const std::string& text, const Hardware& hw,
+                      const std::function<uint64_t()>& peak);
+
+// The checks of parse_budget before the graph exists (`memwall run`
+// traces it later): the same errors, a bare N%'s line without the peak's
+// bytes. The bytes come from parse_budget once the graph is known.
+void check_budget_text(const std::string& text, const Hardware& hw);
+
+// Whether `text` is a share of the keep-all peak (N%peak).
+bool budget_of_peak(const std::string& text);
+
+}  // namespace memwall::cli
