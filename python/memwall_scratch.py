@@ -15,7 +15,22 @@ import re
 # to the live total, counted against the op's outputs as if they existed
 # from the op's start; `span` is the scratch's own highest total, the one
 # range a layout must give it when the outputs have addresses of their own.
-Scratch = collections.namedtuple("Scratch", "workspace span")
+#
+# `first` (Note [Scratch before its output] in src/exec/executor_compute.cc):
+# per output, in the order the kernel makes them, (bytes, how many
+# allocations of its size the kernel makes before it). An arena gives an
+# output's offset to the first allocation of its size, and oneDNN's
+# convolutions make their blocked copies of that size first.
+#
+# `at` (Note [Scratch offsets] in src/exec/device_memory.cc): per scratch
+# allocation, in the order the kernel makes them, (bytes, offset in the
+# op's workspace), a packing of their lifetimes in the span. The executor
+# places each there: first fit in the order they come fragments a
+# workspace of exactly the span (ResNet-18's layer3.0.downsample backward:
+# a blocked output gradient and weight, then the blocked input gradient
+# above them, then a strided copy of its size that found two free ranges
+# too short for it).
+Scratch = collections.namedtuple("Scratch", "workspace span first at", defaults=[(), ()])
 
 
 def as_scratch(value):
@@ -23,6 +38,18 @@ def as_scratch(value):
     if isinstance(value, Scratch):
         return value
     return Scratch(int(value), int(value))
+
+
+def scratch_first(scratch, out_bytes):
+    """Per output of an op (their bytes, in the op's order): how many
+    allocations of its size its kernel makes before it, from the rule's
+    events; None when there are none to say."""
+    pending = list(scratch.first)
+    counts = []
+    for nbytes in out_bytes:
+        match = next((i for i, (b, _) in enumerate(pending) if b == nbytes), None)
+        counts.append(0 if match is None else pending.pop(match)[1])
+    return counts if any(counts) else None
 
 
 def replay(events):
@@ -33,17 +60,65 @@ def replay(events):
     outputs = sum(e[1] for e in events if e[0] == "out")
     live = {}
     scratch = made = workspace = span = 0
+    sizes = collections.Counter()  # allocations so far, by bytes
+    first = []
     for e in events:
         if e[0] == "+":
             live[e[1]] = e[2]
             scratch += e[2]
+            if e[2] > 0:
+                sizes[e[2]] += 1
         elif e[0] == "-":
             scratch -= live.pop(e[1])
         else:
             made += e[1]
+            first.append((e[1], sizes[e[1]]))
+            sizes[e[1]] += 1
         span = max(span, scratch)
         workspace = max(workspace, scratch + made - outputs)
-    return Scratch(max(workspace, 0), span)
+    at, height = pack(events, span)
+    return Scratch(max(workspace, 0), max(span, height), tuple(first), at)
+
+
+def _pack_lifetimes(lives, align):
+    """First fit, longest lifetime first: (offsets in the order given, the
+    height they reach). `lives` are (bytes, first event, last event)."""
+    order = sorted(range(len(lives)), key=lambda i: (lives[i][1] - lives[i][2], lives[i][1],
+                                                     -lives[i][0]))
+    placed = []  # (offset, bytes, first, last)
+    offsets = [0] * len(lives)
+    for i in order:
+        nbytes, lo, hi = lives[i]
+        clash = sorted((o, o + b) for o, b, a, z in placed if a <= hi and lo <= z)
+        offset = 0
+        for start, end in clash:
+            if offset + nbytes <= start:
+                break
+            offset = max(offset, -(-end // align) * align)
+        offsets[i] = offset
+        placed.append((offset, nbytes, lo, hi))
+    return offsets, max((o + b for o, b, _, _ in placed), default=0)
+
+
+def pack(events, span):
+    """Offsets in the workspace for a rule's scratch allocations (`at` of
+    Scratch) and the height they reach: 64-byte aligned as PyTorch's CPU
+    allocator aligns when that fits the span, else packed to the byte."""
+    lives, open_at = [], {}
+    for k, e in enumerate(events):
+        if e[0] == "+" and e[2] > 0:
+            open_at[e[1]] = len(lives)
+            lives.append([e[2], k, len(events)])
+        elif e[0] == "-" and e[1] in open_at:
+            lives[open_at.pop(e[1])][2] = k - 1
+    if not lives:
+        return (), 0
+    offsets, height = _pack_lifetimes(lives, 64)
+    if height > span:
+        tight, tight_height = _pack_lifetimes(lives, 1)
+        if tight_height < height:
+            offsets, height = tight, tight_height
+    return tuple((b, o) for (b, _, _), o in zip(lives, offsets)), height
 
 # oneDNN's convolutions keep activations and weights in layouts blocked by
 # 16 channels on AVX-512 CPUs (nChw16c; the rules were measured on one) and
@@ -280,9 +355,14 @@ def conv_backward_scratch(g, x, w, stride, dilation, transposed, groups, mask, t
     if mask[0]:
         gi = _bytes(x)
         events += [("+", "g'", gb), ("+", "w'", wb), ("+", "gi'", _blocked(x, block)),
-                   ("-", "w'"), ("-", "g'"), ("out", gi)]
+                   ("-", "w'"), ("-", "g'")]
+        # A strided convolution's input-sized buffer comes before the
+        # gradient and goes after it (measured on ResNet-18's layer4.0.conv1
+        # through the executor's allocation log).
         if any(s != 1 for s in stride) and not _depthwise(x, groups):
-            events += [("+", "strided", gi), ("-", "strided")]
+            events += [("+", "strided", gi), ("out", gi), ("-", "strided")]
+        else:
+            events += [("out", gi)]
         events += [("-", "gi'")]
     if mask[1]:
         def blocked_pass(xb, gwb):

@@ -226,7 +226,7 @@ class Buffer:
 
 class Op:
     __slots__ = ("name", "type", "phase", "ins", "outs", "updates", "flops", "bytes", "time",
-                 "workspace", "workspace_span", "call")
+                 "workspace", "workspace_span", "scratch_first", "scratch_at", "call")
 
 
 def storage_key(t):
@@ -532,8 +532,13 @@ class Recorder(TorchDispatchMode):
         op.bytes = traffic
         op.time = elapsed
         # Note [Workspace span] (graph/types.h)
-        op.workspace, op.workspace_span = memwall_scratch.as_scratch(
-            self.scratch(func, args, kwargs, name))
+        scratch = memwall_scratch.as_scratch(self.scratch(func, args, kwargs, name))
+        op.workspace, op.workspace_span = scratch.workspace, scratch.span
+        # Note [Scratch before its output] (src/exec/executor_compute.cc)
+        op.scratch_first = memwall_scratch.scratch_first(
+            scratch, [self.buffers[b].nbytes for b in op.outs])
+        # Note [Scratch offsets] (src/exec/device_memory.cc)
+        op.scratch_at = [int(v) for pair in scratch.at for v in pair]
         if self.kernels == "cuda" and name in memwall_scratch.CUBLAS_OPS:
             self.use_cublas_workspace(op, index)
         self.ops.append(op)
@@ -815,6 +820,11 @@ def to_graph(recorder, name, meta):
         span = int(op.workspace_span)
         if span > op.workspace:  # Note [Workspace span] (graph/types.h)
             record["workspace_span"] = span
+        if op.scratch_first:  # a buffer the tracer adds later (cuBLAS's) comes after: none
+            record["scratch_first"] = op.scratch_first + [0] * (len(op.outs) -
+                                                                len(op.scratch_first))
+        if op.scratch_at:
+            record["scratch_at"] = op.scratch_at
         record.update({"flops": float(op.flops), "bytes": float(op.bytes), "time": op.time})
         if op.call is not None:
             record["call"] = memwall_calls.remap(op.call, new_id)

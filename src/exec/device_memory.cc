@@ -11,6 +11,22 @@
 
 namespace memwall::exec {
 
+// Note [Scratch offsets]
+// ~~~~~~~~~~~~~~~~~~~~~~
+// A laid-out plan gives an op's scratch one range, its workspace span: the
+// most scratch the kernel holds at once, by the trace's rules. Placed first
+// fit in the order the kernel allocates, scratch can need more than that:
+// ResNet-18 b16 at 128x128, layer3.0.downsample's convolution_backward
+// makes a blocked output gradient (1 MiB) and weight, then the blocked
+// input gradient (2 MiB) above them, frees the first two and makes a
+// strided copy of the input gradient's size (2 MiB): the 4 MiB span has
+// 4 MiB free in two ranges too short for it, and memwall's remat plan at
+// 90% stopped there. The rules know each scratch buffer's life, so the
+// tracer packs them in the span (memwall_scratch.pack, Op::scratch_at:
+// longest-lived first) and the executor puts the k-th scratch of a size
+// where the rules put theirs, when that range is free; scratch the rules
+// leave out (oneDNN's scratchpads) goes as before.
+
 // Note [Raw deleter]: some kernels (oneDNN's, through raw_allocate) need a
 // DataPtr whose context is its data pointer and a plain deleter function, so
 // the deleter finds the allocator through one process-wide pointer (one
@@ -93,6 +109,15 @@ c10::DataPtr DeviceMemory::allocate(size_t bytes) {
     // of kernels' scratch leaves out) tries that gap first, so that it does not take the start of a
     // workspace that a large one fills to the byte.
     const auto [ws, ws_bytes] = workspace_;
+    // Note [Scratch offsets]: where the trace's rules put the next scratch of
+    // this size in the workspace.
+    for (size_t i = 0; !p && ws_bytes > 0 && i < scratch_at_.size(); ++i) {
+      const auto [rule_bytes, at] = scratch_at_[i];
+      if (rule_bytes != bytes || scratch_used_[i]) continue;
+      scratch_used_[i] = true;
+      if (at <= ws_bytes && bytes <= ws_bytes - at) p = arena_->place_at(ws + at, bytes);
+      break;
+    }
     if (!p && ws_bytes > 0 && bytes < kSmallScratch) {
       p = arena_->place_anywhere(bytes, reserved_ranges(/*with_workspace=*/true));
     }
@@ -101,15 +126,21 @@ c10::DataPtr DeviceMemory::allocate(size_t bytes) {
     if (!p && ws_bytes > 0) p = arena_->place_within(ws, ws + ws_bytes, bytes, align);
     if (!p && ws_bytes > 0 && align > 1) p = arena_->place_within(ws, ws + ws_bytes, bytes, 1);
     if (!p) p = arena_->place_anywhere(bytes, reserved_ranges(/*with_workspace=*/false));
-    // Note [Scratch before its output]: when what was learnt leaves no room
-    // (two of the output's size came first and the first went to where the
-    // output had landed, which the second needs), an allocation of a
-    // pending output's size borrows that output's offset while it is free,
-    // as in the step that learnt it. The output takes it when it comes if
-    // the borrower is gone by then, else lands elsewhere and is moved.
-    for (const Expected& e : expected_) {
-      if (p) break;
-      if (!e.taken && e.output.bytes == bytes) p = arena_->place_at(e.output.offset, bytes);
+    // Note [Scratch before its output]: when what was learnt or the trace
+    // said leaves no room (two of the output's size came first and the
+    // first went to where the output had landed, which the second needs;
+    // scratch the rules leave out, such as oneDNN's scratchpad of a strided
+    // convolution_backward on AVX-512, 159,792 B for ResNet-18's layer4),
+    // an allocation borrows the range of an output not made yet, its own
+    // size's first, as in the step that learnt it. The output takes it when
+    // it comes if the borrower is gone by then, else lands elsewhere and is
+    // moved. A last resort: without it the run stops here.
+    for (const bool same_size : {true, false}) {
+      for (const Expected& e : expected_) {
+        if (p) break;
+        if (e.taken || (e.output.bytes == bytes) != same_size || e.output.bytes < bytes) continue;
+        p = arena_->place_within(e.output.offset, e.output.offset + e.output.bytes, bytes, 1);
+      }
     }
     if (!p) {
       TORCH_CHECK_WITH(OutOfMemoryError, false,
@@ -149,18 +180,26 @@ void DeviceMemory::note_allocated(void* ptr, uint64_t bytes, uint64_t allocated)
 void DeviceMemory::use_arena(uint64_t bytes) { arena_ = std::make_unique<Arena>(bytes); }
 
 void DeviceMemory::expect(std::vector<ExpectedOutput> outputs,
-                          std::pair<uint64_t, uint64_t> workspace) {
+                          std::pair<uint64_t, uint64_t> workspace,
+                          std::span<const uint64_t> scratch_at) {
   std::lock_guard<std::mutex> lock(mutex_);
   workspace_ = workspace;
   expected_.clear();
   since_expect_.clear();
   for (const ExpectedOutput& o : outputs) expected_.push_back({o, 0, false});
+  scratch_at_.clear();
+  for (size_t i = 0; i + 1 < scratch_at.size(); i += 2) {
+    scratch_at_.emplace_back(scratch_at[i], scratch_at[i + 1]);
+  }
+  scratch_used_.assign(scratch_at_.size(), false);
 }
 
 void DeviceMemory::end_call() {
   std::lock_guard<std::mutex> lock(mutex_);
   workspace_ = {0, 0};
   expected_.clear();
+  scratch_at_.clear();
+  scratch_used_.clear();
 }
 
 bool DeviceMemory::clear_of_outputs(uint64_t offset, uint64_t bytes) const {
@@ -172,20 +211,16 @@ bool DeviceMemory::clear_of_outputs(uint64_t offset, uint64_t bytes) const {
 std::optional<DeviceMemory::ScratchFirst> DeviceMemory::scratch_before(const void* ptr,
                                                                        uint64_t bytes) const {
   std::lock_guard<std::mutex> lock(mutex_);
-  // The output is the last allocation at `ptr`: a scratch of its size freed
-  // earlier in the call may have been there first (regnet_y_400mf's grouped
-  // convolution_backward: two such scratch buffers, the second freed before
-  // the input gradient is made in its place).
   uint32_t before = 0;
-  std::optional<uint32_t> found;
   for (const auto& [at, size] : since_expect_) {
     if (size != bytes) continue;
-    if (at == ptr) found = before;
+    if (at == ptr) {
+      if (arena_ == nullptr || !arena_->owns(ptr)) return ScratchFirst{before, std::nullopt};
+      return ScratchFirst{before, arena_->offset_of(ptr)};
+    }
     ++before;
   }
-  if (!found) return std::nullopt;
-  if (arena_ == nullptr || !arena_->owns(ptr)) return ScratchFirst{*found, std::nullopt};
-  return ScratchFirst{*found, arena_->offset_of(ptr)};
+  return std::nullopt;
 }
 
 bool DeviceMemory::range_free(uint64_t offset, uint64_t bytes) const {

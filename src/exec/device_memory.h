@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -78,8 +79,10 @@ class DeviceMemory final : public c10::Allocator {
   };
   void use_arena(uint64_t bytes);
   bool has_arena() const { return arena_ != nullptr; }
+  // `scratch_at`: Note [Scratch offsets] (Op::scratch_at).
   void expect(std::vector<ExpectedOutput> outputs,
-              std::pair<uint64_t, uint64_t> workspace = {0, 0});
+              std::pair<uint64_t, uint64_t> workspace = {0, 0},
+              std::span<const uint64_t> scratch_at = {});
   // The call is over: nothing reserved any more (its allocations are
   // remembered until the next expect()).
   void end_call();
@@ -131,6 +134,8 @@ class DeviceMemory final : public c10::Allocator {
   std::vector<Expected> expected_;                              // the running op's outputs
   std::vector<std::pair<const void*, uint64_t>> since_expect_;  // allocations, in order
   std::pair<uint64_t, uint64_t> workspace_{0, 0};               // the running op's (offset, bytes)
+  std::vector<std::pair<uint64_t, uint64_t>> scratch_at_;       // Note [Scratch offsets]
+  std::vector<bool> scratch_used_;
   static constexpr uint64_t kSmallScratch = 64 << 10;           // Note [Scratch in the workspace]
   std::unordered_map<void*, Sizes> blocks_;
   std::unordered_map<void*, uint64_t> host_blocks_;      // host-mode blocks in use

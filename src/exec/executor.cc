@@ -59,6 +59,13 @@ Executor::Executor(const Graph& graph, const Plan& plan, const std::string& valu
   }
   slots_.resize(graph.buffers.size());
   scratch_first_.assign(graph.buffers.size(), {});
+  // Note [Scratch before its output]: what the trace's scratch rules say,
+  // until a step learns otherwise.
+  for (const Op& op : graph.ops) {
+    for (size_t i = 0; i < op.scratch_first.size() && i < op.out.size(); ++i) {
+      scratch_first_[op.out[i]].skip = op.scratch_first[i];
+    }
+  }
 }
 
 RunResult Executor::run() {

@@ -353,13 +353,21 @@ void Executor::apply(const CompiledCall& call, RunResult& result) {
 // front of a workspace that the rest filled to the byte: U-Net's arena grew
 // 9.7% that way.) Kernels allocate in the same order each call; where one
 // does not, the output is copied as before and the count learnt again.
-// The output is the last allocation at the address it landed on (a grouped
+// Before a step has learnt it, the count is the trace's (Op::scratch_first,
+// from the scratch rules' order of allocations, python/memwall_scratch.py):
+// ResNet-18's layer4.0.conv1 backward makes its blocked input and a strided
+// buffer before its input gradient, and its blocked weight and blocked
+// weight gradient before its weight gradient; each took the output's offset
+// in the first step and a laid-out remat plan at 90% found no room for the
+// gradients ("no room in the plan's arena of 266417762 bytes for 4718592
+// bytes", RunExec.StridedConvolutionBackwardRunsItsFirstStep).
+// Where what was learnt leaves an allocation no room (a grouped
 // convolution_backward makes two scratch buffers of its input gradient's
-// size first, and the gradient where the second was); and where what was
-// learnt leaves an allocation no room, it borrows a pending output's offset
-// of its size, as in the step that learnt it (DeviceMemory::allocate):
-// regnet_y_400mf's keep-all plan ran its first iteration and stopped in the
-// second before (RunExec.GroupedConvolutionKeepAllRunsEveryIteration).
+// size first, and the first went where the gradient had landed, which the
+// second needs), it borrows a pending output's offset of its size, as in
+// the step that learnt it (DeviceMemory::allocate): regnet_y_400mf's
+// keep-all plan ran its first iteration and stopped in the second before
+// (RunExec.GroupedConvolutionKeepAllRunsEveryIteration).
 bool Executor::learn_if_misplaced(BufferId b, const c10::Storage& storage) {
   const std::optional<uint64_t> at = slots_[b].stay_at;
   if (!memory_->has_arena() || slots_[b].stay_began != serial_ || !at ||
@@ -440,16 +448,18 @@ void Executor::expect_outputs(const CompiledCall& call) {
     }
   }
   std::pair<uint64_t, uint64_t> workspace{0, 0};
+  std::span<const uint64_t> scratch_at;
   if (contiguous_workspace(graph_.ops[op_]) > 0 && !plan_.workspace_offsets.empty()) {
     // Note [Offsets per stay]: the op's run k has its own workspace.
     if (const auto at = workspace_offset(plan_, op_, op_runs_[op_]++)) {
       // Note [Workspace span]: the scratch's range holds all of it at once.
       const uint64_t span = contiguous_workspace(graph_.ops[op_]);
       workspace = {*at, span};
+      scratch_at = graph_.ops[op_].scratch_at;  // Note [Scratch offsets]
       make_room(*at, span);
     }
   }
-  memory_->expect(std::move(outputs), workspace);
+  memory_->expect(std::move(outputs), workspace, scratch_at);
 }
 
 // The returned tensors' storages to the buffers (or a CPU step's locals)

@@ -233,10 +233,30 @@ void read_buffer(JsonCursor& cur, size_t index, Buffer& buffer) {
   if (problem.any()) fail_object("buffer", index, named ? &buffer.name : nullptr, problem);
 }
 
-constexpr std::array<std::string_view, 13> kOpFields = {
-    "\"id\"",   "\"name\"",    "\"type\"",          "\"phase\"", "\"in\"",
-    "\"out\"",  "\"updates\"", "\"workspace\"",     "\"flops\"", "\"bytes\"",
-    "\"time\"", "\"call\"",    "\"workspace_span\""};
+constexpr std::array<std::string_view, 15> kOpFields = {
+    "\"id\"",          "\"name\"",          "\"type\"",          "\"phase\"", "\"in\"",
+    "\"out\"",         "\"updates\"",       "\"workspace\"",     "\"flops\"", "\"bytes\"",
+    "\"time\"",        "\"call\"",          "\"workspace_span\"", "\"scratch_first\"",
+    "\"scratch_at\""};
+
+// A count of allocations a kernel makes (Note [Scratch before its output]).
+constexpr uint64_t kMaxScratchFirst = uint64_t{1} << 20;
+
+// An array of non-negative integers up to `max` (Note [Scratch before its
+// output], Note [Scratch offsets]).
+template <typename List>
+void read_counts(JsonCursor& cur, std::string_view field, uint64_t max, List& list,
+                 Problem& problem) {
+  if (cur.peek_type() != JsonType::kArray) {
+    problem.note("\"{}\" must be an array of non-negative integers, got {}", field,
+                 type_name(cur.peek_type()));
+    cur.skip_value();
+    return;
+  }
+  cur.for_each_element([&](size_t) {
+    list.push_back(static_cast<typename List::value_type>(read_size(cur, field, max, problem)));
+  });
+}
 
 // The op's "call" object, kept as its text (types.h): the executor's to read.
 void read_call(JsonCursor& cur, Op& op, Problem& problem) {
@@ -262,7 +282,9 @@ void read_op(JsonCursor& cur, size_t index, Op& op) {
     kBytes,
     kTime,
     kCall,
-    kWorkspaceSpan
+    kWorkspaceSpan,
+    kScratchFirst,
+    kScratchAt
   };
   Problem problem;
   Fields fields(kOpFields);
@@ -300,6 +322,12 @@ void read_op(JsonCursor& cur, size_t index, Op& op) {
         break;
       case kWorkspaceSpan:
         op.workspace_span = read_size(cur, "workspace_span", kMaxBytes, problem);
+        break;
+      case kScratchFirst:
+        read_counts(cur, "scratch_first", kMaxScratchFirst, op.scratch_first, problem);
+        break;
+      case kScratchAt:
+        read_counts(cur, "scratch_at", kMaxBytes, op.scratch_at, problem);
         break;
       case kFlops:
         op.flops = read_amount(cur, "flops", problem);
@@ -438,6 +466,13 @@ bool canonical_op(JsonCursor& cur, size_t index, Op& op) {
     return false;
   }
   if (cur.try_literal(",\"workspace_span\":") && !(span = canonical_size(cur, kMaxBytes))) {
+    return false;
+  }
+  if (cur.try_literal(",\"scratch_first\":") &&
+      !canonical_list(cur, kMaxScratchFirst, op.scratch_first)) {
+    return false;
+  }
+  if (cur.try_literal(",\"scratch_at\":") && !canonical_list(cur, kMaxBytes, op.scratch_at)) {
     return false;
   }
   if (!cur.try_literal(",\"flops\":") || !(flops = canonical_amount(cur)) ||

@@ -98,6 +98,8 @@ class Writer {
       out_ += ",\"workspace_span\":"sv;
       integer(o.workspace_span);
     }
+    if (!o.scratch_first.empty()) counts("scratch_first", o.scratch_first);
+    if (!o.scratch_at.empty()) counts("scratch_at", o.scratch_at);
     out_ += ",\"flops\":"sv;
     number(o.flops, "flops");
     out_ += ",\"bytes\":"sv;
@@ -129,6 +131,19 @@ class Writer {
     } catch (const Error& e) {
       fail("graph: {}: {}", place(), e.what());
     }
+  }
+
+  // Note [Scratch before its output], Note [Scratch offsets].
+  template <typename List>
+  void counts(const char* field, const List& list) {
+    out_ += ",\""sv;
+    out_ += field;
+    out_ += "\":["sv;
+    for (size_t i = 0; i < list.size(); ++i) {
+      if (i) out_ += ',';
+      integer(list[i]);
+    }
+    out_ += ']';
   }
 
   void ids(const char* field, const BufferIds& list) {

@@ -61,6 +61,21 @@ void check_op_fields(const Graph& graph, const Op& op, uint64_t buffer_bytes) {
     fail("graph: {}: \"workspace\" is {}, above the limit of 2^62 bytes", op_label(graph, op.id),
          op.workspace);
   }
+  if (!op.scratch_first.empty() && op.scratch_first.size() != op.out.size()) {
+    fail("graph: {}: \"scratch_first\" has {} counts for {} outputs", op_label(graph, op.id),
+         op.scratch_first.size(), op.out.size());
+  }
+  if (op.scratch_at.size() % 2 != 0) {
+    fail("graph: {}: \"scratch_at\" holds {} numbers, not (bytes, offset) pairs",
+         op_label(graph, op.id), op.scratch_at.size());
+  }
+  for (size_t i = 0; i + 1 < op.scratch_at.size(); i += 2) {
+    const uint64_t bytes = op.scratch_at[i], offset = op.scratch_at[i + 1];
+    if (bytes > contiguous_workspace(op) || offset > contiguous_workspace(op) - bytes) {
+      fail("graph: {}: \"scratch_at\" puts {} bytes at {}, past its workspace span of {}",
+           op_label(graph, op.id), bytes, offset, contiguous_workspace(op));
+    }
+  }
   if (op.workspace_span != 0 && op.workspace_span < op.workspace) {
     fail(
         "graph: {}: \"workspace_span\" is {}, below its workspace of {} bytes (Note "

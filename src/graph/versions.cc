@@ -81,6 +81,9 @@ int version_in_place_updates(Graph& graph) {
       if (graph.buffers[b].eager_free != kEagerUnknown) graph.buffers[b].eager_free = op.id;
       if (std::find(op.in.begin(), op.in.end(), b) == op.in.end()) op.in.push_back(b);
       op.out.push_back(next.id);
+      // A version is made from the previous one, not by the kernel's
+      // allocator (Note [Scratch before its output]).
+      if (!op.scratch_first.empty()) op.scratch_first.push_back(0);
       current[raw] = next.id;
       graph.buffers.push_back(std::move(next));
       ++added;

@@ -84,6 +84,21 @@ def grouped_conv():
     return model, batch, nn.CrossEntropyLoss(), optimizer
 
 
+def strided_conv():
+    """ResNet-18's layer4.0.conv1 (256 to 512 channels, 3x3, stride 2, over
+    an 8x8 input, b16) between batch norms. Its backward makes blocked
+    copies of its input gradient's and its weight gradient's sizes before
+    each of them (Note [Scratch before its output] in
+    src/exec/executor_compute.cc)."""
+    model = nn.Sequential(nn.Conv2d(3, 256, 1, bias=False), nn.BatchNorm2d(256), nn.ReLU(),
+                          nn.Conv2d(256, 512, 3, stride=2, padding=1, bias=False),
+                          nn.BatchNorm2d(512), nn.ReLU(),
+                          nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(512, 10))
+    batch = (torch.randn(16, 3, 8, 8), torch.randint(0, 10, (16,)))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9, foreach=False)
+    return model, batch, nn.CrossEntropyLoss(), optimizer
+
+
 def unet():
     model = UNet()
     batch = (torch.randn(16, 1, 96, 96), (torch.rand(16, 1, 96, 96) > 0.5).float())

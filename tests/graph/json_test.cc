@@ -246,6 +246,34 @@ TEST(Json, WorkspaceSpanRoundTrips) {
   EXPECT_EQ(graph_from_json_text(reordered.dump()).ops[3].workspace_span, 21u);
 }
 
+// Note [Scratch before its output] and Note [Scratch offsets]
+// (src/exec): what the tracer's scratch rules say of a kernel's
+// allocations, written right after the span, read back by both readers.
+TEST(Json, ScratchOrderRoundTrips) {
+  Graph graph = testing::two_layer_step();
+  graph.ops[3].workspace_span = 19;  // workspace 7; op 3 makes w.grad
+  graph.ops[3].scratch_first = {2};
+  graph.ops[3].scratch_at = {12, 0, 7, 12};
+  const std::string text = graph_to_json_text(graph);
+  EXPECT_NE(text.find(R"("workspace_span":19,"scratch_first":[2],"scratch_at":[12,0,7,12],)"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("scratch_first"), text.rfind("scratch_first"));  // op 3's only
+  const Graph back = graph_from_json_text(text);
+  EXPECT_EQ(back.ops[3].scratch_first, std::vector<uint32_t>{2});
+  EXPECT_EQ(back.ops[3].scratch_at, (std::vector<uint64_t>{12, 0, 7, 12}));
+  EXPECT_TRUE(back.ops[0].scratch_first.empty());
+  nlohmann::json reordered = nlohmann::json::parse(text);
+  nlohmann::json op = reordered["ops"][3];
+  reordered["ops"][3] = {{"scratch_at", {19, 0}}, {"scratch_first", {1}}, {"id", 3},
+                         {"name", op["name"]},    {"type", op["type"]},   {"phase", op["phase"]},
+                         {"in", op["in"]},        {"out", op["out"]},     {"workspace", 7},
+                         {"workspace_span", 19}};
+  const Graph general = graph_from_json_text(reordered.dump());
+  EXPECT_EQ(general.ops[3].scratch_first, std::vector<uint32_t>{1});
+  EXPECT_EQ(general.ops[3].scratch_at, (std::vector<uint64_t>{19, 0}));
+}
+
 TEST(Json, FileRoundTripIsAtomic) {
   const fs::path dir = temp_dir();
   const std::string path = (dir / "g.json").string();

@@ -76,6 +76,14 @@ struct Op {
   // Note [Workspace span]: the contiguous bytes that scratch needs when the
   // op's outputs sit at addresses of their own (0: `workspace` itself).
   uint64_t workspace_span = 0;
+  // Note [Scratch before its output] (src/exec/executor_compute.cc): per
+  // output, in `out` order, how many allocations of its size the kernel
+  // makes before it (the tracer's scratch rules); empty: none said.
+  std::vector<uint32_t> scratch_first;
+  // Note [Scratch offsets] (src/exec/device_memory.cc): the kernel's scratch
+  // allocations in the order it makes them, as pairs (bytes, offset in the
+  // workspace span), flat; empty: none said.
+  std::vector<uint64_t> scratch_at;
   double flops = 0;
   double bytes = 0;            // memory traffic, for the cost model
   std::optional<double> time;  // measured seconds; overrides the cost model
