@@ -69,9 +69,9 @@ Misfit misfit(const SimResult& sim, const Plan& plan, const ConfigWork& work, co
   if (sim.device_peak_step < plan.steps.size()) {
     const Step& s = plan.steps[sim.device_peak_step];
     const bool runs = s.kind == StepKind::kCompute || s.kind == StepKind::kRecompute;
-    at = fmt::format(" at step {} ({} of {})", sim.device_peak_step, to_string(s.kind),
-                     runs ? detail::op_label(work.graph, s.op)
-                          : detail::buffer_label(work.graph, s.buf));
+    at = fmt::format(
+        " at step {} ({} of {})", sim.device_peak_step, to_string(s.kind),
+        runs ? detail::op_label(work.graph, s.op) : detail::buffer_label(work.graph, s.buf));
   }
   Misfit over{fmt::format("device memory exceeds the budget by {} bytes ({} > {}){}",
                           device - budget, device, budget, at),
@@ -104,7 +104,7 @@ Candidate fit(const ConfigWork& work, Activations activations, const Hardware& h
   c.activations = std::string(to_string(activations));
   c.states = work.config;
   uint64_t activation_budget = budget;
-  uint64_t first_peak = 0;  // the finished plan's device peak at the whole budget
+  uint64_t first_peak = 0;           // the finished plan's device peak at the whole budget
   uint64_t lowest_peak = kMaxBytes;  // the lowest device peak of a finished plan over it
   const uint64_t host_free = activations == Activations::kCapuchinSpill ? host_left(work, hw) : 0;
   for (int attempt = 0; attempt < kMaxTries; ++attempt) {

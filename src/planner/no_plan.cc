@@ -67,8 +67,8 @@ Misfit node_misfit(const SimResult& sim, const Graph& graph, const Hardware& har
             nvme};
   }
   return {fmt::format(
-              "NVMe use of the node's {} ranks ({} x {} bytes) exceeds its {} bytes by {} bytes",
-              k, k, rank, options.nvme_bytes, node - options.nvme_bytes),
+              "NVMe use of the node's {} ranks ({} x {} bytes) exceeds its {} bytes by {} bytes", k,
+              k, rank, options.nvme_bytes, node - options.nvme_bytes),
           nvme};
 }
 

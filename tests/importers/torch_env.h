@@ -63,13 +63,13 @@ inline bool transformers_available() {
   return available;
 }
 
-#define MEMWALL_REQUIRE_TRANSFORMERS()                                            \
-  do {                                                                            \
-    MEMWALL_REQUIRE_TORCH();                                                      \
-    if (!::memwall::testing::transformers_available()) {                          \
-      GTEST_SKIP() << "transformers is not importable by "                        \
-                   << ::memwall::importers::tracer_python();                      \
-    }                                                                             \
+#define MEMWALL_REQUIRE_TRANSFORMERS()                       \
+  do {                                                       \
+    MEMWALL_REQUIRE_TORCH();                                 \
+    if (!::memwall::testing::transformers_available()) {     \
+      GTEST_SKIP() << "transformers is not importable by "   \
+                   << ::memwall::importers::tracer_python(); \
+    }                                                        \
   } while (0)
 
 // The one-line message trace_torch throws for `request`, or "" when it

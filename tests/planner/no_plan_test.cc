@@ -55,15 +55,15 @@ TEST(NoPlan, NamesTheClosestConfigurationsNotTheMostFrugal) {
   // Both ran out there: the host, further off, first.
   EXPECT_LT(what.find(host_peak), what.find("; and device memory exceeds the budget by "));
   ASSERT_EQ(e.notes().size(), 2u);
-  EXPECT_EQ(e.notes()[0].rfind("next closest: replicated states, optimizer on host (keep-all): ", 0),
-            0u)
+  EXPECT_EQ(
+      e.notes()[0].rfind("next closest: replicated states, optimizer on host (keep-all): ", 0), 0u)
       << e.notes()[0];
   EXPECT_NE(e.notes()[0].find(" bytes, 1.46x)"), std::string::npos) << e.notes()[0];
-  EXPECT_EQ(e.notes()[1].rfind(
-                "next closest: replicated states, optimizer on host, parameters on host "
-                "(keep-all): ",
-                0),
-            0u)
+  EXPECT_EQ(
+      e.notes()[1].rfind("next closest: replicated states, optimizer on host, parameters on host "
+                         "(keep-all): ",
+                         0),
+      0u)
       << e.notes()[1];
   EXPECT_NE(e.notes()[1].find(" bytes, 1.64x)"), std::string::npos) << e.notes()[1];
   for (const std::string& line : {what, e.notes()[0], e.notes()[1]}) {

@@ -338,8 +338,7 @@ TEST(AutoPlanner, ImpossibleRequestsNameWhatRunsOut) {
       << host.what();
   ASSERT_FALSE(host.notes().empty()) << host.what();
   for (const std::string& note : host.notes()) {
-    EXPECT_NE(note.find("host memory exceeds the host's 1048576 bytes"), std::string::npos)
-        << note;
+    EXPECT_NE(note.find("host memory exceeds the host's 1048576 bytes"), std::string::npos) << note;
   }
   EXPECT_THROW(plan_auto(g, hw, {.ranks = 0}), Error);
   EXPECT_THROW(plan_auto(g, hw, {.zero_stage = 4}), Error);

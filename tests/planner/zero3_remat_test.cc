@@ -88,8 +88,7 @@ TEST(Zero3Remat, Stage3DropsAndRecomputesWhatStage2Does) {
   const Plan p2 = plan_with_checkpoints(s2, none, hw.name, hw.device_memory_bytes);
   const Plan p3 = plan_with_checkpoints(s3, std::vector<uint8_t>(s3.buffers.size(), 0), hw.name,
                                         hw.device_memory_bytes);
-  EXPECT_EQ(dropped_bytes(s3, std::vector<uint8_t>(s3.buffers.size(), 0)),
-            dropped_bytes(s2, none));
+  EXPECT_EQ(dropped_bytes(s3, std::vector<uint8_t>(s3.buffers.size(), 0)), dropped_bytes(s2, none));
   const std::vector<std::string> ops2 = recomputed(s2, p2, false);
   EXPECT_EQ(recomputed(s3, p3, false), ops2);
   EXPECT_FALSE(ops2.empty());

@@ -82,9 +82,9 @@ struct Candidate {
   std::string activations;  // the activation planner: keep-all, remat:memwall, capuchin, ...
   StateConfig states;
   bool fits = false;
-  std::string why;  // when it does not fit: the first resource that runs out, and by how much
+  std::string why;     // when it does not fit: the first resource that runs out, and by how much
   Shortfall short_of;  // when it does not fit: the same as numbers
-  Graph graph;      // what the plan runs (the rank's graph, rewritten for offload)
+  Graph graph;         // what the plan runs (the rank's graph, rewritten for offload)
   Plan plan;
   SimResult sim;  // within the budget when it fits
   double solve_seconds = 0;
@@ -123,8 +123,9 @@ struct AutoPlan {
 // Throws Error when nothing fits, naming the configuration that came
 // closest and what ran out there and by how much (device memory at which
 // op, host, NVMe), with the next closest as the Error's notes (Note [What
-// ran out] in no_plan.cc), or for bad options. Configurations whose rewrite does not apply to the graph
-// are skipped (AutoPlan::skipped); the plan comes from the others.
+// ran out] in no_plan.cc), or for bad options. Configurations whose
+// rewrite does not apply to the graph are skipped (AutoPlan::skipped); the
+// plan comes from the others.
 AutoPlan plan_auto(const Graph& graph, const Hardware& hardware, const PlannerOptions& options);
 
 // The single techniques alone (the side-by-side table): best remat-only,
