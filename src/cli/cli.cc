@@ -68,6 +68,7 @@ int run(int argc, char** argv) {
     return action();
   } catch (const Error& e) {
     std::cerr << fmt::format("memwall: error: {}\n", e.what());
+    for (const std::string& note : e.notes()) std::cerr << fmt::format("memwall: note: {}\n", note);
     return 2;
   } catch (const std::bad_alloc&) {
     std::cerr << "memwall: error: out of memory (input too large)\n";

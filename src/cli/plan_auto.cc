@@ -154,6 +154,12 @@ nlohmann::json candidate_json(const Candidate& c) {
     j["host_peak_bytes"] = c.sim.peak_bytes[1];
   } else {
     j["why"] = c.why;
+    // What ran out as numbers, when known (Note [What ran out]).
+    if (c.short_of.limit > 0) {
+      j["short_of"] = {{"memory", to_string(c.short_of.memory)},
+                       {"need_bytes", c.short_of.need},
+                       {"limit_bytes", c.short_of.limit}};
+    }
   }
   return j;
 }

@@ -33,6 +33,24 @@
 // torch.utils.checkpoint users do with a frozen copy, and what the executor
 // does). That makes such an op recomputable; an op that updates a gradient
 // (accumulation) or anything during backward or the optimizer step is not.
+//
+// Note [Gathers replay with the forward]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Under ZeRO-3 (Note [ZeRO as a graph] in src/swap/zero.cc) each run of a
+// parameter's forward users reads a whole copy of it that a collective (an
+// op of phase comm) gathers from the rank's shard just before, and that
+// dies after the run. An activation whose producer reads such a copy comes
+// back in backward only if the copy does. It can: the shard is persistent,
+// so replaying the all-gather re-creates the copy, as DeepSpeed's ZeRO-3
+// fetches a module's parameters again when activation checkpointing re-runs
+// its forward. Planners that replayed only ops of phase forward kept every
+// activation such a copy feeds (every matmul's output in a transformer), so
+// stage 3 lost most of the recomputation stage 2 plans with (issue 45). So
+// a collective that updates nothing, reads only persistent buffers and
+// whose outputs only forward ops read is a forward op for
+// rematerialization: a replay re-gathers on the collective stream, and the
+// copy lives only while the replayed readers run (Note [Applying
+// evictions] in src/plan/builders.cc).
 #include "memwall/graph/versions.h"
 
 #include <algorithm>
@@ -106,6 +124,34 @@ bool recomputable(const Graph& graph, const Op& op) {
            is_persistent(graph.buffers[b].kind) &&
            std::find(op.in.begin(), op.in.end(), b) == op.in.end();
   });
+}
+
+std::vector<uint8_t> forward_side_ops(const Graph& graph) {
+  std::vector<uint8_t> side(graph.ops.size(), 0);
+  std::vector<OpId> gatherer(graph.buffers.size(), kNoOp);  // a candidate collective's outputs
+  for (const Op& op : graph.ops) {
+    side[op.id] = op.phase == Phase::kForward;
+    if (op.phase != Phase::kComm || !op.updates.empty() || op.out.empty()) continue;
+    const bool from_state = std::all_of(op.in.begin(), op.in.end(), [&](BufferId b) {
+      return is_persistent(graph.buffers[b].kind);
+    });
+    if (!from_state) continue;
+    for (const BufferId b : op.out) gatherer[b] = op.id;
+  }
+  std::vector<uint8_t> read(graph.ops.size(), 0), read_elsewhere(graph.ops.size(), 0);
+  for (const Op& op : graph.ops) {
+    const auto use = [&](BufferId b) {
+      const OpId q = gatherer[b];
+      if (q == kNoOp) return;
+      (op.phase == Phase::kForward ? read : read_elsewhere)[q] = 1;
+    };
+    for (const BufferId b : op.in) use(b);
+    for (const BufferId b : op.updates) use(b);
+  }
+  for (const Op& op : graph.ops) {
+    if (op.phase == Phase::kComm) side[op.id] = read[op.id] && !read_elsewhere[op.id];
+  }
+  return side;
 }
 
 }  // namespace memwall

@@ -43,6 +43,7 @@ namespace {
 
 using planner_detail::Activations;
 using planner_detail::ConfigWork;
+using planner_detail::failure_of;
 using planner_detail::fit;
 using planner_detail::make_config;
 
@@ -319,15 +320,17 @@ Candidate fit_patrickstar(const Graph& graph, const Hardware& hw, const PlannerO
   // The host share comes from the keep-all run; an activation plan's
   // different pace can queue more on the host (gradients waiting for their
   // CPU step): a few points less each try.
+  // A try that misses by more than the one before ends the retries, and
+  // the closer one stays (Note [What ran out] in no_plan.cc).
   StateConfig config = base.config;
   for (int retry = 0; retry < 3 && split && !c.fits && !deadline.passed() &&
-                      c.why.find("host memory exceeds") != std::string::npos;
+                      c.short_of.memory == Tier::kHost && c.short_of.limit > 0;
        ++retry) {
     StateConfig lower = config;
     lower.optimizer_host_share -= 0.05;
     if (lower.optimizer_host_share < 0.02) break;
     std::optional<Candidate> refit = fit_config(lower);
-    if (!refit) break;
+    if (!refit || (!refit->fits && refit->short_of.ratio() > c.short_of.ratio())) break;
     config = lower;
     c = std::move(*refit);
   }
@@ -510,18 +513,21 @@ AutoPlan plan_auto(const Graph& graph, const Hardware& hardware, const PlannerOp
   }
   std::stable_sort(works.begin(), works.end(),
                    [](const Work& a, const Work& b) { return a.bound.seconds < b.bound.seconds; });
-  // Why each configuration failed; memwall's rematerialization planner's
-  // reason is preferred (it names the lowest budget it reaches, or the
-  // proven bound no plan goes below).
-  std::vector<std::string> why(works.size());
+  // Why each configuration failed: its activation planner that came
+  // closest (Note [What ran out] in no_plan.cc), memwall's
+  // rematerialization planner's on a tie (it names the lowest budget it
+  // reaches, or the proven bound no plan goes below).
+  std::vector<planner_detail::Failure> failures;
+  for (const Candidate& c : result.singles) {
+    if (!c.fits && !c.why.starts_with("not tried")) failures.push_back(failure_of(c));
+  }
   for (size_t i = 0; i < works.size(); ++i) {
     const Work& w = works[i];
     if (w.bound.seconds >= best_time) {
-      why[i] = w.bound.why;
+      failures.push_back({w.work.config, "keep-all", w.bound.why, w.bound.short_of});
       continue;
     }
     if (deadline.passed()) {
-      why[i] = fmt::format("not tried: the {} s time limit ran out", options.time_limit);
       out_of_time = true;
       continue;
     }
@@ -532,6 +538,7 @@ AutoPlan plan_auto(const Graph& graph, const Hardware& hardware, const PlannerOp
     // Capuchin, which took a second to fail on each such configuration of
     // Llama-2-70B on 8 ranks, is not run.
     const bool below_bound = remat_lower_bound(w.work.view).bytes > result.budget;
+    std::optional<planner_detail::Failure> closest;
     for (const Activations a : kActivationPlanners) {
       if (below_bound && a != Activations::kRemat) continue;
       if (deadline.passed()) {
@@ -546,13 +553,16 @@ AutoPlan plan_auto(const Graph& graph, const Hardware& hardware, const PlannerOp
         found = std::move(c);
         if (a == Activations::kKeepAll) break;
       } else if (!c.fits) {
-        if (why[i].empty() || a == Activations::kRemat) {
-          why[i] = fmt::format("with {}, {}", c.activations, c.why);
+        const double ratio = c.short_of.ratio();
+        if (!closest || ratio < closest->short_of.ratio() ||
+            (ratio == closest->short_of.ratio() && a == Activations::kRemat)) {
+          closest = failure_of(c);
         }
       } else if (a == Activations::kKeepAll) {
         break;  // fits but no faster: nothing in this configuration is
       }
     }
+    if (closest) failures.push_back(std::move(*closest));
   }
   // Note [Device chunk search].
   const Candidate* so_far = found.fits ? &found : best;
@@ -569,29 +579,17 @@ AutoPlan plan_auto(const Graph& graph, const Hardware& hardware, const PlannerOp
   } else if (works.empty()) {
     fail("no plan for {} on {}: no model-state configuration applies ({})", graph.name, hw.name,
          result.skipped.front().why);
+  } else if (out_of_time) {
+    planner_detail::fail_no_plan(
+        fmt::format("no plan found within the {} s time limit for a device budget of {} bytes on "
+                    "{} ({} of {} configurations tried; a longer time limit may find one)",
+                    options.time_limit, result.budget, hw.name, result.configs_tried,
+                    stages(options).size() * std::size(kPlacements)),
+        {}, std::move(failures));
   } else {
-    // Explain with the configuration that keeps the least on the device:
-    // the highest stage with everything on NVMe.
-    size_t frugal = 0;
-    const auto rank = [](const StateConfig& c) {
-      return c.stage * 100 + static_cast<int>(c.params) * 10 + static_cast<int>(c.optimizer);
-    };
-    for (size_t i = 1; i < works.size(); ++i) {
-      if (rank(works[i].work.config) > rank(works[frugal].work.config)) frugal = i;
-    }
-    if (out_of_time) {
-      fail(
-          "no plan found within the {} s time limit for a device budget of {} bytes on {} ({} of "
-          "{} configurations tried); a longer time limit may find one",
-          options.time_limit, result.budget, hw.name, result.configs_tried,
-          stages(options).size() * std::size(kPlacements));
-    }
-    const std::string skipped =
-        result.skipped.empty() ? std::string()
-                               : fmt::format(" ({} configurations skipped: {})",
-                                             result.skipped.size(), result.skipped.front().why);
-    fail("no plan fits a device budget of {} bytes on {}: even with {}, {}{}", result.budget,
-         hw.name, works[frugal].work.config.name(), why[frugal], skipped);
+    planner_detail::fail_no_plan(
+        fmt::format("no plan fits a device budget of {} bytes on {}", result.budget, hw.name),
+        result.skipped, std::move(failures));
   }
   result.best.technique = "auto";
   result.solve_seconds = clock.seconds();

@@ -96,27 +96,9 @@ Unconstrained unconstrained_time(const ConfigWork& work, const Hardware& hardwar
                                  const PlannerOptions& options) {
   constexpr double kNever = std::numeric_limits<double>::infinity();
   const SimResult& sim = work.keep_all(hardware).sim;
-  if (!sim.valid) return {kNever, sim.reason};
-  if (std::string why = nvme_misfit(sim, work.graph, hardware, options); !why.empty()) {
-    return {kNever, std::move(why)};
-  }
-  return {sim.iteration_time, {}};
-}
-
-std::string nvme_misfit(const SimResult& sim, const Graph& graph, const Hardware& hardware,
-                        const PlannerOptions& options) {
-  if (options.nvme_bytes == 0) return {};
-  const uint64_t rank = sim.peak_bytes[static_cast<size_t>(Tier::kNvme)];
-  const int k = ranks_per_node(hardware, graph_ranks(graph));
-  const uint64_t node = checked_mul(rank, static_cast<uint64_t>(k), "the node's NVMe use");
-  if (node <= options.nvme_bytes) return {};
-  if (k == 1) {
-    return fmt::format("NVMe use exceeds its {} bytes by {} bytes", options.nvme_bytes,
-                       node - options.nvme_bytes);
-  }
-  return fmt::format(
-      "NVMe use of the node's {} ranks ({} x {} bytes) exceeds its {} bytes by {} bytes", k, k,
-      rank, options.nvme_bytes, node - options.nvme_bytes);
+  Misfit misfit = node_misfit(sim, work.graph, hardware, options);
+  if (!misfit.why.empty()) return {kNever, std::move(misfit.why), misfit.short_of};
+  return {sim.iteration_time, {}, {}};
 }
 
 }  // namespace memwall::planner_detail

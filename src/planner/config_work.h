@@ -3,7 +3,9 @@
 #pragma once
 
 #include <optional>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "memwall/planner/planner.h"
 #include "memwall/sim/simulator.h"
@@ -60,6 +62,7 @@ Candidate fit(const ConfigWork& work, Activations activations, const Hardware& h
 struct Unconstrained {
   double seconds = 0;
   std::string why;
+  Shortfall short_of;  // with why
 };
 Unconstrained unconstrained_time(const ConfigWork& work, const Hardware& hardware,
                                  const PlannerOptions& options);
@@ -67,10 +70,33 @@ Unconstrained unconstrained_time(const ConfigWork& work, const Hardware& hardwar
 // The host size the options ask for.
 Hardware with_host(const Hardware& hardware, const PlannerOptions& options);
 
-// Why the NVMe use of a simulated rank of `graph` does not fit the node's
-// --nvme capacity: the rank's peak times the ranks sharing the node
-// (Note [Ranks on a node] in hw/ranks.cc); empty when it fits.
-std::string nvme_misfit(const SimResult& sim, const Graph& graph, const Hardware& hardware,
-                        const PlannerOptions& options);
+// Why a simulation of a rank of `graph` does not fit the node outside the
+// device budget, as one line and as numbers; why empty when it fits.
+struct Misfit {
+  std::string why;
+  Shortfall short_of;
+};
+// The simulator's verdict when it rejects the plan (host memory over the
+// rank's share of the node's: Note [Ranks on a node] in hw/ranks.cc), or
+// NVMe use over the node's --nvme capacity (the rank's peak times the
+// ranks sharing the node).
+Misfit node_misfit(const SimResult& sim, const Graph& graph, const Hardware& hardware,
+                   const PlannerOptions& options);
+
+// A way to run the iteration that found no plan (Note [What ran out] in
+// no_plan.cc).
+struct Failure {
+  StateConfig config;
+  std::string activations;
+  std::string why;
+  Shortfall short_of;
+};
+// The failure of `c` (one that does not fit).
+Failure failure_of(const Candidate& c);
+// Throws Error: `head` and the configurations `skipped`, then the closest
+// of `failures` and what ran out there; the next closest configurations
+// become its notes.
+[[noreturn]] void fail_no_plan(const std::string& head, const std::vector<SkippedConfig>& skipped,
+                               std::vector<Failure> failures);
 
 }  // namespace memwall::planner_detail

@@ -12,12 +12,14 @@
 // does not land on the edge again) and the planner runs again, at most
 // kMaxTries times. The simulator judges every finished plan; the first
 // that fits is kept, since a lower activation budget only adds work.
+#include <algorithm>
 #include <limits>
 
 #include <fmt/format.h>
 
 #include "config_work.h"
 #include "memwall/graph/deadline.h"
+#include "memwall/graph/describe.h"
 #include "memwall/graph/error.h"
 #include "memwall/graph/stopwatch.h"
 #include "memwall/plan/builders.h"
@@ -54,16 +56,32 @@ Plan activation_plan(const Graph& view, Activations activations, const Hardware&
   fail("no activation planner for {}", to_string(activations));
 }
 
-// Why a finished plan does not fit, as one line; empty when it fits.
-std::string misfit(const SimResult& sim, const ConfigWork& work, const Hardware& hw,
-                   uint64_t budget, const PlannerOptions& options) {
-  if (!sim.valid) return sim.reason;
+// Why a finished plan does not fit, as one line and as numbers; why empty
+// when it fits. A device overrun names the step that reached the peak; when
+// the node's memory runs out too, the further off comes first, since it
+// binds (Note [What ran out] in no_plan.cc).
+Misfit misfit(const SimResult& sim, const Plan& plan, const ConfigWork& work, const Hardware& hw,
+              uint64_t budget, const PlannerOptions& options) {
+  Misfit node = node_misfit(sim, work.graph, hw, options);
   const uint64_t device = device_peak(sim);
-  if (device > budget) {
-    return fmt::format("device memory exceeds the budget by {} bytes ({} > {})", device - budget,
-                       device, budget);
+  if (device <= budget) return node;
+  std::string at;
+  if (sim.device_peak_step < plan.steps.size()) {
+    const Step& s = plan.steps[sim.device_peak_step];
+    const bool runs = s.kind == StepKind::kCompute || s.kind == StepKind::kRecompute;
+    at = fmt::format(
+        " at step {} ({} of {})", sim.device_peak_step, to_string(s.kind),
+        runs ? detail::op_label(work.graph, s.op) : detail::buffer_label(work.graph, s.buf));
   }
-  return nvme_misfit(sim, work.graph, hw, options);
+  Misfit over{fmt::format("device memory exceeds the budget by {} bytes ({} > {}){}",
+                          device - budget, device, budget, at),
+              {Tier::kDevice, device, budget}};
+  if (node.why.empty()) return over;
+  const bool node_worse = node.short_of.ratio() > over.short_of.ratio();
+  Misfit& worse = node_worse ? node : over;
+  const Misfit& other = node_worse ? over : node;
+  worse.why += "; and " + other.why;
+  return worse;
 }
 
 // Host memory left by the configuration's model-state traffic: its
@@ -86,7 +104,8 @@ Candidate fit(const ConfigWork& work, Activations activations, const Hardware& h
   c.activations = std::string(to_string(activations));
   c.states = work.config;
   uint64_t activation_budget = budget;
-  uint64_t first_peak = 0;  // the finished plan's device peak at the whole budget
+  uint64_t first_peak = 0;           // the finished plan's device peak at the whole budget
+  uint64_t lowest_peak = kMaxBytes;  // the lowest device peak of a finished plan over it
   const uint64_t host_free = activations == Activations::kCapuchinSpill ? host_left(work, hw) : 0;
   for (int attempt = 0; attempt < kMaxTries; ++attempt) {
     Plan plan;
@@ -102,18 +121,39 @@ Candidate fit(const ConfigWork& work, Activations activations, const Hardware& h
             activation_plan(work.view, activations, hw, activation_budget, host_free, left));
       } catch (const Error& e) {
         // After a lowered budget, say so: the planner's message is about
-        // the activation budget, not the device budget.
+        // the activation budget, not the device budget, and the closest it
+        // came is the plan for the whole budget.
         c.why = attempt == 0 ? std::string(e.what())
                              : fmt::format(
                                    "the model-state moves took its plan for the whole budget to "
                                    "{} bytes; at an activation budget lowered to {} bytes, {}",
                                    first_peak, activation_budget, e.what());
+        const auto* over = dynamic_cast<const BudgetError*>(&e);
+        if (attempt > 0) {
+          c.short_of = {Tier::kDevice, lowest_peak, budget};
+        } else if (over != nullptr) {
+          c.short_of = {Tier::kDevice, over->lowest(), budget};
+        }
+        // The activation planner sees the device alone; where even every
+        // activation kept overruns the host or NVMe, and further off, that
+        // binds (Note [What ran out] in no_plan.cc).
+        Misfit node = node_misfit(work.keep_all(hw).sim, work.graph, hw, options);
+        if (node.short_of.limit > 0 && node.short_of.ratio() > c.short_of.ratio()) {
+          c.why = fmt::format("{} (every activation kept); and {}", node.why, c.why);
+          c.short_of = node.short_of;
+        }
         break;
       }
       plan.budget = kMaxBytes;  // to learn the peak; the verdict is misfit's
       sim = simulate(work.graph, plan, hw, {.record_curves = false});
     }
-    c.why = misfit(sim, work, hw, budget, options);
+    Misfit m = misfit(sim, plan, work, hw, budget, options);
+    if (m.short_of.memory == Tier::kDevice && m.short_of.limit > 0) {
+      lowest_peak = std::min(lowest_peak, m.short_of.need);
+      m.short_of.need = lowest_peak;
+    }
+    c.why = std::move(m.why);
+    c.short_of = m.short_of;
     if (c.why.empty()) {
       plan.budget = budget;
       sim.budget = budget;

@@ -81,8 +81,10 @@ std::vector<uint8_t> effective_keep(const Graph& graph, std::span<const uint8_t>
     available[b.id] =
         is_persistent(b.kind) || (last != kNoOp && graph.ops[last].phase != Phase::kForward);
   }
+  // The forward's gathers count (Note [Gathers replay with the forward]).
+  const std::vector<uint8_t> forward = forward_side_ops(graph);
   for (const Op& op : graph.ops) {
-    if (op.phase != Phase::kForward) continue;
+    if (!forward[op.id]) continue;
     bool inputs_available = recomputable(graph, op);
     for (const BufferId x : op.in) inputs_available = inputs_available && available[x];
     for (const BufferId b : op.out) {
@@ -203,15 +205,18 @@ std::vector<BufferId> candidate_checkpoints(const Graph& graph) {
   // exactly one buffer names it.
   std::vector<int64_t> count(n + 1, 0);
   std::vector<int64_t> id_sum(n + 1, 0);
+  // A cut beside a gather of the forward is a cut of the forward (Note
+  // [Gathers replay with the forward]): ZeRO-3 puts one before each layer.
+  const std::vector<uint8_t> forward = forward_side_ops(graph);
   std::vector<OpId> last_forward_use(graph.buffers.size(), kNoOp);
   for (const Op& op : graph.ops) {
-    if (op.phase != Phase::kForward) continue;
+    if (!forward[op.id]) continue;
     for (const BufferId b : op.in) last_forward_use[b] = op.id;
     for (const BufferId b : op.updates) last_forward_use[b] = op.id;
   }
   std::vector<OpId> producer(graph.buffers.size(), kNoOp);
   for (const Op& op : graph.ops) {
-    if (op.phase != Phase::kForward) continue;
+    if (!forward[op.id]) continue;
     for (const BufferId b : op.out) {
       producer[b] = op.id;
       const OpId last = last_forward_use[b];
@@ -229,9 +234,7 @@ std::vector<BufferId> candidate_checkpoints(const Graph& graph) {
   for (size_t c = 0; c + 1 < n; ++c) {
     crossing += count[c];
     crossing_ids += id_sum[c];
-    if (graph.ops[c].phase != Phase::kForward || graph.ops[c + 1].phase != Phase::kForward) {
-      continue;
-    }
+    if (!forward[c] || !forward[c + 1]) continue;
     if (crossing != 1) continue;
     const auto b = static_cast<BufferId>(crossing_ids);
     if (droppable[b] && !seen[b]) {

@@ -252,8 +252,10 @@ RematResult plan_memwall(const Graph& graph, const Hardware& hardware, uint64_t 
   const Deadline deadline = remat_detail::work_deadline(options);
   const RematBound bound = remat_lower_bound(graph);
   if (budget < bound.bytes) {
-    fail("memwall: no plan can fit a budget of {} bytes ({}): {}, {} bytes ({}) in all", budget,
-         gib(budget), bound.why, bound.bytes, gib(bound.bytes));
+    throw BudgetError(
+        fmt::format("memwall: no plan can fit a budget of {} bytes ({}): {}, {} bytes ({}) in all",
+                    budget, gib(budget), bound.why, bound.bytes, gib(bound.bytes)),
+        bound.bytes);
   }
   Judged best = judge(graph, hardware, default_plan(graph, hardware.name, budget),
                       "keep-all fits: nothing recomputed");
@@ -298,12 +300,14 @@ RematResult plan_memwall(const Graph& graph, const Hardware& hardware, uint64_t 
     floor_options.time_limit = std::max(0.0, deadline.left());
     RematFloor floor = remat_floor(graph, hardware, floor_options);
     if (floor.bytes > budget) {
-      fail(
-          "memwall: no plan found within a budget of {} bytes ({}){}; the lowest budget it "
-          "reaches is {} bytes ({}), {}; none can fit below {} bytes ({})",
-          budget, gib(budget),
-          floor.cut_short ? fmt::format(" in the {} s time limit", options.time_limit) : "",
-          floor.bytes, gib(floor.bytes), floor.why, floor.bound.bytes, gib(floor.bound.bytes));
+      throw BudgetError(
+          fmt::format(
+              "memwall: no plan found within a budget of {} bytes ({}){}; the lowest budget it "
+              "reaches is {} bytes ({}), {}; none can fit below {} bytes ({})",
+              budget, gib(budget),
+              floor.cut_short ? fmt::format(" in the {} s time limit", options.time_limit) : "",
+              floor.bytes, gib(floor.bytes), floor.why, floor.bound.bytes, gib(floor.bound.bytes)),
+          floor.bytes);
     }
     best = judge(graph, hardware, std::move(floor.plan),
                  fmt::format("the floor search's plan, {}", floor.why));

@@ -105,6 +105,9 @@ CheckpointSearch::CheckpointSearch(const Graph& graph, const Hardware& hardware,
       resident_in_backward(graph, lives, saved, has_backward(graph));
   std::vector<uint8_t> is_boundary(graph.buffers.size(), 0);
   for (const BufferId b : candidate_checkpoints(graph)) is_boundary[b] = 1;
+  // A closure may replay the forward's gathers (Note [Gathers replay with
+  // the forward]), priced at their collective's time.
+  const std::vector<uint8_t> forward = forward_side_ops(graph);
 
   std::vector<uint32_t> seen(graph.ops.size(), 0);
   uint32_t stamp = 0;
@@ -130,8 +133,8 @@ CheckpointSearch::CheckpointSearch(const Graph& graph, const Hardware& hardware,
       stack.pop_back();
       if (resident[x]) continue;
       const OpId q = lives[x].producer;
-      if (q == kNoOp || !recomputable(graph, graph.ops[q]) ||
-          graph.ops[q].phase != Phase::kForward || ++visited > kClosureCap) {
+      if (q == kNoOp || !recomputable(graph, graph.ops[q]) || !forward[q] ||
+          ++visited > kClosureCap) {
         cost = kInf;
         break;
       }

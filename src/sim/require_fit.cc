@@ -23,8 +23,9 @@ SimResult require_fit(const Graph& graph, const Hardware& hardware, const Plan& 
   if (!sim.valid) fail("{}: the simulator rejects the plan: {}", who, sim.reason);
   const uint64_t peak = device_peak(sim);
   if (peak > budget) {
-    fail("{}: needs {} device bytes, over the budget of {} by {}", who, peak, budget,
-         peak - budget);
+    throw BudgetError(fmt::format("{}: needs {} device bytes, over the budget of {} by {}", who,
+                                  peak, budget, peak - budget),
+                      peak);
   }
   sim.budget = budget;
   return sim;

@@ -62,6 +62,7 @@ bool Simulator::allocate_device(double time, uint64_t bytes, BufferId b) {
   if (device_bytes_ > result_.peak_bytes[kDevice]) {
     result_.peak_bytes[kDevice] = device_bytes_;
     result_.peak_time[kDevice] = time;
+    result_.device_peak_step = step_;
   }
   if (device_bytes_ > plan_.budget) {
     const std::string what =

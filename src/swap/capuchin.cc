@@ -195,18 +195,20 @@ class Capuchin {
         round.op = peak_op(plan, sim);
       }
       const auto out_of_time = [&] {
-        fail(
-            "capuchin: time limit of {} s reached; the lowest device peak it reached is {} "
-            "bytes, over the budget of {} by {}",
-            options_.time_limit, lowest, budget_, lowest - budget_);
+        throw BudgetError(
+            fmt::format("capuchin: time limit of {} s reached; the lowest device peak it reached "
+                        "is {} bytes, over the budget of {} by {}",
+                        options_.time_limit, lowest, budget_, lowest - budget_),
+            lowest);
       };
       if (deadline_.passed()) out_of_time();
       if (!select(round.op, round.peak - budget_)) {
         if (deadline_.passed()) out_of_time();
-        fail(
-            "capuchin: the lowest device peak it reaches is {} bytes, over the budget of {} by "
-            "{}; nothing left spanning the peak at {} lowers it",
-            lowest, budget_, lowest - budget_, detail::op_label(graph_, round.op));
+        throw BudgetError(
+            fmt::format("capuchin: the lowest device peak it reaches is {} bytes, over the budget "
+                        "of {} by {}; nothing left spanning the peak at {} lowers it",
+                        lowest, budget_, lowest - budget_, detail::op_label(graph_, round.op)),
+            lowest);
       }
       last = round;
       ++rounds;

@@ -5,6 +5,7 @@
 // planner reaches), and the bench spans the budgets from that floor to the
 // keep-all peak.
 #include <gtest/gtest.h>
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
@@ -210,6 +211,18 @@ TEST(CliPlan, AutoIsTheDefaultAndItsPlanSimulates) {
       EXPECT_LE(j["iteration_time_s"].get<double>(), single["iteration_time_s"].get<double>());
     }
   }
+  // Replicated states do not fit 3 GB: remat says what ran out, in words
+  // and as numbers (Note [What ran out] in src/planner/no_plan.cc).
+  const auto& remat = j["singles"][0];
+  ASSERT_EQ(remat["technique"], "remat");
+  ASSERT_FALSE(remat["fits"].get<bool>());
+  EXPECT_EQ(remat["short_of"]["memory"], "device");
+  EXPECT_EQ(remat["short_of"]["limit_bytes"], 3'000'000'000u);
+  const auto need = remat["short_of"]["need_bytes"].get<uint64_t>();
+  EXPECT_GT(need, 3'000'000'000u);
+  EXPECT_NE(remat["why"].get<std::string>().find(fmt::format(", {} bytes", need)),
+            std::string::npos)
+      << remat.dump();
   const auto sim =
       run_memwall("simulate --graph " + graph_out + " --plan " + out + " --gpu a100-40g --json");
   ASSERT_EQ(sim.exit_code, 0) << sim.err;
@@ -251,9 +264,15 @@ TEST(CliPlan, ImpossibleRequestSaysWhatRunsOut) {
   const std::string out = temp_path("impossible.json");
   const auto r = run_memwall("plan " + kModel + " --budget 1MiB --time-limit 1 --out " + out);
   EXPECT_EQ(r.exit_code, 2) << r.out;
-  EXPECT_EQ(count_lines(r.err), 1) << r.err;
-  EXPECT_NE(r.err.find("no plan fits a device budget of 1048576 bytes"), std::string::npos)
+  EXPECT_EQ(r.err.rfind("memwall: error: no plan fits a device budget of 1048576 bytes", 0), 0u)
       << r.err;
+  // One error line; the next closest configurations as notes (Note [What
+  // ran out] in src/planner/no_plan.cc).
+  EXPECT_EQ(count_lines(r.err), 3) << r.err;
+  const std::string note = "memwall: note: next closest: replicated states, ";
+  for (size_t at = r.err.find('\n') + 1; at < r.err.size(); at = r.err.find('\n', at) + 1) {
+    EXPECT_EQ(r.err.compare(at, note.size(), note), 0) << r.err;
+  }
   EXPECT_TRUE(r.out.empty());
   EXPECT_FALSE(fs::exists(out));
   const auto single = run_memwall("plan " + kModel + " --strategy vdnn --budget 1MiB");

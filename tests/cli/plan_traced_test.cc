@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -96,6 +97,45 @@ TEST(PlanTracedCli, ForeachAdamSkipsTheConfigurationsThatRewriteIt) {
   EXPECT_NE(offload.err.find("does not apply: op"), std::string::npos) << offload.err;
   EXPECT_EQ(count_lines(offload.err), 1);
   std::filesystem::remove(graph);
+}
+
+// Issue 45: a GPT-2 shape traced from its config.json (transformers'
+// modules), planned for 8 ranks as the issue's 10B one: ZeRO-3, which
+// shards the parameters too, plans wherever ZeRO-2 does, and so does
+// memwall's rematerialization with every state on the device under it
+// (the `remat` single). While rematerialization replayed only ops of phase
+// forward (Note [Gathers replay with the forward]), stage 3 kept every
+// activation a gathered weight feeds and reached no lower than about 49%
+// of the keep-all peak here, where stage 2 plans at 45%.
+TEST(PlanTracedCli, Gpt2UnderZero3RecomputesAsUnderZero2) {
+  MEMWALL_REQUIRE_TRANSFORMERS();
+  const std::string config = traced_path("gpt2_config") + ".json";
+  std::ofstream(config) << R"({"model_type": "gpt2", "n_layer": 4, "n_embd": 256, "n_head": 4,
+      "n_positions": 256, "vocab_size": 5000})";
+  const std::string graph = traced_path("gpt2") + ".json";
+  const RunResult traced = run_memwall("trace --hf-config " + config +
+                                       " --batch 4 --seq 256 --dtype fp16 --out " + graph);
+  ASSERT_EQ(traced.exit_code, 0) << traced.err;
+  const uint64_t budget = memory_profile(read_graph_file(graph)).peak_bytes * 45 / 100;
+  for (const int stage : {2, 3}) {
+    SCOPED_TRACE(fmt::format("stage {}", stage));
+    const RunResult r = run_memwall(fmt::format(
+        "plan --graph {} --gpu v100-16g --ranks 8 --zero-stage {} --nvme 1MiB --budget {} "
+        "--time-limit 2 --json",
+        graph, stage, budget));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const nlohmann::json j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j.at("zero_stage").get<int>(), stage);
+    EXPECT_LE(j.at("peak_bytes").get<uint64_t>(), budget);
+    const nlohmann::json& remat = j.at("singles").at(0);
+    ASSERT_EQ(remat.at("technique"), "remat");
+    EXPECT_TRUE(remat.at("fits").get<bool>()) << remat.dump();
+    EXPECT_EQ(remat.at("zero_stage").get<int>(), stage);
+    EXPECT_EQ(remat.at("optimizer_on"), "device");
+    EXPECT_EQ(remat.at("params_on"), "device");
+    EXPECT_EQ(remat.at("activations"), "remat:memwall");
+  }
+  for (const std::string& p : {config, graph}) std::filesystem::remove(p);
 }
 
 }  // namespace

@@ -24,19 +24,6 @@ namespace {
 using importers::TorchTraceRequest;
 using importers::trace_torch;
 
-bool transformers_available() {
-  static const bool available = testing::tracer_has("torch, transformers");
-  return available;
-}
-
-#define MEMWALL_REQUIRE_TRANSFORMERS()                                                    \
-  do {                                                                                    \
-    MEMWALL_REQUIRE_TORCH();                                                              \
-    if (!transformers_available()) {                                                      \
-      GTEST_SKIP() << "transformers is not importable by " << importers::tracer_python(); \
-    }                                                                                     \
-  } while (0)
-
 TorchTraceRequest hf(const std::string& name, int64_t batch, int64_t seq) {
   TorchTraceRequest r{.batch = batch, .optimizer = "adam"};
   r.hf = name;

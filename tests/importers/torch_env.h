@@ -57,6 +57,21 @@ inline bool torch_available() {
     }                                                                                   \
   } while (0)
 
+// True when the tracer's interpreter has torch and transformers.
+inline bool transformers_available() {
+  static const bool available = tracer_has("torch, transformers");
+  return available;
+}
+
+#define MEMWALL_REQUIRE_TRANSFORMERS()                       \
+  do {                                                       \
+    MEMWALL_REQUIRE_TORCH();                                 \
+    if (!::memwall::testing::transformers_available()) {     \
+      GTEST_SKIP() << "transformers is not importable by "   \
+                   << ::memwall::importers::tracer_python(); \
+    }                                                        \
+  } while (0)
+
 // The one-line message trace_torch throws for `request`, or "" when it
 // traces.
 inline std::string trace_error(const importers::TorchTraceRequest& request) {

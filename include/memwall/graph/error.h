@@ -2,8 +2,11 @@
 // prints its message as a single line and exits with code 2.
 #pragma once
 
+#include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -12,6 +15,28 @@ namespace memwall {
 class Error : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
+  // With lines the command line prints after the error's, each as
+  // `memwall: note: ...`: detail that does not fit the one line (the
+  // next closest configurations when no plan fits).
+  Error(const std::string& what, std::vector<std::string> notes)
+      : std::runtime_error(what), notes_(std::move(notes)) {}
+  const std::vector<std::string>& notes() const { return notes_; }
+
+ private:
+  std::vector<std::string> notes_;
+};
+
+// A planner's Error for a device budget it cannot reach, with the lowest
+// device peak it reached or proved necessary, so that a search over
+// several configurations can say which came closest (Note [What ran out]
+// in src/planner/no_plan.cc).
+class BudgetError : public Error {
+ public:
+  BudgetError(const std::string& what, uint64_t lowest) : Error(what), lowest_(lowest) {}
+  uint64_t lowest() const { return lowest_; }
+
+ private:
+  uint64_t lowest_ = 0;
 };
 
 template <typename... Args>

@@ -3,6 +3,9 @@
 // src/graph/versions.cc).
 #pragma once
 
+#include <cstdint>
+#include <vector>
+
 #include "memwall/graph/types.h"
 
 namespace memwall {
@@ -27,5 +30,13 @@ Graph out_of_place(Graph graph);
 // read back (batch norm's running statistics), which a replay leaves
 // alone (Note [Replaying side effects]).
 bool recomputable(const Graph& graph, const Op& op);
+
+// Per op: 1 for the ops a rematerialization replays as part of the
+// forward: the forward's ops, and the collectives that re-create a buffer
+// from persistent state for forward readers alone (ZeRO-3's all-gather of a
+// parameter's shard before its forward users). Dropping an activation may
+// replay such a collective with its readers (Note [Gathers replay with the
+// forward] in src/graph/versions.cc).
+std::vector<uint8_t> forward_side_ops(const Graph& graph);
 
 }  // namespace memwall

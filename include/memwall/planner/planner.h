@@ -63,14 +63,28 @@ struct StateConfig {
   std::string name() const;  // e.g. "ZeRO-2, optimizer on host"
 };
 
+// What ran out where a way to run the iteration does not fit (Note [What
+// ran out] in src/planner/no_plan.cc): in which memory, the bytes the
+// closest try needed there (device: the lowest peak reached or proved
+// necessary; host: a rank's peak; NVMe: the node's) and the bytes there
+// are (the budget, the rank's share of the host, --nvme). limit 0: not
+// known (a time limit, a planner that cannot plan the graph).
+struct Shortfall {
+  Tier memory = Tier::kDevice;
+  uint64_t need = 0;
+  uint64_t limit = 0;
+  double ratio() const;  // need / limit; infinity when not known
+};
+
 // One way to run the iteration, judged by the simulator.
 struct Candidate {
   std::string technique;    // "remat", "vdnn", "capuchin", "zero-offload", "zero-infinity", "auto"
   std::string activations;  // the activation planner: keep-all, remat:memwall, capuchin, ...
   StateConfig states;
   bool fits = false;
-  std::string why;  // when it does not fit: the first resource that runs out, and by how much
-  Graph graph;      // what the plan runs (the rank's graph, rewritten for offload)
+  std::string why;     // when it does not fit: the first resource that runs out, and by how much
+  Shortfall short_of;  // when it does not fit: the same as numbers
+  Graph graph;         // what the plan runs (the rank's graph, rewritten for offload)
   Plan plan;
   SimResult sim;  // within the budget when it fits
   double solve_seconds = 0;
@@ -106,10 +120,12 @@ struct AutoPlan {
   double solve_seconds = 0;
 };
 
-// Throws Error when nothing fits, naming the resource that runs out first
-// in the most frugal configuration and by how much (device, host, NVMe), or
-// for bad options. Configurations whose rewrite does not apply to the graph
-// are skipped (AutoPlan::skipped); the plan comes from the others.
+// Throws Error when nothing fits, naming the configuration that came
+// closest and what ran out there and by how much (device memory at which
+// op, host, NVMe), with the next closest as the Error's notes (Note [What
+// ran out] in no_plan.cc), or for bad options. Configurations whose
+// rewrite does not apply to the graph are skipped (AutoPlan::skipped); the
+// plan comes from the others.
 AutoPlan plan_auto(const Graph& graph, const Hardware& hardware, const PlannerOptions& options);
 
 // The single techniques alone (the side-by-side table): best remat-only,

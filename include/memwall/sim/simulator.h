@@ -108,6 +108,7 @@ struct SimResult {
   std::array<uint64_t, kNumResources> bytes_moved{};
   std::array<uint64_t, kNumTiers> peak_bytes{};  // buffers in flight included
   std::array<double, kNumTiers> peak_time{};     // first time each peak is reached
+  size_t device_peak_step = 0;  // the step whose allocation first reached the device peak
   uint64_t budget = 0;
 
   // Per tier, in time order; consecutive points have different times.
