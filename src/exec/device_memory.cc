@@ -25,7 +25,11 @@ namespace memwall::exec {
 // tracer packs them in the span (memwall_scratch.pack, Op::scratch_at:
 // longest-lived first) and the executor puts the k-th scratch of a size
 // where the rules put theirs, when that range is free; scratch the rules
-// leave out (oneDNN's scratchpads) goes as before.
+// leave out (oneDNN's scratchpads) goes as before, and while such scratch
+// is live the rules' offsets are not used: where they are not this CPU's
+// kernels (a U-Net's transposed convolution_backward on an AVX-512 EPYC
+// made a 4.5 MiB buffer the rules do not have, first), first fit in the
+// order allocations come does better than offsets made for other sizes.
 
 // Note [Raw deleter]: some kernels (oneDNN's, through raw_allocate) need a
 // DataPtr whose context is its data pointer and a plain deleter function, so
@@ -90,7 +94,9 @@ c10::DataPtr DeviceMemory::allocate(size_t bytes) {
     for (Expected& e : expected_) {
       if (e.taken || e.output.bytes != bytes) continue;
       const ScratchFirst& scratch = e.output.scratch;
-      if (e.skipped < scratch.skip) {  // Note [Scratch before its output]
+      // Note [Scratch before its output]; the rules' count only while they
+      // are this call's (Note [Scratch offsets]).
+      if (e.skipped < scratch.skip && (!scratch.from_rules || unknown_live_.empty())) {
         if (e.skipped++ == 0 && scratch.aside && clear_of_outputs(*scratch.aside, bytes)) {
           p = arena_->place_at(*scratch.aside, bytes);
         }
@@ -110,12 +116,19 @@ c10::DataPtr DeviceMemory::allocate(size_t bytes) {
     // workspace that a large one fills to the byte.
     const auto [ws, ws_bytes] = workspace_;
     // Note [Scratch offsets]: where the trace's rules put the next scratch of
-    // this size in the workspace.
+    // this size in the workspace, unless scratch they do not know is live
+    // there now (the rules are not this CPU's kernels for this op: its
+    // first fit then goes on as without them).
+    const bool output = p.has_value();
+    bool known = false;
     for (size_t i = 0; !p && ws_bytes > 0 && i < scratch_at_.size(); ++i) {
       const auto [rule_bytes, at] = scratch_at_[i];
       if (rule_bytes != bytes || scratch_used_[i]) continue;
       scratch_used_[i] = true;
-      if (at <= ws_bytes && bytes <= ws_bytes - at) p = arena_->place_at(ws + at, bytes);
+      known = true;
+      if (unknown_live_.empty() && at <= ws_bytes && bytes <= ws_bytes - at) {
+        p = arena_->place_at(ws + at, bytes);
+      }
       break;
     }
     if (!p && ws_bytes > 0 && bytes < kSmallScratch) {
@@ -150,6 +163,7 @@ c10::DataPtr DeviceMemory::allocate(size_t bytes) {
     }
     note_allocated(*p, bytes, bytes);
     since_expect_.emplace_back(*p, bytes);
+    if (!output && !known && !scratch_at_.empty()) unknown_live_.push_back(*p);
     return {*p, *p, &release, device};
   }
   const alloc::Allocation a = allocator_.allocate(bytes);
@@ -192,6 +206,7 @@ void DeviceMemory::expect(std::vector<ExpectedOutput> outputs,
     scratch_at_.emplace_back(scratch_at[i], scratch_at[i + 1]);
   }
   scratch_used_.assign(scratch_at_.size(), false);
+  unknown_live_.clear();
 }
 
 void DeviceMemory::end_call() {
@@ -200,6 +215,7 @@ void DeviceMemory::end_call() {
   expected_.clear();
   scratch_at_.clear();
   scratch_used_.clear();
+  unknown_live_.clear();
 }
 
 bool DeviceMemory::clear_of_outputs(uint64_t offset, uint64_t bytes) const {
@@ -283,6 +299,7 @@ void DeviceMemory::release(void* ptr) {
     if (self->log_ != nullptr) std::fprintf(self->log_, "- %p\n", ptr);
     self->live_ -= sizes.bytes;
     self->live_allocated_ -= sizes.allocated;
+    std::erase(self->unknown_live_, ptr);  // Note [Scratch offsets]
     if (self->arena_ != nullptr && self->arena_->owns(ptr)) {
       // A scratch buffer that sat at an output's offset frees it again.
       const uint64_t offset = self->arena_->offset_of(ptr);

@@ -72,6 +72,7 @@ class DeviceMemory final : public c10::Allocator {
   struct ScratchFirst {
     uint32_t skip = 0;
     std::optional<uint64_t> aside;
+    bool from_rules = false;  // the trace's (Op::scratch_first), not learnt in a step
   };
   struct ExpectedOutput {
     uint64_t offset = 0, bytes = 0;
@@ -136,6 +137,7 @@ class DeviceMemory final : public c10::Allocator {
   std::pair<uint64_t, uint64_t> workspace_{0, 0};               // the running op's (offset, bytes)
   std::vector<std::pair<uint64_t, uint64_t>> scratch_at_;       // Note [Scratch offsets]
   std::vector<bool> scratch_used_;
+  std::vector<void*> unknown_live_;  // scratch the rules do not know, live in this call
   static constexpr uint64_t kSmallScratch = 64 << 10;           // Note [Scratch in the workspace]
   std::unordered_map<void*, Sizes> blocks_;
   std::unordered_map<void*, uint64_t> host_blocks_;      // host-mode blocks in use

@@ -63,7 +63,7 @@ Executor::Executor(const Graph& graph, const Plan& plan, const std::string& valu
   // until a step learns otherwise.
   for (const Op& op : graph.ops) {
     for (size_t i = 0; i < op.scratch_first.size() && i < op.out.size(); ++i) {
-      scratch_first_[op.out[i]].skip = op.scratch_first[i];
+      scratch_first_[op.out[i]] = {.skip = op.scratch_first[i], .from_rules = true};
     }
   }
 }
