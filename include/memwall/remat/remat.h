@@ -24,6 +24,12 @@ struct RematOptions {
   // Rotor's chain is merged down to at most this many stages (its DP takes
   // O(stages^3) time: 128 stages take about 1.7 s here).
   size_t rotor_stages = 128;
+  // Rotor frees a stage's input after its last forward where no backward
+  // reads it (Note [Inputs freed after their last forward] in rotor.cc);
+  // memwall's planner sets it for one of its two Rotor proposers, the
+  // baseline keeps the paper's model. With it, Rotor declines a chain with
+  // no such stage (it would plan as without).
+  bool rotor_frees_inputs = false;
   // Checkmate on the op graph starts CBC from this plan's compute and
   // recompute sequence when it fits the MILP's accounting (memwall's
   // planner passes its best plan so far). Not owned.
