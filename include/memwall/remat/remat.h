@@ -34,6 +34,12 @@ struct RematOptions {
   // recompute sequence when it fits the MILP's accounting (memwall's
   // planner passes its best plan so far). Not owned.
   const Plan* warm_start = nullptr;
+  // memwall's planner runs Checkmate's MILP below the lowest budget its
+  // other proposers reach (its floor search and budgets under its floor;
+  // Note [Checkmate as a proposer] in memwall.cc), at 1.7 CPU seconds a
+  // call. The automatic planner, which runs memwall's planner once per
+  // configuration within one time limit, turns it off.
+  bool memwall_checkmate_below_floor = true;
   // Checkmate: CBC's own limit in CPU seconds of its process (timeMode
   // cpu), for the same answer on a loaded machine; 0: a share of the wall
   // time left. Past time_limit CBC is stopped all the same (Note [Hard
