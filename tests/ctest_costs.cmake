@@ -15,6 +15,7 @@ set(memwall_long_tests
     Memwall.WithinOnePercentOfProvenCheckmate 29
     TraceCli.UnknownModelMissingScriptOrFunction 28
     Memwall.NeverWorseThanAnyBaselineOnTheZoo 24
+    Memwall.NeverWorseThanCheckmateOnTheZoo 22
     CrossValidation.ResNet50 15
     CrossValidation.Gpt2Small 15
     Trace.MeasureRecordsEveryOpsTime 14

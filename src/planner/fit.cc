@@ -39,7 +39,12 @@ Plan activation_plan(const Graph& view, Activations activations, const Hardware&
     case Activations::kKeepAll:
       break;  // fit() takes keep-all from the configuration's cached simulation
     case Activations::kRemat:
-      return plan_memwall(view, hw, budget, {.time_limit = options.time_limit}).plan;
+      // One call per configuration and try: without Checkmate's seconds
+      // below the floor of the other proposers (RematOptions).
+      return plan_memwall(
+                 view, hw, budget,
+                 {.time_limit = options.time_limit, .memwall_checkmate_below_floor = false})
+          .plan;
     case Activations::kCapuchinHost:
       return plan_capuchin(view, hw, budget, {.time_limit = options.time_limit}).plan;
     case Activations::kCapuchinNvme:

@@ -15,13 +15,46 @@
 //      segmentation, a bisected cheapest-per-byte prefix of drops, refined
 //      by re-keeping in groups and by swaps;
 //   3. structured proposers run at the same budget: per-layer, selective,
-//      chen-sqrt, chen-greedy and the Rotor dynamic program on the linearized chain,
+//      chen-sqrt, chen-greedy and the Rotor dynamic program on the linearized
+//      chain (in the paper's model, and with inputs freed after their last
+//      forward, Note [Inputs freed after their last forward] in rotor.cc),
 //      and DTR's online evictions (all four heuristics), which fit lowest;
 //   4. memwall's lookahead evictions: DTR's engine scoring by the distance
-//      to each buffer's next use, which an offline planner knows.
-// Checkmate's MILP is the yardstick, not a heuristic; only on graphs of at
-// most 100 ops, where it solves op by op within a second, is it a proposer
-// (so the planner is exact there).
+//      to each buffer's next use, which an offline planner knows;
+//   5. Checkmate's MILP, last (Note [Checkmate as a proposer]).
+//
+// Note [Checkmate as a proposer]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Checkmate is the one baseline not otherwise among the proposers, and the
+// planner must never be worse than a baseline it can run (issue 45). Its
+// MILP gets 1 CPU second of CBC (the same answer however loaded the
+// machine is) within the wall time left:
+//   - on graphs of at most 100 ops, at every budget, started from the best
+//     plan so far: its MILP is op by op there, so the planner is exact (or
+//     within CBC's gap);
+//   - on larger graphs, where its MILP is over Rotor's chain of 24 stages
+//     (or 48 op groups), which the 48-stage Rotor proposer and the op-level
+//     search refine, only below what the others reach: once in the floor
+//     search, just below the lowest peak so far (on vgg16 b2 i64 it fits
+//     409,856 bytes below the op-level search's floor, where Rotor's DP
+//     would need more than its 500 memory slots), and at a budget below
+//     the floor. On the zoo (batch 2, from the floor
+//     to 70% of the way to the keep-all peak) its plan was never the faster
+//     where another fitted (on vgg16 not even proven optimal, with 8 CPU
+//     seconds), while a call took about 1.7 CPU seconds (1-4.7 s of wall
+//     time on the loaded 2-vCPU machine) against 0.02-0.5 s for all the
+//     other proposers.
+// The automatic planner, which runs this planner once per configuration
+// and try within one time limit, turns the part below the floor off
+// (RematOptions::memwall_checkmate_below_floor): with it, every failing
+// try paid for the floor search's CBC second, and finding the largest
+// GPT-2 that trains on an RTX 4090 (MaxModel.TriesTheFamilyFromTheLargest)
+// took 9 s instead of 1.6 s on the loaded 2-vCPU machine.
+// Where it runs below the floor, a plan that fits keeps the promise of
+// Note [Floor search]: the floor's plan, if Checkmate's, is the plan of
+// every budget between its peak and the others' lowest, and no slower in
+// Checkmate's model than its plan at that budget would be (the optimum
+// only grows as the budget falls).
 //
 // Note [Floor search]
 // ~~~~~~~~~~~~~~~~~~~
@@ -74,23 +107,40 @@ enum class FloorBy : uint8_t {
   kBisection,   // budget-driven: bisect over budgets, `probes` times
 };
 
+// Rotor's DP with inputs freed after their last forward (Note [Inputs freed
+// after their last forward] in rotor.cc). Beside the paper's model, not
+// instead: it allows every schedule the paper's does, and is never slower
+// at a budget, but its plans use the room it frees, so their peaks sit
+// nearer the budget, and a floor bisection over the paper's model ends
+// lower on some graphs (gpt2-small b4 s1024: 4,624,135,680 B, the proven
+// bound, against 4,627,232,256 B).
+RematResult plan_rotor_freeing_inputs(const Graph& graph, const Hardware& hardware, uint64_t budget,
+                                      const RematOptions& options) {
+  RematOptions freeing = options;
+  freeing.rotor_frees_inputs = true;
+  return plan_rotor(graph, hardware, budget, freeing);
+}
+
 // Every proposer, tried at every budget: the structured offline baselines,
-// DTR's online evictions, which reach lowest, and memwall's own lookahead
-// evictions (DTR's engine scoring by the distance to each buffer's next
-// use, Note [Lookahead] in dtr_heuristics.cc). DTR's probes cost O(n)
-// evictions each, so their bisection stops at 1/256.
+// DTR's online evictions, which reach lowest, and memwall's own variants:
+// Rotor freeing inputs, and lookahead evictions (DTR's engine scoring by
+// the distance to each buffer's next use, Note [Lookahead] in
+// dtr_heuristics.cc). DTR's probes cost O(n) evictions each, so their
+// bisection stops at 1/256; so does the second Rotor's, which starts where
+// the first left the floor.
 struct Proposer {
   std::string_view name;
   RematFn fn;
   FloorBy floor;
   int probes = 0;
 };
-constexpr std::array<Proposer, 11> kProposers = {{
+constexpr std::array<Proposer, 12> kProposers = {{
     {"per-layer", plan_per_layer, FloorBy::kUnlimited},
     {"selective", plan_selective, FloorBy::kUnlimited},
     {"chen-sqrt", remat_detail::chen_sqrt_rule, FloorBy::kUnlimited},
     {"chen-greedy", plan_chen_greedy, FloorBy::kThresholds},
     {"rotor", plan_rotor, FloorBy::kBisection, 14},
+    {"memwall-rotor", plan_rotor_freeing_inputs, FloorBy::kBisection, 8},
     {"dtr", plan_dtr, FloorBy::kBisection, 8},
     {"dtr-eqclass", plan_dtr_eqclass, FloorBy::kBisection, 8},
     {"dtr-lru", plan_dtr_lru, FloorBy::kBisection, 8},
@@ -99,8 +149,9 @@ constexpr std::array<Proposer, 11> kProposers = {{
     {"memwall-lookahead-eqclass", plan_dtr_lookahead_eqclass, FloorBy::kBisection, 8},
 }};
 
-// Graphs this small get Checkmate's op-level MILP as a proposer too
-// (docs/remat-checkmate.md solves up to 100 ops op by op).
+// Graphs this small get Checkmate's op-level MILP as a proposer at every
+// budget, larger ones below what the others reach (Note [Checkmate as a
+// proposer]; docs/remat-checkmate.md solves up to 100 ops op by op).
 constexpr size_t kExactOps = 100;
 constexpr double kExactSeconds = 1;
 
@@ -113,6 +164,14 @@ double search_seconds(const Graph& graph) {
 
 // The exact proposer is not started with less than this many seconds left.
 constexpr double kLeastExact = 0.1;
+// The options of the Checkmate proposer: CBC's CPU second within the wall
+// time left, for the same plan however loaded the machine is.
+RematOptions exact_options(const RematOptions& proposer, const Deadline& deadline) {
+  RematOptions milp = proposer;
+  milp.time_limit = deadline.left();
+  milp.cpu_time_limit = std::min(milp.time_limit, kExactSeconds);
+  return milp;
+}
 
 // Rotor as a proposer runs on a coarser chain than the baseline's 128
 // stages: 48 stages take an eighth of the DP time (O(stages^3)) and lose
@@ -273,24 +332,19 @@ RematResult plan_memwall(const Graph& graph, const Hardware& hardware, uint64_t 
       proposer.time_limit = deadline.left();
       best.keep_better(propose(graph, hardware, budget, p.name, p.fn, proposer), budget);
     }
-    // Note [Small graphs exactly]: the op-level MILP of a graph this small
-    // solves in about a second, so it is the last proposer, started from the
-    // best plan so far.
-    if (graph.ops.size() <= kExactOps && deadline.left() > kLeastExact) {
-      RematOptions exact = proposer;
-      exact.time_limit = deadline.left();
-      // The same plan however loaded the machine is, while the wall-clock
-      // limit leaves CBC its CPU second.
-      exact.cpu_time_limit = std::min(exact.time_limit, kExactSeconds);
-      if (best.fits(budget)) exact.warm_start = &best.plan;
-      best.keep_better(propose(graph, hardware, budget, "checkmate", plan_checkmate, exact),
-                       budget);
-    } else if (graph.ops.size() <= kExactOps) {
+    // Note [Checkmate as a proposer]: on small graphs the last one,
+    // started from the best plan so far.
+    const bool exact = graph.ops.size() <= kExactOps;
+    if (exact && deadline.left() > kLeastExact) {
+      RematOptions milp = exact_options(proposer, deadline);
+      if (best.fits(budget)) milp.warm_start = &best.plan;
+      best.keep_better(propose(graph, hardware, budget, "checkmate", plan_checkmate, milp), budget);
+    } else if (exact) {
       ++skipped;
     }
     if (skipped > 0 && best.fits(budget)) {
       best.how += fmt::format(" ({} of {} proposers not run: the time limit)", skipped,
-                              kProposers.size() + (graph.ops.size() <= kExactOps));
+                              kProposers.size() + exact);
     }
   }
   if (!best.fits(budget)) {
@@ -299,7 +353,17 @@ RematResult plan_memwall(const Graph& graph, const Hardware& hardware, uint64_t 
     RematOptions floor_options = options;
     floor_options.time_limit = std::max(0.0, deadline.left());
     RematFloor floor = remat_floor(graph, hardware, floor_options);
-    if (floor.bytes > budget) {
+    if (floor.bytes <= budget) {
+      best = judge(graph, hardware, std::move(floor.plan),
+                   fmt::format("the floor search's plan, {}", floor.why));
+    } else if (graph.ops.size() > kExactOps && options.memwall_checkmate_below_floor &&
+               deadline.left() > kLeastExact) {
+      // Note [Checkmate as a proposer]: on larger graphs, last, below the
+      // floor, at the budget itself.
+      best = propose(graph, hardware, budget, "checkmate", plan_checkmate,
+                     exact_options(proposer_options(options), deadline));
+    }
+    if (!best.fits(budget)) {
       throw BudgetError(
           fmt::format(
               "memwall: no plan found within a budget of {} bytes ({}){}; the lowest budget it "
@@ -309,8 +373,6 @@ RematResult plan_memwall(const Graph& graph, const Hardware& hardware, uint64_t 
               floor.bytes, gib(floor.bytes), floor.why, floor.bound.bytes, gib(floor.bound.bytes)),
           floor.bytes);
     }
-    best = judge(graph, hardware, std::move(floor.plan),
-                 fmt::format("the floor search's plan, {}", floor.why));
   }
   best.plan.budget = budget;
   return remat_detail::finish(graph, hardware, budget, std::move(best.plan), "memwall",
@@ -370,6 +432,15 @@ RematFloor remat_floor(const Graph& graph, const Hardware& hardware, const Remat
         break;
       }
     }
+  }
+  // Note [Checkmate as a proposer]: its MILP once, just below the lowest
+  // peak so far, where its continuous model may fit what Rotor's memory
+  // slots round away. (Every plan so far peaks above that budget: no warm
+  // start.)
+  if (options.memwall_checkmate_below_floor && lowest.peak > bound.bytes &&
+      deadline.left() > kLeastExact && !out_of_time()) {
+    consider(propose(graph, hardware, lowest.peak - 1, "checkmate", plan_checkmate,
+                     exact_options(proposer, deadline)));
   }
   RematFloor floor{
       .bytes = lowest.peak,

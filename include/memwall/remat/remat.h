@@ -24,10 +24,22 @@ struct RematOptions {
   // Rotor's chain is merged down to at most this many stages (its DP takes
   // O(stages^3) time: 128 stages take about 1.7 s here).
   size_t rotor_stages = 128;
+  // Rotor frees a stage's input after its last forward where no backward
+  // reads it (Note [Inputs freed after their last forward] in rotor.cc);
+  // memwall's planner sets it for one of its two Rotor proposers, the
+  // baseline keeps the paper's model. With it, Rotor declines a chain with
+  // no such stage (it would plan as without).
+  bool rotor_frees_inputs = false;
   // Checkmate on the op graph starts CBC from this plan's compute and
   // recompute sequence when it fits the MILP's accounting (memwall's
   // planner passes its best plan so far). Not owned.
   const Plan* warm_start = nullptr;
+  // memwall's planner runs Checkmate's MILP below the lowest budget its
+  // other proposers reach (its floor search and budgets under its floor;
+  // Note [Checkmate as a proposer] in memwall.cc), at 1.7 CPU seconds a
+  // call. The automatic planner, which runs memwall's planner once per
+  // configuration within one time limit, turns it off.
+  bool memwall_checkmate_below_floor = true;
   // Checkmate: CBC's own limit in CPU seconds of its process (timeMode
   // cpu), for the same answer on a loaded machine; 0: a share of the wall
   // time left. Past time_limit CBC is stopped all the same (Note [Hard

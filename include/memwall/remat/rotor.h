@@ -66,12 +66,16 @@ struct DpResult {
 // Rotor's dynamic program (Beaumont et al. 2019, section 4) over `memory`
 // bytes above the baseline, discretized into `slots` slots (sizes rounded
 // up, so the model never undercounts). Throws Error once `deadline` passes.
-DpResult solve_chain(const Chain& chain, uint64_t memory, int slots, Deadline deadline = {});
+// frees_inputs: a stage's input goes after its last forward where no
+// backward reads it (Note [Inputs freed after their last forward] in
+// rotor.cc; memwall's proposer); false: the paper's model.
+DpResult solve_chain(const Chain& chain, uint64_t memory, int slots, Deadline deadline = {},
+                     bool frees_inputs = false);
 
 // The same recurrence enumerated over every Rotor schedule, in exact bytes
 // (no slots, no table): the optimal cost, or infinity when nothing fits.
 // Exponential; for tests on short chains.
-double exhaustive_cost(const Chain& chain, uint64_t memory);
+double exhaustive_cost(const Chain& chain, uint64_t memory, bool frees_inputs = false);
 
 // The ops of a move sequence followed by the tail.
 std::vector<OpId> expand_moves(const Chain& chain, std::span<const Move> moves);
