@@ -479,6 +479,7 @@ int run_run(const RunArgs& args) {
     if (status != exec::Status::kOk) others->stop();
     merge_ranks(others->wait(), status, error, result);
   }
+  for (const std::string& note : result.notes) std::cerr << "memwall: note: " << note << "\n";
   if (status == exec::Status::kBadInput) fail("run: {}", error);
   if (status == exec::Status::kRunFailed) {
     std::cerr << "memwall: error: run failed: " << error << "\n";

@@ -68,8 +68,8 @@ Executor::Executor(const Graph& graph, const Plan& plan, const std::string& valu
   }
 }
 
-RunResult Executor::run() {
-  RunResult result;
+void Executor::run(RunResult& result) {
+  result_ = &result;
   const int threads = state_->index().value("threads", 0);
   if (threads > 0) at::set_num_threads(threads);
   result.threads = at::get_num_threads();
@@ -103,7 +103,6 @@ RunResult Executor::run() {
     memory_->log_allocations(nullptr);  // a failed first iteration left it set
     std::fclose(memory_log_);
   }
-  return result;
 }
 
 // Note [Kernel timing]: the median over iterations is what an iteration
@@ -295,6 +294,8 @@ runtime::NvmeEngine& Executor::nvme() {
     } catch (const std::exception& e) {
       run_failed("the NVMe engine cannot start: {}", e.what());
     }
+    const runtime::NvmeStats stats = nvme_->stats();
+    if (!stats.note.empty()) result_->notes.push_back(stats.note);
   }
   return *nvme_;
 }
@@ -511,21 +512,22 @@ void Executor::execute(const Step& s, RunResult& result) {
 }  // namespace memwall::exec::detail
 
 namespace memwall::exec {
-RunResult run(const Graph& graph, const Plan& plan, const std::string& values,
-              const RunOptions& options) {
+void run(const Graph& graph, const Plan& plan, const std::string& values, const RunOptions& options,
+         RunResult& result) {
   detail::Executor executor(graph, plan, values, options);
-  return executor.run();
+  executor.run(result);
 }
 
 }  // namespace memwall::exec
 
-extern "C" __attribute__((visibility("default"))) memwall::exec::Status memwall_exec_run_v3(
+extern "C" __attribute__((visibility("default"))) memwall::exec::Status memwall_exec_run_v4(
     const memwall::Graph& graph, const memwall::Plan& plan, const std::string& values,
     const memwall::exec::RunOptions& options, memwall::exec::RunResult& result,
     std::string& error) {
   using memwall::exec::Status;
   try {
-    result = memwall::exec::run(graph, plan, values, options);
+    result = memwall::exec::RunResult();
+    memwall::exec::run(graph, plan, values, options, result);
     return Status::kOk;
   } catch (const memwall::exec::BadInput& e) {
     error = e.what();

@@ -46,7 +46,7 @@ struct Slot {
   c10::Storage device;         // defined while on the device
   runtime::CopyEvent arrived;  // the swap_in copy that fills `device`
   runtime::HostBuffer host;
-  runtime::CopyEvent host_ready;  // the swap_out copy that fills `host`
+  runtime::CopyEvent host_ready;        // the swap_out copy that fills `host`
   std::optional<runtime::Extent> nvme;
   // Note [Offsets per stay]: device stays begun this iteration, the step
   // (Executor::serial_) that began the latest, and its plan offset.
@@ -87,7 +87,8 @@ class Executor {
  public:
   Executor(const Graph& graph, const Plan& plan, const std::string& values,
            const RunOptions& options);
-  RunResult run();
+  // Fills `result` as it goes: a failed run keeps its notes.
+  void run(RunResult& result);
 
  private:
   void check_runnable();
@@ -186,6 +187,7 @@ class Executor {
   std::unique_ptr<DeviceMemory> memory_;
   std::unique_ptr<runtime::HostPool> host_;
   std::unique_ptr<runtime::NvmeEngine> nvme_;
+  RunResult* result_ = nullptr;  // the run's, for what nvme() learns when it starts
   std::vector<Slot> slots_;
   std::vector<Leaving> leaving_;
   std::vector<std::pair<int64_t, c10::Storage>> current_;  // the op's buffers by root

@@ -133,7 +133,7 @@ TEST(NvmeFaults, PersistentCorruptionNamesFileAndOffset) {
   Extent e = engine.write(src.data(), src.size());
   // Flip a byte of the extent's third block on disk, behind the engine.
   auto [file, offset] = engine.locate(e.first_block + 2);
-  int fd = open(engine.files()[file].c_str(), O_RDWR);
+  int fd = testing_nvme::reopen(engine, file, O_RDWR);
   ASSERT_GE(fd, 0);
   uint8_t byte = 0;
   ASSERT_EQ(pread(fd, &byte, 1, static_cast<off_t>(offset + 100)), 1);
