@@ -34,6 +34,7 @@
 #include "memwall/runtime/nvme_faults.h"
 #include "memwall/sim/simulator.h"
 #include "options.h"
+#include "plan_figures.h"
 #include "run_ranks.h"
 #include "run_values.h"
 #include "runnable_plan.h"
@@ -89,7 +90,7 @@ std::string ratio(double measured, double predicted) {
 // What the simulator predicted, in the figures a run measures.
 struct Prediction {
   double time = 0;
-  uint64_t device = 0, host = 0;
+  uint64_t device = 0, host = 0, nvme = 0;
   // The simulator's transfer overlap: its copies' busy time not stalling
   // compute (1 - stall / busy), as the executor measures its own.
   double overlap = 0;
@@ -136,6 +137,7 @@ Prediction prediction_of(const SimResult& sim) {
   p.time = sim.iteration_time;
   p.device = sim.peak_bytes[0];
   p.host = sim.peak_bytes[1];
+  p.nvme = sim.peak_bytes[2];
   p.bytes_moved = sim.bytes_moved;
   double copy_busy = 0;
   for (const Span& span : sim.timeline) {
@@ -165,6 +167,9 @@ void print_json(const Graph& graph, const Plan& plan, const Hardware& hw, const 
                         {"policy", result.arena ? "plan offsets" : policy},
                         {"measured_kernel_ops", measured_ops(graph)}};
   if (result.arena) out["planned_arena_bytes"] = pinned_arena(plan, graph);
+  // Note [NVMe reservation]: the swap space the run held beside the plan's figures.
+  out["nvme"] = nvme_json(p.nvme, run_nvme_reservation(graph, plan));
+  out["nvme"]["held_bytes"] = result.nvme_reserved_bytes;
   nlohmann::json rows = nlohmann::json::array();
   for (size_t k = 0; k < result.steps.size(); ++k) {
     const exec::StepMeasure& m = result.steps[k];
@@ -253,6 +258,11 @@ void print_table(const Graph& graph, const Plan& plan, const Hardware& hw,
                     human_bytes(last.arena_bytes), arena / static_cast<double>(planned),
                     human_bytes(planned), arena / static_cast<double>(p.device),
                     arena / static_cast<double>(last.device_peak_bytes)));
+  }
+  if (result.nvme_reserved_bytes > 0) {
+    std::cout << field("NVMe swap space",
+                       fmt::format("{} held; {}", human_bytes(result.nvme_reserved_bytes),
+                                   nvme_row(p.nvme, run_nvme_reservation(graph, plan))));
   }
   if (result.eager_equal) {
     std::cout << field("eager PyTorch", *result.eager_equal

@@ -285,9 +285,12 @@ runtime::NvmeEngine& Executor::nvme() {
       const char* tmp = std::getenv("TMPDIR");
       o.dirs.push_back(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp");
     }
-    uint64_t total = 0;
-    for (const Buffer& b : graph_.buffers) total += b.bytes + o.block_size;
-    o.capacity = total;
+    // Note [NVMe reservation] in src/plan/nvme_reservation.cc.
+    const NvmeReservation r =
+        nvme_reservation(graph_, plan_, runtime::kNvmeSector, runtime::NvmeOptions{}.block_size);
+    o.block_size = r.block_bytes;
+    o.capacity = r.reserved_bytes();
+    if (o.capacity == 0) run_failed("the plan puts no buffer on NVMe, yet one goes there");
     if (!options_.nvme_faults.empty()) o.faults = options_.nvme_faults;
     try {
       nvme_ = std::make_unique<runtime::NvmeEngine>(o);
@@ -296,8 +299,21 @@ runtime::NvmeEngine& Executor::nvme() {
     }
     const runtime::NvmeStats stats = nvme_->stats();
     if (!stats.note.empty()) result_->notes.push_back(stats.note);
+    result_->nvme_reserved_bytes = nvme_->total_blocks() * nvme_->block_size();
   }
   return *nvme_;
+}
+
+// Note [NVMe reservation]: a buffer's writes all go to the extent its
+// first one took, never freed, so the extents fill the reservation from
+// the front and always fit. An empty buffer needs no I/O.
+runtime::Extent Executor::store_on_nvme(Slot& s, const void* data, uint64_t bytes) {
+  s.nvme.reset();
+  if (bytes == 0) return {};
+  runtime::NvmeEngine& engine = nvme();
+  if (!s.nvme_home) s.nvme_home = engine.allocate(bytes);
+  engine.write(*s.nvme_home, data, bytes);
+  return *s.nvme_home;
 }
 
 namespace {
@@ -328,7 +344,7 @@ void Executor::bind(const Buffer& b) {
       s.host = std::move(h);
     } else {
       try {
-        s.nvme = nvme().write(h.data(), b.bytes);
+        s.nvme = store_on_nvme(s, h.data(), b.bytes);
       } catch (const std::exception& e) {
         run_failed("placing {} on NVMe: {}", b.name, e.what());
       }

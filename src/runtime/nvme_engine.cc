@@ -34,8 +34,6 @@ struct NvmeRequest {
 
 namespace {
 
-constexpr uint64_t kNvmeSector = 4096;  // O_DIRECT alignment of offsets, lengths, buffers
-
 uint64_t nvme_round_up(uint64_t n, uint64_t to) { return (n + to - 1) / to * to; }
 
 }  // namespace

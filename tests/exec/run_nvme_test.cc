@@ -1,8 +1,9 @@
-// `memwall run` of a plan that puts model states on NVMe (issue 45):
-// however the run ends, SIGINT, SIGTERM or kill -9, it leaves no swap
-// file, and no trace, behind (Note [Swap files without names] in
-// src/runtime/swap_dir.cc); the next run removes a stale file of a dead
-// process and says so (Note [Stale swap files]).
+// `memwall run` of a plan that puts model states on NVMe (issue 45): the
+// swap space it reserves is the plan's (Note [NVMe reservation] in
+// src/plan/nvme_reservation.cc), and however the run ends, SIGINT, SIGTERM
+// or kill -9, it leaves no swap file, and no trace, behind (Note [Swap
+// files without names] in src/runtime/swap_dir.cc); the next run removes
+// a stale file of a dead process and says so (Note [Stale swap files]).
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -17,6 +18,9 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/run_memwall.h"
+#include "memwall/plan/nvme_reservation.h"
+#include "memwall/plan/plan.h"
+#include "memwall/runtime/nvme_engine.h"
 #include "run_checks.h"
 
 namespace memwall::testing {
@@ -67,6 +71,34 @@ bool holds_swap_file(pid_t pid, const std::string& dir) {
     if (!ec && target.string().starts_with(dir + "/memwall-swap-")) return true;
   }
   return false;
+}
+
+TEST_F(RunNvme, TheRunReservesWhatThePlanSays) {
+  REQUIRE_EXECUTOR();
+  const std::string swap = fresh("swap");
+  const Graph graph = read_graph_file(*dir_ + "/inf_graph.json");
+  const Plan plan = read_plan_file(*dir_ + "/inf.json");
+  // The engine's bounds on a block (runtime/nvme_engine.h).
+  const NvmeReservation want =
+      nvme_reservation(graph, plan, runtime::kNvmeSector, runtime::NvmeOptions{}.block_size);
+  ASSERT_GT(want.buffers, 0u);
+  const RunResult r =
+      run_memwall("run " + *args_ + " --nvme-dir " + swap + " --check-eager --json");
+  const nlohmann::json j = check_run(r, "zero-infinity");
+  ASSERT_TRUE(j.contains("nvme")) << r.out;
+  EXPECT_EQ(j["nvme"]["held_bytes"], want.reserved_bytes());
+  EXPECT_EQ(j["nvme"]["reserved_bytes"], want.reserved_bytes());
+  EXPECT_EQ(j["nvme"]["block_bytes"], want.block_bytes);
+  EXPECT_EQ(j["nvme"]["buffers"], want.buffers);
+  // What the plan says of it: the same, beside its planned peak.
+  const RunResult p = run_memwall("simulate --graph " + *dir_ + "/inf_graph.json --plan " + *dir_ +
+                                  "/inf.json --gpu l4 --json");
+  ASSERT_EQ(p.exit_code, 0) << p.err;
+  const nlohmann::json s = nlohmann::json::parse(p.out);
+  EXPECT_EQ(s["nvme"]["reserved_bytes"], want.reserved_bytes());
+  EXPECT_EQ(s["nvme"]["planned_peak_bytes"], j["nvme"]["planned_peak_bytes"]);
+  EXPECT_LE(want.bytes, want.reserved_bytes());
+  EXPECT_TRUE(fs::is_empty(swap));
 }
 
 // A run of many steps is interrupted once its engine holds a swap file.

@@ -95,6 +95,9 @@ struct RunResult {
   // ran it (arguments, the dispatcher, the kernel); -1 for ops not timed
   // (CPU steps, applies, ops the plan does not compute, a 1-step run).
   std::vector<double> kernel_seconds;
+  // The swap space the NVMe engine held (Note [NVMe reservation] in
+  // src/plan/nvme_reservation.cc); 0 when the plan used no NVMe.
+  uint64_t nvme_reserved_bytes = 0;
   // Lines for the user (`memwall: note:`), kept when the run fails: stale
   // swap files of dead processes removed (Note [Stale swap files]).
   std::vector<std::string> notes;

@@ -34,6 +34,10 @@ class NvmeError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// O_DIRECT's alignment of offsets, lengths and buffers: blocks are
+// multiples of it.
+inline constexpr uint64_t kNvmeSector = 4096;
+
 struct NvmeOptions {
   // Swap directories: files_per_dir files in each, blocks striped round-robin
   // over all files (one directory per drive to stripe over drives).
