@@ -271,16 +271,6 @@ void print_table(const Graph& graph, const Plan& plan, const Hardware& hw,
   }
 }
 
-// Whether a step or a starting place of `plan` is on NVMe.
-bool uses_nvme(const Plan& plan) {
-  for (const auto& [buf, tier] : plan.placement) {
-    if (tier == Tier::kNvme) return true;
-  }
-  return std::any_of(plan.steps.begin(), plan.steps.end(), [](const Step& s) {
-    return (s.kind == StepKind::kSwapOut && s.to == Tier::kNvme);
-  });
-}
-
 // Every --nvme-dir must take swap files: checked before any work (a
 // missing one failed the run once it first swapped, exit 1).
 void check_nvme_dirs(const std::vector<std::string>& dirs) {
@@ -351,9 +341,10 @@ int run_run(const RunArgs& args) {
   importers::TorchTraceRequest request;
   if (!args.graph_file.empty()) {
     if (const std::string given = model.options_given(); !given.empty()) {
-      fail("run: {} {} not apply to --graph {}, whose model was traced with its own options "
-           "(meta.origin)",
-           given, given.find(',') == std::string::npos ? "does" : "do", args.graph_file);
+      fail(
+          "run: {} {} not apply to --graph {}, whose model was traced with its own options "
+          "(meta.origin)",
+          given, given.find(',') == std::string::npos ? "does" : "do", args.graph_file);
     }
     graph = read_graph_file(args.graph_file);
     plan = read_plan_file(args.plan_file);
@@ -383,7 +374,8 @@ int run_run(const RunArgs& args) {
           "in its arena (memwall plan --no-layout writes one without)",
           args.plan_file);
     }
-    if ((!args.nvme_dirs.empty() || !args.nvme_faults.empty()) && !uses_nvme(plan)) {
+    if ((!args.nvme_dirs.empty() || !args.nvme_faults.empty()) &&
+        run_nvme_reservation(graph, plan).buffers == 0) {
       fail("run: --nvme-dir and --nvme-faults apply to plans that use NVMe; {} puts nothing there",
            args.plan_file);
     }
@@ -446,13 +438,14 @@ int run_run(const RunArgs& args) {
     if (!allocator_fit(graph, plan, hw, policy).fits) {
       const RunnablePlan laid = runnable_plan(plan, graph, hw, /*lay_out=*/true);
       if (!laid.runs || laid.plan.offsets.empty()) {
-        fail("run: auto's plan does not run within the budget of {}: {}",
-             exact_bytes(plan.budget), laid.why_not());
+        fail("run: auto's plan does not run within the budget of {}: {}", exact_bytes(plan.budget),
+             laid.why_not());
       }
       plan = laid.plan;
     }
     // Auto chooses the tiers: an NVMe option is for the case it uses NVMe.
-    if ((!args.nvme_dirs.empty() || !args.nvme_faults.empty()) && !uses_nvme(plan)) {
+    if ((!args.nvme_dirs.empty() || !args.nvme_faults.empty()) &&
+        run_nvme_reservation(graph, plan).buffers == 0) {
       note("auto's plan puts nothing on NVMe: --nvme-dir and --nvme-faults go unused");
     }
   }
