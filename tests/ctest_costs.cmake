@@ -21,6 +21,7 @@ set(memwall_long_tests
     Trace.MeasureRecordsEveryOpsTime 14
     CrossValidation.MobileNetV2 14
     PlanTracedCli.Gpt2UnderZero3RecomputesAsUnderZero2 17
+    RunNvme.SigtermLeavesNoSwapFileNorTrace 18
     PlanTracedCli.Resnet18PlansBelowItsModelStates 11)
 while(memwall_long_tests)
   list(POP_FRONT memwall_long_tests name cost)

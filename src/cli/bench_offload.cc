@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 #include <random>
 #include <tuple>
 #include <vector>
@@ -27,6 +28,8 @@
 #include "commands.h"
 #include "format.h"
 #include "memwall/graph/error.h"
+#include "memwall/graph/interrupt_cleanup.h"
+#include "memwall/graph/private_dir.h"
 #include "memwall/runtime/nvme_engine.h"
 #include "options.h"
 #include "runtime_probes.h"
@@ -99,10 +102,11 @@ int run_bench_offload(const BenchOffloadArgs& args) {
     if (depth <= 0 || depth > 4096) fail("--depths: {} is out of range 1..4096", depth);
   }
   std::string dir = args.dir;
-  std::string made;  // a temporary directory of ours, removed at the end
-  if (dir.empty()) dir = made = make_temp_dir("memwall-offload");
+  std::optional<PrivateDir> made;  // a directory of ours: gone at the end, or on an interrupt
+  if (dir.empty()) dir = made.emplace("memwall-offload").path();
   std::vector<OffloadRow> rows;
   const std::string fio_file = fmt::format("{}/memwall-fio-{}.bin", dir, getpid());
+  const RemoveOnInterrupt fio_cleanup(fio_file, RemoveOnInterrupt::Kind::kFile);
   try {
     for (int depth : args.depths) {
       OffloadRow wr{depth, "write", {}, {}}, rd{depth, "read", {}, {}};
@@ -111,6 +115,7 @@ int run_bench_offload(const BenchOffloadArgs& args) {
         if (!rates.warning.empty() && !args.json && r == 0) {
           std::cerr << "memwall: note: " << rates.warning << "\n";
         }
+        if (!rates.note.empty()) std::cerr << "memwall: note: " << rates.note << "\n";
         wr.engine_gbps.push_back(rates.write_gbps);
         rd.engine_gbps.push_back(rates.read_gbps);
         if (!args.no_fio) {
@@ -126,15 +131,13 @@ int run_bench_offload(const BenchOffloadArgs& args) {
     }
   } catch (const runtime::NvmeError& e) {
     std::filesystem::remove(fio_file);
-    if (!made.empty()) std::filesystem::remove(made);
     throw Error(e.what());
   } catch (...) {
     std::filesystem::remove(fio_file);
-    if (!made.empty()) std::filesystem::remove(made);
     throw;
   }
   std::filesystem::remove(fio_file);
-  if (!made.empty()) std::filesystem::remove(made);
+  made.reset();
   const uint64_t copy_bytes = std::min<uint64_t>(size, uint64_t{256} << 20);
   const CopyRates copies = measure_copies(copy_bytes, 3);
   const std::string reference_key = copies.reference == "memcpy" ? "memcpy" : "cuda_memcpy";

@@ -23,6 +23,7 @@
 #include "format.h"
 #include "memwall/graph/error.h"
 #include "memwall/graph/output_files.h"
+#include "memwall/graph/private_dir.h"
 #include "memwall/hw/hardware.h"
 #include "memwall/importers/torch_trace.h"
 #include "options.h"
@@ -234,18 +235,20 @@ int run_calibrate(const CalibrateArgs& args) {
   const uint64_t copy_bytes = args.quick ? uint64_t{16} << 20 : uint64_t{256} << 20;
   const CopyRates copies = measure_copies(copy_bytes, args.quick ? 2 : 5);
   progress(args, "NVMe write and read (the NVMe engine, io_uring)...");
-  std::string dir = args.dir, made;
-  if (dir.empty()) dir = made = make_temp_dir("memwall-calibrate");
+  std::string dir = args.dir;
   NvmeRates nvme;
-  try {
-    nvme = measure_nvme_engine(dir, args.quick ? uint64_t{32} << 20 : uint64_t{1} << 30,
-                               uint64_t{1} << 20,
-                               args.quick ? uint64_t{8} << 20 : uint64_t{64} << 20, 16);
-  } catch (const std::exception& e) {
-    if (!made.empty()) std::filesystem::remove(made);
-    fail("calibrate: NVMe: {}", e.what());
+  {
+    std::optional<PrivateDir> made;  // gone after the probe, or an interrupt
+    if (dir.empty()) dir = made.emplace("memwall-calibrate").path();
+    try {
+      nvme = measure_nvme_engine(dir, args.quick ? uint64_t{32} << 20 : uint64_t{1} << 30,
+                                 uint64_t{1} << 20,
+                                 args.quick ? uint64_t{8} << 20 : uint64_t{64} << 20, 16);
+    } catch (const std::exception& e) {
+      fail("calibrate: NVMe: {}", e.what());
+    }
   }
-  if (!made.empty()) std::filesystem::remove(made);
+  if (!nvme.note.empty()) std::cerr << "memwall: note: " << nvme.note << "\n";
   progress(args, "the CPU optimizer step (AdamW, every thread)...");
   const int64_t adam_params = args.quick ? int64_t{1} << 20 : int64_t{1} << 25;
   const double adam = static_cast<double>(adam_params) /

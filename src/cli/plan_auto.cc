@@ -290,7 +290,10 @@ void print_plan(const PlanArgs& args, const Graph& graph, const AutoPlan& a, con
   if (k == 1) {
     std::cout << field("peak host memory", fmt::format("{} of {}", human_bytes(sim.peak_bytes[1]),
                                                        human_bytes(a.hardware.host_memory_bytes)));
-    if (sim.peak_bytes[2] > 0) std::cout << field("peak NVMe use", human_bytes(sim.peak_bytes[2]));
+    if (sim.peak_bytes[2] > 0) {
+      std::cout << field("peak NVMe use",
+                         nvme_row(sim.peak_bytes[2], run_nvme_reservation(c.graph, c.plan)));
+    }
   } else {
     std::cout << field(
         "peak host memory",
@@ -298,10 +301,11 @@ void print_plan(const PlanArgs& args, const Graph& graph, const AutoPlan& a, con
                     human_bytes(checked_mul(sim.peak_bytes[1], k, "host bytes")),
                     human_bytes(a.hardware.host_memory_bytes), k, human_bytes(sim.peak_bytes[1])));
     if (sim.peak_bytes[2] > 0) {
-      std::cout << field("peak NVMe use",
-                         fmt::format("{} on the node ({} ranks x {})",
-                                     human_bytes(checked_mul(sim.peak_bytes[2], k, "NVMe bytes")),
-                                     k, human_bytes(sim.peak_bytes[2])));
+      std::cout << field(
+          "peak NVMe use",
+          fmt::format("{} on the node ({} ranks x {})",
+                      human_bytes(checked_mul(sim.peak_bytes[2], k, "NVMe bytes")), k,
+                      nvme_row(sim.peak_bytes[2], run_nvme_reservation(c.graph, c.plan))));
     }
   }
   std::cout << field("recomputed", fmt::format("{} ops, {}", grouped(f.recomputed_ops),
@@ -335,6 +339,7 @@ nlohmann::json plan_json(const Graph& graph, const AutoPlan& a, const Hardware& 
   j["node_host_memory_bytes"] = a.hardware.host_memory_bytes;
   j["node_host_peak_bytes"] = checked_mul(c.sim.peak_bytes[1], k, "host bytes");
   j["node_nvme_peak_bytes"] = checked_mul(c.sim.peak_bytes[2], k, "NVMe bytes");
+  j["nvme"] = nvme_json(c.sim.peak_bytes[2], run_nvme_reservation(c.graph, c.plan));
   j["budget"] = a.budget;
   j["lower_bound_s"] = a.bound.seconds;
   j["lower_bound_why"] = a.bound.why;

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "format.h"
+#include "memwall/runtime/nvme_engine.h"
 
 namespace memwall::cli {
 namespace {
@@ -87,6 +88,23 @@ nlohmann::json time_split_json(const SimResult& sim) {
   nlohmann::json j = {{"compute", sim.compute_time}};
   for (const Cause& c : kCauses) j[c.key] = waited(sim, c.resource);
   return j;
+}
+
+NvmeReservation run_nvme_reservation(const Graph& graph, const Plan& plan) {
+  return nvme_reservation(graph, plan, runtime::kNvmeSector, runtime::NvmeOptions{}.block_size);
+}
+
+std::string nvme_row(uint64_t planned_peak, const NvmeReservation& r) {
+  return fmt::format("{} planned, {} reserved in {} blocks ({} buffer{})",
+                     human_bytes(planned_peak), human_bytes(r.reserved_bytes()),
+                     human_bytes(r.block_bytes), grouped(r.buffers), r.buffers == 1 ? "" : "s");
+}
+
+nlohmann::json nvme_json(uint64_t planned_peak, const NvmeReservation& r) {
+  return {{"planned_peak_bytes", planned_peak},
+          {"reserved_bytes", r.reserved_bytes()},
+          {"block_bytes", r.block_bytes},
+          {"buffers", r.buffers}};
 }
 
 }  // namespace memwall::cli

@@ -34,6 +34,7 @@
 #include "memwall/runtime/nvme_faults.h"
 #include "memwall/sim/simulator.h"
 #include "options.h"
+#include "plan_figures.h"
 #include "run_ranks.h"
 #include "run_values.h"
 #include "runnable_plan.h"
@@ -89,7 +90,7 @@ std::string ratio(double measured, double predicted) {
 // What the simulator predicted, in the figures a run measures.
 struct Prediction {
   double time = 0;
-  uint64_t device = 0, host = 0;
+  uint64_t device = 0, host = 0, nvme = 0;
   // The simulator's transfer overlap: its copies' busy time not stalling
   // compute (1 - stall / busy), as the executor measures its own.
   double overlap = 0;
@@ -136,6 +137,7 @@ Prediction prediction_of(const SimResult& sim) {
   p.time = sim.iteration_time;
   p.device = sim.peak_bytes[0];
   p.host = sim.peak_bytes[1];
+  p.nvme = sim.peak_bytes[2];
   p.bytes_moved = sim.bytes_moved;
   double copy_busy = 0;
   for (const Span& span : sim.timeline) {
@@ -165,6 +167,9 @@ void print_json(const Graph& graph, const Plan& plan, const Hardware& hw, const 
                         {"policy", result.arena ? "plan offsets" : policy},
                         {"measured_kernel_ops", measured_ops(graph)}};
   if (result.arena) out["planned_arena_bytes"] = pinned_arena(plan, graph);
+  // Note [NVMe reservation]: the swap space the run held beside the plan's figures.
+  out["nvme"] = nvme_json(p.nvme, run_nvme_reservation(graph, plan));
+  out["nvme"]["held_bytes"] = result.nvme_reserved_bytes;
   nlohmann::json rows = nlohmann::json::array();
   for (size_t k = 0; k < result.steps.size(); ++k) {
     const exec::StepMeasure& m = result.steps[k];
@@ -254,21 +259,16 @@ void print_table(const Graph& graph, const Plan& plan, const Hardware& hw,
                     human_bytes(planned), arena / static_cast<double>(p.device),
                     arena / static_cast<double>(last.device_peak_bytes)));
   }
+  if (result.nvme_reserved_bytes > 0) {
+    std::cout << field("NVMe swap space",
+                       fmt::format("{} held; {}", human_bytes(result.nvme_reserved_bytes),
+                                   nvme_row(p.nvme, run_nvme_reservation(graph, plan))));
+  }
   if (result.eager_equal) {
     std::cout << field("eager PyTorch", *result.eager_equal
                                             ? std::string("bitwise equal (losses and model states)")
                                             : "differs: " + result.eager_difference);
   }
-}
-
-// Whether a step or a starting place of `plan` is on NVMe.
-bool uses_nvme(const Plan& plan) {
-  for (const auto& [buf, tier] : plan.placement) {
-    if (tier == Tier::kNvme) return true;
-  }
-  return std::any_of(plan.steps.begin(), plan.steps.end(), [](const Step& s) {
-    return (s.kind == StepKind::kSwapOut && s.to == Tier::kNvme);
-  });
 }
 
 // Every --nvme-dir must take swap files: checked before any work (a
@@ -341,9 +341,10 @@ int run_run(const RunArgs& args) {
   importers::TorchTraceRequest request;
   if (!args.graph_file.empty()) {
     if (const std::string given = model.options_given(); !given.empty()) {
-      fail("run: {} {} not apply to --graph {}, whose model was traced with its own options "
-           "(meta.origin)",
-           given, given.find(',') == std::string::npos ? "does" : "do", args.graph_file);
+      fail(
+          "run: {} {} not apply to --graph {}, whose model was traced with its own options "
+          "(meta.origin)",
+          given, given.find(',') == std::string::npos ? "does" : "do", args.graph_file);
     }
     graph = read_graph_file(args.graph_file);
     plan = read_plan_file(args.plan_file);
@@ -373,7 +374,8 @@ int run_run(const RunArgs& args) {
           "in its arena (memwall plan --no-layout writes one without)",
           args.plan_file);
     }
-    if ((!args.nvme_dirs.empty() || !args.nvme_faults.empty()) && !uses_nvme(plan)) {
+    if ((!args.nvme_dirs.empty() || !args.nvme_faults.empty()) &&
+        run_nvme_reservation(graph, plan).buffers == 0) {
       fail("run: --nvme-dir and --nvme-faults apply to plans that use NVMe; {} puts nothing there",
            args.plan_file);
     }
@@ -436,13 +438,14 @@ int run_run(const RunArgs& args) {
     if (!allocator_fit(graph, plan, hw, policy).fits) {
       const RunnablePlan laid = runnable_plan(plan, graph, hw, /*lay_out=*/true);
       if (!laid.runs || laid.plan.offsets.empty()) {
-        fail("run: auto's plan does not run within the budget of {}: {}",
-             exact_bytes(plan.budget), laid.why_not());
+        fail("run: auto's plan does not run within the budget of {}: {}", exact_bytes(plan.budget),
+             laid.why_not());
       }
       plan = laid.plan;
     }
     // Auto chooses the tiers: an NVMe option is for the case it uses NVMe.
-    if ((!args.nvme_dirs.empty() || !args.nvme_faults.empty()) && !uses_nvme(plan)) {
+    if ((!args.nvme_dirs.empty() || !args.nvme_faults.empty()) &&
+        run_nvme_reservation(graph, plan).buffers == 0) {
       note("auto's plan puts nothing on NVMe: --nvme-dir and --nvme-faults go unused");
     }
   }
@@ -479,6 +482,7 @@ int run_run(const RunArgs& args) {
     if (status != exec::Status::kOk) others->stop();
     merge_ranks(others->wait(), status, error, result);
   }
+  for (const std::string& note : result.notes) std::cerr << "memwall: note: " << note << "\n";
   if (status == exec::Status::kBadInput) fail("run: {}", error);
   if (status == exec::Status::kRunFailed) {
     std::cerr << "memwall: error: run failed: " << error << "\n";

@@ -27,8 +27,6 @@
 #include "memwall/graph/interrupt_cleanup.h"
 #include "memwall/graph/output_files.h"
 
-extern char** environ;
-
 namespace memwall::cli {
 
 int ranks_of(const Graph& graph) {
@@ -59,27 +57,28 @@ RankProcesses::RankProcesses(const Graph& graph, const Plan& plan, const std::st
                              const exec::RunOptions& options) {
   const int ranks = ranks_of(graph);
   check_run_ranks(ranks);
-  std::string pattern =
-      (std::filesystem::temp_directory_path() / fmt::format("memwall_ranks_{}_XXXXXX", getpid()))
-          .string();
-  if (::mkdtemp(pattern.data()) == nullptr) {
-    fail("run: cannot create a directory for the ranks: {}", std::strerror(errno));
+  // Note [Interrupt cleanup]: every file the ranks make here is named, so
+  // that an interrupt leaves no directory behind.
+  dir_.emplace(fmt::format("memwall_ranks_{}", getpid()));
+  const std::string dir = dir_->path();
+  store_ = dir_->file("store");
+  write_file(dir_->file("graph.json"), graph_to_json_text(graph));
+  write_file(dir_->file("plan.json"), plan_to_json_text(plan));
+  for (int r = 1; r < ranks; ++r) {
+    dir_->file(fmt::format("rank{}.json", r));
+    dir_->file(fmt::format("rank{}.log", r));
   }
-  dir_ = pattern;
-  store_ = dir_ + "/store";
-  write_file(dir_ + "/graph.json", graph_to_json_text(graph));
-  write_file(dir_ + "/plan.json", plan_to_json_text(plan));
   const std::string exe = memwall_executable();
   for (int r = 1; r < ranks; ++r) {
     std::vector<std::string> args = {"memwall",  "run-rank",
-                                     "--graph",  dir_ + "/graph.json",
-                                     "--plan",   dir_ + "/plan.json",
+                                     "--graph",  dir + "/graph.json",
+                                     "--plan",   dir + "/plan.json",
                                      "--values", values,
                                      "--rank",   std::to_string(r),
                                      "--store",  store_,
                                      "--steps",  std::to_string(options.steps),
                                      "--policy", options.policy,
-                                     "--result", fmt::format("{}/rank{}.json", dir_, r)};
+                                     "--result", fmt::format("{}/rank{}.json", dir, r)};
     if (options.check_eager) args.emplace_back("--check-eager");
     for (const std::string& d : options.nvme_dirs) args.insert(args.end(), {"--nvme-dir", d});
     if (!options.nvme_faults.empty())
@@ -90,18 +89,18 @@ RankProcesses::RankProcesses(const Graph& graph, const Plan& plan, const std::st
     // The child's own words go to its log; its outcome to its result file.
     posix_spawn_file_actions_t files;
     posix_spawn_file_actions_init(&files);
-    const std::string log = fmt::format("{}/rank{}.log", dir_, r);
+    const std::string log = fmt::format("{}/rank{}.log", dir, r);
     posix_spawn_file_actions_addopen(&files, STDOUT_FILENO, log.c_str(),
                                      O_WRONLY | O_CREAT | O_TRUNC, 0644);
     posix_spawn_file_actions_adddup2(&files, STDOUT_FILENO, STDERR_FILENO);
-    pid_t pid = 0;
-    const int rc = ::posix_spawn(&pid, exe.c_str(), &files, nullptr, argv.data(), environ);
+    SpawnedChild child = spawn_killed_on_interrupt(exe, &files, argv.data());
     posix_spawn_file_actions_destroy(&files);
-    if (rc != 0) {
+    if (child.error != 0) {
       stop();
-      fail("run: cannot start rank {}: {}", r, std::strerror(rc));
+      fail("run: cannot start rank {}: {}", r, std::strerror(child.error));
     }
-    children_.push_back(pid);
+    children_.push_back(child.pid);
+    kill_on_interrupt_.push_back(std::move(child.kill));
   }
   watcher_ = std::thread([this] { watch(); });
 }
@@ -109,8 +108,6 @@ RankProcesses::RankProcesses(const Graph& graph, const Plan& plan, const std::st
 RankProcesses::~RankProcesses() {
   stop();
   (void)wait();
-  std::error_code ignored;
-  std::filesystem::remove_all(dir_, ignored);
 }
 
 void RankProcesses::stop() {
@@ -124,7 +121,7 @@ void RankProcesses::stop() {
 RankOutcome RankProcesses::outcome_of(int rank, int wait_status) const {
   RankOutcome o;
   o.rank = rank;
-  std::ifstream in(fmt::format("{}/rank{}.json", dir_, rank));
+  std::ifstream in(fmt::format("{}/rank{}.json", dir_->path(), rank));
   nlohmann::json j;
   try {
     if (in) j = nlohmann::json::parse(in);
@@ -137,13 +134,14 @@ RankOutcome RankProcesses::outcome_of(int rank, int wait_status) const {
     o.error = j.value("error", std::string());
     if (j.contains("eager_equal")) o.eager_equal = j["eager_equal"].get<bool>();
     o.eager_difference = j.value("eager_difference", std::string());
+    o.notes = j.value("notes", std::vector<std::string>());
   } else {
     o.status = exec::Status::kRunFailed;
     o.stopped = stopping_ && WIFSIGNALED(wait_status) && WTERMSIG(wait_status) == SIGTERM;
     o.error = WIFSIGNALED(wait_status)
                   ? fmt::format("died of signal {}", WTERMSIG(wait_status))
                   : fmt::format("exited with {} and said nothing (its log: {}/rank{}.log)",
-                                WEXITSTATUS(wait_status), dir_, rank);
+                                WEXITSTATUS(wait_status), dir_->path(), rank);
   }
   return o;
 }
@@ -170,6 +168,7 @@ void RankProcesses::watch() {
           continue;
         }
         children_[i] = 0;
+        kill_on_interrupt_[i].reset();
         ended_.push_back(outcome_of(static_cast<int>(i) + 1, status));
         if (ended_.back().status != exec::Status::kOk && !failed_at) {
           failed_at = std::chrono::steady_clock::now();
@@ -183,7 +182,7 @@ void RankProcesses::watch() {
       std::cerr << fmt::format("memwall: error: run failed: rank {}: {}\n", bad->rank, bad->error);
       stop();
       std::error_code ignored;
-      std::filesystem::remove_all(dir_, ignored);
+      std::filesystem::remove_all(dir_->path(), ignored);
       exit_after_cleanup(bad->status == exec::Status::kBadInput ? 2 : 1);
     }
     std::this_thread::sleep_for(50ms);
@@ -201,6 +200,7 @@ std::vector<RankOutcome> RankProcesses::wait() {
     while (::waitpid(children_[i], &status, 0) < 0 && errno == EINTR) {
     }
     children_[i] = 0;
+    kill_on_interrupt_[i].reset();
     out.push_back(outcome_of(static_cast<int>(i) + 1, status));
   }
   std::sort(out.begin(), out.end(),
@@ -210,6 +210,10 @@ std::vector<RankOutcome> RankProcesses::wait() {
 
 void merge_ranks(const std::vector<RankOutcome>& outcomes, exec::Status& status, std::string& error,
                  exec::RunResult& result) {
+  for (const RankOutcome& o : outcomes) {
+    for (const std::string& note : o.notes)
+      result.notes.push_back(fmt::format("rank {}: {}", o.rank, note));
+  }
   for (const bool own : {true, false}) {
     for (const RankOutcome& o : outcomes) {
       if (o.status == exec::Status::kOk || o.said != own || o.stopped) continue;
@@ -258,7 +262,8 @@ int run_rank(const RankArgs& args) {
     status = exec::Status::kBadInput;
     error = e.what();
   }
-  nlohmann::json out = {{"status", static_cast<int>(status)}, {"error", error}};
+  nlohmann::json out = {
+      {"status", static_cast<int>(status)}, {"error", error}, {"notes", result.notes}};
   if (result.eager_equal) {
     out["eager_equal"] = *result.eager_equal;
     out["eager_difference"] = result.eager_difference;

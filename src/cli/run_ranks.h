@@ -5,6 +5,7 @@
 #include <sys/types.h>
 
 #include <atomic>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -12,6 +13,8 @@
 #include <vector>
 
 #include "memwall/exec/executor.h"
+#include "memwall/graph/interrupt_cleanup.h"
+#include "memwall/graph/private_dir.h"
 #include "memwall/graph/types.h"
 #include "memwall/plan/plan.h"
 
@@ -33,8 +36,9 @@ struct RankOutcome {
   std::string error;
   std::optional<bool> eager_equal;
   std::string eager_difference;
-  bool said = false;     // wrote its outcome (not killed or crashed)
-  bool stopped = false;  // ended by stop(), after rank 0 failed
+  std::vector<std::string> notes;  // RunResult::notes
+  bool said = false;               // wrote its outcome (not killed or crashed)
+  bool stopped = false;            // ended by stop(), after rank 0 failed
 };
 
 class RankProcesses {
@@ -59,8 +63,10 @@ class RankProcesses {
  private:
   void watch();
   RankOutcome outcome_of(int rank, int wait_status) const;
-  std::string dir_, store_;
+  std::optional<PrivateDir> dir_;
+  std::string store_;
   std::vector<pid_t> children_;
+  std::vector<std::unique_ptr<KillOnInterrupt>> kill_on_interrupt_;  // per child, until reaped
   // Note [Dead ranks]: the watcher reaps children as they end.
   std::mutex mutex_;
   std::vector<RankOutcome> ended_;
@@ -70,9 +76,8 @@ class RankProcesses {
 };
 
 // Folds the children's outcomes into rank 0's `status`, `error` and
-// result: a child's failure explains the run's (rank 0's "Connection closed
-// by peer" follows from it), its own error line first; a child that
-// stop() ended does not.
+// result (their notes after rank 0's): a child's failure explains the run's (rank 0's "Connection
+// closed by peer" follows from it), its own error line first; a child that stop() ended does not.
 void merge_ranks(const std::vector<RankOutcome>& outcomes, exec::Status& status, std::string& error,
                  exec::RunResult& result);
 

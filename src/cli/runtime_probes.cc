@@ -83,6 +83,7 @@ NvmeRates measure_nvme_engine(const std::string& dir, uint64_t size, uint64_t bl
   if (engine.stats().buffered || !engine.stats().registered_buffers) {
     rates.warning = engine.stats().warning;
   }
+  rates.note = engine.stats().note;
   std::vector<uint8_t> buf(tensor);
   std::mt19937_64 rng(1);
   for (auto& b : buf) b = static_cast<uint8_t>(rng());
@@ -253,14 +254,6 @@ double cpu_adam_seconds(int64_t n, unsigned threads, bool bf16_copy, int repeats
   int64_t step = 1;
   runtime::adamw_step({}, step++, state, out, options);  // touch every page
   return best_seconds(repeats, [&] { runtime::adamw_step({}, step++, state, out, options); });
-}
-
-std::string make_temp_dir(const std::string& stem) {
-  const char* tmp = std::getenv("TMPDIR");
-  std::string tmpl =
-      std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/" + stem + "-XXXXXX";
-  if (mkdtemp(tmpl.data()) == nullptr) fail("cannot create a directory {}", tmpl);
-  return tmpl;
 }
 
 }  // namespace memwall::cli

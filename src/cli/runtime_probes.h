@@ -37,6 +37,7 @@ double best_seconds(int repeats, const F& f) {
 struct NvmeRates {
   double write_gbps = 0, read_gbps = 0;
   std::string warning;  // the engine's, when it fell back to buffered or unregistered I/O
+  std::string note;     // the engine's: stale swap files it removed (Note [Stale swap files])
 };
 
 // `size` bytes as tensors of `tensor` bytes through one engine on `dir`,
@@ -100,8 +101,5 @@ class CopyLoad {
 // parameters on `threads` threads (0: all), with a bf16 copy if asked; best
 // of `repeats` after a step that touches every page.
 double cpu_adam_seconds(int64_t n, unsigned threads, bool bf16_copy, int repeats);
-
-// A new directory under $TMPDIR (or /tmp) named `stem`-XXXXXX.
-std::string make_temp_dir(const std::string& stem);
 
 }  // namespace memwall::cli

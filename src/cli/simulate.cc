@@ -18,6 +18,7 @@
 #include "memwall/plan/plan.h"
 #include "memwall/sim/simulator.h"
 #include "options.h"
+#include "plan_figures.h"
 
 namespace memwall::cli {
 namespace {
@@ -105,6 +106,7 @@ int run_simulate(const SimulateArgs& args) {
     out["peak_bytes"] = peaks;
     out["node_host_peak_bytes"] = checked_mul(r.peak_bytes[1], k, "host bytes");
     out["node_nvme_peak_bytes"] = checked_mul(r.peak_bytes[2], k, "NVMe bytes");
+    out["nvme"] = nvme_json(r.peak_bytes[2], run_nvme_reservation(graph, plan));
     std::cout << out.dump(2) << "\n";
     return r.valid ? 0 : 1;
   }
@@ -134,7 +136,10 @@ int run_simulate(const SimulateArgs& args) {
     line("peak host memory",
          fmt::format("{} of {}", on_node(r.peak_bytes[1]), human_bytes(hw.host_memory_bytes)));
   }
-  if (r.peak_bytes[2] > 0) line("peak NVMe", on_node(r.peak_bytes[2]));
+  if (r.peak_bytes[2] > 0) {
+    const std::string reserved = nvme_row(r.peak_bytes[2], run_nvme_reservation(graph, plan));
+    line("peak NVMe", k == 1 ? reserved : on_node(r.peak_bytes[2]) + "; per rank " + reserved);
+  }
   line("moved h2d / d2h", fmt::format("{} / {}", human_bytes(moved(r, Resource::kH2D)),
                                       human_bytes(moved(r, Resource::kD2H))));
   if (moved(r, Resource::kNvmeRead) + moved(r, Resource::kNvmeWrite) > 0) {

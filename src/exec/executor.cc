@@ -68,8 +68,8 @@ Executor::Executor(const Graph& graph, const Plan& plan, const std::string& valu
   }
 }
 
-RunResult Executor::run() {
-  RunResult result;
+void Executor::run(RunResult& result) {
+  result_ = &result;
   const int threads = state_->index().value("threads", 0);
   if (threads > 0) at::set_num_threads(threads);
   result.threads = at::get_num_threads();
@@ -103,7 +103,6 @@ RunResult Executor::run() {
     memory_->log_allocations(nullptr);  // a failed first iteration left it set
     std::fclose(memory_log_);
   }
-  return result;
 }
 
 // Note [Kernel timing]: the median over iterations is what an iteration
@@ -286,17 +285,35 @@ runtime::NvmeEngine& Executor::nvme() {
       const char* tmp = std::getenv("TMPDIR");
       o.dirs.push_back(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp");
     }
-    uint64_t total = 0;
-    for (const Buffer& b : graph_.buffers) total += b.bytes + o.block_size;
-    o.capacity = total;
+    // Note [NVMe reservation] in src/plan/nvme_reservation.cc.
+    const NvmeReservation r =
+        nvme_reservation(graph_, plan_, runtime::kNvmeSector, runtime::NvmeOptions{}.block_size);
+    o.block_size = r.block_bytes;
+    o.capacity = r.reserved_bytes();
+    if (o.capacity == 0) run_failed("the plan puts no buffer on NVMe, yet one goes there");
     if (!options_.nvme_faults.empty()) o.faults = options_.nvme_faults;
     try {
       nvme_ = std::make_unique<runtime::NvmeEngine>(o);
     } catch (const std::exception& e) {
       run_failed("the NVMe engine cannot start: {}", e.what());
     }
+    const runtime::NvmeStats stats = nvme_->stats();
+    if (!stats.note.empty()) result_->notes.push_back(stats.note);
+    result_->nvme_reserved_bytes = nvme_->total_blocks() * nvme_->block_size();
   }
   return *nvme_;
+}
+
+// Note [NVMe reservation]: a buffer's writes all go to the extent its
+// first one took, never freed, so the extents fill the reservation from
+// the front and always fit. An empty buffer needs no I/O.
+runtime::Extent Executor::store_on_nvme(Slot& s, const void* data, uint64_t bytes) {
+  s.nvme.reset();
+  if (bytes == 0) return {};
+  runtime::NvmeEngine& engine = nvme();
+  if (!s.nvme_home) s.nvme_home = engine.allocate(bytes);
+  engine.write(*s.nvme_home, data, bytes);
+  return *s.nvme_home;
 }
 
 namespace {
@@ -327,7 +344,7 @@ void Executor::bind(const Buffer& b) {
       s.host = std::move(h);
     } else {
       try {
-        s.nvme = nvme().write(h.data(), b.bytes);
+        s.nvme = store_on_nvme(s, h.data(), b.bytes);
       } catch (const std::exception& e) {
         run_failed("placing {} on NVMe: {}", b.name, e.what());
       }
@@ -511,21 +528,22 @@ void Executor::execute(const Step& s, RunResult& result) {
 }  // namespace memwall::exec::detail
 
 namespace memwall::exec {
-RunResult run(const Graph& graph, const Plan& plan, const std::string& values,
-              const RunOptions& options) {
+void run(const Graph& graph, const Plan& plan, const std::string& values, const RunOptions& options,
+         RunResult& result) {
   detail::Executor executor(graph, plan, values, options);
-  return executor.run();
+  executor.run(result);
 }
 
 }  // namespace memwall::exec
 
-extern "C" __attribute__((visibility("default"))) memwall::exec::Status memwall_exec_run_v3(
+extern "C" __attribute__((visibility("default"))) memwall::exec::Status memwall_exec_run_v4(
     const memwall::Graph& graph, const memwall::Plan& plan, const std::string& values,
     const memwall::exec::RunOptions& options, memwall::exec::RunResult& result,
     std::string& error) {
   using memwall::exec::Status;
   try {
-    result = memwall::exec::run(graph, plan, values, options);
+    result = memwall::exec::RunResult();
+    memwall::exec::run(graph, plan, values, options, result);
     return Status::kOk;
   } catch (const memwall::exec::BadInput& e) {
     error = e.what();

@@ -39,18 +39,15 @@ void Executor::swap_out(BufferId b, Tier to, RunResult& result) {
   s.host_ready = copied;
 }
 
-void Executor::drop_nvme(Slot& s) {
-  if (s.nvme && nvme_) nvme_->free(*s.nvme);
-  s.nvme.reset();
-}
+// The copy is gone; its extent stays the buffer's (Note [NVMe reservation]).
+void Executor::drop_nvme(Slot& s) { s.nvme.reset(); }
 
 // Writes a buffer's bytes to NVMe, in place of an older copy (a model
 // state written back after its CPU step).
 runtime::Extent Executor::write_nvme(Slot& s, const void* data, uint64_t bytes) {
-  drop_nvme(s);
   const Clock::time_point t = Clock::now();
   try {
-    runtime::Extent e = nvme().write(data, bytes);
+    runtime::Extent e = store_on_nvme(s, data, bytes);
     waited_on_nvme(t);
     return e;
   } catch (const std::exception& e) {
@@ -59,6 +56,7 @@ runtime::Extent Executor::write_nvme(Slot& s, const void* data, uint64_t bytes) 
 }
 
 void Executor::read_nvme(const runtime::Extent& extent, void* data, uint64_t bytes) {
+  if (bytes == 0) return;
   const Clock::time_point t = Clock::now();
   try {
     nvme().read(extent, data, bytes);

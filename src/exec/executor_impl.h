@@ -29,6 +29,7 @@
 #include "memwall/graph/counts.h"
 #include "memwall/graph/error.h"
 #include "memwall/plan/in_place.h"
+#include "memwall/plan/nvme_reservation.h"
 #include "memwall/runtime/copy_engine.h"
 #include "memwall/runtime/host_pool.h"
 #include "memwall/runtime/nvme_engine.h"
@@ -46,8 +47,11 @@ struct Slot {
   c10::Storage device;         // defined while on the device
   runtime::CopyEvent arrived;  // the swap_in copy that fills `device`
   runtime::HostBuffer host;
-  runtime::CopyEvent host_ready;  // the swap_out copy that fills `host`
-  std::optional<runtime::Extent> nvme;
+  runtime::CopyEvent host_ready;        // the swap_out copy that fills `host`
+  std::optional<runtime::Extent> nvme;  // the NVMe copy, when there is one
+  // Note [NVMe reservation]: the buffer's own extent, from its first write
+  // to NVMe to the end of the run; `nvme` is in it.
+  std::optional<runtime::Extent> nvme_home;
   // Note [Offsets per stay]: device stays begun this iteration, the step
   // (Executor::serial_) that began the latest, and its plan offset.
   uint32_t stays = 0;
@@ -87,7 +91,8 @@ class Executor {
  public:
   Executor(const Graph& graph, const Plan& plan, const std::string& values,
            const RunOptions& options);
-  RunResult run();
+  // Fills `result` as it goes: a failed run keeps its notes.
+  void run(RunResult& result);
 
  private:
   void check_runnable();
@@ -107,6 +112,9 @@ class Executor {
   void make_room(uint64_t offset, uint64_t bytes);
   runtime::HostBuffer host_buffer(uint64_t bytes, BufferId b);
   runtime::NvmeEngine& nvme();
+  // Writes b's bytes to its NVMe extent (Note [NVMe reservation]); throws
+  // the engine's error.
+  runtime::Extent store_on_nvme(Slot& s, const void* data, uint64_t bytes);
   void bind(const Buffer& b);
   void bind_persistent();
   StepMeasure iteration(int k, RunResult& result);
@@ -186,6 +194,7 @@ class Executor {
   std::unique_ptr<DeviceMemory> memory_;
   std::unique_ptr<runtime::HostPool> host_;
   std::unique_ptr<runtime::NvmeEngine> nvme_;
+  RunResult* result_ = nullptr;  // the run's, for what nvme() learns when it starts
   std::vector<Slot> slots_;
   std::vector<Leaving> leaving_;
   std::vector<std::pair<int64_t, c10::Storage>> current_;  // the op's buffers by root

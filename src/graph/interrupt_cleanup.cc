@@ -13,7 +13,10 @@
 // has then already been removed by its owner, or renamed away, and
 // unlinking it again fails harmlessly with ENOENT.
 // Order: children first (killed and reaped, so they write no more), then
-// files, then directories (which are empty once their files are gone).
+// files, then directories (which are empty once their files are gone),
+// in passes until one removes nothing: a directory registered inside
+// another (a private directory's values/) goes before its parent,
+// whichever slot each holds.
 // SA_RESETHAND restores the default action, and raise() re-sends the signal
 // so that the shell sees "killed by SIGINT" as usual.
 #include "memwall/graph/interrupt_cleanup.h"
@@ -29,6 +32,8 @@
 #include <mutex>
 
 #include "memwall/graph/error.h"
+
+extern char** environ;
 
 namespace memwall {
 namespace {
@@ -73,8 +78,13 @@ void remove_registered() {
   for (Slot& s : g_slots) {
     if (s.state.load(std::memory_order_acquire) == kFile) ::unlink(s.path);
   }
-  for (Slot& s : g_slots) {
-    if (s.state.load(std::memory_order_acquire) == kDirectory) ::rmdir(s.path);
+  for (bool removed = true; removed;) {
+    removed = false;
+    for (Slot& s : g_slots) {
+      if (s.state.load(std::memory_order_acquire) == kDirectory && ::rmdir(s.path) == 0) {
+        removed = true;
+      }
+    }
   }
 }
 
@@ -116,6 +126,25 @@ RemoveOnInterrupt::~RemoveOnInterrupt() { release(slot_); }
 KillOnInterrupt::KillOnInterrupt(pid_t pid) : slot_(claim(kChild, "", pid)) {}
 
 KillOnInterrupt::~KillOnInterrupt() { release(slot_); }
+
+SpawnedChild spawn_killed_on_interrupt(const std::string& path,
+                                       const posix_spawn_file_actions_t* actions,
+                                       char* const argv[]) {
+  sigset_t none;
+  sigemptyset(&none);
+  posix_spawnattr_t attributes;
+  posix_spawnattr_init(&attributes);
+  posix_spawnattr_setsigmask(&attributes, &none);
+  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSIGMASK);
+  SpawnedChild child;
+  {
+    const HoldInterrupts hold;  // until the child is registered
+    child.error = ::posix_spawn(&child.pid, path.c_str(), actions, &attributes, argv, environ);
+    if (child.error == 0) child.kill = std::make_unique<KillOnInterrupt>(child.pid);
+  }
+  posix_spawnattr_destroy(&attributes);
+  return child;
+}
 
 sigset_t HoldInterrupts::signals() {
   sigset_t set;

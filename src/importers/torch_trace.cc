@@ -30,7 +30,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <list>
 #include <sstream>
 
 #include <chrono>
@@ -43,46 +42,13 @@
 #include "memwall/graph/graph.h"
 #include "memwall/graph/interrupt_cleanup.h"
 #include "memwall/graph/output_files.h"
+#include "memwall/graph/private_dir.h"
 #include "memwall/graph/versions.h"
-
-extern char** environ;
 
 namespace memwall::importers {
 namespace {
 
 constexpr std::string_view kErrorPrefix = "memwall-trace: error: ";
-
-class TempDir {
- public:
-  TempDir() {
-    const char* base = std::getenv("TMPDIR");
-    std::string pattern =
-        std::string(base != nullptr && *base != '\0' ? base : "/tmp") + "/memwall-trace-XXXXXX";
-    const HoldInterrupts hold;  // until the directory is registered
-    if (mkdtemp(pattern.data()) == nullptr) {
-      fail("trace: cannot create a temporary directory: {}", std::strerror(errno));
-    }
-    path_ = pattern;
-    cleanup_.emplace(path_, RemoveOnInterrupt::Kind::kDirectory);
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path_, ignored);
-  }
-  // A file the directory will hold, removed with it if interrupted.
-  std::string file(const std::string& name) {
-    files_.emplace_back(path_ + "/" + name, RemoveOnInterrupt::Kind::kFile);
-    return path_ + "/" + name;
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-  std::optional<RemoveOnInterrupt> cleanup_;
-  std::list<RemoveOnInterrupt> files_;
-};
 
 // The tracer's one-line verdict, if it wrote one.
 std::optional<std::string> verdict(const std::string& err) {
@@ -258,7 +224,7 @@ bool drain(int out_fd, int err_fd, bool capture_out, double timeout_s, ChildOutp
 
 // Note [Tracer process]. `user_script`: the script the tracer runs, if
 // any, blamed for an end without a verdict (Note [A script that exits]).
-ChildOutput run_tracer_in(TempDir& dir, const std::vector<std::string>& args, bool capture_out,
+ChildOutput run_tracer_in(PrivateDir& dir, const std::vector<std::string>& args, bool capture_out,
                           double timeout_s, const std::string& chosen_python,
                           const std::string& user_script = {}) {
   const std::string python = tracer_python(chosen_python);
@@ -289,25 +255,11 @@ ChildOutput run_tracer_in(TempDir& dir, const std::vector<std::string>& args, bo
   posix_spawn_file_actions_adddup2(&actions, out.write, STDOUT_FILENO);
   posix_spawn_file_actions_adddup2(&actions, err.write, STDERR_FILENO);
   // An interrupt between the spawn and the registration would leave the
-  // child running: hold the signals until it is registered. The child
-  // starts with them unblocked.
-  sigset_t none;
-  sigemptyset(&none);
-  posix_spawnattr_t attributes;
-  posix_spawnattr_init(&attributes);
-  posix_spawnattr_setsigmask(&attributes, &none);
-  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSIGMASK);
-  pid_t pid = 0;
-  std::optional<KillOnInterrupt> kill_on_interrupt;
-  int spawned = 0;
-  {
-    const HoldInterrupts hold;
-    spawned = posix_spawn(&pid, python.c_str(), &actions, &attributes, argv.data(), environ);
-    if (spawned == 0) kill_on_interrupt.emplace(pid);
-  }
+  // child running.
+  const SpawnedChild child = spawn_killed_on_interrupt(python, &actions, argv.data());
   posix_spawn_file_actions_destroy(&actions);
-  posix_spawnattr_destroy(&attributes);
-  if (spawned != 0) fail("trace: cannot run {}: {}", python, std::strerror(spawned));
+  if (child.error != 0) fail("trace: cannot run {}: {}", python, std::strerror(child.error));
+  const pid_t pid = child.pid;
   ::close(out.write);
   ::close(err.write);
   out.write = err.write = -1;
@@ -357,7 +309,7 @@ void require_output(const std::string& path, const TorchTraceRequest& request) {
 
 std::string run_torch_tracer(const std::vector<std::string>& args, double timeout_s,
                              const std::string& python) {
-  TempDir dir;
+  PrivateDir dir("memwall-trace");
   return run_tracer_in(dir, args, /*capture_out=*/true, timeout_s, python).out;
 }
 
@@ -439,7 +391,7 @@ Graph read_traced_graph(const std::string& path) {
 
 Graph trace_torch(const TorchTraceRequest& request) {
   std::vector<std::string> args = tracer_args(request);
-  TempDir dir;
+  PrivateDir dir("memwall-trace");
   const std::string graph_path = dir.file("graph.json");
   dir.file("graph.json.tmp");  // the tracer writes through it
   args.push_back("--out");
@@ -452,7 +404,7 @@ Graph trace_torch(const TorchTraceRequest& request) {
 
 MeasuredStep trace_and_measure(const TorchTraceRequest& request) {
   std::vector<std::string> args = tracer_args(request);
-  TempDir dir;
+  PrivateDir dir("memwall-trace");
   const std::string graph_path = dir.file("graph.json");
   const std::string measured_path = dir.file("measured.json");
   dir.file("graph.json.tmp");
@@ -482,7 +434,7 @@ MeasuredStep trace_and_measure(const TorchTraceRequest& request) {
 }
 
 struct RunTrace::Impl {
-  TempDir dir;
+  std::optional<PrivateDir> dir;  // a fresh trace's; none for kept values
   Graph graph;
   std::string values;
 };
@@ -505,7 +457,9 @@ RunTrace::RunTrace(const TorchTraceRequest& request, int steps, int64_t seed)
   }
   if (steps <= 0) fail("trace: the number of steps must be positive");
   std::vector<std::string> args = tracer_args(request);
-  impl_->values = impl_->dir.path() + "/values";
+  // Made and registered here, so that an interrupt removes it with its files.
+  PrivateDir& dir = impl_->dir.emplace("memwall-trace");
+  impl_->values = dir.subdir("values");
   std::vector<std::string> names = {"graph.json", "state.json", "state.bin", "eager.json",
                                     "eager.bin"};
   for (int r = 1; r < request.ranks; ++r) {
@@ -513,13 +467,13 @@ RunTrace::RunTrace(const TorchTraceRequest& request, int steps, int64_t seed)
     names.push_back(fmt::format("inputs{}.bin", r));
   }
   for (const std::string& name : names) {
-    impl_->dir.file("values/" + name);
-    impl_->dir.file("values/" + name + ".tmp");
+    dir.file("values/" + name);
+    dir.file("values/" + name + ".tmp");
   }
   args.insert(args.end(), {"--values", impl_->values, "--steps", std::to_string(steps), "--seed",
                            std::to_string(seed)});
   if (request.ranks > 1) args.insert(args.end(), {"--ranks", std::to_string(request.ranks)});
-  run_tracer_in(impl_->dir, args, /*capture_out=*/false, request.timeout_s, request.python,
+  run_tracer_in(dir, args, /*capture_out=*/false, request.timeout_s, request.python,
                 request.script);
   require_output(impl_->values + "/graph.json", request);
   impl_->graph = read_traced_graph(impl_->values + "/graph.json");

@@ -34,8 +34,6 @@ struct NvmeRequest {
 
 namespace {
 
-constexpr uint64_t kNvmeSector = 4096;  // O_DIRECT alignment of offsets, lengths, buffers
-
 uint64_t nvme_round_up(uint64_t n, uint64_t to) { return (n + to - 1) / to * to; }
 
 }  // namespace
@@ -60,7 +58,7 @@ struct NvmeSlot {
 // trailer on disk: a trailer would make the payload of a block smaller than
 // the I/O unit, so tensors of exactly N MiB would need an extra block, and
 // the table is 12 bytes per MiB. The table lives as long as the engine,
-// which is as long as the swap files themselves (they are removed with it).
+// which is as long as the swap files themselves (they are closed with it).
 struct NvmeBlockCrc {
   uint32_t crc = 0;
   uint32_t valid = 0;
@@ -142,6 +140,13 @@ void NvmeEngine::Impl::setup(NvmeOptions options) {
   } catch (const std::exception& e) {
     throw NvmeError(e.what());
   }
+  StaleSwapFiles stale;
+  for (const auto& dir : opt.dirs) {
+    StaleSwapFiles here = remove_stale_swap_files(dir);
+    stale.paths.insert(stale.paths.end(), here.paths.begin(), here.paths.end());
+    stale.bytes += here.bytes;
+  }
+  stats.note = stale_swap_note(stale);
 
   size_t nfiles = opt.dirs.size() * opt.files_per_dir;
   uint64_t blocks = (opt.capacity + opt.block_size - 1) / opt.block_size;
@@ -577,6 +582,12 @@ uint64_t NvmeEngine::free_blocks() const {
 std::vector<std::string> NvmeEngine::files() const {
   std::vector<std::string> out;
   for (const auto& f : impl_->files) out.push_back(f->path());
+  return out;
+}
+
+std::vector<int> NvmeEngine::file_descriptors() const {
+  std::vector<int> out;
+  for (const auto& f : impl_->files) out.push_back(f->fd());
   return out;
 }
 

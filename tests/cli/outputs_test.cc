@@ -1,6 +1,6 @@
 // The verbs' outputs end to end: checked before the work, all or none, the
 // user's links, FIFOs and own standard output respected, and nothing left
-// behind by an interrupted command (issue 17; Note [Output files],
+// behind by an interrupted command (issues 17 and 45; Note [Output files],
 // Note [Interrupt cleanup]). Nodes are made in private directories only.
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -105,41 +105,15 @@ TEST(Outputs, DirectoryGetsOneLine) {
   EXPECT_EQ(r.err, "memwall: error: cannot write " + dir.string() + ": it is a directory\n");
 }
 
-struct Spawned {
-  pid_t pid = -1;
-};
-
-// Starts memwall with `args` and extra environment, output to `log`.
-Spawned spawn_memwall(const std::vector<std::string>& args, const std::vector<std::string>& env,
-                      const fs::path& log) {
-  std::vector<std::string> argv_text = {MEMWALL_BINARY};
-  argv_text.insert(argv_text.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (std::string& a : argv_text) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  std::vector<std::string> env_text(env);
-  for (char** e = environ; *e != nullptr; ++e) env_text.emplace_back(*e);
-  std::vector<char*> envp;
-  for (std::string& e : env_text) envp.push_back(e.data());
-  envp.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  posix_spawn_file_actions_adddup2(&actions, 1, 2);
-  Spawned s;
-  EXPECT_EQ(posix_spawn(&s.pid, argv[0], &actions, nullptr, argv.data(), envp.data()), 0);
-  posix_spawn_file_actions_destroy(&actions);
-  return s;
-}
-
-// Waits up to 60 s for `ready`; false if it never held.
-template <typename F>
-bool wait_for(F&& ready) {
-  for (int i = 0; i < 6000; ++i) {
-    if (ready()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return false;
+// Sends `signal_number` to memwall, which dies of it, and its child (whose
+// pid is in `child_pid`) with it.
+void interrupt(const Spawned& s, int signal_number, const fs::path& child_pid) {
+  const pid_t child = std::stoi(slurp(child_pid.string()));
+  ASSERT_EQ(::kill(s.pid, signal_number), 0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(s.pid, &status, 0), s.pid);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == signal_number) << status;
+  EXPECT_EQ(::kill(child, 0), -1) << "the tracer's child outlived memwall";
 }
 
 // `memwall trace` with a stand-in interpreter that records its pid and
@@ -159,18 +133,44 @@ void interrupted_trace_leaves_nothing(int signal_number) {
     return fs::exists(dir / "child.pid") && fs::file_size(dir / "child.pid") > 0 &&
            names_in(dir / "out").size() == 1 && names_in(dir / "tmp").size() == 1;
   })) << "memwall trace never started its child";
-  const pid_t child = std::stoi(slurp((dir / "child.pid").string()));
-  ASSERT_EQ(::kill(s.pid, signal_number), 0);
-  int status = 0;
-  ASSERT_EQ(::waitpid(s.pid, &status, 0), s.pid);
-  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == signal_number) << status;
+  ASSERT_NO_FATAL_FAILURE(interrupt(s, signal_number, dir / "child.pid"));
   EXPECT_TRUE(names_in(dir / "out").empty());  // the temporary of g.json
   EXPECT_TRUE(names_in(dir / "tmp").empty());  // the tracer's private directory
-  EXPECT_EQ(::kill(child, 0), -1) << "the tracer's child outlived memwall";
 }
 
 TEST(Outputs, SigintRemovesTemporariesAndTheChild) { interrupted_trace_leaves_nothing(SIGINT); }
 TEST(Outputs, SigtermRemovesTemporariesAndTheChild) { interrupted_trace_leaves_nothing(SIGTERM); }
+
+// `memwall run` in one go (trace, plan, run) with a stand-in interpreter
+// that starts on the values, records its pid and sleeps: interrupted while
+// it traces, the run leaves no memwall-trace-* in $TMPDIR, its values/
+// included (issue 45).
+void interrupted_run_trace_leaves_nothing(int signal_number) {
+  const fs::path dir = fresh_dir();
+  fs::create_directories(dir / "tmp");
+  write_script(dir / "python",
+               "#!/bin/sh\n"
+               "while [ $# -gt 0 ]; do [ \"$1\" = --values ] && values=$2; shift; done\n"
+               "mkdir -p \"$values\" && echo 0 > \"$values/state.bin.tmp\" && "
+               "echo 0 > \"$values/state.json\" || exit 1\n"
+               "echo $$ > " +
+                   (dir / "child.pid").string() + "\nexec sleep 60\n");
+  const Spawned s = spawn_memwall(
+      {"run", "--builtin", "gpt-mini", "--gpu", "l4"},
+      {"MEMWALL_PYTHON=" + (dir / "python").string(), "TMPDIR=" + (dir / "tmp").string()},
+      dir / "log");
+  ASSERT_TRUE(wait_for([&] {
+    return fs::exists(dir / "child.pid") && fs::file_size(dir / "child.pid") > 0;
+  })) << "memwall run never started its tracer: "
+      << slurp((dir / "log").string());
+  ASSERT_NO_FATAL_FAILURE(interrupt(s, signal_number, dir / "child.pid"));
+  EXPECT_TRUE(names_in(dir / "tmp").empty()) << "left in $TMPDIR: " << names_in(dir / "tmp")[0];
+}
+
+TEST(Outputs, SigintWhileARunTracesLeavesNoValues) { interrupted_run_trace_leaves_nothing(SIGINT); }
+TEST(Outputs, SigtermWhileARunTracesLeavesNoValues) {
+  interrupted_run_trace_leaves_nothing(SIGTERM);
+}
 
 }  // namespace
 }  // namespace memwall::testing

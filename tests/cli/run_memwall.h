@@ -1,13 +1,21 @@
 // Runs the built `memwall` binary and captures its exit code and output.
 #pragma once
 
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
+#include <vector>
 
-#include <sys/wait.h>
-#include <unistd.h>
+extern char** environ;
 
 namespace memwall::testing {
 
@@ -39,6 +47,44 @@ inline RunResult run_memwall(const std::string& args) {
   std::remove((base + ".out").c_str());
   std::remove((base + ".err").c_str());
   return r;
+}
+
+struct Spawned {
+  pid_t pid = -1;
+};
+
+// Starts memwall with `args` and extra environment, output to `log`, and
+// returns at once (a test that signals it, Note [Interrupt cleanup]).
+inline Spawned spawn_memwall(const std::vector<std::string>& args,
+                             const std::vector<std::string>& env, const std::string& log) {
+  std::vector<std::string> argv_text = {MEMWALL_BINARY};
+  argv_text.insert(argv_text.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (std::string& a : argv_text) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  std::vector<std::string> env_text(env);
+  for (char** e = environ; *e != nullptr; ++e) env_text.emplace_back(*e);
+  std::vector<char*> envp;
+  for (std::string& e : env_text) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  posix_spawn_file_actions_adddup2(&actions, 1, 2);
+  Spawned s;
+  EXPECT_EQ(posix_spawn(&s.pid, argv[0], &actions, nullptr, argv.data(), envp.data()), 0);
+  posix_spawn_file_actions_destroy(&actions);
+  return s;
+}
+
+// Waits up to `seconds` for `ready`; false if it never held.
+template <typename F>
+bool wait_for(F&& ready, int seconds = 60) {
+  for (int i = 0; i < seconds * 100; ++i) {
+    if (ready()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
 }
 
 inline int count_lines(const std::string& s) {

@@ -14,7 +14,9 @@
 
 #include "cli/run_memwall.h"
 #include "importers/torch_env.h"
+#include "memwall/graph/graph.h"
 #include "memwall/importers/torch_trace.h"
+#include "shared_traces.h"
 
 namespace memwall::testing {
 
@@ -51,6 +53,33 @@ inline std::string dir_for(const std::string& tag) {
                                     ("memwall_run_" + tag + "_" + std::to_string(getpid()));
   std::filesystem::remove_all(dir);
   return dir.string();
+}
+
+// Note [Shared test traces]: the CNN with batch norm, traced once for
+// every test process, copied to a directory of the suite's own (its tests
+// write their files beside it); "" where the executor cannot run.
+inline std::string kept_cnn_bn(const std::string& tag) {
+  if (!executor_built() || !torch_importable()) return {};
+  const std::string shared =
+      shared_trace("run-kept-cnn_bn", "run --script " + models("cnn_bn") + " --gpu l4 --steps 1");
+  EXPECT_FALSE(shared.empty());
+  if (shared.empty()) return {};
+  const std::string dir = dir_for(tag);
+  EXPECT_TRUE(copy_shared_trace(shared, dir));
+  return dir;
+}
+
+// ZeRO-Infinity's plan of the kept graph in `dir` (model states on NVMe),
+// and the arguments that run it for a step from the kept values.
+inline std::string infinity_plan(const std::string& dir) {
+  const std::string graph = dir + "/graph.json";
+  const uint64_t peak = memory_profile(read_graph_file(graph)).peak_bytes;
+  const RunResult r = run_memwall(
+      "plan --graph " + graph + " --gpu l4 --strategy zero-infinity --out " + dir +
+      "/inf.json --out-graph " + dir + "/inf_graph.json --budget " + std::to_string(peak));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return "--graph " + dir + "/inf_graph.json --plan " + dir + "/inf.json --keep-values " + dir +
+         " --steps 1 --budget " + std::to_string(peak * 2);
 }
 
 // One run's JSON; checks what every run must show: eager's bits, the

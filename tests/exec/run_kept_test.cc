@@ -23,7 +23,6 @@
 #include "memwall/importers/torch_trace.h"
 #include "memwall/plan/plan.h"
 #include "run_checks.h"
-#include "shared_traces.h"
 
 namespace memwall::testing {
 namespace {
@@ -33,14 +32,8 @@ namespace {
 class RunKept : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    if (!executor_built() || !torch_importable()) return;
-    // Note [Shared test traces]: traced once for every RunKept process,
-    // copied here because the tests write their own files beside it.
-    const std::string shared =
-        shared_trace("run-kept-cnn_bn", "run --script " + models("cnn_bn") + " --gpu l4 --steps 1");
-    ASSERT_FALSE(shared.empty());
-    dir_ = new std::string(dir_for("bad"));
-    ASSERT_TRUE(copy_shared_trace(shared, *dir_));
+    const std::string dir = kept_cnn_bn("bad");
+    if (!dir.empty()) dir_ = new std::string(dir);
   }
   static void TearDownTestSuite() {
     if (dir_ != nullptr) std::filesystem::remove_all(*dir_);
@@ -221,17 +214,6 @@ TEST_F(RunKept, TraceOfTheRunInTheSimulatorsLayout) {
 }
 
 // ZeRO-Infinity's plan keeps optimizer states and parameters on NVMe.
-std::string infinity_plan(const std::string& dir) {
-  const std::string graph = dir + "/graph.json";
-  const uint64_t peak = memory_profile(read_graph_file(graph)).peak_bytes;
-  const RunResult r = run_memwall(
-      "plan --graph " + graph + " --gpu l4 --strategy zero-infinity --out " + dir +
-      "/inf.json --out-graph " + dir + "/inf_graph.json --budget " + std::to_string(peak));
-  EXPECT_EQ(r.exit_code, 0) << r.err;
-  return "--graph " + dir + "/inf_graph.json --plan " + dir + "/inf.json --keep-values " + dir +
-         " --steps 1 --budget " + std::to_string(peak * 2);
-}
-
 TEST_F(RunKept, AnNvmeFaultFailsTheRunAndLeavesNoSwapFiles) {
   REQUIRE_EXECUTOR();
   const std::string swap = *dir_ + "/swap";

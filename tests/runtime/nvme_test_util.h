@@ -1,8 +1,10 @@
 // Helpers shared by the NVMe engine tests: a fresh directory under
-// ::testing::TempDir(), removed at the end, and random buffers.
+// ::testing::TempDir(), removed at the end, random buffers, and a way to
+// the engine's nameless swap files behind its back.
 #pragma once
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -11,6 +13,8 @@
 #include <random>
 #include <string>
 #include <vector>
+
+#include "memwall/runtime/nvme_engine.h"
 
 namespace memwall::runtime::testing_nvme {
 
@@ -47,6 +51,13 @@ inline std::vector<uint8_t> random_bytes(size_t n, uint64_t seed) {
   std::vector<uint8_t> out(n);
   for (auto& b : out) b = static_cast<uint8_t>(rng());
   return out;
+}
+
+// A descriptor of the engine's swap file `file` of its own (without
+// O_DIRECT): the file has no name (Note [Swap files without names]).
+inline int reopen(const NvmeEngine& engine, size_t file, int flags) {
+  const std::string path = "/proc/self/fd/" + std::to_string(engine.file_descriptors()[file]);
+  return open(path.c_str(), flags);
 }
 
 }  // namespace memwall::runtime::testing_nvme

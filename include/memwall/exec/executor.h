@@ -2,7 +2,8 @@
 // tensors through ATen's dispatcher and measures what happened.
 //
 //   exec::RunOptions options;  options.steps = 3;  options.check_eager = true;
-//   exec::RunResult r = exec::run(graph, plan, "values/", options);   // via ExecLibrary
+//   exec::RunResult r;  std::string error;
+//   exec::Status s = load_executor()(graph, plan, "values/", options, r, error);
 //
 // The graph must carry call records (`memwall trace`, Note [Call records]
 // in python/memwall_calls.py) and `values` names the directory the tracer's
@@ -94,6 +95,12 @@ struct RunResult {
   // ran it (arguments, the dispatcher, the kernel); -1 for ops not timed
   // (CPU steps, applies, ops the plan does not compute, a 1-step run).
   std::vector<double> kernel_seconds;
+  // The swap space the NVMe engine held (Note [NVMe reservation] in
+  // src/plan/nvme_reservation.cc); 0 when the plan used no NVMe.
+  uint64_t nvme_reserved_bytes = 0;
+  // Lines for the user (`memwall: note:`), kept when the run fails: stale
+  // swap files of dead processes removed (Note [Stale swap files]).
+  std::vector<std::string> notes;
 };
 
 // Error kinds the library reports (exit codes of `memwall run`).
@@ -103,6 +110,6 @@ enum class Status : int { kOk = 0, kRunFailed = 1, kBadInput = 2 };
 // (kRunSymbol). Returns the status; on failure `error` is one line.
 using RunFunction = Status (*)(const Graph& graph, const Plan& plan, const std::string& values,
                                const RunOptions& options, RunResult& result, std::string& error);
-inline constexpr const char* kRunSymbol = "memwall_exec_run_v3";
+inline constexpr const char* kRunSymbol = "memwall_exec_run_v4";
 
 }  // namespace memwall::exec

@@ -6,8 +6,10 @@
 #pragma once
 
 #include <signal.h>
+#include <spawn.h>
 #include <sys/types.h>
 
+#include <memory>
 #include <string>
 
 namespace memwall {
@@ -48,6 +50,20 @@ class KillOnInterrupt {
  private:
   int slot_;
 };
+
+// A child started by spawn_killed_on_interrupt: `error` is posix_spawn's
+// (0: started), and while `kill` lives the child is KillOnInterrupt's.
+struct SpawnedChild {
+  int error = 0;
+  pid_t pid = 0;
+  std::unique_ptr<KillOnInterrupt> kill;
+};
+// posix_spawn of `path` with `argv`, `actions` and this process's
+// environment, registered with KillOnInterrupt before an interrupt can run
+// in between; the child starts with no signal held.
+SpawnedChild spawn_killed_on_interrupt(const std::string& path,
+                                       const posix_spawn_file_actions_t* actions,
+                                       char* const argv[]);
 
 // Holds SIGINT, SIGTERM and SIGHUP for this thread while it lives: for the
 // moment between creating something and registering it for removal.

@@ -34,6 +34,10 @@ class NvmeError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// O_DIRECT's alignment of offsets, lengths and buffers: blocks are
+// multiples of it.
+inline constexpr uint64_t kNvmeSector = 4096;
+
 struct NvmeOptions {
   // Swap directories: files_per_dir files in each, blocks striped round-robin
   // over all files (one directory per drive to stripe over drives).
@@ -74,6 +78,9 @@ struct NvmeStats {
   bool registered_buffers = false;  // IORING_OP_{READ,WRITE}_FIXED in use
   bool registered_files = false;
   std::string warning;  // why buffered or unregistered, empty otherwise
+  // For the user, once: the stale swap files of dead processes removed at
+  // start (Note [Stale swap files] in swap_dir.cc), empty when none.
+  std::string note;
 };
 
 struct NvmeRequest;  // nvme_engine.cc
@@ -92,10 +99,11 @@ class NvmeHandle {
 
 class NvmeEngine {
  public:
-  // Creates the swap files; throws NvmeError on bad options, a missing or
-  // read-only directory, no io_uring, or no space.
+  // Removes stale swap files of dead processes from the directories, then
+  // creates its own, nameless (swap_dir.h); throws NvmeError on bad
+  // options, a missing or read-only directory, no io_uring, or no space.
   explicit NvmeEngine(NvmeOptions options);
-  // Waits for every operation in flight, then removes the swap files.
+  // Waits for every operation in flight, then closes the swap files.
   ~NvmeEngine();
   NvmeEngine(const NvmeEngine&) = delete;
   NvmeEngine& operator=(const NvmeEngine&) = delete;
@@ -127,7 +135,10 @@ class NvmeEngine {
   uint64_t block_size() const;
   uint64_t total_blocks() const;
   uint64_t free_blocks() const;
+  // The names the swap files were created under (for messages: they are
+  // unlinked at once) and their descriptors, in file order.
   std::vector<std::string> files() const;
+  std::vector<int> file_descriptors() const;
   // Where block `block` (global index) lives: file index and byte offset.
   std::pair<size_t, uint64_t> locate(uint64_t block) const;
 
