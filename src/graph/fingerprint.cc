@@ -90,4 +90,10 @@ std::string graph_fingerprint(const Graph& graph) {
   return fmt::format("{:016x}", h.value());
 }
 
+void record_rewrite(const Graph& from, Graph& to) {
+  to.meta["rewritten_from"] = from.meta.contains("rewritten_from")
+                                  ? from.meta["rewritten_from"]
+                                  : nlohmann::json(graph_fingerprint(from));
+}
+
 }  // namespace memwall

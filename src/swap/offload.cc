@@ -179,6 +179,7 @@ OffloadGraph offload_graph(const Graph& graph, const OffloadOptions& options) {
   check_options(options);
   OffloadGraph og;
   og.graph = fuse_optimizer_steps(graph);  // one CPU op per parameter's step
+  record_rewrite(graph, og.graph);         // Note [Rewritten graphs]
   const std::vector<ModelState> states = model_states(og.graph);
   if (!options.optimizer_of.empty() && options.optimizer_of.size() != states.size()) {
     fail("the optimizer split names {} states, the graph has {}", options.optimizer_of.size(),

@@ -259,6 +259,7 @@ struct Rewrite {
     }
     out.name = fmt::format("{} (ZeRO-{} rank of {})", in.name, opt.stage, opt.ranks);
     out.meta["zero"] = {{"stage", opt.stage}, {"ranks", opt.ranks}};
+    record_rewrite(in, out);  // Note [Rewritten graphs]
     return std::move(out);
   }
 };

@@ -126,6 +126,35 @@ TEST_F(RunOptions, AnotherModelsValuesAreNamedAsSuch) {
                   2, says);
 }
 
+// Issue 45 (found beside it): a Hugging Face model traced on the meta
+// device (`memwall trace --kernels cpu`) decomposes its attention otherwise
+// than on the CPU's tensors (SDPA's math ops there, the CPU's flash kernel
+// here), and `memwall run --graph` took the op count's difference for a
+// planner's rewrite: it ran the meta graph's ops on the CPU trace's values
+// and reported a false mismatch with eager (exit 1). A rewrite now names the
+// graph it came from (Note [Rewritten graphs]); anything else must match.
+TEST_F(RunOptions, AGraphOfAnotherDecompositionIsRefused) {
+  REQUIRE_EXECUTOR();
+  const std::string config = *dir_ + "/qwen2.json", graph = *dir_ + "/qwen2_meta.json";
+  std::ofstream(config) << R"({"model_type": "qwen2", "hidden_size": 32,
+      "intermediate_size": 64, "num_hidden_layers": 1, "num_attention_heads": 2,
+      "num_key_value_heads": 1, "vocab_size": 64, "max_position_embeddings": 64})";
+  ASSERT_EQ(run_memwall("trace --hf-config " + config + " --batch 2 --seq 16 --dtype fp32 " +
+                        "--kernels cpu --out " + graph)
+                .exit_code,
+            0);
+  const std::string says = "the graph differs from what its model gives on this machine's CPU";
+  for (const std::string strategy : {"remat:keep-all", "zero-offload"}) {
+    const std::string plan = *dir_ + "/qwen2_" + strategy + ".json";
+    const std::string rewritten = *dir_ + "/qwen2_" + strategy + ".graph.json";
+    const RunResult planned = run_memwall("plan --graph " + graph + " --gpu l4 --strategy " +
+                                          strategy + " --out " + plan + " --out-graph " + rewritten);
+    ASSERT_EQ(planned.exit_code, 0) << planned.err;
+    expect_one_line(run_memwall("run --graph " + rewritten + " --plan " + plan + " --gpu l4"), 2,
+                    says);
+  }
+}
+
 // Issue 45: `--steps 5` with a directory of 3 steps ran 5 and reported a
 // false mismatch with eager (exit 1); `--batch 4` with --script ran the
 // script's batch. Each option is honoured or refused before the run.

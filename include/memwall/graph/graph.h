@@ -40,6 +40,12 @@ void write_graph_file(const Graph& graph, const std::string& path);
 // fingerprint of the graph they run, and the verbs check it.
 std::string graph_fingerprint(const Graph& graph);
 
+// Note [Rewritten graphs]: a rewrite of `from` (ZeRO's rank graph,
+// offload's CPU steps) records in `to`'s meta, as "rewritten_from", the
+// fingerprint of the graph the model gives (the first one rewritten), so
+// that `memwall run` can hold a rewritten graph against a fresh trace.
+void record_rewrite(const Graph& from, Graph& to);
+
 // ---- Validation ---------------------------------------------------------------
 // Throws Error naming the offending op or buffer: ids not dense, unknown ids,
 // a buffer read before it exists, two producers, a produced buffer of a kind
