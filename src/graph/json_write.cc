@@ -133,7 +133,8 @@ class Writer {
     }
   }
 
-  // Note [Scratch before its output], Note [Scratch offsets].
+  // `,"field":[...]` of integers: buffer ids, or Note [Scratch before its
+  // output]'s and Note [Scratch offsets]' counts.
   template <typename List>
   void counts(const char* field, const List& list) {
     out_ += ",\""sv;
@@ -146,16 +147,7 @@ class Writer {
     out_ += ']';
   }
 
-  void ids(const char* field, const BufferIds& list) {
-    out_ += ",\""sv;
-    out_ += field;
-    out_ += "\":["sv;
-    for (size_t i = 0; i < list.size(); ++i) {
-      if (i) out_ += ',';
-      integer(list[i]);
-    }
-    out_ += ']';
-  }
+  void ids(const char* field, const BufferIds& list) { counts(field, list); }
 
   // The graph's meta with its fingerprint, which describes this content.
   void meta() {
