@@ -78,8 +78,8 @@ Graph read_kernel_graph(const std::string& graph_file) {
   return graph;
 }
 
-KernelMeasure measure_kernels(const std::string& graph_file, const Graph& graph,
-                              KeptValues& kept, int iterations, int rounds, const Hardware& hw,
+KernelMeasure measure_kernels(const std::string& graph_file, const Graph& graph, KeptValues& kept,
+                              int iterations, int rounds, const Hardware& hw,
                               const std::string& python) {
   importers::TorchTraceRequest request = importers::request_for(graph);
   request.kernels = "cpu";

@@ -39,8 +39,8 @@ double compute_slowdown(double alone_step, double loaded_step, double busy_share
 // come from a fresh trace of its model or from `kept` (memwall run
 // --keep-values). Throws Error: a graph its model no longer gives, a failed
 // run.
-KernelMeasure measure_kernels(const std::string& graph_file, const Graph& graph,
-                              KeptValues& kept, int iterations, int rounds, const Hardware& hw,
+KernelMeasure measure_kernels(const std::string& graph_file, const Graph& graph, KeptValues& kept,
+                              int iterations, int rounds, const Hardware& hw,
                               const std::string& python);
 
 // A --graph file read for measure_kernels, before any measuring: throws

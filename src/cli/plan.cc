@@ -22,10 +22,10 @@
 #include "memwall/remat/checkpoints.h"
 #include "memwall/remat/remat.h"
 #include "options.h"
-#include "runnable_plan.h"
 #include "plan_args.h"
 #include "plan_figures.h"
 #include "remat_runner.h"
+#include "runnable_plan.h"
 
 namespace memwall::cli {
 namespace {
@@ -90,9 +90,9 @@ int run_remat_plan(const PlanArgs& args) {
   const Graph graph = args.source.load(hw);
   const SimResult keep_all = keep_all_simulation(graph, hw);
   const uint64_t keep_all_peak = device_peak(keep_all);
-  const uint64_t budget =
-      args.budget.empty() ? hw.device_memory_bytes
-                          : parse_budget(args.budget, hw, [&] { return keep_all_peak; });
+  const uint64_t budget = args.budget.empty()
+                              ? hw.device_memory_bytes
+                              : parse_budget(args.budget, hw, [&] { return keep_all_peak; });
   if (budget > hw.device_memory_bytes) {
     fail("--budget {} is {} bytes, more than the GPU's {} bytes", args.budget, budget,
          hw.device_memory_bytes);
@@ -112,8 +112,10 @@ int run_remat_plan(const PlanArgs& args) {
   uint64_t planned_for = 0;
   if (!args.out.empty()) {
     written = runnable_plan(run.result.plan, graph, hw, !args.no_layout);
+    // A plan the allocator holds but no layout fits stays the one to write
+    // unless a plan for less is laid out.
     uint64_t lowered = budget;
-    for (int i = 0; !written->runs && i < kReplans; ++i) {
+    for (int i = 0; !written->settled() && i < kReplans; ++i) {
       const std::optional<uint64_t> next = next_budget(lowered, *written);
       if (!next) break;
       RematRun again = run_remat(graph, hw, planner, *next, options, args.exports.sim_options());
@@ -121,11 +123,11 @@ int run_remat_plan(const PlanArgs& args) {
       again.result.plan.budget = budget;  // it runs in the whole budget
       RunnablePlan tried = runnable_plan(again.result.plan, graph, hw, !args.no_layout);
       lowered = *next;
-      if (tried.runs) {
+      if (tried.settled() || !written->runs) {
         run = std::move(again);
-        planned_for = lowered;
+        planned_for = tried.runs ? lowered : 0;
+        written = std::move(tried);
       }
-      written = std::move(tried);
     }
     if (!written->runs) {
       fail("{}: no plan within the budget of {} runs there: {}{}", args.strategy,
@@ -209,8 +211,9 @@ int run_remat_plan(const PlanArgs& args) {
   if (!args.out_graph.empty()) std::cout << field("graph written to", args.out_graph);
   if (planned_for > 0) {
     std::cout << field("planned for",
-                       fmt::format("{}: the plan for the whole budget did not run there, so it "
-                                   "was planned again for less (Note [Plans that run])",
+                       fmt::format("{}: the plan for the whole budget did not fit it as it runs "
+                                   "(laid out, or in the allocator's chunks), so it was planned "
+                                   "again for less (Note [Plans that run])",
                                    exact_bytes(planned_for)));
   }
   if (written) std::cout << field("laid out", written->row_text());

@@ -193,7 +193,8 @@ Written write_outputs(OutputFiles& outputs, const PlanArgs& args, const Graph& i
   }
   if (!args.out.empty()) {
     // Note [Plans that run]: what runs, or nothing.
-    const RunnablePlan r = runnable ? *runnable : runnable_plan(c.plan, c.graph, hw, !args.no_layout);
+    const RunnablePlan r =
+        runnable ? *runnable : runnable_plan(c.plan, c.graph, hw, !args.no_layout);
     if (!r.runs) {
       fail("{}: the plan within the budget of {} does not run there: {}", args.strategy,
            exact_bytes(c.plan.budget), r.why_not());
@@ -226,7 +227,7 @@ RunnableAuto make_runnable(AutoPlan& a, const PlanArgs& args,
                            const std::function<Candidate(uint64_t, AutoPlan&)>& plan_for) {
   RunnableAuto out{runnable_plan(a.best.plan, a.best.graph, a.hardware, !args.no_layout), 0};
   uint64_t lowered = a.budget;
-  for (int i = 0; !out.written.runs && i < kReplans; ++i) {
+  for (int i = 0; !out.written.settled() && i < kReplans; ++i) {
     const std::optional<uint64_t> next = next_budget(lowered, out.written);
     if (!next) break;
     AutoPlan again;
@@ -240,6 +241,9 @@ RunnableAuto make_runnable(AutoPlan& a, const PlanArgs& args,
     again.best.plan.budget = a.budget;  // it runs in the whole budget
     RunnablePlan tried =
         runnable_plan(again.best.plan, again.best.graph, again.hardware, !args.no_layout);
+    // A plan the allocator holds stays the one to write unless a plan for
+    // less is laid out.
+    if (out.written.runs && !tried.settled()) continue;
     if (tried.runs) {
       again.best.sim.budget = a.budget;
       again.budget = a.budget;
@@ -554,9 +558,10 @@ int run_auto_plan(const PlanArgs& args) {
   if (planned_for > 0) {
     written.rows.insert(
         written.rows.begin(),
-        field("planned for", fmt::format("{}: the plan for the whole budget did not run there, "
-                                         "so memwall planned again for less (Note [Planning for "
-                                         "the layout])",
+        field("planned for", fmt::format("{}: the plan for the whole budget did not fit it as it "
+                                         "runs (laid out, or in the allocator's chunks), so "
+                                         "memwall planned again for less (Note [Planning for the "
+                                         "layout])",
                                          exact_bytes(planned_for))));
   }
   if (args.json) {

@@ -17,7 +17,10 @@
 // `memwall plan` plans again for a budget that leaves room for the excess
 // of this plan over its live peak (its layout's fragmentation, or what the
 // allocator reserved beyond it), at least what overshot less, at most
-// kReplans times, and then refuses, saying both.
+// kReplans times, and then refuses, saying both. A plan the allocator holds
+// but no layout fits is planned again too (laid out, it runs as planned,
+// without fragmentation), and written without offsets only when no plan
+// for less is laid out.
 // `memwall run` checks a plan without offsets the same way before it runs,
 // with the policy it runs on. The replay is the allocator's own code: the
 // kernels' scratch comes as one block per op, where a kernel may make
@@ -88,8 +91,8 @@ std::string RunnablePlan::row_text() const {
   if (laid && laid->pinned) return laid->row_text;
   std::string text = laid ? laid->row_text : std::string("not laid out (--no-layout)");
   if (fit) {
-    text += fmt::format("; {}{}", fit->text(),
-                        runs ? ": written without offsets, it runs there" : "");
+    text +=
+        fmt::format("; {}{}", fit->text(), runs ? ": written without offsets, it runs there" : "");
   }
   return text;
 }
@@ -117,8 +120,7 @@ nlohmann::json RunnablePlan::json() const {
   return j;
 }
 
-RunnablePlan runnable_plan(const Plan& plan, const Graph& graph, const Hardware& hw,
-                           bool lay_out) {
+RunnablePlan runnable_plan(const Plan& plan, const Graph& graph, const Hardware& hw, bool lay_out) {
   RunnablePlan out;
   out.plan = plan;
   // What to plan for next: the largest budget whose plan, with this one's
@@ -143,20 +145,25 @@ RunnablePlan runnable_plan(const Plan& plan, const Graph& graph, const Hardware&
   }
   out.fit = allocator_fit(graph, plan, hw);
   if (out.fit->fits) {
+    // It runs; laid out is better still (Note [Plans laid out by default]):
+    // what overshot is the layout's, for a plan for less.
     out.runs = true;
+    out.overshoot = overshoot == kMaxBytes ? 0 : overshoot;
     return out;
   }
   if (out.fit->peak_reserved > out.fit->usable) {
     overshoot = std::min(overshoot, out.fit->peak_reserved - out.fit->usable);
-    out.target = std::max(out.target,
-                          room(out.fit->usable, out.fit->peak_reserved, out.fit->peak_live));
+    out.target =
+        std::max(out.target, room(out.fit->usable, out.fit->peak_reserved, out.fit->peak_live));
   }
   out.overshoot = overshoot == kMaxBytes ? 0 : overshoot;
   return out;
 }
 
+bool RunnablePlan::settled() const { return laid ? laid->pinned : runs; }
+
 std::optional<uint64_t> next_budget(uint64_t planned_for, const RunnablePlan& r) {
-  if (r.runs || r.overshoot == 0) return std::nullopt;
+  if (r.settled() || r.overshoot == 0) return std::nullopt;
   // At least what overshot less (and one 512-byte block), so that the loop
   // always moves; the target when it is lower.
   const uint64_t cut = std::max<uint64_t>(r.overshoot, 512);

@@ -11,10 +11,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "layout_runner.h"
 #include "memwall/graph/types.h"
 #include "memwall/hw/hardware.h"
 #include "memwall/plan/plan.h"
-#include "layout_runner.h"
 
 namespace memwall::cli {
 
@@ -41,19 +41,20 @@ AllocatorFit allocator_fit(const Graph& graph, const Plan& plan, const Hardware&
 struct RunnablePlan {
   Plan plan;  // with offsets when laid out
   bool runs = false;
-  std::optional<PlanLayout> laid;    // when a layout was tried
-  std::optional<AllocatorFit> fit;   // when the allocator was tried
+  std::optional<PlanLayout> laid;   // when a layout was tried
+  std::optional<AllocatorFit> fit;  // when the allocator was tried
   uint64_t overshoot = 0;
   uint64_t target = 0;  // the budget to plan for next, from the excess (0: none)
-  std::string row_text() const;       // the "laid out" row
-  std::string why_not() const;        // when !runs: one clause
-  nlohmann::json json() const;        // layout_json, with "allocator" when tried
+  // Nothing better to look for: laid out, or (no layout asked) it runs.
+  bool settled() const;
+  std::string row_text() const;  // the "laid out" row
+  std::string why_not() const;   // when !runs: one clause
+  nlohmann::json json() const;   // layout_json, with "allocator" when tried
 };
-RunnablePlan runnable_plan(const Plan& plan, const Graph& graph, const Hardware& hw,
-                           bool lay_out);
+RunnablePlan runnable_plan(const Plan& plan, const Graph& graph, const Hardware& hw, bool lay_out);
 
 // The budget to plan for next, after a plan made for `planned_for` did not
-// run (`r.runs` false), or nullopt when lowering it cannot help.
+// settle, or nullopt when lowering it cannot help.
 std::optional<uint64_t> next_budget(uint64_t planned_for, const RunnablePlan& r);
 
 // How many times `memwall plan` plans again for a lower budget before it

@@ -45,11 +45,14 @@ std::vector<CLI::Option*> TracedModel::add_options(CLI::App& app) {
 
 std::string TracedModel::options_given() const {
   std::string given;
-  const std::pair<const char*, bool> options[] = {
-      {"--batch", batch.has_value()},       {"--image", image.has_value()},
-      {"--seq", seq.has_value()},           {"--dtype", dtype.has_value()},
-      {"--optimizer", optimizer.has_value()}, {"--lora", lora_rank.has_value()},
-      {"--lora-targets", lora_targets.has_value()}, {"--lora-alpha", lora_alpha.has_value()}};
+  const std::pair<const char*, bool> options[] = {{"--batch", batch.has_value()},
+                                                  {"--image", image.has_value()},
+                                                  {"--seq", seq.has_value()},
+                                                  {"--dtype", dtype.has_value()},
+                                                  {"--optimizer", optimizer.has_value()},
+                                                  {"--lora", lora_rank.has_value()},
+                                                  {"--lora-targets", lora_targets.has_value()},
+                                                  {"--lora-alpha", lora_alpha.has_value()}};
   for (const auto& [flag, set] : options) {
     if (set) given += (given.empty() ? "" : ", ") + std::string(flag);
   }
@@ -65,11 +68,11 @@ void check_readable(const std::string& path, std::string_view what) {
   namespace fs = std::filesystem;
   std::error_code ec;
   const fs::file_status status = fs::status(path, ec);
-  const char* why = !fs::exists(status)                      ? "no such file"
-                    : fs::is_directory(status)               ? "a directory"
-                    : !fs::is_regular_file(status)           ? "not a regular file"
-                    : ::access(path.c_str(), R_OK) != 0      ? std::strerror(errno)
-                                                             : nullptr;
+  const char* why = !fs::exists(status)                 ? "no such file"
+                    : fs::is_directory(status)          ? "a directory"
+                    : !fs::is_regular_file(status)      ? "not a regular file"
+                    : ::access(path.c_str(), R_OK) != 0 ? std::strerror(errno)
+                                                        : nullptr;
   if (why != nullptr) fail("{} {}: cannot read it ({})", what, path, why);
 }
 

@@ -81,8 +81,7 @@ class DeviceMemory final : public c10::Allocator {
   void use_arena(uint64_t bytes);
   bool has_arena() const { return arena_ != nullptr; }
   // `scratch_at`: Note [Scratch offsets] (Op::scratch_at).
-  void expect(std::vector<ExpectedOutput> outputs,
-              std::pair<uint64_t, uint64_t> workspace = {0, 0},
+  void expect(std::vector<ExpectedOutput> outputs, std::pair<uint64_t, uint64_t> workspace = {0, 0},
               std::span<const uint64_t> scratch_at = {});
   // The call is over: nothing reserved any more (its allocations are
   // remembered until the next expect()).
@@ -138,7 +137,7 @@ class DeviceMemory final : public c10::Allocator {
   std::vector<std::pair<uint64_t, uint64_t>> scratch_at_;       // Note [Scratch offsets]
   std::vector<bool> scratch_used_;
   std::vector<void*> unknown_live_;  // scratch the rules do not know, live in this call
-  static constexpr uint64_t kSmallScratch = 64 << 10;           // Note [Scratch in the workspace]
+  static constexpr uint64_t kSmallScratch = 64 << 10;  // Note [Scratch in the workspace]
   std::unordered_map<void*, Sizes> blocks_;
   std::unordered_map<void*, uint64_t> host_blocks_;      // host-mode blocks in use
   std::unordered_multimap<uint64_t, void*> host_cache_;  // freed ones, by size

@@ -58,7 +58,7 @@ void collect_call_arguments(const nlohmann::json& v, std::vector<int64_t>& out) 
 
 // A buffer id named by `key` ({"t": B}), or kNoBuffer for null or absent.
 BufferId call_named_buffer(const Graph& graph, const Op& op, const nlohmann::json& call,
-                      const char* key) {
+                           const char* key) {
   const auto it = call.find(key);
   if (it == call.end() || it->is_null()) return kNoBuffer;
   const auto t = it->is_object() ? it->find("t") : it->end();
@@ -102,7 +102,8 @@ class CallBindings {
       const BufferId param = call_named_buffer(graph_, op, call, "param");
       const BufferId master = call_named_buffer(graph_, op, call, "master");
       const BufferId update = call_named_buffer(graph_, op, call, "update");
-      if (master != kNoBuffer && !binds_buffer(op.in, master) && !binds_buffer(op.updates, master)) {
+      if (master != kNoBuffer && !binds_buffer(op.in, master) &&
+          !binds_buffer(op.updates, master)) {
         fail("graph: {}: its CPU step's master copy {} is neither read nor updated by the op",
              op_label(graph_, op.id), buffer_label(graph_, master));
       }
@@ -145,7 +146,8 @@ class CallBindings {
   void check_apply(const Op& op, const nlohmann::json& call) {
     const BufferId from = call_named_buffer(graph_, op, call, "from");
     const BufferId to = call_named_buffer(graph_, op, call, "to");
-    if (from == kNoBuffer || !binds_buffer(op.in, from) || to == kNoBuffer || !binds_buffer(op.updates, to)) {
+    if (from == kNoBuffer || !binds_buffer(op.in, from) || to == kNoBuffer ||
+        !binds_buffer(op.updates, to)) {
       fail("graph: {}: an apply must read its \"from\" and update its \"to\"",
            op_label(graph_, op.id));
     }

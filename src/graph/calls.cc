@@ -92,13 +92,16 @@ namespace {
 
 bool names_buffer(const nlohmann::json& v, int64_t id) {
   if (v.is_array()) {
-    return std::any_of(v.begin(), v.end(), [&](const nlohmann::json& x) { return names_buffer(x, id); });
+    return std::any_of(v.begin(), v.end(),
+                       [&](const nlohmann::json& x) { return names_buffer(x, id); });
   }
   if (!v.is_object()) return false;
-  if (const auto t = v.find("t"); t != v.end() && t->is_number_integer() && t->get<int64_t>() == id) {
+  if (const auto t = v.find("t");
+      t != v.end() && t->is_number_integer() && t->get<int64_t>() == id) {
     return true;
   }
-  return std::any_of(v.begin(), v.end(), [&](const nlohmann::json& x) { return names_buffer(x, id); });
+  return std::any_of(v.begin(), v.end(),
+                     [&](const nlohmann::json& x) { return names_buffer(x, id); });
 }
 
 // The whole of `b`: a view at offset 0 with at least as many elements as it
@@ -135,7 +138,8 @@ bool call_only_overwrites(const nlohmann::json& call, const Buffer& b) {
     for (size_t i = copy_into ? 1 : 0; i < args->size(); ++i) {
       if (names_buffer((*args)[i], b.id)) return false;
     }
-    if (const auto kwargs = step.find("kwargs"); kwargs != step.end() && names_buffer(*kwargs, b.id)) {
+    if (const auto kwargs = step.find("kwargs");
+        kwargs != step.end() && names_buffer(*kwargs, b.id)) {
       return false;
     }
   }

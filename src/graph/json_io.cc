@@ -234,10 +234,9 @@ void read_buffer(JsonCursor& cur, size_t index, Buffer& buffer) {
 }
 
 constexpr std::array<std::string_view, 15> kOpFields = {
-    "\"id\"",          "\"name\"",          "\"type\"",          "\"phase\"", "\"in\"",
-    "\"out\"",         "\"updates\"",       "\"workspace\"",     "\"flops\"", "\"bytes\"",
-    "\"time\"",        "\"call\"",          "\"workspace_span\"", "\"scratch_first\"",
-    "\"scratch_at\""};
+    "\"id\"",   "\"name\"",    "\"type\"",           "\"phase\"",         "\"in\"",
+    "\"out\"",  "\"updates\"", "\"workspace\"",      "\"flops\"",         "\"bytes\"",
+    "\"time\"", "\"call\"",    "\"workspace_span\"", "\"scratch_first\"", "\"scratch_at\""};
 
 // A count of allocations a kernel makes (Note [Scratch before its output]).
 constexpr uint64_t kMaxScratchFirst = uint64_t{1} << 20;

@@ -11,11 +11,10 @@
 // "memwall-trace: error: <message>" (exit code 2) is held back, and becomes
 // the Error's message. A failing child that printed no verdict (a crash, a
 // signal) is described by its last line, or, when it ran a user's script,
-// blamed on the script (Note [A script that exits] in memwall_trace.py). A deadline bounds the whole run:
-// past it the child is killed and the error says so. The directory, and
-// the child, are removed on every path out, SIGINT and SIGTERM included
-// (interrupt_cleanup.h). The sweep (run_torch_tracer) captures the child's
-// standard output instead of passing it on.
+// blamed on the script (Note [A script that exits] in memwall_trace.py). A deadline bounds the
+// whole run: past it the child is killed and the error says so. The directory, and the child, are
+// removed on every path out, SIGINT and SIGTERM included (interrupt_cleanup.h). The sweep
+// (run_torch_tracer) captures the child's standard output instead of passing it on.
 #include "memwall/importers/torch_trace.h"
 
 #include <fcntl.h>

@@ -61,7 +61,8 @@ TEST(CliPlanFigures, ThroughputAndTimeSplitOnEveryPath) {
   const Graph g = build_model("gpt2-small", {.batch = 2, .seq = 512});
   const Hardware& hw = find_gpu("a100-80g");
   const double flops = model_flops(g);
-  const auto remat = run_memwall("plan " + kSearchModel + " --strategy remat --budget 80%peak --json");
+  const auto remat =
+      run_memwall("plan " + kSearchModel + " --strategy remat --budget 80%peak --json");
   ASSERT_EQ(remat.exit_code, 0) << remat.err;
   const auto r = nlohmann::json::parse(remat.out);
   expect_throughput(r, 1, 2, 512, flops, hw.peak_flops_bf16);
@@ -188,14 +189,15 @@ TEST(CliPlanBudget, SharesNameTheirReference) {
     const auto bare = run_memwall("plan " + kSearchModel + " --strategy " + strategy +
                                   " --budget 80% --out " + temp_path("bare.json"));
     EXPECT_EQ(bare.exit_code, 2) << strategy;
-    EXPECT_EQ(bare.err,
-              fmt::format("memwall: error: --budget 80% is ambiguous: write 80%gpu for {} B (80% "
-                          "of a100-80g's device memory, 80.00 GiB) or 80%peak for {} B (80% of "
-                          "the keep-all plan's peak, {})\n",
-                          cli::grouped(static_cast<uint64_t>(
-                              0.8 * static_cast<double>(hw.device_memory_bytes))),
-                          cli::grouped(static_cast<uint64_t>(0.8 * static_cast<double>(peak))),
-                          cli::human_bytes(peak)))
+    EXPECT_EQ(
+        bare.err,
+        fmt::format(
+            "memwall: error: --budget 80% is ambiguous: write 80%gpu for {} B (80% "
+            "of a100-80g's device memory, 80.00 GiB) or 80%peak for {} B (80% of "
+            "the keep-all plan's peak, {})\n",
+            cli::grouped(static_cast<uint64_t>(0.8 * static_cast<double>(hw.device_memory_bytes))),
+            cli::grouped(static_cast<uint64_t>(0.8 * static_cast<double>(peak))),
+            cli::human_bytes(peak)))
         << strategy;
     EXPECT_FALSE(fs::exists(temp_path("bare.json")));
   }

@@ -4,8 +4,8 @@
 // code 2 (the latter naming the proven bound or the lowest budget memwall's
 // planner reaches), and the bench spans the budgets from that floor to the
 // keep-all peak.
-#include <gtest/gtest.h>
 #include <fmt/format.h>
+#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
@@ -43,8 +43,8 @@ std::string grouped(uint64_t value) {
 
 TEST(CliPlan, NamedPlannerWritesAPlanTheSimulatorAccepts) {
   const std::string out = temp_path("chen.json");
-  const auto r = run_memwall("plan " + kModel +
-                             " --strategy remat:chen-greedy --budget 90%peak --out " + out + " --json");
+  const auto r = run_memwall(
+      "plan " + kModel + " --strategy remat:chen-greedy --budget 90%peak --out " + out + " --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   const uint64_t peak = memory_profile(model_graph()).peak_bytes;

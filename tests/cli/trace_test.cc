@@ -224,7 +224,8 @@ TEST(TraceCli, UnknownHfConfigFieldsAreNamed) {
   EXPECT_EQ(r.err, "memwall: note: --hf-config " + config +
                        ": 'hidden_sizee' is not a field of transformers' LlamaConfig (did you "
                        "mean 'hidden_size'?); it is kept and no model reads it\n"
-                       "memwall: note: --hf-config " + config +
+                       "memwall: note: --hf-config " +
+                       config +
                        ": 'not_a_field_at_all' is not a field of transformers' LlamaConfig; it is "
                        "kept and no model reads it\n");
   // Built with the field it has, 64 wide (rope_theta is known: it is taken).
@@ -313,8 +314,8 @@ TEST(TraceCli, WhatTheScriptPrintsReachesStderr) {
                        "exit 2\n")
                .c_str(),
            1);
-  const RunResult r = run_memwall("trace --script " + script("tiny_cnn.py:build") +
-                                  " --out /dev/null");
+  const RunResult r =
+      run_memwall("trace --script " + script("tiny_cnn.py:build") + " --out /dev/null");
   ::unsetenv("MEMWALL_PYTHON");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_TRUE(r.out.empty()) << r.out;

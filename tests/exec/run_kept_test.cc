@@ -89,8 +89,9 @@ TEST_F(RunKept, RunsAtTheThreadCountItWasTracedWith) {
                                        " --kernels cpu --threads 1 --out " + graph);
   ASSERT_EQ(traced.exit_code, 0) << traced.err;
   EXPECT_EQ(read_graph_file(graph).meta.value("threads", 0), 1);
-  const RunResult planned = run_memwall(
-      "plan --graph " + graph + " --gpu l4 --strategy remat:keep-all --budget 105%peak --out " + plan);
+  const RunResult planned =
+      run_memwall("plan --graph " + graph +
+                  " --gpu l4 --strategy remat:keep-all --budget 105%peak --out " + plan);
   ASSERT_EQ(planned.exit_code, 0) << planned.err;
   const RunResult r = run_memwall("run --graph " + graph + " --plan " + plan + " --steps 1 --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;

@@ -26,8 +26,8 @@ class RunOptions : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     if (!executor_built() || !torch_importable()) return;
-    kept_ = new std::string(
-        shared_trace("run-kept-cnn_bn", "run --script " + models("cnn_bn") + " --gpu l4 --steps 1"));
+    kept_ = new std::string(shared_trace(
+        "run-kept-cnn_bn", "run --script " + models("cnn_bn") + " --gpu l4 --steps 1"));
     ASSERT_FALSE(kept_->empty());
     dir_ = new std::string(dir_for("options"));
     std::filesystem::create_directories(*dir_);
@@ -44,11 +44,11 @@ class RunOptions : public ::testing::Test {
   }
   static std::string graph() { return *kept_ + "/graph.json"; }
   static std::string plan() { return *dir_ + "/keep_all.json"; }  // laid out (offsets)
-  static std::string profile() { return *dir_ + "/l4.json"; }      // for calibrate --from
+  static std::string profile() { return *dir_ + "/l4.json"; }     // for calibrate --from
   // The kept graph and its keep-all plan on the kept values, and `more`.
   static RunResult run_kept(const std::string& more) {
-    return run_memwall("run --graph " + graph() + " --plan " + plan() + " --keep-values " +
-                       *kept_ + " " + more);
+    return run_memwall("run --graph " + graph() + " --plan " + plan() + " --keep-values " + *kept_ +
+                       " " + more);
   }
   static std::string* kept_;
   static std::string* dir_;
@@ -103,10 +103,10 @@ TEST_F(RunOptions, PathsAreCheckedBeforeTheWork) {
 TEST_F(RunOptions, AnotherModelsValuesAreNamedAsSuch) {
   REQUIRE_EXECUTOR();
   const std::string other = *dir_ + "/depthwise.json", other_plan = *dir_ + "/depthwise_plan.json";
-  ASSERT_EQ(run_memwall("trace --script " + models("depthwise_2x2") + " --kernels cpu --out " +
-                        other)
-                .exit_code,
-            0);
+  ASSERT_EQ(
+      run_memwall("trace --script " + models("depthwise_2x2") + " --kernels cpu --out " + other)
+          .exit_code,
+      0);
   ASSERT_EQ(run_memwall("plan --graph " + other + " --gpu l4 --strategy remat:keep-all --out " +
                         other_plan)
                 .exit_code,
@@ -115,12 +115,12 @@ TEST_F(RunOptions, AnotherModelsValuesAreNamedAsSuch) {
                            " holds the values of another model (\"models:cnn_bn b32 fp32 "
                            "traced\": traced from --script " +
                            std::string(MEMWALL_SOURCE_DIR) + "/tests/exec/models.py:cnn_bn, not ";
-  expect_one_line(run_memwall("run --graph " + other + " --plan " + other_plan +
-                              " --keep-values " + *kept_),
-                  2, says);
-  expect_one_line(run_memwall("run --script " + models("depthwise_2x2") +
-                              " --gpu l4 --keep-values " + *kept_),
-                  2, says);
+  expect_one_line(
+      run_memwall("run --graph " + other + " --plan " + other_plan + " --keep-values " + *kept_), 2,
+      says);
+  expect_one_line(
+      run_memwall("run --script " + models("depthwise_2x2") + " --gpu l4 --keep-values " + *kept_),
+      2, says);
   expect_one_line(run_memwall("calibrate --from " + profile() + " --graph " + other +
                               " --keep-values " + *kept_),
                   2, says);
@@ -147,8 +147,9 @@ TEST_F(RunOptions, AGraphOfAnotherDecompositionIsRefused) {
   for (const std::string strategy : {"remat:keep-all", "zero-offload"}) {
     const std::string plan = *dir_ + "/qwen2_" + strategy + ".json";
     const std::string rewritten = *dir_ + "/qwen2_" + strategy + ".graph.json";
-    const RunResult planned = run_memwall("plan --graph " + graph + " --gpu l4 --strategy " +
-                                          strategy + " --out " + plan + " --out-graph " + rewritten);
+    const RunResult planned =
+        run_memwall("plan --graph " + graph + " --gpu l4 --strategy " + strategy + " --out " +
+                    plan + " --out-graph " + rewritten);
     ASSERT_EQ(planned.exit_code, 0) << planned.err;
     expect_one_line(run_memwall("run --graph " + rewritten + " --plan " + plan + " --gpu l4"), 2,
                     says);
@@ -198,8 +199,9 @@ TEST_F(RunOptions, NoOptionIsIgnored) {
   const RunResult note = run_memwall("run --script " + models("cnn_bn") +
                                      " --gpu l4 --keep-values " + *kept_ + " --nvme-dir " + *dir_);
   ASSERT_EQ(note.exit_code, 0) << note.err;
-  EXPECT_EQ(note.err, "memwall: note: auto's plan puts nothing on NVMe: --nvme-dir and "
-                      "--nvme-faults go unused\n");
+  EXPECT_EQ(note.err,
+            "memwall: note: auto's plan puts nothing on NVMe: --nvme-dir and "
+            "--nvme-faults go unused\n");
 }
 
 }  // namespace

@@ -197,25 +197,23 @@ TEST(RunExec, Bf16ZeroOffloadIsEagerBitForBit) {
 // for bit eager's, nothing moved after the first step.
 void keep_all_at_its_peak_runs(const std::string& function) {
   const std::string dir = dir_for(function);
-  ASSERT_EQ(run_memwall("run --script " + models(function) + " --gpu l4 --steps 3 --keep-values " +
-                        dir)
-                .exit_code,
-            0);
+  ASSERT_EQ(
+      run_memwall("run --script " + models(function) + " --gpu l4 --steps 3 --keep-values " + dir)
+          .exit_code,
+      0);
   const std::string graph = dir + "/graph.json";
   const std::string keep_all = "plan --graph " + graph + " --gpu l4 --strategy remat:keep-all";
   const RunResult peak_of = run_memwall(keep_all + " --json");
   ASSERT_EQ(peak_of.exit_code, 0) << peak_of.err;
-  const auto peak =
-      nlohmann::json::parse(peak_of.out).at("keep_all_peak_bytes").get<uint64_t>();
-  const RunResult planned = run_memwall(keep_all + " --budget " + std::to_string(peak) +
-                                        " --out " + dir + "/plan.json");
+  const auto peak = nlohmann::json::parse(peak_of.out).at("keep_all_peak_bytes").get<uint64_t>();
+  const RunResult planned =
+      run_memwall(keep_all + " --budget " + std::to_string(peak) + " --out " + dir + "/plan.json");
   ASSERT_EQ(planned.exit_code, 0) << planned.err;
   ASSERT_FALSE(read_plan_file(dir + "/plan.json").offsets.empty()) << planned.out;
-  const nlohmann::json j =
-      check_run(run_memwall("run --graph " + graph + " --plan " + dir +
-                            "/plan.json --gpu l4 --steps 3 --check-eager --json --keep-values " +
-                            dir),
-                function + " keep-all at its peak", peak);
+  const nlohmann::json j = check_run(
+      run_memwall("run --graph " + graph + " --plan " + dir +
+                  "/plan.json --gpu l4 --steps 3 --check-eager --json --keep-values " + dir),
+      function + " keep-all at its peak", peak);
   if (!j.is_null()) {
     EXPECT_EQ(j.at("policy"), "plan offsets");
     ASSERT_EQ(j.at("steps").size(), 3u);
@@ -309,11 +307,10 @@ TEST(RunExec, DeviceChunksStepOnTheDeviceBitForBit) {
   const RunResult planned = run_memwall(plan_args + " --out " + dir + "/plan.json --out-graph " +
                                         dir + "/planned_graph.json");
   ASSERT_EQ(planned.exit_code, 0) << planned.err;
-  const nlohmann::json j =
-      check_run(run_memwall("run --graph " + dir + "/planned_graph.json --plan " + dir +
-                            "/plan.json --gpu l4 --steps 3 --check-eager --json --keep-values " +
-                            dir),
-                "gpt-mini with device chunks", budget);
+  const nlohmann::json j = check_run(
+      run_memwall("run --graph " + dir + "/planned_graph.json --plan " + dir +
+                  "/plan.json --gpu l4 --steps 3 --check-eager --json --keep-values " + dir),
+      "gpt-mini with device chunks", budget);
   if (!j.is_null()) {
     EXPECT_EQ(j.at("policy"), "plan offsets");
   }

@@ -26,8 +26,11 @@ nlohmann::json view(BufferId b, const char* dtype, int64_t elements) {
 }
 
 std::string aten(const char* op, nlohmann::json args) {
-  return nlohmann::json{{"op", op}, {"overload", ""}, {"args", std::move(args)},
-                        {"kwargs", nlohmann::json::object()}, {"results", nlohmann::json::array()}}
+  return nlohmann::json{{"op", op},
+                        {"overload", ""},
+                        {"args", std::move(args)},
+                        {"kwargs", nlohmann::json::object()},
+                        {"results", nlohmann::json::array()}}
       .dump();
 }
 
@@ -114,9 +117,10 @@ TEST(CallBindings, ACallNamingABufferItsOpDoesNotBindIsRefused) {
         try {
           validate(s.graph);
         } catch (const Error& e) {
-          EXPECT_EQ(std::string(e.what()),
-                    "graph: op 3 (\"w.copy_\"): its call names buffer 0 (\"w\"), which the op neither "
-                    "reads nor writes, so it cannot run (Note [Call bindings])");
+          EXPECT_EQ(
+              std::string(e.what()),
+              "graph: op 3 (\"w.copy_\"): its call names buffer 0 (\"w\"), which the op neither "
+              "reads nor writes, so it cannot run (Note [Call bindings])");
           throw;
         }
       },
