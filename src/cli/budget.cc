@@ -16,7 +16,6 @@
 // bytes each would give.
 #include "budget.h"
 
-#include <charconv>
 #include <optional>
 #include <string_view>
 #include <utility>
@@ -50,34 +49,11 @@ Split split(std::string_view text) {
   return {text, text.ends_with('%') ? Share::kBare : Share::kNone};
 }
 
-// N of "N%" when it is a positive number as parse_size reads one.
-std::optional<double> percent_value(std::string_view percent) {
-  const std::string_view n = percent.substr(0, percent.size() - 1);
-  double value = 0;
-  const auto [ptr, ec] = std::from_chars(n.data(), n.data() + n.size(), value);
-  if (n.empty() || ec != std::errc() || ptr != n.data() + n.size() || !(value > 0) ||
-      n.find_first_not_of("0123456789.") != std::string_view::npos) {
-    return std::nullopt;
-  }
-  return value;
-}
-
-// The shares' forms checked without their reference: one line for a
-// malformed number, as parse_size gives it.
-double checked_percent(std::string_view percent, std::string_view text) {
-  const std::optional<double> value = percent_value(percent);
-  if (!value) fail("--budget must be a positive size such as {} (got '{}')", kExamples, text);
-  return *value;
-}
-
 // "19,327,352,832 B (80% of l4's device memory, 24.00 GiB)": `text` of
 // `reference`, which `what` names.
 std::string share_of(std::string_view text, uint64_t reference, std::string_view what) {
-  const double bytes = checked_percent(text, text) / 100 * static_cast<double>(reference);
-  return fmt::format("{} ({} of {}, {})",
-                     bytes < 0x1p62 ? grouped(static_cast<uint64_t>(bytes)) + " B"
-                                    : std::string("more than 2^62 bytes"),
-                     text, what, human_bytes(reference));
+  const uint64_t bytes = parse_size(text, "--budget", reference, text, kExamples);
+  return fmt::format("{} B ({} of {}, {})", grouped(bytes), text, what, human_bytes(reference));
 }
 
 // The line for a bare N%: both spellings, with what each means in bytes
@@ -94,8 +70,14 @@ uint64_t keep_all_peak(const Graph& graph, const Hardware& hw) {
   return device_peak(keep_all_simulation(graph, hw));
 }
 
-uint64_t parse_budget(const std::string& text, const Hardware& hw,
-                      const std::function<uint64_t()>& peak) {
+namespace {
+
+// The one reading of --budget: `peak` null when the keep-all peak is not
+// known where it is read (`why_unknown` says why), and then N%peak's bytes
+// are not either.
+std::optional<uint64_t> budget_bytes(const std::string& text, const Hardware& hw,
+                                     const std::function<uint64_t()>* peak,
+                                     std::string_view why_unknown) {
   const Split s = split(text);
   switch (s.share) {
     case Share::kNone:
@@ -103,33 +85,31 @@ uint64_t parse_budget(const std::string& text, const Hardware& hw,
     case Share::kGpu:
       return parse_size(s.percent, "--budget", hw.device_memory_bytes, text, kExamples);
     case Share::kPeak:
-      return parse_size(s.percent, "--budget", peak(), text, kExamples);
+      if (peak == nullptr) {
+        // Its bytes wait for the peak; the number is checked now.
+        (void)parse_size(s.percent, "--budget", hw.device_memory_bytes, text, kExamples);
+        return std::nullopt;
+      }
+      return parse_size(s.percent, "--budget", (*peak)(), text, kExamples);
     case Share::kBare:
       break;
   }
-  refuse_bare(text, hw, share_of(text, peak(), "the keep-all plan's peak"));
+  refuse_bare(text, hw,
+              peak != nullptr
+                  ? share_of(text, (*peak)(), "the keep-all plan's peak")
+                  : fmt::format("{} of the keep-all plan's peak ({})", text, why_unknown));
 }
 
-void check_budget_text(const std::string& text, const Hardware& hw) {
-  const Split s = split(text);
-  switch (s.share) {
-    case Share::kNone:
-      (void)parse_size(text, "--budget", 0, text, kExamples);
-      return;
-    case Share::kGpu:
-      (void)parse_size(s.percent, "--budget", hw.device_memory_bytes, text, kExamples);
-      return;
-    case Share::kPeak:
-      (void)checked_percent(s.percent, text);  // its bytes wait for the peak
-      return;
-    case Share::kBare:
-      break;
-  }
-  (void)checked_percent(text, text);
-  refuse_bare(text, hw,
-              fmt::format("{} of the keep-all plan's peak (the traced model's, known once it is "
-                          "traced)",
-                          text));
+}  // namespace
+
+uint64_t parse_budget(const std::string& text, const Hardware& hw,
+                      const std::function<uint64_t()>& peak) {
+  return *budget_bytes(text, hw, &peak, {});
+}
+
+std::optional<uint64_t> budget_before_peak(const std::string& text, const Hardware& hw,
+                                           std::string_view why_unknown) {
+  return budget_bytes(text, hw, nullptr, why_unknown);
 }
 
 bool budget_of_peak(const std::string& text) { return split(text).share == Share::kPeak; }

@@ -4,6 +4,8 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
+#include <string_view>
 #include <string>
 
 #include "memwall/graph/types.h"
@@ -28,10 +30,12 @@ uint64_t keep_all_peak(const Graph& graph, const Hardware& hw);
 uint64_t parse_budget(const std::string& text, const Hardware& hw,
                       const std::function<uint64_t()>& peak);
 
-// The checks of parse_budget before the graph exists (`memwall run`
-// traces it later): the same errors, a bare N%'s line without the peak's
-// bytes. The bytes come from parse_budget once the graph is known.
-void check_budget_text(const std::string& text, const Hardware& hw);
+// parse_budget where the keep-all peak is not known (`memwall run` before
+// it traces; the capacity searches, whose model changes): the same checks,
+// the bytes except for N%peak (nullopt), and a bare N%'s line saying of the
+// peak `why_unknown`.
+std::optional<uint64_t> budget_before_peak(const std::string& text, const Hardware& hw,
+                                           std::string_view why_unknown);
 
 // Whether `text` is a share of the keep-all peak (N%peak).
 bool budget_of_peak(const std::string& text);

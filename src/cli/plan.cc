@@ -111,30 +111,16 @@ int run_remat_plan(const PlanArgs& args) {
   std::optional<RunnablePlan> written;
   uint64_t planned_for = 0;
   if (!args.out.empty()) {
-    written = runnable_plan(run.result.plan, graph, hw, !args.no_layout);
-    // A plan the allocator holds but no layout fits stays the one to write
-    // unless a plan for less is laid out.
-    uint64_t lowered = budget;
-    for (int i = 0; !written->settled() && i < kReplans; ++i) {
-      const std::optional<uint64_t> next = next_budget(lowered, *written);
-      if (!next) break;
-      RematRun again = run_remat(graph, hw, planner, *next, options, args.exports.sim_options());
-      if (!again.feasible) break;
-      again.result.plan.budget = budget;  // it runs in the whole budget
-      RunnablePlan tried = runnable_plan(again.result.plan, graph, hw, !args.no_layout);
-      lowered = *next;
-      if (tried.settled() || !written->runs) {
-        run = std::move(again);
-        planned_for = tried.runs ? lowered : 0;
-        written = std::move(tried);
-      }
-    }
-    if (!written->runs) {
-      fail("{}: no plan within the budget of {} runs there: {}{}", args.strategy,
-           exact_bytes(budget), written->why_not(),
-           lowered < budget ? fmt::format(" (planned again for down to {})", exact_bytes(lowered))
-                            : std::string());
-    }
+    std::optional<RematRun> again;
+    const PlanFor plan_for = [&](uint64_t lower) -> std::optional<RunnablePlan> {
+      again = run_remat(graph, hw, planner, lower, options, args.exports.sim_options());
+      if (!again->feasible) return std::nullopt;
+      again->result.plan.budget = budget;  // it runs in the whole budget
+      return runnable_plan(again->result.plan, graph, hw, !args.no_layout);
+    };
+    written = plan_until_it_runs(runnable_plan(run.result.plan, graph, hw, !args.no_layout),
+                                 budget, args.strategy, plan_for,
+                                 [&] { run = std::move(*again); }, planned_for);
     outputs.set(args.out, plan_text_for(written->plan, graph));
   }
   const Plan& plan = run.result.plan;
@@ -209,13 +195,7 @@ int run_remat_plan(const PlanArgs& args) {
     std::cout << field("optimal", fmt::format("not proven: gap {:.2f}%", 100 * run.result.gap));
   }
   if (!args.out_graph.empty()) std::cout << field("graph written to", args.out_graph);
-  if (planned_for > 0) {
-    std::cout << field("planned for",
-                       fmt::format("{}: the plan for the whole budget did not fit it as it runs "
-                                   "(laid out, or in the allocator's chunks), so it was planned "
-                                   "again for less (Note [Plans that run])",
-                                   exact_bytes(planned_for)));
-  }
+  if (planned_for > 0) std::cout << field("planned for", planned_for_text(planned_for));
   if (written) std::cout << field("laid out", written->row_text());
   if (!args.out.empty()) std::cout << field("plan written to", args.out);
   std::cout << args.exports.written_rows();

@@ -42,7 +42,9 @@ PlannerOptions planner_options(const PlanArgs& args, const Hardware& hw, const G
         args.budget, args.max_batch ? "batch" : "model");
   }
   if (!args.budget.empty()) {
-    o.budget = parse_budget(args.budget, hw, [&] { return keep_all_peak(*graph, hw); });
+    o.budget = graph != nullptr
+                   ? parse_budget(args.budget, hw, [&] { return keep_all_peak(*graph, hw); })
+                   : *budget_before_peak(args.budget, hw, "the searched model's, which changes");
   }
   if (args.ranks) {
     // graph_ranks (hw) accepts at most 2^20: a larger count is refused, not capped.
@@ -193,8 +195,10 @@ Written write_outputs(OutputFiles& outputs, const PlanArgs& args, const Graph& i
   }
   if (!args.out.empty()) {
     // Note [Plans that run]: what runs, or nothing.
-    const RunnablePlan r =
-        runnable ? *runnable : runnable_plan(c.plan, c.graph, hw, !args.no_layout);
+    std::optional<RunnablePlan> own;
+    const RunnablePlan& r = runnable != nullptr
+                                ? *runnable
+                                : own.emplace(runnable_plan(c.plan, c.graph, hw, !args.no_layout));
     if (!r.runs) {
       fail("{}: the plan within the budget of {} does not run there: {}", args.strategy,
            exact_bytes(c.plan.budget), r.why_not());
@@ -216,54 +220,34 @@ Written write_outputs(OutputFiles& outputs, const PlanArgs& args, const Graph& i
 // no layout within it: parameters streamed in per use and kept apart
 // between their forward and backward runs fragment the arena (Llama-2-7B's
 // demo plan needs 1.067x its live peak). Nor may the stitching allocator
-// hold it (Note [Plans that run]). Then memwall plans again, for the budget
-// less what overshot, and keeps the new plan when it runs in the whole
-// budget; after kReplans tries it refuses, saying why.
-struct RunnableAuto {
-  RunnablePlan written;
-  uint64_t planned_for = 0;  // the lowered budget, when it planned again
-};
-RunnableAuto make_runnable(AutoPlan& a, const PlanArgs& args,
-                           const std::function<Candidate(uint64_t, AutoPlan&)>& plan_for) {
-  RunnableAuto out{runnable_plan(a.best.plan, a.best.graph, a.hardware, !args.no_layout), 0};
-  uint64_t lowered = a.budget;
-  for (int i = 0; !out.written.settled() && i < kReplans; ++i) {
-    const std::optional<uint64_t> next = next_budget(lowered, out.written);
-    if (!next) break;
-    AutoPlan again;
+// hold it. Then memwall plans again for less (Note [Plans that run],
+// plan_until_it_runs) and keeps the new plan when it runs in the whole
+// budget, with the whole budget's bound and table.
+RunnablePlan make_runnable(AutoPlan& a, const PlanArgs& args,
+                           const std::function<AutoPlan(uint64_t)>& plan_for,
+                           uint64_t& planned_for) {
+  AutoPlan again;
+  const PlanFor replan = [&](uint64_t lower) -> std::optional<RunnablePlan> {
     try {
-      again.best = plan_for(*next, again);
+      again = plan_for(lower);
     } catch (const Error&) {
-      break;
+      return std::nullopt;
     }
-    if (!again.best.fits) break;
-    lowered = *next;
+    if (!again.best.fits) return std::nullopt;
     again.best.plan.budget = a.budget;  // it runs in the whole budget
-    RunnablePlan tried =
-        runnable_plan(again.best.plan, again.best.graph, again.hardware, !args.no_layout);
-    // A plan the allocator holds stays the one to write unless a plan for
-    // less is laid out.
-    if (out.written.runs && !tried.settled()) continue;
-    if (tried.runs) {
-      again.best.sim.budget = a.budget;
-      again.budget = a.budget;
-      // The bound and the table stay the whole budget's.
-      again.bound = a.bound;
-      again.singles = std::move(a.singles);
-      again.solve_seconds += a.solve_seconds;
-      again.configs_tried += a.configs_tried;
-      a = std::move(again);
-      out.planned_for = lowered;
-    }
-    out.written = std::move(tried);
-  }
-  if (!out.written.runs) {
-    fail("{}: no plan within the budget of {} runs there: {}{}", args.strategy,
-         exact_bytes(a.budget), out.written.why_not(),
-         lowered < a.budget ? fmt::format(" (planned again for down to {})", exact_bytes(lowered))
-                            : std::string());
-  }
-  return out;
+    return runnable_plan(again.best.plan, again.best.graph, again.hardware, !args.no_layout);
+  };
+  const auto adopt = [&] {
+    again.best.sim.budget = a.budget;
+    again.budget = a.budget;
+    again.bound = a.bound;
+    again.singles = std::move(a.singles);
+    again.solve_seconds += a.solve_seconds;
+    again.configs_tried += a.configs_tried;
+    a = std::move(again);
+  };
+  return plan_until_it_runs(runnable_plan(a.best.plan, a.best.graph, a.hardware, !args.no_layout),
+                            a.budget, args.strategy, replan, adopt, planned_for);
 }
 
 void print_plan(const PlanArgs& args, const Graph& graph, const AutoPlan& a, const Hardware& hw,
@@ -516,25 +500,27 @@ int run_auto_plan(const PlanArgs& args) {
   }
 
   const Graph& graph = *loaded;
-  AutoPlan a;
-  // A technique's plan for `budget`, with the hardware and budget it ran on.
-  const auto technique_for = [&](uint64_t budget, AutoPlan& into) {
+  // A single technique's plan for `budget`, with the hardware and budget it
+  // ran on.
+  const auto technique_for = [&](uint64_t budget) {
+    AutoPlan t;
     PlannerOptions with_budget = options;
     with_budget.budget = budget;
-    into.hardware = hw;
-    if (options.host_bytes > 0) into.hardware.host_memory_bytes = options.host_bytes;
-    into.budget = budget;
-    return plan_single_technique(graph, hw, with_budget, args.strategy);
+    t.hardware = hw;
+    if (options.host_bytes > 0) t.hardware.host_memory_bytes = options.host_bytes;
+    t.budget = budget;
+    t.best = plan_single_technique(graph, hw, with_budget, args.strategy);
+    return t;
   };
+  AutoPlan a;
   if (args.strategy == "auto") {
     a = plan_auto(graph, hw, options);
   } else {
     // One technique: its plan, or why it does not fit (exit code 2).
-    a.budget = options.budget > 0 ? options.budget : default_budget(hw);
     PlannerOptions with_budget = options;
-    with_budget.budget = a.budget;
+    with_budget.budget = options.budget > 0 ? options.budget : default_budget(hw);
     const Deadline deadline = Deadline::in(with_budget.time_limit);
-    a.best = technique_for(a.budget, a);
+    a = technique_for(with_budget.budget);
     a.bound = iteration_lower_bound(graph, a.hardware, with_budget);
     if (!a.best.fits) fail("{} does not fit: {}", args.strategy, a.best.why);
     // The table shares the time limit (Note [Time limits are wall time]).
@@ -542,27 +528,23 @@ int run_auto_plan(const PlanArgs& args) {
     a.singles = single_techniques(graph, hw, with_budget);
     a.solve_seconds = a.best.solve_seconds;
   }
-  std::optional<RunnableAuto> runnable;
+  std::optional<RunnablePlan> runnable;
+  uint64_t planned_for = 0;
   if (!args.out.empty()) {
-    runnable = make_runnable(a, args, [&](uint64_t budget, AutoPlan& into) {
-      if (args.strategy != "auto") return technique_for(budget, into);
-      PlannerOptions lowered = options;
-      lowered.budget = budget;
-      into = plan_auto(graph, hw, lowered);
-      return into.best;
-    });
+    runnable = make_runnable(
+        a, args,
+        [&](uint64_t budget) {
+          if (args.strategy != "auto") return technique_for(budget);
+          PlannerOptions lowered = options;
+          lowered.budget = budget;
+          return plan_auto(graph, hw, lowered);
+        },
+        planned_for);
   }
-  Written written = write_outputs(outputs, args, graph, a.best, a.hardware,
-                                  runnable ? &runnable->written : nullptr);
-  const uint64_t planned_for = runnable ? runnable->planned_for : 0;
+  Written written =
+      write_outputs(outputs, args, graph, a.best, a.hardware, runnable ? &*runnable : nullptr);
   if (planned_for > 0) {
-    written.rows.insert(
-        written.rows.begin(),
-        field("planned for", fmt::format("{}: the plan for the whole budget did not fit it as it "
-                                         "runs (laid out, or in the allocator's chunks), so "
-                                         "memwall planned again for less (Note [Planning for the "
-                                         "layout])",
-                                         exact_bytes(planned_for))));
+    written.rows.insert(written.rows.begin(), field("planned for", planned_for_text(planned_for)));
   }
   if (args.json) {
     nlohmann::json j = plan_json(graph, a, a.hardware, options.ranks);

@@ -398,7 +398,9 @@ int run_run(const RunArgs& args) {
           "calibrate` on this machine (the emulated device is this CPU), or --gpu NAME");
     }
     hw = args.gpu.load();
-    if (!args.budget.empty()) check_budget_text(args.budget, hw);
+    if (!args.budget.empty()) {
+      (void)budget_before_peak(args.budget, hw, "the traced model's, known once it is traced");
+    }
     if (const std::string given = model.options_given(); !args.builtin.empty() && !given.empty()) {
       fail("run: {} {} not apply to --builtin {}, which builds its own model and batch", given,
            given.find(',') == std::string::npos ? "does" : "do", args.builtin);

@@ -80,7 +80,6 @@ AllocatorFit allocator_fit(const Graph& graph, const Plan& plan, const Hardware&
   AllocatorFit fit;
   fit.policy = std::string(policy);
   fit.fits = replay.result.fits;
-  fit.capacity = plan.budget;
   fit.usable = plan.budget / alloc::kDefaultGranularity * alloc::kDefaultGranularity;
   fit.peak_live = peak_live_bytes(trace);
   fit.peak_reserved = replay.unlimited_peak_reserved;
@@ -162,6 +161,14 @@ RunnablePlan runnable_plan(const Plan& plan, const Graph& graph, const Hardware&
 
 bool RunnablePlan::settled() const { return laid ? laid->pinned : runs; }
 
+namespace {
+
+// How many times `memwall plan` plans again for a lower budget before it
+// refuses.
+constexpr int kReplans = 3;
+
+// The budget to plan for next, after a plan made for `planned_for` did not
+// settle, or nullopt when lowering it cannot help.
 std::optional<uint64_t> next_budget(uint64_t planned_for, const RunnablePlan& r) {
   if (r.settled() || r.overshoot == 0) return std::nullopt;
   // At least what overshot less (and one 512-byte block), so that the loop
@@ -171,6 +178,44 @@ std::optional<uint64_t> next_budget(uint64_t planned_for, const RunnablePlan& r)
   const uint64_t next = std::min(planned_for - cut, r.target > 0 ? r.target : planned_for);
   if (next == 0) return std::nullopt;
   return next;
+}
+
+}  // namespace
+
+RunnablePlan plan_until_it_runs(RunnablePlan first, uint64_t budget, std::string_view strategy,
+                                const PlanFor& plan_for, const std::function<void()>& adopt,
+                                uint64_t& planned_for) {
+  RunnablePlan written = std::move(first);
+  planned_for = 0;
+  uint64_t lowered = budget;
+  for (int i = 0; !written.settled() && i < kReplans; ++i) {
+    const std::optional<uint64_t> next = next_budget(lowered, written);
+    if (!next) break;
+    std::optional<RunnablePlan> tried = plan_for(*next);
+    if (!tried) break;
+    lowered = *next;
+    // A plan the allocator holds stays the one to write unless a plan for
+    // less is laid out.
+    if (tried->settled() || !written.runs) {
+      adopt();
+      planned_for = tried->runs ? lowered : 0;
+      written = std::move(*tried);
+    }
+  }
+  if (!written.runs) {
+    fail("{}: no plan within the budget of {} runs there: {}{}", strategy, exact_bytes(budget),
+         written.why_not(),
+         lowered < budget ? fmt::format(" (planned again for down to {})", exact_bytes(lowered))
+                          : std::string());
+  }
+  return written;
+}
+
+std::string planned_for_text(uint64_t planned_for) {
+  return fmt::format(
+      "{}: the plan for the whole budget did not fit it as it runs (laid out, or in the "
+      "allocator's chunks), so memwall planned again for less (Note [Plans that run])",
+      exact_bytes(planned_for));
 }
 
 }  // namespace memwall::cli

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -25,7 +26,6 @@ namespace memwall::cli {
 struct AllocatorFit {
   std::string policy;
   bool fits = true;
-  uint64_t capacity = 0;       // the budget
   uint64_t usable = 0;         // whole chunks of it: what the device can map
   uint64_t peak_live = 0;      // most bytes the replay had live at once
   uint64_t peak_reserved = 0;  // what the policy reserved (with no limit when it ran out)
@@ -53,12 +53,18 @@ struct RunnablePlan {
 };
 RunnablePlan runnable_plan(const Plan& plan, const Graph& graph, const Hardware& hw, bool lay_out);
 
-// The budget to plan for next, after a plan made for `planned_for` did not
-// settle, or nullopt when lowering it cannot help.
-std::optional<uint64_t> next_budget(uint64_t planned_for, const RunnablePlan& r);
+// Note [Plans that run]: `first`, the plan for the whole `budget`, or a
+// plan for less that settles. `plan_for(b)` plans for the lower budget b
+// (its plan's budget the whole one) and says how it runs, or nullopt when
+// nothing fits b; `adopt()` makes that last plan the caller's. Throws
+// Error, naming `strategy`, when no plan runs. `planned_for` is set to the
+// lowered budget of the plan written, 0 for the first.
+using PlanFor = std::function<std::optional<RunnablePlan>(uint64_t)>;
+RunnablePlan plan_until_it_runs(RunnablePlan first, uint64_t budget, std::string_view strategy,
+                                const PlanFor& plan_for, const std::function<void()>& adopt,
+                                uint64_t& planned_for);
 
-// How many times `memwall plan` plans again for a lower budget before it
-// refuses (Note [Plans that run]).
-inline constexpr int kReplans = 3;
+// The "planned for" row of a plan made for less than its budget.
+std::string planned_for_text(uint64_t planned_for);
 
 }  // namespace memwall::cli

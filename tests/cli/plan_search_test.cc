@@ -210,6 +210,14 @@ TEST(CliPlanBudget, SharesNameTheirReference) {
     EXPECT_NE(bare.err.find("--budget 50% is ambiguous: write 50%gpu for "), std::string::npos)
         << verb << ": " << bare.err;
   }
+  // A bare share in a search is refused as anywhere else (it crashed:
+  // the search has no graph whose peak the line could name).
+  const auto bare_search = run_memwall("plan " + kSearchModel + " --max-batch --budget 50%");
+  EXPECT_EQ(bare_search.exit_code, 2);
+  EXPECT_EQ(count_lines(bare_search.err), 1) << bare_search.err;
+  EXPECT_NE(bare_search.err.find("--budget 50% is ambiguous: write 50%gpu for "),
+            std::string::npos)
+      << bare_search.err;
   // A search's model changes as it goes: its keep-all peak is no reference.
   const auto search = run_memwall("plan " + kSearchModel + " --max-batch --budget 50%peak");
   EXPECT_EQ(search.exit_code, 2);
