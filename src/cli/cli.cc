@@ -8,7 +8,7 @@
 #include "commands.h"
 #include "memwall/graph/error.h"
 #include "memwall/graph/interrupt_cleanup.h"
-#include "terminal_text.h"
+#include "memwall/report/terminal_text.h"
 
 namespace memwall::cli {
 namespace {

@@ -1,27 +1,16 @@
-#include "layout_runner.h"
+// The layout algorithms by name (registry.h).
+#include "memwall/layout/registry.h"
 
 #include <algorithm>
-#include <chrono>
 
-#include "format.h"
-#include "memwall/cli/plan_layout.h"
 #include "memwall/graph/error.h"
+#include "memwall/graph/stopwatch.h"
 #include "memwall/layout/default_layout.h"
 #include "memwall/layout/exact.h"
 #include "memwall/layout/heuristics.h"
 #include "memwall/layout/problem.h"
-#include "memwall/sim/simulator.h"
 
-namespace memwall::cli {
-namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-}  // namespace
+namespace memwall {
 
 std::vector<std::string> layout_algorithm_names() {
   std::vector<std::string> names = {"default"};
@@ -40,7 +29,7 @@ double LayoutRun::ratio() const {
 LayoutRun run_layout(const LayoutProblem& problem, std::string_view algorithm, double time_limit) {
   LayoutRun run;
   run.algorithm = algorithm;
-  const auto start = Clock::now();
+  const Stopwatch clock;
   run.lower_bound = arena_lower_bound(problem);
   if (algorithm == "default") {
     DefaultLayoutResult r = solve_default_layout(problem, {.time_budget = time_limit});
@@ -63,7 +52,7 @@ LayoutRun run_layout(const LayoutProblem& problem, std::string_view algorithm, d
     }
     fail("unknown layout algorithm '{}' (known: {})", algorithm, known);
   }
-  run.seconds = since(start);
+  run.seconds = clock.seconds();
   if (run.found_by.empty()) run.found_by = run.algorithm;
   if (run.layout) {
     // Heuristics ignore the capacity: judge the fit apart from validity.
@@ -78,71 +67,4 @@ LayoutRun run_layout(const LayoutProblem& problem, std::string_view algorithm, d
   return run;
 }
 
-// Note [Plans laid out by default]
-PlanLayout lay_out_plan(const Plan& plan, const Graph& graph, const Hardware& hw,
-                        double time_limit) {
-  PlanLayout out;
-  out.plan = plan;
-  out.plan.offsets.clear();
-  out.plan.stay_offsets.clear();
-  out.plan.workspace_offsets.clear();
-  const SimResult sim =
-      simulate(graph, out.plan, hw, {.record_curves = false, .record_residency = true});
-  if (!sim.valid) fail("internal error: the simulator rejects the plan: {}", sim.reason);
-  out.live_peak = sim.peak_bytes[0];
-  StayLayoutProblem stays =
-      stay_layout_problem(graph, out.plan, sim.residencies, sim.workspaces, plan.budget);
-  LayoutProblem& problem = stays.problem;
-  if (problem.buffers.empty()) {
-    out.row_text = "nothing on the device to place";
-    return out;
-  }
-  // Aligned as PyTorch's CPU allocator aligns (64 bytes), so that kernels
-  // see the addresses eager gives them and scratch packs into a workspace;
-  // byte-aligned only when that does not fit the budget.
-  problem.alignment = 64;
-  validate_problem(problem);
-  LayoutRun run = run_layout(problem, "default", time_limit);
-  if (!run.fits()) {
-    problem.alignment = 1;
-    run = run_layout(problem, "default", time_limit);
-  }
-  out.alignment = problem.alignment;
-  out.seconds = run.seconds;
-  if (run.layout) out.arena = run.layout->arena;
-  const double ratio =
-      out.live_peak == 0 ? 0 : static_cast<double>(out.arena) / static_cast<double>(out.live_peak);
-  if (!run.fits()) {
-    out.row_text = fmt::format(
-        "none within the budget: the best arena, {}, is {:.4f}x the live peak (Note [Plans "
-        "laid out by default])",
-        run.layout ? human_bytes(out.arena) : std::string("none found"), ratio);
-    return out;
-  }
-  Plan pinned = pin_stay_offsets(out.plan, stays, *run.layout, sim.residencies);
-  const SimResult check = simulate(graph, pinned, hw, {.record_curves = false});
-  if (!check.valid) fail("internal error: the simulator rejects the pinned plan: {}", check.reason);
-  out.plan = std::move(pinned);
-  out.pinned = true;
-  out.row_text = fmt::format(
-      "arena {} = {:.4f}x the live peak ({} buffers, {} of them moving between stays; {} "
-      "workspaces; {}-byte aligned; {})",
-      human_bytes(out.arena), ratio, grouped(out.plan.offsets.size()),
-      grouped(out.plan.stay_offsets.size()), grouped(out.plan.workspace_offsets.size()),
-      out.alignment, human_seconds(out.seconds));
-  return out;
-}
-
-nlohmann::json layout_json(const PlanLayout& laid) {
-  const double ratio = laid.live_peak == 0
-                           ? 0
-                           : static_cast<double>(laid.arena) / static_cast<double>(laid.live_peak);
-  return {{"pinned", laid.pinned},
-          {"arena_bytes", laid.arena},
-          {"live_peak_bytes", laid.live_peak},
-          {"arena_over_live_peak", ratio},
-          {"alignment", laid.alignment},
-          {"seconds", laid.seconds}};
-}
-
-}  // namespace memwall::cli
+}  // namespace memwall

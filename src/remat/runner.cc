@@ -1,13 +1,18 @@
-#include "remat_runner.h"
+// Running the rematerialization planners (runner.h).
+#include "memwall/remat/runner.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <limits>
 
 #include <fmt/format.h>
 
 #include "memwall/graph/error.h"
+#include "memwall/graph/human.h"
 #include "memwall/plan/builders.h"
 
-namespace memwall::cli {
+namespace memwall {
 namespace {
 
 std::string known_planners() {
@@ -16,6 +21,17 @@ std::string known_planners() {
     known += (known.empty() ? "" : ", ") + std::string(p.name);
   }
   return known;
+}
+
+// `points` budgets from `low` to `high`, both included, evenly spaced.
+std::vector<uint64_t> budget_points(uint64_t low, uint64_t high, int64_t points) {
+  std::vector<uint64_t> budgets;
+  const double step = static_cast<double>(high - low) / static_cast<double>(points - 1);
+  for (int64_t i = 0; i + 1 < points; ++i) {
+    budgets.push_back(low + static_cast<uint64_t>(std::llround(step * static_cast<double>(i))));
+  }
+  budgets.push_back(high);
+  return budgets;
 }
 
 }  // namespace
@@ -35,13 +51,6 @@ const RematPlanner& remat_strategy(std::string_view strategy) {
     return remat_planner_named(strategy.substr(kRemat.size() + 1));
   fail("--strategy: unknown strategy '{}' (known: remat, remat:NAME with NAME one of {})", strategy,
        known_planners());
-}
-
-double checked_time_limit(double seconds) {
-  if (!(seconds > 0) || seconds > 86400) {
-    fail("--time-limit must be a number of seconds in (0, 86400] (got {})", seconds);
-  }
-  return seconds;
 }
 
 SimResult keep_all_simulation(const Graph& graph, const Hardware& hw) {
@@ -80,4 +89,78 @@ RematRun run_remat(const Graph& graph, const Hardware& hw, const RematPlanner& p
   return run;
 }
 
-}  // namespace memwall::cli
+RematSweep sweep_remat_planners(const Graph& graph, const Hardware& hw,
+                                const std::vector<const RematPlanner*>& planners, int64_t points,
+                                const RematOptions& options) {
+  RematSweep sweep;
+  sweep.keep_all = keep_all_simulation(graph, hw);
+  sweep.peak = device_peak(sweep.keep_all);
+  // The budgets must not depend on the time limit: the floor search is not
+  // one of the timed calls, and runs to its end.
+  RematOptions floor_options = options;
+  floor_options.time_limit = std::numeric_limits<double>::infinity();
+  sweep.floor = remat_floor(graph, hw, floor_options);
+  sweep.budgets = budget_points(std::min(sweep.floor.bytes, sweep.peak), sweep.peak, points);
+  sweep.runs.resize(sweep.budgets.size());
+  for (size_t b = 0; b < sweep.budgets.size(); ++b) {
+    for (const RematPlanner* planner : planners) {
+      sweep.runs[b].push_back(run_remat(graph, hw, *planner, sweep.budgets[b], options));
+    }
+  }
+  return sweep;
+}
+
+BestRematRun::BestRematRun(const std::vector<RematRun>& runs) {
+  const auto better = [](const RematRun* best, const RematRun& run) {
+    return best == nullptr || run.sim.iteration_time < best->sim.iteration_time;
+  };
+  for (const RematRun& run : runs) {
+    if (!run.feasible) continue;
+    if (better(overall, run)) overall = &run;
+    if (run.planner == kMemwallPlanner) {
+      memwall = &run;
+    } else if (better(baseline, run)) {
+      baseline = &run;
+    }
+  }
+}
+
+std::optional<double> BestRematRun::memwall_ratio() const {
+  if (memwall == nullptr || baseline == nullptr) return std::nullopt;
+  return memwall->sim.iteration_time / baseline->sim.iteration_time;
+}
+
+void fail_no_remat_plan(const Graph& graph, const Hardware& hw, const RematRun& run,
+                        const RematOptions& options) {
+  if (run.planner == "memwall") {
+    constexpr std::string_view kPrefix = "memwall: ";
+    const std::string_view why = run.error;
+    fail("{}", why.starts_with(kPrefix) ? why.substr(kPrefix.size()) : why);
+  }
+  const RematBound bound = remat_lower_bound(graph);
+  if (run.budget < bound.bytes) {
+    fail("{}; no plan can fit {}: {}, {} in all", run.error, exact_bytes(run.budget), bound.why,
+         exact_bytes(bound.bytes));
+  }
+  RematFloor floor;
+  try {
+    floor = remat_floor(graph, hw, options);
+  } catch (const Error& e) {
+    fail("{} (memwall's planner's lowest budget is unknown: {})", run.error, e.what());
+  }
+  if (floor.cut_short) {
+    // Stopped at the time limit: a plan at floor.bytes exists, no more is known.
+    fail(
+        "{}; memwall's planner (--strategy remat) reached a plan at {} before the time limit "
+        "stopped its floor search; none can fit below {}",
+        run.error, exact_bytes(floor.bytes), exact_bytes(bound.bytes));
+  }
+  if (floor.bytes <= run.budget) {
+    fail("{}; memwall's planner (--strategy remat) finds a plan at every budget from {} up",
+         run.error, exact_bytes(floor.bytes));
+  }
+  fail("{}; the lowest budget memwall's planner reaches is {}, where {}; none can fit below {}",
+       run.error, exact_bytes(floor.bytes), floor.why, exact_bytes(bound.bytes));
+}
+
+}  // namespace memwall

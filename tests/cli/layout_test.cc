@@ -8,7 +8,6 @@
 #include <fstream>
 #include <random>
 
-#include "memwall/cli/plan_layout.h"
 #include "memwall/graph/output_files.h"
 #include "memwall/hw/hardware.h"
 #include "memwall/layout/csv.h"
@@ -18,6 +17,7 @@
 #include "memwall/models/zoo.h"
 #include "memwall/plan/builders.h"
 #include "memwall/plan/plan.h"
+#include "memwall/planner/plan_layout.h"
 #include "memwall/sim/simulator.h"
 #include "run_memwall.h"
 #include "test_util.h"

@@ -1,6 +1,7 @@
-// Runs one layout algorithm by name, for `memwall layout` and
-// `memwall bench layout`: the greedy heuristics, the exact solver and
-// memwall's default, with the figures both verbs print.
+// The layout algorithms by name, beside remat's and swap's registries: the
+// greedy heuristics, the exact solver and memwall's default, each run on a
+// problem with the figures `memwall layout` and `memwall bench layout`
+// print.
 #pragma once
 
 #include <optional>
@@ -8,14 +9,9 @@
 #include <string_view>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
-#include "memwall/graph/graph.h"
-#include "memwall/hw/hardware.h"
 #include "memwall/layout/types.h"
-#include "memwall/plan/plan.h"
 
-namespace memwall::cli {
+namespace memwall {
 
 // "default", then every heuristic (heuristics.h), then "exact".
 std::vector<std::string> layout_algorithm_names();
@@ -45,30 +41,4 @@ struct LayoutRun {
 // name.
 LayoutRun run_layout(const LayoutProblem& problem, std::string_view algorithm, double time_limit);
 
-// Note [Plans laid out by default]
-// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
-// `memwall plan --out` pins every device buffer and every op's workspace
-// to an offset in an arena of the plan's budget (unless --no-layout), so
-// that `memwall run` executes it on the plan allocator: no fragmentation,
-// and the device memory the run uses is the arena. The lifetimes are the
-// simulator's (plan_layout_problem), the layout memwall's default, and the
-// pinned plan is simulated again before it is written. A plan pins one
-// offset per buffer for its whole life, so a buffer that leaves the device
-// and comes back holds its range in between: when no layout of the plan
-// fits its budget the plan is written without offsets, and runs on the
-// stitching allocator; the row says so.
-struct PlanLayout {
-  Plan plan;  // with offsets when `pinned`
-  bool pinned = false;
-  uint64_t arena = 0;       // the layout's arena (0: none)
-  uint64_t live_peak = 0;   // the simulator's device peak
-  double seconds = 0;       // the layout's time
-  uint64_t alignment = 64;  // of every offset: 64, or 1 when only that fits
-  std::string row_text;     // "arena ... = 1.0000x the live peak", or why not
-};
-PlanLayout lay_out_plan(const Plan& plan, const Graph& graph, const Hardware& hw,
-                        double time_limit = 1.0);
-// {"pinned", "arena_bytes", "live_peak_bytes", "arena_over_live_peak", "seconds"}.
-nlohmann::json layout_json(const PlanLayout& laid);
-
-}  // namespace memwall::cli
+}  // namespace memwall

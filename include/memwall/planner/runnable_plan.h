@@ -1,7 +1,8 @@
 // Whether a plan runs within its budget as `memwall run` runs it: in the
 // arena its layout gives, or on the runtime allocator, whose chunks the
 // simulator's byte count does not see (Note [Plans that run] in
-// src/cli/runnable_plan.cc).
+// src/planner/runnable_plan.cc). The planner reaches the allocator (the
+// alloc module) for this: the replay is the allocator's own code.
 #pragma once
 
 #include <cstdint>
@@ -12,12 +13,18 @@
 
 #include <nlohmann/json.hpp>
 
-#include "layout_runner.h"
 #include "memwall/graph/types.h"
 #include "memwall/hw/hardware.h"
 #include "memwall/plan/plan.h"
+#include "memwall/planner/plan_layout.h"
 
-namespace memwall::cli {
+namespace memwall {
+
+// The host memory blocks `memwall run` allocates buffers in: the pinned
+// host pool's alignment (runtime::kHostPoolAlignment, whole 4 KiB pages
+// for O_DIRECT; the command line checks that they agree), which the
+// simulator counts host bytes in when it judges whether a plan runs.
+inline constexpr uint64_t kRunHostBlockBytes = 4096;
 
 // A plan without offsets replayed through an allocator policy on a device
 // of the plan's budget (2 MiB chunks, as the emulated device and a GPU's
@@ -67,4 +74,4 @@ RunnablePlan plan_until_it_runs(RunnablePlan first, uint64_t budget, std::string
 // The "planned for" row of a plan made for less than its budget.
 std::string planned_for_text(uint64_t planned_for);
 
-}  // namespace memwall::cli
+}  // namespace memwall
