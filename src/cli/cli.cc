@@ -6,8 +6,8 @@
 #include <fmt/format.h>
 
 #include "commands.h"
-#include "memwall/graph/error.h"
-#include "memwall/graph/interrupt_cleanup.h"
+#include "memwall/base/error.h"
+#include "memwall/base/interrupt_cleanup.h"
 #include "terminal_text.h"
 
 namespace memwall::cli {

@@ -9,9 +9,9 @@
 
 #include "commands.h"
 #include "format.h"
+#include "memwall/base/output_files.h"
 #include "memwall/graph/counts.h"
 #include "memwall/graph/graph.h"
-#include "memwall/graph/output_files.h"
 #include "memwall/hw/hardware.h"
 #include "options.h"
 

@@ -8,10 +8,10 @@
 #include <charconv>
 #include <cmath>
 
-#include "memwall/graph/describe.h"
+#include "memwall/base/json_cursor.h"
+#include "memwall/base/output_files.h"
+#include "memwall/base/quote.h"
 #include "memwall/graph/graph.h"
-#include "memwall/graph/json_cursor.h"
-#include "memwall/graph/output_files.h"
 
 namespace memwall {
 namespace {

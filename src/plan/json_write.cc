@@ -9,9 +9,9 @@
 #include <span>
 #include <string>
 
-#include "memwall/graph/describe.h"
-#include "memwall/graph/error.h"
-#include "memwall/graph/output_files.h"
+#include "memwall/base/error.h"
+#include "memwall/base/output_files.h"
+#include "memwall/base/quote.h"
 #include "memwall/plan/plan.h"
 
 namespace memwall {

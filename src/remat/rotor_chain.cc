@@ -34,8 +34,8 @@
 #include <queue>
 #include <utility>
 
+#include "memwall/base/error.h"
 #include "memwall/graph/describe.h"
-#include "memwall/graph/error.h"
 #include "memwall/graph/graph.h"
 #include "memwall/graph/versions.h"
 #include "memwall/remat/rotor.h"

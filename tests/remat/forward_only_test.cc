@@ -9,7 +9,7 @@
 #include <fmt/format.h>
 
 #include "forward_only_graphs.h"
-#include "memwall/graph/error.h"
+#include "memwall/base/error.h"
 #include "memwall/graph/graph.h"
 #include "memwall/models/zoo.h"
 #include "memwall/plan/builders.h"

@@ -16,7 +16,7 @@
 
 #include "../../bench/synthetic.h"
 #include "../../src/remat/dtr.h"
-#include "memwall/graph/error.h"
+#include "memwall/base/error.h"
 #include "memwall/graph/graph.h"
 #include "memwall/hw/hardware.h"
 #include "memwall/models/zoo.h"
