@@ -10,37 +10,54 @@ constexpr size_t kMaxQuoted = 60;
 
 bool is_continuation(unsigned char c) { return (c & 0xC0) == 0x80; }
 
-}  // namespace
+// How far the bytes at s[i] follow the one valid UTF-8 form their first byte
+// starts: `length` is that form's length (0 when the byte starts none),
+// `valid` how many of its bytes are there and right (at least 1).
+struct Utf8Prefix {
+  size_t length = 0;
+  size_t valid = 1;
+};
 
-size_t utf8_sequence_length(std::string_view s, size_t i) {
+Utf8Prefix utf8_prefix(std::string_view s, size_t i) {
   const auto at = [&](size_t k) { return static_cast<unsigned char>(s[i + k]); };
   const unsigned char c = at(0);
-  if (c < 0x80) return 1;
-  size_t length = 0;
+  Utf8Prefix p;
+  if (c < 0x80) {
+    p.length = 1;
+    return p;
+  }
   // Second-byte bounds exclude overlong encodings, UTF-16 surrogates
   // (U+D800..U+DFFF) and code points above U+10FFFF.
   unsigned char low = 0x80;
   unsigned char high = 0xBF;
   if (c >= 0xC2 && c <= 0xDF) {
-    length = 2;
+    p.length = 2;
   } else if (c >= 0xE0 && c <= 0xEF) {
-    length = 3;
+    p.length = 3;
     if (c == 0xE0) low = 0xA0;
     if (c == 0xED) high = 0x9F;
   } else if (c >= 0xF0 && c <= 0xF4) {
-    length = 4;
+    p.length = 4;
     if (c == 0xF0) low = 0x90;
     if (c == 0xF4) high = 0x8F;
   } else {
-    return 0;
+    return p;
   }
-  if (s.size() - i < length) return 0;
-  if (at(1) < low || at(1) > high) return 0;
-  for (size_t k = 2; k < length; ++k) {
-    if (!is_continuation(at(k))) return 0;
-  }
-  return length;
+  const size_t left = s.size() - i;
+  if (left < 2 || at(1) < low || at(1) > high) return p;
+  p.valid = 2;
+  while (p.valid < p.length && p.valid < left && is_continuation(at(p.valid))) ++p.valid;
+  return p;
 }
+
+}  // namespace
+
+size_t utf8_sequence_length(std::string_view s, size_t i) {
+  const Utf8Prefix p = utf8_prefix(s, i);
+  return p.valid == p.length ? p.length : 0;
+}
+
+size_t utf8_maximal_subpart(std::string_view s, size_t i) { return utf8_prefix(s, i).valid; }
 
 std::string in_quotes(std::string_view text) {
   std::string out = "\"";
