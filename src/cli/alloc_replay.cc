@@ -13,7 +13,7 @@
 
 #include "alloc_runner.h"
 #include "commands.h"
-#include "memwall/graph/error.h"
+#include "memwall/base/error.h"
 #include "memwall/layout/csv.h"
 #include "memwall/plan/plan.h"
 #include "memwall/planner/plan_layout.h"

@@ -24,7 +24,7 @@
 #include "cpu_adam_contenders.h"
 #include "memwall/alloc/allocator.h"
 #include "memwall/alloc/device.h"
-#include "memwall/graph/error.h"
+#include "memwall/base/error.h"
 #include "memwall/importers/torch_trace.h"
 #include "memwall/runtime/copy_engine.h"
 #include "memwall/runtime/cpu_optimizer.h"

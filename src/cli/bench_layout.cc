@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
-#include "memwall/graph/error.h"
+#include "memwall/base/error.h"
 #include "memwall/layout/csv.h"
 #include "memwall/layout/from_graph.h"
 #include "memwall/layout/problem.h"

@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
-#include "memwall/graph/error.h"
+#include "memwall/base/error.h"
 #include "memwall/graph/graph.h"
 #include "memwall/models/zoo.h"
 #include "memwall/planner/planner.h"

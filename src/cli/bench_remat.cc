@@ -13,7 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
-#include "memwall/graph/error.h"
+#include "memwall/base/error.h"
 #include "memwall/remat/remat.h"
 #include "memwall/remat/runner.h"
 #include "memwall/report/format.h"

@@ -22,7 +22,7 @@
 
 #include <fmt/format.h>
 
-#include "memwall/graph/error.h"
+#include "memwall/base/error.h"
 #include "memwall/remat/runner.h"
 #include "memwall/report/format.h"
 #include "options.h"

@@ -11,8 +11,8 @@
 #include <fmt/format.h>
 
 #include "exec_library.h"
+#include "memwall/base/error.h"
 #include "memwall/graph/calls.h"
-#include "memwall/graph/error.h"
 #include "memwall/graph/graph.h"
 #include "memwall/remat/remat.h"
 #include "run_values.h"

@@ -8,8 +8,8 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
-#include "memwall/graph/error.h"
-#include "memwall/graph/output_files.h"
+#include "memwall/base/error.h"
+#include "memwall/base/output_files.h"
 #include "memwall/layout/csv.h"
 #include "memwall/layout/from_graph.h"
 #include "memwall/layout/problem.h"

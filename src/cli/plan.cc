@@ -13,7 +13,7 @@
 
 #include "budget.h"
 #include "commands.h"
-#include "memwall/graph/error.h"
+#include "memwall/base/error.h"
 #include "memwall/graph/graph.h"
 #include "memwall/planner/plan_to_run.h"
 #include "memwall/remat/checkpoints.h"

@@ -14,9 +14,9 @@
 #include <nlohmann/json.hpp>
 
 #include "budget.h"
-#include "memwall/graph/error.h"
+#include "memwall/base/error.h"
+#include "memwall/base/output_files.h"
 #include "memwall/graph/graph.h"
-#include "memwall/graph/output_files.h"
 #include "memwall/planner/plan_to_run.h"
 #include "memwall/report/format.h"
 #include "options.h"

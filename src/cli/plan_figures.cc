@@ -3,7 +3,7 @@
 
 #include <fmt/format.h>
 
-#include "memwall/graph/human.h"
+#include "memwall/base/human.h"
 #include "memwall/planner/runnable_plan.h"
 #include "memwall/runtime/host_pool.h"
 #include "memwall/runtime/nvme_engine.h"

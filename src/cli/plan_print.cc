@@ -5,7 +5,7 @@
 
 #include <fmt/format.h>
 
-#include "memwall/graph/error.h"
+#include "memwall/base/error.h"
 #include "memwall/report/format.h"
 #include "memwall/report/plan_figures.h"
 #include "plan_figures.h"

@@ -22,10 +22,10 @@
 
 #include "commands.h"
 #include "exec_library.h"
-#include "memwall/graph/error.h"
+#include "memwall/base/error.h"
+#include "memwall/base/interrupt_cleanup.h"
+#include "memwall/base/output_files.h"
 #include "memwall/graph/graph.h"
-#include "memwall/graph/interrupt_cleanup.h"
-#include "memwall/graph/output_files.h"
 
 namespace memwall::cli {
 

@@ -14,7 +14,7 @@
 
 #include "memwall/alloc/allocator.h"
 #include "memwall/alloc/device.h"
-#include "memwall/graph/error.h"
+#include "memwall/base/error.h"
 #include "memwall/runtime/bounce_buffer.h"
 #include "memwall/runtime/copy_engine.h"
 #include "memwall/runtime/cpu_optimizer.h"

@@ -9,9 +9,9 @@
 
 #include "budget.h"
 #include "commands.h"
-#include "memwall/graph/error.h"
+#include "memwall/base/error.h"
+#include "memwall/base/output_files.h"
 #include "memwall/graph/graph.h"
-#include "memwall/graph/output_files.h"
 #include "memwall/plan/builders.h"
 #include "memwall/plan/plan.h"
 #include "memwall/report/exports.h"

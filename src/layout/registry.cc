@@ -3,8 +3,8 @@
 
 #include <algorithm>
 
-#include "memwall/graph/error.h"
-#include "memwall/graph/stopwatch.h"
+#include "memwall/base/error.h"
+#include "memwall/base/stopwatch.h"
 #include "memwall/layout/default_layout.h"
 #include "memwall/layout/exact.h"
 #include "memwall/layout/heuristics.h"

@@ -6,9 +6,9 @@
 
 #include <fmt/format.h>
 
-#include "memwall/graph/error.h"
+#include "memwall/base/error.h"
+#include "memwall/base/human.h"
 #include "memwall/graph/graph.h"
-#include "memwall/graph/human.h"
 #include "memwall/layout/default_layout.h"
 #include "memwall/layout/from_graph.h"
 #include "memwall/layout/problem.h"

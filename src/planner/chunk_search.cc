@@ -6,7 +6,7 @@
 #include <limits>
 
 #include "config_work.h"
-#include "memwall/graph/error.h"
+#include "memwall/base/error.h"
 #include "memwall/remat/remat.h"
 
 namespace memwall::planner_detail {

@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-#include "memwall/graph/deadline.h"
+#include "memwall/base/deadline.h"
 #include "memwall/planner/planner.h"
 #include "memwall/sim/simulator.h"
 #include "memwall/swap/offload.h"

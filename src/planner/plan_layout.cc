@@ -8,8 +8,8 @@
 
 #include <fmt/format.h>
 
-#include "memwall/graph/error.h"
-#include "memwall/graph/human.h"
+#include "memwall/base/error.h"
+#include "memwall/base/human.h"
 #include "memwall/layout/problem.h"
 #include "memwall/layout/registry.h"
 

@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <functional>
 
-#include "memwall/graph/deadline.h"
-#include "memwall/graph/error.h"
+#include "memwall/base/deadline.h"
+#include "memwall/base/error.h"
 
 namespace memwall {
 namespace {

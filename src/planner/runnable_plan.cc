@@ -32,8 +32,8 @@
 #include <fmt/format.h>
 
 #include "memwall/alloc/allocator.h"
-#include "memwall/graph/error.h"
-#include "memwall/graph/human.h"
+#include "memwall/base/error.h"
+#include "memwall/base/human.h"
 #include "memwall/planner/alloc_trace.h"
 #include "memwall/sim/simulator.h"
 

@@ -1,8 +1,8 @@
 // The automatic planner against the best single technique (versus_singles.h).
 #include "memwall/planner/versus_singles.h"
 
-#include "memwall/graph/error.h"
-#include "memwall/graph/stopwatch.h"
+#include "memwall/base/error.h"
+#include "memwall/base/stopwatch.h"
 #include "memwall/planner/planner.h"
 #include "memwall/sim/simulator.h"
 

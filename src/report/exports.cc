@@ -3,7 +3,7 @@
 
 #include <fmt/format.h>
 
-#include "memwall/graph/output_files.h"
+#include "memwall/base/output_files.h"
 #include "memwall/report/chrome_trace.h"
 #include "memwall/report/format.h"
 #include "memwall/report/memory_svg.h"

@@ -6,8 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "memwall/base/human.h"
 #include "memwall/graph/graph.h"
-#include "memwall/graph/human.h"
 
 namespace memwall {
 namespace {

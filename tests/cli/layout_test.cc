@@ -8,7 +8,7 @@
 #include <fstream>
 #include <random>
 
-#include "memwall/graph/output_files.h"
+#include "memwall/base/output_files.h"
 #include "memwall/hw/hardware.h"
 #include "memwall/layout/csv.h"
 #include "memwall/layout/default_layout.h"

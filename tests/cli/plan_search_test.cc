@@ -9,8 +9,8 @@
 
 #include <fmt/format.h>
 
+#include "memwall/base/human.h"
 #include "memwall/graph/graph.h"
-#include "memwall/graph/human.h"
 #include "memwall/hw/hardware.h"
 #include "memwall/models/zoo.h"
 #include "run_memwall.h"

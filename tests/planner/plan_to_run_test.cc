@@ -5,9 +5,9 @@
 // (graph/human.h), which the planner's messages use.
 #include <gtest/gtest.h>
 
-#include "memwall/graph/error.h"
+#include "memwall/base/error.h"
+#include "memwall/base/human.h"
 #include "memwall/graph/graph.h"
-#include "memwall/graph/human.h"
 #include "memwall/models/zoo.h"
 #include "memwall/planner/plan_to_run.h"
 #include "memwall/remat/runner.h"

@@ -1,13 +1,13 @@
 // Table rows shared by the verbs' human output: one labelled row, and what
 // the ranks of a data-parallel plan share. The numbers in them are written
-// by memwall/graph/human.h, included here for every table.
+// by memwall/base/human.h, included here for every table.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <string_view>
 
-#include "memwall/graph/human.h"
+#include "memwall/base/human.h"
 #include "memwall/hw/hardware.h"
 
 namespace memwall {

@@ -1,5 +1,5 @@
 // Numbers as people read them (human.h).
-#include "memwall/graph/human.h"
+#include "memwall/base/human.h"
 
 #include <fmt/format.h>
 
