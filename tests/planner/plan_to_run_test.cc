@@ -2,7 +2,7 @@
 // automatic planner's plan laid out in its budget and run-checked, as
 // `memwall plan --out` writes it (Note [Plans that run]); a single
 // technique's; a rematerialization planner's; and the numbers people read
-// (graph/human.h), which the planner's messages use.
+// (base/human.h), which the planner's messages use.
 #include <gtest/gtest.h>
 
 #include "memwall/base/error.h"
