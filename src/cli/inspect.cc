@@ -11,11 +11,7 @@
 #include "memwall/base/output_files.h"
 #include "memwall/graph/counts.h"
 #include "memwall/graph/graph.h"
-<<<<<<< HEAD
-=======
 #include "memwall/graph/layers.h"
-#include "memwall/base/output_files.h"
->>>>>>> wt-split
 #include "memwall/hw/hardware.h"
 #include "options.h"
 

@@ -10,12 +10,7 @@
 
 #include <fmt/format.h>
 
-<<<<<<< HEAD
-#include "chain.h"
 #include "memwall/base/error.h"
-=======
-#include "memwall/base/error.h"
->>>>>>> wt-split
 #include "memwall/graph/graph.h"
 #include "memwall/hw/hardware.h"
 #include "memwall/models/zoo.h"
