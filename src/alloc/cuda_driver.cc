@@ -1,5 +1,5 @@
 // Loads the CUDA driver at run time (Note [CUDA entry points] in
-// memwall/alloc/cuda_driver.h).
+// include/memwall/alloc/cuda_driver.h).
 #include "memwall/alloc/cuda_driver.h"
 
 #ifdef MEMWALL_HAVE_CUDA

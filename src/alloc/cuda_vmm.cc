@@ -2,7 +2,7 @@
 // cuMemSetAccess / cuMemUnmap / cuMemRelease behind the Device interface.
 //
 // The driver is loaded at run time (Note [CUDA entry points] in
-// memwall/alloc/cuda_driver.h); without the toolkit at build time this file
+// include/memwall/alloc/cuda_driver.h); without the toolkit at build time this file
 // compiles to a stub.
 #include <algorithm>
 #include <memory>

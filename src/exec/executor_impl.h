@@ -1,7 +1,8 @@
 // The executor's state and its steps, private to src/exec. One class over
-// three files: executor.cc (set-up, iterations, the library's entry point),
+// four files: executor.cc (set-up, iterations, the library's entry point),
 // executor_copies.cc (swaps, NVMe, frees), executor_compute.cc (ops, CPU
-// steps, results, the comparison with eager).
+// steps, results, the comparison with eager), executor_comm.cc (ZeRO's
+// ranks and their collectives).
 #pragma once
 #include <unistd.h>
 #include <algorithm>

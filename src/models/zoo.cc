@@ -39,7 +39,7 @@ ModelInfo cnn(const char* name, const char* desc, int64_t batch, int64_t image, 
 }
 
 // Published parameter counts; the sources are cited where each count is
-// asserted (tests/models/param_count_test.cc).
+// asserted (tests/models/transformer_test.cc, tests/models/cnn_test.cc).
 const std::vector<Entry>& registry() {
   static const std::vector<Entry> entries = {
       {decoder("gpt2-small", "GPT-2 124M (12 layers, h=768, 12 heads, tied head)", 8, 1024, 1024,

@@ -195,7 +195,7 @@ class Simulator {
   }
   double free_at(Resource r) const { return free_at_[static_cast<size_t>(r)]; }
 
-  // ---- Copy contention (Note [Copy contention] in simulator.cc) ------------------
+  // ---- Copy contention (Note [Copy contention] in sim_contention.cc) -------------
   bool contended() const { return hw_.copy_contention != Hardware::CopyContention{}; }
   // A compute step (a device op, or a host step on the emulated device's
   // cores) of `work` seconds uncontended, on kCompute; its busy time is

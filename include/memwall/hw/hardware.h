@@ -64,7 +64,7 @@ struct Hardware {
   // Optional in JSON ("device_is_host_cpu"), false when absent.
   bool device_is_host_cpu = false;
 
-  // Note [Copy contention] (src/sim/simulator.cc): on a device emulated by
+  // Note [Copy contention] (src/sim/sim_contention.cc): on a device emulated by
   // the host's cores, the copy engine's memcpy threads and the kernels share
   // the cores and the memory bus. While a host<->device copy runs, kernels
   // take `compute` times as long; a copy takes `copy` times as long as

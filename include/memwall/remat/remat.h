@@ -86,8 +86,9 @@ RematResult plan_keep_all(const Graph& graph, const Hardware& hardware, uint64_t
 // the layer in backward (Megatron-LM, Hugging Face gradient checkpointing).
 RematResult plan_per_layer(const Graph& graph, const Hardware& hardware, uint64_t budget,
                            const RematOptions& options);
-// chen.cc: Chen et al. 2016, sqrt(n) segmentation of the forward's
-// candidate checkpoints, and the budget-driven greedy variant.
+// chen_sqrt.cc: Chen et al. 2016, sqrt(n) segmentation of the forward's
+// candidate checkpoints; chen_greedy.cc: the budget-driven greedy variant
+// (both through checkpoints.cc).
 RematResult plan_chen_sqrt(const Graph& graph, const Hardware& hardware, uint64_t budget,
                            const RematOptions& options);
 RematResult plan_chen_greedy(const Graph& graph, const Hardware& hardware, uint64_t budget,
