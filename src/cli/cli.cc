@@ -12,8 +12,8 @@
 #include "memwall/alloc/error.h"
 #include "memwall/base/error.h"
 #include "memwall/base/interrupt_cleanup.h"
+#include "memwall/report/terminal_text.h"
 #include "memwall/runtime/nvme_engine.h"
-#include "terminal_text.h"
 
 namespace memwall::cli {
 namespace {

@@ -1,13 +1,13 @@
 // What memwall prints never drives the terminal: names come from files and
 // command lines, and a graph named "\x1b]0;...\x07" must not retitle the
-// window or hide a line (Note [Terminal text] in terminal_text.cc).
+// window or hide a line (Note [Terminal text] in src/report/terminal_text.cc).
 #pragma once
 
 #include <ostream>
 #include <string>
 #include <string_view>
 
-namespace memwall::cli {
+namespace memwall {
 
 // `text` with every control character but newline and tab written as
 // \u00XX: C0 controls, DEL, and the C1 controls U+0080-U+009F (UTF-8
@@ -18,4 +18,4 @@ std::string escape_control_characters(std::string_view text);
 // For std::cout and std::cerr, for the life of the process.
 void escape_control_characters(std::ostream& stream);
 
-}  // namespace memwall::cli
+}  // namespace memwall

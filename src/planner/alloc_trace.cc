@@ -1,15 +1,18 @@
 // Allocation traces (alloc_trace.h).
-#include "memwall/cli/alloc_trace.h"
+#include "memwall/planner/alloc_trace.h"
 
 #include <algorithm>
 #include <tuple>
 
+#include <fmt/format.h>
+
 #include "memwall/base/error.h"
-#include "memwall/cli/plan_layout.h"
+#include "memwall/base/human.h"
 #include "memwall/graph/graph.h"
 #include "memwall/layout/default_layout.h"
 #include "memwall/layout/from_graph.h"
 #include "memwall/layout/problem.h"
+#include "memwall/planner/plan_layout.h"
 
 namespace memwall {
 namespace {
@@ -159,6 +162,39 @@ PolicyReplay replay_policy(const AllocTrace& trace, const std::vector<alloc::Rep
     fail("{}", e.what());  // the alloc module's own error type, as memwall's
   }
   return out;
+}
+
+std::vector<PolicyReplay> replay_policies(AllocTrace& trace, const AllocSetup& setup) {
+  std::vector<PolicyReplay> runs;
+  const std::vector<alloc::ReplayEvent> events = replay_events(trace);
+  for (const std::string& policy : setup.policies) {
+    if (policy == "plan") add_layout(trace, setup.layout_seconds);
+    runs.push_back(
+        replay_policy(trace, events, policy, setup.capacity, setup.options, setup.granularity));
+  }
+  return runs;
+}
+
+std::optional<std::string> beyond_any_policy(const AllocTrace& trace, const AllocSetup& setup) {
+  const uint64_t usable = setup.capacity / setup.granularity * setup.granularity;
+  const std::string capacity =
+      exact_bytes(usable) +
+      (usable == setup.capacity
+           ? ""
+           : fmt::format(" (in whole {} chunks)", human_bytes(setup.granularity)));
+  for (const LayoutBuffer& b : trace.allocations) {
+    if (b.size > usable) {
+      return fmt::format("{}: buffer {} of {} is larger than the device's capacity of {}",
+                         trace.name, b.id, exact_bytes(b.size), capacity);
+    }
+  }
+  try {
+    peak_live_bytes(trace);
+  } catch (const Error&) {
+    return fmt::format("{}: more than 2^62 bytes are live at once, more than the device's {}",
+                       trace.name, capacity);
+  }
+  return std::nullopt;
 }
 
 }  // namespace memwall

@@ -1,13 +1,18 @@
-// The glue between the simulator, which knows when each buffer of a plan is
-// in device memory, and src/layout, which gives buffers addresses: the
-// layout problem of a plan, and a plan with a layout's offsets pinned.
+// Laying out a plan, the second planning pass: the glue between the
+// simulator, which knows when each buffer of a plan is in device memory,
+// and src/layout, which gives buffers addresses. The layout problem of a
+// plan, a plan with a layout's offsets pinned, and a plan laid out in its
+// budget by memwall's default layout (Note [Plans laid out by default]).
 #pragma once
 
 #include <span>
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "memwall/graph/types.h"
+#include "memwall/hw/hardware.h"
 #include "memwall/layout/types.h"
 #include "memwall/plan/plan.h"
 #include "memwall/sim/simulator.h"
@@ -52,6 +57,18 @@ StayLayoutProblem stay_layout_problem(const Graph& graph, const Plan& plan,
 Plan pin_stay_offsets(Plan plan, const StayLayoutProblem& stays, const Layout& layout,
                       std::span<const Residency> residencies);
 
+// `plan` with the offsets of `layout` (what `memwall layout --out
+// FILE.json` writes), simulated again: throws Error when the simulator
+// rejects the pinned plan (a bug). With `stays` (the plan's
+// stay_layout_problem), `layout` lays out stays->problem and `residencies`
+// are the stays it was made from; without, `layout` lays out `problem`, one
+// item per buffer (plan_layout_problem, or the default schedule's
+// layout_problem), and `residencies`, when empty, come from simulating
+// `plan`.
+Plan pin_layout(const Graph& graph, const Plan& plan, const Hardware& hw,
+                const LayoutProblem& problem, const Layout& layout, const StayLayoutProblem* stays,
+                std::span<const Residency> residencies);
+
 // A plan file of `graph`, checked against it and simulated with every
 // device stay recorded; throws Error naming the file when it does not
 // belong to the graph or the simulator rejects it. `drop_offsets`: the
@@ -65,5 +82,31 @@ SimulatedPlan simulate_plan_file(const std::string& path, const Graph& graph, co
 // The same for a plan already read from `path`.
 SimulatedPlan simulate_plan_file(const std::string& path, Plan plan, const Graph& graph,
                                  const Hardware& hw, bool drop_offsets = false);
+
+// Note [Plans laid out by default]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// `memwall plan --out` pins every device buffer and every op's workspace
+// to an offset in an arena of the plan's budget (unless --no-layout), so
+// that `memwall run` executes it on the plan allocator: no fragmentation,
+// and the device memory the run uses is the arena. The lifetimes are the
+// simulator's (plan_layout_problem), the layout memwall's default, and the
+// pinned plan is simulated again before it is written. A plan pins one
+// offset per buffer for its whole life, so a buffer that leaves the device
+// and comes back holds its range in between: when no layout of the plan
+// fits its budget the plan is written without offsets, and runs on the
+// stitching allocator; the row says so.
+struct PlanLayout {
+  Plan plan;  // with offsets when `pinned`
+  bool pinned = false;
+  uint64_t arena = 0;       // the layout's arena (0: none)
+  uint64_t live_peak = 0;   // the simulator's device peak
+  double seconds = 0;       // the layout's time
+  uint64_t alignment = 64;  // of every offset: 64, or 1 when only that fits
+  std::string row_text;     // "arena ... = 1.0000x the live peak", or why not
+};
+PlanLayout lay_out_plan(const Plan& plan, const Graph& graph, const Hardware& hw,
+                        double time_limit = 1.0);
+// {"pinned", "arena_bytes", "live_peak_bytes", "arena_over_live_peak", "seconds"}.
+nlohmann::json layout_json(const PlanLayout& laid);
 
 }  // namespace memwall

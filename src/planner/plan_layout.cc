@@ -1,11 +1,17 @@
-#include "memwall/cli/plan_layout.h"
+// Laying out a plan (plan_layout.h).
+#include "memwall/planner/plan_layout.h"
 
 #include <algorithm>
 #include <limits>
 #include <map>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "memwall/base/error.h"
+#include "memwall/base/human.h"
+#include "memwall/layout/problem.h"
+#include "memwall/layout/registry.h"
 
 namespace memwall {
 
@@ -170,6 +176,21 @@ Plan pin_stay_offsets(Plan plan, const StayLayoutProblem& stays, const Layout& l
   return plan;
 }
 
+Plan pin_layout(const Graph& graph, const Plan& plan, const Hardware& hw,
+                const LayoutProblem& problem, const Layout& layout, const StayLayoutProblem* stays,
+                std::span<const Residency> residencies) {
+  SimResult sim;
+  if (residencies.empty()) {
+    sim = simulate(graph, plan, hw, {.record_curves = false, .record_residency = true});
+    residencies = sim.residencies;
+  }
+  const Plan pinned = stays ? pin_stay_offsets(plan, *stays, layout, residencies)
+                            : pin_offsets(plan, graph, problem, layout, residencies);
+  const SimResult check = simulate(graph, pinned, hw, {.record_curves = false});
+  if (!check.valid) fail("internal error: the simulator rejects the pinned plan: {}", check.reason);
+  return pinned;
+}
+
 SimulatedPlan simulate_plan_file(const std::string& path, const Graph& graph, const Hardware& hw,
                                  bool drop_offsets) {
   return simulate_plan_file(path, read_plan_file(path), graph, hw, drop_offsets);
@@ -193,6 +214,73 @@ SimulatedPlan simulate_plan_file(const std::string& path, Plan plan, const Graph
   out.sim = simulate(graph, out.plan, hw, {.record_curves = false, .record_residency = true});
   if (!out.sim.valid) fail("{}: the plan is invalid: {}", path, out.sim.reason);
   return out;
+}
+
+// Note [Plans laid out by default]
+PlanLayout lay_out_plan(const Plan& plan, const Graph& graph, const Hardware& hw,
+                        double time_limit) {
+  PlanLayout out;
+  out.plan = plan;
+  out.plan.offsets.clear();
+  out.plan.stay_offsets.clear();
+  out.plan.workspace_offsets.clear();
+  const SimResult sim =
+      simulate(graph, out.plan, hw, {.record_curves = false, .record_residency = true});
+  if (!sim.valid) fail("internal error: the simulator rejects the plan: {}", sim.reason);
+  out.live_peak = sim.peak_bytes[0];
+  StayLayoutProblem stays =
+      stay_layout_problem(graph, out.plan, sim.residencies, sim.workspaces, plan.budget);
+  LayoutProblem& problem = stays.problem;
+  if (problem.buffers.empty()) {
+    out.row_text = "nothing on the device to place";
+    return out;
+  }
+  // Aligned as PyTorch's CPU allocator aligns (64 bytes), so that kernels
+  // see the addresses eager gives them and scratch packs into a workspace;
+  // byte-aligned only when that does not fit the budget.
+  problem.alignment = 64;
+  validate_problem(problem);
+  LayoutRun run = run_layout(problem, "default", time_limit);
+  if (!run.fits()) {
+    problem.alignment = 1;
+    run = run_layout(problem, "default", time_limit);
+  }
+  out.alignment = problem.alignment;
+  out.seconds = run.seconds;
+  if (run.layout) out.arena = run.layout->arena;
+  const double ratio =
+      out.live_peak == 0 ? 0 : static_cast<double>(out.arena) / static_cast<double>(out.live_peak);
+  if (!run.fits()) {
+    out.row_text = fmt::format(
+        "none within the budget: the best arena, {}, is {:.4f}x the live peak (Note [Plans "
+        "laid out by default])",
+        run.layout ? human_bytes(out.arena) : std::string("none found"), ratio);
+    return out;
+  }
+  Plan pinned = pin_stay_offsets(out.plan, stays, *run.layout, sim.residencies);
+  const SimResult check = simulate(graph, pinned, hw, {.record_curves = false});
+  if (!check.valid) fail("internal error: the simulator rejects the pinned plan: {}", check.reason);
+  out.plan = std::move(pinned);
+  out.pinned = true;
+  out.row_text = fmt::format(
+      "arena {} = {:.4f}x the live peak ({} buffers, {} of them moving between stays; {} "
+      "workspaces; {}-byte aligned; {})",
+      human_bytes(out.arena), ratio, grouped(out.plan.offsets.size()),
+      grouped(out.plan.stay_offsets.size()), grouped(out.plan.workspace_offsets.size()),
+      out.alignment, human_seconds(out.seconds));
+  return out;
+}
+
+nlohmann::json layout_json(const PlanLayout& laid) {
+  const double ratio = laid.live_peak == 0
+                           ? 0
+                           : static_cast<double>(laid.arena) / static_cast<double>(laid.live_peak);
+  return {{"pinned", laid.pinned},
+          {"arena_bytes", laid.arena},
+          {"live_peak_bytes", laid.live_peak},
+          {"arena_over_live_peak", ratio},
+          {"alignment", laid.alignment},
+          {"seconds", laid.seconds}};
 }
 
 }  // namespace memwall

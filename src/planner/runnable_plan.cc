@@ -25,20 +25,19 @@
 // with the policy it runs on. The replay is the allocator's own code: the
 // kernels' scratch comes as one block per op, where a kernel may make
 // several, the one approximation left.
-#include "runnable_plan.h"
+#include "memwall/planner/runnable_plan.h"
 
 #include <algorithm>
 
 #include <fmt/format.h>
 
-#include "format.h"
 #include "memwall/alloc/allocator.h"
 #include "memwall/base/error.h"
-#include "memwall/cli/alloc_trace.h"
-#include "memwall/runtime/host_pool.h"
+#include "memwall/base/human.h"
+#include "memwall/planner/alloc_trace.h"
 #include "memwall/sim/simulator.h"
 
-namespace memwall::cli {
+namespace memwall {
 
 std::string AllocatorFit::text() const {
   const uint64_t chunk = alloc::kDefaultGranularity;
@@ -63,7 +62,7 @@ AllocatorFit allocator_fit(const Graph& graph, const Plan& plan, const Hardware&
                                  {.record_curves = false,
                                   .record_residency = true,
                                   .live_scratch = true,
-                                  .host_block_bytes = runtime::kHostPoolAlignment});
+                                  .host_block_bytes = kRunHostBlockBytes});
   if (!sim.valid) fail("the simulator rejects the plan: {}", sim.reason);
   AllocTrace trace = plan_alloc_trace(graph, bare, sim);
   // Each op's workspace while it runs, in the same sequence numbers.
@@ -218,4 +217,4 @@ std::string planned_for_text(uint64_t planned_for) {
       exact_bytes(planned_for));
 }
 
-}  // namespace memwall::cli
+}  // namespace memwall

@@ -1,19 +1,14 @@
-#include "exports.h"
+// A simulation's exports (exports.h).
+#include "memwall/report/exports.h"
 
 #include <fmt/format.h>
 
-#include "format.h"
 #include "memwall/base/output_files.h"
-#include "memwall/graph/graph.h"
 #include "memwall/report/chrome_trace.h"
+#include "memwall/report/format.h"
 #include "memwall/report/memory_svg.h"
 
-namespace memwall::cli {
-
-void SimExports::add_options(CLI::App& app) {
-  app.add_option("--trace", trace_file, "write a Chrome trace (Perfetto, chrome://tracing)");
-  app.add_option("--svg", svg_file, "write an SVG plot of device memory over time");
-}
+namespace memwall {
 
 SimOptions SimExports::sim_options() const {
   return {.record_timeline = !trace_file.empty(), .record_curves = !svg_file.empty()};
@@ -40,9 +35,4 @@ std::string SimExports::written_rows() const {
   return rows;
 }
 
-std::string plan_text_for(Plan plan, const Graph& graph) {
-  plan.graph_fingerprint = graph_fingerprint(graph);
-  return plan_to_json_text(plan);
-}
-
-}  // namespace memwall::cli
+}  // namespace memwall

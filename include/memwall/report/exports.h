@@ -1,10 +1,9 @@
-// --trace FILE and --svg FILE: a simulation's Chrome trace and device memory
-// plot, for the verbs that simulate a plan (simulate, plan).
+// A simulation's Chrome trace and device memory plot, as files a verb
+// writes (--trace FILE and --svg FILE of `memwall simulate` and `plan`; the
+// command line adds the options).
 #pragma once
 
 #include <string>
-
-#include <CLI/CLI.hpp>
 
 #include "memwall/base/output_files.h"
 #include "memwall/graph/types.h"
@@ -12,13 +11,12 @@
 #include "memwall/plan/plan.h"
 #include "memwall/sim/simulator.h"
 
-namespace memwall::cli {
+namespace memwall {
 
 struct SimExports {
-  std::string trace_file;
-  std::string svg_file;
+  std::string trace_file;  // empty: none
+  std::string svg_file;    // empty: none
 
-  void add_options(CLI::App& app);
   // What the simulation must record for the exports asked for.
   SimOptions sim_options() const;
   // Declares the files asked for (before the work: see OutputFiles).
@@ -30,8 +28,4 @@ struct SimExports {
   std::string written_rows() const;
 };
 
-// The plan as memwall.plan/1 text, stamped with the fingerprint of `graph`,
-// the graph it runs (Note [Graph fingerprint]).
-std::string plan_text_for(Plan plan, const Graph& graph);
-
-}  // namespace memwall::cli
+}  // namespace memwall

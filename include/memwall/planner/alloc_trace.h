@@ -4,7 +4,8 @@
 // alloc::replay, with the static layout that the "plan" policy places them by.
 //
 // The alloc module depends on nothing (DESIGN.md), so this glue lives with
-// the command line, which may use every module.
+// the planner, which reaches the allocator to judge whether a plan runs
+// (Note [Plans that run] in runnable_plan.cc).
 #pragma once
 
 #include <cstdint>
@@ -89,5 +90,26 @@ PolicyReplay replay_policy(const AllocTrace& trace, const std::vector<alloc::Rep
                            std::string_view policy, uint64_t capacity,
                            const alloc::Options& options = {},
                            uint64_t granularity = alloc::kDefaultGranularity);
+
+// What a replay through several policies runs on (`memwall alloc-replay`
+// and `memwall bench alloc`, whose flags set it).
+struct AllocSetup {
+  std::vector<std::string> policies;
+  uint64_t capacity = 0;
+  std::string capacity_source;  // where the capacity came from, for reports
+  uint64_t granularity = alloc::kDefaultGranularity;
+  alloc::Options options;     // max_split_size
+  double layout_seconds = 1;  // the plan policy's layout (default_layout.h)
+};
+
+// Each policy of `setup` in turn (adding the trace's layout first when the
+// plan policy is among them).
+std::vector<PolicyReplay> replay_policies(AllocTrace& trace, const AllocSetup& setup);
+
+// Why no policy can fit the trace, before replaying it: an allocation
+// larger than the device (every policy maps at least the request rounded up
+// to whole chunks, and the device holds whole chunks), or more than 2^62
+// bytes live at once. Nothing when the replay has to tell.
+std::optional<std::string> beyond_any_policy(const AllocTrace& trace, const AllocSetup& setup);
 
 }  // namespace memwall

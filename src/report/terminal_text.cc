@@ -12,13 +12,13 @@
 // point: the document means the same. A C1 control is two bytes in UTF-8
 // (C2 80 to C2 9F), so a lone C2 at the end of one write is held until the
 // next byte arrives (or the stream is flushed).
-#include "terminal_text.h"
+#include "memwall/report/terminal_text.h"
 
 #include <fmt/format.h>
 
 #include <streambuf>
 
-namespace memwall::cli {
+namespace memwall {
 namespace {
 
 bool is_c0_control(unsigned char c) { return (c < 0x20 && c != '\n' && c != '\t') || c == 0x7f; }
@@ -94,4 +94,4 @@ void escape_control_characters(std::ostream& stream) {
   stream.rdbuf(new EscapingBuffer(stream.rdbuf()));
 }
 
-}  // namespace memwall::cli
+}  // namespace memwall
