@@ -1,7 +1,7 @@
 // `memwall calibrate`: measures the machine it runs on and writes a hardware
 // profile (docs/cost-model.md, "Calibration") usable with --gpu-file. The
 // compute device's FLOP/s and memory bandwidth come from torch in a
-// separate process (python/memwall_calibrate.py, through the tracer's
+// separate process (python/memwall/calibrate.py, through the tracer's
 // interpreter); host<->device copies from the runtime's copy engine between
 // memwall's device allocator and the pinned pool; host memory from the OS.
 // What the machine cannot show (a single node's collectives, PCIe latency)

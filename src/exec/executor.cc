@@ -158,7 +158,7 @@ std::span<const std::byte> Executor::value_of(const Buffer& b) const {
     whole = value_of(graph_.buffers[it->second]);
   } else if (const auto mine =
                  inputs_ && b.kind == BufferKind::kInput ? inputs_->named(b.name) : std::nullopt) {
-    // A rank's micro-batch (Note [Data-parallel reference] in memwall_trace.py).
+    // A rank's micro-batch (Note [Data-parallel reference] in memwall/values/reference.py).
     return *mine;
   } else if (const auto v = state_->named(b.name)) {
     whole = *v;

@@ -1,5 +1,5 @@
 // The values a run starts from and eager's results (Note [Run inputs] in
-// python/memwall_calls.py): an index (JSON) and a blob (mapped read-only).
+// python/memwall/values/files.py): an index (JSON) and a blob (mapped read-only).
 #pragma once
 #include <cstdint>
 #include <map>

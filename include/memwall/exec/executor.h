@@ -6,7 +6,7 @@
 //   exec::Status s = load_executor()(graph, plan, "values/", options, r, error);
 //
 // The graph must carry call records (`memwall trace`, Note [Call records]
-// in python/memwall_calls.py) and `values` names the directory the tracer's
+// in python/memwall/tracer/calls.py) and `values` names the directory the tracer's
 // --values wrote (the step's starting values; eager's losses and final
 // model states for check_eager). libtorch stays inside libmemwall_exec.so:
 // this header names no torch type, and `memwall` loads the library only

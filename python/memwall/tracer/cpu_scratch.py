@@ -1,124 +1,18 @@
-# Kernel scratch: memory an aten kernel allocates for itself while it runs
-# and frees before it returns (reorders into blocked layouts, reduction
-# buffers). memwall's graph carries it as an op's `workspace`: bytes live
-# only while the op runs, on top of its inputs and outputs. The rules are
-# per device, because the kernels are; docs/cost-model.md ("Kernel scratch")
-# gives each rule with its source and the measurements that confirmed it.
-#
-# Shapes only: every rule reads tensor sizes and scalar arguments, so it
-# applies to meta tensors (the trace) and real ones alike.
-import collections
-import os
-import re
+"""The CPU kernels' scratch rules (scratch.py says what scratch is): oneDNN's
+convolutions and their reorders into blocked layouts, the native
+convolution's columns, batch norm's and layer norm's buffers,
+binary_cross_entropy_with_logits' temporaries. docs/cost-model.md
+("Kernel scratch") gives each rule with its source and the measurements that
+confirmed it. Shapes only, so meta tensors and real ones alike."""
+from __future__ import annotations
 
-# Note [Workspace span] (graph/types.h): `workspace` is what the scratch adds
-# to the live total, counted against the op's outputs as if they existed
-# from the op's start; `span` is the scratch's own highest total, the one
-# range a layout must give it when the outputs have addresses of their own.
-#
-# `first` (Note [Scratch before its output] in src/exec/executor_compute.cc):
-# per output, in the order the kernel makes them, (bytes, how many
-# allocations of its size the kernel makes before it). An arena gives an
-# output's offset to the first allocation of its size, and oneDNN's
-# convolutions make their blocked copies of that size first.
-#
-# `at` (Note [Scratch offsets] in src/exec/device_memory.cc): per scratch
-# allocation, in the order the kernel makes them, (bytes, offset in the
-# op's workspace), a packing of their lifetimes in the span. The executor
-# places each there: first fit in the order they come fragments a
-# workspace of exactly the span (ResNet-18's layer3.0.downsample backward:
-# a blocked output gradient and weight, then the blocked input gradient
-# above them, then a strided copy of its size that found two free ranges
-# too short for it).
-Scratch = collections.namedtuple("Scratch", "workspace span first at", defaults=[(), ()])
+from typing import Any, Sequence
 
+import torch
 
-def as_scratch(value):
-    """A rule's result (bytes, or a Scratch) as a Scratch."""
-    if isinstance(value, Scratch):
-        return value
-    return Scratch(int(value), int(value))
+from memwall.tracer.scratch import Event, Rule, replay, tensor_bytes
 
-
-def scratch_first(scratch, out_bytes):
-    """Per output of an op (their bytes, in the op's order): how many
-    allocations of its size its kernel makes before it, from the rule's
-    events; None when there are none to say."""
-    pending = list(scratch.first)
-    counts = []
-    for nbytes in out_bytes:
-        match = next((i for i, (b, _) in enumerate(pending) if b == nbytes), None)
-        counts.append(0 if match is None else pending.pop(match)[1])
-    return counts if any(counts) else None
-
-
-def replay(events):
-    """A kernel's allocations in the order it makes them, as the rules below
-    model them: ("+", key, bytes) scratch, ("out", bytes) an output (kept),
-    ("-", key) a free. Returns Scratch(workspace, span): the highest
-    scratch + outputs so far, less all the outputs; and the highest scratch."""
-    outputs = sum(e[1] for e in events if e[0] == "out")
-    live = {}
-    scratch = made = workspace = span = 0
-    sizes = collections.Counter()  # allocations so far, by bytes
-    first = []
-    for e in events:
-        if e[0] == "+":
-            live[e[1]] = e[2]
-            scratch += e[2]
-            if e[2] > 0:
-                sizes[e[2]] += 1
-        elif e[0] == "-":
-            scratch -= live.pop(e[1])
-        else:
-            made += e[1]
-            first.append((e[1], sizes[e[1]]))
-            sizes[e[1]] += 1
-        span = max(span, scratch)
-        workspace = max(workspace, scratch + made - outputs)
-    at, height = pack(events, span)
-    return Scratch(max(workspace, 0), max(span, height), tuple(first), at)
-
-
-def _pack_lifetimes(lives, align):
-    """First fit, longest lifetime first: (offsets in the order given, the
-    height they reach). `lives` are (bytes, first event, last event)."""
-    order = sorted(range(len(lives)), key=lambda i: (lives[i][1] - lives[i][2], lives[i][1],
-                                                     -lives[i][0]))
-    placed = []  # (offset, bytes, first, last)
-    offsets = [0] * len(lives)
-    for i in order:
-        nbytes, lo, hi = lives[i]
-        clash = sorted((o, o + b) for o, b, a, z in placed if a <= hi and lo <= z)
-        offset = 0
-        for start, end in clash:
-            if offset + nbytes <= start:
-                break
-            offset = max(offset, -(-end // align) * align)
-        offsets[i] = offset
-        placed.append((offset, nbytes, lo, hi))
-    return offsets, max((o + b for o, b, _, _ in placed), default=0)
-
-
-def pack(events, span):
-    """Offsets in the workspace for a rule's scratch allocations (`at` of
-    Scratch) and the height they reach: 64-byte aligned as PyTorch's CPU
-    allocator aligns when that fits the span, else packed to the byte."""
-    lives, open_at = [], {}
-    for k, e in enumerate(events):
-        if e[0] == "+" and e[2] > 0:
-            open_at[e[1]] = len(lives)
-            lives.append([e[2], k, len(events)])
-        elif e[0] == "-" and e[1] in open_at:
-            lives[open_at.pop(e[1])][2] = k - 1
-    if not lives:
-        return (), 0
-    offsets, height = _pack_lifetimes(lives, 64)
-    if height > span:
-        tight, tight_height = _pack_lifetimes(lives, 1)
-        if tight_height < height:
-            offsets, height = tight, tight_height
-    return tuple((b, o) for (b, _, _), o in zip(lives, offsets)), height
+Tensor = torch.Tensor
 
 # oneDNN's convolutions keep activations and weights in layouts blocked by
 # 16 channels on AVX-512 CPUs (nChw16c; the rules were measured on one) and
@@ -126,7 +20,7 @@ def pack(events, span):
 # oneDNN's dispatcher does.
 
 
-def _cpu_block():
+def _cpu_block() -> int:
     try:
         with open("/proc/cpuinfo") as f:
             return 16 if "avx512f" in f.read() else 8
@@ -134,34 +28,32 @@ def _cpu_block():
         return 8
 
 
-_BLOCK = None
+_BLOCK: int | None = None
 
 
-def channel_block():
+def channel_block() -> int:
+    """oneDNN's channel block on this CPU: 16 with AVX-512, else 8."""
     global _BLOCK
     if _BLOCK is None:
         _BLOCK = _cpu_block()
     return _BLOCK
 
 
-def _bytes(t):
-    return t.numel() * t.element_size()
-
-
-def _blocked(t, block):
+def _blocked(t: Tensor, block: int) -> int:
     """Bytes of `t` ([N, C, ...]) in a layout padding C to `block`."""
     c = t.shape[1]
     padded = -(-c // block) * block
     return t.numel() // max(c, 1) * padded * t.element_size()
 
 
-def _as_list(v, n=2):
+def _as_list(v: Any, n: int = 2) -> list[int]:
     if isinstance(v, (list, tuple)):
         return [int(x) for x in v] + [int(v[-1])] * (n - len(v)) if v else [1] * n
     return [int(v)] * n
 
 
-def cpu_uses_mkldnn(x, w, stride, dilation, transposed, groups, threads):
+def cpu_uses_mkldnn(x: Tensor, w: Tensor, stride: Sequence[int], dilation: Sequence[int],
+                    transposed: bool, groups: int, threads: int) -> bool:
     """PyTorch's ConvParams::use_mkldnn for a CPU tensor
     (aten/src/ATen/native/Convolution.cpp, torch 2.x): fp32 convolutions go
     to oneDNN unless a 1x1, unstrided, undilated convolution on one thread
@@ -178,7 +70,8 @@ def cpu_uses_mkldnn(x, w, stride, dilation, transposed, groups, threads):
     return groups > 1 or (kw > 3 and kh > 3) or n > 1 or x.numel() > 20480
 
 
-def _rtus_bytes(x, w, out_hw, stride, groups, block):
+def _rtus_bytes(x: Tensor, w: Tensor, out_hw: int, stride: Sequence[int], groups: int,
+                block: int) -> int:
     """oneDNN's 1x1 convolutions with a stride copy the strided input of one
     image into a dense buffer first ("reduce to unit stride"), one per
     thread (measured: 73,856 B at 2 threads for 36,864 B of one image)."""
@@ -188,18 +81,19 @@ def _rtus_bytes(x, w, out_hw, stride, groups, block):
     return c * out_hw * x.element_size()
 
 
-def channels_last(x):
+def channels_last(x: Tensor) -> bool:
     """An input in NHWC order (ConvNeXt's blocks leave their activations so):
     oneDNN then reads and writes activations in place, without reorders."""
-    import torch
     return x.is_contiguous(memory_format=torch.channels_last) and not x.is_contiguous()
 
 
-def _depthwise(x, groups):
+def _depthwise(x: Tensor, groups: int) -> bool:
     return groups > 1 and groups == int(x.shape[1])
 
 
-def conv_forward_scratch(x, w, y, stride, dilation, transposed, groups, threads):
+def conv_forward_scratch(x: Tensor, w: Tensor, y: Tensor, stride: Sequence[int],
+                         dilation: Sequence[int], transposed: bool, groups: int,
+                         threads: int) -> Rule:
     """CPU convolution forward, a Scratch. oneDNN: the input reordered to the
     blocked layout (unless it has fewer channels than a block and the kernel
     is larger than 1x1: a first layer's RGB stays plain, a 1x1 convolution
@@ -221,12 +115,12 @@ def conv_forward_scratch(x, w, y, stride, dilation, transposed, groups, threads)
         if channels_last(x):
             # Only the weight is reordered; a dense convolution keeps a
             # second weight-sized buffer (measured: 2w + a few KB).
-            return _bytes(w) if _depthwise(x, groups) else 2 * _bytes(w)
-        yb = _bytes(y)
+            return tensor_bytes(w) if _depthwise(x, groups) else 2 * tensor_bytes(w)
+        yb = tensor_bytes(y)
         if transposed:
-            return replay([("+", "x", _bytes(x)), ("+", "w", _bytes(w)), ("+", "y'", yb),
-                           ("-", "x"), ("-", "w"), ("out", yb), ("+", "e", yb), ("-", "y'"),
-                           ("-", "e")])
+            return replay([("+", "x", tensor_bytes(x)), ("+", "w", tensor_bytes(w)),
+                           ("+", "y'", yb), ("-", "x"), ("-", "w"), ("out", yb), ("+", "e", yb),
+                           ("-", "y'"), ("-", "e")])
         out_hw = int(y.shape[2]) * int(y.shape[3])
         sp = threads * _rtus_bytes(x, w, out_hw, stride, groups, block)
         xb = _reordered_input(x, w, block)
@@ -236,7 +130,8 @@ def conv_forward_scratch(x, w, y, stride, dilation, transposed, groups, threads)
     return _slow_columns(x, w, y, stride, dilation, groups)
 
 
-def _blocked_weight(x, w, groups, block, input_reordered):
+def _blocked_weight(x: Tensor, w: Tensor, groups: int, block: int,
+                    input_reordered: bool) -> int:
     """Bytes of a weight in oneDNN's blocked layout: a dense convolution pads
     its output channels to the block, and its input channels where it
     reorders the input (`input_reordered`); a depthwise one pads its groups
@@ -248,13 +143,13 @@ def _blocked_weight(x, w, groups, block, input_reordered):
     if _depthwise(x, groups):
         return pad(w.shape[0]) * kh * kw * w.element_size()
     if groups != 1:
-        return _bytes(w)
+        return tensor_bytes(w)
     i = int(x.shape[1])
     i = pad(i) if input_reordered else i
     return pad(w.shape[0]) * i * kh * kw * w.element_size()
 
 
-def _reordered_input(x, w, block):
+def _reordered_input(x: Tensor, w: Tensor, block: int) -> int:
     """oneDNN reorders the activations to the blocked layout unless they
     have fewer channels than a block and the kernel is larger than 1x1 (its
     "first convolution" kernels read a plain RGB input); its 1x1 kernels
@@ -264,7 +159,7 @@ def _reordered_input(x, w, block):
     return _blocked(x, block) if x.shape[1] >= block or one_by_one else 0
 
 
-def _weight_pass_input(x, w, groups, block):
+def _weight_pass_input(x: Tensor, w: Tensor, groups: int, block: int) -> int:
     """The input as the weight-gradient pass reorders it: as the forward
     does with 16-channel blocks (AVX-512). With 8 (AVX2), oneDNN's
     backward-by-weights kernel reads a plain input only when it has exactly
@@ -279,7 +174,7 @@ def _weight_pass_input(x, w, groups, block):
     return _reordered_input(x, w, block)
 
 
-def _gemm_weight_pass(x, w, groups, block):
+def _gemm_weight_pass(x: Tensor, w: Tensor, groups: int, block: int) -> bool:
     """With 8-channel blocks (AVX2), oneDNN's blocked backward-by-weights
     kernel refuses a kernel taller than the input or 14 or more wide
     (jit_avx2_conv_kernel_f32.cpp, its [bwd_w:r2] and kw < 14 conditions),
@@ -296,13 +191,14 @@ def _gemm_weight_pass(x, w, groups, block):
     return groups == 1 and (kh > int(x.shape[2]) or kw >= 14)
 
 
-def _image_columns(x, w, y):
+def _image_columns(x: Tensor, w: Tensor, y: Tensor) -> int:
     """One image's im2col columns: Cin * kh * kw * Ho * Wo elements."""
     return (int(w.shape[1]) * int(w.shape[-2]) * int(w.shape[-1]) * int(y.shape[2])
             * int(y.shape[3]) * x.element_size())
 
 
-def _slow_columns(x, w, y, stride, dilation, groups):
+def _slow_columns(x: Tensor, w: Tensor, y: Tensor, stride: Sequence[int],
+                  dilation: Sequence[int], groups: int) -> int:
     """The native path (ConvolutionMM2d.cpp) unfolds the input into columns
     [N, Cin*kh*kw, Ho*Wo] unless the convolution is 1x1, unstrided and
     unpadded, when it multiplies the input directly."""
@@ -313,7 +209,9 @@ def _slow_columns(x, w, y, stride, dilation, groups):
             * int(y.shape[3]) * x.element_size())
 
 
-def conv_backward_scratch(g, x, w, stride, dilation, transposed, groups, mask, threads):
+def conv_backward_scratch(g: Tensor, x: Tensor, w: Tensor, stride: Sequence[int],
+                          dilation: Sequence[int], transposed: bool, groups: int,
+                          mask: Sequence[bool], threads: int) -> Rule:
     """CPU convolution_backward (mkldnn_convolution_backward), a Scratch. Two
     oneDNN passes, each with reorders into blocked layouts:
     - input gradient: g' + w' + gi', then g' and w' freed and the plain gi
@@ -338,7 +236,7 @@ def conv_backward_scratch(g, x, w, stride, dilation, transposed, groups, mask, t
     # its channels do not fill whole blocks (measured on the U-Net's
     # up-convolutions, whose gradients are slices: 8 channels without a copy,
     # 16 with one).
-    copies = 0 if g.is_contiguous() or channels_last(g) else _bytes(g)
+    copies = 0 if g.is_contiguous() or channels_last(g) else tensor_bytes(g)
     if transposed and int(g.shape[1]) % block != 0:
         copies = 0
     if channels_last(x):
@@ -346,14 +244,14 @@ def conv_backward_scratch(g, x, w, stride, dilation, transposed, groups, mask, t
     if _depthwise(x, groups) and int(w.shape[-2]) * int(w.shape[-1]) > 9:
         # oneDNN's depthwise kernels larger than 3x3 (EfficientNet's 5x5)
         # hold one input-sized buffer (measured: x, or x - w when strided).
-        return copies + _bytes(x)
+        return copies + tensor_bytes(x)
     # A deconvolution's weight is reordered as it is (measured: 8,192 B for 32x16x2x2).
-    wb = _bytes(w) if transposed else _blocked_weight(x, w, groups, block,
+    wb = tensor_bytes(w) if transposed else _blocked_weight(x, w, groups, block,
                                                       _reordered_input(x, w, block) > 0)
     gb = _blocked(g, block)
-    events = [("+", "copy", copies)]
+    events: list[Event] = [("+", "copy", copies)]
     if mask[0]:
-        gi = _bytes(x)
+        gi = tensor_bytes(x)
         events += [("+", "g'", gb), ("+", "w'", wb), ("+", "gi'", _blocked(x, block)),
                    ("-", "w'"), ("-", "g'")]
         # A strided convolution's input-sized buffer comes before the
@@ -365,9 +263,9 @@ def conv_backward_scratch(g, x, w, stride, dilation, transposed, groups, mask, t
             events += [("out", gi)]
         events += [("-", "gi'")]
     if mask[1]:
-        def blocked_pass(xb, gwb):
+        def blocked_pass(xb: int, gwb: int) -> list[Event]:
             return [("+", "g'", gb), ("+", "x'", xb), ("+", "gw'", gwb), ("-", "x'"), ("-", "g'"),
-                    ("out", _bytes(w)), ("-", "gw'")]
+                    ("out", tensor_bytes(w)), ("-", "gw'")]
         if transposed:  # as measured on the U-Net's up-convolutions (g' + x')
             events += blocked_pass(_reordered_input(x, w, block), wb)
         elif _gemm_weight_pass(x, w, groups, block):
@@ -376,9 +274,9 @@ def conv_backward_scratch(g, x, w, stride, dilation, transposed, groups, mask, t
             # 256 B, all freed before the plain gw is made. Depthwise (one,
             # two and four threads: 138,640, 277,024 and 553,792 B for 960
             # channels at 2x2, b8): the same, but w is freed after gw.
-            held = threads * (4 * _bytes(w) + _image_columns(x, w, g)) + 256
-            gw = [("out", _bytes(w))]
-            events += [("+", "w", _bytes(w)), ("+", "gemm", held), ("-", "gemm")]
+            held = threads * (4 * tensor_bytes(w) + _image_columns(x, w, g)) + 256
+            gw = [("out", tensor_bytes(w))]
+            events += [("+", "w", tensor_bytes(w)), ("+", "gemm", held), ("-", "gemm")]
             events += gw + [("-", "w")] if _depthwise(x, groups) else [("-", "w")] + gw
         else:
             xb = _weight_pass_input(x, w, groups, block)
@@ -386,28 +284,18 @@ def conv_backward_scratch(g, x, w, stride, dilation, transposed, groups, mask, t
     return replay(events + [("-", "copy")])
 
 
-CPU_RULES = {"convolution", "convolution_backward", "native_batch_norm",
+# The ops with a rule here (cpu_workspace).
+CPU_RULES: set[str] = {"convolution", "convolution_backward", "native_batch_norm",
              "native_batch_norm_backward", "native_layer_norm", "native_layer_norm_backward",
              "binary_cross_entropy_with_logits"}
-# Rules of ATen's device-independent code, for every device.
-ANY_DEVICE_RULES = {"mse_loss"}
 
 
-def any_device_workspace(name, args):
-    """mse_loss with a reduction (Loss.cpp) computes the unreduced
-    elementwise loss into a temporary the size of the input, then reduces
-    it (apply_loss_reduction)."""
-    if name == "mse_loss" and args and (len(args) < 3 or int(args[2]) != 0):
-        return _bytes(args[0])
-    return 0
-
-
-def _channels_last_backward(x, w, groups):
+def _channels_last_backward(x: Tensor, w: Tensor, groups: int) -> int:
     """convolution_backward on NHWC activations (measured, torch 2.14.1,
     AVX-512): a dense convolution holds three weight-sized buffers; a
     depthwise one two and a per-channel fp32 row, except that kernels larger
     than 3x3 take oneDNN's path that keeps 256 floats per weight element."""
-    wb = _bytes(w)
+    wb = tensor_bytes(w)
     if not _depthwise(x, groups):
         return 3 * wb
     c = int(x.shape[1])
@@ -417,10 +305,9 @@ def _channels_last_backward(x, w, groups):
     return 2 * wb + 4 * c
 
 
-def cpu_workspace(name, args, threads):
+def cpu_workspace(name: str, args: Sequence[Any], threads: int) -> Rule:
     """Scratch of one CPU aten op (overload packet name, its arguments):
     bytes, or a Scratch where the span differs; 0 for ops without a rule."""
-    import torch
     tensor = torch.Tensor
     if name == "convolution" and len(args) >= 9:
         x, w = args[0], args[1]
@@ -442,7 +329,7 @@ def cpu_workspace(name, args, threads):
         # input-sized buffer, freed on return), then (1 - target) * input
         # - log_sigmoid: the loss, the output itself without a reduction
         # (measured: 2 x the input's bytes with mean or sum, 1x with none).
-        n = _bytes(args[0])
+        n = tensor_bytes(args[0])
         reduced = len(args) < 5 or int(args[4]) != 0
         return replay([("+", "log_sigmoid", n), ("+", "buffer", n), ("-", "buffer")]
                       + ([("+", "loss", n), ("-", "loss")] if reduced else [("out", n)])
@@ -457,11 +344,11 @@ def cpu_workspace(name, args, threads):
     if name == "native_batch_norm_backward" and len(args) >= 8 and args[7]:
         # batch_norm_backward_cpu_template (training): one input-sized
         # buffer (empty_like) beside the input gradient.
-        return _bytes(args[1])
+        return tensor_bytes(args[1])
     if name == "native_layer_norm" and len(args) >= 2:
         # layer_norm_cpu: a contiguous copy of a strided input (ConvNeXt's
         # permuted LayerNorm2d).
-        return 0 if args[0].is_contiguous() else _bytes(args[0])
+        return 0 if args[0].is_contiguous() else tensor_bytes(args[0])
     if name == "native_layer_norm_backward" and len(args) >= 3:
         # layer_norm_backward_cpu: contiguous copies of a strided input or
         # gradient, and per-thread rows for dgamma and dbeta.
@@ -470,13 +357,15 @@ def cpu_workspace(name, args, threads):
         for s in normalized:
             d *= int(s)
         acc = 8 if x.dtype == torch.float64 else 4
-        copies = (0 if x.is_contiguous() else _bytes(x)) + (0 if g.is_contiguous() else _bytes(g))
+        copies = ((0 if x.is_contiguous() else tensor_bytes(x))
+                  + (0 if g.is_contiguous() else tensor_bytes(g)))
         return copies + 2 * threads * d * acc
     return 0
 
 
-def _conv_out_shape(x, w, stride, padding, dilation, transposed=False, output_padding=(0, 0),
-                    groups=1):
+def _conv_out_shape(x: Tensor, w: Tensor, stride: Sequence[int], padding: Sequence[int],
+                    dilation: Sequence[int], transposed: bool = False,
+                    output_padding: Sequence[int] = (0, 0), groups: int = 1) -> list[int]:
     """The output's shape (torch.nn.Conv2d and ConvTranspose2d's formulas)."""
     if transposed:  # weight [Cin, Cout / groups, kh, kw]
         shape = [int(x.shape[0]), int(w.shape[1]) * groups]
@@ -492,24 +381,3 @@ def _conv_out_shape(x, w, stride, padding, dilation, transposed=False, output_pa
         shape.append((int(x.shape[i]) + 2 * padding[j] - dilation[j] * (k - 1) - 1)
                      // stride[j] + 1)
     return shape
-
-
-# cuBLAS ---------------------------------------------------------------------
-
-# PyTorch's cuBLAS workspace (aten/src/ATen/cuda/CublasHandlePool.cpp,
-# parseChosenWorkspaceSize): CUBLAS_WORKSPACE_CONFIG ":SIZE_KiB:COUNT[...]"
-# when set, else ":4096:2:16:8" = 8,519,680 bytes (32 MiB on Hopper and
-# Blackwell, compute capability 9.x/10.x/12.x). One per (handle, stream);
-# handles are per thread, and autograd runs backward on its own thread per
-# device, so a training step holds two.
-CUBLAS_DEFAULT_WORKSPACE = 4096 * 1024 * 2 + 16 * 1024 * 8
-CUBLAS_OPS = {"mm", "addmm", "bmm", "baddbmm", "addbmm", "addmv", "mv", "dot", "_scaled_mm"}
-
-
-def cublas_workspace_bytes(environ=None):
-    config = (environ if environ is not None else os.environ).get("CUBLAS_WORKSPACE_CONFIG")
-    if config:
-        pairs = re.findall(r":([0-9]+):([0-9]+)", config)
-        if pairs:
-            return sum(int(size) * 1024 * int(count) for size, count in pairs)
-    return CUBLAS_DEFAULT_WORKSPACE

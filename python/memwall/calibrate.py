@@ -1,12 +1,16 @@
-# `memwall calibrate`'s compute probe: achieved FLOP/s of matmul (per
-# dtype) and convolution, and memory bandwidth, of the compute device
-# torch sees (the GPU when CUDA is available, else the CPU), measured with
-# torch in this separate process so that memwall's core never links
-# libtorch. Prints one JSON object; docs/cost-model.md ("Calibration").
+"""`memwall calibrate`'s compute probe (--calibrate): achieved FLOP/s of
+matmul (per dtype) and convolution, and memory bandwidth, of the compute
+device torch sees (the GPU when CUDA is available, else the CPU), measured
+with torch in this separate process so that memwall's core never links
+libtorch. The command line prints measure()'s JSON object;
+docs/cost-model.md ("Calibration")."""
+from __future__ import annotations
+
 import time
+from typing import Any, Callable
 
 
-def _best_seconds(fn, sync, repeats):
+def _best_seconds(fn: Callable[[], Any], sync: Callable[[], Any], repeats: int) -> float:
     fn()  # warm-up: kernel selection, caches, lazy initialization
     sync()
     best = float("inf")
@@ -18,13 +22,17 @@ def _best_seconds(fn, sync, repeats):
     return best
 
 
-def measure(quick=False):
+def measure(quick: bool = False) -> dict[str, Any]:
+    """Measures the compute device; `quick` uses small sizes and fewer
+    repeats (tests). Returns {"device", "torch", "threads", ["name",
+    "device_memory_bytes"], "matmul": {dtype: {"n", "flops_per_s"}},
+    "conv2d_fp32", "memory_bytes_per_s"}."""
     import torch
     cuda = torch.cuda.is_available()
     device = torch.device("cuda" if cuda else "cpu")
     sync = torch.cuda.synchronize if cuda else (lambda: None)
     repeats = 2 if quick else 5
-    out = {"device": "cuda" if cuda else "cpu", "torch": torch.__version__,
+    out: dict[str, Any] = {"device": "cuda" if cuda else "cpu", "torch": torch.__version__,
            "threads": torch.get_num_threads()}
     if cuda:
         props = torch.cuda.get_device_properties(0)
@@ -59,7 +67,8 @@ def measure(quick=False):
     x = torch.randn(n, c, hw, hw, device=device)
     w = torch.randn(c, c, 3, 3, device=device)
     seconds = _best_seconds(lambda: torch.nn.functional.conv2d(x, w, padding=1), sync, repeats)
-    out["conv2d_fp32"] = {"shape": [n, c, hw, hw], "flops_per_s": 2.0 * n * c * hw * hw * c * 9 / seconds}
+    out["conv2d_fp32"] = {"shape": [n, c, hw, hw],
+                          "flops_per_s": 2.0 * n * c * hw * hw * c * 9 / seconds}
     # Memory bandwidth: a copy reads and writes every byte.
     elements = (64 if quick else 256) * (1 << 20) // 4
     src = torch.empty(elements, device=device).fill_(1.0)

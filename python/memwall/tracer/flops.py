@@ -1,24 +1,35 @@
-# FLOPs of aten ops from their shapes (docs/trace.md, "FLOP rules"): what
-# memwall_trace.py records as each op's `flops`. Shapes only, so meta
-# tensors (the trace) and real ones alike.
-try:
-    import torch
-except ImportError:  # memwall_trace.py says so in one line
-    torch = None
+"""FLOPs of aten ops from their shapes (docs/trace.md, "FLOP rules"): what
+the recorder records as each op's `flops`. Shapes only, so meta tensors
+(the trace) and real ones alike.
+
+A matmul of [m, k] by [k, n] is m * n dot products of length k: m * n * k
+multiply-adds, 2 m n k FLOPs (one multiply and one add each), as
+torch.utils.flop_counter's mm_flop and bmm_flop count them; a convolution
+is 2 * (output elements) * (Cin / groups) * prod(kernel), as its
+conv_flop_count, and attention's two matmuls as its sdpa_flop_count.
+memwall adds what they leave out: a bias (addmm, baddbmm, a convolution's)
+is one FLOP per output element. python/tests/test_flops.py checks the rules
+against hand-computed counts and against torch's counter.
+"""
+from __future__ import annotations
+
+from typing import Any, Iterable, Sequence
+
+import torch
 
 
-def _numel(t):
+def _numel(t: Any) -> int:
     return t.numel() if isinstance(t, torch.Tensor) else 0
 
 
-def _prod(xs):
+def _prod(xs: Iterable[int]) -> int:
     n = 1
     for x in xs:
         n *= int(x)
     return n
 
 
-def _conv_macs(x, w, out, transposed):
+def _conv_macs(x: torch.Tensor, w: torch.Tensor, out: torch.Tensor, transposed: bool) -> int:
     # Every output element of a convolution is a dot product over
     # Cin/groups * prod(kernel) inputs (w is [Cout, Cin/groups, *k]); a
     # transposed convolution scatters every input element into
@@ -29,14 +40,17 @@ def _conv_macs(x, w, out, transposed):
     return out.numel() * w.shape[1] * k
 
 
-def _attention_flops(q, k, v):
+def _attention_flops(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> float:
     # QK^T and PV: 2 * b * heads * s_q * s_k * d each.
     batch_heads = _prod(q.shape[:-2])
     return 2.0 * batch_heads * q.shape[-2] * k.shape[-2] * (q.shape[-1] + v.shape[-1])
 
 
-def op_flops(name, args, outs):
-    """FLOPs of one aten op (name is the overload packet's, e.g. "addmm")."""
+def op_flops(name: str, args: Sequence[Any], outs: Sequence[torch.Tensor]) -> float:
+    """FLOPs of one aten op from its arguments (in schema order, as the
+    dispatcher passes them) and its output tensors; `name` is the overload
+    packet's, e.g. "addmm". Ops without a rule count one FLOP per element
+    of their largest operand."""
     if name in ("mm", "matmul"):
         a, b = args[0], args[1]
         return 2.0 * a.shape[0] * a.shape[1] * b.shape[-1]
@@ -66,7 +80,8 @@ def op_flops(name, args, outs):
         x, w = args[0], args[1]
         transposed = bool(args[6]) if name in ("convolution", "_convolution") else False
         bias = args[2] if len(args) > 2 and isinstance(args[2], torch.Tensor) else None
-        return 2.0 * _conv_macs(x, w, outs[0], transposed) + (outs[0].numel() if bias is not None else 0)
+        return (2.0 * _conv_macs(x, w, outs[0], transposed)
+                + (outs[0].numel() if bias is not None else 0))
     if name == "convolution_backward":
         g, x, w = args[0], args[1], args[2]
         transposed, mask = bool(args[7]), args[10]
@@ -99,7 +114,7 @@ def op_flops(name, args, outs):
 
 
 # Ops that only move or create memory.
-ZERO_FLOP_OPS = {
+ZERO_FLOP_OPS: set[str] = {
     "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "clone",
     "copy_", "_to_copy", "cat", "stack", "contiguous", "index_select", "gather",
     "embedding", "constant_pad_nd", "repeat", "new_zeros", "zeros", "zeros_like", "zero_",

@@ -1,8 +1,8 @@
-# The runnable part of a traced graph (issue 22, docs/exec.md): for every
-# recorded aten op, what `memwall run` needs to call it again, and for a
-# trace on real tensors, the values the step starts from and what eager
-# PyTorch gives after N steps. Imported by memwall_trace.py; shipped beside
-# it in memwall's binary.
+"""The runnable part of a traced graph (issue 22, docs/exec.md): for every
+recorded aten op, what `memwall run` needs to call it again (Note [Call
+records]), and the Python floats computed from tensors that it passes
+(Note [Tracked scalars]). The values a trace on real tensors starts from
+are memwall.values'."""
 #
 # Note [Call records]
 # ~~~~~~~~~~~~~~~~~~~
@@ -41,23 +41,29 @@
 # resident). The executor evaluates the expression in doubles, as Python
 # did. Other .item() calls (integers, booleans: data-dependent control flow)
 # cannot be replayed: the graph's meta says so ("calls").
-import ctypes
-import json
+from __future__ import annotations
+
 import math
 import operator
-import os
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_flatten
 
-C10_DTYPES = {
+if TYPE_CHECKING:
+    from memwall.tracer.recorder import Recorder
+
+# A call record, or a part of one, as JSON (Note [Call records]).
+Json = Any
+
+C10_DTYPES: dict[torch.dtype, str] = {
     torch.float32: "Float", torch.float64: "Double", torch.float16: "Half",
     torch.bfloat16: "BFloat16", torch.int64: "Long", torch.int32: "Int", torch.int16: "Short",
     torch.int8: "Char", torch.uint8: "Byte", torch.bool: "Bool",
 }
-C10_LAYOUTS = {torch.strided: "Strided"}
-C10_MEMORY_FORMATS = {
+C10_LAYOUTS: dict[torch.layout, str] = {torch.strided: "Strided"}
+C10_MEMORY_FORMATS: dict[torch.memory_format, str] = {
     torch.contiguous_format: "Contiguous", torch.preserve_format: "Preserve",
     torch.channels_last: "ChannelsLast", torch.channels_last_3d: "ChannelsLast3d",
 }
@@ -71,31 +77,33 @@ class TrackedFloat(float):
     """A float computed from a tensor's .item() (Note [Tracked scalars])."""
     __slots__ = ("expr",)
 
-    def __new__(cls, value, expr):
+    expr: Json
+
+    def __new__(cls, value: float, expr: Json) -> TrackedFloat:
         self = float.__new__(cls, value)
         self.expr = expr
         return self
 
-    def __neg__(self):
+    def __neg__(self) -> TrackedFloat:
         return TrackedFloat(-float(self), ["neg", self.expr])
 
-    def __pos__(self):
+    def __pos__(self) -> TrackedFloat:
         return self
 
 
-def _operand(x):
+def _operand(x: float | int) -> Json:
     if isinstance(x, TrackedFloat):
         return x.expr
     return float(x) if isinstance(x, float) else int(x)
 
 
-def _binary(name, fn):
-    def forward(self, other):
+def _binary(name: str, fn: Callable[[Any, Any], Any]) -> tuple[Callable, Callable]:
+    def forward(self: TrackedFloat, other: Any) -> Any:
         if isinstance(other, bool) or not isinstance(other, (int, float)):
             return NotImplemented
         return TrackedFloat(fn(float(self), other), [name, self.expr, _operand(other)])
 
-    def reflected(self, other):
+    def reflected(self: TrackedFloat, other: Any) -> Any:
         if isinstance(other, bool) or not isinstance(other, (int, float)):
             return NotImplemented
         return TrackedFloat(fn(other, float(self)), [name, _operand(other), self.expr])
@@ -115,11 +123,12 @@ class ScalarTracking(TorchFunctionMode):
     """Makes .item() of floating tensors tracked and tells the recorder which
     tracked floats the current torch function was called with."""
 
-    def __init__(self, recorder):
+    def __init__(self, recorder: Recorder) -> None:
         super().__init__()
         self.recorder = recorder
 
-    def __torch_function__(self, func, types, args=(), kwargs=None):
+    def __torch_function__(self, func: Callable[..., Any], types: Any, args: tuple = (),
+                           kwargs: dict | None = None) -> Any:
         kwargs = kwargs or {}
         rec = self.recorder
         if not rec.recording:
@@ -134,7 +143,7 @@ class ScalarTracking(TorchFunctionMode):
                 rec.untracked_item = (f"a {t.dtype} tensor's .item() (value-dependent Python "
                                       f"code) after op {len(rec.ops)}")
             return value
-        tracked = {}
+        tracked: dict[float, Json] = {}
         for x in tree_flatten((args, kwargs))[0]:
             if isinstance(x, TrackedFloat):
                 tracked[float(x)] = x.expr
@@ -147,7 +156,8 @@ class ScalarTracking(TorchFunctionMode):
             rec.tracked.pop()
 
 
-def tensor_ref(rec, t):
+def tensor_ref(rec: Recorder, t: torch.Tensor) -> Json:
+    """A tensor argument: its buffer and its view of the buffer's storage."""
     b = rec.buffer_of(t)
     if b is None:
         raise Unsupported("a tensor the trace does not know")
@@ -157,7 +167,7 @@ def tensor_ref(rec, t):
             "offset": int(t.storage_offset()), "dtype": C10_DTYPES[t.dtype]}
 
 
-def _float(rec, v, items):
+def _float(rec: Recorder, v: float, items: list[int]) -> Json:
     if math.isinf(v) or math.isnan(v):
         record = {"f": "nan" if math.isnan(v) else ("inf" if v > 0 else "-inf")}
     else:
@@ -171,7 +181,7 @@ def _float(rec, v, items):
     return record
 
 
-def _items_of(expr, items):
+def _items_of(expr: Json, items: list[int]) -> None:
     if isinstance(expr, list):
         if expr and expr[0] == "item":
             items.append(expr[1]["t"])
@@ -180,7 +190,7 @@ def _items_of(expr, items):
                 _items_of(e, items)
 
 
-def encode(rec, v, items):
+def encode(rec: Recorder, v: Any, items: list[int]) -> Json:
     """One argument as JSON (Note [Call records]); `items` collects the
     buffers that tracked scalars read."""
     if isinstance(v, torch.Tensor):
@@ -210,12 +220,14 @@ def encode(rec, v, items):
     raise Unsupported(f"an argument of type {type(v).__name__}")
 
 
-def record_call(rec, func, args, kwargs, out_tensors, fresh_ids):
+def record_call(rec: Recorder, func: Any, args: Sequence[Any], kwargs: dict[str, Any],
+                out_tensors: Sequence[torch.Tensor],
+                fresh_ids: dict[int, int]) -> tuple[Json, list[int]]:
     """The call record of one op; returns (call, buffers its tracked scalars
     read). `fresh_ids` maps id(tensor) of each new output to its buffer."""
     schema = func._schema
-    call = {"op": schema.name, "overload": schema.overload_name}
-    items = []
+    call: dict[str, Json] = {"op": schema.name, "overload": schema.overload_name}
+    items: list[int] = []
     try:
         call["args"] = [encode(rec, a, items) for a in args]
         call["kwargs"] = {k: encode(rec, v, items) for k, v in kwargs.items()}
@@ -228,10 +240,10 @@ def record_call(rec, func, args, kwargs, out_tensors, fresh_ids):
     return call, items
 
 
-def remap(value, new_id):
+def remap(value: Json, new_id: dict[int, int]) -> Json:
     """The call record with the graph's final buffer ids."""
     if isinstance(value, dict):
-        out = {}
+        out: dict[str, Json] = {}
         for k, v in value.items():
             if k == "t":
                 out[k] = new_id[v]
@@ -243,56 +255,3 @@ def remap(value, new_id):
     if isinstance(value, list):
         return [remap(v, new_id) for v in value]
     return value
-
-
-# ---------------------------------------------------------------------------
-# Values (memwall run): Note [Run inputs]
-#
-# `memwall_trace.py --values DIR --steps N --seed S` traces the step on real
-# CPU tensors after torch.manual_seed(S) and writes DIR/graph.json and:
-#   state.json + state.bin   the bytes of every buffer that exists before
-#                            the first op (parameters, optimizer states,
-#                            running statistics, the batch, constants) as
-#                            the traced step found them, and the CPU
-#                            generator's state then;
-#   eager.json + eager.bin   the losses of N plain eager steps on the same
-#                            batch (the traced step is the first) and the
-#                            bytes of every parameter and optimizer state
-#                            after them.
-# Index files: {"buffers": [{"id", "name", "offset", "bytes"}], ...}; ids
-# and names are the graph's (memwall's rewrites renumber buffers but keep
-# their names).
-
-
-def storage_bytes(storage):
-    return ctypes.string_at(storage.data_ptr(), storage.nbytes()) if storage.nbytes() else b""
-
-
-class ValueFile:
-    def __init__(self, path):
-        self.path = path
-        self.tmp = f"{path}.tmp"
-        self.f = open(self.tmp, "wb")
-        self.offset = 0
-        self.entries = []
-
-    def add(self, buffer_id, data, name):
-        self.entries.append({"id": buffer_id, "name": name, "offset": self.offset,
-                             "bytes": len(data)})
-        self.f.write(data)
-        self.offset += len(data)
-
-    def add_blob(self, data):
-        start = self.offset
-        self.f.write(data)
-        self.offset += len(data)
-        return {"offset": start, "bytes": len(data)}
-
-    def close(self, index_path, extra):
-        self.f.close()
-        os.replace(self.tmp, self.path)
-        index = dict(extra)
-        index["buffers"] = self.entries
-        with open(f"{index_path}.tmp", "w") as f:
-            json.dump(index, f)
-        os.replace(f"{index_path}.tmp", index_path)
