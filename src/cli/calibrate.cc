@@ -27,7 +27,7 @@
 #include "memwall/hw/hardware.h"
 #include "memwall/importers/torch_trace.h"
 #include "options.h"
-#include "runtime_probes.h"
+#include "memwall/runtime/probes.h"
 
 namespace memwall::cli {
 namespace {
@@ -233,15 +233,15 @@ int run_calibrate(const CalibrateArgs& args) {
   }
   progress(args, "host<->device copies (copy engine, pinned pool)...");
   const uint64_t copy_bytes = args.quick ? uint64_t{16} << 20 : uint64_t{256} << 20;
-  const CopyRates copies = measure_copies(copy_bytes, args.quick ? 2 : 5);
+  const runtime::CopyRates copies = runtime::measure_copies(copy_bytes, args.quick ? 2 : 5);
   progress(args, "NVMe write and read (the NVMe engine, io_uring)...");
   std::string dir = args.dir;
-  NvmeRates nvme;
+  runtime::NvmeRates nvme;
   {
     std::optional<PrivateDir> made;  // gone after the probe, or an interrupt
     if (dir.empty()) dir = made.emplace("memwall-calibrate").path();
     try {
-      nvme = measure_nvme_engine(dir, args.quick ? uint64_t{32} << 20 : uint64_t{1} << 30,
+      nvme = runtime::measure_nvme_engine(dir, args.quick ? uint64_t{32} << 20 : uint64_t{1} << 30,
                                  uint64_t{1} << 20,
                                  args.quick ? uint64_t{8} << 20 : uint64_t{64} << 20, 16);
     } catch (const std::exception& e) {
@@ -252,7 +252,7 @@ int run_calibrate(const CalibrateArgs& args) {
   progress(args, "the CPU optimizer step (AdamW, every thread)...");
   const int64_t adam_params = args.quick ? int64_t{1} << 20 : int64_t{1} << 25;
   const double adam = static_cast<double>(adam_params) /
-                      cpu_adam_seconds(adam_params, /*threads=*/0, false, args.quick ? 2 : 5);
+                      runtime::cpu_adam_seconds(adam_params, /*threads=*/0, false, args.quick ? 2 : 5);
 
   const bool gpu = probe.value("device", "cpu") == "cuda";
   if (gpu && !args.graphs.empty()) {

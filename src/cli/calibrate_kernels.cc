@@ -16,7 +16,7 @@
 #include "memwall/graph/graph.h"
 #include "memwall/remat/remat.h"
 #include "run_values.h"
-#include "runtime_probes.h"
+#include "memwall/runtime/probes.h"
 
 namespace memwall::cli {
 
@@ -115,7 +115,7 @@ KernelMeasure measure_kernels(const std::string& graph_file, const Graph& graph,
       steps.push_back(result.steps[i].step_time_s);
       overheads.push_back(result.steps[i].overhead_s);
     }
-    return Timed{std::move(result.kernel_seconds), median(steps), median(overheads)};
+    return Timed{std::move(result.kernel_seconds), runtime::median(steps), runtime::median(overheads)};
   };
   // Note [The typical round]
   // ~~~~~~~~~~~~~~~~~~~~~~~~~
@@ -135,14 +135,14 @@ KernelMeasure measure_kernels(const std::string& graph_file, const Graph& graph,
   // load, right after it, so that the machine's drift between the two is
   // small. The whole step counts, not only the kernels: between kernels the
   // executor's own thread waits for a core too.
-  CopyLoad load(kContentionCopyBytes);
+  runtime::CopyLoad load(kContentionCopyBytes);
   std::vector<double> compute_slowdowns, copy_slowdowns;
   for (int round = 0; round < rounds; ++round) {
     Timed alone = timed_run();
-    const CopyLoadStats quiet = load.alone(0.25);
+    const runtime::CopyLoadStats quiet = load.alone(0.25);
     load.start();
     const Timed loaded = timed_run();
-    const CopyLoadStats beside = load.stop();
+    const runtime::CopyLoadStats beside = load.stop();
     compute_slowdowns.push_back(compute_slowdown(alone.step, loaded.step, beside.busy_share()));
     if (quiet.mean_copy_s() > 0) {
       copy_slowdowns.push_back(beside.mean_copy_s() / quiet.mean_copy_s());
@@ -171,7 +171,7 @@ KernelMeasure measure_kernels(const std::string& graph_file, const Graph& graph,
   // Contention only slows; a ratio below 1 is the machine's drift. The
   // median round, for the same reason.
   const auto slowdown = [](std::vector<double> rounds_measured) {
-    return std::clamp(median(std::move(rounds_measured)), 1.0,
+    return std::clamp(runtime::median(std::move(rounds_measured)), 1.0,
                       Hardware::CopyContention::kMaxSlowdown);
   };
   if (!compute_slowdowns.empty()) out.contention.compute = slowdown(compute_slowdowns);

@@ -38,7 +38,7 @@
 #include "run_ranks.h"
 #include "run_values.h"
 #include "runnable_plan.h"
-#include "runtime_probes.h"
+#include "memwall/runtime/probes.h"
 #include "traced_model.h"
 
 namespace memwall::cli {
@@ -239,7 +239,7 @@ void print_table(const Graph& graph, const Plan& plan, const Hardware& hw,
   if (p.time_with_run_kernels && result.steps.size() > 1) {
     std::vector<double> later;
     for (size_t k = 1; k < result.steps.size(); ++k) later.push_back(result.steps[k].step_time_s);
-    const double typical = median(std::move(later));  // as bench/run_fidelity.sh takes it
+    const double typical = runtime::median(std::move(later));  // as bench/run_fidelity.sh takes it
     std::cout << field("with the run's kernels",
                        fmt::format("step {} predicted, {} measured ({}; the median of steps 2-{})",
                                    human_seconds(*p.time_with_run_kernels), human_seconds(typical),
