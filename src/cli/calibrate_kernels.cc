@@ -10,7 +10,7 @@
 
 #include <fmt/format.h>
 
-#include "exec_library.h"
+#include "memwall/exec/library.h"
 #include "memwall/graph/calls.h"
 #include "memwall/graph/error.h"
 #include "memwall/graph/graph.h"
@@ -94,7 +94,7 @@ KernelMeasure measure_kernels(const std::string& graph_file, const Graph& graph,
   exec::RunOptions options;
   options.steps = 1 + iterations;  // the first iteration pays for fresh pages
   options.time_kernels = true;
-  const exec::RunFunction run = load_executor();
+  const exec::RunFunction run = exec::load_executor();
   // One run: per op its median call time, and the median step time of the
   // iterations after the first.
   struct Timed {

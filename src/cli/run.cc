@@ -21,7 +21,7 @@
 
 #include "budget.h"
 #include "commands.h"
-#include "exec_library.h"
+#include "memwall/exec/library.h"
 #include "format.h"
 #include "memwall/graph/error.h"
 #include "memwall/graph/graph.h"
@@ -35,7 +35,7 @@
 #include "memwall/sim/simulator.h"
 #include "options.h"
 #include "plan_figures.h"
-#include "run_ranks.h"
+#include "memwall/exec/ranks.h"
 #include "run_values.h"
 #include "runnable_plan.h"
 #include "memwall/runtime/probes.h"
@@ -161,7 +161,7 @@ void print_json(const Graph& graph, const Plan& plan, const Hardware& hw, const 
                         {"hardware", hw.name},
                         {"device", result.device},
                         {"threads", result.threads},
-                        {"ranks", ranks_of(graph)},
+                        {"ranks", exec::ranks_of(graph)},
                         {"budget", plan.budget},
                         {"plan_steps", plan.steps.size()},
                         {"policy", result.arena ? "plan offsets" : policy},
@@ -217,7 +217,7 @@ void print_table(const Graph& graph, const Plan& plan, const Hardware& hw,
   std::cout << fmt::format(
       "{}: {} plan steps on {} ({} threads{}), budget {}, predicted with {}{}\n", graph.name,
       plan.steps.size(), result.device, result.threads,
-      ranks_of(graph) > 1 ? fmt::format("; rank 0 of {}", ranks_of(graph)) : std::string(),
+      exec::ranks_of(graph) > 1 ? fmt::format("; rank 0 of {}", exec::ranks_of(graph)) : std::string(),
       human_bytes(plan.budget), hw.name,
       measured == 0 ? std::string(" (roofline)")
                     : fmt::format(" ({} of {} ops' times measured)", measured, graph.ops.size()));
@@ -305,7 +305,7 @@ int run_run(const RunArgs& args) {
       args.ranks ? static_cast<int>(std::min<int64_t>(parse_count(*args.ranks, "--ranks"), 1024))
                  : 1;
   if (ranks < 1) fail("run: --ranks must be 1 or more");
-  check_run_ranks(ranks);
+  exec::check_run_ranks(ranks);
   if (args.zero_stage && (*args.zero_stage < 0 || *args.zero_stage > 3)) {
     fail("run: ZeRO stage {} does not exist (0, 1, 2 or 3)", *args.zero_stage);
   }
@@ -362,8 +362,8 @@ int run_run(const RunArgs& args) {
           args.graph_file, graph.name);
     }
     request = importers::request_for(graph);
-    request.ranks = ranks_of(graph);
-    check_run_ranks(request.ranks);
+    request.ranks = exec::ranks_of(graph);
+    exec::check_run_ranks(request.ranks);
     apply_profile_kernels(hw, graph);
     if (!args.budget.empty()) {
       plan.budget = parse_budget(args.budget, hw, [&] { return keep_all_peak(graph, hw); });
@@ -471,18 +471,18 @@ int run_run(const RunArgs& args) {
   options.time_kernels = steps > 1;
   exec::RunResult result;
   std::string error;
-  const exec::RunFunction run = load_executor();
+  const exec::RunFunction run = exec::load_executor();
   // A ZeRO rank graph: this process is rank 0 (docs/exec.md, "Ranks").
-  std::unique_ptr<RankProcesses> others;
-  options.ranks = ranks_of(graph);
+  std::unique_ptr<exec::RankProcesses> others;
+  options.ranks = exec::ranks_of(graph);
   if (options.ranks > 1) {
-    others = std::make_unique<RankProcesses>(graph, plan, trace.values_dir(), options);
+    others = std::make_unique<exec::RankProcesses>(graph, plan, trace.values_dir(), options);
     options.store = others->store();
   }
   exec::Status status = run(graph, plan, trace.values_dir(), options, result, error);
   if (others) {
     if (status != exec::Status::kOk) others->stop();
-    merge_ranks(others->wait(), status, error, result);
+    exec::merge_ranks(others->wait(), status, error, result);
   }
   for (const std::string& note : result.notes) std::cerr << "memwall: note: " << note << "\n";
   if (status == exec::Status::kBadInput) fail("run: {}", error);
