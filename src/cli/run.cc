@@ -36,7 +36,7 @@
 #include "options.h"
 #include "plan_figures.h"
 #include "memwall/exec/ranks.h"
-#include "run_values.h"
+#include "memwall/importers/kept_values.h"
 #include "runnable_plan.h"
 #include "memwall/runtime/probes.h"
 #include "traced_model.h"
@@ -334,7 +334,7 @@ int run_run(const RunArgs& args) {
 
   OutputFiles outputs;
   outputs.declare(args.trace);
-  KeptValues kept = args.values.empty() ? KeptValues() : KeptValues(args.values);
+  importers::KeptValues kept = args.values.empty() ? importers::KeptValues() : importers::KeptValues(args.values);
   Graph graph;
   Plan plan;
   Hardware hw;
@@ -419,7 +419,7 @@ int run_run(const RunArgs& args) {
       kept.take(request, steps, seed_given.value_or(0));
   const importers::RunTrace& trace = *traced;
   if (!args.graph_file.empty()) {
-    check_same_structure(graph, trace.graph(), args.graph_file);
+    importers::check_same_structure(graph, trace.graph(), args.graph_file);
   } else {
     graph = trace.graph();
     apply_profile_kernels(hw, graph);
