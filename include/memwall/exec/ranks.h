@@ -3,17 +3,7 @@
 // the hidden `memwall run-rank` (run_child_rank), which meet through a c10d
 // FileStore.
 //
-//   options.ranks = exec::ranks_of(graph);
-//   std::unique_ptr<exec::RankProcesses> others;
-//   if (options.ranks > 1) {
-//     others = std::make_unique<exec::RankProcesses>(graph, plan, values_dir, options);
-//     options.store = others->store();
-//   }
-//   exec::Status s = exec::run_plan(graph, plan, values_dir, options, result, error);
-//   if (others) {
-//     if (s != exec::Status::kOk) others->stop();
-//     exec::merge_ranks(others->wait(), s, error, result);
-//   }
+//   exec::Status s = exec::run_plan_ranks(graph, plan, values_dir, options, result, error);
 #pragma once
 #include <sys/types.h>
 
@@ -95,6 +85,15 @@ class RankProcesses {
 // closed by peer" follows from it), its own error line first; a child that stop() ended does not.
 void merge_ranks(const std::vector<RankOutcome>& outcomes, Status& status, std::string& error,
                  RunResult& result);
+
+// Runs `plan` from the values in the directory `values` (the children
+// read them there): as its only rank, or for a ZeRO rank graph as rank 0
+// in this process with ranks 1..N-1 as RankProcesses, their outcomes
+// folded into rank 0's (merge_ranks). options.ranks and options.store are
+// set here. Throws Error when the executor cannot be loaded or a rank
+// cannot start.
+Status run_plan_ranks(const Graph& graph, const Plan& plan, const std::string& values,
+                      RunOptions options, RunResult& result, std::string& error);
 
 // A child rank (`memwall run-rank`): what RankProcesses gives it.
 struct ChildRank {

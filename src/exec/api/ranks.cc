@@ -230,6 +230,24 @@ void merge_ranks(const std::vector<RankOutcome>& outcomes, Status& status, std::
   }
 }
 
+Status run_plan_ranks(const Graph& graph, const Plan& plan, const std::string& values,
+                      RunOptions options, RunResult& result, std::string& error) {
+  const RunFunction run = load_executor();
+  // A ZeRO rank graph: this process is rank 0 (docs/exec.md, "Ranks").
+  std::unique_ptr<RankProcesses> others;
+  options.ranks = ranks_of(graph);
+  if (options.ranks > 1) {
+    others = std::make_unique<RankProcesses>(graph, plan, values, options);
+    options.store = others->store();
+  }
+  Status status = run(graph, plan, values, options, result, error);
+  if (others) {
+    if (status != Status::kOk) others->stop();
+    merge_ranks(others->wait(), status, error, result);
+  }
+  return status;
+}
+
 int run_child_rank(const ChildRank& child) {
   const Graph graph = read_graph_file(child.graph);
   const Plan plan = read_plan_file(child.plan);
