@@ -65,21 +65,21 @@ int run_bench_offload(const BenchOffloadArgs& args) {
   const RemoveOnInterrupt fio_cleanup(fio_file, RemoveOnInterrupt::Kind::kFile);
   std::vector<runtime::NvmeAgainstFio> rows;
   try {
-    rows = runtime::nvme_against_fio(
-        {.dir = dir,
-         .size = size,
-         .block = block,
-         .tensor = tensor,
-         .depths = args.depths,
-         .repeats = args.repeats,
-         .fio = !args.no_fio,
-         .fio_file = fio_file},
-        [&](const runtime::NvmeRates& rates, int r) {
-          if (!rates.warning.empty() && !args.json && r == 0) {
-            std::cerr << "memwall: note: " << rates.warning << "\n";
-          }
-          if (!rates.note.empty()) std::cerr << "memwall: note: " << rates.note << "\n";
-        });
+    rows = runtime::nvme_against_fio({.dir = dir,
+                                      .size = size,
+                                      .block = block,
+                                      .tensor = tensor,
+                                      .depths = args.depths,
+                                      .repeats = args.repeats,
+                                      .fio = !args.no_fio,
+                                      .fio_file = fio_file},
+                                     [&](const runtime::NvmeRates& rates, int r) {
+                                       if (!rates.warning.empty() && !args.json && r == 0) {
+                                         std::cerr << "memwall: note: " << rates.warning << "\n";
+                                       }
+                                       if (!rates.note.empty())
+                                         std::cerr << "memwall: note: " << rates.note << "\n";
+                                     });
   } catch (const runtime::NvmeError& e) {
     throw Error(e.what());
   }

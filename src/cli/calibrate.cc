@@ -192,17 +192,16 @@ int run_calibrate(const CalibrateArgs& args) {
     outputs.commit();
   }
   if (args.json) {
-    nlohmann::json out = {
-        {"profile", profile},
-        {"base", c.base->name},
-        {"from_base", calibration_fields_from_base()},
-        {"copy_engine", c.copies.engine},
-        {"compared_with",
-         c.compare != nullptr ? nlohmann::json(c.compare->name) : nlohmann::json(nullptr)},
-        {"nvme_dir", c.nvme_dir},
-        {"conv2d_fp32_flops_per_s", c.probe.at("conv2d_fp32").at("flops_per_s")},
-        {"probe", c.probe},
-        {"timed", timed_json(c.timed)}};
+    nlohmann::json out = {{"profile", profile},
+                          {"base", c.base->name},
+                          {"from_base", calibration_fields_from_base()},
+                          {"copy_engine", c.copies.engine},
+                          {"compared_with", c.compare != nullptr ? nlohmann::json(c.compare->name)
+                                                                 : nlohmann::json(nullptr)},
+                          {"nvme_dir", c.nvme_dir},
+                          {"conv2d_fp32_flops_per_s", c.probe.at("conv2d_fp32").at("flops_per_s")},
+                          {"probe", c.probe},
+                          {"timed", timed_json(c.timed)}};
     std::cout << out.dump(2) << "\n";
     return 0;
   }

@@ -8,6 +8,7 @@
 #include "commands.h"
 #include "memwall/graph/error.h"
 #include "memwall/graph/interrupt_cleanup.h"
+#include "memwall/runtime/probes.h"
 #include "terminal_text.h"
 
 namespace memwall::cli {
@@ -69,6 +70,10 @@ int run(int argc, char** argv) {
   } catch (const Error& e) {
     std::cerr << fmt::format("memwall: error: {}\n", e.what());
     for (const std::string& note : e.notes()) std::cerr << fmt::format("memwall: note: {}\n", note);
+    return 2;
+  } catch (const runtime::ProbeError& e) {
+    // A probe that cannot measure (memwall/runtime/probes.h), as bad input.
+    std::cerr << fmt::format("memwall: error: {}\n", e.what());
     return 2;
   } catch (const std::bad_alloc&) {
     std::cerr << "memwall: error: out of memory (input too large)\n";

@@ -48,10 +48,9 @@ void plan_traced(const RunArgs& args, RunSetup& s) {
   PlannerOptions options;
   options.ranks = s.ranks;
   options.zero_stage = args.zero_stage;
-  options.budget =
-      args.budget.empty()
-          ? s.hw.device_memory_bytes
-          : parse_budget(args.budget, s.hw, [&] { return keep_all_peak(s.graph, s.hw); });
+  options.budget = args.budget.empty() ? s.hw.device_memory_bytes
+                                       : parse_budget(args.budget, s.hw,
+                                                      [&] { return keep_all_peak(s.graph, s.hw); });
   const AutoPlan planned = plan_auto(s.graph, s.hw, options);
   if (!planned.best.fits) fail("run: no plan fits: {}", planned.best.why);
   s.graph = planned.best.graph;
@@ -60,8 +59,8 @@ void plan_traced(const RunArgs& args, RunSetup& s) {
   if (!allocator_fit(s.graph, s.plan, s.hw, s.policy).fits) {
     const RunnablePlan laid = runnable_plan(s.plan, s.graph, s.hw, /*lay_out=*/true);
     if (!laid.runs || laid.plan.offsets.empty()) {
-      fail("run: auto's plan does not run within the budget of {}: {}",
-           exact_bytes(s.plan.budget), laid.why_not());
+      fail("run: auto's plan does not run within the budget of {}: {}", exact_bytes(s.plan.budget),
+           laid.why_not());
     }
     s.plan = laid.plan;
   }
@@ -89,7 +88,8 @@ MeasuredRun measured_run(const exec::RunResult& r, int ranks) {
                        x.nvme_write_bytes, x.step_time_s, x.kernel_time_s, x.wait_time_s,
                        x.comm_time_s, x.overhead_s, x.overlap});
   }
-  for (const exec::TraceEvent& e : r.events) m.events.push_back({e.lane, e.step, e.start_s, e.end_s});
+  for (const exec::TraceEvent& e : r.events)
+    m.events.push_back({e.lane, e.step, e.start_s, e.end_s});
   for (const exec::MemorySample& x : r.memory) {
     m.memory.push_back({x.time_s, x.device_bytes, x.host_bytes});
   }
@@ -162,9 +162,9 @@ int run_run(const RunArgs& args) {
         s.graph, s.plan, s.hw, result.kernel_seconds, runtime::kHostPoolAlignment);
   }
   if (args.json) {
-    std::cout << run_comparison_json(s.graph, s.plan, s.hw.name, s.policy, measured, prediction)
-                     .dump(2)
-              << "\n";
+    std::cout
+        << run_comparison_json(s.graph, s.plan, s.hw.name, s.policy, measured, prediction).dump(2)
+        << "\n";
   } else {
     std::cout << run_comparison_text(s.graph, s.plan, s.hw.name, measured, prediction);
   }

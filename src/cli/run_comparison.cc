@@ -88,9 +88,8 @@ nlohmann::json run_comparison_json(const Graph& graph, const Plan& plan,
   return out;
 }
 
-std::string run_comparison_text(const Graph& graph, const Plan& plan,
-                                const std::string& hardware, const MeasuredRun& result,
-                                const RunPrediction& p) {
+std::string run_comparison_text(const Graph& graph, const Plan& plan, const std::string& hardware,
+                                const MeasuredRun& result, const RunPrediction& p) {
   std::string out;
   // Which cost model predicted: the roofline, or measured kernels for some
   // ops (Note [Measured kernels]).
@@ -103,28 +102,29 @@ std::string run_comparison_text(const Graph& graph, const Plan& plan,
       measured == 0 ? std::string(" (roofline)")
                     : fmt::format(" ({} of {} ops' times measured)", measured, graph.ops.size()));
   out += fmt::format("{:>4}  {:>12}  {:>22}  {:>22}  {:>10}  {:>10}\n", "step", "loss",
-                           "device peak (x pred)", "step time (x pred)", "moved", "overhead");
+                     "device peak (x pred)", "step time (x pred)", "moved", "overhead");
   for (size_t k = 0; k < result.steps.size(); ++k) {
     const MeasuredStep& m = result.steps[k];
     out += fmt::format(
         "{:>4}  {:>12.6g}  {:>22}  {:>22}  {:>10}  {:>9.1f}%\n", k + 1, m.loss,
-        fmt::format("{} ({})", human_bytes(m.device_peak_bytes),
-                    ratio_text(static_cast<double>(m.device_peak_bytes), static_cast<double>(p.device))),
+        fmt::format(
+            "{} ({})", human_bytes(m.device_peak_bytes),
+            ratio_text(static_cast<double>(m.device_peak_bytes), static_cast<double>(p.device))),
         fmt::format("{} ({})", human_seconds(m.step_time_s), ratio_text(m.step_time_s, p.time)),
         human_bytes(m.h2d_bytes + m.d2h_bytes + m.nvme_read_bytes + m.nvme_write_bytes),
         m.step_time_s > 0 ? 100 * m.overhead_s / m.step_time_s : 0.0);
   }
-  out += field("predicted",
-                     fmt::format("device peak {}, host peak {}, step {}", human_bytes(p.device),
-                                 human_bytes(p.host), human_seconds(p.time)));
+  out +=
+      field("predicted", fmt::format("device peak {}, host peak {}, step {}", human_bytes(p.device),
+                                     human_bytes(p.host), human_seconds(p.time)));
   if (p.time_with_run_kernels && result.steps.size() > 1) {
     std::vector<double> later;
     for (size_t k = 1; k < result.steps.size(); ++k) later.push_back(result.steps[k].step_time_s);
     const double typical = median_of_steps(std::move(later));  // as bench/run_fidelity.sh takes it
     out += field("with the run's kernels",
-                       fmt::format("step {} predicted, {} measured ({}; the median of steps 2-{})",
-                                   human_seconds(*p.time_with_run_kernels), human_seconds(typical),
-                                   ratio_text(typical, *p.time_with_run_kernels), result.steps.size()));
+                 fmt::format("step {} predicted, {} measured ({}; the median of steps 2-{})",
+                             human_seconds(*p.time_with_run_kernels), human_seconds(typical),
+                             ratio_text(typical, *p.time_with_run_kernels), result.steps.size()));
   }
   if (result.arena && !result.steps.empty()) {
     const MeasuredStep& last = result.steps.back();
@@ -141,14 +141,14 @@ std::string run_comparison_text(const Graph& graph, const Plan& plan,
                     arena / static_cast<double>(last.device_peak_bytes)));
   }
   if (result.nvme_reserved_bytes > 0) {
-    out += field("NVMe swap space",
-                       fmt::format("{} held; {}", human_bytes(result.nvme_reserved_bytes),
-                                   nvme_row(p.nvme, run_nvme_reservation(graph, plan))));
+    out +=
+        field("NVMe swap space", fmt::format("{} held; {}", human_bytes(result.nvme_reserved_bytes),
+                                             nvme_row(p.nvme, run_nvme_reservation(graph, plan))));
   }
   if (result.eager_equal) {
     out += field("eager PyTorch", *result.eager_equal
-                                            ? std::string("bitwise equal (losses and model states)")
-                                            : "differs: " + result.eager_difference);
+                                      ? std::string("bitwise equal (losses and model states)")
+                                      : "differs: " + result.eager_difference);
   }
   return out;
 }

@@ -38,8 +38,6 @@ void check_nvme_dirs(const std::vector<std::string>& dirs) {
   }
 }
 
-
-
 }  // namespace
 
 void parse_options(const RunArgs& args, RunSetup& s) {

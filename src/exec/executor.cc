@@ -8,8 +8,7 @@
 
 namespace memwall::exec::detail {
 
-Executor::Executor(const Graph& graph, const Plan& plan, ValuesFrom from,
-                   const RunOptions& options)
+Executor::Executor(const Graph& graph, const Plan& plan, ValuesFrom from, const RunOptions& options)
     : graph_(graph), plan_(plan), options_(options) {
   set_up_ranks();
   check_runnable();
@@ -21,8 +20,8 @@ Executor::Executor(const Graph& graph, const Plan& plan, ValuesFrom from,
   }
   if (from.dir != nullptr) {
     try {
-      files_ = std::make_unique<ValueFiles>(*from.dir, options.rank, options.ranks,
-                                            options.check_eager);
+      files_ =
+          std::make_unique<ValueFiles>(*from.dir, options.rank, options.ranks, options.check_eager);
     } catch (const Error& e) {
       bad_input("{}", e.what());
     }
@@ -171,8 +170,8 @@ std::span<const std::byte> Executor::value_of(const Buffer& b) const {
   if (const auto it = master_of_.find(b.id); it != master_of_.end()) {
     whole = value_of(graph_.buffers[it->second]);
   } else if (const auto mine = values_->inputs && b.kind == BufferKind::kInput
-                                    ? values_->inputs->named(b.name)
-                                    : std::nullopt) {
+                                   ? values_->inputs->named(b.name)
+                                   : std::nullopt) {
     // A rank's micro-batch (Note [Data-parallel reference] in memwall_trace.py).
     return *mine;
   } else if (const auto v = values_->state.named(b.name)) {
@@ -545,8 +544,8 @@ void Executor::execute(const Step& s, RunResult& result) {
 namespace memwall::exec {
 namespace {
 
-void run(const Graph& graph, const Plan& plan, detail::ValuesFrom values,
-         const RunOptions& options, RunResult& result) {
+void run(const Graph& graph, const Plan& plan, detail::ValuesFrom values, const RunOptions& options,
+         RunResult& result) {
   detail::Executor executor(graph, plan, values, options);
   executor.run(result);
 }
@@ -581,15 +580,14 @@ extern "C" __attribute__((visibility("default"))) memwall::exec::Status memwall_
     const memwall::Graph& graph, const memwall::Plan& plan, const std::string& values,
     const memwall::exec::RunOptions& options, memwall::exec::RunResult& result,
     std::string& error) {
-  return memwall::exec::guarded(result, error, [&] {
-    memwall::exec::run(graph, plan, {.dir = &values}, options, result);
-  });
+  return memwall::exec::guarded(
+      result, error, [&] { memwall::exec::run(graph, plan, {.dir = &values}, options, result); });
 }
 
 extern "C" __attribute__((visibility("default"))) memwall::exec::Status memwall_exec_run_values_v1(
-    const memwall::Graph& graph, const memwall::Plan& plan,
-    const memwall::exec::StepValues& values, const memwall::exec::RunOptions& options,
-    memwall::exec::RunResult& result, std::string& error) {
+    const memwall::Graph& graph, const memwall::Plan& plan, const memwall::exec::StepValues& values,
+    const memwall::exec::RunOptions& options, memwall::exec::RunResult& result,
+    std::string& error) {
   return memwall::exec::guarded(result, error, [&] {
     memwall::exec::run(graph, plan, {.memory = &values}, options, result);
   });

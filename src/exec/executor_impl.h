@@ -188,9 +188,9 @@ class Executor {
   const Graph& graph_;
   const Plan& plan_;
   RunOptions options_;
-  std::unique_ptr<ValueFiles> files_;  // values read from a directory
+  std::unique_ptr<ValueFiles> files_;   // values read from a directory
   const StepValues* values_ = nullptr;  // files_'s or the caller's
-  int stage_ = 0;                      // ZeRO's, of a rank graph
+  int stage_ = 0;                       // ZeRO's, of a rank graph
   std::vector<BufferId> roots_;
   std::vector<uint8_t> in_place_;
   std::vector<CompiledCall> calls_;

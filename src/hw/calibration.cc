@@ -91,9 +91,9 @@ Hardware calibrated_profile(const Hardware& base, const nlohmann::json& probe,
 
 const std::vector<std::string>& calibration_fields_from_base() {
   // What one machine cannot show (Note [Calibrated profiles]).
-  static const std::vector<std::string> fields = {
-      "interconnect_bandwidth", "network_bandwidth", "collective_step_latency",
-      "network_step_latency", "launch_latency"};
+  static const std::vector<std::string> fields = {"interconnect_bandwidth", "network_bandwidth",
+                                                  "collective_step_latency", "network_step_latency",
+                                                  "launch_latency"};
   return fields;
 }
 

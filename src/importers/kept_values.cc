@@ -187,8 +187,7 @@ std::string model_difference(const TorchTraceRequest& wanted, const Graph& trace
   return differ;
 }
 
-void KeptValues::check_model(const TorchTraceRequest& wanted,
-                             const std::string& whose) const {
+void KeptValues::check_model(const TorchTraceRequest& wanted, const std::string& whose) const {
   if (!holds()) return;
   const std::string difference = model_difference(wanted, graph());
   if (!difference.empty()) {
@@ -267,8 +266,8 @@ void keep_values(const RunTrace& trace, const std::string& dir) {
 
 }  // namespace
 
-std::unique_ptr<RunTrace> KeptValues::take(const TorchTraceRequest& request,
-                                                      int steps, int64_t seed) {
+std::unique_ptr<RunTrace> KeptValues::take(const TorchTraceRequest& request, int steps,
+                                           int64_t seed) {
   if (holds()) return std::move(trace_);
   auto traced = std::make_unique<RunTrace>(request, steps, seed);
   if (given()) keep_values(*traced, dir_);

@@ -14,12 +14,12 @@
 
 #include "memwall/alloc/allocator.h"
 #include "memwall/alloc/device.h"
-#include "memwall/graph/error.h"
 #include "memwall/runtime/copy_engine.h"
 #include "memwall/runtime/cpu_optimizer.h"
 #include "memwall/runtime/host_pool.h"
 #include "memwall/runtime/offload_step.h"
 #include "memwall/runtime/probes.h"
+#include "probe_fail.h"
 
 namespace memwall::runtime {
 
@@ -62,7 +62,7 @@ OverlapSeconds overlap_seconds(int64_t n, int repeats) {
   auto device = alloc::make_host_vmm(size * sizeof(uint16_t) + (uint64_t{64} << 20));
   auto allocator = alloc::make_allocator("stitching", *device, {});
   const alloc::Allocation on_device = allocator->allocate(size * sizeof(uint16_t), 0);
-  if (!on_device) fail("bench cpu-adam: the emulated device cannot hold {} bf16 weights", n);
+  if (!on_device) probe_fail("bench cpu-adam: the emulated device cannot hold {} bf16 weights", n);
   HostPool pool(uint64_t{64} << 20);
   auto engine = make_emulated_copy_engine();
   const AdamWState state{param, grad, m, v};
@@ -98,21 +98,21 @@ double fio_gbps(const std::string& file, uint64_t size, uint64_t block, int dept
       "--ioengine=io_uring --output-format=json 2>&1",
       file, size, block, depth, rw);
   FILE* pipe = popen(cmd.c_str(), "r");
-  if (!pipe) fail("bench offload: cannot run fio: {}", cmd);
+  if (!pipe) probe_fail("bench offload: cannot run fio: {}", cmd);
   std::string out;
   char chunk[4096];
   while (size_t n = fread(chunk, 1, sizeof chunk, pipe)) out.append(chunk, n);
   int status = pclose(pipe);
   if (status != 0) {
-    fail("bench offload: fio exited with status {} ({}): {}", status, cmd,
-         out.substr(0, out.find('\n')));
+    probe_fail("bench offload: fio exited with status {} ({}): {}", status, cmd,
+               out.substr(0, out.find('\n')));
   }
   // fio may print notes before the JSON object.
   size_t brace = out.find('{');
   nlohmann::json j =
       nlohmann::json::parse(brace == std::string::npos ? "" : out.substr(brace), nullptr, false);
   if (j.is_discarded() || !j.contains("jobs") || j["jobs"].empty()) {
-    fail("bench offload: no JSON from fio ({})", cmd);
+    probe_fail("bench offload: no JSON from fio ({})", cmd);
   }
   return static_cast<double>(j["jobs"][0][rw]["bw_bytes"].get<uint64_t>()) / 1e9;
 }
@@ -130,7 +130,7 @@ std::vector<NvmeAgainstFio> nvme_against_fio(
         wr.engine_gbps.push_back(rates.write_gbps);
         rd.engine_gbps.push_back(rates.read_gbps);
         if (spec.fio) {
-          if (spec.fio_file.empty()) fail("bench offload: no file for fio");
+          if (spec.fio_file.empty()) probe_fail("bench offload: no file for fio");
           // A fresh file per run, as the engine's: writing into
           // fallocated-but-unwritten extents costs more than overwriting.
           std::filesystem::remove(spec.fio_file);

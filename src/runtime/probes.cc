@@ -15,12 +15,12 @@
 
 #include "memwall/alloc/allocator.h"
 #include "memwall/alloc/device.h"
-#include "memwall/graph/error.h"
 #include "memwall/runtime/bounce_buffer.h"
 #include "memwall/runtime/copy_engine.h"
 #include "memwall/runtime/cpu_optimizer.h"
 #include "memwall/runtime/host_pool.h"
 #include "memwall/runtime/nvme_engine.h"
+#include "probe_fail.h"
 
 namespace memwall::runtime {
 namespace {
@@ -61,7 +61,7 @@ struct CopyRig {
     host = pool->allocate(bytes);
     std::memset(host.data(), 1, bytes);
     on_device = allocator->allocate(bytes, 0);
-    if (!on_device) fail("the device could not hold {} bytes for the {}", bytes, what);
+    if (!on_device) probe_fail("the device could not hold {} bytes for the {}", bytes, what);
   }
   ~CopyRig() { allocator->free(on_device.ptr); }
   CopyRig(const CopyRig&) = delete;
@@ -70,8 +70,8 @@ struct CopyRig {
 
 NvmeRates measure_nvme_engine(const std::string& dir, uint64_t size, uint64_t block,
                               uint64_t tensor, int depth) {
-  auto pool = std::make_shared<HostPool>(static_cast<uint64_t>(depth) * block +
-                                                  (uint64_t{1} << 20));
+  auto pool =
+      std::make_shared<HostPool>(static_cast<uint64_t>(depth) * block + (uint64_t{1} << 20));
   NvmeOptions o;
   o.dirs = {dir};
   o.capacity = size;
@@ -129,8 +129,7 @@ double copy_latency(CopyEngine& engine, void* device, void* host) {
   std::vector<double> seconds;
   seconds.reserve(2 * kRounds);
   for (int r = 0; r <= kRounds; ++r) {
-    for (const auto direction :
-         {CopyDirection::kHostToDevice, CopyDirection::kDeviceToHost}) {
+    for (const auto direction : {CopyDirection::kHostToDevice, CopyDirection::kDeviceToHost}) {
       const bool in = direction == CopyDirection::kHostToDevice;
       const auto t0 = std::chrono::steady_clock::now();
       engine.copy_async(in ? device : host, in ? host : device, kBytes, direction).wait();
@@ -241,7 +240,7 @@ CopyLoadStats CopyLoad::stop() {
   State& s = *state_;
   s.running = false;
   s.worker.join();
-  if (!s.error.empty()) fail("the copy load failed: {}", s.error);
+  if (!s.error.empty()) probe_fail("the copy load failed: {}", s.error);
   return s.stats;
 }
 

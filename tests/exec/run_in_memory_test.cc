@@ -95,8 +95,7 @@ TEST(RunInMemory, ValuesInMemoryRunAsTheirFilesDo) {
   exec::StepValues no_rng = held.values;
   no_rng.rng = {};
   exec::RunResult refused;
-  EXPECT_EQ(exec::run_plan(graph, plan, no_rng, options, refused, error),
-            exec::Status::kBadInput);
+  EXPECT_EQ(exec::run_plan(graph, plan, no_rng, options, refused, error), exec::Status::kBadInput);
   EXPECT_EQ(error, "the values in memory: no generator state (StepValues::rng)");
   exec::StepValues no_eager = held.values;
   no_eager.eager.reset();

@@ -108,13 +108,27 @@ TEST(Calibration, RoundsFoldIntoTheTypicalRoundsKernels) {
     op.call = addmm(i < 2 ? 8 : 16);  // ops 0 and 1: one kernel
     g.ops.push_back(op);
   }
-  const std::vector<KernelRound> rounds = {
-      {.kernel_seconds = {1, 3, 5}, .step_s = 3, .overhead_s = 0.3, .loaded_step_s = 3,
-       .load_busy_share = 0.5, .copy_alone_s = 1, .copy_beside_s = 1},
-      {.kernel_seconds = {2, 4, 6}, .step_s = 1, .overhead_s = 0.9, .loaded_step_s = 1,
-       .load_busy_share = 0.5, .copy_alone_s = 1, .copy_beside_s = 3},
-      {.kernel_seconds = {3, 5, -1}, .step_s = 2, .overhead_s = 0.6, .loaded_step_s = 2.5,
-       .load_busy_share = 0.5, .copy_alone_s = 1, .copy_beside_s = 2}};
+  const std::vector<KernelRound> rounds = {{.kernel_seconds = {1, 3, 5},
+                                            .step_s = 3,
+                                            .overhead_s = 0.3,
+                                            .loaded_step_s = 3,
+                                            .load_busy_share = 0.5,
+                                            .copy_alone_s = 1,
+                                            .copy_beside_s = 1},
+                                           {.kernel_seconds = {2, 4, 6},
+                                            .step_s = 1,
+                                            .overhead_s = 0.9,
+                                            .loaded_step_s = 1,
+                                            .load_busy_share = 0.5,
+                                            .copy_alone_s = 1,
+                                            .copy_beside_s = 3},
+                                           {.kernel_seconds = {3, 5, -1},
+                                            .step_s = 2,
+                                            .overhead_s = 0.6,
+                                            .loaded_step_s = 2.5,
+                                            .load_busy_share = 0.5,
+                                            .copy_alone_s = 1,
+                                            .copy_beside_s = 2}};
   const KernelMeasure m = fold_kernel_rounds(g, rounds);
   // The typical round is the third (steps 1, 2, 3): op 2 untimed there.
   EXPECT_EQ(m.ops, 2u);

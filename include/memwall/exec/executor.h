@@ -116,9 +116,9 @@ enum class Status : int { kOk = 0, kRunFailed = 1, kBadInput = 2 };
 using RunFunction = Status (*)(const Graph& graph, const Plan& plan, const std::string& values,
                                const RunOptions& options, RunResult& result, std::string& error);
 inline constexpr const char* kRunSymbol = "memwall_exec_run_v4";
-using RunValuesFunction = Status (*)(const Graph& graph, const Plan& plan,
-                                     const StepValues& values, const RunOptions& options,
-                                     RunResult& result, std::string& error);
+using RunValuesFunction = Status (*)(const Graph& graph, const Plan& plan, const StepValues& values,
+                                     const RunOptions& options, RunResult& result,
+                                     std::string& error);
 inline constexpr const char* kRunValuesSymbol = "memwall_exec_run_values_v1";
 
 }  // namespace memwall::exec

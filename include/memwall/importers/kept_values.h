@@ -65,8 +65,7 @@ class KeptValues {
   // The values held; else a fresh trace of `request` with `steps` eager
   // steps after torch.manual_seed(seed), kept in the directory when one is
   // given. Call once.
-  std::unique_ptr<RunTrace> take(const TorchTraceRequest& request, int steps,
-                                            int64_t seed);
+  std::unique_ptr<RunTrace> take(const TorchTraceRequest& request, int steps, int64_t seed);
 
  private:
   std::string dir_;

@@ -13,10 +13,19 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 namespace memwall::runtime {
+
+// A probe that cannot measure: the device cannot hold its bytes, the copy
+// load failed, fio cannot run. One line; the command line reports it as
+// bad input (exit 2), as memwall::Error, which runtime does not see.
+class ProbeError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
 
 // The median of `values` (0 when empty): benchmarks that alternate
 // contenders report medians, the drift of a shared machine cancelling.
@@ -152,13 +161,13 @@ struct NvmeAgainstFio {
 // each, alternating, so that a shared disk's drift falls on both.
 // `each_run(rates, repeat)` is called after every engine run (its warning
 // and note are the caller's to say). Throws NvmeError from the engine,
-// Error when fio fails.
+// ProbeError when fio fails.
 std::vector<NvmeAgainstFio> nvme_against_fio(
     const NvmeBenchSpec& spec, const std::function<void(const NvmeRates&, int)>& each_run);
 // The median of engine[i] / fio[i].
 double median_ratio(const NvmeAgainstFio& row);
 // fio's bandwidth in GB/s for one job (`rw`: "write" or "read"); throws
-// Error naming the command when fio cannot run or says nothing.
+// ProbeError naming the command when fio cannot run or says nothing.
 double fio_gbps(const std::string& file, uint64_t size, uint64_t block, int depth, const char* rw);
 
 }  // namespace memwall::runtime

@@ -176,9 +176,8 @@ void RankProcesses::watch() {
       }
     }
     if (failed_at && std::chrono::steady_clock::now() - *failed_at > 10s) {
-      const auto bad = std::find_if(ended_.begin(), ended_.end(), [](const RankOutcome& o) {
-        return o.status != Status::kOk;
-      });
+      const auto bad = std::find_if(ended_.begin(), ended_.end(),
+                                    [](const RankOutcome& o) { return o.status != Status::kOk; });
       std::cerr << fmt::format("memwall: error: run failed: rank {}: {}\n", bad->rank, bad->error);
       stop();
       std::error_code ignored;
