@@ -9,7 +9,7 @@
 #include <optional>
 #include <string>
 
-#include "memwall/graph/file_text.h"
+#include "memwall/base/file_text.h"
 #include "memwall/layout/csv.h"
 #include "memwall/layout/heuristics.h"
 #include "memwall/layout/problem.h"

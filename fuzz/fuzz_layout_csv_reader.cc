@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "memwall/graph/error.h"
+#include "memwall/base/error.h"
 #include "memwall/layout/csv.h"
 #include "memwall/layout/heuristics.h"
 #include "memwall/layout/problem.h"

@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <tuple>
 
+#include "memwall/base/error.h"
 #include "memwall/cli/plan_layout.h"
-#include "memwall/graph/error.h"
 #include "memwall/graph/graph.h"
 #include "memwall/layout/default_layout.h"
 #include "memwall/layout/from_graph.h"

@@ -14,7 +14,7 @@
 #include "alloc_runner.h"
 #include "commands.h"
 #include "format.h"
-#include "memwall/graph/error.h"
+#include "memwall/base/error.h"
 #include "memwall/layout/csv.h"
 #include "memwall/models/zoo.h"
 #include "options.h"

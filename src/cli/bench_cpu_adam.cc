@@ -22,7 +22,7 @@
 
 #include "commands.h"
 #include "cpu_adam_contenders.h"
-#include "memwall/graph/error.h"
+#include "memwall/base/error.h"
 #include "memwall/importers/torch_trace.h"
 #include "memwall/runtime/cpu_optimizer.h"
 #include "memwall/runtime/probes.h"

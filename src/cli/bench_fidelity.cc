@@ -15,7 +15,7 @@
 
 #include "commands.h"
 #include "format.h"
-#include "memwall/graph/error.h"
+#include "memwall/base/error.h"
 #include "memwall/graph/graph.h"
 #include "memwall/importers/torch_trace.h"
 #include "options.h"

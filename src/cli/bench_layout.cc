@@ -13,7 +13,7 @@
 #include "commands.h"
 #include "format.h"
 #include "layout_runner.h"
-#include "memwall/graph/error.h"
+#include "memwall/base/error.h"
 #include "memwall/layout/csv.h"
 #include "memwall/layout/from_graph.h"
 #include "memwall/layout/problem.h"

@@ -27,9 +27,9 @@
 
 #include "commands.h"
 #include "format.h"
-#include "memwall/graph/error.h"
-#include "memwall/graph/interrupt_cleanup.h"
-#include "memwall/graph/private_dir.h"
+#include "memwall/base/error.h"
+#include "memwall/base/interrupt_cleanup.h"
+#include "memwall/base/private_dir.h"
 #include "memwall/runtime/nvme_engine.h"
 #include "memwall/runtime/probes.h"
 #include "options.h"

@@ -10,9 +10,9 @@
 
 #include "commands.h"
 #include "format.h"
-#include "memwall/graph/error.h"
+#include "memwall/base/error.h"
+#include "memwall/base/stopwatch.h"
 #include "memwall/graph/graph.h"
-#include "memwall/graph/stopwatch.h"
 #include "memwall/models/zoo.h"
 #include "memwall/planner/planner.h"
 #include "options.h"

@@ -14,7 +14,7 @@
 
 #include "commands.h"
 #include "format.h"
-#include "memwall/graph/error.h"
+#include "memwall/base/error.h"
 #include "memwall/remat/remat.h"
 #include "options.h"
 #include "remat_runner.h"

@@ -23,7 +23,7 @@
 #include <fmt/format.h>
 
 #include "format.h"
-#include "memwall/graph/error.h"
+#include "memwall/base/error.h"
 #include "options.h"
 #include "remat_runner.h"
 

@@ -12,10 +12,10 @@
 
 #include <fmt/format.h>
 
+#include "memwall/base/error.h"
+#include "memwall/base/output_files.h"
 #include "memwall/exec/kernel_timing.h"
-#include "memwall/graph/error.h"
 #include "memwall/graph/graph.h"
-#include "memwall/graph/output_files.h"
 #include "memwall/importers/torch_trace.h"
 #include "memwall/remat/remat.h"
 

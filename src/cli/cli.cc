@@ -2,12 +2,17 @@
 
 #include <exception>
 #include <iostream>
+#include <new>
+#include <string>
+#include <string_view>
 
 #include <fmt/format.h>
 
 #include "commands.h"
-#include "memwall/graph/error.h"
-#include "memwall/graph/interrupt_cleanup.h"
+#include "memwall/alloc/error.h"
+#include "memwall/base/error.h"
+#include "memwall/base/interrupt_cleanup.h"
+#include "memwall/runtime/nvme_engine.h"
 #include "memwall/runtime/probes.h"
 #include "terminal_text.h"
 
@@ -21,7 +26,57 @@ bool is_verb(CLI::App& app, const std::string& name) {
   return false;
 }
 
+// `text` on one line: a message that holds line breaks (a library's, or
+// the system's) has them replaced by "; ", and none at its end.
+std::string one_line(std::string_view text) {
+  while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.remove_suffix(1);
+  std::string out;
+  for (const char c : text) {
+    if (c == '\n') {
+      out += "; ";
+    } else if (c != '\r') {
+      out += c;
+    }
+  }
+  return out;
+}
+
+std::string error_line(std::string_view text) {
+  return fmt::format("memwall: error: {}\n", one_line(text));
+}
+
 }  // namespace
+
+ErrorExit error_exit(std::exception_ptr error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const Error& e) {
+    ErrorExit exit{error_line(e.what()), 2};
+    for (const std::string& note : e.notes()) {
+      exit.text += fmt::format("memwall: note: {}\n", one_line(note));
+    }
+    return exit;
+  } catch (const std::bad_alloc&) {
+    return {"memwall: error: out of memory (input too large)\n", 2};
+  } catch (const runtime::ProbeError& e) {
+    // A probe that cannot measure (memwall/runtime/probes.h): the device
+    // cannot hold its bytes, fio cannot run; said as bad input was.
+    return {error_line(e.what()), 2};
+  } catch (const alloc::Error& e) {
+    // The allocator refused memwall's own use of it, or its backend (host
+    // mappings, the CUDA driver) failed: the run failed, not the input.
+    return {error_line(e.what()), 1};
+  } catch (const runtime::NvmeError& e) {
+    // The swap files could not be made, written or read back (I/O errors,
+    // io_uring, checksums): the run failed, not the input.
+    return {error_line(e.what()), 1};
+  } catch (const std::exception& e) {
+    // Not a judgement on the input: a memwall bug, reported in one line.
+    return {error_line(fmt::format("internal error: {}", e.what())), 1};
+  } catch (...) {
+    return {error_line("internal error: an exception of unknown type"), 1};
+  }
+}
 
 int run(int argc, char** argv) {
   install_interrupt_cleanup();  // an interrupted command leaves no temporaries
@@ -67,21 +122,10 @@ int run(int argc, char** argv) {
   }
   try {
     return action();
-  } catch (const Error& e) {
-    std::cerr << fmt::format("memwall: error: {}\n", e.what());
-    for (const std::string& note : e.notes()) std::cerr << fmt::format("memwall: note: {}\n", note);
-    return 2;
-  } catch (const runtime::ProbeError& e) {
-    // A probe that cannot measure (memwall/runtime/probes.h), as bad input.
-    std::cerr << fmt::format("memwall: error: {}\n", e.what());
-    return 2;
-  } catch (const std::bad_alloc&) {
-    std::cerr << "memwall: error: out of memory (input too large)\n";
-    return 2;
-  } catch (const std::exception& e) {
-    // Not a judgement on the input: a memwall bug, reported in one line.
-    std::cerr << fmt::format("memwall: error: internal error: {}\n", e.what());
-    return 1;
+  } catch (...) {
+    const ErrorExit exit = error_exit(std::current_exception());
+    std::cerr << exit.text;
+    return exit.code;
   }
 }
 

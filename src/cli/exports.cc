@@ -3,8 +3,8 @@
 #include <fmt/format.h>
 
 #include "format.h"
+#include "memwall/base/output_files.h"
 #include "memwall/graph/graph.h"
-#include "memwall/graph/output_files.h"
 #include "memwall/report/chrome_trace.h"
 #include "memwall/report/memory_svg.h"
 

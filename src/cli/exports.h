@@ -6,7 +6,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "memwall/graph/output_files.h"
+#include "memwall/base/output_files.h"
 #include "memwall/graph/types.h"
 #include "memwall/hw/hardware.h"
 #include "memwall/plan/plan.h"

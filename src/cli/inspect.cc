@@ -2,16 +2,16 @@
 // iteration under the default schedule (no recomputation, no offload).
 #include <algorithm>
 #include <iostream>
-#include <map>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
 #include "format.h"
+#include "memwall/base/output_files.h"
 #include "memwall/graph/counts.h"
 #include "memwall/graph/graph.h"
-#include "memwall/graph/output_files.h"
+#include "memwall/graph/layers.h"
 #include "memwall/hw/hardware.h"
 #include "options.h"
 
@@ -25,44 +25,6 @@ struct InspectArgs {
   bool by_layer = false;
   std::string export_path;
 };
-
-// The layer a buffer belongs to: its name up to the first dotted component
-// holding a digit ("h3.attn.qkv" -> "h3", "layers.3.mlp.w1" -> "layers.3",
-// "encoder.layer.3.output" -> "encoder.layer.3", "layer4.2.conv1" ->
-// "layer4"); names without one ("wte", "loss") belong to no layer.
-std::string layer_of(std::string_view name) {
-  size_t start = 0;
-  while (start <= name.size()) {
-    size_t dot = name.find('.', start);
-    if (dot == std::string_view::npos) dot = name.size();
-    std::string_view part = name.substr(start, dot - start);
-    if (part.find_first_of("0123456789") != std::string_view::npos) {
-      return std::string(name.substr(0, dot));
-    }
-    start = dot + 1;
-  }
-  return "(outside layers)";
-}
-
-struct LayerBytes {
-  std::string layer;
-  uint64_t saved = 0;
-};
-
-// Saved-for-backward bytes per layer, in order of first appearance.
-std::vector<LayerBytes> saved_by_layer(const Graph& graph) {
-  const std::vector<uint8_t> saved = saved_for_backward(graph);
-  std::vector<LayerBytes> rows;
-  std::map<std::string, size_t> index;
-  for (const Buffer& b : graph.buffers) {
-    if (!saved[b.id]) continue;
-    std::string layer = layer_of(b.name);
-    auto [it, inserted] = index.try_emplace(layer, rows.size());
-    if (inserted) rows.push_back({layer, 0});
-    rows[it->second].saved = checked_add(rows[it->second].saved, b.bytes, "saved bytes");
-  }
-  return rows;
-}
 
 constexpr BufferKind kKinds[] = {
     BufferKind::kParam, BufferKind::kGrad,      BufferKind::kOptimState, BufferKind::kActivation,

@@ -4,8 +4,8 @@
 #include <chrono>
 
 #include "format.h"
+#include "memwall/base/error.h"
 #include "memwall/cli/plan_layout.h"
-#include "memwall/graph/error.h"
 #include "memwall/layout/default_layout.h"
 #include "memwall/layout/exact.h"
 #include "memwall/layout/heuristics.h"

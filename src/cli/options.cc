@@ -9,7 +9,7 @@
 #include <string_view>
 #include <utility>
 
-#include "memwall/graph/error.h"
+#include "memwall/base/error.h"
 #include "memwall/graph/graph.h"
 #include "memwall/layout/csv.h"
 #include "memwall/models/zoo.h"

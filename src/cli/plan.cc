@@ -16,7 +16,7 @@
 #include "exports.h"
 #include "format.h"
 #include "layout_runner.h"
-#include "memwall/graph/error.h"
+#include "memwall/base/error.h"
 #include "memwall/graph/graph.h"
 #include "memwall/planner/planner.h"
 #include "memwall/remat/checkpoints.h"
@@ -118,9 +118,9 @@ int run_remat_plan(const PlanArgs& args) {
       again->result.plan.budget = budget;  // it runs in the whole budget
       return runnable_plan(again->result.plan, graph, hw, !args.no_layout);
     };
-    written = plan_until_it_runs(runnable_plan(run.result.plan, graph, hw, !args.no_layout),
-                                 budget, args.strategy, plan_for,
-                                 [&] { run = std::move(*again); }, planned_for);
+    written = plan_until_it_runs(
+        runnable_plan(run.result.plan, graph, hw, !args.no_layout), budget, args.strategy, plan_for,
+        [&] { run = std::move(*again); }, planned_for);
     outputs.set(args.out, plan_text_for(written->plan, graph));
   }
   const Plan& plan = run.result.plan;

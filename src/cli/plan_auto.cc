@@ -16,10 +16,10 @@
 
 #include "budget.h"
 #include "format.h"
-#include "memwall/graph/deadline.h"
-#include "memwall/graph/error.h"
+#include "memwall/base/deadline.h"
+#include "memwall/base/error.h"
+#include "memwall/base/output_files.h"
 #include "memwall/graph/graph.h"
-#include "memwall/graph/output_files.h"
 #include "memwall/planner/planner.h"
 #include "memwall/swap/zero.h"
 #include "plan_args.h"

@@ -5,7 +5,7 @@
 #include <map>
 #include <vector>
 
-#include "memwall/graph/error.h"
+#include "memwall/base/error.h"
 
 namespace memwall {
 

@@ -4,7 +4,7 @@
 
 #include <fmt/format.h>
 
-#include "memwall/graph/error.h"
+#include "memwall/base/error.h"
 #include "memwall/plan/builders.h"
 
 namespace memwall::cli {

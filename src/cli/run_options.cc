@@ -13,8 +13,8 @@
 
 #include "budget.h"
 #include "format.h"
+#include "memwall/base/error.h"
 #include "memwall/exec/ranks.h"
-#include "memwall/graph/error.h"
 #include "memwall/graph/graph.h"
 #include "memwall/runtime/nvme_faults.h"
 #include "plan_figures.h"

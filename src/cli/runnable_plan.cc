@@ -33,8 +33,8 @@
 
 #include "format.h"
 #include "memwall/alloc/allocator.h"
+#include "memwall/base/error.h"
 #include "memwall/cli/alloc_trace.h"
-#include "memwall/graph/error.h"
 #include "memwall/runtime/host_pool.h"
 #include "memwall/sim/simulator.h"
 

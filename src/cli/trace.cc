@@ -11,10 +11,10 @@
 
 #include "commands.h"
 #include "format.h"
+#include "memwall/base/output_files.h"
+#include "memwall/base/stopwatch.h"
 #include "memwall/graph/counts.h"
 #include "memwall/graph/graph.h"
-#include "memwall/graph/output_files.h"
-#include "memwall/graph/stopwatch.h"
 #include "memwall/importers/torch_trace.h"
 #include "options.h"
 #include "traced_model.h"

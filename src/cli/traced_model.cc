@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <utility>
 
-#include "memwall/graph/error.h"
+#include "memwall/base/error.h"
 #include "memwall/models/zoo.h"
 #include "options.h"
 

@@ -3,7 +3,7 @@
 
 #include <algorithm>
 
-#include "memwall/graph/error.h"
+#include "memwall/base/error.h"
 #include "memwall/graph/types.h"
 
 namespace memwall {

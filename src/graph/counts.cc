@@ -2,7 +2,7 @@
 
 #include <vector>
 
-#include "memwall/graph/error.h"
+#include "memwall/base/error.h"
 
 namespace memwall {
 

@@ -17,11 +17,11 @@
 #include <thread>
 #include <utility>
 
-#include "memwall/graph/describe.h"
-#include "memwall/graph/file_text.h"
+#include "memwall/base/file_text.h"
+#include "memwall/base/json_cursor.h"
+#include "memwall/base/json_fields.h"
+#include "memwall/base/quote.h"
 #include "memwall/graph/graph.h"
-#include "memwall/graph/json_cursor.h"
-#include "memwall/graph/json_fields.h"
 
 namespace memwall {
 namespace {

@@ -8,10 +8,11 @@
 #include <charconv>
 #include <cmath>
 
-#include "memwall/graph/describe.h"
+#include "memwall/base/json_cursor.h"
+#include "memwall/base/json_string.h"
+#include "memwall/base/output_files.h"
+#include "memwall/base/quote.h"
 #include "memwall/graph/graph.h"
-#include "memwall/graph/json_cursor.h"
-#include "memwall/graph/output_files.h"
 
 namespace memwall {
 namespace {
@@ -174,34 +175,11 @@ class Writer {
     out_.append(text, result.ptr);
   }
 
-  // One pass: copies runs of plain bytes whole, escapes the rest, and checks
-  // UTF-8 (JSON text must be UTF-8; the reader rejects anything else).
+  // JSON text must be UTF-8 (the reader rejects anything else).
   void string(std::string_view text, const char* field) {
-    out_ += '"';
-    size_t run = 0;  // start of the bytes not yet copied
-    for (size_t i = 0; i < text.size(); ++i) {
-      const auto c = static_cast<unsigned char>(text[i]);
-      if (c >= 0x20 && c != '"' && c != '\\' && c < 0x80) continue;
-      if (c >= 0x80) {
-        const size_t length = detail::utf8_sequence_length(text, i);
-        if (length == 0) fail("graph: {}: {} is not valid UTF-8", place(), field);
-        i += length - 1;
-        continue;
-      }
-      out_.append(text.data() + run, i - run);
-      run = i + 1;
-      if (c == '"' || c == '\\') {
-        out_ += '\\';
-        out_ += static_cast<char>(c);
-      } else {
-        static constexpr char kHex[] = "0123456789abcdef";
-        out_ += "\\u00"sv;
-        out_ += kHex[c >> 4];
-        out_ += kHex[c & 15];
-      }
+    if (!append_json_string(out_, text)) {
+      fail("graph: {}: {} is not valid UTF-8", place(), field);
     }
-    out_.append(text.data() + run, text.size() - run);
-    out_ += '"';
   }
 
   std::string place() const {

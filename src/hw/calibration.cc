@@ -9,8 +9,8 @@
 
 #include <fmt/format.h>
 
+#include "memwall/base/error.h"
 #include "memwall/graph/calls.h"
-#include "memwall/graph/error.h"
 
 namespace memwall {
 namespace {

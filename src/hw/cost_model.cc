@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <optional>
 
+#include "memwall/base/error.h"
 #include "memwall/graph/calls.h"
-#include "memwall/graph/error.h"
 #include "memwall/hw/hardware.h"
 
 namespace memwall {

@@ -13,8 +13,8 @@
 
 #include <fmt/format.h>
 
-#include "memwall/graph/error.h"
-#include "memwall/graph/json_cursor.h"
+#include "memwall/base/error.h"
+#include "memwall/base/json_cursor.h"
 #include "memwall/hw/hardware.h"
 
 namespace memwall {

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "memwall/graph/error.h"
+#include "memwall/base/error.h"
 #include "memwall/hw/hardware.h"
 
 namespace memwall {

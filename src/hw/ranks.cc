@@ -56,7 +56,7 @@
 #include <algorithm>
 #include <string>
 
-#include "memwall/graph/error.h"
+#include "memwall/base/error.h"
 #include "memwall/hw/hardware.h"
 
 namespace memwall {

@@ -12,9 +12,9 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "memwall/graph/error.h"
+#include "memwall/base/error.h"
+#include "memwall/base/output_files.h"
 #include "memwall/graph/graph.h"
-#include "memwall/graph/output_files.h"
 
 namespace memwall::importers {
 

@@ -37,11 +37,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "memwall/graph/error.h"
+#include "memwall/base/error.h"
+#include "memwall/base/interrupt_cleanup.h"
+#include "memwall/base/output_files.h"
+#include "memwall/base/private_dir.h"
 #include "memwall/graph/graph.h"
-#include "memwall/graph/interrupt_cleanup.h"
-#include "memwall/graph/output_files.h"
-#include "memwall/graph/private_dir.h"
 #include "memwall/graph/versions.h"
 
 namespace memwall::importers {

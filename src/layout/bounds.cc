@@ -24,7 +24,7 @@
 #include <utility>
 #include <vector>
 
-#include "memwall/graph/error.h"
+#include "memwall/base/error.h"
 #include "memwall/layout/problem.h"
 #include "time_order.h"
 

@@ -11,8 +11,8 @@
 
 #include <fmt/format.h>
 
-#include "memwall/graph/error.h"
-#include "memwall/graph/file_text.h"
+#include "memwall/base/error.h"
+#include "memwall/base/file_text.h"
 #include "memwall/graph/types.h"
 #include "memwall/layout/csv.h"
 

@@ -4,8 +4,8 @@
 
 #include <fmt/format.h>
 
-#include "memwall/graph/error.h"
-#include "memwall/graph/output_files.h"
+#include "memwall/base/error.h"
+#include "memwall/base/output_files.h"
 #include "memwall/layout/csv.h"
 
 namespace memwall {

@@ -18,7 +18,7 @@
 #include <bit>
 #include <numeric>
 
-#include "memwall/graph/error.h"
+#include "memwall/base/error.h"
 #include "memwall/layout/heuristics.h"
 #include "memwall/layout/placement.h"
 #include "memwall/layout/problem.h"

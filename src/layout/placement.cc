@@ -34,7 +34,7 @@
 #include <limits>
 
 #include "interval_set.h"
-#include "memwall/graph/error.h"
+#include "memwall/base/error.h"
 #include "memwall/layout/problem.h"
 #include "time_order.h"
 

@@ -5,7 +5,7 @@
 #include <numeric>
 #include <vector>
 
-#include "memwall/graph/error.h"
+#include "memwall/base/error.h"
 #include "memwall/graph/types.h"
 #include "memwall/layout/problem.h"
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <utility>
 
-#include "memwall/graph/error.h"
+#include "memwall/base/error.h"
 #include "memwall/graph/versions.h"
 
 namespace memwall::models {

@@ -3,7 +3,7 @@
 #include <string>
 #include <utility>
 
-#include "memwall/graph/error.h"
+#include "memwall/base/error.h"
 
 namespace memwall::models {
 namespace {

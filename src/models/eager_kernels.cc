@@ -27,7 +27,7 @@
 #include <vector>
 
 #include "layers.h"
-#include "memwall/graph/error.h"
+#include "memwall/base/error.h"
 
 namespace memwall::models {
 

@@ -4,7 +4,7 @@
 #include <utility>
 
 #include "lora.h"
-#include "memwall/graph/error.h"
+#include "memwall/base/error.h"
 
 namespace memwall::models {
 namespace {

@@ -12,7 +12,7 @@
 #include "architectures.h"
 #include "attention.h"
 #include "layers.h"
-#include "memwall/graph/error.h"
+#include "memwall/base/error.h"
 
 namespace memwall::models {
 namespace {

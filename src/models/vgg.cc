@@ -9,7 +9,7 @@
 #include "architectures.h"
 #include "cnn_layers.h"
 #include "layers.h"
-#include "memwall/graph/error.h"
+#include "memwall/base/error.h"
 
 namespace memwall::models {
 namespace {

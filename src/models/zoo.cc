@@ -8,7 +8,7 @@
 #include <fmt/ranges.h>
 
 #include "architectures.h"
-#include "memwall/graph/error.h"
+#include "memwall/base/error.h"
 
 namespace memwall {
 namespace {

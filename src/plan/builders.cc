@@ -40,8 +40,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "memwall/base/error.h"
 #include "memwall/graph/describe.h"
-#include "memwall/graph/error.h"
 #include "memwall/graph/graph.h"
 
 namespace memwall {

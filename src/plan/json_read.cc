@@ -14,11 +14,11 @@
 #include <optional>
 #include <string>
 
-#include "memwall/graph/describe.h"
-#include "memwall/graph/error.h"
-#include "memwall/graph/file_text.h"
-#include "memwall/graph/json_cursor.h"
-#include "memwall/graph/json_fields.h"
+#include "memwall/base/error.h"
+#include "memwall/base/file_text.h"
+#include "memwall/base/json_cursor.h"
+#include "memwall/base/json_fields.h"
+#include "memwall/base/quote.h"
 #include "memwall/plan/plan.h"
 
 namespace memwall {

@@ -28,7 +28,7 @@
 // per --nvme-dir): at most one block per directory more.
 #include "memwall/plan/nvme_reservation.h"
 
-#include "memwall/graph/error.h"
+#include "memwall/base/error.h"
 
 namespace memwall {
 

@@ -3,8 +3,8 @@
 // steps, offsets), so the first problem reported is the first in the file.
 #include <string>
 
+#include "memwall/base/error.h"
 #include "memwall/graph/describe.h"
-#include "memwall/graph/error.h"
 #include "memwall/graph/graph.h"
 #include "memwall/plan/plan.h"
 

@@ -33,9 +33,9 @@
 #include <fmt/format.h>
 
 #include "config_work.h"
-#include "memwall/graph/deadline.h"
-#include "memwall/graph/error.h"
-#include "memwall/graph/stopwatch.h"
+#include "memwall/base/deadline.h"
+#include "memwall/base/error.h"
+#include "memwall/base/stopwatch.h"
 #include "memwall/remat/remat.h"
 
 namespace memwall {

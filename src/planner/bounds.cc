@@ -53,8 +53,8 @@
 
 #include <fmt/format.h>
 
+#include "memwall/base/error.h"
 #include "memwall/graph/counts.h"
-#include "memwall/graph/error.h"
 #include "memwall/graph/graph.h"
 #include "memwall/planner/planner.h"
 #include "memwall/remat/remat.h"

@@ -35,8 +35,8 @@
 
 #include <fmt/format.h>
 
-#include "memwall/graph/error.h"
-#include "memwall/graph/stopwatch.h"
+#include "memwall/base/error.h"
+#include "memwall/base/stopwatch.h"
 #include "memwall/planner/planner.h"
 
 namespace memwall {

@@ -6,7 +6,7 @@
 
 #include <fmt/format.h>
 
-#include "memwall/graph/error.h"
+#include "memwall/base/error.h"
 #include "memwall/plan/builders.h"
 #include "memwall/swap/zero.h"
 

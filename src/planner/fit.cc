@@ -18,10 +18,10 @@
 #include <fmt/format.h>
 
 #include "config_work.h"
-#include "memwall/graph/deadline.h"
+#include "memwall/base/deadline.h"
+#include "memwall/base/error.h"
+#include "memwall/base/stopwatch.h"
 #include "memwall/graph/describe.h"
-#include "memwall/graph/error.h"
-#include "memwall/graph/stopwatch.h"
 #include "memwall/plan/builders.h"
 #include "memwall/remat/remat.h"
 #include "memwall/swap/activations.h"

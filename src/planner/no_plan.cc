@@ -28,7 +28,7 @@
 #include <fmt/format.h>
 
 #include "config_work.h"
-#include "memwall/graph/error.h"
+#include "memwall/base/error.h"
 
 namespace memwall {
 

@@ -16,7 +16,7 @@
 #include <array>
 #include <cmath>
 
-#include "memwall/graph/error.h"
+#include "memwall/base/error.h"
 #include "memwall/planner/planner.h"
 
 namespace memwall {

@@ -23,7 +23,7 @@
 #include <cstring>
 
 #include "child_process.h"
-#include "memwall/graph/error.h"
+#include "memwall/base/error.h"
 
 namespace memwall::remat_detail {
 namespace {

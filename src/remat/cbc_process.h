@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "Cbc_C_Interface.h"
-#include "memwall/graph/deadline.h"
+#include "memwall/base/deadline.h"
 
 namespace memwall::remat_detail {
 

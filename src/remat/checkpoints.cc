@@ -50,7 +50,7 @@
 #include <algorithm>
 #include <optional>
 
-#include "memwall/graph/error.h"
+#include "memwall/base/error.h"
 #include "memwall/graph/graph.h"
 #include "memwall/plan/builders.h"
 

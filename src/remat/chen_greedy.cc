@@ -18,7 +18,7 @@
 
 #include <fmt/format.h>
 
-#include "memwall/graph/error.h"
+#include "memwall/base/error.h"
 #include "memwall/graph/graph.h"
 #include "memwall/sim/simulator.h"
 #include "planner_common.h"

@@ -37,8 +37,8 @@
 
 #include <fmt/format.h>
 
-#include "memwall/graph/error.h"
-#include "memwall/graph/interrupt_cleanup.h"
+#include "memwall/base/error.h"
+#include "memwall/base/interrupt_cleanup.h"
 
 namespace memwall::remat_detail {
 namespace {

@@ -8,7 +8,7 @@
 #include <string>
 #include <string_view>
 
-#include "memwall/graph/deadline.h"
+#include "memwall/base/deadline.h"
 
 namespace memwall::remat_detail {
 

@@ -54,8 +54,8 @@
 #include <fmt/format.h>
 
 #include "dtr.h"
+#include "memwall/base/error.h"
 #include "memwall/graph/describe.h"
-#include "memwall/graph/error.h"
 #include "planner_common.h"
 
 namespace memwall {

@@ -84,9 +84,9 @@
 #include <fmt/format.h>
 
 #include "dtr.h"
-#include "memwall/graph/deadline.h"
+#include "memwall/base/deadline.h"
+#include "memwall/base/error.h"
 #include "memwall/graph/describe.h"
-#include "memwall/graph/error.h"
 #include "memwall/graph/graph.h"
 #include "memwall/plan/builders.h"
 #include "memwall/remat/remat.h"

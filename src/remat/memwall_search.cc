@@ -63,7 +63,7 @@
 
 #include <fmt/format.h>
 
-#include "memwall/graph/error.h"
+#include "memwall/base/error.h"
 #include "memwall/graph/graph.h"
 #include "memwall/graph/versions.h"
 #include "memwall/remat/checkpoints.h"

@@ -8,8 +8,8 @@
 #include <utility>
 #include <vector>
 
-#include "memwall/graph/deadline.h"
-#include "memwall/graph/stopwatch.h"
+#include "memwall/base/deadline.h"
+#include "memwall/base/stopwatch.h"
 #include "memwall/remat/checkpoints.h"
 #include "memwall/remat/remat.h"
 

@@ -38,7 +38,7 @@
 
 #include <fmt/format.h>
 
-#include "memwall/graph/error.h"
+#include "memwall/base/error.h"
 #include "memwall/graph/graph.h"
 #include "memwall/remat/remat.h"
 #include "memwall/remat/rotor.h"

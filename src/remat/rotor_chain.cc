@@ -34,8 +34,8 @@
 #include <queue>
 #include <utility>
 
+#include "memwall/base/error.h"
 #include "memwall/graph/describe.h"
-#include "memwall/graph/error.h"
 #include "memwall/graph/graph.h"
 #include "memwall/graph/versions.h"
 #include "memwall/remat/rotor.h"
@@ -110,10 +110,22 @@ uint64_t stage_peak(const Graph& graph, std::span<const OpId> ops, uint64_t init
   return peak;
 }
 
-}  // namespace
+// The graph as linearize sees it: forward ops [0, nf), backward ops [nf,
+// bend) (positions op id - nf, nb of them), then the tail; which buffers
+// the chain counts (not the baseline), their facts, and p(c).
+struct Linearization {
+  const Graph& graph;
+  OpId n = 0, nf = 0, bend = 0;
+  int nb = 0;
+  std::vector<uint8_t> chain_buf;
+  std::vector<BufferFacts> facts;
+  std::vector<int> pcut;  // p(c) for c in [0, nf-1); pcut[nf-1]: the top, nothing above
+};
 
-Chain linearize(const Graph& graph, const Hardware& hardware, size_t max_stages) {
-  const auto n = static_cast<OpId>(graph.ops.size());
+// The forward, then backward, then other ops; fails for any other order.
+Linearization split_phases(const Graph& graph) {
+  Linearization l{.graph = graph};
+  const OpId n = l.n = static_cast<OpId>(graph.ops.size());
   OpId nf = 0;
   while (nf < n && graph.ops[nf].phase == Phase::kForward) ++nf;
   OpId bend = nf;
@@ -127,29 +139,40 @@ Chain linearize(const Graph& graph, const Hardware& hardware, size_t max_stages)
            detail::op_label(graph, i), bend);
     }
   }
-  const int nb = bend - nf;
+  l.nf = nf;
+  l.bend = bend;
+  l.nb = bend - nf;
+  return l;
+}
 
-  std::vector<uint8_t> chain_buf(graph.buffers.size(), 0);
-  Chain chain;
-  for (const Buffer& b : graph.buffers) {
-    chain_buf[b.id] = !in_baseline(b.kind);
+// Chain buffers (not the baseline) and the baseline's bytes.
+void mark_chain_buffers(Linearization& l, Chain& chain) {
+  l.chain_buf.assign(l.graph.buffers.size(), 0);
+  for (const Buffer& b : l.graph.buffers) {
+    l.chain_buf[b.id] = !in_baseline(b.kind);
     if (exists_before_first_op(b.kind)) chain.baseline += b.bytes;
   }
-  std::vector<BufferFacts> facts(graph.buffers.size());
+}
+
+// Each chain buffer's producer and readers; fails when an op after the
+// backward reads one the stages create.
+void collect_facts(Linearization& l) {
+  const Graph& graph = l.graph;
+  l.facts.assign(graph.buffers.size(), BufferFacts{});
   for (const Op& op : graph.ops) {
-    for (const BufferId b : op.out) facts[b].producer = op.id;
+    for (const BufferId b : op.out) l.facts[b].producer = op.id;
   }
   for (const Op& op : graph.ops) {
     for_each_use(op, [&](BufferId b) {
-      if (!chain_buf[b]) return;
-      BufferFacts& f = facts[b];
-      if (op.id < nf) {
+      if (!l.chain_buf[b]) return;
+      BufferFacts& f = l.facts[b];
+      if (op.id < l.nf) {
         f.last_fwd_reader = op.id;
-      } else if (op.id < bend) {
-        const int pos = op.id - nf;
+      } else if (op.id < l.bend) {
+        const int pos = op.id - l.nf;
         if (f.first_bwd < 0) f.first_bwd = pos;
         f.last_bwd = pos;
-      } else if (f.producer < bend) {
+      } else if (f.producer < l.bend) {
         fail(
             "{} reads {}, which the chain's stages create: only the baseline may cross into the "
             "ops after the backward",
@@ -157,50 +180,83 @@ Chain linearize(const Graph& graph, const Hardware& hardware, size_t max_stages)
       }
     });
   }
+}
 
-  // p(c) for c in [0, nf-1): the last backward position reading an upper buffer.
+// p(c) for c in [0, nf-1): the last backward position reading an upper buffer.
+void backward_cuts(Linearization& l) {
+  const OpId nf = l.nf;
   std::vector<int> best_at(nf, -1);
-  for (size_t b = 0; b < graph.buffers.size(); ++b) {
-    if (chain_buf[b] && facts[b].producer != kNoOp && facts[b].producer < nf) {
-      best_at[facts[b].producer] = std::max(best_at[facts[b].producer], facts[b].last_bwd);
+  for (size_t b = 0; b < l.graph.buffers.size(); ++b) {
+    const BufferFacts& f = l.facts[b];
+    if (l.chain_buf[b] && f.producer != kNoOp && f.producer < nf) {
+      best_at[f.producer] = std::max(best_at[f.producer], f.last_bwd);
     }
   }
-  std::vector<int> pcut(nf, -1);  // pcut[nf-1]: the top, nothing above
-  for (OpId c = nf - 2; c >= 0; --c) pcut[c] = std::max(pcut[c + 1], best_at[c + 1]);
+  l.pcut.assign(nf, -1);
+  for (OpId c = nf - 2; c >= 0; --c) l.pcut[c] = std::max(l.pcut[c + 1], best_at[c + 1]);
+}
 
-  // X_c intervals and Delta intervals, swept for min creator and bytes.
+// Per forward cut c, X_c's earliest creator and bytes; per backward
+// boundary P, Delta's (Note [Linearization]).
+struct Crossings {
+  int nb = 0;
+  std::vector<int> x_min, d_min;
+  std::vector<uint64_t> x_bytes, d_bytes;
+  // Delta at boundary P (between positions P and P+1); P = -1 or nb-1: none.
+  int d_min_at(int p) const { return p < 0 || p >= nb - 1 ? INT32_MAX : d_min[p]; }
+  uint64_t d_bytes_at(int p) const { return p < 0 || p >= nb - 1 ? uint64_t{0} : d_bytes[p]; }
+};
+
+// Min-heap on the creator over intervals starting at each index; ended
+// intervals are dropped when on top.
+void sweep_min_creator(const std::vector<std::vector<std::pair<int, int>>>& starts,
+                       std::vector<int>& min_creator) {
+  std::priority_queue<std::pair<int, int>, std::vector<std::pair<int, int>>, std::greater<>> live;
+  for (size_t c = 0; c < starts.size(); ++c) {
+    for (const auto& [e, a] : starts[c]) live.emplace(a, e);
+    while (!live.empty() && live.top().second < static_cast<int>(c)) live.pop();
+    min_creator[c] = live.empty() ? INT32_MAX : live.top().first;
+  }
+}
+
+// The last cut c >= a where pcut[c] >= first_bwd (pcut is non-increasing), or -1.
+int last_cut_reaching(const std::vector<int>& pcut, int a, int hi, int first_bwd) {
+  int lo = a, found = -1;
+  while (lo <= hi) {
+    const int mid = (lo + hi) / 2;
+    if (pcut[mid] >= first_bwd) {
+      found = mid;
+      lo = mid + 1;
+    } else {
+      hi = mid - 1;
+    }
+  }
+  return found;
+}
+
+// X_c intervals and Delta intervals, swept for min creator and bytes.
+Crossings crossings(const Linearization& l) {
+  const OpId nf = l.nf;
+  const int nb = l.nb;
   std::vector<std::vector<std::pair<int, int>>> x_start(nf);  // at a: (e, a)
   std::vector<int64_t> x_bytes_diff(nf + 1, 0);
   std::vector<std::vector<std::pair<int, int>>> d_start(nb + 1);
   std::vector<int64_t> d_bytes_diff(nb + 2, 0);
-  for (size_t b = 0; b < graph.buffers.size(); ++b) {
-    const BufferFacts& f = facts[b];
-    if (!chain_buf[b] || f.producer == kNoOp) continue;
-    const auto bytes = static_cast<int64_t>(graph.buffers[b].bytes);
+  for (size_t b = 0; b < l.graph.buffers.size(); ++b) {
+    const BufferFacts& f = l.facts[b];
+    if (!l.chain_buf[b] || f.producer == kNoOp) continue;
+    const auto bytes = static_cast<int64_t>(l.graph.buffers[b].bytes);
     if (f.producer < nf) {
       const int a = f.producer;
       int e = f.last_fwd_reader - 1;
-      if (f.first_bwd >= 0) {
-        // Largest c with pcut[c] >= first_bwd (pcut is non-increasing).
-        int lo = a, hi = nf - 2, found = -1;
-        while (lo <= hi) {
-          const int mid = (lo + hi) / 2;
-          if (pcut[mid] >= f.first_bwd) {
-            found = mid;
-            lo = mid + 1;
-          } else {
-            hi = mid - 1;
-          }
-        }
-        e = std::max(e, found);
-      }
+      if (f.first_bwd >= 0) e = std::max(e, last_cut_reaching(l.pcut, a, nf - 2, f.first_bwd));
       e = std::min(e, static_cast<int>(nf) - 2);
       if (e >= a) {
         x_start[a].emplace_back(e, a);
         x_bytes_diff[a] += bytes;
         x_bytes_diff[e + 1] -= bytes;
       }
-    } else if (f.producer < bend && f.last_bwd > f.producer - nf) {
+    } else if (f.producer < l.bend && f.last_bwd > f.producer - nf) {
       const int u = f.producer - nf;
       const int v = f.last_bwd;  // crosses boundaries P in [u, v-1]
       d_start[u].emplace_back(v - 1, u);
@@ -208,115 +264,135 @@ Chain linearize(const Graph& graph, const Hardware& hardware, size_t max_stages)
       d_bytes_diff[v] -= bytes;
     }
   }
-  const auto sweep = [](const std::vector<std::vector<std::pair<int, int>>>& starts,
-                        std::vector<int>& min_creator) {
-    // Min-heap on the creator; ended intervals are dropped when on top.
-    std::priority_queue<std::pair<int, int>, std::vector<std::pair<int, int>>, std::greater<>> live;
-    for (size_t c = 0; c < starts.size(); ++c) {
-      for (const auto& [e, a] : starts[c]) live.emplace(a, e);
-      while (!live.empty() && live.top().second < static_cast<int>(c)) live.pop();
-      min_creator[c] = live.empty() ? INT32_MAX : live.top().first;
-    }
-  };
-  std::vector<int> x_min(nf, INT32_MAX), d_min(nb + 1, INT32_MAX);
-  sweep(x_start, x_min);
-  sweep(d_start, d_min);
-  std::vector<uint64_t> x_bytes(nf, 0), d_bytes(nb + 1, 0);
+  Crossings x;
+  x.nb = nb;
+  x.x_min.assign(nf, INT32_MAX);
+  x.d_min.assign(nb + 1, INT32_MAX);
+  sweep_min_creator(x_start, x.x_min);
+  sweep_min_creator(d_start, x.d_min);
+  x.x_bytes.assign(nf, 0);
+  x.d_bytes.assign(nb + 1, 0);
   for (int64_t c = 0, acc = 0; c < nf; ++c)
-    x_bytes[c] = static_cast<uint64_t>(acc += x_bytes_diff[c]);
+    x.x_bytes[c] = static_cast<uint64_t>(acc += x_bytes_diff[c]);
   for (int64_t p = 0, acc = 0; p <= nb; ++p)
-    d_bytes[p] = static_cast<uint64_t>(acc += d_bytes_diff[p]);
-  // Delta at boundary P (between positions P and P+1); P = -1 or nb-1: none.
-  const auto d_min_at = [&](int p) { return p < 0 || p >= nb - 1 ? INT32_MAX : d_min[p]; };
-  const auto d_bytes_at = [&](int p) { return p < 0 || p >= nb - 1 ? uint64_t{0} : d_bytes[p]; };
+    x.d_bytes[p] = static_cast<uint64_t>(acc += d_bytes_diff[p]);
+  return x;
+}
 
+// The cuts taken greedily (Note [Linearization]): no X_c created before the
+// previous cut, no gradient skipping a stage.
+std::vector<int> valid_cuts(const Linearization& l, const Crossings& x) {
   std::vector<int> cuts;
-  {
-    int prev_c = -1;
-    int prev_p = nb - 1;
-    for (int c = 0; c + 1 < nf; ++c) {
-      if (x_min[c] <= prev_c) continue;
-      if (d_min_at(prev_p) <= pcut[c]) continue;
-      cuts.push_back(c);
-      prev_c = c;
-      prev_p = pcut[c];
-    }
+  int prev_c = -1;
+  int prev_p = l.nb - 1;
+  for (int c = 0; c + 1 < l.nf; ++c) {
+    if (x.x_min[c] <= prev_c) continue;
+    if (x.d_min_at(prev_p) <= l.pcut[c]) continue;
+    cuts.push_back(c);
+    prev_c = c;
+    prev_p = l.pcut[c];
   }
+  return cuts;
+}
 
-  // Per-op times for balancing and stage times.
-  std::vector<double> time(n);
-  for (OpId i = 0; i < n; ++i) time[i] = op_time(hardware, graph, graph.ops[i]);
-  const auto stage_bounds = [&](const std::vector<int>& cs, size_t s) {
-    const int lo_c = s == 0 ? -1 : cs[s - 1];
-    const int hi_c = s == cs.size() ? nf - 1 : cs[s];
-    const int bwd_hi = s == 0 ? nb - 1 : pcut[cs[s - 1]];
-    const int bwd_lo = s == cs.size() ? -1 : pcut[cs[s]];
-    return std::array<int, 4>{lo_c + 1, hi_c, bwd_lo + 1, bwd_hi};
-  };
-  if (max_stages > 0 && cuts.size() + 1 > max_stages) {
-    double total = 0;
-    std::vector<double> stime(cuts.size() + 1);
-    for (size_t s = 0; s <= cuts.size(); ++s) {
-      const auto r = stage_bounds(cuts, s);
-      for (int i = r[0]; i <= r[1]; ++i) stime[s] += time[i];
-      for (int p = r[2]; p <= r[3]; ++p) stime[s] += time[nf + p];
-      total += stime[s];
-    }
-    const double target = total / static_cast<double>(max_stages);
-    std::vector<int> kept;
-    double acc = 0;
-    for (size_t s = 0; s < cuts.size(); ++s) {
-      acc += stime[s];
-      const size_t left = cuts.size() - s;  // cuts still to decide, this one included
-      if ((acc >= target && kept.size() + 1 < max_stages) || left + kept.size() < max_stages) {
-        if (kept.size() + 1 < max_stages) {
-          kept.push_back(cuts[s]);
-          acc = 0;
-        }
+// Stage s's forward ops [0]..[1] and backward positions [2]..[3].
+std::array<int, 4> stage_bounds(const Linearization& l, const std::vector<int>& cs, size_t s) {
+  const int lo_c = s == 0 ? -1 : cs[s - 1];
+  const int hi_c = s == cs.size() ? l.nf - 1 : cs[s];
+  const int bwd_hi = s == 0 ? l.nb - 1 : l.pcut[cs[s - 1]];
+  const int bwd_lo = s == cs.size() ? -1 : l.pcut[cs[s]];
+  return std::array<int, 4>{lo_c + 1, hi_c, bwd_lo + 1, bwd_hi};
+}
+
+// Neighbouring stages merged down to max_stages, balanced by time.
+std::vector<int> merge_cuts(const Linearization& l, const std::vector<int>& cuts,
+                            const std::vector<double>& time, size_t max_stages) {
+  double total = 0;
+  std::vector<double> stime(cuts.size() + 1);
+  for (size_t s = 0; s <= cuts.size(); ++s) {
+    const auto r = stage_bounds(l, cuts, s);
+    for (int i = r[0]; i <= r[1]; ++i) stime[s] += time[i];
+    for (int p = r[2]; p <= r[3]; ++p) stime[s] += time[l.nf + p];
+    total += stime[s];
+  }
+  const double target = total / static_cast<double>(max_stages);
+  std::vector<int> kept;
+  double acc = 0;
+  for (size_t s = 0; s < cuts.size(); ++s) {
+    acc += stime[s];
+    const size_t left = cuts.size() - s;  // cuts still to decide, this one included
+    if ((acc >= target && kept.size() + 1 < max_stages) || left + kept.size() < max_stages) {
+      if (kept.size() + 1 < max_stages) {
+        kept.push_back(cuts[s]);
+        acc = 0;
       }
     }
-    cuts = std::move(kept);
   }
+  return kept;
+}
 
+// The stages' ops, times, X and incoming gradients, and the tail. Returns
+// the stage whose forward creates each buffer (-1: none).
+std::vector<int> build_stages(const Linearization& l, const Crossings& x,
+                              const std::vector<int>& cuts, const std::vector<double>& time,
+                              Chain& chain) {
+  const Graph& graph = l.graph;
   const size_t num_stages = cuts.size() + 1;
   chain.stages.resize(num_stages);
   std::vector<int> stage_of(graph.buffers.size(), -1);  // forward-created chain buffers
   for (size_t s = 0; s < num_stages; ++s) {
     Stage& st = chain.stages[s];
-    const auto r = stage_bounds(cuts, s);
+    const auto r = stage_bounds(l, cuts, s);
     for (int i = r[0]; i <= r[1]; ++i) {
       st.fwd.push_back(i);
       st.fwd_time += time[i];
       for (const BufferId b : graph.ops[i].out) stage_of[b] = static_cast<int>(s);
     }
     for (int p = r[2]; p <= r[3]; ++p) {
-      st.bwd.push_back(nf + p);
-      st.bwd_time += time[nf + p];
+      st.bwd.push_back(l.nf + p);
+      st.bwd_time += time[l.nf + p];
     }
-    st.x = s == 0 ? 0 : x_bytes[cuts[s - 1]];
-    st.delta_in = s + 1 == num_stages ? 0 : d_bytes_at(pcut[cuts[s]]);
+    st.x = s == 0 ? 0 : x.x_bytes[cuts[s - 1]];
+    st.delta_in = s + 1 == num_stages ? 0 : x.d_bytes_at(l.pcut[cuts[s]]);
   }
-  for (OpId i = bend; i < n; ++i) chain.tail.push_back(i);
+  for (OpId i = l.bend; i < l.n; ++i) chain.tail.push_back(i);
+  return stage_of;
+}
 
-  // Which buffers each stage's backward reads, and in-place constraints.
-  std::vector<int> bwd_stage(n, -1);
+// Who reads each stage's buffers: its own backward, or a later stage
+// (then the buffer is an output, in X_{s+1}).
+struct StageReads {
+  std::vector<int> bwd_stage;            // per op: the stage of a backward op, else -1
+  std::vector<uint8_t> read_by_own_bwd;  // per buffer
+  std::vector<uint8_t> is_output;        // per buffer: in X_{s+1}
+};
+
+// Which buffers each stage's backward reads, and in-place constraints
+// (stage flags recomputable, bwd_reads_input, bwd_reads_output).
+StageReads mark_stage_reads(const Linearization& l, const std::vector<int>& stage_of,
+                            Chain& chain) {
+  const Graph& graph = l.graph;
+  const OpId nf = l.nf;
+  const size_t num_stages = chain.stages.size();
+  StageReads reads;
+  reads.bwd_stage.assign(l.n, -1);
   for (size_t s = 0; s < num_stages; ++s) {
-    for (const OpId i : chain.stages[s].bwd) bwd_stage[i] = static_cast<int>(s);
+    for (const OpId i : chain.stages[s].bwd) reads.bwd_stage[i] = static_cast<int>(s);
   }
-  std::vector<uint8_t> read_by_own_bwd(graph.buffers.size(), 0);
-  std::vector<uint8_t> is_output(graph.buffers.size(), 0);  // in X_{s+1}
+  reads.read_by_own_bwd.assign(graph.buffers.size(), 0);
+  reads.is_output.assign(graph.buffers.size(), 0);
   for (const Op& op : graph.ops) {
     for_each_use(op, [&](BufferId b) {
-      if (!chain_buf[b] || stage_of[b] < 0) return;
+      if (!l.chain_buf[b] || stage_of[b] < 0) return;
       const int s = stage_of[b];
-      const int reader = op.id < nf ? -2 : bwd_stage[op.id];
+      const int reader = op.id < nf ? -2 : reads.bwd_stage[op.id];
       if (op.id < nf) {
         // A forward reader in a later stage makes b an output.
-        if (op.id > chain.stages[s].fwd.back()) is_output[b] = 1;
+        if (op.id > chain.stages[s].fwd.back()) reads.is_output[b] = 1;
       } else if (reader == s) {
-        read_by_own_bwd[b] = 1;
+        reads.read_by_own_bwd[b] = 1;
       } else if (reader > s) {
-        is_output[b] = 1;
+        reads.is_output[b] = 1;
         chain.stages[reader].bwd_reads_input = true;
       }
     });
@@ -330,77 +406,130 @@ Chain linearize(const Graph& graph, const Hardware& hardware, size_t max_stages)
       if (stage_of[b] >= 0) chain.stages[stage_of[b]].recomputable = false;
     }
   }
-
   for (size_t s = 0; s + 1 < num_stages; ++s) {
     for (const OpId i : chain.stages[s].bwd) {
       for_each_use(graph.ops[i], [&](BufferId b) {
-        if (stage_of[b] == static_cast<int>(s) && is_output[b]) {
+        if (stage_of[b] == static_cast<int>(s) && reads.is_output[b]) {
           chain.stages[s].bwd_reads_output = true;
         }
       });
     }
   }
+  return reads;
+}
 
-  // Sizes and peaks, simulating each stage alone (X_i not counted).
-  std::vector<uint8_t> keep(graph.buffers.size(), 0);
-  std::vector<uint8_t> no_inputs(graph.buffers.size(), 0);
-  std::vector<uint8_t> bwd_inputs(graph.buffers.size(), 0);
-  std::vector<uint8_t> counted_bwd = chain_buf;  // and the grads backward creates
-  for (const Buffer& b : graph.buffers) counted_bwd[b.id] |= b.kind == BufferKind::kGrad;
-  for (size_t s = 0; s < num_stages; ++s) {
-    Stage& st = chain.stages[s];
-    std::vector<BufferId> mine;
-    for (const OpId i : st.fwd) {
+// Per-buffer flags stage_peak reads, reused from stage to stage (all zero
+// between stages but for counted_bwd).
+struct PeakScratch {
+  std::vector<uint8_t> keep, no_inputs, bwd_inputs;
+  std::vector<uint8_t> counted_bwd;  // chain buffers and the grads backward creates
+};
+
+// F_none's and F_all's peaks and xbar of stage s, whose forward creates
+// `mine`; marks what its backward reads of xbar as the backward's inputs and
+// returns their bytes.
+uint64_t forward_peaks(const Linearization& l, const StageReads& reads,
+                       const std::vector<BufferId>& mine, Stage& st, PeakScratch& scratch) {
+  const Graph& graph = l.graph;
+  std::vector<uint8_t>& keep = scratch.keep;
+  for (const BufferId b : mine) keep[b] = reads.is_output[b];
+  st.peak_fwd_none = stage_peak(graph, st.fwd, 0, l.chain_buf, keep, scratch.no_inputs);
+  uint64_t read_bytes = 0;
+  for (const BufferId b : mine) {
+    keep[b] = reads.is_output[b] || reads.read_by_own_bwd[b];
+    if (keep[b]) st.xbar += graph.buffers[b].bytes;
+    if (reads.read_by_own_bwd[b]) {
+      read_bytes += graph.buffers[b].bytes;
+      scratch.bwd_inputs[b] = 1;
+    }
+  }
+  st.peak_fwd_all = stage_peak(graph, st.fwd, 0, l.chain_buf, keep, scratch.no_inputs);
+  for (const BufferId b : mine) keep[b] = 0;
+  return read_bytes;
+}
+
+// B_s's peak and the param grads it creates. The backward starts from what
+// it reads of xbar (read_bytes) and the incoming gradients; it keeps the
+// gradients it passes down (read later).
+void backward_peak(const Linearization& l, const StageReads& reads, size_t s, uint64_t read_bytes,
+                   Chain& chain, PeakScratch& scratch) {
+  const Graph& graph = l.graph;
+  const OpId nf = l.nf;
+  const size_t num_stages = chain.stages.size();
+  Stage& st = chain.stages[s];
+  // The stage above's gradients this backward reads last.
+  const auto read_last_here = [&](BufferId b) {
+    return l.chain_buf[b] && l.facts[b].last_bwd >= 0 &&
+           reads.bwd_stage[nf + l.facts[b].last_bwd] == static_cast<int>(s);
+  };
+  std::vector<uint8_t> keep_out(graph.buffers.size(), 0);
+  for (const OpId i : st.bwd) {
+    for (const BufferId b : graph.ops[i].out) {
+      if (graph.buffers[b].kind == BufferKind::kGrad) {
+        // Param grads stay to the optimizer: counted from here on.
+        keep_out[b] = 1;
+        st.grads += graph.buffers[b].bytes;
+      }
+      if (l.chain_buf[b] && l.facts[b].last_bwd > i - nf &&
+          reads.bwd_stage[nf + l.facts[b].last_bwd] != static_cast<int>(s))
+        keep_out[b] = 1;
+    }
+  }
+  if (s + 1 < num_stages) {
+    for (const OpId i : chain.stages[s + 1].bwd) {
       for (const BufferId b : graph.ops[i].out) {
-        if (chain_buf[b]) mine.push_back(b);
-      }
-    }
-    for (const BufferId b : mine) keep[b] = is_output[b];
-    st.peak_fwd_none = stage_peak(graph, st.fwd, 0, chain_buf, keep, no_inputs);
-    uint64_t read_bytes = 0;
-    for (const BufferId b : mine) {
-      keep[b] = is_output[b] || read_by_own_bwd[b];
-      if (keep[b]) st.xbar += graph.buffers[b].bytes;
-      if (read_by_own_bwd[b]) {
-        read_bytes += graph.buffers[b].bytes;
-        bwd_inputs[b] = 1;
-      }
-    }
-    st.peak_fwd_all = stage_peak(graph, st.fwd, 0, chain_buf, keep, no_inputs);
-    for (const BufferId b : mine) keep[b] = 0;
-    // The backward starts from what it reads of xbar and the incoming
-    // gradients; it keeps the gradients it passes down (read later).
-    std::vector<uint8_t> keep_out(graph.buffers.size(), 0);
-    for (const OpId i : st.bwd) {
-      for (const BufferId b : graph.ops[i].out) {
-        if (graph.buffers[b].kind == BufferKind::kGrad) {
-          // Param grads stay to the optimizer: counted from here on.
-          keep_out[b] = 1;
-          st.grads += graph.buffers[b].bytes;
-        }
-        if (chain_buf[b] && facts[b].last_bwd > i - nf &&
-            bwd_stage[nf + facts[b].last_bwd] != static_cast<int>(s))
-          keep_out[b] = 1;
-      }
-    }
-    if (s + 1 < num_stages) {
-      for (const OpId i : chain.stages[s + 1].bwd) {
-        for (const BufferId b : graph.ops[i].out) {
-          if (chain_buf[b] && facts[b].last_bwd >= 0 &&
-              bwd_stage[nf + facts[b].last_bwd] == static_cast<int>(s))
-            bwd_inputs[b] = 1;
-        }
-      }
-    }
-    st.peak_bwd =
-        stage_peak(graph, st.bwd, read_bytes + st.delta_in, counted_bwd, keep_out, bwd_inputs);
-    for (const BufferId b : mine) bwd_inputs[b] = 0;
-    if (s + 1 < num_stages) {
-      for (const OpId i : chain.stages[s + 1].bwd) {
-        for (const BufferId b : graph.ops[i].out) bwd_inputs[b] = 0;
+        if (read_last_here(b)) scratch.bwd_inputs[b] = 1;
       }
     }
   }
+  st.peak_bwd = stage_peak(graph, st.bwd, read_bytes + st.delta_in, scratch.counted_bwd, keep_out,
+                           scratch.bwd_inputs);
+}
+
+// Sizes and peaks, simulating each stage alone (X_i not counted).
+void stage_sizes_and_peaks(const Linearization& l, const StageReads& reads, Chain& chain) {
+  const Graph& graph = l.graph;
+  const size_t nbuf = graph.buffers.size();
+  PeakScratch scratch{.keep = std::vector<uint8_t>(nbuf, 0),
+                      .no_inputs = std::vector<uint8_t>(nbuf, 0),
+                      .bwd_inputs = std::vector<uint8_t>(nbuf, 0),
+                      .counted_bwd = l.chain_buf};
+  for (const Buffer& b : graph.buffers) scratch.counted_bwd[b.id] |= b.kind == BufferKind::kGrad;
+  for (size_t s = 0; s < chain.stages.size(); ++s) {
+    std::vector<BufferId> mine;
+    for (const OpId i : chain.stages[s].fwd) {
+      for (const BufferId b : graph.ops[i].out) {
+        if (l.chain_buf[b]) mine.push_back(b);
+      }
+    }
+    const uint64_t read_bytes = forward_peaks(l, reads, mine, chain.stages[s], scratch);
+    backward_peak(l, reads, s, read_bytes, chain, scratch);
+    for (const BufferId b : mine) scratch.bwd_inputs[b] = 0;
+    if (s + 1 < chain.stages.size()) {
+      for (const OpId i : chain.stages[s + 1].bwd) {
+        for (const BufferId b : graph.ops[i].out) scratch.bwd_inputs[b] = 0;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+Chain linearize(const Graph& graph, const Hardware& hardware, size_t max_stages) {
+  Linearization l = split_phases(graph);
+  Chain chain;
+  mark_chain_buffers(l, chain);
+  collect_facts(l);
+  backward_cuts(l);
+  const Crossings x = crossings(l);
+  std::vector<int> cuts = valid_cuts(l, x);
+  // Per-op times for balancing and stage times.
+  std::vector<double> time(l.n);
+  for (OpId i = 0; i < l.n; ++i) time[i] = op_time(hardware, graph, graph.ops[i]);
+  if (max_stages > 0 && cuts.size() + 1 > max_stages) cuts = merge_cuts(l, cuts, time, max_stages);
+  const std::vector<int> stage_of = build_stages(l, x, cuts, time, chain);
+  const StageReads reads = mark_stage_reads(l, stage_of, chain);
+  stage_sizes_and_peaks(l, reads, chain);
   return chain;
 }
 

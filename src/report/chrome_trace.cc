@@ -2,8 +2,8 @@
 //
 // The document is written as text: a trace holds one event per span and per
 // curve point, and going through a nlohmann::json tree for 100k+ events costs
-// more than the simulation. Strings go through json_text.h (nlohmann's
-// escaping); numbers are integers or exact decimal nanoseconds.
+// more than the simulation. Strings go through append_json_string_lossy
+// (nlohmann's escaping, as in otherData); numbers are integers or exact decimal nanoseconds.
 #include "memwall/report/chrome_trace.h"
 
 #include <algorithm>
@@ -14,12 +14,12 @@
 
 #include "append.h"
 #include "json_text.h"
+#include "memwall/base/json_string.h"
 
 namespace memwall {
 namespace {
 
 using report::append;
-using report::append_json_string;
 using report::append_micros;
 using report::to_nanos;
 
@@ -78,7 +78,7 @@ std::string step_title(const Graph& graph, const Step& step) {
 
 void append_metadata(std::string& out, std::string_view process) {
   out += R"({"name":"process_name","ph":"M","pid":1,"args":{"name":)";
-  append_json_string(out, process);
+  append_json_string_lossy(out, process);
   out += "}}";
 }
 
@@ -86,7 +86,7 @@ void append_thread_metadata(std::string& out, size_t resource) {
   const int tid = static_cast<int>(resource) + 1;
   out += ",\n";
   append(out, R"({{"name":"thread_name","ph":"M","pid":{},"tid":{},"args":{{"name":)", kPid, tid);
-  append_json_string(out, kTrackNames[resource]);
+  append_json_string_lossy(out, kTrackNames[resource]);
   out += "}}";
   append(out,
          ",\n{{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":{},\"tid\":{},"
@@ -100,7 +100,8 @@ void append_span(std::string& out, const Graph& graph, const Plan& plan, const S
   out += ",\n{\"name\":";
   const bool known = span.step < plan.steps.size();
   const Step step = known ? plan.steps[span.step] : Step{};
-  append_json_string(out, known ? step_title(graph, step) : fmt::format("step {}", span.step));
+  append_json_string_lossy(out,
+                           known ? step_title(graph, step) : fmt::format("step {}", span.step));
   if (known) append(out, ",\"cat\":\"{}\"", to_string(step.kind));
   out += ",\"ph\":\"X\",\"ts\":";
   append_micros(out, start);
@@ -151,12 +152,12 @@ void append_failure(std::string& out, const Plan& plan, const SimResult& result)
   }
   const double time = failing ? failing->start : end_time(result);
   out += ",\n{\"name\":";
-  append_json_string(out, "invalid: " + result.reason);
+  append_json_string_lossy(out, "invalid: " + result.reason);
   out += ",\"ph\":\"i\",\"s\":\"g\",\"ts\":";
   append_micros(out, to_nanos(time));
   append(out, ",\"pid\":{},\"tid\":{},\"args\":{{\"reason\":", kPid,
          failing ? tid_of(failing->resource) : 1);
-  append_json_string(out, result.reason);
+  append_json_string_lossy(out, result.reason);
   append(out, ",\"step\":{}", result.failed_step);
   if (result.failed_step < plan.steps.size()) {
     append(out, ",\"kind\":\"{}\"", to_string(plan.steps[result.failed_step].kind));

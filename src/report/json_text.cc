@@ -3,26 +3,9 @@
 #include <algorithm>
 #include <cmath>
 
-#include <nlohmann/json.hpp>
-
 #include "append.h"
 
 namespace memwall::report {
-
-void append_json_string(std::string& out, std::string_view text) {
-  // Most names are plain ASCII with nothing to escape: copy them directly.
-  const bool plain = std::all_of(text.begin(), text.end(), [](char c) {
-    const auto u = static_cast<unsigned char>(c);
-    return u >= 0x20 && u < 0x7f && c != '"' && c != '\\';
-  });
-  if (plain) {
-    out += '"';
-    out += text;
-    out += '"';
-    return;
-  }
-  out += nlohmann::json(text).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-}
 
 int64_t to_nanos(double seconds) {
   if (!std::isfinite(seconds)) return 0;

@@ -29,18 +29,12 @@ NvmeFaultPlan parse_nvme_faults(const std::string& spec) {
     size_t at = item.find('@');
     if (at == std::string::npos) throw bad("no '@'");
     std::string kind = item.substr(0, at);
-    NvmeFault fault;
-    if (kind == "eio") {
-      fault = NvmeFault::kEio;
-    } else if (kind == "short") {
-      fault = NvmeFault::kShort;
-    } else if (kind == "enospc") {
-      fault = NvmeFault::kEnospc;
-    } else if (kind == "corrupt") {
-      fault = NvmeFault::kCorrupt;
-    } else {
-      throw bad("unknown kind '" + kind + "'");
+    NvmeFault fault = NvmeFault::kNone;
+    for (const NvmeFault known :
+         {NvmeFault::kEio, NvmeFault::kShort, NvmeFault::kEnospc, NvmeFault::kCorrupt}) {
+      if (kind == nvme_fault_name(known)) fault = known;
     }
+    if (fault == NvmeFault::kNone) throw bad("unknown kind '" + kind + "'");
     const char* first = item.data() + at + 1;
     const char* last = item.data() + item.size();
     uint64_t n = 0;

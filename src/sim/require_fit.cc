@@ -2,7 +2,7 @@
 // simulator whether a plan fits.
 #include <fmt/format.h>
 
-#include "memwall/graph/error.h"
+#include "memwall/base/error.h"
 #include "memwall/sim/simulator.h"
 
 namespace memwall {

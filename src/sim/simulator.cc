@@ -90,8 +90,8 @@
 
 #include <fmt/format.h>
 
+#include "memwall/base/error.h"
 #include "memwall/graph/counts.h"
-#include "memwall/graph/error.h"
 #include "memwall/graph/versions.h"
 #include "memwall/plan/in_place.h"
 #include "simulator_impl.h"

@@ -73,7 +73,7 @@
 
 #include <fmt/format.h>
 
-#include "memwall/graph/deadline.h"
+#include "memwall/base/deadline.h"
 #include "memwall/graph/describe.h"
 #include "memwall/graph/graph.h"
 #include "memwall/graph/versions.h"

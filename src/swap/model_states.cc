@@ -24,7 +24,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "memwall/graph/error.h"
+#include "memwall/base/error.h"
 #include "memwall/graph/types.h"
 
 namespace memwall {

@@ -92,10 +92,10 @@
 #include <string>
 #include <utility>
 
+#include "memwall/base/error.h"
 #include "memwall/graph/calls.h"
 #include "memwall/graph/counts.h"
 #include "memwall/graph/describe.h"
-#include "memwall/graph/error.h"
 #include "memwall/swap/optimizer_steps.h"
 
 namespace memwall {

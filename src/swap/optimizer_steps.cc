@@ -48,8 +48,8 @@
 #include <string>
 #include <utility>
 
+#include "memwall/base/error.h"
 #include "memwall/graph/describe.h"
-#include "memwall/graph/error.h"
 
 namespace memwall {
 namespace {

@@ -5,7 +5,7 @@
 #include <string_view>
 #include <utility>
 
-#include "memwall/graph/stopwatch.h"
+#include "memwall/base/stopwatch.h"
 #include "memwall/swap/activations.h"
 
 namespace memwall::swap_detail {

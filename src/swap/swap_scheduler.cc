@@ -50,8 +50,8 @@
 #include <tuple>
 #include <utility>
 
-#include "memwall/graph/error.h"
-#include "memwall/graph/stopwatch.h"
+#include "memwall/base/error.h"
+#include "memwall/base/stopwatch.h"
 #include "memwall/swap/activations.h"
 
 namespace memwall {

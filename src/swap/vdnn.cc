@@ -31,7 +31,7 @@
 
 #include <fmt/format.h>
 
-#include "memwall/graph/deadline.h"
+#include "memwall/base/deadline.h"
 #include "memwall/graph/graph.h"
 #include "swap_common.h"
 

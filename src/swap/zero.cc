@@ -37,10 +37,10 @@
 #include <string>
 #include <utility>
 
+#include "memwall/base/error.h"
 #include "memwall/graph/calls.h"
 #include "memwall/graph/counts.h"
 #include "memwall/graph/describe.h"
-#include "memwall/graph/error.h"
 
 namespace memwall {
 namespace {

@@ -4,6 +4,8 @@
 #include <fstream>
 
 #include "memwall/graph/graph.h"
+#include "memwall/graph/layers.h"
+#include "memwall/models/zoo.h"
 #include "run_memwall.h"
 
 namespace memwall {
@@ -231,6 +233,50 @@ TEST(CliInspect, ByLayerShowsKorthikantiEq1) {
     ++layers;
   }
   EXPECT_EQ(layers, 12);
+}
+
+}  // namespace
+}  // namespace memwall
+
+namespace memwall {
+namespace {
+
+// --by-layer lists the layers the per-layer planner checkpoints (Note [What
+// a layer is] in src/graph/layers.cc; their bytes on a U-Net are checked in
+// tests/remat/per_layer_test.cc): U-Net's blocks, VGG's weight layers with
+// their activation and pooling, ResNet's bottlenecks.
+TEST(CliInspect, ByLayerListsThePerLayerPlannersLayers) {
+  struct Case {
+    const char* model;
+    ModelOptions options;
+    const char* args;
+    std::vector<std::string> first;
+  };
+  for (const Case& c :
+       {Case{"unet", {.batch = 1, .image = 64}, "--batch 1 --image 64", {"inc", "down1", "down2"}},
+        Case{"vgg16",
+             {.batch = 1, .image = 64},
+             "--batch 1 --image 64",
+             {"features.0", "features.2", "features.5"}},
+        Case{"resnet50",
+             {.batch = 1, .image = 64},
+             "--batch 1 --image 64",
+             {"(outside layers)", "layer1.0", "layer1.1"}}}) {
+    SCOPED_TRACE(c.model);
+    auto r = testing::run_memwall(std::string("inspect --model ") + c.model + " " + c.args +
+                                  " --by-layer --json");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    const std::vector<LayerBytes> rows = saved_by_layer(build_model(c.model, c.options));
+    ASSERT_EQ(j["saved_by_layer"].size(), rows.size());
+    for (size_t i = 0; i < rows.size(); ++i) {
+      EXPECT_EQ(j["saved_by_layer"][i]["layer"], rows[i].layer);
+      EXPECT_EQ(j["saved_by_layer"][i]["saved_activation_bytes"], rows[i].saved);
+    }
+    for (size_t i = 0; i < c.first.size(); ++i) {
+      EXPECT_EQ(j["saved_by_layer"][i]["layer"], c.first[i]);
+    }
+  }
 }
 
 }  // namespace

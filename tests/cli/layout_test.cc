@@ -8,8 +8,8 @@
 #include <fstream>
 #include <random>
 
+#include "memwall/base/output_files.h"
 #include "memwall/cli/plan_layout.h"
-#include "memwall/graph/output_files.h"
 #include "memwall/hw/hardware.h"
 #include "memwall/layout/csv.h"
 #include "memwall/layout/default_layout.h"

@@ -14,6 +14,7 @@
 #include "memwall/graph/graph.h"
 #include "memwall/importers/torch_trace.h"
 #include "run_memwall.h"
+#include "test_util.h"
 
 namespace memwall::testing {
 namespace {
@@ -175,6 +176,7 @@ TEST(BenchFidelityCli, JsonCasesAndBadInput) {
 }
 
 TEST(TraceCli, UnknownModelMissingScriptOrFunction) {
+  MEMWALL_SKIP_UNDER_SANITIZERS();
   REQUIRE_TORCH();
   expect_one_line_failure("trace --torchvision resnet51",
                           "unknown torchvision classification model 'resnet51'");
@@ -211,6 +213,7 @@ TEST(TraceCli, AScriptThatExitsIsBlamed) {
 // Note [Unknown config fields]: a typo in a config.json is named with the
 // field it meant, and the trace goes on (transformers keeps the field).
 TEST(TraceCli, UnknownHfConfigFieldsAreNamed) {
+  MEMWALL_SKIP_UNDER_SANITIZERS();
   REQUIRE_TORCH();
   if (!tracer_has("transformers")) GTEST_SKIP() << "no transformers for the tracer";
   const std::string config = out_path("tiny_llama_config");

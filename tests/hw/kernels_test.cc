@@ -5,8 +5,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "memwall/base/error.h"
 #include "memwall/graph/calls.h"
-#include "memwall/graph/error.h"
 #include "memwall/hw/hardware.h"
 
 namespace memwall {

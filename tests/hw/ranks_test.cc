@@ -5,7 +5,7 @@
 
 #include <gtest/gtest.h>
 
-#include "memwall/graph/error.h"
+#include "memwall/base/error.h"
 #include "memwall/hw/hardware.h"
 #include "test_util.h"
 

@@ -12,6 +12,7 @@
 #include "memwall/graph/counts.h"
 #include "memwall/graph/graph.h"
 #include "memwall/models/zoo.h"
+#include "test_util.h"
 #include "torch_env.h"
 
 namespace memwall {
@@ -74,10 +75,12 @@ TEST(CrossValidation, ResNet50) {
 }
 
 TEST(CrossValidation, Vgg16) {
+  MEMWALL_SKIP_UNDER_SANITIZERS();
   cross_validate({"vgg16", fp32_adam(32, 224, 0), torchvision("vgg16", 32), 138357544});
 }
 
 TEST(CrossValidation, MobileNetV2) {
+  MEMWALL_SKIP_UNDER_SANITIZERS();
   cross_validate({"mobilenetv2", fp32_adam(32, 224, 0), torchvision("mobilenet_v2", 32), 3504872});
 }
 

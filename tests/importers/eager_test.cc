@@ -9,12 +9,14 @@
 
 #include "graph_lookup.h"
 #include "memwall/graph/graph.h"
+#include "test_util.h"
 #include "torch_env.h"
 
 namespace memwall {
 namespace {
 
 TEST(EagerLifetimes, AdamsPreviousDenomAndTheBatchAreAliveAtTheEagerPeak) {
+  MEMWALL_SKIP_UNDER_SANITIZERS();
   MEMWALL_REQUIRE_TORCH();
   const Graph g = importers::trace_torch({.script = testing::test_script("linear_toy.py:build")});
   ASSERT_TRUE(has_eager_lifetimes(g));
@@ -59,6 +61,7 @@ TEST(EagerLifetimes, AdamsPreviousDenomAndTheBatchAreAliveAtTheEagerPeak) {
 // made again with every storage checked, so each gradient dies after the op
 // that used it, as in eager PyTorch, not at the end of the step.
 TEST(EagerLifetimes, GradientsDroppedMidStepDieAfterTheirLastUse) {
+  MEMWALL_SKIP_UNDER_SANITIZERS();
   MEMWALL_REQUIRE_TORCH();
   const Graph g = importers::trace_torch({.script = testing::test_script("freeing_sgd.py:build")});
   int grads = 0;
@@ -88,6 +91,7 @@ TEST(EagerLifetimes, GradientsDroppedMidStepDieAfterTheirLastUse) {
 // parseChosenWorkspaceSize): CUBLAS_WORKSPACE_CONFIG when set (":SIZE_KiB:COUNT"
 // pairs summed), else ":4096:2:16:8".
 TEST(EagerLifetimes, CublasWorkspaceFollowsCublasWorkspaceConfig) {
+  MEMWALL_SKIP_UNDER_SANITIZERS();
   MEMWALL_REQUIRE_TORCH();
   ::setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8", 1);  // the size PyTorch uses on Hopper
   const Graph g = importers::trace_torch({.script = testing::test_script("linear_toy.py:build")});

@@ -17,6 +17,7 @@
 
 #include "graph_lookup.h"
 #include "memwall/graph/graph.h"
+#include "test_util.h"
 #include "torch_env.h"
 
 namespace memwall {
@@ -43,6 +44,7 @@ std::map<std::string, uint64_t> workspaces(const Graph& g) {
 // (inputs and outputs excluded); `memwall bench fidelity --cases resnet18:8
 // --ops` measures them again. One rule per row of docs/cost-model.md.
 TEST(Fidelity, CpuKernelScratchOfResnet18MatchesTheProfiler) {
+  MEMWALL_SKIP_UNDER_SANITIZERS();
   MEMWALL_REQUIRE_TORCH();
   const Graph cpu = importers::trace_torch(
       {.torchvision = "resnet18", .batch = 8, .kernels = "cpu", .threads = 1});

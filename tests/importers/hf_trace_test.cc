@@ -66,6 +66,7 @@ double relative(uint64_t a, uint64_t b) {
 }
 
 TEST(HfTrace, BuiltInConfigurationsHaveThePublishedCounts) {
+  MEMWALL_SKIP_UNDER_SANITIZERS();
   MEMWALL_REQUIRE_TRANSFORMERS();
   // Ten models and Llama-2-7B's four LoRA goldens, built on the meta
   // device in one Python process; the script cites its sources.
@@ -81,6 +82,7 @@ TEST(HfTrace, BuiltInConfigurationsHaveThePublishedCounts) {
 }
 
 TEST(HfTrace, BertBaseAgreesWithTheZoo) {
+  MEMWALL_SKIP_UNDER_SANITIZERS();
   MEMWALL_REQUIRE_TRANSFORMERS();
   const Graph g = trace_torch(hf("bert-base", 4, 256));
   EXPECT_EQ(model_param_count(g), 110106428u);

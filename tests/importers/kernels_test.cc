@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "memwall/graph/graph.h"
+#include "test_util.h"
 #include "torch_env.h"
 
 namespace memwall {
@@ -37,6 +38,7 @@ const Buffer* mask_of(const Graph& g, std::string_view type) {
 }
 
 TEST(TraceKernels, DropoutSavesAByteMaskOnCudaAndOneOfTheInputsDtypeOnTheCpu) {
+  MEMWALL_SKIP_UNDER_SANITIZERS();
   MEMWALL_REQUIRE_TORCH();
   const std::string script = testing::test_script("dropout_mlp.py:build");
   const Graph cuda = trace_torch({.script = script});

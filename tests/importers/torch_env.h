@@ -8,7 +8,7 @@
 
 #include <gtest/gtest.h>
 
-#include "memwall/graph/error.h"
+#include "memwall/base/error.h"
 #include "memwall/importers/torch_trace.h"
 #include "test_util.h"
 

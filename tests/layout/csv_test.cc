@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "memwall/graph/error.h"
+#include "memwall/base/error.h"
 #include "memwall/layout/csv.h"
 #include "memwall/layout/problem.h"
 #include "problems.h"

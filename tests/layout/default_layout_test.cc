@@ -11,7 +11,7 @@
 #include <thread>
 #include <vector>
 
-#include "memwall/graph/error.h"
+#include "memwall/base/error.h"
 #include "memwall/layout/csv.h"
 #include "memwall/layout/default_layout.h"
 #include "memwall/layout/from_graph.h"

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "memwall/graph/error.h"
+#include "memwall/base/error.h"
 #include "memwall/layout/heuristics.h"
 #include "memwall/layout/placement.h"
 #include "memwall/layout/problem.h"

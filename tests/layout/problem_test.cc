@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "memwall/graph/error.h"
+#include "memwall/base/error.h"
 #include "memwall/graph/types.h"
 #include "memwall/layout/problem.h"
 #include "problems.h"

@@ -16,6 +16,7 @@
 #include "memwall/layout/placement.h"
 #include "memwall/layout/problem.h"
 #include "memwall/models/zoo.h"
+#include "test_util.h"
 
 namespace memwall {
 namespace {
@@ -134,6 +135,7 @@ TEST(Property, SharedDataInputs) {
 
 TEST(Property, ZooModels) {
   for (const ModelInfo& info : model_zoo()) {
+    if (!in_sanitizer_sweep(info.name)) continue;  // Note [Zoo sweeps under sanitizers]
     ModelOptions options;
     options.batch = 1;
     if (info.family == ModelFamily::kCnn) {

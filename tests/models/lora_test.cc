@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "graph_lookup.h"
+#include "memwall/base/error.h"
 #include "memwall/graph/counts.h"
-#include "memwall/graph/error.h"
 #include "memwall/graph/graph.h"
 #include "memwall/models/zoo.h"
 

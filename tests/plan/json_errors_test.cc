@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "memwall/graph/error.h"
+#include "memwall/base/error.h"
 #include "memwall/plan/plan.h"
 
 namespace memwall {

@@ -6,7 +6,7 @@
 #include <fstream>
 #include <string>
 
-#include "memwall/graph/error.h"
+#include "memwall/base/error.h"
 #include "memwall/plan/plan.h"
 
 namespace memwall {

@@ -7,7 +7,7 @@
 
 #include <gtest/gtest.h>
 
-#include "memwall/graph/error.h"
+#include "memwall/base/error.h"
 #include "small_graph.h"
 
 namespace memwall {

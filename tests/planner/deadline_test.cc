@@ -1,5 +1,5 @@
 // The automatic planner's time limit is the whole search's wall time (Note
-// [Time limits are wall time] in include/memwall/graph/deadline.h): it
+// [Time limits are wall time] in include/memwall/base/deadline.h): it
 // returns within the limit plus the documented margin, and what it had no
 // time for says so.
 #include <gtest/gtest.h>
@@ -7,7 +7,7 @@
 #include <chrono>
 #include <string>
 
-#include "memwall/graph/error.h"
+#include "memwall/base/error.h"
 #include "memwall/graph/graph.h"
 #include "memwall/models/zoo.h"
 #include "memwall/planner/planner.h"

@@ -8,7 +8,7 @@
 
 #include <fmt/format.h>
 
-#include "memwall/graph/error.h"
+#include "memwall/base/error.h"
 #include "memwall/models/zoo.h"
 #include "memwall/planner/planner.h"
 #include "test_util.h"

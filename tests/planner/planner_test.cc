@@ -8,7 +8,7 @@
 
 #include <fmt/format.h>
 
-#include "memwall/graph/error.h"
+#include "memwall/base/error.h"
 #include "memwall/graph/graph.h"
 #include "memwall/models/zoo.h"
 #include "memwall/plan/builders.h"

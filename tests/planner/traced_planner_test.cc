@@ -8,7 +8,7 @@
 
 #include <fmt/format.h>
 
-#include "memwall/graph/error.h"
+#include "memwall/base/error.h"
 #include "memwall/graph/graph.h"
 #include "memwall/planner/planner.h"
 #include "swap/traced_adam.h"

@@ -10,7 +10,7 @@
 #include <fmt/format.h>
 
 #include "chain.h"
-#include "memwall/graph/error.h"
+#include "memwall/base/error.h"
 #include "memwall/graph/graph.h"
 #include "memwall/hw/hardware.h"
 #include "memwall/plan/builders.h"

@@ -1,5 +1,5 @@
 // Time limits are wall time (Note [Time limits are wall time] in
-// include/memwall/graph/deadline.h, Note [Hard deadline] in
+// include/memwall/base/deadline.h, Note [Hard deadline] in
 // src/remat/cbc_process.cc): Checkmate and memwall's planner return within
 // their limit plus the documented margin where CBC alone overran it
 // 8-fold; a child process killed at the deadline is reaped, and one that
@@ -19,8 +19,8 @@
 #include <fmt/format.h>
 
 #include "../../src/remat/child_process.h"
-#include "memwall/graph/deadline.h"
-#include "memwall/graph/error.h"
+#include "memwall/base/deadline.h"
+#include "memwall/base/error.h"
 #include "memwall/plan/builders.h"
 #include "memwall/remat/remat.h"
 #include "memwall/remat/rotor.h"

@@ -5,15 +5,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <chrono>
-#include <cstdio>
 #include <string>
 #include <vector>
 
 #include <fmt/format.h>
 
-#include "chain.h"
-#include "memwall/graph/error.h"
+#include "memwall/base/error.h"
 #include "memwall/graph/graph.h"
 #include "memwall/hw/hardware.h"
 #include "memwall/models/zoo.h"
@@ -214,68 +211,6 @@ TEST(Dtr, ZooModelsFitFromTheLowestBudgetToKeepAll) {
         const uint64_t budget = hi + static_cast<uint64_t>(f * static_cast<double>(keep_all - hi));
         EXPECT_TRUE(fits(name, graph, budget)) << budget << " (lowest " << hi << ")";
       }
-    }
-  }
-}
-
-// The figures of docs/remat-dtr.md; run with --gtest_also_run_disabled_tests.
-TEST(Dtr, DISABLED_Figures) {
-  const Hardware& hw = gpu();
-  for (const auto& [model, options] :
-       {std::pair<const char*, ModelOptions>{"gpt2-small", {.batch = 4, .seq = 1024}},
-        std::pair<const char*, ModelOptions>{"resnet50", {.batch = 32, .image = 224}}}) {
-    const Graph graph = build_model(model, options);
-    const SimResult base = simulate(graph, default_plan(graph, hw.name, kMaxBytes), hw);
-    for (const double f : {0.5, 0.7, 0.9}) {
-      const auto budget = static_cast<uint64_t>(f * static_cast<double>(device_peak(base)));
-      for (const char* name : kHeuristics) {
-        try {
-          const RematResult r = run(name, graph, budget);
-          const SimResult sim = simulate(graph, r.plan, hw);
-          std::printf("%-10s %3.0f%% %-12s overhead %.4f  solve %.3f s  %s\n", model, f * 100, name,
-                      sim.iteration_time / base.iteration_time, r.solve_seconds, r.note.c_str());
-        } catch (const Error& e) {
-          std::printf("%-10s %3.0f%% %-12s %s\n", model, f * 100, name, e.what());
-        }
-      }
-    }
-  }
-  const Graph llama = build_model("llama2-70b", {.batch = 1, .seq = 64});
-  const uint64_t keep_all =
-      device_peak(simulate(llama, default_plan(llama, hw.name, kMaxBytes), hw));
-  for (const char* name : kHeuristics) {
-    uint64_t lo = 0, hi = keep_all;
-    for (int k = 0; k < 20; ++k) {
-      const uint64_t mid = lo + (hi - lo) / 2;
-      try {
-        run(name, llama, mid);
-        hi = mid;
-      } catch (const Error&) {
-        lo = mid;
-      }
-    }
-    const auto start = std::chrono::steady_clock::now();
-    const RematResult r = run(name, llama, hi);
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    std::printf("llama2-70b b1 s64 (%zu ops) %-12s lowest %.4f of keep-all: %.3f s  %s\n",
-                llama.ops.size(), name, static_cast<double>(hi) / static_cast<double>(keep_all),
-                seconds, r.note.c_str());
-  }
-  // 20,002 ops, every forward activation evictable: the heuristics' scans
-  // at their busiest.
-  const Graph chain = testing::chain_graph(10000, 1000);
-  const uint64_t chain_peak =
-      device_peak(simulate(chain, default_plan(chain, hw.name, kMaxBytes), hw));
-  for (const double f : {0.5, 0.1, 0.02}) {
-    for (const char* name : kHeuristics) {
-      const auto budget = static_cast<uint64_t>(f * static_cast<double>(chain_peak));
-      const auto start = std::chrono::steady_clock::now();
-      const RematResult r = run(name, chain, budget);
-      const double seconds =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      std::printf("chain10000 (%zu ops) %3.0f%% %-12s %.3f s  %s\n", chain.ops.size(), f * 100,
-                  name, seconds, r.note.c_str());
     }
   }
 }

@@ -6,17 +6,14 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <chrono>
-#include <cstdio>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include <fmt/format.h>
 
-#include "../../bench/synthetic.h"
 #include "../../src/remat/dtr.h"
-#include "memwall/graph/error.h"
+#include "memwall/base/error.h"
 #include "memwall/graph/graph.h"
 #include "memwall/hw/hardware.h"
 #include "memwall/models/zoo.h"
@@ -198,66 +195,6 @@ TEST(DtrLookahead, ZooModelsFitFromDtrsLowestBudgetToKeepAll) {
         EXPECT_TRUE(lookahead_fits(name, graph, budget))
             << budget << " (dtr's lowest " << hi << ")";
       }
-    }
-  }
-}
-
-// The figures of docs/remat-dtr.md ("Lookahead (memwall)"); run with
-// --gtest_also_run_disabled_tests.
-TEST(DtrLookahead, DISABLED_Figures) {
-  const Hardware& hw = gpu();
-  constexpr std::string_view kCompared[] = {"dtr", "dtr-eqclass", kLookahead, kLookaheadEq};
-  for (const auto& [model, options] :
-       {std::pair<const char*, ModelOptions>{"gpt2-small", {.batch = 4, .seq = 1024}},
-        std::pair<const char*, ModelOptions>{"resnet50", {.batch = 32, .image = 224}}}) {
-    const Graph graph = build_model(model, options);
-    const SimResult base = simulate(graph, default_plan(graph, hw.name, kMaxBytes), hw);
-    for (const std::string_view name : kCompared) {
-      uint64_t lo = 0, hi = device_peak(base);
-      for (int k = 0; k < 14; ++k) {
-        const uint64_t mid = lo + (hi - lo) / 2;
-        try {
-          run_lookahead(name, graph, mid);
-          hi = mid;
-        } catch (const Error&) {
-          lo = mid;
-        }
-      }
-      std::printf("%-10s %-26s lowest %.4f of keep-all\n", model, std::string(name).c_str(),
-                  static_cast<double>(hi) / static_cast<double>(device_peak(base)));
-    }
-    for (const double f : {0.5, 0.6, 0.7, 0.9}) {
-      const auto budget = static_cast<uint64_t>(f * static_cast<double>(device_peak(base)));
-      for (const std::string_view name : kCompared) {
-        try {
-          const RematResult r = run_lookahead(name, graph, budget);
-          const SimResult sim = simulate(graph, r.plan, hw);
-          std::printf("%-10s %3.0f%% %-26s overhead %.4f  solve %.3f s  %s\n", model, f * 100,
-                      std::string(name).c_str(), sim.iteration_time / base.iteration_time,
-                      r.solve_seconds, r.note.c_str());
-        } catch (const Error& e) {
-          std::printf("%-10s %3.0f%% %-26s %s\n", model, f * 100, std::string(name).c_str(),
-                      e.what());
-        }
-      }
-    }
-  }
-  const Graph synthetic = bench::synthetic_graph(20000);
-  const SimResult base = simulate(synthetic, default_plan(synthetic, hw.name, kMaxBytes), hw);
-  const auto budget = static_cast<uint64_t>(0.55 * static_cast<double>(device_peak(base)));
-  for (const std::string_view name : kCompared) {
-    const auto start = std::chrono::steady_clock::now();
-    try {
-      const RematResult r = run_lookahead(name, synthetic, budget);
-      const double seconds =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      const SimResult sim = simulate(synthetic, r.plan, hw, {.record_curves = false});
-      std::printf("synthetic (%zu ops) 55%% %-26s %.3f s  overhead %.4f  %s\n",
-                  synthetic.ops.size(), std::string(name).c_str(), seconds,
-                  sim.iteration_time / base.iteration_time, r.note.c_str());
-    } catch (const Error& e) {
-      std::printf("synthetic (%zu ops) 55%% %-26s %s\n", synthetic.ops.size(),
-                  std::string(name).c_str(), e.what());
     }
   }
 }

@@ -13,7 +13,7 @@
 #include <fmt/format.h>
 
 #include "../../src/remat/memwall_search.h"
-#include "memwall/graph/error.h"
+#include "memwall/base/error.h"
 #include "memwall/hw/hardware.h"
 #include "memwall/models/zoo.h"
 #include "memwall/plan/builders.h"

@@ -24,22 +24,6 @@ Graph transformer(std::string_view model, int64_t batch, int64_t seq, bool flash
   return build_model(model, {.batch = batch, .seq = seq, .flash = flash});
 }
 
-// Saved-for-backward buffers the plan drops: those whose producer it recomputes.
-std::vector<uint8_t> dropped_saved(const Graph& graph, const Plan& plan) {
-  const std::vector<uint8_t> saved = saved_for_backward(graph);
-  std::vector<uint8_t> recomputed(graph.ops.size(), 0);
-  for (const Step& step : plan.steps) {
-    if (step.kind == StepKind::kRecompute) recomputed[step.op] = 1;
-  }
-  const BufferUses uses(graph);
-  std::vector<uint8_t> dropped(graph.buffers.size(), 0);
-  for (const Buffer& b : graph.buffers) {
-    const OpId producer = uses.producer(b.id);
-    dropped[b.id] = saved[b.id] && producer != kNoOp && recomputed[producer];
-  }
-  return dropped;
-}
-
 TEST(RematPerLayer, Gpt2KeepsExactlyEachLayersInput) {
   const Graph graph = transformer("gpt2-small", 1, 128);
   const RematResult result = plan_per_layer(graph, gpu(), kMaxBytes, {});

@@ -4,14 +4,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <set>
 #include <string>
 #include <vector>
 
 #include <fmt/format.h>
 
-#include "memwall/graph/error.h"
+#include "memwall/base/error.h"
 #include "memwall/graph/graph.h"
 #include "memwall/hw/hardware.h"
 #include "memwall/models/zoo.h"
@@ -111,33 +110,6 @@ TEST(RematZoo, EveryPlannerFitsOrSaysWhy) {
       // The keep-all peak fits keep-all, and is what the others start from.
       if (planner.name == "keep-all") {
         EXPECT_GE(fits, 1) << info.name;
-      }
-    }
-  }
-}
-
-// The figures of the closing note, on shapes where activations dominate:
-// every checkpointing planner lowers the peak, and what it costs in time.
-// Prints a table; run with --gtest_also_run_disabled_tests to see it.
-TEST(RematZoo, DISABLED_Figures) {
-  const Hardware& hw = find_gpu("a100-80g");
-  for (const auto& [model, options] :
-       {std::pair<const char*, ModelOptions>{"gpt2-small", {.batch = 4, .seq = 1024}},
-        std::pair<const char*, ModelOptions>{"resnet50", {.batch = 32, .image = 224}}}) {
-    const Graph graph = build_model(model, options);
-    const SimResult base = simulate(graph, default_plan(graph, hw.name, kMaxBytes), hw);
-    for (const RematPlanner& planner : remat_planners()) {
-      try {
-        const RematResult r = planner.fn(graph, hw, kMaxBytes, {.time_limit = search_seconds(10)});
-        const SimResult sim = simulate(graph, r.plan, hw);
-        ASSERT_TRUE(sim.valid) << sim.reason;
-        std::printf(
-            "%-11s %-12s peak %8.3f GiB (keep-all %8.3f)  overhead %.4f  solve %.3f s  %s\n", model,
-            std::string(planner.name).c_str(), static_cast<double>(device_peak(sim)) / (1u << 30),
-            static_cast<double>(device_peak(base)) / (1u << 30),
-            sim.iteration_time / base.iteration_time, r.solve_seconds, r.note.c_str());
-      } catch (const Error& e) {
-        std::printf("%-11s %-12s %s\n", model, std::string(planner.name).c_str(), e.what());
       }
     }
   }

@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "memwall/graph/error.h"
+#include "memwall/base/error.h"
 #include "memwall/graph/graph.h"
 #include "memwall/hw/hardware.h"
 #include "memwall/sim/simulator.h"

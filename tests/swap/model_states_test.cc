@@ -13,7 +13,7 @@
 
 #include <fmt/format.h>
 
-#include "memwall/graph/error.h"
+#include "memwall/base/error.h"
 #include "memwall/swap/model_states.h"
 
 namespace memwall {

@@ -8,8 +8,8 @@
 
 #include <algorithm>
 
+#include "memwall/base/error.h"
 #include "memwall/graph/counts.h"
-#include "memwall/graph/error.h"
 #include "memwall/graph/graph.h"
 #include "memwall/hw/hardware.h"
 #include "memwall/models/zoo.h"

@@ -15,9 +15,9 @@
 #include <thread>
 #include <vector>
 
+#include "memwall/base/interrupt_cleanup.h"
+#include "memwall/base/private_dir.h"
 #include "memwall/exec/executor.h"
-#include "memwall/graph/interrupt_cleanup.h"
-#include "memwall/graph/private_dir.h"
 #include "memwall/graph/types.h"
 #include "memwall/plan/plan.h"
 

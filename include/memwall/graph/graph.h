@@ -6,7 +6,7 @@
 #include <string_view>
 #include <vector>
 
-#include "memwall/graph/error.h"
+#include "memwall/base/error.h"
 #include "memwall/graph/types.h"
 
 namespace memwall {

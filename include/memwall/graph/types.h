@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "memwall/base/error.h"  // kMaxBytes
 #include "memwall/graph/inline_vector.h"
 
 namespace memwall {
@@ -23,10 +24,6 @@ inline constexpr OpId kNoOp = -1;
 inline constexpr BufferId kNoBuffer = -1;
 // Buffer::eager_free when the graph does not say (Note [Eager lifetimes] in graph.h).
 inline constexpr OpId kEagerUnknown = -2;
-
-// Largest size memwall accepts for one buffer or one sum of buffers: 2^62
-// bytes leaves headroom so that adding two accepted sizes cannot overflow.
-inline constexpr uint64_t kMaxBytes = uint64_t{1} << 62;
 
 enum class BufferKind : uint8_t {
   kParam,

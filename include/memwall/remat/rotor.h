@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "memwall/graph/deadline.h"
+#include "memwall/base/deadline.h"
 #include "memwall/graph/types.h"
 #include "memwall/hw/hardware.h"
 #include "memwall/plan/plan.h"

@@ -36,6 +36,7 @@ struct NvmeFaultPlan {
 // the bad item. An empty spec is no faults.
 NvmeFaultPlan parse_nvme_faults(const std::string& spec);
 
+// A kind's name in a spec ("eio"); parse_nvme_faults reads these names.
 const char* nvme_fault_name(NvmeFault fault);
 
 }  // namespace memwall::runtime

@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include "memwall/graph/error.h"
+#include "memwall/base/error.h"
 
 namespace memwall::exec {
 

@@ -21,11 +21,11 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "memwall/base/error.h"
+#include "memwall/base/interrupt_cleanup.h"
+#include "memwall/base/output_files.h"
 #include "memwall/exec/library.h"
-#include "memwall/graph/error.h"
 #include "memwall/graph/graph.h"
-#include "memwall/graph/interrupt_cleanup.h"
-#include "memwall/graph/output_files.h"
 
 namespace memwall::exec {
 

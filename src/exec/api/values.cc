@@ -14,7 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "memwall/graph/error.h"
+#include "memwall/base/error.h"
 
 namespace memwall::exec {
 

@@ -44,8 +44,12 @@ template <typename... Args>
   throw Error(fmt::format(format, std::forward<Args>(args)...));
 }
 
+// Largest size memwall accepts for one buffer or one sum of buffers: 2^62
+// bytes leaves headroom so that adding two accepted sizes cannot overflow.
+inline constexpr uint64_t kMaxBytes = uint64_t{1} << 62;
+
 // Overflow-checked size arithmetic: throws Error naming `what` when the
-// result leaves [0, kMaxBytes] (see types.h).
+// result leaves [0, kMaxBytes].
 uint64_t checked_add(uint64_t a, uint64_t b, const char* what);
 uint64_t checked_mul(uint64_t a, uint64_t b, const char* what);
 

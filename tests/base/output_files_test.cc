@@ -3,7 +3,7 @@
 // in a private directory: FIFOs with mkfifo, character devices with mknod
 // (the numbers of /dev/null, 1:3, and /dev/full, 1:7, from the Linux
 // kernel's Documentation/admin-guide/devices.txt), never touching /dev.
-#include "memwall/graph/output_files.h"
+#include "memwall/base/output_files.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -18,7 +18,7 @@
 #include <string>
 #include <thread>
 
-#include "memwall/graph/error.h"
+#include "memwall/base/error.h"
 #include "test_util.h"
 
 namespace memwall {

@@ -12,7 +12,7 @@
 // mapped), are read into a string as before. A file truncated by another
 // process while it is mapped would fault on access; inputs are not expected
 // to change under a running command.
-#include "memwall/graph/file_text.h"
+#include "memwall/base/file_text.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -22,7 +22,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "memwall/graph/error.h"
+#include "memwall/base/error.h"
 
 namespace memwall {
 namespace {

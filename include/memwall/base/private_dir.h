@@ -1,14 +1,14 @@
 // A fresh private directory under $TMPDIR (or /tmp) for one command's
 // temporaries: removed with everything in it when it goes, and by an
 // interrupt while it lives, with the files and subdirectories named through
-// it (Note [Interrupt cleanup] in src/graph/interrupt_cleanup.cc).
+// it (Note [Interrupt cleanup] in src/base/interrupt_cleanup.cc).
 #pragma once
 
 #include <list>
 #include <optional>
 #include <string>
 
-#include "memwall/graph/interrupt_cleanup.h"
+#include "memwall/base/interrupt_cleanup.h"
 
 namespace memwall {
 

@@ -1,5 +1,5 @@
 // A command's private temporary directory (private_dir.h).
-#include "memwall/graph/private_dir.h"
+#include "memwall/base/private_dir.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -9,7 +9,7 @@
 #include <cstring>
 #include <filesystem>
 
-#include "memwall/graph/error.h"
+#include "memwall/base/error.h"
 
 namespace memwall {
 

@@ -19,7 +19,7 @@
 // whichever slot each holds.
 // SA_RESETHAND restores the default action, and raise() re-sends the signal
 // so that the shell sees "killed by SIGINT" as usual.
-#include "memwall/graph/interrupt_cleanup.h"
+#include "memwall/base/interrupt_cleanup.h"
 
 #include <signal.h>
 #include <sys/wait.h>
@@ -31,7 +31,7 @@
 #include <cstring>
 #include <mutex>
 
-#include "memwall/graph/error.h"
+#include "memwall/base/error.h"
 
 extern char** environ;
 

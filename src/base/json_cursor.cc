@@ -1,5 +1,5 @@
 // Strict JSON reading for graph text (see json_cursor.h).
-#include "memwall/graph/json_cursor.h"
+#include "memwall/base/json_cursor.h"
 
 #include <charconv>
 #include <cmath>
@@ -7,8 +7,8 @@
 
 #include <fmt/format.h>
 
-#include "memwall/graph/describe.h"
-#include "memwall/graph/error.h"
+#include "memwall/base/error.h"
+#include "memwall/base/quote.h"
 
 namespace memwall::detail {
 namespace {

@@ -12,8 +12,8 @@
 
 #include <fmt/format.h>
 
-#include "memwall/graph/describe.h"
-#include "memwall/graph/json_cursor.h"
+#include "memwall/base/json_cursor.h"
+#include "memwall/base/quote.h"
 
 namespace memwall::detail {
 

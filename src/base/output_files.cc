@@ -26,7 +26,7 @@
 // which some outputs have appeared and a later one fails is small, and
 // the message then says so. Temporaries are removed on every error path,
 // by the destructor, and on SIGINT/SIGTERM/SIGHUP (interrupt_cleanup.h).
-#include "memwall/graph/output_files.h"
+#include "memwall/base/output_files.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -40,8 +40,8 @@
 #include <cstring>
 #include <optional>
 
-#include "memwall/graph/error.h"
-#include "memwall/graph/interrupt_cleanup.h"
+#include "memwall/base/error.h"
+#include "memwall/base/interrupt_cleanup.h"
 
 namespace memwall {
 

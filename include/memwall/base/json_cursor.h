@@ -22,7 +22,7 @@
 #include <string_view>
 #include <type_traits>
 
-#include "memwall/graph/digits.h"
+#include "memwall/base/digits.h"
 
 namespace memwall::detail {
 

@@ -1,7 +1,5 @@
 // Overflow-checked size arithmetic (see error.h).
-#include "memwall/graph/error.h"
-
-#include "memwall/graph/types.h"
+#include "memwall/base/error.h"
 
 namespace memwall {
 

@@ -1,5 +1,5 @@
 // FileText: whole-file input, mapped or read (file_text.h, Note [Mapped input]).
-#include "memwall/graph/file_text.h"
+#include "memwall/base/file_text.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -10,7 +10,7 @@
 #include <string>
 #include <thread>
 
-#include "memwall/graph/error.h"
+#include "memwall/base/error.h"
 #include "test_util.h"
 
 namespace memwall {
