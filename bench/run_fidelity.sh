@@ -10,7 +10,7 @@
 # contention (kern-nc: kern times the last calibration's prediction with
 # contention over its prediction without), the same run against
 # the step predicted from its own kernels (own: Note [The run's own
-# kernels] in src/cli/run.cc, the error of the model but the kernels'
+# kernels] in src/sim/run_kernels.cc, the error of the model but the kernels'
 # times), the device peak measured / predicted, and the transfer overlap
 # measured / predicted.
 #   bench/run_fidelity.sh PROFILE [path/to/memwall] [STEPS] [MODEL...]
@@ -65,7 +65,7 @@ for path in sys.argv[2:]:
     later = steps[1:] or steps
     t = statistics.median(s["step_time_s"]["measured"] for s in later)
     o = [s["transfer_overlap"]["measured"] for s in later]
-    # Note [The run's own kernels] (src/cli/run.cc): the same step predicted
+    # Note [The run's own kernels] (src/sim/run_kernels.cc): the same step predicted
     # from this run's kernels, the error of all but the kernels' times.
     own = steps[-1]["step_time_s"].get("predicted_with_run_kernels")
     rows.append((t, t / steps[-1]["step_time_s"]["predicted"], statistics.median(o),

@@ -58,7 +58,8 @@ DESIGN_TABLE = [
 
 # Modules whose library another module loads at run time instead of
 # linking: the includes declare the types of the call. `memwall run` loads
-# libmemwall_exec.so (src/cli/exec_library.h), so that only it needs libtorch.
+# libmemwall_exec.so (memwall/exec/library.h, in memwall_exec_api, which
+# cli links), so that only it needs libtorch.
 LOADED_AT_RUN_TIME = {("cli", "exec")}
 
 # Dependencies beyond DESIGN.md's column, each for a reason

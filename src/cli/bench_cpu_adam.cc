@@ -22,16 +22,11 @@
 
 #include "commands.h"
 #include "cpu_adam_contenders.h"
-#include "memwall/alloc/allocator.h"
-#include "memwall/alloc/device.h"
 #include "memwall/base/error.h"
 #include "memwall/importers/torch_trace.h"
-#include "memwall/runtime/copy_engine.h"
 #include "memwall/runtime/cpu_optimizer.h"
-#include "memwall/runtime/host_pool.h"
-#include "memwall/runtime/offload_step.h"
+#include "memwall/runtime/probes.h"
 #include "options.h"
-#include "runtime_probes.h"
 
 namespace memwall::cli {
 namespace {
@@ -47,80 +42,6 @@ struct BenchCpuAdamArgs {
   std::vector<unsigned> threads;  // empty: 1 and every hardware thread
   bool json = false;
 };
-
-// Per parameter: AdamW reads param, grad, exp_avg, exp_avg_sq and writes
-// param, exp_avg, exp_avg_sq (+2 bytes for a bf16 copy).
-int64_t adam_bytes(bool copy) { return 16 + 12 + (copy ? 2 : 0); }
-
-// Bytes read + written per second by memcpy of `bytes`, on `threads`
-// threads each copying its share.
-double memcpy_bandwidth(size_t bytes, unsigned threads, int repeats) {
-  std::vector<char> src(bytes, 1), dst(bytes, 0);
-  const double s = best_seconds(repeats, [&] {
-    std::vector<std::thread> pool;
-    const size_t share = bytes / threads;
-    for (unsigned t = 0; t < threads; ++t) {
-      const size_t len = t + 1 == threads ? bytes - t * share : share;
-      pool.emplace_back(
-          [&, t, len] { std::memcpy(dst.data() + t * share, src.data() + t * share, len); });
-    }
-    for (std::thread& th : pool) th.join();
-  });
-  return 2.0 * static_cast<double>(bytes) / s;
-}
-
-// Bytes read + written per second by STREAM's triad a = b + s * c on
-// floats (12 bytes per element), `threads` threads each on its share: the
-// compiler's plain stores, which memcpy's large-size path may not use.
-double triad_bandwidth(size_t bytes, unsigned threads, int repeats) {
-  const size_t n = bytes / sizeof(float);
-  std::vector<float> a(n, 0.0f), b(n, 1.0f), c(n, 2.0f);
-  const double s = best_seconds(repeats, [&] {
-    std::vector<std::thread> pool;
-    const size_t share = n / threads;
-    for (unsigned t = 0; t < threads; ++t) {
-      const size_t end = t + 1 == threads ? n : (t + 1) * share;
-      pool.emplace_back([&, t, end] {
-        for (size_t i = t * share; i < end; ++i) a[i] = b[i] + 3.0f * c[i];
-      });
-    }
-    for (std::thread& th : pool) th.join();
-  });
-  return 3.0 * static_cast<double>(bytes) / s;
-}
-
-// Note [Overlapped offload step]: the step with its bf16 copy followed by
-// the copy to the (emulated) device, against the tiled step that overlaps
-// the two; one thread for the step, the copy engine's own for the copy.
-// Best seconds of each.
-std::pair<double, double> overlap_seconds(int64_t n, int repeats) {
-  const auto size = static_cast<size_t>(n);
-  std::vector<float> param(size, 0.5f), grad(size, 0.01f), m(size, 0.0f), v(size, 0.0f);
-  std::vector<uint16_t> half(size);
-  auto device = alloc::make_host_vmm(size * sizeof(uint16_t) + (uint64_t{64} << 20));
-  auto allocator = alloc::make_allocator("stitching", *device, {});
-  const alloc::Allocation on_device = allocator->allocate(size * sizeof(uint16_t), 0);
-  if (!on_device) fail("bench cpu-adam: the emulated device cannot hold {} bf16 weights", n);
-  runtime::HostPool pool(uint64_t{64} << 20);
-  auto engine = runtime::make_emulated_copy_engine();
-  const runtime::AdamWState state{param, grad, m, v};
-  const runtime::HalfCopy out{runtime::HalfType::bf16, half};
-  int64_t step = 1;
-  const runtime::StepOptions one{.threads = 1};
-  const double sequential = best_seconds(repeats, [&] {
-    runtime::adamw_step({}, step++, state, out, one);
-    engine
-        ->copy_async(on_device.ptr, half.data(), size * sizeof(uint16_t),
-                     runtime::CopyDirection::kHostToDevice)
-        .wait();
-  });
-  const double overlapped = best_seconds(repeats, [&] {
-    runtime::adamw_step_to_device({}, step++, state, runtime::HalfType::bf16, on_device.ptr,
-                                  *engine, pool, size_t{1} << 20, one);
-  });
-  allocator->free(on_device.ptr);
-  return {sequential, overlapped};
-}
 
 std::string ratio(double a, double b) { return b > 0 ? fmt::format("{:.2f}", a / b) : "-"; }
 
@@ -150,7 +71,15 @@ void add_contenders(CaseRounds& rounds, const nlohmann::json& t, int64_t n,
   }
 }
 
-int run_bench_cpu_adam(const BenchCpuAdamArgs& args) {
+// What the options ask for, checked before any measuring.
+struct CpuAdamCases {
+  std::vector<bool> copies;
+  std::vector<unsigned> thread_counts;
+  uint64_t bandwidth_bytes = 0;
+  std::string python;  // "" with --no-torch
+};
+
+CpuAdamCases parse_cases(const BenchCpuAdamArgs& args) {
   if (args.repeats < 1 || args.repeats > 1000)
     fail("--repeats: {} is out of range 1..1000", args.repeats);
   if (args.rounds < 1 || args.rounds > 100)
@@ -159,93 +88,109 @@ int run_bench_cpu_adam(const BenchCpuAdamArgs& args) {
     // Four fp32 arrays and a bf16 copy, 18 bytes a parameter, here and in Python.
     if (n < 1 || n > (int64_t{1} << 40)) fail("--sizes: {} is out of range 1..2^40", n);
   }
-  std::vector<bool> copies;
-  if (args.copy == "none" || args.copy == "both") copies.push_back(false);
-  if (args.copy == "bf16" || args.copy == "both") copies.push_back(true);
-  if (copies.empty()) fail("--copy must be none, bf16 or both, not '{}'", args.copy);
+  CpuAdamCases c;
+  if (args.copy == "none" || args.copy == "both") c.copies.push_back(false);
+  if (args.copy == "bf16" || args.copy == "both") c.copies.push_back(true);
+  if (c.copies.empty()) fail("--copy must be none, bf16 or both, not '{}'", args.copy);
   const unsigned all = std::max(1u, std::thread::hardware_concurrency());
-  std::vector<unsigned> thread_counts = args.threads;
-  if (thread_counts.empty()) {
-    thread_counts.push_back(1);
-    if (all > 1) thread_counts.push_back(all);
+  c.thread_counts = args.threads;
+  if (c.thread_counts.empty()) {
+    c.thread_counts.push_back(1);
+    if (all > 1) c.thread_counts.push_back(all);
   }
-  for (unsigned t : thread_counts) {
+  for (unsigned t : c.thread_counts) {
     if (t < 1 || t > 4096) fail("--threads: {} is out of range 1..4096", t);
   }
-  const uint64_t bandwidth_bytes = parse_bytes(args.bandwidth_size, "--bandwidth-size", 0);
-  const std::string python = args.no_torch ? "" : importers::tracer_python(args.python);
+  c.bandwidth_bytes = parse_bytes(args.bandwidth_size, "--bandwidth-size", 0);
+  c.python = args.no_torch ? "" : importers::tracer_python(args.python);
+  return c;
+}
 
-  nlohmann::json cases = nlohmann::json::array();
+// One row of --json's cases from a case's rounds.
+nlohmann::json case_row(int64_t n, unsigned threads, bool copy, int rounds_run, double copy_bw,
+                        double triad_bw, CaseRounds& rounds) {
+  const int64_t bytes = runtime::adam_bytes_per_update(copy);
+  const double bw = std::max(copy_bw, triad_bw);
+  nlohmann::json row = {{"params", n},
+                        {"threads", threads},
+                        {"bf16_copy", copy},
+                        {"isa", runtime::isa_name(runtime::best_isa())},
+                        {"bytes_per_update", bytes},
+                        {"rounds", rounds_run},
+                        {"memcpy_bytes_per_s", copy_bw},
+                        {"triad_bytes_per_s", triad_bw},
+                        {"bandwidth_limit_per_s", bw / static_cast<double>(bytes)}};
+  const std::vector<double>& ours = rounds.per_s["memwall"];
+  for (const char* c : {"memwall", "torch_foreach", "torch_fused", "deepspeed"}) {
+    const auto it = rounds.per_s.find(c);
+    if (it != rounds.per_s.end() && it->second.size() == ours.size()) {
+      row[std::string(c) + "_per_s"] = runtime::median(it->second);
+      row["rounds_per_s"][c] = it->second;
+      // memwall over the contender, round by round (each pair ran
+      // back to back), then the median.
+      std::vector<double> ratios;
+      for (size_t i = 0; i < ours.size(); ++i) ratios.push_back(ours[i] / it->second[i]);
+      if (std::string(c) != "memwall") row["memwall_over"][c] = runtime::median(ratios);
+    } else {
+      row[std::string(c) + "_per_s"] = nullptr;
+      row["why"][c] = rounds.why.count(c) != 0 ? rounds.why[c] : "failed in some rounds";
+    }
+  }
+  return row;
+}
+
+struct CpuAdamResults {
   std::string deepspeed = "not run (--no-torch)";
-  for (unsigned threads : thread_counts) {
+  nlohmann::json cases = nlohmann::json::array();
+  nlohmann::json overlaps = nlohmann::json::array();
+};
+
+// The work: per thread count the bandwidth bound, then per case memwall's
+// step (runtime::cpu_adam_seconds) and the contenders', alternating round
+// by round; then the overlapped offload step per size.
+CpuAdamResults measure_cases(const BenchCpuAdamArgs& args, const CpuAdamCases& c) {
+  CpuAdamResults out;
+  for (unsigned threads : c.thread_counts) {
     std::unique_ptr<CpuAdamContenders> contenders;
-    if (!python.empty()) {
-      contenders = std::make_unique<CpuAdamContenders>(python, threads);
+    if (!c.python.empty()) {
+      contenders = std::make_unique<CpuAdamContenders>(c.python, threads);
       const nlohmann::json& about = contenders->about();
-      deepspeed = about.contains("error") ? about["error"].get<std::string>()
-                                          : about.value("deepspeed", "?");
+      out.deepspeed = about.contains("error") ? about["error"].get<std::string>()
+                                              : about.value("deepspeed", "?");
     }
     // The better of two ways to move bytes: the bound an update could reach.
     // 1 GiB buffers by default, well past any last-level cache (a server's
     // can hold a 10M-parameter step's 280 MB in part).
-    const double copy_bw = memcpy_bandwidth(bandwidth_bytes, threads, args.repeats);
-    const double triad_bw = triad_bandwidth(bandwidth_bytes, threads, args.repeats);
-    const double bw = std::max(copy_bw, triad_bw);
+    const double copy_bw = runtime::memcpy_bandwidth(c.bandwidth_bytes, threads, args.repeats);
+    const double triad_bw = runtime::triad_bandwidth(c.bandwidth_bytes, threads, args.repeats);
     for (int64_t n : args.sizes) {
-      for (const bool copy : copies) {
-        const int64_t bytes = adam_bytes(copy);
+      for (const bool copy : c.copies) {
         CaseRounds rounds;
         for (int r = 0; r < args.rounds; ++r) {
-          rounds.per_s["memwall"].push_back(static_cast<double>(n) /
-                                            cpu_adam_seconds(n, threads, copy, args.repeats));
+          rounds.per_s["memwall"].push_back(
+              static_cast<double>(n) / runtime::cpu_adam_seconds(n, threads, copy, args.repeats));
           if (contenders != nullptr) {
-            add_contenders(rounds, contenders->time_step(n, args.repeats, copy), n, deepspeed);
+            add_contenders(rounds, contenders->time_step(n, args.repeats, copy), n, out.deepspeed);
           } else {
-            for (const char* c : {"torch_foreach", "torch_fused", "deepspeed"})
-              rounds.why[c] = "not run (--no-torch)";
+            for (const char* name : {"torch_foreach", "torch_fused", "deepspeed"})
+              rounds.why[name] = "not run (--no-torch)";
           }
         }
-        nlohmann::json row = {{"params", n},
-                              {"threads", threads},
-                              {"bf16_copy", copy},
-                              {"isa", runtime::isa_name(runtime::best_isa())},
-                              {"bytes_per_update", bytes},
-                              {"rounds", args.rounds},
-                              {"memcpy_bytes_per_s", copy_bw},
-                              {"triad_bytes_per_s", triad_bw},
-                              {"bandwidth_limit_per_s", bw / static_cast<double>(bytes)}};
-        const std::vector<double>& ours = rounds.per_s["memwall"];
-        for (const char* c : {"memwall", "torch_foreach", "torch_fused", "deepspeed"}) {
-          const auto it = rounds.per_s.find(c);
-          if (it != rounds.per_s.end() && it->second.size() == ours.size()) {
-            row[std::string(c) + "_per_s"] = median(it->second);
-            row["rounds_per_s"][c] = it->second;
-            // memwall over the contender, round by round (each pair ran
-            // back to back), then the median.
-            std::vector<double> ratios;
-            for (size_t i = 0; i < ours.size(); ++i) ratios.push_back(ours[i] / it->second[i]);
-            if (std::string(c) != "memwall") row["memwall_over"][c] = median(ratios);
-          } else {
-            row[std::string(c) + "_per_s"] = nullptr;
-            row["why"][c] = rounds.why.count(c) != 0 ? rounds.why[c] : "failed in some rounds";
-          }
-        }
-        cases.push_back(row);
+        out.cases.push_back(case_row(n, threads, copy, args.rounds, copy_bw, triad_bw, rounds));
       }
     }
   }
-
-  nlohmann::json overlaps = nlohmann::json::array();
   for (int64_t n : args.sizes) {
-    const auto [sequential, overlapped] = overlap_seconds(n, args.repeats);
-    overlaps.push_back({{"params", n}, {"sequential_s", sequential}, {"overlapped_s", overlapped}});
+    const runtime::OverlapSeconds o = runtime::overlap_seconds(n, args.repeats);
+    out.overlaps.push_back(
+        {{"params", n}, {"sequential_s", o.sequential}, {"overlapped_s", o.overlapped}});
   }
-  if (args.json) {
-    std::cout
-        << nlohmann::json{{"deepspeed", deepspeed}, {"cases", cases}, {"overlap", overlaps}}.dump(2)
-        << "\n";
-    return 0;
-  }
+  return out;
+}
+
+void print_cases(const BenchCpuAdamArgs& args, const CpuAdamResults& results,
+                 const std::string& python) {
+  const nlohmann::json& cases = results.cases;
   std::cout << fmt::format(
       "AdamW step over fp32 master weights: parameter updates per second (M/s, the median of {} "
       "rounds, each the best of {} steps, memwall and the others alternating); mw/x = the median "
@@ -287,7 +232,7 @@ int run_bench_cpu_adam(const BenchCpuAdamArgs& args) {
     std::cout << "torch: " << cases[0]["why"]["torch_fused"].get<std::string>() << "\n";
   }
   std::cout << "(with the copy memwall also streams it past the cache: Note [Streamed copies])\n";
-  for (const auto& o : overlaps) {
+  for (const auto& o : results.overlaps) {
     std::cout << fmt::format(
         "step + bf16 copy to the emulated device, {} params, 1 thread: sequential {:.1f} ms, "
         "overlapped by tiles {:.1f} ms ({:.2f}x)\n",
@@ -297,7 +242,21 @@ int run_bench_cpu_adam(const BenchCpuAdamArgs& args) {
   }
   std::cout << fmt::format("isa {}; torch via {}; DeepSpeed: {}\n",
                            runtime::isa_name(runtime::best_isa()),
-                           python.empty() ? "(not run)" : python, deepspeed);
+                           python.empty() ? "(not run)" : python, results.deepspeed);
+}
+
+int run_bench_cpu_adam(const BenchCpuAdamArgs& args) {
+  const CpuAdamCases cases = parse_cases(args);
+  const CpuAdamResults results = measure_cases(args, cases);
+  if (args.json) {
+    std::cout << nlohmann::json{{"deepspeed", results.deepspeed},
+                                {"cases", results.cases},
+                                {"overlap", results.overlaps}}
+                     .dump(2)
+              << "\n";
+    return 0;
+  }
+  print_cases(args, results, cases.python);
   return 0;
 }
 

@@ -31,8 +31,8 @@
 #include "memwall/base/interrupt_cleanup.h"
 #include "memwall/base/private_dir.h"
 #include "memwall/runtime/nvme_engine.h"
+#include "memwall/runtime/probes.h"
 #include "options.h"
-#include "runtime_probes.h"
 
 namespace memwall::cli {
 namespace {
@@ -48,49 +48,6 @@ struct BenchOffloadArgs {
   bool json = false;
 };
 
-struct OffloadRow {
-  int depth = 0;
-  std::string op;                   // "write" or "read"
-  std::vector<double> engine_gbps;  // per repeat
-  std::vector<double> fio_gbps;     // per repeat; empty: not measured
-};
-
-// The median of engine[i] / fio[i].
-double median_ratio(const OffloadRow& row) {
-  std::vector<double> ratios;
-  for (size_t i = 0; i < row.fio_gbps.size() && i < row.engine_gbps.size(); ++i) {
-    if (row.fio_gbps[i] > 0) ratios.push_back(row.engine_gbps[i] / row.fio_gbps[i]);
-  }
-  return median(ratios);
-}
-
-// fio's bandwidth in GB/s for one job, or fails naming the command.
-double offload_fio(const std::string& file, uint64_t size, uint64_t block, int depth,
-                   const char* rw) {
-  std::string cmd = fmt::format(
-      "fio --name=memwall --filename='{}' --size={} --bs={} --iodepth={} --rw={} --direct=1 "
-      "--ioengine=io_uring --output-format=json 2>&1",
-      file, size, block, depth, rw);
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (!pipe) fail("bench offload: cannot run fio: {}", cmd);
-  std::string out;
-  char chunk[4096];
-  while (size_t n = fread(chunk, 1, sizeof chunk, pipe)) out.append(chunk, n);
-  int status = pclose(pipe);
-  if (status != 0) {
-    fail("bench offload: fio exited with status {} ({}): {}", status, cmd,
-         out.substr(0, out.find('\n')));
-  }
-  // fio may print notes before the JSON object.
-  size_t brace = out.find('{');
-  nlohmann::json j =
-      nlohmann::json::parse(brace == std::string::npos ? "" : out.substr(brace), nullptr, false);
-  if (j.is_discarded() || !j.contains("jobs") || j["jobs"].empty()) {
-    fail("bench offload: no JSON from fio ({})", cmd);
-  }
-  return static_cast<double>(j["jobs"][0][rw]["bw_bytes"].get<uint64_t>()) / 1e9;
-}
-
 int run_bench_offload(const BenchOffloadArgs& args) {
   const uint64_t size = parse_bytes(args.size, "--size", 0);
   const uint64_t block = parse_bytes(args.block, "--block", 0);
@@ -104,42 +61,31 @@ int run_bench_offload(const BenchOffloadArgs& args) {
   std::string dir = args.dir;
   std::optional<PrivateDir> made;  // a directory of ours: gone at the end, or on an interrupt
   if (dir.empty()) dir = made.emplace("memwall-offload").path();
-  std::vector<OffloadRow> rows;
   const std::string fio_file = fmt::format("{}/memwall-fio-{}.bin", dir, getpid());
   const RemoveOnInterrupt fio_cleanup(fio_file, RemoveOnInterrupt::Kind::kFile);
+  std::vector<runtime::NvmeAgainstFio> rows;
   try {
-    for (int depth : args.depths) {
-      OffloadRow wr{depth, "write", {}, {}}, rd{depth, "read", {}, {}};
-      for (int r = 0; r < args.repeats; ++r) {
-        const NvmeRates rates = measure_nvme_engine(dir, size, block, tensor, depth);
-        if (!rates.warning.empty() && !args.json && r == 0) {
-          std::cerr << "memwall: note: " << rates.warning << "\n";
-        }
-        if (!rates.note.empty()) std::cerr << "memwall: note: " << rates.note << "\n";
-        wr.engine_gbps.push_back(rates.write_gbps);
-        rd.engine_gbps.push_back(rates.read_gbps);
-        if (!args.no_fio) {
-          // A fresh file per run, as the engine's: writing into
-          // fallocated-but-unwritten extents costs more than overwriting.
-          std::filesystem::remove(fio_file);
-          wr.fio_gbps.push_back(offload_fio(fio_file, size, block, depth, "write"));
-          rd.fio_gbps.push_back(offload_fio(fio_file, size, block, depth, "read"));
-        }
-      }
-      rows.push_back(wr);
-      rows.push_back(rd);
-    }
+    rows = runtime::nvme_against_fio({.dir = dir,
+                                      .size = size,
+                                      .block = block,
+                                      .tensor = tensor,
+                                      .depths = args.depths,
+                                      .repeats = args.repeats,
+                                      .fio = !args.no_fio,
+                                      .fio_file = fio_file},
+                                     [&](const runtime::NvmeRates& rates, int r) {
+                                       if (!rates.warning.empty() && !args.json && r == 0) {
+                                         std::cerr << "memwall: note: " << rates.warning << "\n";
+                                       }
+                                       if (!rates.note.empty())
+                                         std::cerr << "memwall: note: " << rates.note << "\n";
+                                     });
   } catch (const runtime::NvmeError& e) {
-    std::filesystem::remove(fio_file);
     throw Error(e.what());
-  } catch (...) {
-    std::filesystem::remove(fio_file);
-    throw;
   }
-  std::filesystem::remove(fio_file);
   made.reset();
   const uint64_t copy_bytes = std::min<uint64_t>(size, uint64_t{256} << 20);
-  const CopyRates copies = measure_copies(copy_bytes, 3);
+  const runtime::CopyRates copies = runtime::measure_copies(copy_bytes, 3);
   const std::string reference_key = copies.reference == "memcpy" ? "memcpy" : "cuda_memcpy";
   const std::string no_fio_why = "not run (--no-fio)";
 
@@ -154,15 +100,15 @@ int run_bench_offload(const BenchOffloadArgs& args) {
                           {"tensor", tensor},
                           {"depth", row.depth},
                           {"repeats", args.repeats},
-                          {"memwall_gbps", median(row.engine_gbps)},
+                          {"memwall_gbps", runtime::median(row.engine_gbps)},
                           {"memwall_runs_gbps", row.engine_gbps}};
       if (row.fio_gbps.empty()) {
         j["fio_gbps"] = nullptr;
         j["why"] = no_fio_why;
       } else {
-        j["fio_gbps"] = median(row.fio_gbps);
+        j["fio_gbps"] = runtime::median(row.fio_gbps);
         j["fio_runs_gbps"] = row.fio_gbps;
-        j["ratio"] = median_ratio(row);
+        j["ratio"] = runtime::median_ratio(row);
       }
       cases.push_back(j);
     }
@@ -194,10 +140,10 @@ int run_bench_offload(const BenchOffloadArgs& args) {
       if (i < row.fio_gbps.size()) runs += fmt::format("/{:.2f}", row.fio_gbps[i]);
     }
     std::cout << fmt::format("{:>5}  {:<5}  {:>12.3f}  ", row.depth, row.op,
-                             median(row.engine_gbps));
+                             runtime::median(row.engine_gbps));
     if (!row.fio_gbps.empty()) {
-      std::cout << fmt::format("{:>12.3f}  {:>5.3f}x  {}\n", median(row.fio_gbps),
-                               median_ratio(row), runs);
+      std::cout << fmt::format("{:>12.3f}  {:>5.3f}x  {}\n", runtime::median(row.fio_gbps),
+                               runtime::median_ratio(row), runs);
     } else {
       std::cout << fmt::format("{:>12}  {:>6}  {}\n", "-", "-", runs);
     }

@@ -1,50 +1,64 @@
-// `memwall calibrate --graph`: a traced graph's kernels, timed on this
-// machine by the executor, for a profile's measured kernels (Note
-// [Measured kernels] in hw/hardware.h).
+// `memwall calibrate`'s options, and its --graph part: a traced graph's
+// kernels measured on this machine for a profile's measured kernels (Note
+// [Measured kernels] in hw/hardware.h). The values come from importers
+// (a fresh trace or --keep-values), the keep-all plan from remat, the
+// timing from the executor (exec::time_kernel_rounds), the figures from hw
+// (fold_kernel_rounds): glue over four modules, which only cli may
+// include together.
 #pragma once
-#include <map>
 #include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "memwall/graph/types.h"
+#include "memwall/hw/calibration.h"
 #include "memwall/hw/hardware.h"
-#include "run_values.h"
+#include "memwall/importers/kept_values.h"
 
 namespace memwall::cli {
 
-struct KernelMeasure {
-  std::map<std::string, double> kernels;  // kernel signature -> seconds
-  size_t ops = 0;                         // ops timed
-  double seconds = 0;                     // their sum
-  // Note [Measuring copy contention]: how much slower the keep-all step's
-  // work goes while a copy runs beside it, and a copy beside the step than
-  // alone; each at least 1.
-  Hardware::CopyContention contention;
-  // Note [Op overhead]: the quietest keep-all step's time outside its
-  // kernels and waits, per op.
-  double op_overhead = 0;
+struct CalibrateArgs {
+  std::string out;
+  std::string dir;  // swap directory for the NVMe probe
+  std::string base = "l4";
+  bool base_given = false;
+  std::string compare;  // a built-in to print beside the measurement
+  std::string python;
+  bool quick = false;
+  bool json = false;
+  std::vector<std::string> graphs;  // --graph: time these graphs' kernels
+  std::string keep_values;          // --keep-values (one --graph)
+  std::string from;                 // --from: add kernels to this profile
+  int kernel_iterations = 5;
+  int kernel_rounds = 3;
 };
 
-// Note [Measuring copy contention]: how much slower compute runs while a
-// copy runs beside it, from a step that took `alone_step` seconds alone and
-// `loaded_step` beside copies busy `busy_share` of that time; in [1,
-// CopyContention::kMaxSlowdown] (1 where the step got no slower, the
-// machine's drift).
-double compute_slowdown(double alone_step, double loaded_step, double busy_share);
+// A line on a terminal's standard error saying what is measured now.
+void progress(const CalibrateArgs& args, const std::string& what);
 
-// Runs `graph_file`'s keep-all plan `rounds` times for 1 + `iterations`
-// iterations on the emulated device (as large as hw's device memory),
-// timing each op's call in every iteration but the first (Note [Kernel
-// timing]); an op's time is the lowest of its rounds' medians. Each round
-// is followed by one under a copy load, for the contention. The values
-// come from a fresh trace of its model or from `kept` (memwall run
-// --keep-values). Throws Error: a graph its model no longer gives, a failed
-// run.
-KernelMeasure measure_kernels(const std::string& graph_file, const Graph& graph, KeptValues& kept,
-                              int iterations, int rounds, const Hardware& hw,
-                              const std::string& python);
+// --graph's files and --keep-values, read and checked before any measuring
+// (Note [Kept values]): throws Error for a graph without call records.
+struct KernelGraphs {
+  std::vector<Graph> graphs;  // args.graphs' files
+  importers::KeptValues kept;
+};
+KernelGraphs kernel_graphs(const CalibrateArgs& args);
 
-// A --graph file read for measure_kernels, before any measuring: throws
-// Error when it carries no call records.
-Graph read_kernel_graph(const std::string& graph_file);
+struct TimedGraph {
+  std::string file;
+  KernelMeasure measure;
+};
+// --graph: each graph's kernels timed on this machine and added to `hw`'s
+// measured kernels (a later graph's time for a shared kernel wins).
+// Throws Error: a graph its model no longer gives, a failed run.
+std::vector<TimedGraph> add_kernels(const CalibrateArgs& args, KernelGraphs& in, Hardware& hw);
+
+nlohmann::json timed_json(const std::vector<TimedGraph>& timed);
+void print_timed(const std::vector<TimedGraph>& timed);
+
+// --from PROFILE --graph G...: kernels added to a profile measured before,
+// without measuring the machine again.
+int calibrate_kernels_only(const CalibrateArgs& args);
 
 }  // namespace memwall::cli

@@ -14,6 +14,7 @@
 #include "memwall/base/interrupt_cleanup.h"
 #include "memwall/report/terminal_text.h"
 #include "memwall/runtime/nvme_engine.h"
+#include "memwall/runtime/probes.h"
 
 namespace memwall::cli {
 namespace {
@@ -57,6 +58,10 @@ ErrorExit error_exit(std::exception_ptr error) {
     return exit;
   } catch (const std::bad_alloc&) {
     return {"memwall: error: out of memory (input too large)\n", 2};
+  } catch (const runtime::ProbeError& e) {
+    // A probe that cannot measure (memwall/runtime/probes.h): the device
+    // cannot hold its bytes, fio cannot run; said as bad input was.
+    return {error_line(e.what()), 2};
   } catch (const alloc::Error& e) {
     // The allocator refused memwall's own use of it, or its backend (host
     // mappings, the CUDA driver) failed: the run failed, not the input.

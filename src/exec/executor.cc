@@ -8,8 +8,7 @@
 
 namespace memwall::exec::detail {
 
-Executor::Executor(const Graph& graph, const Plan& plan, const std::string& values,
-                   const RunOptions& options)
+Executor::Executor(const Graph& graph, const Plan& plan, ValuesFrom from, const RunOptions& options)
     : graph_(graph), plan_(plan), options_(options) {
   set_up_ranks();
   check_runnable();
@@ -19,17 +18,17 @@ Executor::Executor(const Graph& graph, const Plan& plan, const std::string& valu
   } catch (const Error& e) {
     bad_input("{}", e.what());
   }
-  state_ = std::make_unique<ValueFile>(values + "/state.json", values + "/state.bin");
-  if (options.check_eager) {
-    eager_ = std::make_unique<ValueFile>(values + "/eager.json", values + "/eager.bin");
-  }
-  if (options.rank > 0) {
-    const std::string name = values + "/inputs" + std::to_string(options.rank);
-    if (!std::filesystem::exists(name + ".json")) {
-      bad_input("{}: no micro-batch for rank {} (trace the values for {} ranks)", values,
-                options.rank, options.ranks);
+  if (from.dir != nullptr) {
+    try {
+      files_ =
+          std::make_unique<ValueFiles>(*from.dir, options.rank, options.ranks, options.check_eager);
+    } catch (const Error& e) {
+      bad_input("{}", e.what());
     }
-    inputs_ = std::make_unique<ValueFile>(name + ".json", name + ".bin");
+    values_ = &files_->values();
+  } else {
+    values_ = from.memory;
+    check_values();
   }
   roots_.resize(graph.buffers.size());
   for (size_t b = 0; b < graph.buffers.size(); ++b) {
@@ -46,7 +45,7 @@ Executor::Executor(const Graph& graph, const Plan& plan, const std::string& valu
       bad_input(
           "{}: buffer {} ({}) has {} bytes of values, the graph says {}: the values are "
           "of another trace",
-          values, b.id, b.name, v.size(), b.bytes);
+          values_->source, b.id, b.name, v.size(), b.bytes);
     }
   }
   in_place_ = in_place_steps(graph, plan);
@@ -70,7 +69,7 @@ Executor::Executor(const Graph& graph, const Plan& plan, const std::string& valu
 
 void Executor::run(RunResult& result) {
   result_ = &result;
-  const int threads = state_->index().value("threads", 0);
+  const int threads = values_->threads;
   if (threads > 0) at::set_num_threads(threads);
   result.threads = at::get_num_threads();
   engine_ = runtime::make_emulated_copy_engine();
@@ -90,7 +89,7 @@ void Executor::run(RunResult& result) {
       set_generator_state();
       bind_persistent();
       for (int k = 0; k < options_.steps; ++k) result.steps.push_back(iteration(k, result));
-      if (eager_) compare_with_eager(result);
+      if (options_.check_eager) compare_with_eager(result);
       if (options_.time_kernels) result.kernel_seconds = median_kernel_times();
     } catch (...) {
       // A failed run frees its memory only once no copy reads or writes it.
@@ -150,20 +149,35 @@ void Executor::check_runnable() {
   }
 }
 
+// Values in memory have no files to be missing from: what the run needs
+// of them is checked here, as ValueFiles checks a directory's.
+void Executor::check_values() const {
+  const StepValues& v = *values_;
+  if (v.rng.empty()) bad_input("{}: no generator state (StepValues::rng)", v.source);
+  if (options_.check_eager && !v.eager) {
+    bad_input("{}: no eager reference to check the run with (StepValues::eager)", v.source);
+  }
+  if (options_.rank > 0 && !v.inputs) {
+    bad_input("{}: no micro-batch for rank {} (trace the values for {} ranks)", v.source,
+              options_.rank, options_.ranks);
+  }
+}
+
 // A buffer's starting bytes: by name (rewrites renumber buffers), by id
 // for values without names, a master's from its parameter.
 std::span<const std::byte> Executor::value_of(const Buffer& b) const {
   std::span<const std::byte> whole;
   if (const auto it = master_of_.find(b.id); it != master_of_.end()) {
     whole = value_of(graph_.buffers[it->second]);
-  } else if (const auto mine =
-                 inputs_ && b.kind == BufferKind::kInput ? inputs_->named(b.name) : std::nullopt) {
+  } else if (const auto mine = values_->inputs && b.kind == BufferKind::kInput
+                                   ? values_->inputs->named(b.name)
+                                   : std::nullopt) {
     // A rank's micro-batch (Note [Data-parallel reference] in memwall/values/reference.py).
     return *mine;
-  } else if (const auto v = state_->named(b.name)) {
+  } else if (const auto v = values_->state.named(b.name)) {
     whole = *v;
   } else {
-    whole = state_->buffer(b.id);
+    whole = values_->state.buffer(b.id);
   }
   return sharded(b, whole.size()) ? slice_of(b, whole) : whole;
 }
@@ -206,7 +220,7 @@ void Executor::compile(c10::Allocator* host) {
 }
 
 void Executor::set_generator_state() {
-  const std::span<const std::byte> rng = state_->blob(state_->index().at("rng"));
+  const std::span<const std::byte> rng = values_->rng;
   c10::Storage bytes(c10::Storage::use_byte_size_t(), rng.size(), memory_->host_allocator(), false);
   std::memcpy(bytes.mutable_data(), rng.data(), rng.size());
   const int64_t n = static_cast<int64_t>(rng.size());
@@ -528,27 +542,25 @@ void Executor::execute(const Step& s, RunResult& result) {
 }  // namespace memwall::exec::detail
 
 namespace memwall::exec {
-void run(const Graph& graph, const Plan& plan, const std::string& values, const RunOptions& options,
+namespace {
+
+void run(const Graph& graph, const Plan& plan, detail::ValuesFrom values, const RunOptions& options,
          RunResult& result) {
   detail::Executor executor(graph, plan, values, options);
   executor.run(result);
 }
 
-}  // namespace memwall::exec
-
-extern "C" __attribute__((visibility("default"))) memwall::exec::Status memwall_exec_run_v4(
-    const memwall::Graph& graph, const memwall::Plan& plan, const std::string& values,
-    const memwall::exec::RunOptions& options, memwall::exec::RunResult& result,
-    std::string& error) {
-  using memwall::exec::Status;
+// The status of a run: its errors as one line each (docs/exec.md).
+template <typename Run>
+Status guarded(RunResult& result, std::string& error, Run&& run_it) {
   try {
-    result = memwall::exec::RunResult();
-    memwall::exec::run(graph, plan, values, options, result);
+    result = RunResult();
+    run_it();
     return Status::kOk;
-  } catch (const memwall::exec::BadInput& e) {
+  } catch (const BadInput& e) {
     error = e.what();
     return Status::kBadInput;
-  } catch (const memwall::exec::RunFailed& e) {
+  } catch (const RunFailed& e) {
     error = e.what();
     return Status::kRunFailed;
   } catch (const c10::Error& e) {
@@ -559,4 +571,24 @@ extern "C" __attribute__((visibility("default"))) memwall::exec::Status memwall_
     error = e.what();
     return Status::kRunFailed;
   }
+}
+
+}  // namespace
+}  // namespace memwall::exec
+
+extern "C" __attribute__((visibility("default"))) memwall::exec::Status memwall_exec_run_v4(
+    const memwall::Graph& graph, const memwall::Plan& plan, const std::string& values,
+    const memwall::exec::RunOptions& options, memwall::exec::RunResult& result,
+    std::string& error) {
+  return memwall::exec::guarded(
+      result, error, [&] { memwall::exec::run(graph, plan, {.dir = &values}, options, result); });
+}
+
+extern "C" __attribute__((visibility("default"))) memwall::exec::Status memwall_exec_run_values_v1(
+    const memwall::Graph& graph, const memwall::Plan& plan, const memwall::exec::StepValues& values,
+    const memwall::exec::RunOptions& options, memwall::exec::RunResult& result,
+    std::string& error) {
+  return memwall::exec::guarded(result, error, [&] {
+    memwall::exec::run(graph, plan, {.memory = &values}, options, result);
+  });
 }

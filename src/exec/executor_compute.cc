@@ -520,23 +520,21 @@ void Executor::bind_results(const Op& op, const CompiledCall& call, torch::jit::
 
 void Executor::compare_with_eager(RunResult& result) {
   engine_->synchronize();
-  const nlohmann::json& index = eager_->index();
+  const EagerReference& eager = *values_->eager;
   // Each rank's own losses (Note [Data-parallel reference] in memwall/values/reference.py).
-  const nlohmann::json& rank_losses = index.contains("rank_losses")
-                                          ? index.at("rank_losses").at(options_.rank)
-                                          : index.at("losses");
-  result.eager_losses = rank_losses.get<std::vector<double>>();
+  result.eager_losses = !eager.rank_losses.empty()
+                            ? eager.rank_losses.at(static_cast<size_t>(options_.rank))
+                            : eager.losses;
   bool equal = true;
   std::string difference;
   const int steps = std::min<int>(options_.steps, static_cast<int>(result.eager_losses.size()));
-  if (index.value("ranks", 1) != options_.ranks) {
+  if (eager.ranks != options_.ranks) {
     equal = false;
     difference = fmt::format("eager's reference is for {} data-parallel ranks, this run has {}",
-                             index.value("ranks", 1), options_.ranks);
-  } else if (options_.steps != index.value("steps", 0)) {
+                             eager.ranks, options_.ranks);
+  } else if (options_.steps != eager.steps) {
     equal = false;
-    difference =
-        fmt::format("eager ran {} steps, this run {}", index.value("steps", 0), options_.steps);
+    difference = fmt::format("eager ran {} steps, this run {}", eager.steps, options_.steps);
   }
   for (int k = 0; k < steps && equal; ++k) {
     if (result.steps[k].loss != result.eager_losses[k]) {
@@ -546,7 +544,7 @@ void Executor::compare_with_eager(RunResult& result) {
     }
   }
   const std::vector<uint8_t> here = compared_here();
-  for (const auto& [id, whole] : eager_->buffers()) {
+  for (const auto& [id, whole] : eager.states.buffers()) {
     if (!equal) break;
     if (id < 0 || static_cast<size_t>(id) >= graph_.buffers.size()) continue;
     const Buffer& b = graph_.buffers[id];

@@ -28,13 +28,13 @@
 #include "memwall/alloc/allocator.h"
 #include "memwall/base/error.h"
 #include "memwall/exec/executor.h"
+#include "memwall/exec/values.h"
 #include "memwall/graph/counts.h"
 #include "memwall/plan/in_place.h"
 #include "memwall/plan/nvme_reservation.h"
 #include "memwall/runtime/copy_engine.h"
 #include "memwall/runtime/host_pool.h"
 #include "memwall/runtime/nvme_engine.h"
-#include "values.h"
 
 namespace memwall::exec::detail {
 
@@ -88,15 +88,22 @@ struct Shard {
 
 struct Group;  // the ranks' process group (executor_comm.cc)
 
+// Where a run's values come from: the tracer's files in `dir`, read when
+// the executor is set up, or `memory` (the caller's, outliving the run).
+struct ValuesFrom {
+  const std::string* dir = nullptr;
+  const StepValues* memory = nullptr;
+};
+
 class Executor {
  public:
-  Executor(const Graph& graph, const Plan& plan, const std::string& values,
-           const RunOptions& options);
+  Executor(const Graph& graph, const Plan& plan, ValuesFrom values, const RunOptions& options);
   // Fills `result` as it goes: a failed run keeps its notes.
   void run(RunResult& result);
 
  private:
   void check_runnable();
+  void check_values() const;  // values in memory: what the options need of them
   std::span<const std::byte> value_of(const Buffer& b) const;
   uint64_t host_capacity() const;
   void compile(c10::Allocator* host);
@@ -181,9 +188,9 @@ class Executor {
   const Graph& graph_;
   const Plan& plan_;
   RunOptions options_;
-  std::unique_ptr<ValueFile> state_, eager_;
-  std::unique_ptr<ValueFile> inputs_;  // rank r > 0: its micro-batch
-  int stage_ = 0;                      // ZeRO's, of a rank graph
+  std::unique_ptr<ValueFiles> files_;   // values read from a directory
+  const StepValues* values_ = nullptr;  // files_'s or the caller's
+  int stage_ = 0;                       // ZeRO's, of a rank graph
   std::vector<BufferId> roots_;
   std::vector<uint8_t> in_place_;
   std::vector<CompiledCall> calls_;

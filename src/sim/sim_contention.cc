@@ -57,7 +57,7 @@ Due Simulator::busy_compute(Due start, double work, OpId op, size_t tier,
 }
 
 Due Simulator::busy_copy(Resource r, Due start, double duration) {
-  // Note [Copy latency] (src/cli/runtime_probes.cc): the emulated engine's
+  // Note [Copy latency] (src/runtime/probes.cc): the emulated engine's
   // worker thread pays its wake-up (the profile's pcie_latency, in
   // `duration`) only when it was idle; a copy queued behind another starts
   // as soon as that one ends.

@@ -8,35 +8,12 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "cli/calibrate_kernels.h"
 #include "importers/torch_env.h"
 #include "memwall/hw/hardware.h"
 #include "run_memwall.h"
 
 namespace memwall::testing {
 namespace {
-
-// Note [Measuring copy contention]: a step of A seconds alone takes L beside
-// copies busy a share f of L; compute at 1/c speed while they run gives
-// A = L (1 - f) + L f / c. Rows worked by hand from that equation.
-TEST(CalibrateContention, ComputeSlowdownSolvesTheModel) {
-  struct Row {
-    double alone, loaded, share, slowdown;
-  };
-  for (const Row& r : {
-           Row{0.8, 1.0, 0.4, 2.0},    // 0.8 = 0.6 + 0.4 / 2
-           Row{0.7, 1.0, 0.5, 2.5},    // 0.7 = 0.5 + 0.5 / 2.5
-           Row{0.9, 1.0, 0.1, 100.0},  // no work done beside the copies at all
-           Row{0.5, 1.0, 0.1, 100.0},  // slower than the model allows: the cap
-           Row{1.0, 1.0, 0.3, 1.0},    // no slower
-           Row{1.1, 1.0, 0.3, 1.0},    // faster beside the load: drift, not contention
-           Row{1.0, 1.2, 0.0, 1.0},    // no copies ran: nothing to say
-       }) {
-    EXPECT_NEAR(cli::compute_slowdown(r.alone, r.loaded, r.share), r.slowdown, 1e-9)
-        << r.alone << " " << r.loaded << " " << r.share;
-  }
-  EXPECT_EQ(Hardware::CopyContention::kMaxSlowdown, 100.0);
-}
 
 TEST(CalibrateCli, QuickProfileReadsBackWithGpuFile) {
   MEMWALL_REQUIRE_TORCH();  // the compute probe runs torch

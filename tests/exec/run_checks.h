@@ -110,7 +110,7 @@ inline nlohmann::json check_run(const RunResult& r, const std::string& what, uin
       EXPECT_NEAR(measured / predicted, 1.0, 0.01) << what << " step " << step.at("step");
     }
     EXPECT_EQ(step.at("loss"), step.at("eager_loss")) << what;
-    // Note [The run's own kernels] (src/cli/run.cc): timed from the second
+    // Note [The run's own kernels] (src/sim/run_kernels.cc): timed from the second
     // step, one rank's.
     const bool own = j.at("steps").size() > 1 && j.at("ranks") == 1;
     EXPECT_EQ(step.at("step_time_s").contains("predicted_with_run_kernels"), own) << what;

@@ -20,7 +20,7 @@ void install_interrupt_cleanup();
 
 // Ends the process with `code` now, from any thread, leaving what an
 // interrupt would: the registered children killed, files and directories
-// removed (Note [Dead ranks] in src/cli/run_ranks.cc).
+// removed (Note [Dead ranks] in src/exec/api/ranks.cc).
 [[noreturn]] void exit_after_cleanup(int code);
 
 // For as long as it lives: `path` (a file, or a directory that is empty

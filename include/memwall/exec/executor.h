@@ -3,20 +3,22 @@
 //
 //   exec::RunOptions options;  options.steps = 3;  options.check_eager = true;
 //   exec::RunResult r;  std::string error;
-//   exec::Status s = load_executor()(graph, plan, "values/", options, r, error);
+//   exec::Status s = exec::run_plan(graph, plan, "values/", options, r, error);
 //
 // The graph must carry call records (`memwall trace`, Note [Call records]
-// in python/memwall/tracer/calls.py) and `values` names the directory the tracer's
-// --values wrote (the step's starting values; eager's losses and final
-// model states for check_eager). libtorch stays inside libmemwall_exec.so:
-// this header names no torch type, and `memwall` loads the library only
-// when it runs a plan (cli/exec_library.h).
+// in python/memwall/tracer/calls.py); the step's starting values (and eager's
+// losses and final model states for check_eager) come from the directory
+// the tracer's --values wrote or from memory (memwall/exec/values.h).
+// libtorch stays inside libmemwall_exec.so: this header names no torch
+// type, and a caller loads the library only when it runs a plan
+// (memwall/exec/library.h: run_plan).
 #pragma once
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "memwall/exec/values.h"
 #include "memwall/graph/types.h"
 #include "memwall/plan/plan.h"
 
@@ -106,10 +108,17 @@ struct RunResult {
 // Error kinds the library reports (exit codes of `memwall run`).
 enum class Status : int { kOk = 0, kRunFailed = 1, kBadInput = 2 };
 
-// The library's one entry point, resolved with dlsym by name
-// (kRunSymbol). Returns the status; on failure `error` is one line.
+// The library's entry points, resolved with dlsym by name
+// (memwall/exec/library.h). Each returns the status; on failure `error` is
+// one line. kRunSymbol reads the step's values from the directory
+// `values` (memwall/exec/values.h, ValueFiles), kRunValuesSymbol takes them
+// in memory (rank r > 0 needs its `inputs`, check_eager its `eager`).
 using RunFunction = Status (*)(const Graph& graph, const Plan& plan, const std::string& values,
                                const RunOptions& options, RunResult& result, std::string& error);
 inline constexpr const char* kRunSymbol = "memwall_exec_run_v4";
+using RunValuesFunction = Status (*)(const Graph& graph, const Plan& plan, const StepValues& values,
+                                     const RunOptions& options, RunResult& result,
+                                     std::string& error);
+inline constexpr const char* kRunValuesSymbol = "memwall_exec_run_values_v1";
 
 }  // namespace memwall::exec

@@ -7,6 +7,7 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -140,6 +141,17 @@ inline uint64_t device_peak(const SimResult& sim) {
 // plan.budget. Curves and the timeline are recorded only when `timeline`.
 SimResult simulate_unlimited(const Graph& graph, const Hardware& hardware, const Plan& plan,
                              bool timeline = false);
+
+// Note [The run's own kernels] (src/sim/run_kernels.cc): the iteration
+// time of `plan` simulated again with each op's time as a run measured it
+// (`kernel_seconds` per op id, <= 0 for ops not timed: exec's
+// RunResult::kernel_seconds), the same profile otherwise less its compute
+// slowdown beside copies, as `memwall run` simulates the run
+// (live_scratch without offsets, host memory in `host_block_bytes` pages).
+// nullopt when no op was timed or the plan is then invalid.
+std::optional<double> iteration_time_with_kernels(Graph graph, const Plan& plan, Hardware hardware,
+                                                  const std::vector<double>& kernel_seconds,
+                                                  uint64_t host_block_bytes);
 
 // Every planner's last step, so that a returned plan is one the simulator
 // accepts within `budget`: throws Error "<who>: ..." when the simulator

@@ -1,4 +1,5 @@
-#include "exec_library.h"
+// Loading the executor (memwall/exec/library.h).
+#include "memwall/exec/library.h"
 
 #include <dlfcn.h>
 
@@ -7,7 +8,7 @@
 
 #include "memwall/base/error.h"
 
-namespace memwall::cli {
+namespace memwall::exec {
 
 std::string memwall_executable() {
   std::error_code ec;
@@ -16,9 +17,17 @@ std::string memwall_executable() {
   return self.string();
 }
 
-exec::RunFunction load_executor() {
-  static exec::RunFunction loaded = nullptr;
-  if (loaded != nullptr) return loaded;
+namespace {
+
+// The library's handle and path, opened once.
+struct Library {
+  void* handle = nullptr;
+  std::string path;
+};
+
+const Library& executor_library() {
+  static Library loaded;
+  if (loaded.handle != nullptr) return loaded;
   std::string path;
   if (const char* chosen = std::getenv("MEMWALL_EXEC_LIBRARY"); chosen != nullptr && *chosen) {
     path = chosen;
@@ -40,11 +49,39 @@ exec::RunFunction load_executor() {
   // rounding, so no run matched eager PyTorch bit for bit.
   void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
   if (handle == nullptr) fail("run: cannot load the executor {}: {}", path, ::dlerror());
-  void* symbol = ::dlsym(handle, exec::kRunSymbol);
-  if (symbol == nullptr)
-    fail("run: {} has no {}: a library of another version", path, exec::kRunSymbol);
-  loaded = reinterpret_cast<exec::RunFunction>(symbol);
+  loaded = {handle, path};
   return loaded;
 }
 
-}  // namespace memwall::cli
+void* symbol(const char* name) {
+  const Library& library = executor_library();
+  void* found = ::dlsym(library.handle, name);
+  if (found == nullptr) fail("run: {} has no {}: a library of another version", library.path, name);
+  return found;
+}
+
+}  // namespace
+
+RunFunction load_executor() {
+  static RunFunction loaded = nullptr;
+  if (loaded == nullptr) loaded = reinterpret_cast<RunFunction>(symbol(kRunSymbol));
+  return loaded;
+}
+
+RunValuesFunction load_executor_values() {
+  static RunValuesFunction loaded = nullptr;
+  if (loaded == nullptr) loaded = reinterpret_cast<RunValuesFunction>(symbol(kRunValuesSymbol));
+  return loaded;
+}
+
+Status run_plan(const Graph& graph, const Plan& plan, const std::string& values,
+                const RunOptions& options, RunResult& result, std::string& error) {
+  return load_executor()(graph, plan, values, options, result, error);
+}
+
+Status run_plan(const Graph& graph, const Plan& plan, const StepValues& values,
+                const RunOptions& options, RunResult& result, std::string& error) {
+  return load_executor_values()(graph, plan, values, options, result, error);
+}
+
+}  // namespace memwall::exec

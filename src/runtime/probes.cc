@@ -1,4 +1,5 @@
-#include "runtime_probes.h"
+// The runtime engines measured (memwall/runtime/probes.h).
+#include "memwall/runtime/probes.h"
 
 #include <stdlib.h>
 
@@ -14,14 +15,14 @@
 
 #include "memwall/alloc/allocator.h"
 #include "memwall/alloc/device.h"
-#include "memwall/base/error.h"
 #include "memwall/runtime/bounce_buffer.h"
 #include "memwall/runtime/copy_engine.h"
 #include "memwall/runtime/cpu_optimizer.h"
 #include "memwall/runtime/host_pool.h"
 #include "memwall/runtime/nvme_engine.h"
+#include "probe_fail.h"
 
-namespace memwall::cli {
+namespace memwall::runtime {
 namespace {
 
 double gbps(uint64_t bytes, double seconds) {
@@ -41,26 +42,26 @@ double best_gbps(uint64_t bytes, int repeats, F&& once) {
 // host side filled), for the copy probes; `what` names the probe in errors.
 // Not in the anonymous namespace: CopyLoad::State holds one.
 struct CopyRig {
-  std::unique_ptr<runtime::CopyEngine> engine;
-  std::shared_ptr<runtime::HostRegistrar> registrar;
+  std::unique_ptr<CopyEngine> engine;
+  std::shared_ptr<HostRegistrar> registrar;
   std::unique_ptr<alloc::Device> device;
   std::unique_ptr<alloc::Allocator> allocator;
-  std::unique_ptr<runtime::HostPool> pool;
-  runtime::HostBuffer host;
+  std::unique_ptr<HostPool> pool;
+  HostBuffer host;
   alloc::Allocation on_device;
 
   CopyRig(uint64_t bytes, const char* what) {
     std::string why;
-    engine = runtime::make_copy_engine(&why);
+    engine = make_copy_engine(&why);
     registrar = engine->host_registrar();
     // Room for the copy and the allocator's rounding (2 MiB granules).
     device = engine->make_device(bytes + (uint64_t{64} << 20));
     allocator = alloc::make_allocator("stitching", *device, {});
-    pool = std::make_unique<runtime::HostPool>(bytes + (uint64_t{1} << 20), true, registrar);
+    pool = std::make_unique<HostPool>(bytes + (uint64_t{1} << 20), true, registrar);
     host = pool->allocate(bytes);
     std::memset(host.data(), 1, bytes);
     on_device = allocator->allocate(bytes, 0);
-    if (!on_device) fail("the device could not hold {} bytes for the {}", bytes, what);
+    if (!on_device) probe_fail("the device could not hold {} bytes for the {}", bytes, what);
   }
   ~CopyRig() { allocator->free(on_device.ptr); }
   CopyRig(const CopyRig&) = delete;
@@ -69,16 +70,16 @@ struct CopyRig {
 
 NvmeRates measure_nvme_engine(const std::string& dir, uint64_t size, uint64_t block,
                               uint64_t tensor, int depth) {
-  auto pool = std::make_shared<runtime::HostPool>(static_cast<uint64_t>(depth) * block +
-                                                  (uint64_t{1} << 20));
-  runtime::NvmeOptions o;
+  auto pool =
+      std::make_shared<HostPool>(static_cast<uint64_t>(depth) * block + (uint64_t{1} << 20));
+  NvmeOptions o;
   o.dirs = {dir};
   o.capacity = size;
   o.block_size = block;
   o.queue_depth = static_cast<unsigned>(depth);
   o.faults = "";
-  o.bounce_allocator = runtime::make_pool_bounce_allocator(pool);
-  runtime::NvmeEngine engine(o);
+  o.bounce_allocator = make_pool_bounce_allocator(pool);
+  NvmeEngine engine(o);
   NvmeRates rates;
   if (engine.stats().buffered || !engine.stats().registered_buffers) {
     rates.warning = engine.stats().warning;
@@ -87,13 +88,13 @@ NvmeRates measure_nvme_engine(const std::string& dir, uint64_t size, uint64_t bl
   std::vector<uint8_t> buf(tensor);
   std::mt19937_64 rng(1);
   for (auto& b : buf) b = static_cast<uint8_t>(rng());
-  std::vector<runtime::Extent> extents;
+  std::vector<Extent> extents;
   for (uint64_t done = 0; done + tensor <= size; done += tensor) {
     extents.push_back(engine.allocate(tensor));
   }
   const auto timed = [&](bool write) {
     const auto start = std::chrono::steady_clock::now();
-    std::vector<runtime::NvmeHandle> handles;
+    std::vector<NvmeHandle> handles;
     for (const auto& e : extents) {
       handles.push_back(write ? engine.write_async(e, buf.data(), tensor)
                               : engine.read_async(e, buf.data(), tensor));
@@ -122,15 +123,14 @@ namespace {
 // only then: a copy queued behind another runs as soon as that one ends).
 // The median of 101 round trips, each way in turn (the first of each
 // discarded: it may fault pages in).
-double copy_latency(runtime::CopyEngine& engine, void* device, void* host) {
+double copy_latency(CopyEngine& engine, void* device, void* host) {
   constexpr uint64_t kBytes = 64;
   constexpr int kRounds = 101;
   std::vector<double> seconds;
   seconds.reserve(2 * kRounds);
   for (int r = 0; r <= kRounds; ++r) {
-    for (const auto direction :
-         {runtime::CopyDirection::kHostToDevice, runtime::CopyDirection::kDeviceToHost}) {
-      const bool in = direction == runtime::CopyDirection::kHostToDevice;
+    for (const auto direction : {CopyDirection::kHostToDevice, CopyDirection::kDeviceToHost}) {
+      const bool in = direction == CopyDirection::kHostToDevice;
       const auto t0 = std::chrono::steady_clock::now();
       engine.copy_async(in ? device : host, in ? host : device, kBytes, direction).wait();
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -144,7 +144,7 @@ double copy_latency(runtime::CopyEngine& engine, void* device, void* host) {
 
 CopyRates measure_copies(uint64_t bytes, int repeats) {
   CopyRig rig(bytes, "copy probe");
-  runtime::CopyEngine& engine = *rig.engine;
+  CopyEngine& engine = *rig.engine;
   void* const device = rig.on_device.ptr;
   void* const host = rig.host.data();
   CopyRates rates;
@@ -154,8 +154,8 @@ CopyRates measure_copies(uint64_t bytes, int repeats) {
     rates.warning = "the pinned pool is not registered with the driver (" +
                     rig.pool->registration_error() + "): copies are staged";
   }
-  const auto h2d = runtime::CopyDirection::kHostToDevice;
-  const auto d2h = runtime::CopyDirection::kDeviceToHost;
+  const auto h2d = CopyDirection::kHostToDevice;
+  const auto d2h = CopyDirection::kDeviceToHost;
   rates.h2d_gbps =
       best_gbps(bytes, repeats, [&] { engine.copy_async(device, host, bytes, h2d).wait(); });
   rates.d2h_gbps =
@@ -182,10 +182,10 @@ struct CopyLoad::State {
   void copy_and_pause(bool to_device, CopyLoadStats& into) {
     void* dst = rig.on_device.ptr;
     void* src = rig.host.data();
-    auto direction = runtime::CopyDirection::kHostToDevice;
+    auto direction = CopyDirection::kHostToDevice;
     if (!to_device) {
       std::swap(dst, src);
-      direction = runtime::CopyDirection::kDeviceToHost;
+      direction = CopyDirection::kDeviceToHost;
     }
     const auto t0 = std::chrono::steady_clock::now();
     rig.engine->copy_async(dst, src, bytes, direction).wait();
@@ -240,7 +240,7 @@ CopyLoadStats CopyLoad::stop() {
   State& s = *state_;
   s.running = false;
   s.worker.join();
-  if (!s.error.empty()) fail("the copy load failed: {}", s.error);
+  if (!s.error.empty()) probe_fail("the copy load failed: {}", s.error);
   return s.stats;
 }
 
@@ -248,12 +248,12 @@ double cpu_adam_seconds(int64_t n, unsigned threads, bool bf16_copy, int repeats
   const auto size = static_cast<size_t>(n);
   std::vector<float> param(size, 0.5f), grad(size, 0.01f), m(size, 0.0f), v(size, 0.0f);
   std::vector<uint16_t> half(bf16_copy ? size : 0);
-  const runtime::AdamWState state{param, grad, m, v};
-  const runtime::HalfCopy out{bf16_copy ? runtime::HalfType::bf16 : runtime::HalfType::none, half};
-  const runtime::StepOptions options{.threads = threads};
+  const AdamWState state{param, grad, m, v};
+  const HalfCopy out{bf16_copy ? HalfType::bf16 : HalfType::none, half};
+  const StepOptions options{.threads = threads};
   int64_t step = 1;
-  runtime::adamw_step({}, step++, state, out, options);  // touch every page
-  return best_seconds(repeats, [&] { runtime::adamw_step({}, step++, state, out, options); });
+  adamw_step({}, step++, state, out, options);  // touch every page
+  return best_seconds(repeats, [&] { adamw_step({}, step++, state, out, options); });
 }
 
-}  // namespace memwall::cli
+}  // namespace memwall::runtime

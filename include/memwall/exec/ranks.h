@@ -1,6 +1,9 @@
-// Data-parallel runs (docs/exec.md, "Ranks"): `memwall run` of a ZeRO rank
-// graph runs rank 0 itself and ranks 1..N-1 as child processes of the
-// hidden `memwall run-rank`, which meet through a c10d FileStore.
+// Data-parallel runs (docs/exec.md, "Ranks"): a run of a ZeRO rank graph
+// runs rank 0 in the calling process and ranks 1..N-1 as child processes of
+// the hidden `memwall run-rank` (run_child_rank), which meet through a c10d
+// FileStore.
+//
+//   exec::Status s = exec::run_plan_ranks(graph, plan, values_dir, options, result, error);
 #pragma once
 #include <sys/types.h>
 
@@ -18,7 +21,7 @@
 #include "memwall/graph/types.h"
 #include "memwall/plan/plan.h"
 
-namespace memwall::cli {
+namespace memwall::exec {
 
 // The data-parallel ranks a graph is one of (meta.zero.ranks; 1 if none).
 int ranks_of(const Graph& graph);
@@ -32,7 +35,7 @@ void check_run_ranks(int ranks);
 // What a child rank reported.
 struct RankOutcome {
   int rank = 0;
-  exec::Status status = exec::Status::kRunFailed;
+  Status status = Status::kRunFailed;
   std::string error;
   std::optional<bool> eager_equal;
   std::string eager_difference;
@@ -44,10 +47,12 @@ struct RankOutcome {
 class RankProcesses {
  public:
   // Writes the graph and plan to a private directory and starts ranks
-  // 1..ranks_of(graph)-1 with `options` (rank and store their own). Throws
-  // Error when a file cannot be written or a process cannot start.
+  // 1..ranks_of(graph)-1 with `options` (rank and store their own), each
+  // reading its values from the directory `values`: `memwall run-rank` of
+  // the running executable (memwall_executable). Throws Error when a file
+  // cannot be written or a process cannot start.
   RankProcesses(const Graph& graph, const Plan& plan, const std::string& values,
-                const exec::RunOptions& options);
+                const RunOptions& options);
   ~RankProcesses();  // stops ranks still running, removes the directory
   RankProcesses(const RankProcesses&) = delete;
   RankProcesses& operator=(const RankProcesses&) = delete;
@@ -78,7 +83,29 @@ class RankProcesses {
 // Folds the children's outcomes into rank 0's `status`, `error` and
 // result (their notes after rank 0's): a child's failure explains the run's (rank 0's "Connection
 // closed by peer" follows from it), its own error line first; a child that stop() ended does not.
-void merge_ranks(const std::vector<RankOutcome>& outcomes, exec::Status& status, std::string& error,
-                 exec::RunResult& result);
+void merge_ranks(const std::vector<RankOutcome>& outcomes, Status& status, std::string& error,
+                 RunResult& result);
 
-}  // namespace memwall::cli
+// Runs `plan` from the values in the directory `values` (the children
+// read them there): as its only rank, or for a ZeRO rank graph as rank 0
+// in this process with ranks 1..N-1 as RankProcesses, their outcomes
+// folded into rank 0's (merge_ranks). options.ranks and options.store are
+// set here. Throws Error when the executor cannot be loaded or a rank
+// cannot start.
+Status run_plan_ranks(const Graph& graph, const Plan& plan, const std::string& values,
+                      RunOptions options, RunResult& result, std::string& error);
+
+// A child rank (`memwall run-rank`): what RankProcesses gives it.
+struct ChildRank {
+  std::string graph, plan, values, store;
+  std::string result;  // where its outcome goes, as JSON
+  std::string policy = "stitching", nvme_faults;
+  std::vector<std::string> nvme_dirs;
+  int rank = 1, steps = 3;
+  bool check_eager = false;
+};
+// Runs the child's rank and writes its outcome; returns the status as the
+// exit code.
+int run_child_rank(const ChildRank& child);
+
+}  // namespace memwall::exec

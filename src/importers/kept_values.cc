@@ -1,5 +1,5 @@
-// The values a run starts from (run_values.h).
-#include "run_values.h"
+// The values a run starts from (memwall/importers/kept_values.h).
+#include "memwall/importers/kept_values.h"
 
 #include <unistd.h>
 
@@ -16,7 +16,7 @@
 #include "memwall/base/output_files.h"
 #include "memwall/graph/graph.h"
 
-namespace memwall::cli {
+namespace memwall::importers {
 
 // The graph and plan given as files must be the graph a fresh trace of its
 // model gives (the values come from that trace).
@@ -103,7 +103,7 @@ KeptValues::KeptValues(const std::string& dir) : dir_(dir) {
       fail("{}: no {} (the directory `memwall run --keep-values` writes)", dir, name);
     }
   }
-  trace_ = std::make_unique<importers::RunTrace>(dir);  // reads graph.json, checks state.*
+  trace_ = std::make_unique<RunTrace>(dir);  // reads graph.json, checks state.*
   const auto index = [&](const char* name) {
     try {
       std::ifstream in(dir + "/" + name);
@@ -128,7 +128,7 @@ namespace {
 // The source as the tracer records it in meta.origin (python/memwall/cli.py): scripts and
 // config files by absolute path, a Hugging Face model by its hub id
 // (`traced` knows it as its meta.model or origin.hf).
-std::string source_of(const importers::TorchTraceRequest& r, const Graph& traced) {
+std::string source_of(const TorchTraceRequest& r, const Graph& traced) {
   const auto absolute = [](const std::string& path) {
     std::error_code ec;
     return std::filesystem::absolute(path, ec).lexically_normal().string();
@@ -153,8 +153,8 @@ std::string source_of(const importers::TorchTraceRequest& r, const Graph& traced
 
 }  // namespace
 
-std::string model_difference(const importers::TorchTraceRequest& wanted, const Graph& traced) {
-  const importers::TorchTraceRequest had = importers::request_for(traced);
+std::string model_difference(const TorchTraceRequest& wanted, const Graph& traced) {
+  const TorchTraceRequest had = request_for(traced);
   const std::string source = source_of(wanted, traced);
   if (source != source_of(had, traced)) {
     return fmt::format("traced from {}, not {}", source_of(had, traced), source);
@@ -187,8 +187,7 @@ std::string model_difference(const importers::TorchTraceRequest& wanted, const G
   return differ;
 }
 
-void KeptValues::check_model(const importers::TorchTraceRequest& wanted,
-                             const std::string& whose) const {
+void KeptValues::check_model(const TorchTraceRequest& wanted, const std::string& whose) const {
   if (!holds()) return;
   const std::string difference = model_difference(wanted, graph());
   if (!difference.empty()) {
@@ -244,7 +243,7 @@ namespace {
 // Copies the run's inputs to `dir` for later runs (--keep-values), with
 // the graph as memwall reads it (versions made, Note [Buffer versions]): the
 // graph to plan for `memwall run --graph DIR/graph.json`.
-void keep_values(const importers::RunTrace& trace, const std::string& dir) {
+void keep_values(const RunTrace& trace, const std::string& dir) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) fail("cannot create {}: {}", dir, ec.message());
@@ -267,12 +266,12 @@ void keep_values(const importers::RunTrace& trace, const std::string& dir) {
 
 }  // namespace
 
-std::unique_ptr<importers::RunTrace> KeptValues::take(const importers::TorchTraceRequest& request,
-                                                      int steps, int64_t seed) {
+std::unique_ptr<RunTrace> KeptValues::take(const TorchTraceRequest& request, int steps,
+                                           int64_t seed) {
   if (holds()) return std::move(trace_);
-  auto traced = std::make_unique<importers::RunTrace>(request, steps, seed);
+  auto traced = std::make_unique<RunTrace>(request, steps, seed);
   if (given()) keep_values(*traced, dir_);
   return traced;
 }
 
-}  // namespace memwall::cli
+}  // namespace memwall::importers

@@ -1,5 +1,6 @@
-// Data-parallel runs (run_ranks.h): the child ranks and `memwall run-rank`.
-#include "run_ranks.h"
+// Data-parallel runs (memwall/exec/ranks.h): the child ranks and what
+// `memwall run-rank` runs.
+#include "memwall/exec/ranks.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -20,14 +21,13 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "commands.h"
-#include "exec_library.h"
 #include "memwall/base/error.h"
 #include "memwall/base/interrupt_cleanup.h"
 #include "memwall/base/output_files.h"
+#include "memwall/exec/library.h"
 #include "memwall/graph/graph.h"
 
-namespace memwall::cli {
+namespace memwall::exec {
 
 int ranks_of(const Graph& graph) {
   const auto it = graph.meta.find("zero");
@@ -54,7 +54,7 @@ void write_file(const std::string& path, const std::string& text) {
 }  // namespace
 
 RankProcesses::RankProcesses(const Graph& graph, const Plan& plan, const std::string& values,
-                             const exec::RunOptions& options) {
+                             const RunOptions& options) {
   const int ranks = ranks_of(graph);
   check_run_ranks(ranks);
   // Note [Interrupt cleanup]: every file the ranks make here is named, so
@@ -130,13 +130,13 @@ RankOutcome RankProcesses::outcome_of(int rank, int wait_status) const {
   }
   if (j.is_object()) {
     o.said = true;
-    o.status = static_cast<exec::Status>(j.value("status", 1));
+    o.status = static_cast<Status>(j.value("status", 1));
     o.error = j.value("error", std::string());
     if (j.contains("eager_equal")) o.eager_equal = j["eager_equal"].get<bool>();
     o.eager_difference = j.value("eager_difference", std::string());
     o.notes = j.value("notes", std::vector<std::string>());
   } else {
-    o.status = exec::Status::kRunFailed;
+    o.status = Status::kRunFailed;
     o.stopped = stopping_ && WIFSIGNALED(wait_status) && WTERMSIG(wait_status) == SIGTERM;
     o.error = WIFSIGNALED(wait_status)
                   ? fmt::format("died of signal {}", WTERMSIG(wait_status))
@@ -170,20 +170,19 @@ void RankProcesses::watch() {
         children_[i] = 0;
         kill_on_interrupt_[i].reset();
         ended_.push_back(outcome_of(static_cast<int>(i) + 1, status));
-        if (ended_.back().status != exec::Status::kOk && !failed_at) {
+        if (ended_.back().status != Status::kOk && !failed_at) {
           failed_at = std::chrono::steady_clock::now();
         }
       }
     }
     if (failed_at && std::chrono::steady_clock::now() - *failed_at > 10s) {
-      const auto bad = std::find_if(ended_.begin(), ended_.end(), [](const RankOutcome& o) {
-        return o.status != exec::Status::kOk;
-      });
+      const auto bad = std::find_if(ended_.begin(), ended_.end(),
+                                    [](const RankOutcome& o) { return o.status != Status::kOk; });
       std::cerr << fmt::format("memwall: error: run failed: rank {}: {}\n", bad->rank, bad->error);
       stop();
       std::error_code ignored;
       std::filesystem::remove_all(dir_->path(), ignored);
-      exit_after_cleanup(bad->status == exec::Status::kBadInput ? 2 : 1);
+      exit_after_cleanup(bad->status == Status::kBadInput ? 2 : 1);
     }
     std::this_thread::sleep_for(50ms);
   }
@@ -208,15 +207,15 @@ std::vector<RankOutcome> RankProcesses::wait() {
   return out;
 }
 
-void merge_ranks(const std::vector<RankOutcome>& outcomes, exec::Status& status, std::string& error,
-                 exec::RunResult& result) {
+void merge_ranks(const std::vector<RankOutcome>& outcomes, Status& status, std::string& error,
+                 RunResult& result) {
   for (const RankOutcome& o : outcomes) {
     for (const std::string& note : o.notes)
       result.notes.push_back(fmt::format("rank {}: {}", o.rank, note));
   }
   for (const bool own : {true, false}) {
     for (const RankOutcome& o : outcomes) {
-      if (o.status == exec::Status::kOk || o.said != own || o.stopped) continue;
+      if (o.status == Status::kOk || o.said != own || o.stopped) continue;
       status = o.status;
       error = fmt::format("rank {}: {}", o.rank, o.error);
       return;
@@ -230,36 +229,43 @@ void merge_ranks(const std::vector<RankOutcome>& outcomes, exec::Status& status,
   }
 }
 
-namespace {
-
-struct RankArgs {
-  std::string graph, plan, values, store, result, policy = "stitching", nvme_faults;
-  std::vector<std::string> nvme_dirs;
-  int rank = 1, steps = 3;
-  bool check_eager = false;
-};
-
-// A child rank: runs and writes its outcome as JSON; the exit code is the
-// status.
-int run_rank(const RankArgs& args) {
-  const Graph graph = read_graph_file(args.graph);
-  const Plan plan = read_plan_file(args.plan);
-  exec::RunOptions options;
-  options.steps = args.steps;
-  options.check_eager = args.check_eager;
-  options.policy = args.policy;
-  options.nvme_dirs = args.nvme_dirs;
-  options.nvme_faults = args.nvme_faults;
-  options.rank = args.rank;
+Status run_plan_ranks(const Graph& graph, const Plan& plan, const std::string& values,
+                      RunOptions options, RunResult& result, std::string& error) {
+  const RunFunction run = load_executor();
+  // A ZeRO rank graph: this process is rank 0 (docs/exec.md, "Ranks").
+  std::unique_ptr<RankProcesses> others;
   options.ranks = ranks_of(graph);
-  options.store = args.store;
-  exec::RunResult result;
+  if (options.ranks > 1) {
+    others = std::make_unique<RankProcesses>(graph, plan, values, options);
+    options.store = others->store();
+  }
+  Status status = run(graph, plan, values, options, result, error);
+  if (others) {
+    if (status != Status::kOk) others->stop();
+    merge_ranks(others->wait(), status, error, result);
+  }
+  return status;
+}
+
+int run_child_rank(const ChildRank& child) {
+  const Graph graph = read_graph_file(child.graph);
+  const Plan plan = read_plan_file(child.plan);
+  RunOptions options;
+  options.steps = child.steps;
+  options.check_eager = child.check_eager;
+  options.policy = child.policy;
+  options.nvme_dirs = child.nvme_dirs;
+  options.nvme_faults = child.nvme_faults;
+  options.rank = child.rank;
+  options.ranks = ranks_of(graph);
+  options.store = child.store;
+  RunResult result;
   std::string error;
-  exec::Status status = exec::Status::kRunFailed;
+  Status status = Status::kRunFailed;
   try {
-    status = load_executor()(graph, plan, args.values, options, result, error);
+    status = run_plan(graph, plan, child.values, options, result, error);
   } catch (const Error& e) {
-    status = exec::Status::kBadInput;
+    status = Status::kBadInput;
     error = e.what();
   }
   nlohmann::json out = {
@@ -268,28 +274,8 @@ int run_rank(const RankArgs& args) {
     out["eager_equal"] = *result.eager_equal;
     out["eager_difference"] = result.eager_difference;
   }
-  write_file(args.result, out.dump());
+  write_file(child.result, out.dump());
   return static_cast<int>(status);
 }
 
-}  // namespace
-
-void add_run_rank(CLI::App& app, Action& action) {
-  auto* cmd = app.add_subcommand("run-rank", "");  // hidden: `memwall run` starts it
-  cmd->group("");
-  auto args = std::make_shared<RankArgs>();
-  cmd->add_option("--graph", args->graph)->required();
-  cmd->add_option("--plan", args->plan)->required();
-  cmd->add_option("--values", args->values)->required();
-  cmd->add_option("--rank", args->rank)->required();
-  cmd->add_option("--store", args->store)->required();
-  cmd->add_option("--result", args->result)->required();
-  cmd->add_option("--steps", args->steps);
-  cmd->add_option("--policy", args->policy);
-  cmd->add_option("--nvme-dir", args->nvme_dirs);
-  cmd->add_option("--nvme-faults", args->nvme_faults);
-  cmd->add_flag("--check-eager", args->check_eager);
-  cmd->callback([&action, args] { action = [args] { return run_rank(*args); }; });
-}
-
-}  // namespace memwall::cli
+}  // namespace memwall::exec

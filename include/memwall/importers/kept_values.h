@@ -1,7 +1,8 @@
 // The values a run of a traced graph starts from (`memwall run`, `memwall
-// calibrate --graph`): a fresh trace of its model on real CPU tensors, or
-// the one kept in a --keep-values directory (Note [Kept values] in
-// run_values.cc).
+// calibrate --graph`): a fresh trace of its model on real CPU tensors
+// (RunTrace, torch_trace.h), or the one kept in a --keep-values directory
+// (Note [Kept values] in src/importers/kept_values.cc). The executor reads
+// the directory either gives (RunTrace::values_dir; memwall/exec/values.h).
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -11,7 +12,7 @@
 #include "memwall/graph/types.h"
 #include "memwall/importers/torch_trace.h"
 
-namespace memwall::cli {
+namespace memwall::importers {
 
 // The graph and plan given as files must be the graph a fresh trace of its
 // model gives (the values come from that trace); throws Error naming `file`
@@ -21,7 +22,7 @@ void check_same_structure(const Graph& given, const Graph& traced, const std::st
 // What differs between the model `wanted` asks for and the model `traced`
 // was traced from (its meta.origin), with the tracer's defaults filled in
 // as it records them: "" when they are the same model.
-std::string model_difference(const importers::TorchTraceRequest& wanted, const Graph& traced);
+std::string model_difference(const TorchTraceRequest& wanted, const Graph& traced);
 
 // A --keep-values directory, judged before any work (Note [Kept values]).
 class KeptValues {
@@ -44,7 +45,7 @@ class KeptValues {
 
   // Throws Error unless the values held are of the model `wanted` asks for
   // (`whose` names it: "the model asked for", "g.json's model").
-  void check_model(const importers::TorchTraceRequest& wanted, const std::string& whose) const;
+  void check_model(const TorchTraceRequest& wanted, const std::string& whose) const;
 
   // What `memwall run` asks of the values, checked by run_steps.
   struct RunAsk {
@@ -64,15 +65,14 @@ class KeptValues {
   // The values held; else a fresh trace of `request` with `steps` eager
   // steps after torch.manual_seed(seed), kept in the directory when one is
   // given. Call once.
-  std::unique_ptr<importers::RunTrace> take(const importers::TorchTraceRequest& request, int steps,
-                                            int64_t seed);
+  std::unique_ptr<RunTrace> take(const TorchTraceRequest& request, int steps, int64_t seed);
 
  private:
   std::string dir_;
-  std::unique_ptr<importers::RunTrace> trace_;
+  std::unique_ptr<RunTrace> trace_;
   int steps_ = 0;
   int64_t seed_ = 0;
   int ranks_ = 1;
 };
 
-}  // namespace memwall::cli
+}  // namespace memwall::importers

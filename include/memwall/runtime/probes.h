@@ -1,17 +1,31 @@
-// Measurements of the runtime engines shared by `memwall bench offload`,
-// `memwall bench cpu-adam` and `memwall calibrate`: the NVMe engine's
-// sequential write and read rates, host<->device copies through the copy
-// engine (against a plain memcpy of the same bytes), the CPU AdamW step.
+// Measurements of the runtime engines (DESIGN.md "runtime": calibration
+// probes) shared by `memwall bench offload`, `memwall bench cpu-adam` and
+// `memwall calibrate`: the NVMe engine's sequential write and read rates
+// (and fio's on the same directory), host<->device copies through the copy
+// engine (against a plain memcpy of the same bytes), the CPU AdamW step, the
+// memory bandwidth that bounds it, and the step overlapped with its copy to
+// the device. Each returns figures; assembling them into a hardware profile
+// is hw's (memwall/hw/calibration.h), printing them the command line's.
 #pragma once
 
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
-namespace memwall::cli {
+namespace memwall::runtime {
+
+// A probe that cannot measure: the device cannot hold its bytes, the copy
+// load failed, fio cannot run. One line; the command line reports it as
+// bad input (exit 2), as memwall::Error, which runtime does not see.
+class ProbeError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
 
 // The median of `values` (0 when empty): benchmarks that alternate
 // contenders report medians, the drift of a shared machine cancelling.
@@ -102,4 +116,58 @@ class CopyLoad {
 // of `repeats` after a step that touches every page.
 double cpu_adam_seconds(int64_t n, unsigned threads, bool bf16_copy, int repeats);
 
-}  // namespace memwall::cli
+// Bytes an AdamW update reads and writes per parameter: param, grad,
+// exp_avg, exp_avg_sq read, param, exp_avg, exp_avg_sq written (+2 for a
+// bf16 copy of the weights).
+inline int64_t adam_bytes_per_update(bool bf16_copy) { return 16 + 12 + (bf16_copy ? 2 : 0); }
+
+// Bytes read + written per second by memcpy of `bytes`, on `threads`
+// threads each copying its share; best of `repeats`.
+double memcpy_bandwidth(size_t bytes, unsigned threads, int repeats);
+
+// Bytes read + written per second by STREAM's triad a = b + s * c on
+// floats (12 bytes per element), `threads` threads each on its share: the
+// compiler's plain stores, which memcpy's large-size path may not use.
+double triad_bandwidth(size_t bytes, unsigned threads, int repeats);
+
+// Note [Overlapped offload step]: the step over `n` parameters with its
+// bf16 copy followed by the copy to the (emulated) device, against the
+// tiled step that overlaps the two; one thread for the step, the copy
+// engine's own for the copy. Best seconds of each.
+struct OverlapSeconds {
+  double sequential = 0, overlapped = 0;
+};
+OverlapSeconds overlap_seconds(int64_t n, int repeats);
+
+// `memwall bench offload`: the NVMe engine against fio (io_uring,
+// O_DIRECT, the same block size and queue depth) on one directory.
+struct NvmeBenchSpec {
+  std::string dir;
+  uint64_t size = 0, block = 0, tensor = 0;
+  std::vector<int> depths;
+  int repeats = 1;
+  bool fio = true;  // false: the engine alone
+  // The file fio writes (removed before each fio run, at the end and on an
+  // error; on an interrupt by whoever registered it).
+  std::string fio_file;
+};
+struct NvmeAgainstFio {
+  int depth = 0;
+  std::string op;                   // "write" or "read"
+  std::vector<double> engine_gbps;  // per repeat
+  std::vector<double> fio_gbps;     // per repeat; empty: not measured
+};
+// Per depth a write row and a read row: the engine and fio `repeats` times
+// each, alternating, so that a shared disk's drift falls on both.
+// `each_run(rates, repeat)` is called after every engine run (its warning
+// and note are the caller's to say). Throws NvmeError from the engine,
+// ProbeError when fio fails.
+std::vector<NvmeAgainstFio> nvme_against_fio(
+    const NvmeBenchSpec& spec, const std::function<void(const NvmeRates&, int)>& each_run);
+// The median of engine[i] / fio[i].
+double median_ratio(const NvmeAgainstFio& row);
+// fio's bandwidth in GB/s for one job (`rw`: "write" or "read"); throws
+// ProbeError naming the command when fio cannot run or says nothing.
+double fio_gbps(const std::string& file, uint64_t size, uint64_t block, int depth, const char* rw);
+
+}  // namespace memwall::runtime
