@@ -40,7 +40,6 @@
 
 #include "memwall/base/error.h"
 #include "memwall/base/interrupt_cleanup.h"
-#include "memwall/base/output_files.h"
 #include "memwall/base/private_dir.h"
 #include "memwall/graph/graph.h"
 #include "memwall/graph/versions.h"
