@@ -43,9 +43,11 @@ demo: deps
 test: test-release test-asan test-tsan fuzz
 
 # PyTorch first: the build makes the PyTorch allocator library only against
-# the torch wheel of memwall's environment (src/alloc/torch).
+# the torch wheel of memwall's environment (src/alloc/torch). Then the
+# summary line of the Python package's tests (ctest PythonPackage.Pytest).
 test-release: torch-deps build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+	@cat $(BUILD)/python-tests-summary.txt 2>/dev/null || true
 
 test-asan: deps torch-deps
 	@cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMEMWALL_SANITIZE=ON \

@@ -3,7 +3,8 @@
 # when everything is present. Pass --torch to also create memwall's Python
 # environment (PyTorch, torchvision and transformers from PyPI, pinned in
 # python/requirements.txt): `memwall trace`, the PyTorch allocator library
-# and their tests use it. --deepspeed (implies --torch) also installs
+# and their tests use it, with pytest for the Python package's own tests
+# (python/tests). --deepspeed (implies --torch) also installs
 # DeepSpeed into that environment, the peer of `memwall bench cpu-adam`
 # (its CPU Adam compiles on first use, about a minute, cached by torch).
 #
@@ -22,6 +23,10 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 with_torch=0
 with_deepspeed=0
 deepspeed_pin="deepspeed==0.19.8"
+# The test runner of python/tests, beside the pinned requirements rather than
+# among them: adding it there would change the environment's key and make a
+# new environment of several GB where one package is missing.
+pytest_pin="pytest==9.2.0"
 for arg in "$@"; do
   case "$arg" in
     --torch) with_torch=1 ;;
@@ -74,6 +79,14 @@ key=$(sha256sum "$requirements" | cut -c1-16)
 cache="${XDG_CACHE_HOME:-$HOME/.cache}/memwall"
 venv="$cache/venv-$key"
 
+# pytest on top of a complete environment, once; best effort: without it the
+# Python package's tests skip and say so (tests/CMakeLists.txt).
+add_pytest() {
+  "$venv/bin/python" -c "import pytest" >/dev/null 2>&1 && return 0
+  echo "install-deps: installing $pytest_pin into $venv"
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-input "$pytest_pin" ||
+    echo "install-deps: $pytest_pin could not be installed; the Python package's tests will skip" >&2
+}
 # DeepSpeed on top of a complete environment, once (it is optional: nothing
 # but the benchmark's comparison needs it).
 add_deepspeed() {
@@ -82,11 +95,11 @@ add_deepspeed() {
   echo "install-deps: installing $deepspeed_pin into $venv"
   "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-input "$deepspeed_pin"
 }
-if [[ -f "$venv/.memwall-complete" ]]; then add_deepspeed; exit 0; fi
+if [[ -f "$venv/.memwall-complete" ]]; then add_pytest; add_deepspeed; exit 0; fi
 mkdir -p "$cache"
 exec 9>"$cache/venv-$key.lock"
 flock 9
-if [[ -f "$venv/.memwall-complete" ]]; then add_deepspeed; exit 0; fi # made while this run waited
+if [[ -f "$venv/.memwall-complete" ]]; then add_pytest; add_deepspeed; exit 0; fi # made while this run waited
 rm -rf "$venv"
 echo "install-deps: creating $venv with $(grep -E '^[a-z]' "$requirements" | tr '\n' ' ')from PyPI (once per machine; a few GB)"
 /usr/bin/python3 -m venv "$venv"
@@ -96,5 +109,6 @@ echo "install-deps: creating $venv with $(grep -E '^[a-z]' "$requirements" | tr 
   { echo "install-deps: $venv was installed but does not import torch, torchvision and transformers" >&2; exit 1; }
 cp "$requirements" "$venv/requirements.txt"
 touch "$venv/.memwall-complete"
+add_pytest
 add_deepspeed
 echo "install-deps: $venv/bin/python is memwall's Python"

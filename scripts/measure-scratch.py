@@ -6,7 +6,7 @@ src/exec/executor.cc): per plan step of the first iteration, the device
 allocations ("+ ADDRESS BYTES") and frees ("- ADDRESS") it made, then a line
 "STEP LIVE PEAK". For each compute step, the allocations still live at its
 end are the op's outputs and the ones it freed are its scratch; the
-workspace and span follow the definitions of python/memwall_scratch.py's
+workspace and span follow the definitions of python/memwall/tracer/scratch.py's
 replay(): the highest scratch + outputs so far less all the outputs, and the
 highest scratch. Prints one row per op whose measured or modelled scratch is
 not zero (or per op named with --ops): measured workspace / span, then the

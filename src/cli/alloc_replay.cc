@@ -13,11 +13,11 @@
 
 #include "alloc_runner.h"
 #include "commands.h"
-#include "format.h"
 #include "memwall/base/error.h"
-#include "memwall/cli/plan_layout.h"
 #include "memwall/layout/csv.h"
 #include "memwall/plan/plan.h"
+#include "memwall/planner/plan_layout.h"
+#include "memwall/report/format.h"
 #include "options.h"
 
 namespace memwall::cli {
@@ -64,32 +64,6 @@ nlohmann::json replay_json(const PolicyReplay& r) {
                       {"oom_events", s.oom_events}};
   if (!r.result.fits) j["failed_event"] = r.result.failed_event;
   return j;
-}
-
-// Why no policy can fit the trace, before replaying it: an allocation
-// larger than the device (every policy maps at least the request rounded up
-// to whole chunks, and the device holds whole chunks), or more than 2^62
-// bytes live at once. Nothing when the replay has to tell.
-std::optional<std::string> beyond_any_policy(const AllocTrace& trace, const AllocSetup& setup) {
-  const uint64_t usable = setup.capacity / setup.granularity * setup.granularity;
-  const std::string capacity =
-      exact_bytes(usable) +
-      (usable == setup.capacity
-           ? ""
-           : fmt::format(" (in whole {} chunks)", human_bytes(setup.granularity)));
-  for (const LayoutBuffer& b : trace.allocations) {
-    if (b.size > usable) {
-      return fmt::format("{}: buffer {} of {} is larger than the device's capacity of {}",
-                         trace.name, b.id, exact_bytes(b.size), capacity);
-    }
-  }
-  try {
-    peak_live_bytes(trace);
-  } catch (const Error&) {
-    return fmt::format("{}: more than 2^62 bytes are live at once, more than the device's {}",
-                       trace.name, capacity);
-  }
-  return std::nullopt;
 }
 
 int run_replay(const ReplayArgs& args) {

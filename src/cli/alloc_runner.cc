@@ -5,8 +5,8 @@
 
 #include <fmt/format.h>
 
-#include "format.h"
 #include "memwall/base/error.h"
+#include "memwall/report/format.h"
 #include "options.h"
 
 namespace memwall::cli {
@@ -55,17 +55,6 @@ AllocSetup AllocFlags::parse(const Hardware& hw) const {
   }
   setup.layout_seconds = layout_seconds;
   return setup;
-}
-
-std::vector<PolicyReplay> replay_policies(AllocTrace& trace, const AllocSetup& setup) {
-  std::vector<PolicyReplay> runs;
-  const std::vector<alloc::ReplayEvent> events = replay_events(trace);
-  for (const std::string& policy : setup.policies) {
-    if (policy == "plan") add_layout(trace, setup.layout_seconds);
-    runs.push_back(
-        replay_policy(trace, events, policy, setup.capacity, setup.options, setup.granularity));
-  }
-  return runs;
 }
 
 std::string replay_table(const std::vector<PolicyReplay>& runs, uint64_t peak_live) {

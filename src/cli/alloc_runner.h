@@ -1,6 +1,8 @@
 // What `memwall alloc-replay` and `memwall bench alloc` share: the
-// allocator flags, replaying a trace through a list of policies, and the
-// table of the results.
+// allocator flags and the table of the results (the replay through a list
+// of policies is the planner's: memwall/planner/alloc_trace.h). The table
+// stays here: report may not use the planner's or the allocator's types
+// (DESIGN.md).
 #pragma once
 
 #include <string>
@@ -8,20 +10,10 @@
 
 #include <CLI/CLI.hpp>
 
-#include "memwall/cli/alloc_trace.h"
 #include "memwall/hw/hardware.h"
+#include "memwall/planner/alloc_trace.h"
 
 namespace memwall::cli {
-
-// The flags as parsed.
-struct AllocSetup {
-  std::vector<std::string> policies;
-  uint64_t capacity = 0;
-  std::string capacity_source;  // "--capacity", or the GPU profile's name
-  uint64_t granularity = alloc::kDefaultGranularity;
-  alloc::Options options;     // max_split_size
-  double layout_seconds = 1;  // the plan policy's layout (default_layout.h)
-};
 
 // --policy --capacity --granularity --max-split-size --layout-time.
 struct AllocFlags {
@@ -36,10 +28,6 @@ struct AllocFlags {
   // the GPU's memory (percentages are of it too).
   AllocSetup parse(const Hardware& hw) const;
 };
-
-// Each policy of `setup` in turn (adding the trace's layout first when the
-// plan policy is among them).
-std::vector<PolicyReplay> replay_policies(AllocTrace& trace, const AllocSetup& setup);
 
 // One row per policy: peak allocated (the policy's blocks), peak reserved
 // and its ratio to `peak_live` (the most bytes requested at once, which no

@@ -13,10 +13,10 @@
 
 #include "alloc_runner.h"
 #include "commands.h"
-#include "format.h"
 #include "memwall/base/error.h"
 #include "memwall/layout/csv.h"
 #include "memwall/models/zoo.h"
+#include "memwall/report/format.h"
 #include "options.h"
 
 namespace memwall::cli {

@@ -11,13 +11,13 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
-#include "format.h"
-#include "layout_runner.h"
 #include "memwall/base/error.h"
 #include "memwall/layout/csv.h"
 #include "memwall/layout/from_graph.h"
 #include "memwall/layout/problem.h"
+#include "memwall/layout/registry.h"
 #include "memwall/models/zoo.h"
+#include "memwall/report/format.h"
 #include "options.h"
 
 namespace memwall::cli {
@@ -39,19 +39,6 @@ struct BenchInput {
   LayoutProblem problem;
 };
 
-// MiniMalloc names its inputs NAME.CAPACITY.csv: the capacity to fit (0
-// when the name carries none). Parsed by hand: std::regex trips g++ 12's
-// -Wmaybe-uninitialized in sanitizer builds.
-uint64_t capacity_from_name(const std::string& file) {
-  constexpr std::string_view kSuffix = ".csv";
-  if (file.size() <= kSuffix.size() || !file.ends_with(kSuffix)) return 0;
-  const size_t end = file.size() - kSuffix.size();
-  size_t start = end;
-  while (start > 0 && file[start - 1] >= '0' && file[start - 1] <= '9') --start;
-  if (start == end || end - start > 18 || start == 0 || file[start - 1] != '.') return 0;
-  return std::stoull(file.substr(start, end - start));
-}
-
 std::vector<BenchInput> load_inputs(const BenchLayoutArgs& args, std::string& data_note) {
   std::vector<BenchInput> inputs;
   const std::string dir = find_data_dir(args.data_dir, "layout");
@@ -61,7 +48,7 @@ std::vector<BenchInput> load_inputs(const BenchLayoutArgs& args, std::string& da
     for (const std::string& path : csv_files(dir)) {
       const fs::path file(path);
       BenchInput in{file.stem().string(), read_lifetimes_csv(path, "benchmark").problem};
-      in.problem.capacity = capacity_from_name(file.filename().string());
+      in.problem.capacity = capacity_from_csv_name(file.filename().string());
       inputs.push_back(std::move(in));
     }
   }

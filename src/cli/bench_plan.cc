@@ -9,14 +9,13 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
-#include "format.h"
 #include "memwall/base/error.h"
-#include "memwall/base/stopwatch.h"
 #include "memwall/graph/graph.h"
 #include "memwall/models/zoo.h"
 #include "memwall/planner/planner.h"
+#include "memwall/planner/versus_singles.h"
+#include "memwall/report/format.h"
 #include "options.h"
-#include "remat_runner.h"
 
 namespace memwall::cli {
 namespace {
@@ -29,49 +28,9 @@ struct BenchPlanArgs {
   bool json = false;
 };
 
-struct PlanRow {
+struct PlanRow : AutoVersusSingles {
   std::string model;
-  uint64_t budget = 0;
-  bool auto_fits = false;
-  double auto_time = 0;
-  std::string auto_config;
-  std::string best_single;  // empty: no single technique fits
-  double best_single_time = 0;
-  bool within_budget = true;  // every fitting plan, re-simulated, stays within its budget
-  double seconds = 0;
-  std::string why;  // when auto does not fit
 };
-
-// Re-simulates a fitting candidate within its budget.
-bool simulates_within(const Candidate& c, const Hardware& hw, uint64_t budget) {
-  if (!c.fits) return true;
-  const SimResult sim = simulate(c.graph, c.plan, hw, {.record_curves = false});
-  return sim.valid && device_peak(sim) <= budget && c.plan.budget == budget;
-}
-
-PlanRow bench_one(const std::string& model, const Graph& graph, const Hardware& hw, uint64_t budget,
-                  double time_limit) {
-  PlanRow r{.model = model, .budget = budget};
-  const Stopwatch clock;
-  try {
-    const AutoPlan a = plan_auto(graph, hw, {.budget = budget, .time_limit = time_limit});
-    r.auto_fits = true;
-    r.auto_time = a.best.sim.iteration_time;
-    r.auto_config = a.best.states.name() + "; " + a.best.activations;
-    r.within_budget = simulates_within(a.best, a.hardware, budget);
-    for (const Candidate& c : a.singles) {
-      r.within_budget = r.within_budget && simulates_within(c, a.hardware, budget);
-      if (c.fits && (r.best_single.empty() || c.sim.iteration_time < r.best_single_time)) {
-        r.best_single = c.technique;
-        r.best_single_time = c.sim.iteration_time;
-      }
-    }
-  } catch (const Error& e) {
-    r.why = e.what();
-  }
-  r.seconds = clock.seconds();
-  return r;
-}
 
 int run_bench_plan(const BenchPlanArgs& args) {
   const Hardware hw = args.gpu.load();
@@ -98,7 +57,7 @@ int run_bench_plan(const BenchPlanArgs& args) {
     for (const double f : args.fractions) {
       const uint64_t budget =
           std::min(cap, static_cast<uint64_t>(f * static_cast<double>(std::min(peak, cap))));
-      rows.push_back(bench_one(model, graph, hw, budget, time_limit));
+      rows.push_back({compare_with_singles(graph, hw, budget, time_limit), model});
       if (!args.json) {
         const PlanRow& r = rows.back();
         std::cerr << fmt::format("  {} at {}: {}\n", model, human_bytes(budget),

@@ -13,16 +13,14 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
-#include "format.h"
 #include "memwall/base/error.h"
 #include "memwall/remat/remat.h"
+#include "memwall/remat/runner.h"
+#include "memwall/report/format.h"
 #include "options.h"
-#include "remat_runner.h"
 
 namespace memwall::cli {
 namespace {
-
-constexpr std::string_view kMemwall = "memwall";
 
 struct BenchRematArgs {
   GraphSource source;
@@ -31,45 +29,6 @@ struct BenchRematArgs {
   double time_limit = RematOptions{}.time_limit;
   std::vector<std::string> planners;  // empty: every registered planner
   bool json = false;
-};
-
-// `points` budgets from `low` to `high`, both included, evenly spaced.
-std::vector<uint64_t> budget_points(uint64_t low, uint64_t high, int64_t points) {
-  std::vector<uint64_t> budgets;
-  const double step = static_cast<double>(high - low) / static_cast<double>(points - 1);
-  for (int64_t i = 0; i + 1 < points; ++i) {
-    budgets.push_back(low + static_cast<uint64_t>(std::llround(step * static_cast<double>(i))));
-  }
-  budgets.push_back(high);
-  return budgets;
-}
-
-// The best planner at one budget: the lowest overhead (the first in display
-// order on ties), and the best of the baselines (every planner but memwall's).
-struct Best {
-  const RematRun* overall = nullptr;
-  const RematRun* baseline = nullptr;
-  const RematRun* memwall = nullptr;
-
-  explicit Best(const std::vector<RematRun>& runs) {
-    const auto better = [](const RematRun* best, const RematRun& run) {
-      return best == nullptr || run.sim.iteration_time < best->sim.iteration_time;
-    };
-    for (const RematRun& run : runs) {
-      if (!run.feasible) continue;
-      if (better(overall, run)) overall = &run;
-      if (run.planner == kMemwall) {
-        memwall = &run;
-      } else if (better(baseline, run)) {
-        baseline = &run;
-      }
-    }
-  }
-  // memwall's iteration time / the best baseline's (nullopt: one is missing).
-  std::optional<double> memwall_ratio() const {
-    if (memwall == nullptr || baseline == nullptr) return std::nullopt;
-    return memwall->sim.iteration_time / baseline->sim.iteration_time;
-  }
 };
 
 nlohmann::json or_null(bool present, double value) {
@@ -85,26 +44,18 @@ int run_bench_remat(const BenchRematArgs& args) {
     for (const RematPlanner& p : remat_planners()) planners.push_back(&p);
   }
   for (const std::string& name : args.planners) planners.push_back(&remat_planner_named(name));
-  const bool has_memwall = std::any_of(planners.begin(), planners.end(),
-                                       [](const RematPlanner* p) { return p->name == kMemwall; });
+  const bool has_memwall = std::any_of(planners.begin(), planners.end(), [](const RematPlanner* p) {
+    return p->name == kMemwallPlanner;
+  });
 
   const Hardware hw = args.gpu.load();
   const Graph graph = args.source.load(hw);
-  const SimResult keep_all = keep_all_simulation(graph, hw);
-  const uint64_t peak = device_peak(keep_all);
-  // The budgets must not depend on --time-limit: the floor search is not
-  // one of the timed calls, and runs to its end.
-  RematOptions floor_options = options;
-  floor_options.time_limit = std::numeric_limits<double>::infinity();
-  const RematFloor floor = remat_floor(graph, hw, floor_options);
-  const std::vector<uint64_t> budgets = budget_points(std::min(floor.bytes, peak), peak, points);
-
-  std::vector<std::vector<RematRun>> runs(budgets.size());
-  for (size_t b = 0; b < budgets.size(); ++b) {
-    for (const RematPlanner* planner : planners) {
-      runs[b].push_back(run_remat(graph, hw, *planner, budgets[b], options));
-    }
-  }
+  const RematSweep sweep = sweep_remat_planners(graph, hw, planners, points, options);
+  const SimResult& keep_all = sweep.keep_all;
+  const uint64_t peak = sweep.peak;
+  const RematFloor& floor = sweep.floor;
+  const std::vector<uint64_t>& budgets = sweep.budgets;
+  const std::vector<std::vector<RematRun>>& runs = sweep.runs;
 
   if (args.json) {
     nlohmann::json out = {{"graph", graph.name},
@@ -132,7 +83,7 @@ int run_bench_remat(const BenchRematArgs& args) {
              {"gap", run.result.gap},
              {"note", run.feasible ? run.result.note : run.error}});
       }
-      const Best best(runs[b]);
+      const BestRematRun best(runs[b]);
       const std::optional<double> ratio = best.memwall_ratio();
       out["budgets"].push_back(
           {{"budget", budgets[b]},
@@ -175,7 +126,7 @@ int run_bench_remat(const BenchRematArgs& args) {
           run.feasible ? fmt::format("{:.4f}", run.overhead(keep_all)) : std::string("-");
       std::cout << fmt::format("  {:>{}}", cell, std::max<size_t>(planners[p]->name.size(), 9));
     }
-    const Best best(runs[b]);
+    const BestRematRun best(runs[b]);
     std::cout << fmt::format("  {:<12}", best.overall ? best.overall->planner : "-");
     if (has_memwall) {
       const std::optional<double> ratio = best.memwall_ratio();

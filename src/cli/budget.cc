@@ -22,10 +22,10 @@
 
 #include <fmt/format.h>
 
-#include "format.h"
 #include "memwall/base/error.h"
+#include "memwall/remat/runner.h"
+#include "memwall/report/format.h"
 #include "options.h"
-#include "remat_runner.h"
 
 namespace memwall::cli {
 namespace {

@@ -1,7 +1,7 @@
 // `memwall calibrate`: measures the machine it runs on and writes a hardware
 // profile (docs/cost-model.md, "Calibration") usable with --gpu-file. The
 // compute device's FLOP/s and memory bandwidth come from torch in a
-// separate process (python/memwall_calibrate.py, through the tracer's
+// separate process (python/memwall/calibrate.py, through the tracer's
 // interpreter); host<->device copies, NVMe and the CPU optimizer step from
 // the runtime's probes (memwall/runtime/probes.h); host memory from the OS.
 // hw assembles them into a profile (memwall/hw/calibration.h): what the

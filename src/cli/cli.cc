@@ -12,9 +12,9 @@
 #include "memwall/alloc/error.h"
 #include "memwall/base/error.h"
 #include "memwall/base/interrupt_cleanup.h"
+#include "memwall/report/terminal_text.h"
 #include "memwall/runtime/nvme_engine.h"
 #include "memwall/runtime/probes.h"
-#include "terminal_text.h"
 
 namespace memwall::cli {
 namespace {

@@ -6,93 +6,29 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <exception>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include <fmt/format.h>
 
+#include "memwall/base/private_dir.h"
+#include "memwall/importers/torch_trace.h"
+
 namespace memwall::cli {
-namespace {
-
-// One request a line ("N REPEATS none|bf16"), one JSON answer a line. The
-// first line out says what the interpreter has.
-constexpr const char* kContendersScript = R"PY(
-import contextlib, io, json, sys, time
-threads = int(sys.argv[1])
-def say(obj):
-    sys.stdout.write(json.dumps(obj) + "\n"); sys.stdout.flush()
-try:
-    import torch
-except ImportError:
-    say({"error": "torch is not importable"}); sys.exit(0)
-torch.set_num_threads(threads)
-about = {"torch": torch.__version__}
-DeepSpeedCPUAdam = None
-try:
-    with contextlib.redirect_stdout(io.StringIO()):  # its accelerator notice
-        import deepspeed
-        from deepspeed.ops.adam import DeepSpeedCPUAdam
-    about["deepspeed"] = "deepspeed " + deepspeed.__version__
-except Exception:
-    about["deepspeed"] = ("not installed (scripts/install-deps.sh --deepspeed installs it into "
-                          "memwall's environment)")
-say(about)
-
-def best_of(opt, p, half, repeats):
-    def step():
-        opt.step()
-        if half is not None:  # the second pass ZeRO-Offload makes for the device's copy
-            half.copy_(p.detach())
-    step()  # warm-up: states allocated, pages touched
-    best = 1e30
-    for _ in range(repeats):
-        t0 = time.perf_counter(); step(); best = min(best, time.perf_counter() - t0)
-    return best
-
-def first_line(e):
-    return str(e).splitlines()[0] if str(e) else type(e).__name__
-
-for line in sys.stdin:
-    n, repeats, copy = line.split()
-    n, repeats = int(n), int(repeats)
-    out = {}
-    makers = [("foreach", lambda p: torch.optim.AdamW([p], lr=1e-3, foreach=True)),
-              ("fused", lambda p: torch.optim.AdamW([p], lr=1e-3, fused=True))]
-    if DeepSpeedCPUAdam is not None:
-        # AdamW mode (decoupled weight decay, as torch's AdamW); its C++ op
-        # compiles on first use.
-        makers.append(("deepspeed_cpu_adam", lambda p: DeepSpeedCPUAdam(
-            [p], lr=1e-3, weight_decay=1e-2, adamw_mode=True)))
-    for name, make in makers:
-        p = torch.nn.Parameter(torch.full((n,), 0.5))
-        p.grad = torch.full((n,), 0.01)
-        half = torch.empty(n, dtype=torch.bfloat16) if copy == "bf16" else None
-        try:
-            with contextlib.redirect_stdout(io.StringIO()):
-                out[name] = best_of(make(p), p, half, repeats)
-        except Exception as e:
-            out[name + "_error"] = first_line(e)
-        del p, half
-    say(out)
-)PY";
-
-}  // namespace
 
 CpuAdamContenders::CpuAdamContenders(const std::string& python, unsigned threads) {
   about_ = {{"error", "cannot start " + python}};
-  char path[] = "/tmp/memwall-cpu-adam-XXXXXX";
-  const int fd = mkstemp(path);
-  if (fd < 0) {
-    about_ = {{"error", "cannot create a temporary file for the contenders' script"}};
-    return;
-  }
-  script_ = path;
-  const std::string text = kContendersScript;
-  const bool written = write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
-  close(fd);
-  if (!written) {
-    about_ = {{"error", "cannot write the contenders' script"}};
+  // The script is python/memwall/cpu_adam_contenders.py, started through the
+  // package's entry as the tracer is (Note [Tracer process]).
+  std::string entry;
+  try {
+    dir_ = std::make_unique<PrivateDir>("memwall-cpu-adam");
+    entry = importers::write_python_package(*dir_);
+  } catch (const std::exception& e) {
+    about_ = {{"error", std::string("cannot write the contenders' script: ") + e.what()}};
     return;
   }
   int down[2], up[2];  // to the child's stdin, from its stdout
@@ -121,8 +57,8 @@ CpuAdamContenders::CpuAdamContenders(const std::string& python, unsigned threads
     dup2(up[1], STDOUT_FILENO);
     const int null = open("/dev/null", O_WRONLY);
     if (null >= 0) dup2(null, STDERR_FILENO);
-    execle(python.c_str(), python.c_str(), path, thread_text.c_str(), static_cast<char*>(nullptr),
-           envp.data());
+    execle(python.c_str(), python.c_str(), entry.c_str(), "cpu-adam-contenders",
+           thread_text.c_str(), static_cast<char*>(nullptr), envp.data());
     _exit(127);
   }
   close(down[0]);
@@ -149,7 +85,6 @@ CpuAdamContenders::~CpuAdamContenders() {
     int status = 0;
     waitpid(pid_, &status, 0);
   }
-  if (!script_.empty()) unlink(script_.c_str());
 }
 
 nlohmann::json CpuAdamContenders::read_answer() {

@@ -11,20 +11,27 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <memory>
 #include <string>
 
 #include <nlohmann/json.hpp>
+
+namespace memwall {
+class PrivateDir;
+}
 
 namespace memwall::cli {
 
 class CpuAdamContenders {
  public:
-  // Starts `python` on the contenders' script with `threads` threads for
-  // torch and for OpenMP (DeepSpeed's op uses its own OpenMP runtime, which
-  // torch.set_num_threads does not reach). Never throws: a process that
-  // cannot start makes every answer an {"error": ...}.
+  // Starts `python` on the contenders' script (python/memwall/
+  // cpu_adam_contenders.py, written from the embedded package into a private
+  // directory) with `threads` threads for torch and for OpenMP (DeepSpeed's
+  // op uses its own OpenMP runtime, which torch.set_num_threads does not
+  // reach). Never throws: a process that cannot start makes every answer an
+  // {"error": ...}.
   CpuAdamContenders(const std::string& python, unsigned threads);
-  ~CpuAdamContenders();
+  ~CpuAdamContenders();  // ends the interpreter, then removes the package's directory
   CpuAdamContenders(const CpuAdamContenders&) = delete;
   CpuAdamContenders& operator=(const CpuAdamContenders&) = delete;
 
@@ -44,7 +51,7 @@ class CpuAdamContenders {
   pid_t pid_ = -1;
   FILE* to_ = nullptr;
   FILE* from_ = nullptr;
-  std::string script_;  // its temporary file
+  std::unique_ptr<PrivateDir> dir_;  // the package, written for the script
   nlohmann::json about_;
 };
 

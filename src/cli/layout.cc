@@ -8,17 +8,17 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
-#include "exports.h"
-#include "format.h"
-#include "layout_runner.h"
 #include "memwall/base/error.h"
 #include "memwall/base/output_files.h"
-#include "memwall/cli/plan_layout.h"
 #include "memwall/layout/csv.h"
 #include "memwall/layout/from_graph.h"
 #include "memwall/layout/problem.h"
+#include "memwall/layout/registry.h"
 #include "memwall/plan/builders.h"
 #include "memwall/plan/plan.h"
+#include "memwall/planner/plan_layout.h"
+#include "memwall/report/exports.h"
+#include "memwall/report/format.h"
 #include "memwall/sim/simulator.h"
 #include "options.h"
 
@@ -92,20 +92,14 @@ Input load_input(const LayoutArgs& args) {
 }
 
 // The CSV, or the plan with offsets after the simulator accepts it.
-void write_output(OutputFiles& outputs, const LayoutArgs& args, Input& in, const Layout& layout) {
+void write_output(OutputFiles& outputs, const LayoutArgs& args, const Input& in,
+                  const Layout& layout) {
   if (args.out.ends_with(".csv")) {
     outputs.set(args.out, layout_to_csv(in.problem, layout));
     return;
   }
-  if (in.sim.residencies.empty()) {
-    in.sim =
-        simulate(*in.graph, *in.plan, *in.hw, {.record_curves = false, .record_residency = true});
-  }
-  const Plan pinned =
-      in.stays ? pin_stay_offsets(*in.plan, *in.stays, layout, in.sim.residencies)
-               : pin_offsets(*in.plan, *in.graph, in.problem, layout, in.sim.residencies);
-  const SimResult check = simulate(*in.graph, pinned, *in.hw, {.record_curves = false});
-  if (!check.valid) fail("internal error: the simulator rejects the pinned plan: {}", check.reason);
+  const Plan pinned = pin_layout(*in.graph, *in.plan, *in.hw, in.problem, layout,
+                                 in.stays ? &*in.stays : nullptr, in.sim.residencies);
   outputs.set(args.out, plan_text_for(pinned, *in.graph));
 }
 

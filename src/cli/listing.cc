@@ -5,9 +5,9 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
-#include "format.h"
 #include "memwall/hw/hardware.h"
 #include "memwall/models/zoo.h"
+#include "memwall/report/format.h"
 
 namespace memwall::cli {
 namespace {

@@ -325,4 +325,17 @@ LayoutCsv read_lifetimes_csv(const std::string& path, std::string_view purpose) 
   return csv;
 }
 
+double checked_time_limit(double seconds) {
+  if (!(seconds > 0) || seconds > 86400) {
+    fail("--time-limit must be a number of seconds in (0, 86400] (got {})", seconds);
+  }
+  return seconds;
+}
+
+void add_export_options(CLI::App& app, SimExports& exports) {
+  app.add_option("--trace", exports.trace_file,
+                 "write a Chrome trace (Perfetto, chrome://tracing)");
+  app.add_option("--svg", exports.svg_file, "write an SVG plot of device memory over time");
+}
+
 }  // namespace memwall::cli

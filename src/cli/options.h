@@ -15,6 +15,7 @@
 #include "memwall/layout/csv.h"
 #include "memwall/models/zoo.h"
 #include "memwall/plan/plan.h"
+#include "memwall/report/exports.h"
 
 namespace memwall::cli {
 
@@ -70,6 +71,12 @@ uint64_t parse_bytes(const std::string& text, const char* flag, uint64_t referen
 // `examples` names (--budget's: budget.h).
 uint64_t parse_size(std::string_view text, const char* flag, uint64_t reference,
                     std::string_view shown, std::string_view examples);
+
+// A --time-limit in seconds, within (0, 86400]; throws Error otherwise.
+double checked_time_limit(double seconds);
+
+// --trace FILE and --svg FILE (memwall/report/exports.h).
+void add_export_options(CLI::App& app, SimExports& exports);
 
 // --gpus-per-node N: a positive integer up to kMaxGpusPerNode; throws Error
 // naming the flag otherwise.

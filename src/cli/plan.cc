@@ -13,59 +13,19 @@
 
 #include "budget.h"
 #include "commands.h"
-#include "exports.h"
-#include "format.h"
-#include "layout_runner.h"
 #include "memwall/base/error.h"
 #include "memwall/graph/graph.h"
-#include "memwall/planner/planner.h"
+#include "memwall/planner/plan_to_run.h"
 #include "memwall/remat/checkpoints.h"
 #include "memwall/remat/remat.h"
+#include "memwall/report/exports.h"
+#include "memwall/report/format.h"
 #include "options.h"
 #include "plan_args.h"
 #include "plan_figures.h"
-#include "remat_runner.h"
-#include "runnable_plan.h"
 
 namespace memwall::cli {
 namespace {
-
-// The one-line error for a planner that found no plan within the budget.
-// memwall's own message gives the lowest budget it reaches or the proven
-// bound the budget is under (Note [Floor search] in src/remat/memwall.cc);
-// another planner's is completed with the same figures.
-[[noreturn]] void fail_infeasible(const Graph& graph, const Hardware& hw, const RematRun& run,
-                                  const RematOptions& options) {
-  if (run.planner == "memwall") {
-    constexpr std::string_view kPrefix = "memwall: ";
-    const std::string_view why = run.error;
-    fail("{}", why.starts_with(kPrefix) ? why.substr(kPrefix.size()) : why);
-  }
-  const RematBound bound = remat_lower_bound(graph);
-  if (run.budget < bound.bytes) {
-    fail("{}; no plan can fit {}: {}, {} in all", run.error, exact_bytes(run.budget), bound.why,
-         exact_bytes(bound.bytes));
-  }
-  RematFloor floor;
-  try {
-    floor = remat_floor(graph, hw, options);
-  } catch (const Error& e) {
-    fail("{} (memwall's planner's lowest budget is unknown: {})", run.error, e.what());
-  }
-  if (floor.cut_short) {
-    // Stopped at the time limit: a plan at floor.bytes exists, no more is known.
-    fail(
-        "{}; memwall's planner (--strategy remat) reached a plan at {} before the time limit "
-        "stopped its floor search; none can fit below {}",
-        run.error, exact_bytes(floor.bytes), exact_bytes(bound.bytes));
-  }
-  if (floor.bytes <= run.budget) {
-    fail("{}; memwall's planner (--strategy remat) finds a plan at every budget from {} up",
-         run.error, exact_bytes(floor.bytes));
-  }
-  fail("{}; the lowest budget memwall's planner reaches is {}, where {}; none can fit below {}",
-       run.error, exact_bytes(floor.bytes), floor.why, exact_bytes(bound.bytes));
-}
 
 int count_recomputes(const Plan& plan) {
   int n = 0;
@@ -79,53 +39,12 @@ double total_flops(const Graph& graph) {
   return flops;
 }
 
-int run_remat_plan(const PlanArgs& args) {
-  const RematPlanner& planner = remat_strategy(args.strategy);
-  const RematOptions options{.time_limit = checked_time_limit(args.time_limit)};
-  OutputFiles outputs;
-  outputs.declare(args.out);
-  outputs.declare(args.out_graph);
-  args.exports.declare(outputs);
-  const Hardware hw = load_node(args);
-  const Graph graph = args.source.load(hw);
-  const SimResult keep_all = keep_all_simulation(graph, hw);
-  const uint64_t keep_all_peak = device_peak(keep_all);
-  const uint64_t budget = args.budget.empty()
-                              ? hw.device_memory_bytes
-                              : parse_budget(args.budget, hw, [&] { return keep_all_peak; });
-  if (budget > hw.device_memory_bytes) {
-    fail("--budget {} is {} bytes, more than the GPU's {} bytes", args.budget, budget,
-         hw.device_memory_bytes);
-  }
-  RematRun run = run_remat(graph, hw, planner, budget, options, args.exports.sim_options());
-  if (run.rejected) {
-    std::cerr << fmt::format("memwall: error: internal error: {}\n", run.error);
-    return 1;
-  }
-  if (!run.feasible) fail_infeasible(graph, hw, run, options);
-
-  // The graph is not rewritten; --out-graph writes it as the plan runs it.
-  if (!args.out_graph.empty()) outputs.set(args.out_graph, graph_text_for(hw, graph));
-  // Note [Plans that run]: laid out (Note [Plans laid out by default]) or
-  // held by the stitching allocator, else planned for less, else refused.
-  std::optional<RunnablePlan> written;
-  uint64_t planned_for = 0;
-  if (!args.out.empty()) {
-    std::optional<RematRun> again;
-    const PlanFor plan_for = [&](uint64_t lower) -> std::optional<RunnablePlan> {
-      again = run_remat(graph, hw, planner, lower, options, args.exports.sim_options());
-      if (!again->feasible) return std::nullopt;
-      again->result.plan.budget = budget;  // it runs in the whole budget
-      return runnable_plan(again->result.plan, graph, hw, !args.no_layout);
-    };
-    written = plan_until_it_runs(
-        runnable_plan(run.result.plan, graph, hw, !args.no_layout), budget, args.strategy, plan_for,
-        [&] { run = std::move(*again); }, planned_for);
-    outputs.set(args.out, plan_text_for(written->plan, graph));
-  }
+// The summary of a rematerialization planner's plan, or --json.
+int print_remat_plan(const PlanArgs& args, const Graph& graph, const Hardware& hw,
+                     const RematPlanner& planner, const RematRun& run, const SimResult& keep_all,
+                     uint64_t budget, const RunnablePlan* written, uint64_t planned_for) {
   const Plan& plan = run.result.plan;
-  args.exports.write(outputs, graph, plan, hw, run.sim);
-  outputs.commit();
+  const uint64_t keep_all_peak = device_peak(keep_all);
   const Throughput throughput = plan_throughput(graph, run.sim.iteration_time, hw, 1);
 
   const int recomputes = count_recomputes(plan);
@@ -202,9 +121,51 @@ int run_remat_plan(const PlanArgs& args) {
   return 0;
 }
 
-bool is_remat(const PlanArgs& args) {
-  return args.strategy == "remat" || args.strategy.starts_with("remat:");
+int run_remat_plan(const PlanArgs& args) {
+  const RematPlanner& planner = remat_strategy(args.strategy);
+  const RematOptions options{.time_limit = checked_time_limit(args.time_limit)};
+  OutputFiles outputs;
+  outputs.declare(args.out);
+  outputs.declare(args.out_graph);
+  args.exports.declare(outputs);
+  const Hardware hw = load_node(args);
+  const Graph graph = args.source.load(hw);
+  const SimResult keep_all = keep_all_simulation(graph, hw);
+  const uint64_t keep_all_peak = device_peak(keep_all);
+  const uint64_t budget = args.budget.empty()
+                              ? hw.device_memory_bytes
+                              : parse_budget(args.budget, hw, [&] { return keep_all_peak; });
+  if (budget > hw.device_memory_bytes) {
+    fail("--budget {} is {} bytes, more than the GPU's {} bytes", args.budget, budget,
+         hw.device_memory_bytes);
+  }
+  RematRun run = run_remat(graph, hw, planner, budget, options, args.exports.sim_options());
+  if (run.rejected) {
+    std::cerr << fmt::format("memwall: error: internal error: {}\n", run.error);
+    return 1;
+  }
+  if (!run.feasible) fail_no_remat_plan(graph, hw, run, options);
+
+  // The graph is not rewritten; --out-graph writes it as the plan runs it.
+  if (!args.out_graph.empty()) outputs.set(args.out_graph, graph_text_for(hw, graph));
+  // Note [Plans that run]: laid out (Note [Plans laid out by default]) or
+  // held by the stitching allocator, else planned for less, else refused.
+  std::optional<RunnablePlan> written;
+  uint64_t planned_for = 0;
+  if (!args.out.empty()) {
+    written =
+        make_remat_plan_run(run, graph, hw, planner, budget, options, args.exports.sim_options(),
+                            args.strategy, !args.no_layout, planned_for);
+    outputs.set(args.out, plan_text_for(written->plan, graph));
+  }
+  const Plan& plan = run.result.plan;
+  args.exports.write(outputs, graph, plan, hw, run.sim);
+  outputs.commit();
+  return print_remat_plan(args, graph, hw, planner, run, keep_all, budget,
+                          written ? &*written : nullptr, planned_for);
 }
+
+bool is_remat(const PlanArgs& args) { return is_remat_strategy(args.strategy); }
 
 int run_plan(const PlanArgs& args) {
   refuse_ignored_options(args);
@@ -297,7 +258,7 @@ void add_plan(CLI::App& app, Action& action) {
   cmd->add_option("--out-graph", args->out_graph,
                   "write the graph the plan runs (ZeRO and offload rewrite it; default with "
                   "--out: next to the plan, when rewritten)");
-  args->exports.add_options(*cmd);
+  add_export_options(*cmd, args->exports);
   cmd->add_flag("--json", args->json, "machine-readable output");
   cmd->callback([&action, args, cmd] {
     args->model_given = cmd->count("--model") > 0;

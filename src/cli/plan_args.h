@@ -6,8 +6,8 @@
 #include <optional>
 #include <string>
 
-#include "exports.h"
 #include "memwall/remat/remat.h"
+#include "memwall/report/exports.h"
 #include "options.h"
 
 namespace memwall::cli {

@@ -1,31 +1,20 @@
+// The throughput row and the runtime's NVMe reservation (plan_figures.h).
 #include "plan_figures.h"
-
-#include <array>
 
 #include <fmt/format.h>
 
-#include "format.h"
+#include "memwall/base/human.h"
+#include "memwall/planner/runnable_plan.h"
+#include "memwall/runtime/host_pool.h"
 #include "memwall/runtime/nvme_engine.h"
 
 namespace memwall::cli {
+
+// The planner judges whether a plan runs with the host blocks `memwall run`
+// allocates (Note [Plans that run]); it may not include the runtime.
+static_assert(kRunHostBlockBytes == runtime::kHostPoolAlignment);
+
 namespace {
-
-// The waiting causes in display order, with their row and JSON names.
-struct Cause {
-  Resource resource;
-  const char* label;
-  const char* key;
-};
-constexpr std::array<Cause, 6> kCauses = {{
-    {Resource::kH2D, "h2d", "h2d"},
-    {Resource::kD2H, "d2h", "d2h"},
-    {Resource::kNvmeRead, "NVMe read", "nvme_read"},
-    {Resource::kNvmeWrite, "NVMe write", "nvme_write"},
-    {Resource::kHostCpu, "host CPU", "host_cpu"},
-    {Resource::kComm, "collectives", "collectives"},
-}};
-
-double waited(const SimResult& sim, Resource r) { return sim.waiting[static_cast<size_t>(r)]; }
 
 std::string rate(double value, const char* unit) {
   return value >= 100 ? fmt::format("{} {}", grouped(static_cast<uint64_t>(value + 0.5)), unit)
@@ -72,39 +61,8 @@ nlohmann::json throughput_json(const Throughput& t) {
           {"mfu", t.mfu}};
 }
 
-std::string time_split_row(const SimResult& sim) {
-  std::string row = "compute " + human_seconds(sim.compute_time);
-  std::string waits;
-  for (const Cause& c : kCauses) {
-    const double w = waited(sim, c.resource);
-    if (w > 0)
-      waits += fmt::format("{}{} {}", waits.empty() ? "" : ", ", c.label, human_seconds(w));
-  }
-  if (waits.empty()) return row + " (the whole iteration: no waits)";
-  return row + " + waiting on " + waits + " = " + human_seconds(sim.iteration_time);
-}
-
-nlohmann::json time_split_json(const SimResult& sim) {
-  nlohmann::json j = {{"compute", sim.compute_time}};
-  for (const Cause& c : kCauses) j[c.key] = waited(sim, c.resource);
-  return j;
-}
-
 NvmeReservation run_nvme_reservation(const Graph& graph, const Plan& plan) {
   return nvme_reservation(graph, plan, runtime::kNvmeSector, runtime::NvmeOptions{}.block_size);
-}
-
-std::string nvme_row(uint64_t planned_peak, const NvmeReservation& r) {
-  return fmt::format("{} planned, {} reserved in {} blocks ({} buffer{})",
-                     human_bytes(planned_peak), human_bytes(r.reserved_bytes()),
-                     human_bytes(r.block_bytes), grouped(r.buffers), r.buffers == 1 ? "" : "s");
-}
-
-nlohmann::json nvme_json(uint64_t planned_peak, const NvmeReservation& r) {
-  return {{"planned_peak_bytes", planned_peak},
-          {"reserved_bytes", r.reserved_bytes()},
-          {"block_bytes", r.block_bytes},
-          {"buffers", r.buffers}};
 }
 
 }  // namespace memwall::cli

@@ -6,18 +6,15 @@
 
 #include <fmt/format.h>
 
-#include "format.h"
+#include "memwall/base/human.h"
+#include "memwall/report/format.h"
+#include "memwall/report/plan_figures.h"
 #include "memwall/report/run_comparison.h"
 #include "plan_figures.h"
 
 namespace memwall {
 namespace {
 
-using cli::field;
-using cli::human_bytes;
-using cli::human_seconds;
-using cli::nvme_json;
-using cli::nvme_row;
 using cli::run_nvme_reservation;
 
 // The median of `values` (0 when empty), as bench/run_fidelity.sh takes it.

@@ -9,13 +9,13 @@
 
 #include "budget.h"
 #include "commands.h"
-#include "exports.h"
-#include "format.h"
 #include "memwall/base/error.h"
 #include "memwall/base/output_files.h"
 #include "memwall/graph/graph.h"
 #include "memwall/plan/builders.h"
 #include "memwall/plan/plan.h"
+#include "memwall/report/exports.h"
+#include "memwall/report/format.h"
 #include "memwall/sim/simulator.h"
 #include "options.h"
 #include "plan_figures.h"
@@ -167,7 +167,7 @@ void add_simulate(CLI::App& app, Action& action) {
                   fmt::format("device budget: {} (default: the plan's, or the GPU's memory "
                               "for the default plan)",
                               kBudgetForms));
-  args->exports.add_options(*cmd);
+  add_export_options(*cmd, args->exports);
   cmd->add_flag("--json", args->json, "machine-readable output");
   cmd->callback([&action, args] { action = [args] { return run_simulate(*args); }; });
 }

@@ -34,7 +34,7 @@ struct TraceArgs {
 };
 
 // "torch 2.14.1+cu130, torchvision 0.29.2": the versions the tracer recorded
-// in the graph's meta (python/memwall_trace.py), for the summary.
+// in the graph's meta (python/memwall/tracer/trace.py), for the summary.
 std::string traced_with(const Graph& graph) {
   std::string text;
   for (const char* package : {"torch", "torchvision", "transformers"}) {

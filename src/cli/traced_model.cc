@@ -63,7 +63,7 @@ namespace {
 
 // The files the tracer will read, checked before Python starts (its
 // start and torch's import take seconds), with the tracer's own words
-// (python/memwall_trace.py build_script, memwall_hf.py resolve).
+// (python/memwall/sources/script.py, memwall/sources/hf_configs.py resolve).
 void check_readable(const std::string& path, std::string_view what) {
   namespace fs = std::filesystem;
   std::error_code ec;

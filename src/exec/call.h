@@ -1,4 +1,4 @@
-// One op's call record (Note [Call records], python/memwall_calls.py)
+// One op's call record (Note [Call records], python/memwall/tracer/calls.py)
 // compiled once against the operator's schema, then turned into a boxed
 // argument stack per run of the op.
 #pragma once

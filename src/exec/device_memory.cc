@@ -22,7 +22,7 @@ namespace memwall::exec {
 // strided copy of the input gradient's size (2 MiB): the 4 MiB span has
 // 4 MiB free in two ranges too short for it, and memwall's remat plan at
 // 90% stopped there. The rules know each scratch buffer's life, so the
-// tracer packs them in the span (memwall_scratch.pack, Op::scratch_at:
+// tracer packs them in the span (memwall.tracer.scratch.pack, Op::scratch_at:
 // longest-lived first) and the executor puts the k-th scratch of a size
 // where the rules put theirs, when that range is free; scratch the rules
 // leave out (oneDNN's scratchpads) goes as before, and while such scratch

@@ -172,7 +172,7 @@ std::span<const std::byte> Executor::value_of(const Buffer& b) const {
   } else if (const auto mine = values_->inputs && b.kind == BufferKind::kInput
                                    ? values_->inputs->named(b.name)
                                    : std::nullopt) {
-    // A rank's micro-batch (Note [Data-parallel reference] in memwall_trace.py).
+    // A rank's micro-batch (Note [Data-parallel reference] in memwall/values/reference.py).
     return *mine;
   } else if (const auto v = values_->state.named(b.name)) {
     whole = *v;

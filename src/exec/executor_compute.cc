@@ -354,7 +354,7 @@ void Executor::apply(const CompiledCall& call, RunResult& result) {
 // 9.7% that way.) Kernels allocate in the same order each call; where one
 // does not, the output is copied as before and the count learnt again.
 // Before a step has learnt it, the count is the trace's (Op::scratch_first,
-// from the scratch rules' order of allocations, python/memwall_scratch.py):
+// from the scratch rules' order of allocations, python/memwall/tracer/scratch.py):
 // ResNet-18's layer4.0.conv1 backward makes its blocked input and a strided
 // buffer before its input gradient, and its blocked weight and blocked
 // weight gradient before its weight gradient; each took the output's offset
@@ -521,7 +521,7 @@ void Executor::bind_results(const Op& op, const CompiledCall& call, torch::jit::
 void Executor::compare_with_eager(RunResult& result) {
   engine_->synchronize();
   const EagerReference& eager = *values_->eager;
-  // Each rank's own losses (Note [Data-parallel reference] in memwall_trace.py).
+  // Each rank's own losses (Note [Data-parallel reference] in memwall/values/reference.py).
   result.eager_losses = !eager.rank_losses.empty()
                             ? eager.rank_losses.at(static_cast<size_t>(options_.rank))
                             : eager.losses;
@@ -578,7 +578,7 @@ void Executor::compare_with_eager(RunResult& result) {
   result.eager_difference = difference;
 }
 
-// Note [Data-parallel reference] (memwall_trace.py): eager's module buffers
+// Note [Data-parallel reference] (memwall/values/reference.py): eager's module buffers
 // (batch norm's running statistics) are rank 0's; every rank has its
 // parameters and optimizer states (or its shards of them) to compare.
 // Per buffer, once per run (ops x their updates).

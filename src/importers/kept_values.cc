@@ -125,7 +125,7 @@ KeptValues::KeptValues(const std::string& dir) : dir_(dir) {
 
 namespace {
 
-// The source as memwall_trace.py records it in meta.origin: scripts and
+// The source as the tracer records it in meta.origin (python/memwall/cli.py): scripts and
 // config files by absolute path, a Hugging Face model by its hub id
 // (`traced` knows it as its meta.model or origin.hf).
 std::string source_of(const TorchTraceRequest& r, const Graph& traced) {
@@ -164,7 +164,7 @@ std::string model_difference(const TorchTraceRequest& wanted, const Graph& trace
     if (asked == kept) return;
     differ += fmt::format("{}{} {}, not {}", differ.empty() ? "" : ", ", what, kept, asked);
   };
-  // The tracer's defaults (python/memwall_trace.py, main; memwall_hf.py).
+  // The tracer's defaults (python/memwall/cli.py, main; memwall/sources/hf.py).
   if (!had.torchvision.empty()) {
     compare("--batch", wanted.batch, had.batch);
     const int64_t image = wanted.torchvision == "inception_v3" ? 299 : 224;

@@ -1,8 +1,8 @@
 // Runs the embedded PyTorch tracer in a child process and reads its graph.
 //
 // Note [Tracer process]
-// The tracer's source is written to a fresh private directory (mkdtemp) and
-// run as `python3 <dir>/memwall_trace.py ARGS`, with standard input from
+// The Python package is written to a fresh private directory (mkdtemp) and
+// run as `python3 <dir>/memwall/__main__.py ARGS`, with standard input from
 // /dev/null and its standard output and error on pipes that this process
 // reads as they come. What the child prints (the user script's own output,
 // PyTorch's warnings) is passed on to memwall's standard error as it
@@ -11,7 +11,7 @@
 // "memwall-trace: error: <message>" (exit code 2) is held back, and becomes
 // the Error's message. A failing child that printed no verdict (a crash, a
 // signal) is described by its last line, or, when it ran a user's script,
-// blamed on the script (Note [A script that exits] in memwall_trace.py). A deadline bounds the
+// blamed on the script (Note [A script that exits] in python/memwall/cli.py). A deadline bounds the
 // whole run: past it the child is killed and the error says so. The directory, and the child, are
 // removed on every path out, SIGINT and SIGTERM included (interrupt_cleanup.h). The sweep
 // (run_torch_tracer) captures the child's standard output instead of passing it on.
@@ -34,6 +34,7 @@
 #include <chrono>
 #include <cmath>
 #include <optional>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -68,7 +69,7 @@ std::string last_line(const std::string& err) {
   return last;
 }
 
-// Note [A script that exits] (python/memwall_trace.py): a tracer that ends
+// Note [A script that exits] (python/memwall/cli.py): a tracer that ends
 // without its output or its verdict was ended from inside, and a user's
 // script is what runs there. `script`: the request's FILE.py:FUNCTION.
 [[noreturn]] void script_ended(const std::string& script, int code) {
@@ -119,6 +120,44 @@ std::string tracer_python(const std::string& chosen) {
       std::filesystem::path(own).parent_path().parent_path() / ".memwall-complete";
   if (access(marker.c_str(), F_OK) == 0 && access(own.c_str(), X_OK) == 0) return own;
   return on_path("python3");
+}
+
+namespace {
+
+// Writes `text` to a new file `path` (the private directory's: no other
+// process writes there, so no temporary and rename).
+void write_new_file(const std::string& path, std::string_view text) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) fail("trace: cannot create {}: {}", path, std::strerror(errno));
+  while (!text.empty()) {
+    const ssize_t n = ::write(fd, text.data(), text.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int error = n < 0 ? errno : EIO;
+      ::close(fd);
+      fail("trace: cannot write {}: {}", path, std::strerror(error));
+    }
+    text.remove_prefix(static_cast<size_t>(n));
+  }
+  if (::close(fd) != 0) fail("trace: cannot write {}: {}", path, std::strerror(errno));
+}
+
+}  // namespace
+
+std::string write_python_package(PrivateDir& dir) {
+  std::set<std::string> made;
+  for (const PythonFile& f : python_package_files()) {
+    const std::string path(f.path);
+    // Its directories first, each once: an interrupt removes a directory
+    // after the files in it (Note [Interrupt cleanup]).
+    for (size_t slash = path.find('/'); slash != std::string::npos;
+         slash = path.find('/', slash + 1)) {
+      const std::string sub = path.substr(0, slash);
+      if (made.insert(sub).second) dir.subdir(sub);
+    }
+    write_new_file(dir.file(path), f.source);
+  }
+  return dir.path() + "/memwall/__main__.py";
 }
 
 namespace {
@@ -236,10 +275,7 @@ ChildOutput run_tracer_in(PrivateDir& dir, const std::vector<std::string>& args,
   if (!(timeout_s > 0) || !std::isfinite(timeout_s)) {
     fail("trace: the time limit must be a positive number of seconds (got {})", timeout_s);
   }
-  const std::string script = dir.file("memwall_trace.py");
-  for (const TracerFile& f : torch_tracer_files()) {
-    write_file_atomically(dir.file(std::string(f.name)), f.source);
-  }
+  const std::string script = write_python_package(dir);
 
   std::vector<std::string> argv_text = {python, script};
   argv_text.insert(argv_text.end(), args.begin(), args.end());

@@ -172,4 +172,16 @@ LayoutCsv read_layout_csv(const std::string& path) {
   }
 }
 
+// Parsed by hand: std::regex trips g++ 12's -Wmaybe-uninitialized in
+// sanitizer builds.
+uint64_t capacity_from_csv_name(const std::string& file) {
+  constexpr std::string_view kSuffix = ".csv";
+  if (file.size() <= kSuffix.size() || !file.ends_with(kSuffix)) return 0;
+  const size_t end = file.size() - kSuffix.size();
+  size_t start = end;
+  while (start > 0 && file[start - 1] >= '0' && file[start - 1] <= '9') --start;
+  if (start == end || end - start > 18 || start == 0 || file[start - 1] != '.') return 0;
+  return std::stoull(file.substr(start, end - start));
+}
+
 }  // namespace memwall

@@ -181,4 +181,9 @@ void check_plan_graph(const Plan& plan, const Graph& graph) {
        plan.graph_fingerprint, in_quotes(graph.name), actual);
 }
 
+std::string plan_text_for(Plan plan, const Graph& graph) {
+  plan.graph_fingerprint = graph_fingerprint(graph);
+  return plan_to_json_text(plan);
+}
+
 }  // namespace memwall

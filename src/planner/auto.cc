@@ -42,10 +42,14 @@ namespace memwall {
 namespace {
 
 using planner_detail::Activations;
+using planner_detail::build;
+using planner_detail::Built;
 using planner_detail::ConfigWork;
+using planner_detail::DeviceChunkSearch;
 using planner_detail::failure_of;
 using planner_detail::fit;
-using planner_detail::make_config;
+using planner_detail::with_most_on_host;
+using planner_detail::Work;
 
 void check(const PlannerOptions& options) {
   if (options.ranks < 1) fail("--ranks must be at least 1 (got {})", options.ranks);
@@ -101,195 +105,6 @@ std::vector<Single> singles_for(const PlannerOptions& options) {
       {"paged", {.stage = plain, .optimizer = Tier::kHost, .paged = true}, Activations::kRemat},
   };
 }
-
-// A configuration, or why its rewrite does not apply to the graph.
-struct Built {
-  std::optional<ConfigWork> work;
-  std::string why;
-};
-
-Built build(const Graph& graph, const StateConfig& config, int ranks) {
-  try {
-    return {make_config(graph, config, ranks), {}};
-  } catch (const Error& e) {
-    return {std::nullopt, e.what()};
-  }
-}
-
-// A configuration made concrete with its unconstrained time.
-struct Work {
-  ConfigWork work;
-  planner_detail::Unconstrained bound;
-};
-
-// Note [Chunked optimizer states]: the all-NVMe configuration `all_nvme`
-// with the largest host share of its optimizer states whose keep-all
-// simulation still fits host memory, found by bisection (six simulations
-// at most; the free memory of the all-NVMe run is only where it starts,
-// since the host also stages what is read ahead and queues gradients).
-// Null when the host has no room to speak of.
-std::optional<Work> with_most_on_host(const Graph& graph, const ConfigWork& all_nvme,
-                                      const Hardware& hw, const PlannerOptions& opts, int ahead,
-                                      bool in_order, const Deadline& deadline,
-                                      double device_share = 0) {
-  if (all_nvme.config.optimizer != Tier::kNvme || !all_nvme.offload) return std::nullopt;
-  const SimResult& sim = all_nvme.keep_all(hw).sim;
-  if (!sim.valid) return std::nullopt;
-  const uint64_t states = optimizer_state_bytes(*all_nvme.offload);
-  const double used = static_cast<double>(sim.peak_bytes[static_cast<size_t>(Tier::kHost)]);
-  const double left = static_cast<double>(hw.host_memory_bytes) - used;
-  if (states == 0 || left <= 0) return std::nullopt;
-  double low = 0, high = std::min(1.0 - device_share, left / static_cast<double>(states));
-  std::optional<Work> found;
-  for (int probe = 0; probe < 6 && high - low > 0.01 && !deadline.passed(); ++probe) {
-    StateConfig split = all_nvme.config;
-    split.optimizer_host_share = probe == 0 ? high : (low + high) / 2;
-    split.nvme_read_ahead = ahead;
-    split.chunks_in_order = in_order;
-    split.optimizer_device_share = device_share;
-    Built b = build(graph, split, opts.ranks);
-    if (!b.work) break;
-    planner_detail::Unconstrained u = planner_detail::unconstrained_time(*b.work, hw, opts);
-    if (std::isfinite(u.seconds)) {
-      low = split.optimizer_host_share;
-      found = Work{std::move(*b.work), std::move(u)};
-      if (probe == 0) break;
-    } else {
-      high = split.optimizer_host_share;
-    }
-  }
-  if (found && low < 0.02) found.reset();
-  return found;
-}
-
-// Note [Device chunk search]
-// ~~~~~~~~~~~~~~~~~~~~~~~~~~
-// A configuration whose optimizer steps run on the CPU can keep a share of
-// its parameters whole on the device (Note [Device chunks] in
-// swap/offload.cc): less for the CPU to step and less state traffic, less
-// device memory for activations. After the configuration search, two bases
-// are weighed: the best plan's configuration and, when its parameters are
-// on the device, the same with them on the host (which frees their bytes
-// for chunks, at the price of bringing them in per use). For each, `most`
-// is the largest share the device could hold beside the planning view's
-// proven floor; the base whose unconstrained time at 4/5 of its `most` is
-// lower is kept, and four fits (keep-all, then memwall's
-// rematerialization planner) bisect its share from 4/5 of `most`: up while
-// the plan still waits on the host CPU or the drive, down when it does not
-// fit or its recomputation made the device the bottleneck. Each share of
-// an NVMe configuration gets its largest host share (with_most_on_host).
-struct DeviceChunkSearch {
-  const Graph& graph;
-  const Hardware& hw;
-  const PlannerOptions& opts;
-  uint64_t budget;
-  const Deadline& deadline;
-  double best_time;
-  std::optional<Candidate> best;
-  int fitted = 0;
-
-  struct Base {
-    std::optional<ConfigWork> work;  // the base at share 0 (all NVMe for an NVMe one)
-    double most = 0;
-    int ahead = 4;
-  };
-
-  void run(const StateConfig& found) {
-    Base bases[2] = {base_of(found), {}};
-    if (found.params == Tier::kDevice) {
-      StateConfig off = found;
-      off.params = Tier::kHost;
-      bases[1] = base_of(off);
-    }
-    const Base* chosen = nullptr;
-    double chosen_time = std::numeric_limits<double>::infinity();
-    for (const Base& b : bases) {
-      if (!b.work || b.most <= 0 || deadline.passed()) continue;
-      const std::optional<Work> w = at_share(b, 0.8 * b.most);
-      if (w && w->bound.seconds < chosen_time) chosen_time = w->bound.seconds, chosen = &b;
-    }
-    if (!chosen || !(chosen_time < best_time)) return;
-    double low = 0, high = 1, fraction = 0.8;
-    for (int probe = 0; probe < 4 && !deadline.passed(); ++probe) {
-      (fit_at(*chosen, fraction) == Verdict::kMore ? low : high) = fraction;
-      fraction = (low + high) / 2;
-    }
-  }
-
-  Base base_of(StateConfig c) const {
-    Base b;
-    b.ahead = std::max(c.nvme_read_ahead, 4);
-    c.optimizer_device_share = 0;
-    c.optimizer_host_share = 0;
-    c.chunks_in_order = false;
-    c.nvme_read_ahead = 1;
-    Built built = build(graph, c, opts.ranks);
-    if (!built.work || !built.work->offload) return b;
-    const OffloadGraph& og = *built.work->offload;
-    const uint64_t floor = remat_lower_bound(built.work->view).bytes;
-    // What one share of the states brings onto the device: their bytes and,
-    // when the parameters are off it, the parameters' too.
-    double weight = static_cast<double>(optimizer_state_bytes(og));
-    if (c.params != Tier::kDevice) {
-      for (const OffloadedState& o : og.states) {
-        weight += static_cast<double>(og.graph.buffers[o.param].bytes);
-      }
-    }
-    if (floor >= budget || weight <= 0) return b;
-    b.most = std::min(1.0, static_cast<double>(budget - floor) / weight);
-    b.work = std::move(built.work);
-    return b;
-  }
-
-  // The base at this device share, with its unconstrained time.
-  std::optional<Work> at_share(const Base& b, double share) const {
-    if (share <= 0 || deadline.passed()) return std::nullopt;
-    if (b.work->config.optimizer == Tier::kNvme) {
-      std::optional<Work> w =
-          with_most_on_host(graph, *b.work, hw, opts, b.ahead, /*in_order=*/false, deadline, share);
-      if (w) return w;
-    }
-    StateConfig c = b.work->config;
-    c.optimizer_device_share = share;
-    Built built = build(graph, c, opts.ranks);
-    if (!built.work) return std::nullopt;
-    planner_detail::Unconstrained u = planner_detail::unconstrained_time(*built.work, hw, opts);
-    return Work{std::move(*built.work), std::move(u)};
-  }
-
-  // Whether a larger share could be faster.
-  enum class Verdict { kMore, kLess };
-
-  // Fits the base at `fraction` of its most.
-  Verdict fit_at(const Base& b, double fraction) {
-    const std::optional<Work> w = at_share(b, fraction * b.most);
-    if (!w || !std::isfinite(w->bound.seconds)) return Verdict::kLess;
-    // Every chunk on the device is the all-on-device configuration, which
-    // the configuration search had.
-    if (w->work.config.optimizer_device_share >= 1) return Verdict::kLess;
-    // Even unconstrained no faster: the share's own traffic or steps bind.
-    if (!(w->bound.seconds < best_time)) return Verdict::kLess;
-    for (const Activations a : {Activations::kKeepAll, Activations::kRemat}) {
-      if (deadline.passed()) return Verdict::kLess;
-      PlannerOptions left = opts;
-      left.time_limit = deadline.left();
-      ++fitted;
-      Candidate c = fit(w->work, a, hw, budget, left);
-      if (!c.fits) continue;
-      const auto waited = [&](Resource r) { return c.sim.waiting[static_cast<size_t>(r)]; };
-      const double offloaded =
-          waited(Resource::kHostCpu) + waited(Resource::kNvmeRead) + waited(Resource::kNvmeWrite);
-      const Verdict v = offloaded > 0.02 * c.sim.iteration_time ? Verdict::kMore : Verdict::kLess;
-      // A gain within rounding is none: the plan found already is simpler.
-      if (c.sim.iteration_time < best_time * (1 - 1e-6)) {
-        best_time = c.sim.iteration_time;
-        best = std::move(c);
-      }
-      return v;
-    }
-    return Verdict::kLess;
-  }
-};
 
 // PatrickStar-style placement (Fang et al. 2022, chunks in order of use):
 // the parameters stay on the device, the optimizer states fill the device
@@ -424,39 +239,85 @@ std::vector<Candidate> single_techniques(const Graph& graph, const Hardware& har
   return out;
 }
 
-AutoPlan plan_auto(const Graph& graph, const Hardware& hardware, const PlannerOptions& options) {
-  check(options);
-  const Stopwatch clock;
-  // Note [Time limits are wall time]: the limit is the whole search's; each
-  // planner gets what is left, and configurations not reached are skipped.
-  const Deadline deadline = work_deadline(options.time_limit);
-  AutoPlan result;
-  result.hardware = planner_detail::with_host(hardware, options);
-  const Hardware& hw = result.hardware;
-  result.budget = options.budget > 0 ? options.budget : default_budget(hw);
-  PlannerOptions opts = options;
-  opts.budget = result.budget;
-  result.bound = iteration_lower_bound(graph, hw, opts);
-  {
-    PlannerOptions left = opts;
-    left.time_limit = std::max(deadline.left(), 1e-9);  // past it: every single is "not tried"
-    result.singles = single_techniques(graph, hw, left);
+namespace {
+
+// Note [Automatic planning], step by step: plan_auto runs each step once,
+// in the order they are declared.
+class AutoSearch {
+ public:
+  AutoSearch(const Graph& graph, const Hardware& hardware, const PlannerOptions& options)
+      : graph_(graph), options_(options), deadline_(start(options)) {
+    result_.hardware = planner_detail::with_host(hardware, options);
+    result_.budget = options.budget > 0 ? options.budget : default_budget(hw());
+    opts_ = options;
+    opts_.budget = result_.budget;
   }
 
-  const Candidate* best = nullptr;
-  for (const Candidate& c : result.singles) {
+  // The lower bound and the single techniques, the fastest of which is the
+  // plan to beat.
+  void plan_singles();
+  // Every model-state configuration whose rewrite applies, with its
+  // unconstrained time; the others are skipped with their reason.
+  void build_configs();
+  // Note [Chunked optimizer states].
+  void add_chunked_configs();
+  // The configurations from the fastest bound up, each with its activation
+  // planners, until a bound is no better than the best plan.
+  void search_configs();
+  // Note [Device chunk search].
+  void search_device_chunks();
+  // The best plan found, or an Error saying why none fits.
+  AutoPlan finish();
+
+ private:
+  // Checks the options and starts the clock. Note [Time limits are wall
+  // time]: the limit is the whole search's; each planner gets what is left,
+  // and configurations not reached are skipped.
+  static Deadline start(const PlannerOptions& options) {
+    check(options);
+    return work_deadline(options.time_limit);
+  }
+  const Hardware& hw() const { return result_.hardware; }
+  // Options for a planner: the time left.
+  PlannerOptions left() const {
+    PlannerOptions left = opts_;
+    left.time_limit = deadline_.left();
+    return left;
+  }
+
+  const Graph& graph_;
+  const PlannerOptions& options_;
+  const Stopwatch clock_;
+  const Deadline deadline_;
+  AutoPlan result_;
+  PlannerOptions opts_;              // with the budget
+  const Candidate* best_ = nullptr;  // the fastest single technique that fits
+  Candidate found_;                  // the best from the configuration search, if better
+  double best_time_ = std::numeric_limits<double>::infinity();
+  std::vector<Work> works_;
+  std::vector<planner_detail::Failure> failures_;
+  bool out_of_time_ = false;
+};
+
+void AutoSearch::plan_singles() {
+  result_.bound = iteration_lower_bound(graph_, hw(), opts_);
+  {
+    PlannerOptions left = opts_;
+    left.time_limit = std::max(deadline_.left(), 1e-9);  // past it: every single is "not tried"
+    result_.singles = single_techniques(graph_, hw(), left);
+  }
+  for (const Candidate& c : result_.singles) {
     // Of times equal within rounding the first, simpler technique stays
     // (PatrickStar's device-filling chunks can tie with everything kept).
-    if (c.fits && (!best || c.sim.iteration_time < best->sim.iteration_time * (1 - 1e-6))) {
-      best = &c;
+    if (c.fits && (!best_ || c.sim.iteration_time < best_->sim.iteration_time * (1 - 1e-6))) {
+      best_ = &c;
     }
   }
-  Candidate found;  // the best from the configuration search, if better
-  double best_time = best ? best->sim.iteration_time : std::numeric_limits<double>::infinity();
+  if (best_) best_time_ = best_->sim.iteration_time;
+}
 
-  std::vector<Work> works;
-  bool out_of_time = false;
-  for (const int stage : stages(options)) {
+void AutoSearch::build_configs() {
+  for (const int stage : stages(options_)) {
     // The placements, and the paged optimizer's states on the host stepped
     // on the device (Note [Paged optimizer] in swap/offload.cc).
     std::vector<StateConfig> configs;
@@ -465,92 +326,95 @@ AutoPlan plan_auto(const Graph& graph, const Hardware& hardware, const PlannerOp
     configs.push_back({.stage = stage, .optimizer = Tier::kHost, .paged = true});
     for (const StateConfig& config : configs) {
       // Each costs a simulation: 28 of them with ZeRO stages to search.
-      if (deadline.passed() && !works.empty()) {
-        out_of_time = true;
+      if (deadline_.passed() && !works_.empty()) {
+        out_of_time_ = true;
         break;
       }
-      Built b = build(graph, config, options.ranks);
+      Built b = build(graph_, config, options_.ranks);
       if (!b.work) {
-        result.skipped.push_back({config, std::move(b.why)});
+        result_.skipped.push_back({config, std::move(b.why)});
         continue;
       }
-      planner_detail::Unconstrained u = planner_detail::unconstrained_time(*b.work, hw, opts);
-      works.push_back({std::move(*b.work), std::move(u)});
+      planner_detail::Unconstrained u = planner_detail::unconstrained_time(*b.work, hw(), opts_);
+      works_.push_back({std::move(*b.work), std::move(u)});
     }
   }
-  // Note [Chunked optimizer states]: each configuration with the optimizer
-  // on NVMe also gets split ones, which keep as much of the optimizer
-  // states on the host as the host memory holds (Note [Optimizer chunks] in
-  // swap/offload.h) and read the NVMe chunks a few CPU steps ahead: less
-  // NVMe traffic, the rest streamed under the CPU steps. The largest host
-  // share whose keep-all simulation fits is found by bisection (the host
-  // also stages the chunks read ahead and queues gradients, so the free
-  // memory of the all-NVMe run is only where it starts). The all-NVMe
-  // configuration stays a candidate.
-  const size_t whole = works.size();
+}
+
+// Note [Chunked optimizer states]: each configuration with the optimizer
+// on NVMe also gets split ones, which keep as much of the optimizer
+// states on the host as the host memory holds (Note [Optimizer chunks] in
+// swap/offload.h) and read the NVMe chunks a few CPU steps ahead: less
+// NVMe traffic, the rest streamed under the CPU steps. The largest host
+// share whose keep-all simulation fits is found by bisection (the host
+// also stages the chunks read ahead and queues gradients, so the free
+// memory of the all-NVMe run is only where it starts). The all-NVMe
+// configuration stays a candidate.
+void AutoSearch::add_chunked_configs() {
+  const size_t whole = works_.size();
   // A split is worth its simulations only where the host cannot hold every
   // optimizer state: when the same configuration with the optimizer on the
   // host fits, it is at least as fast as any split of it.
   const auto host_holds_all = [&](const StateConfig& c) {
     for (size_t j = 0; j < whole; ++j) {
-      const StateConfig& o = works[j].work.config;
+      const StateConfig& o = works_[j].work.config;
       if (o.stage == c.stage && o.optimizer == Tier::kHost && o.params == c.params &&
-          std::isfinite(works[j].bound.seconds)) {
+          std::isfinite(works_[j].bound.seconds)) {
         return true;
       }
     }
     return false;
   };
-  for (size_t i = 0; i < whole && !deadline.passed(); ++i) {
-    if (works[i].work.config.optimizer != Tier::kNvme || host_holds_all(works[i].work.config)) {
+  for (size_t i = 0; i < whole && !deadline_.passed(); ++i) {
+    if (works_[i].work.config.optimizer != Tier::kNvme || host_holds_all(works_[i].work.config)) {
       continue;
     }
     for (const int ahead : {4, 8, 16}) {
-      std::optional<Work> split =
-          with_most_on_host(graph, works[i].work, hw, opts, ahead, /*in_order=*/false, deadline);
-      if (split) works.push_back(std::move(*split));
+      std::optional<Work> split = with_most_on_host(graph_, works_[i].work, hw(), opts_, ahead,
+                                                    /*in_order=*/false, deadline_);
+      if (split) works_.push_back(std::move(*split));
     }
   }
-  std::stable_sort(works.begin(), works.end(),
+}
+
+void AutoSearch::search_configs() {
+  std::stable_sort(works_.begin(), works_.end(),
                    [](const Work& a, const Work& b) { return a.bound.seconds < b.bound.seconds; });
   // Why each configuration failed: its activation planner that came
   // closest (Note [What ran out] in no_plan.cc), memwall's
   // rematerialization planner's on a tie (it names the lowest budget it
   // reaches, or the proven bound no plan goes below).
-  std::vector<planner_detail::Failure> failures;
-  for (const Candidate& c : result.singles) {
-    if (!c.fits && !c.why.starts_with("not tried")) failures.push_back(failure_of(c));
+  for (const Candidate& c : result_.singles) {
+    if (!c.fits && !c.why.starts_with("not tried")) failures_.push_back(failure_of(c));
   }
-  for (size_t i = 0; i < works.size(); ++i) {
-    const Work& w = works[i];
-    if (w.bound.seconds >= best_time) {
-      failures.push_back({w.work.config, "keep-all", w.bound.why, w.bound.short_of});
+  for (size_t i = 0; i < works_.size(); ++i) {
+    const Work& w = works_[i];
+    if (w.bound.seconds >= best_time_) {
+      failures_.push_back({w.work.config, "keep-all", w.bound.why, w.bound.short_of});
       continue;
     }
-    if (deadline.passed()) {
-      out_of_time = true;
+    if (deadline_.passed()) {
+      out_of_time_ = true;
       continue;
     }
-    ++result.configs_tried;
+    ++result_.configs_tried;
     // Below the view's proven bound no activation planner fits (each runs
     // every op with its inputs, outputs and workspace beside the model
     // states the view keeps): memwall's planner says so at once, and
     // Capuchin, which took a second to fail on each such configuration of
     // Llama-2-70B on 8 ranks, is not run.
-    const bool below_bound = remat_lower_bound(w.work.view).bytes > result.budget;
+    const bool below_bound = remat_lower_bound(w.work.view).bytes > result_.budget;
     std::optional<planner_detail::Failure> closest;
     for (const Activations a : kActivationPlanners) {
       if (below_bound && a != Activations::kRemat) continue;
-      if (deadline.passed()) {
-        out_of_time = true;
+      if (deadline_.passed()) {
+        out_of_time_ = true;
         break;
       }
-      PlannerOptions left = opts;
-      left.time_limit = deadline.left();
-      Candidate c = fit(w.work, a, hw, result.budget, left);
-      if (c.fits && c.sim.iteration_time < best_time) {
-        best_time = c.sim.iteration_time;
-        found = std::move(c);
+      Candidate c = fit(w.work, a, hw(), result_.budget, left());
+      if (c.fits && c.sim.iteration_time < best_time_) {
+        best_time_ = c.sim.iteration_time;
+        found_ = std::move(c);
         if (a == Activations::kKeepAll) break;
       } else if (!c.fits) {
         const double ratio = c.short_of.ratio();
@@ -562,38 +426,54 @@ AutoPlan plan_auto(const Graph& graph, const Hardware& hardware, const PlannerOp
         break;  // fits but no faster: nothing in this configuration is
       }
     }
-    if (closest) failures.push_back(std::move(*closest));
+    if (closest) failures_.push_back(std::move(*closest));
   }
-  // Note [Device chunk search].
-  const Candidate* so_far = found.fits ? &found : best;
-  if (so_far && so_far->states.optimizer != Tier::kDevice && !deadline.passed()) {
-    DeviceChunkSearch search{graph, hw, opts, result.budget, deadline, best_time, {}};
-    search.run(so_far->states);
-    result.configs_tried += search.fitted;
-    if (search.best) found = std::move(*search.best);
-  }
-  if (found.fits) {
-    result.best = std::move(found);
-  } else if (best) {
-    result.best = *best;
-  } else if (works.empty()) {
-    fail("no plan for {} on {}: no model-state configuration applies ({})", graph.name, hw.name,
-         result.skipped.front().why);
-  } else if (out_of_time) {
+}
+
+void AutoSearch::search_device_chunks() {
+  const Candidate* so_far = found_.fits ? &found_ : best_;
+  if (!so_far || so_far->states.optimizer == Tier::kDevice || deadline_.passed()) return;
+  DeviceChunkSearch search{graph_, hw(), opts_, result_.budget, deadline_, best_time_, {}};
+  search.run(so_far->states);
+  result_.configs_tried += search.fitted;
+  if (search.best) found_ = std::move(*search.best);
+}
+
+AutoPlan AutoSearch::finish() {
+  if (found_.fits) {
+    result_.best = std::move(found_);
+  } else if (best_) {
+    result_.best = *best_;
+  } else if (works_.empty()) {
+    fail("no plan for {} on {}: no model-state configuration applies ({})", graph_.name, hw().name,
+         result_.skipped.front().why);
+  } else if (out_of_time_) {
     planner_detail::fail_no_plan(
         fmt::format("no plan found within the {} s time limit for a device budget of {} bytes on "
                     "{} ({} of {} configurations tried; a longer time limit may find one)",
-                    options.time_limit, result.budget, hw.name, result.configs_tried,
-                    stages(options).size() * std::size(kPlacements)),
-        {}, std::move(failures));
+                    options_.time_limit, result_.budget, hw().name, result_.configs_tried,
+                    stages(options_).size() * std::size(kPlacements)),
+        {}, std::move(failures_));
   } else {
     planner_detail::fail_no_plan(
-        fmt::format("no plan fits a device budget of {} bytes on {}", result.budget, hw.name),
-        result.skipped, std::move(failures));
+        fmt::format("no plan fits a device budget of {} bytes on {}", result_.budget, hw().name),
+        result_.skipped, std::move(failures_));
   }
-  result.best.technique = "auto";
-  result.solve_seconds = clock.seconds();
-  return result;
+  result_.best.technique = "auto";
+  result_.solve_seconds = clock_.seconds();
+  return std::move(result_);
+}
+
+}  // namespace
+
+AutoPlan plan_auto(const Graph& graph, const Hardware& hardware, const PlannerOptions& options) {
+  AutoSearch search(graph, hardware, options);
+  search.plan_singles();
+  search.build_configs();
+  search.add_chunked_configs();
+  search.search_configs();
+  search.search_device_chunks();
+  return search.finish();
 }
 
 }  // namespace memwall

@@ -1,5 +1,6 @@
-// Internal to the planner: one model-state configuration made concrete, and
-// fitting an activation planner into it (fit.cc).
+// Internal to the planner: one model-state configuration made concrete,
+// fitting an activation planner into it (fit.cc), and the pieces of the
+// configuration search (chunk_search.cc).
 #pragma once
 
 #include <optional>
@@ -7,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "memwall/base/deadline.h"
 #include "memwall/planner/planner.h"
 #include "memwall/sim/simulator.h"
 #include "memwall/swap/offload.h"
@@ -98,5 +100,61 @@ Failure failure_of(const Candidate& c);
 // become its notes.
 [[noreturn]] void fail_no_plan(const std::string& head, const std::vector<SkippedConfig>& skipped,
                                std::vector<Failure> failures);
+
+// ---- The configuration search's pieces (chunk_search.cc) ---------------------
+
+// A configuration, or why its rewrite does not apply to the graph.
+struct Built {
+  std::optional<ConfigWork> work;
+  std::string why;
+};
+Built build(const Graph& graph, const StateConfig& config, int ranks);
+
+// A configuration made concrete with its unconstrained time.
+struct Work {
+  ConfigWork work;
+  Unconstrained bound;
+};
+
+// Note [Chunked optimizer states] in auto.cc: the all-NVMe configuration
+// `all_nvme` with the largest host share of its optimizer states whose
+// keep-all simulation still fits host memory, found by bisection (six
+// simulations at most; the free memory of the all-NVMe run is only where
+// it starts, since the host also stages what is read ahead and queues
+// gradients). Null when the host has no room to speak of.
+std::optional<Work> with_most_on_host(const Graph& graph, const ConfigWork& all_nvme,
+                                      const Hardware& hw, const PlannerOptions& opts, int ahead,
+                                      bool in_order, const Deadline& deadline,
+                                      double device_share = 0);
+
+// Note [Device chunk search] in chunk_search.cc: after the configuration
+// search, a share of the parameters kept whole on the device for a plan
+// whose optimizer steps run on the CPU. `best` is set when a plan faster
+// than `best_time` is found.
+struct DeviceChunkSearch {
+  const Graph& graph;
+  const Hardware& hw;
+  const PlannerOptions& opts;
+  uint64_t budget;
+  const Deadline& deadline;
+  double best_time;
+  std::optional<Candidate> best;
+  int fitted = 0;
+
+  struct Base {
+    std::optional<ConfigWork> work;  // the base at share 0 (all NVMe for an NVMe one)
+    double most = 0;
+    int ahead = 4;
+  };
+  // Whether a larger share could be faster.
+  enum class Verdict { kMore, kLess };
+
+  void run(const StateConfig& found);
+  Base base_of(StateConfig c) const;
+  // The base at this device share, with its unconstrained time.
+  std::optional<Work> at_share(const Base& b, double share) const;
+  // Fits the base at `fraction` of its most.
+  Verdict fit_at(const Base& b, double fraction);
+};
 
 }  // namespace memwall::planner_detail

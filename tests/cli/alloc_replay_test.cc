@@ -6,13 +6,13 @@
 #include <filesystem>
 #include <fstream>
 
-#include "memwall/cli/alloc_trace.h"
-#include "memwall/cli/plan_layout.h"
 #include "memwall/graph/graph.h"
 #include "memwall/hw/hardware.h"
 #include "memwall/layout/csv.h"
 #include "memwall/models/zoo.h"
 #include "memwall/plan/builders.h"
+#include "memwall/planner/alloc_trace.h"
+#include "memwall/planner/plan_layout.h"
 #include "memwall/remat/remat.h"
 #include "memwall/sim/simulator.h"
 #include "run_memwall.h"

@@ -9,7 +9,6 @@
 #include <random>
 
 #include "memwall/base/output_files.h"
-#include "memwall/cli/plan_layout.h"
 #include "memwall/hw/hardware.h"
 #include "memwall/layout/csv.h"
 #include "memwall/layout/default_layout.h"
@@ -18,6 +17,7 @@
 #include "memwall/models/zoo.h"
 #include "memwall/plan/builders.h"
 #include "memwall/plan/plan.h"
+#include "memwall/planner/plan_layout.h"
 #include "memwall/sim/simulator.h"
 #include "run_memwall.h"
 #include "test_util.h"

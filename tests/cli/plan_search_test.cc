@@ -9,7 +9,7 @@
 
 #include <fmt/format.h>
 
-#include "cli/format.h"
+#include "memwall/base/human.h"
 #include "memwall/graph/graph.h"
 #include "memwall/hw/hardware.h"
 #include "memwall/models/zoo.h"
@@ -195,9 +195,8 @@ TEST(CliPlanBudget, SharesNameTheirReference) {
             "memwall: error: --budget 80% is ambiguous: write 80%gpu for {} B (80% "
             "of a100-80g's device memory, 80.00 GiB) or 80%peak for {} B (80% of "
             "the keep-all plan's peak, {})\n",
-            cli::grouped(static_cast<uint64_t>(0.8 * static_cast<double>(hw.device_memory_bytes))),
-            cli::grouped(static_cast<uint64_t>(0.8 * static_cast<double>(peak))),
-            cli::human_bytes(peak)))
+            grouped(static_cast<uint64_t>(0.8 * static_cast<double>(hw.device_memory_bytes))),
+            grouped(static_cast<uint64_t>(0.8 * static_cast<double>(peak))), human_bytes(peak)))
         << strategy;
     EXPECT_FALSE(fs::exists(temp_path("bare.json")));
   }
@@ -215,8 +214,7 @@ TEST(CliPlanBudget, SharesNameTheirReference) {
   const auto bare_search = run_memwall("plan " + kSearchModel + " --max-batch --budget 50%");
   EXPECT_EQ(bare_search.exit_code, 2);
   EXPECT_EQ(count_lines(bare_search.err), 1) << bare_search.err;
-  EXPECT_NE(bare_search.err.find("--budget 50% is ambiguous: write 50%gpu for "),
-            std::string::npos)
+  EXPECT_NE(bare_search.err.find("--budget 50% is ambiguous: write 50%gpu for "), std::string::npos)
       << bare_search.err;
   // A search's model changes as it goes: its keep-all peak is no reference.
   const auto search = run_memwall("plan " + kSearchModel + " --max-batch --budget 50%peak");

@@ -83,7 +83,7 @@ TEST(TraceCli, ScriptWithJsonOutput) {
   EXPECT_EQ(j.at("out"), out);
   const Graph g = read_graph_file(out);
   // Issue 17: a traced name carries the script's function, batch and dtype
-  // (python/memwall_trace.py, graph_name).
+  // (python/memwall/tracer/graph_writer.py, graph_name).
   EXPECT_EQ(g.name, "tiny_cnn:build b2 fp32 traced");
   EXPECT_EQ(j.at("graph"), g.name);
   EXPECT_EQ(j.at("ops"), g.ops.size());

@@ -109,7 +109,7 @@ TEST_F(RunKept, AZooGraph) {
                   "zoo graphs are not runnable");
 }
 
-// Note [Plans that run] (src/cli/runnable_plan.cc), issue 45: the simulator
+// Note [Plans that run] (src/planner/runnable_plan.cc), issue 45: the simulator
 // counts bytes and the stitching allocator maps 2 MiB chunks, so a plan
 // without offsets at the budget of its byte count ran out of device memory
 // mid-run (exit 1) after `memwall plan` wrote it. Now keep-all, which cannot

@@ -3,7 +3,7 @@
 // rank's losses, parameters and optimizer states (its shards of them) are
 // bitwise those of eager PyTorch's data-parallel reference: each rank its
 // own micro-batch, gradients divided by 2 and summed, as DDP's default
-// hook does (Note [Data-parallel reference] in python/memwall_trace.py);
+// hook does (Note [Data-parallel reference] in python/memwall/values/reference.py);
 // and rank 0's device memory is the simulator's.
 #include <algorithm>
 #include <filesystem>
@@ -84,7 +84,7 @@ void run_ranks(const std::string& dir, const std::string& tag, const std::string
   EXPECT_FALSE(std::filesystem::exists(ranks + "/inputs2.bin")) << tag;
 }
 
-// gpt-mini (python/memwall_fidelity.py): dropout after embeddings,
+// gpt-mini (python/memwall/sources/builtin.py): dropout after embeddings,
 // attention and MLP, AdamW. Every stage, with the optimizer where auto puts
 // it (host, paged, device chunks), without offsets, and on the device; at
 // 22 MiB stage 3's plan recomputes gathers in backward, which both ranks do

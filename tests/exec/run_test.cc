@@ -115,7 +115,7 @@ TEST(RunExec, UNetSwapRematAndOffloadPlansAreEagerBitForBit) {
 
 TEST(RunExec, TransformerWithDropoutRecomputesItsMasks) {
   REQUIRE_EXECUTOR();
-  // gpt-mini (python/memwall_fidelity.py): dropout 0.1 after embeddings,
+  // gpt-mini (python/memwall/sources/builtin.py): dropout 0.1 after embeddings,
   // attention and MLP; Chen's plan recomputes 7 of its random ops, each of
   // which must draw its first mask again.
   run_planners("gpt_mini", "--builtin gpt-mini",
@@ -136,7 +136,7 @@ TEST(RunExec, MobileNetV2) {
 
 // ResNet-18 b4 at 64x64: its last stage is 2x2 under 3x3 kernels, whose
 // weight gradients oneDNN computes by GEMM on AVX2 CPUs (_gemm_weight_pass
-// in python/memwall_scratch.py: 4 weights' worth of scratch), and its
+// in python/memwall/tracer/cpu_scratch.py: 4 weights' worth of scratch), and its
 // layer3 downsampling returns two gradients of one size after five scratch
 // buffers of that size (Note [Outputs on each other's offsets]). Before
 // both, its laid-out keep-all plan failed on an AVX2 host: no room in the

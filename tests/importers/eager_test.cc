@@ -55,7 +55,7 @@ TEST(EagerLifetimes, AdamsPreviousDenomAndTheBatchAreAliveAtTheEagerPeak) {
             memory_profile(cpu).peak_bytes + 16'000'000 + 2 * 128'000);
 }
 
-// Note [Steady storages] (python/memwall_trace.py): a meta trace checks model
+// Note [Steady storages] (python/memwall/tracer/recorder.py): a meta trace checks model
 // states and gradients once, at the end of the step. An optimizer that drops
 // each gradient after its update makes them die mid-step; the trace is then
 // made again with every storage checked, so each gradient dies after the op

@@ -1,6 +1,6 @@
 // Issue 20: the estimate of a plain PyTorch step holds to 1% and never errs
 // low by more than 0.5%. Two layers:
-// - the CPU kernels' scratch (python/memwall_scratch.py) per op, against
+// - the CPU kernels' scratch (python/memwall/tracer/cpu_scratch.py) per op, against
 //   the scratch PyTorch's profiler recorded for the same ops (golden
 //   values below: torch 2.14.1, one thread, an AVX-512 Xeon; how they were measured:
 //   docs/cost-model.md, "Kernel scratch");
@@ -25,7 +25,7 @@ namespace {
 
 using importers::TorchTraceRequest;
 
-// What python/memwall_scratch.py reads to choose oneDNN's channel block.
+// What python/memwall/tracer/cpu_scratch.py reads to choose oneDNN's channel block.
 bool cpu_has_avx512f() {
   std::ifstream cpuinfo("/proc/cpuinfo");
   const std::string text((std::istreambuf_iterator<char>(cpuinfo)),
@@ -88,7 +88,7 @@ TEST(Fidelity, CpuKernelScratchOfResnet18MatchesTheProfiler) {
 // 2.14.1; docs/cost-model.md, "Kernel scratch", says how): the rules leave
 // out reorders of biases and small weights, under 64 KiB each (Note
 // [Scratch in the workspace]). oneDNN blocks channels by 16 on CPUs with
-// AVX-512 and by 8 on the others (python/memwall_scratch.py), so each has
+// AVX-512 and by 8 on the others (python/memwall/tracer/cpu_scratch.py), so each has
 // its own rows.
 TEST(Fidelity, CpuKernelScratchAndSpansOfAUNet) {
   MEMWALL_REQUIRE_TORCH();
@@ -153,7 +153,7 @@ TEST(Fidelity, CpuKernelScratchAndSpansOfAUNet) {
 }
 
 // oneDNN's AVX2 depthwise kernel computes the weight gradient of a kernel
-// taller than its input by GEMM (python/memwall_scratch.py,
+// taller than its input by GEMM (python/memwall/tracer/cpu_scratch.py,
 // _gemm_weight_pass): w, then per thread 4w and one image's im2col
 // columns, and 256 B. Measured with MEMWALL_EXEC_MEMORY_LOG and
 // scripts/measure-scratch.py on MobileNetV2 b8 at 64x64 (its three blocks

@@ -38,7 +38,7 @@ struct Compared {
 
 // The trace against the zoo's model with the same options (fp32, Adam,
 // fused attention: a CUDA GPU runs FlashAttention or the memory-efficient
-// kernel, Note [Attention backends] in python/memwall_trace.py), and with
+// kernel, Note [Attention backends] in python/memwall/tracer/meta_device.py), and with
 // transformers' plain-torch RMSNorm and GELU when `eager` (Note [Eager
 // kernels] in src/models/eager_kernels.cc).
 Compared compare(const Graph& traced, const char* zoo, int64_t batch, int64_t seq,

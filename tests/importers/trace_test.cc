@@ -11,12 +11,15 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
 #include "graph_lookup.h"
 #include "memwall/graph/counts.h"
 #include "memwall/graph/graph.h"
+#include "memwall/base/private_dir.h"
+#include "memwall/importers/torch_trace.h"
 #include "torch_env.h"
 
 namespace memwall {
@@ -296,13 +299,25 @@ TEST(Trace, InterpreterIsChosenInOrder) {
   std::filesystem::remove_all(dir);
 }
 
-TEST(Trace, EmbeddedSourceIsTheRepositorysTracer) {
-  const auto files = importers::torch_tracer_files();
-  ASSERT_EQ(files.size(), 7u);
-  EXPECT_EQ(files[0].name, "memwall_trace.py");
-  EXPECT_EQ(importers::torch_tracer_source(), files[0].source);
-  for (const importers::TracerFile& file : files) {
-    const std::string path = std::string(MEMWALL_SOURCE_DIR) + "/python/" + std::string(file.name);
+// Every .py file under python/memwall is embedded, by its path, sorted, and
+// as the repository has it.
+TEST(Trace, EmbeddedSourceIsTheRepositorysPackage) {
+  const std::string python = std::string(MEMWALL_SOURCE_DIR) + "/python";
+  std::vector<std::string> on_disk;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(python + "/memwall")) {
+    if (entry.is_regular_file() && entry.path().extension() == ".py") {
+      on_disk.push_back(std::filesystem::relative(entry.path(), python).string());
+    }
+  }
+  std::sort(on_disk.begin(), on_disk.end());
+  std::vector<std::string> embedded;
+  for (const importers::PythonFile& file : importers::python_package_files()) {
+    embedded.emplace_back(file.path);
+  }
+  EXPECT_EQ(embedded, on_disk);
+  EXPECT_NE(std::find(embedded.begin(), embedded.end(), "memwall/__main__.py"), embedded.end());
+  for (const importers::PythonFile& file : importers::python_package_files()) {
+    const std::string path = python + "/" + std::string(file.path);
     FILE* f = std::fopen(path.c_str(), "rb");
     ASSERT_NE(f, nullptr) << path;
     std::string text;
@@ -311,6 +326,22 @@ TEST(Trace, EmbeddedSourceIsTheRepositorysTracer) {
     std::fclose(f);
     EXPECT_EQ(file.source, text) << path;
   }
+}
+
+// The package is written with its subdirectories, and goes with its directory.
+TEST(Trace, PackageIsWrittenWithItsDirectories) {
+  std::string root;
+  {
+    PrivateDir dir("memwall-package-test");
+    root = dir.path();
+    const std::string entry = importers::write_python_package(dir);
+    EXPECT_EQ(entry, root + "/memwall/__main__.py");
+    for (const importers::PythonFile& file : importers::python_package_files()) {
+      EXPECT_TRUE(std::filesystem::is_regular_file(root + "/" + std::string(file.path)))
+          << file.path;
+    }
+  }
+  EXPECT_FALSE(std::filesystem::exists(root));
 }
 
 }  // namespace

@@ -1,8 +1,8 @@
 # A step that drops each gradient as soon as it has used it (SGD that sets
 # p.grad = None after p's update, as fused-backward optimizers do to save
 # memory): gradients die mid-step, so a meta trace that set them aside as
-# steady (Note [Steady storages], python/memwall_trace.py) must trace again
-# with every storage checked (tests/importers/eager_test.cc).
+# steady (Note [Steady storages], python/memwall/tracer/recorder.py) must
+# trace again with every storage checked (tests/importers/eager_test.cc).
 import torch
 
 

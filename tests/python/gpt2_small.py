@@ -9,9 +9,10 @@
 #
 #   memwall trace --script tests/python/gpt2_small.py:build --out gpt2.json
 #
-# The model itself is memwall_fidelity.gpt (python/memwall_fidelity.py), which
-# the tracer ships beside itself and `memwall bench fidelity` runs small.
-from memwall_fidelity import gpt
+# The model itself is memwall.sources.builtin.gpt
+# (python/memwall/sources/builtin.py), part of the package memwall embeds
+# and runs, which `memwall bench fidelity` runs small.
+from memwall.sources.builtin import gpt
 
 VOCAB, POSITIONS, LAYERS, HIDDEN, HEADS, DROPOUT = 50257, 1024, 12, 768, 12, 0.1
 

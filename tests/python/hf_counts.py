@@ -1,7 +1,8 @@
-# Checks memwall_hf.py's built-in configurations and LoRA against the
-# published figures: every model's parameter count (built on the meta
-# device, no weights, no network) and peft's print_trainable_parameters()
-# for Llama-2-7B's adapters. Prints one line per check; exit 1 on a mismatch.
+# Checks memwall's built-in Hugging Face configurations
+# (python/memwall/sources/hf_configs.py) and LoRA against the published
+# figures: every model's parameter count (built on the meta device, no
+# weights, no network) and peft's print_trainable_parameters() for
+# Llama-2-7B's adapters. Prints one line per check; exit 1 on a mismatch.
 #
 #   python tests/python/hf_counts.py        (about a minute on meta)
 import os
@@ -10,8 +11,10 @@ import sys
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
 
-import memwall_hf  # noqa: E402
-import memwall_trace  # noqa: E402
+from memwall.sources.hf import Lora, builder  # noqa: E402
+from memwall.sources.hf_configs import resolve  # noqa: E402
+from memwall.tracer.graph_writer import unique_params  # noqa: E402
+from memwall.tracer.meta_device import MetaDeviceMode  # noqa: E402
 
 # Published parameter counts. The seven recent checkpoints: the Hugging
 # Face Hub's safetensors metadata of each repository (the count the Hub
@@ -39,13 +42,12 @@ LORA = [(8, "q,v", 4_194_304), (64, "q,v", 33_554_432),
 
 
 def counts(name, lora=None):
-    key, _, model_type, cfg = memwall_hf.resolve(name, None)
+    key, _, model_type, cfg = resolve(name, None)
     info = {}
-    build = memwall_hf.builder(key, model_type, cfg, 1, 128, "bf16", "adamw",
-                               memwall_trace.make_optimizer, lora, info)
-    with memwall_trace.MetaDeviceMode(building=True):
+    build = builder(key, model_type, cfg, 1, 128, "bf16", "adamw", lora, info)
+    with MetaDeviceMode(building=True):
         model, _, _, _ = build()
-    total = sum(p.numel() for p in memwall_trace._unique_params(model))
+    total = sum(p.numel() for p in unique_params(model))
     return total, info["trainable_param_count"]
 
 
@@ -56,7 +58,7 @@ def main():
         bad += got != want
         print(f"{name:14s} {got:>16,d} {'ok' if got == want else f'MISMATCH (want {want:,d})'}")
     for r, targets, want in LORA:
-        _, got = counts("llama2-7b", (r, 8, targets))
+        _, got = counts("llama2-7b", Lora(r, 8, targets))
         bad += got != want
         print(f"llama2-7b lora r={r} {targets}: {got:,d} "
               f"{'ok' if got == want else f'MISMATCH (want {want:,d})'}")

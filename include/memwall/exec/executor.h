@@ -6,7 +6,7 @@
 //   exec::Status s = exec::run_plan(graph, plan, "values/", options, r, error);
 //
 // The graph must carry call records (`memwall trace`, Note [Call records]
-// in python/memwall_calls.py); the step's starting values (and eager's
+// in python/memwall/tracer/calls.py); the step's starting values (and eager's
 // losses and final model states for check_eager) come from the directory
 // the tracer's --values wrote or from memory (memwall/exec/values.h).
 // libtorch stays inside libmemwall_exec.so: this header names no torch

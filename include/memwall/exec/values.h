@@ -1,5 +1,5 @@
 // The values a run starts from and eager PyTorch's results (Note [Run
-// inputs] in python/memwall_calls.py), as bytes in memory: the tracer's
+// inputs] in python/memwall/values/files.py), as bytes in memory: the tracer's
 // files mapped (ValueFiles), or tensors a caller holds (a Python extension
 // handing over its step's inputs). The executor reads a StepValues and no
 // file; memwall/exec/library.h runs a plan from either.

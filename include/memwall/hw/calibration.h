@@ -24,7 +24,7 @@
 
 namespace memwall {
 
-// The compute probe's output (python/memwall_calibrate.py): matmul FLOP/s
+// The compute probe's output (python/memwall/calibrate.py): matmul FLOP/s
 // per dtype, memory bandwidth, the device. Throws Error ("calibrate: the
 // compute probe's output is invalid: ...") unless it is JSON with a
 // matmul fp32 rate.

@@ -1,6 +1,6 @@
 // `memwall trace`: imports a real PyTorch training iteration as a Graph.
 //
-// The tracer is Python (python/memwall_trace.py, docs/trace.md), compiled
+// The tracer is Python (the package python/memwall, docs/trace.md), compiled
 // into this library as text at build time so that the binary needs no
 // source tree at run time. It runs under the interpreter tracer_python()
 // chooses (memwall's own environment with torch 2.x from PyPI unless the
@@ -18,19 +18,26 @@
 
 #include "memwall/graph/types.h"
 
+namespace memwall {
+class PrivateDir;
+}
+
 namespace memwall::importers {
 
-// The embedded source of python/memwall_trace.py.
-std::string_view torch_tracer_source();
-
-// The tracer and the modules it imports (python/memwall_flops.py,
-// python/memwall_scratch.py, python/memwall_fidelity.py), written side by
-// side before it runs.
-struct TracerFile {
-  std::string_view name;
+// The Python package python/memwall, compiled in: every .py file under
+// python/memwall by its path relative to python/ ("memwall/cli.py"), sorted
+// by path (CMakeLists.txt).
+struct PythonFile {
+  std::string_view path;
   std::string_view source;
 };
-std::span<const TracerFile> torch_tracer_files();
+std::span<const PythonFile> python_package_files();
+
+// Writes the package into `dir`, subdirectories kept (each file and
+// directory named through `dir`, so that an interrupt removes them); returns
+// the path of the entry the C++ side starts, `dir`/memwall/__main__.py
+// (`python ENTRY ARGS`: the tracer's ARGS, or `cpu-adam-contenders THREADS`).
+std::string write_python_package(PrivateDir& dir);
 
 // Note [Tracer interpreter]: the Python that runs the tracer, the first of
 //  1. `chosen` (`memwall trace --python PATH`), when not empty;
@@ -51,9 +58,9 @@ std::string memwall_env_python();
 struct TorchTraceRequest {
   std::string torchvision;  // a torchvision classification model name, or
   std::string script;       // "FILE.py:FUNCTION" returning (model, batch, loss_fn, optimizer), or
-  std::string builtin;      // a model of the fidelity set (python/memwall_fidelity.py)
+  std::string builtin;      // a built-in model (python/memwall/sources/builtin.py)
   // A Hugging Face transformers model built from its configuration on the
-  // meta device (python/memwall_hf.py): a built-in name or a config.json.
+  // meta device (python/memwall/sources/hf.py): a built-in name or a config.json.
   std::string hf;
   std::string hf_config;
   int64_t seq = 0;                 // --hf: sequence length; 0: the tracer's default (512)
@@ -74,7 +81,7 @@ struct TorchTraceRequest {
   int threads = 0;  // torch.set_num_threads first (CPU kernels' choices depend on it); 0: torch's
   // RunTrace: values for this many data-parallel ranks (each its own
   // micro-batch; eager's reference averages their gradients, Note
-  // [Data-parallel reference] in python/memwall_trace.py).
+  // [Data-parallel reference] in python/memwall/values/reference.py).
   int ranks = 1;
 };
 
@@ -87,7 +94,7 @@ Graph trace_torch(const TorchTraceRequest& request);
 
 // What `memwall bench fidelity` compares: the meta-device trace of one
 // step and the same step run for real on the CPU under PyTorch's allocator
-// records (python/memwall_fidelity.py).
+// records (python/memwall/fidelity.py).
 struct MeasuredStep {
   Graph graph;
   uint64_t measured_peak_bytes = 0;
@@ -104,7 +111,7 @@ MeasuredStep trace_and_measure(const TorchTraceRequest& request);
 // A trace on real CPU tensors for `memwall run`: the graph with its call
 // records, and a private directory with the values the step starts from
 // and eager PyTorch's results after `steps` steps from `seed` (Note [Run
-// inputs] in python/memwall_calls.py). The directory goes with the object.
+// inputs] in python/memwall/values/files.py). The directory goes with the object.
 class RunTrace {
  public:
   RunTrace(const TorchTraceRequest& request, int steps, int64_t seed);

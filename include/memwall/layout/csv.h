@@ -25,6 +25,9 @@ struct LayoutCsv {
 LayoutCsv layout_from_csv(std::string_view text);
 // The same from a file; errors are prefixed with the path.
 LayoutCsv read_layout_csv(const std::string& path);
+// MiniMalloc names its inputs NAME.CAPACITY.csv: the capacity to fit in a
+// file name (0 when the name carries none).
+uint64_t capacity_from_csv_name(const std::string& file);
 
 // "id,lower,upper,size" rows, or with an `offset` column when a layout is
 // given (its offsets must match the buffers: Error otherwise).

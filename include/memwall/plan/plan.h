@@ -134,4 +134,9 @@ void validate_plan(const Plan& plan, const Graph& graph);
 // saying which graph the plan is for.
 void check_plan_graph(const Plan& plan, const Graph& graph);
 
+// The plan as memwall.plan/1 text, stamped with the fingerprint of `graph`,
+// the graph it runs (Note [Graph fingerprint]): what `memwall plan --out`
+// and `memwall layout --out` write.
+std::string plan_text_for(Plan plan, const Graph& graph);
+
 }  // namespace memwall

@@ -1,0 +1,22 @@
+"""memwall's Python package.
+
+Today it holds the PyTorch side of memwall's C++ commands, which embed every
+file of this package and run it in memwall's Python environment (made by
+scripts/install-deps.sh --torch; docs/trace.md):
+
+- ``memwall.tracer``: records one training iteration (forward, loss,
+  backward, optimizer step) op by op as a memwall.graph/1 graph
+  (``memwall trace``), with the FLOP and kernel-scratch rules;
+- ``memwall.sources``: where the model comes from (torchvision, a user's
+  script, Hugging Face configurations, memwall's built-in models);
+- ``memwall.values``: the values a traced step starts from and eager
+  PyTorch's results, for ``memwall run``;
+- ``memwall.fidelity``, ``memwall.calibrate``, ``memwall.cpu_adam_contenders``:
+  ``memwall bench fidelity``'s measured step, ``memwall calibrate``'s compute
+  probe and ``memwall bench cpu-adam``'s Python contenders;
+- ``memwall.cli``: the command line the C++ side starts
+  (``python <dir>/memwall/__main__.py ARGS``, or ``python -m memwall ARGS``).
+
+Importing the package imports nothing else, torch included: the command
+line says in one line when torch is missing.
+"""

@@ -1,0 +1,165 @@
+"""`memwall bench fidelity`'s measurement (--measure-peak): runs one real
+training step on the CPU under PyTorch's autograd profiler with
+profile_memory=True, which logs every allocation and free of the CPU
+allocator in order with the running total, and reports the peak and the op
+that reached it. The command line calls it beside the meta-device trace of
+the same step, so that the C++ side compares memwall's prediction with the
+measurement (docs/cost-model.md, "Fidelity")."""
+from __future__ import annotations
+
+import bisect
+import json
+import os
+import sys
+import tempfile
+from typing import Any, Callable, Iterable
+
+import torch
+from torch.utils._pytree import tree_flatten
+
+from memwall.errors import TraceError, fail, first_line
+from memwall.sources import Build, check_built
+from memwall.tracer.step import as_args, loss_of, warm_up_optimizer
+
+# A profiler trace event (Chrome trace JSON).
+Event = dict[str, Any]
+
+
+def live_storage_bytes(tensors: Iterable[torch.Tensor]) -> int:
+    """Bytes of the distinct storages behind `tensors` (views share one)."""
+    seen = set()
+    total = 0
+    for t in tensors:
+        storage = t.untyped_storage()
+        key = storage.data_ptr()
+        if key not in seen:
+            seen.add(key)
+            total += storage.nbytes()
+    return total
+
+
+def _peak_op(events: list[Event], peak_ts: float) -> tuple[str, str]:
+    """The outermost aten op running at `peak_ts` (the one the graph
+    records: what it calls is inside it) and the autograd node around it."""
+    around = [e for e in events
+              if e.get("ph") == "X" and e.get("cat") == "cpu_op"
+              and e["ts"] <= peak_ts <= e["ts"] + e.get("dur", 0)]
+    around.sort(key=lambda e: (e["ts"], -e.get("dur", 0)))
+    aten = [e["name"] for e in around if e["name"].startswith("aten::")]
+    node = [e["name"] for e in around
+            if not e["name"].startswith(("aten::", "autograd::", "Optimizer."))]
+    return (aten[0] if aten else "-"), (node[-1] if node else "")
+
+
+# Top-level aten ops of the CPU run named as the graph's op types: the
+# profiler sees the composite op the model called, the graph the kernel it
+# dispatched to.
+_GRAPH_TYPE = {
+    "conv1d": "convolution", "conv2d": "convolution", "conv3d": "convolution",
+    "_convolution": "convolution", "batch_norm": "native_batch_norm",
+    "layer_norm": "native_layer_norm",
+}
+
+
+def op_scratch(events: list[Event]) -> list[list[Any]]:
+    """Per top-level aten op, in order: its graph op type and its scratch,
+    the highest running total inside it minus the total at its end (its
+    outputs included) or before it, whichever is higher
+    (docs/cost-model.md, "Kernel scratch")."""
+    memory = sorted((e for e in events if e.get("name") == "[memory]"), key=lambda e: e["ts"])
+    times = [e["ts"] for e in memory]
+    totals = [e["args"].get("Total Allocated", 0) for e in memory]
+    ops = sorted((e for e in events if e.get("ph") == "X" and e.get("cat") == "cpu_op"
+                  and e["name"].startswith("aten::")), key=lambda e: (e["ts"], -e.get("dur", 0)))
+    out = []
+    end = -1
+    for o in ops:
+        if o["ts"] < end:
+            continue  # inside the previous top-level op
+        end = o["ts"] + o.get("dur", 0)
+        i, j = bisect.bisect_left(times, o["ts"]), bisect.bisect_right(times, end)
+        scratch = 0
+        if i < j:
+            before = totals[i - 1] if i > 0 else 0
+            scratch = max(max(totals[i:j]) - max(totals[j - 1], before), 0)
+        name = o["name"][len("aten::"):]
+        out.append([_GRAPH_TYPE.get(name, name), int(scratch)])
+    return out
+
+
+class _quiet_stderr:
+    """Sends file descriptor 2 to /dev/null for a while: the profiler's
+    native library logs its own start and stop there. Errors still raise."""
+
+    def __enter__(self) -> None:
+        sys.stderr.flush()
+        self.saved = os.dup(2)
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, 2)
+        os.close(null)
+
+    def __exit__(self, *exc: Any) -> bool:
+        os.dup2(self.saved, 2)
+        os.close(self.saved)
+        return False
+
+
+def measure_step(step: Callable[[], None],
+                 persistent: Callable[[], list[torch.Tensor]]) -> dict[str, Any]:
+    """Runs `step()` (one training iteration) under the profiler. Returns
+    the measured peak: the bytes of `persistent()` (model states and the
+    batch, alive before the step) plus the highest running total the
+    allocator reported during the step, and the op at that moment."""
+    from torch.autograd.profiler import profile
+    baseline = live_storage_bytes(persistent())
+    with _quiet_stderr():  # the profiler's start and stop lines (and its GPU probe's)
+        with profile(profile_memory=True) as prof:
+            step()
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "trace.json")
+        prof.export_chrome_trace(path)
+        with open(path) as f:
+            events = json.load(f)["traceEvents"]
+    memory = [e for e in events if e.get("name") == "[memory]"]
+    peak_event = max(memory, key=lambda e: e["args"].get("Total Allocated", 0), default=None)
+    if peak_event is None:
+        return {"measured_peak_bytes": baseline, "baseline_bytes": baseline,
+                "measured_peak_op": "-", "measured_peak_node": "", "op_scratch": [],
+                "torch": torch.__version__}
+    op, node = _peak_op(events, peak_event["ts"])
+    return {"measured_peak_bytes": baseline + int(peak_event["args"]["Total Allocated"]),
+            "baseline_bytes": baseline, "measured_peak_op": op, "measured_peak_node": node,
+            "op_scratch": op_scratch(events), "torch": torch.__version__}
+
+
+def measure_real_step(build: Build) -> dict[str, Any]:
+    """`--measure-peak`: the same training iteration as the trace's, run for
+    real on the CPU (a fresh model from `build`, the optimizer's states
+    made by the same warm-up step) under PyTorch's allocator records
+    (measure_step)."""
+    torch.manual_seed(0)
+    model, (inputs, target), loss_fn, optimizer = check_built(build())
+    model.train()
+    warm_up_optimizer(model, optimizer)
+
+    def persistent() -> list[torch.Tensor]:
+        states = [v for state in optimizer.state.values() for v in state.values()
+                  if isinstance(v, torch.Tensor)]
+        batch = [t for t in tree_flatten((inputs, target))[0] if isinstance(t, torch.Tensor)]
+        return list(model.parameters()) + list(model.buffers()) + states + batch
+
+    def step() -> None:
+        args, kwargs = as_args(inputs)
+        output = model(*args, **kwargs)
+        loss = loss_of(output, target, loss_fn)
+        del output
+        loss.backward()
+        del loss
+        optimizer.step()
+
+    try:
+        return measure_step(step, persistent)
+    except TraceError:
+        raise
+    except Exception as e:
+        fail(f"the real step on the CPU failed: {type(e).__name__}: {first_line(e)}")

@@ -1,0 +1,149 @@
+"""Building and running a model on the meta device.
+
+Like ``with torch.device("meta")`` (which torch implements the same way),
+but with a choice per factory: factory functions called without a device
+(or with another one) create meta tensors, so a 7B model is "built"
+without allocating its weights, and model code that calls
+torch.arange/zeros in forward keeps working, while the factories below
+that compute values stay on the CPU during construction.
+
+While the step runs, the mode also stands in for the kernels a CUDA GPU
+would run where they save other tensors than the meta device's (dropout,
+scaled_dot_product_attention), and gives a meta convolution the output
+layout the device would (``like_the_device``).
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+# Factories that allocate a tensor's memory (parameters, buffers, inputs).
+_ALLOCATING = ["empty", "empty_strided", "zeros", "ones", "full", "rand", "randn", "randint"]
+# Factories that also compute values: architectures computed from tensors
+# (torchvision's RegNet sizes its stages with torch.arange(...).tolist())
+# need their values while the model is being built, so these stay on the CPU
+# during construction (the tensors they create are small, and move to meta
+# with the model afterwards).
+_COMPUTING = ["arange", "range", "linspace", "logspace", "eye", "tensor", "as_tensor",
+              "scalar_tensor", "tril_indices", "triu_indices", "randperm"]
+
+
+class MetaDeviceMode(TorchFunctionMode):
+    """Sends torch's factory functions to the meta device.
+
+    `building`: while the model is built, the factories that compute values
+    stay on the CPU (see _COMPUTING); while the step runs, every factory
+    goes to meta. `kernels`: "cuda" makes dropout and
+    scaled_dot_product_attention take the kernels a CUDA GPU runs."""
+
+    def __init__(self, building: bool, kernels: str = "cuda") -> None:
+        super().__init__()
+        names = _ALLOCATING if building else _ALLOCATING + _COMPUTING
+        self.factories: set[Callable[..., Any]] = {getattr(torch, n) for n in names
+                                                   if hasattr(torch, n)}
+        self.kernels = kernels
+
+    def __torch_function__(self, func: Callable[..., Any], types: Any, args: tuple = (),
+                           kwargs: dict | None = None) -> Any:
+        kwargs = dict(kwargs or {})
+        if func in self.factories:
+            kwargs["device"] = "meta"
+        elif (func is torch.nn.functional.dropout and len(args) >= 1
+              and self.kernels == "cuda"):
+            # On CUDA, dropout is one native_dropout kernel keeping a bool
+            # mask; on CPU and meta it is bernoulli + mul keeping a mask in
+            # the input's dtype (4x the bytes in fp32). A trace for CUDA
+            # kernels (the default) takes the CUDA path; --kernels cpu keeps
+            # the CPU's.
+            return cuda_dropout(*args, **kwargs)
+        elif (func is torch.nn.functional.scaled_dot_product_attention
+              and self.kernels == "cuda"):
+            return cuda_sdpa(*args, **kwargs)
+        return func(*args, **kwargs)
+
+
+def to_meta(model: torch.nn.Module, batch: Any, optimizer: torch.optim.Optimizer) -> Any:
+    """Moves what construction left on the CPU to the meta device; returns the
+    batch on meta. Module.to replaces a moved parameter with a new Parameter
+    object, so the optimizer's parameter lists are remapped by name."""
+    before = dict(model.named_parameters())
+    model.to("meta")
+    after = dict(model.named_parameters())
+    moved = {id(before[n]): after[n] for n in before if before[n] is not after[n]}
+    if moved:
+        for group in optimizer.param_groups:
+            group["params"] = [moved.get(id(p), p) for p in group["params"]]
+    return torch.utils._pytree.tree_map(
+        lambda t: t.to("meta") if isinstance(t, torch.Tensor) else t, batch)
+
+
+def cuda_sdpa(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+              attn_mask: torch.Tensor | None = None, dropout_p: float = 0.0,
+              is_causal: bool = False, scale: float | None = None,
+              enable_gqa: bool = False) -> torch.Tensor:
+    """Note [Attention backends]: scaled_dot_product_attention picks its
+    kernel per device. On meta (and the CPU) it takes the math path, which
+    for 16-bit inputs computes in fp32 and saves the [b, heads, s, s]
+    probabilities; on a CUDA GPU (sm80 and later) torch's sdp_utils tries
+    FlashAttention first (16-bit, no mask, head dim <= 256 and a multiple
+    of 8; grouped KV heads with enable_gqa), then the memory-efficient
+    kernel (also fp32 and an additive mask; equal head counts), and only
+    then the math path. Both fused kernels save their output and one fp32
+    log-sum-exp per row, not the probabilities. A trace for CUDA kernels
+    calls the kernel CUDA would."""
+    d = query.shape[-1]
+    shapes_ok = (query.dim() == 4 and key.dim() == 4 and value.dim() == 4
+                 and key.shape[-1] == d and value.shape[-1] == d)
+    same_heads = shapes_ok and key.shape[1] == query.shape[1] and value.shape[1] == query.shape[1]
+    half = query.dtype in (torch.float16, torch.bfloat16)
+    if (shapes_ok and attn_mask is None and half and d <= 256 and d % 8 == 0
+            and (same_heads or enable_gqa)):
+        return torch.ops.aten._scaled_dot_product_flash_attention(
+            query, key, value, dropout_p, is_causal, False, scale=scale)[0]
+    if (shapes_ok and same_heads and (half or query.dtype == torch.float32)
+            and d % (8 if half else 4) == 0):
+        bias = attn_mask
+        if bias is not None and bias.dtype == torch.bool:
+            # sdpa turns a boolean mask into an additive one first.
+            bias = torch.zeros(bias.shape, dtype=query.dtype, device=bias.device).masked_fill(
+                bias.logical_not(), float("-inf"))
+        grad = query.requires_grad or key.requires_grad or value.requires_grad
+        return torch.ops.aten._scaled_dot_product_efficient_attention(
+            query, key, value, bias, grad, dropout_p, is_causal, scale=scale)[0]
+    return torch.nn.functional.scaled_dot_product_attention(
+        query, key, value, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal,
+        scale=scale, enable_gqa=enable_gqa)
+
+
+def cuda_dropout(input: torch.Tensor, p: float = 0.5, training: bool = True,
+                 inplace: bool = False) -> torch.Tensor:
+    """F.dropout as CUDA runs it: one native_dropout kernel, a bool mask."""
+    if not training or p == 0:
+        return input
+    out = torch.native_dropout(input, p, True)[0]
+    if inplace:
+        return input.copy_(out)
+    return out
+
+
+def like_the_device(func: Any, args: tuple, out: Any) -> Any:
+    """The meta device's convolution returns a contiguous (NCHW) output
+    whatever its input's layout, but oneDNN on the CPU
+    (mkldnn_conv_use_channels_last) and cuDNN (cudnn_conv_suggest_memory_format)
+    return a channels-last one when the input or the weight is channels-last
+    (ConvNeXt's blocks after their LayerNorm2d). The layout decides which
+    kernels run later and what scratch they take (cpu_scratch.py), so a
+    meta output takes the layout the device would give it: same bytes,
+    other strides."""
+    if (func.overloadpacket.__name__ != "convolution" or not isinstance(out, torch.Tensor)
+            or not out.is_meta or out.dim() != 4 or len(args) < 2):
+        return out
+    x, w = args[0], args[1]
+    last = torch.channels_last
+    if ((x.is_contiguous(memory_format=last) and not x.is_contiguous())
+            or (w.is_contiguous(memory_format=last) and not w.is_contiguous())):
+        if not out.is_contiguous(memory_format=last):
+            return out.contiguous(memory_format=last)
+    return out
