@@ -26,8 +26,8 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
-#include "format.h"
 #include "memwall/base/error.h"
+#include "memwall/base/human.h"
 #include "memwall/base/interrupt_cleanup.h"
 #include "memwall/base/private_dir.h"
 #include "memwall/runtime/nvme_engine.h"

@@ -22,8 +22,8 @@
 
 #include "calibrate_kernels.h"
 #include "commands.h"
-#include "format.h"
 #include "memwall/base/error.h"
+#include "memwall/base/human.h"
 #include "memwall/base/output_files.h"
 #include "memwall/base/private_dir.h"
 #include "memwall/hw/calibration.h"

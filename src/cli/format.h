@@ -1,8 +1,7 @@
-// Kept for the files of `memwall run`, `calibrate`, `trace`, `inspect` and
-// the offload, CPU-Adam and fidelity benchmarks, which other work of issue
-// 46 moves: the numbers and table rows the verbs print now live in
-// memwall/base/human.h and memwall/report/format.h. Remove once nothing
-// here includes "format.h".
+// Kept for the files of `memwall trace`, `inspect` and `bench fidelity`,
+// which other work of issue 46 moves: the numbers and table rows the verbs
+// print now live in memwall/base/human.h and memwall/report/format.h.
+// Remove once nothing here includes "format.h".
 #pragma once
 
 #include "memwall/report/format.h"

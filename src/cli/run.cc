@@ -17,8 +17,8 @@
 
 #include "budget.h"
 #include "commands.h"
-#include "format.h"
 #include "memwall/base/error.h"
+#include "memwall/base/human.h"
 #include "memwall/base/output_files.h"
 #include "memwall/exec/ranks.h"
 #include "memwall/graph/graph.h"
@@ -26,6 +26,7 @@
 #include "memwall/importers/torch_trace.h"
 #include "memwall/plan/plan.h"
 #include "memwall/planner/planner.h"
+#include "memwall/planner/runnable_plan.h"
 #include "memwall/report/chrome_trace.h"
 #include "memwall/report/run_comparison.h"
 #include "memwall/runtime/host_pool.h"
@@ -33,7 +34,6 @@
 #include "options.h"
 #include "plan_figures.h"
 #include "run_options.h"
-#include "runnable_plan.h"
 
 namespace memwall::cli {
 namespace {
@@ -162,11 +162,13 @@ int run_run(const RunArgs& args) {
         s.graph, s.plan, s.hw, result.kernel_seconds, runtime::kHostPoolAlignment);
   }
   if (args.json) {
-    std::cout
-        << run_comparison_json(s.graph, s.plan, s.hw.name, s.policy, measured, prediction).dump(2)
-        << "\n";
+    std::cout << run_comparison_json(s.graph, s.plan, s.hw.name, s.policy, measured, prediction,
+                                     run_nvme_reservation(s.graph, s.plan))
+                     .dump(2)
+              << "\n";
   } else {
-    std::cout << run_comparison_text(s.graph, s.plan, s.hw.name, measured, prediction);
+    std::cout << run_comparison_text(s.graph, s.plan, s.hw.name, measured, prediction,
+                                     run_nvme_reservation(s.graph, s.plan));
   }
   if (result.eager_equal && !*result.eager_equal) return 1;
   return 0;

@@ -12,13 +12,13 @@
 #include <fmt/format.h>
 
 #include "budget.h"
-#include "format.h"
 #include "memwall/base/error.h"
+#include "memwall/base/human.h"
 #include "memwall/exec/ranks.h"
 #include "memwall/graph/graph.h"
+#include "memwall/planner/runnable_plan.h"
 #include "memwall/runtime/nvme_faults.h"
 #include "plan_figures.h"
-#include "runnable_plan.h"
 
 namespace memwall::cli {
 namespace {

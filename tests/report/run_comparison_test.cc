@@ -1,7 +1,10 @@
 // A run beside its prediction (memwall/report/run_comparison.h): the
 // prediction's figures from a simulation, and the run's last iteration as
 // a timeline in the simulator's layout.
+#include <string>
+
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "memwall/report/run_comparison.h"
 
@@ -49,6 +52,48 @@ TEST(RunComparison, TheMeasuredTimelineIsTheLastIterationsSpansAndMemory) {
   EXPECT_EQ(t.peak_bytes[0], 30u);
   EXPECT_EQ(t.peak_bytes[1], 3u);
   EXPECT_EQ(t.curves[0].size(), 2u);
+}
+
+// `memwall run`'s JSON and table: each step's figures beside the
+// prediction, eager's verdict, the step predicted with the run's kernels.
+TEST(RunComparison, TheJsonAndTheTableSetTheRunBesideThePrediction) {
+  Graph g;
+  g.name = "g";
+  g.ops.resize(2);
+  g.ops[0].time = 1e-3;
+  Plan plan;
+  plan.budget = uint64_t{1} << 20;
+  plan.steps.resize(5);
+  MeasuredRun run{.device = "emulated (host threads)", .threads = 2};
+  run.steps.push_back({.loss = 2.5, .device_peak_bytes = 1000, .step_time_s = 0.2});
+  run.steps.push_back({.loss = 2.25, .device_peak_bytes = 1000, .step_time_s = 0.1});
+  run.eager_losses = {2.5, 2.25};
+  run.eager_equal = true;
+  RunPrediction p;
+  p.device = 500;
+  p.time = 0.05;
+  p.time_with_run_kernels = 0.08;
+  const NvmeReservation none;
+  const nlohmann::json j = run_comparison_json(g, plan, "cpu", "stitching", run, p, none);
+  EXPECT_EQ(j.at("graph"), "g");
+  EXPECT_EQ(j.at("policy"), "stitching");
+  EXPECT_EQ(j.at("measured_kernel_ops"), 1);
+  EXPECT_EQ(j.at("plan_steps"), 5);
+  ASSERT_EQ(j.at("steps").size(), 2u);
+  EXPECT_EQ(j.at("steps")[1].at("device_peak_bytes").at("measured"), 1000);
+  EXPECT_EQ(j.at("steps")[1].at("device_peak_bytes").at("predicted"), 500);
+  EXPECT_EQ(j.at("steps")[1].at("step_time_s").at("predicted_with_run_kernels"), 0.08);
+  EXPECT_EQ(j.at("steps")[1].at("eager_loss"), 2.25);
+  EXPECT_EQ(j.at("eager_equal"), true);
+  EXPECT_FALSE(j.contains("planned_arena_bytes"));  // no offsets
+  const std::string text = run_comparison_text(g, plan, "cpu", run, p, none);
+  EXPECT_NE(text.find("g: 5 plan steps on emulated (host threads) (2 threads), budget 1.00 MiB, "
+                      "predicted with cpu (1 of 2 ops' times measured)"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("(2.000)"), std::string::npos) << text;  // the device peak, x pred
+  EXPECT_NE(text.find("the median of steps 2-2"), std::string::npos) << text;
+  EXPECT_NE(text.find("bitwise equal (losses and model states)"), std::string::npos) << text;
 }
 
 TEST(RunComparison, MeasuredOpsAreThoseWithATime) {

@@ -1,8 +1,8 @@
 // What `memwall run` reports (docs/exec.md, "What it checks and reports"):
 // a real run's measurements beside the simulator's prediction of the same
-// plan. Plain records of report's own: the executor's results
-// (exec::RunResult) reach them through the command line, since report does
-// not see exec; the simulator's reach them here.
+// plan, as JSON and as a table. Plain records of report's own: the
+// executor's results (exec::RunResult) reach them through the command line,
+// since report does not see exec; the simulator's reach them here.
 #pragma once
 #include <array>
 #include <cstdint>
@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "memwall/graph/types.h"
+#include "memwall/plan/nvme_reservation.h"
 #include "memwall/plan/plan.h"
 #include "memwall/sim/simulator.h"
 
@@ -85,15 +86,19 @@ size_t measured_ops(const Graph& graph);
 // `memwall run --json`: the run's figures beside the prediction, per step
 // ("measured" and "predicted"), with the plan's NVMe reservation and what
 // the run held, and eager's verdict. `policy`: the allocator of a plan
-// without offsets.
+// without offsets. `reservation`: the plan's NVMe swap space in the
+// runtime's sectors and blocks (Note [NVMe reservation]; the command
+// line's run_nvme_reservation, since report does not see the runtime).
 nlohmann::json run_comparison_json(const Graph& graph, const Plan& plan,
                                    const std::string& hardware, const std::string& policy,
-                                   const MeasuredRun& run, const RunPrediction& prediction);
+                                   const MeasuredRun& run, const RunPrediction& prediction,
+                                   const NvmeReservation& reservation);
 // `memwall run`'s table: a row per step with each figure's ratio to the
 // prediction, then the prediction, the step predicted with the run's own
 // kernels, the arena of a plan with offsets, the NVMe swap space, eager's
 // verdict.
 std::string run_comparison_text(const Graph& graph, const Plan& plan, const std::string& hardware,
-                                const MeasuredRun& run, const RunPrediction& prediction);
+                                const MeasuredRun& run, const RunPrediction& prediction,
+                                const NvmeReservation& reservation);
 
 }  // namespace memwall
