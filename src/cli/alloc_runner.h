@@ -1,12 +1,7 @@
-// What `memwall alloc-replay` and `memwall bench alloc` share: the
-// allocator flags and the table of the results (the replay through a list
-// of policies is the planner's: memwall/planner/alloc_trace.h). The table
-// stays here: report may not use the planner's or the allocator's types
-// (DESIGN.md).
+// The allocator flags `memwall alloc-replay` and `memwall bench alloc`
+// share, bound to an AllocRequest (the replay through a list of policies,
+// and its table, are the planner's: memwall/planner/alloc_trace.h).
 #pragma once
-
-#include <string>
-#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -16,22 +11,9 @@
 namespace memwall::cli {
 
 // --policy --capacity --granularity --max-split-size --layout-time.
-struct AllocFlags {
-  std::string policy = "all";
-  std::string capacity;
-  std::string granularity = "2MiB";
-  std::string max_split_size;
-  double layout_seconds = 1;
-
+struct AllocFlags : AllocRequest {
   void add_options(CLI::App& app);
-  // Throws Error naming the flag on bad values. The capacity defaults to
-  // the GPU's memory (percentages are of it too).
-  AllocSetup parse(const Hardware& hw) const;
+  AllocSetup parse(const Hardware& hw) const { return alloc_setup(*this, hw); }
 };
-
-// One row per policy: peak allocated (the policy's blocks), peak reserved
-// and its ratio to `peak_live` (the most bytes requested at once, which no
-// policy can go below), fragmentation, the device calls and whether it fits.
-std::string replay_table(const std::vector<PolicyReplay>& runs, uint64_t peak_live);
 
 }  // namespace memwall::cli

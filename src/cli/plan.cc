@@ -11,7 +11,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "budget.h"
+#include "memwall/planner/budget.h"
 #include "commands.h"
 #include "memwall/base/error.h"
 #include "memwall/graph/graph.h"

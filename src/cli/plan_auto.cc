@@ -13,7 +13,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "budget.h"
+#include "memwall/planner/budget.h"
 #include "memwall/base/error.h"
 #include "memwall/base/output_files.h"
 #include "memwall/graph/graph.h"

@@ -15,7 +15,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "budget.h"
+#include "memwall/planner/budget.h"
 #include "commands.h"
 #include "memwall/base/error.h"
 #include "memwall/base/human.h"

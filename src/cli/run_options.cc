@@ -11,7 +11,7 @@
 
 #include <fmt/format.h>
 
-#include "budget.h"
+#include "memwall/planner/budget.h"
 #include "memwall/base/error.h"
 #include "memwall/base/human.h"
 #include "memwall/exec/ranks.h"

@@ -8,6 +8,7 @@
 
 #include "memwall/base/error.h"
 #include "memwall/base/human.h"
+#include "memwall/base/parse_values.h"
 #include "memwall/graph/graph.h"
 #include "memwall/layout/default_layout.h"
 #include "memwall/layout/from_graph.h"
@@ -195,6 +196,63 @@ std::optional<std::string> beyond_any_policy(const AllocTrace& trace, const Allo
                        trace.name, capacity);
   }
   return std::nullopt;
+}
+
+AllocSetup alloc_setup(const AllocRequest& request, const Hardware& hw) {
+  const AllocRequest& r = request;
+  AllocSetup setup;
+  if (r.policy == "all") {
+    for (const std::string_view p : alloc::policy_names()) setup.policies.emplace_back(p);
+  } else {
+    const auto names = alloc::policy_names();
+    if (std::find(names.begin(), names.end(), r.policy) == names.end()) {
+      fail("--policy: unknown policy '{}' (known: caching, expandable, stitching, plan, all)",
+           r.policy);
+    }
+    setup.policies = {r.policy};
+  }
+  setup.capacity = r.capacity.empty()
+                       ? hw.device_memory_bytes
+                       : parse_bytes(r.capacity, "--capacity", hw.device_memory_bytes);
+  setup.capacity_source = r.capacity.empty() ? hw.name + "'s memory" : "--capacity";
+  setup.granularity = parse_bytes(r.granularity, "--granularity", 0);
+  if ((setup.granularity & (setup.granularity - 1)) != 0 || setup.granularity % 4096 != 0) {
+    fail("--granularity: {} is not a power of two of at least 4096 bytes", setup.granularity);
+  }
+  if (setup.capacity < setup.granularity) {
+    fail("--capacity: {} bytes hold no {}-byte chunk", setup.capacity, setup.granularity);
+  }
+  if (!r.max_split_size.empty()) {
+    setup.options.max_split_size = parse_bytes(r.max_split_size, "--max-split-size", 0);
+  }
+  if (!(r.layout_seconds > 0) || r.layout_seconds > 86400) {
+    fail("--layout-time must be a number of seconds in (0, 86400] (got {})", r.layout_seconds);
+  }
+  setup.layout_seconds = r.layout_seconds;
+  return setup;
+}
+
+std::string replay_table(const std::vector<PolicyReplay>& runs, uint64_t peak_live) {
+  // A space before the counts' columns keeps huge counts apart.
+  std::string out = fmt::format("  {:<11}{:>15}{:>15}{:>14}{:>15}{:>10} {:>8} {:>9}  {}\n",
+                                "policy", "peak allocated", "peak reserved", "reserved/live",
+                                "fragmentation", "segments", "maps", "stitches", "fits");
+  for (const PolicyReplay& r : runs) {
+    const alloc::Stats& s = r.result.stats;
+    const double ratio = peak_live == 0 ? 0
+                                        : static_cast<double>(s.peak_reserved_bytes) /
+                                              static_cast<double>(peak_live);
+    const std::string fits =
+        r.result.fits
+            ? "yes"
+            : fmt::format("no: out of memory at event {}; needs {} reserved",
+                          grouped(r.result.failed_event), human_bytes(r.unlimited_peak_reserved));
+    out += fmt::format("  {:<11}{:>15}{:>15}{:>14.4f}{:>14.2f}%{:>10} {:>8} {:>9}  {}\n", r.policy,
+                       human_bytes(s.peak_allocated_bytes), human_bytes(s.peak_reserved_bytes),
+                       ratio, 100 * s.fragmentation(), grouped(s.segments_created), grouped(s.maps),
+                       grouped(s.stitches), fits);
+  }
+  return out;
 }
 
 }  // namespace memwall

@@ -1,5 +1,5 @@
 // Capacity searches and throughput (src/planner/capacity.cc,
-// throughput.cc): --max-batch finds the batch with the best throughput,
+// src/sim/throughput.cc): --max-batch finds the batch with the best throughput,
 // checked against every batch on small models (Note [Batch search]); with
 // `largest` the largest batch that plans; both stop at their time limit;
 // --max-model tries a family from its largest member; throughput figures

@@ -18,6 +18,7 @@
 #include "memwall/alloc/allocator.h"
 #include "memwall/alloc/replay.h"
 #include "memwall/graph/types.h"
+#include "memwall/hw/hardware.h"
 #include "memwall/layout/csv.h"
 #include "memwall/layout/types.h"
 #include "memwall/plan/plan.h"
@@ -101,6 +102,29 @@ struct AllocSetup {
   alloc::Options options;     // max_split_size
   double layout_seconds = 1;  // the plan policy's layout (default_layout.h)
 };
+
+// The setup as a person names it: a policy name or "all"; the capacity as
+// bytes, "80GiB" or a share of the GPU's memory ("" is all of it); the
+// chunk size; PyTorch's max_split_size ("" for none); the plan policy's
+// layout time.
+struct AllocRequest {
+  std::string policy = "all";
+  std::string capacity;
+  std::string granularity = "2MiB";
+  std::string max_split_size;
+  double layout_seconds = 1;
+};
+
+// The setup `request` names on `hw`. Throws Error naming the option
+// (--policy, --capacity, ...) on unknown policies, a chunk size that is not
+// a power of two of at least 4096 bytes, a capacity below one chunk, a
+// layout time outside (0, 86400].
+AllocSetup alloc_setup(const AllocRequest& request, const Hardware& hw);
+
+// One row per policy: peak allocated (the policy's blocks), peak reserved
+// and its ratio to `peak_live` (the most bytes requested at once, which no
+// policy can go below), fragmentation, the device calls and whether it fits.
+std::string replay_table(const std::vector<PolicyReplay>& runs, uint64_t peak_live);
 
 // Each policy of `setup` in turn (adding the trace's layout first when the
 // plan policy is among them).

@@ -2,8 +2,7 @@
 // time split (Note [Time split] in src/sim/critical_path.h), the NVMe swap
 // space (Note [NVMe reservation] in src/plan/nvme_reservation.cc), what a
 // plan does counted from its steps and the bytes it moves over each link,
-// as table rows and JSON. The throughput row, whose figures the planner
-// computes, is the command line's (src/cli/plan_figures.h).
+// and the throughput (memwall/sim/throughput.h), as table rows and JSON.
 #pragma once
 
 #include <cstddef>
@@ -16,6 +15,7 @@
 #include "memwall/plan/nvme_reservation.h"
 #include "memwall/plan/plan.h"
 #include "memwall/sim/simulator.h"
+#include "memwall/sim/throughput.h"
 
 namespace memwall {
 
@@ -44,5 +44,9 @@ PlanFacts plan_facts(const Graph& graph, const Plan& plan);
 
 // "bytes over links" row: h2d, d2h, NVMe read and write, collectives.
 std::string link_row(const SimResult& sim);
+
+// "throughput" row: samples/s, tokens/s, MFU and what they count.
+std::string throughput_row(const Throughput& t, double iteration_time);
+nlohmann::json throughput_json(const Throughput& t);
 
 }  // namespace memwall

@@ -1,17 +1,17 @@
 // `--budget` (memwall plan, simulate, run): bytes, or a share of one of two
-// references spelled out (Note [Budget shares] in budget.cc).
+// references spelled out (Note [Budget shares] in src/planner/budget.cc).
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <optional>
-#include <string_view>
 #include <string>
+#include <string_view>
 
 #include "memwall/graph/types.h"
 #include "memwall/hw/hardware.h"
 
-namespace memwall::cli {
+namespace memwall {
 
 // What --budget's help says of its forms, for every verb's help text.
 inline constexpr const char* kBudgetForms =
@@ -40,4 +40,4 @@ std::optional<uint64_t> budget_before_peak(const std::string& text, const Hardwa
 // Whether `text` is a share of the keep-all peak (N%peak).
 bool budget_of_peak(const std::string& text);
 
-}  // namespace memwall::cli
+}  // namespace memwall

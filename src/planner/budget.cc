@@ -14,7 +14,7 @@
 // after its last use, nothing recomputed, swapped or offloaded, as the
 // simulator counts it). A bare `N%` is refused with both spellings and the
 // bytes each would give.
-#include "budget.h"
+#include "memwall/planner/budget.h"
 
 #include <optional>
 #include <string_view>
@@ -23,11 +23,11 @@
 #include <fmt/format.h>
 
 #include "memwall/base/error.h"
+#include "memwall/base/human.h"
+#include "memwall/base/parse_values.h"
 #include "memwall/remat/runner.h"
-#include "memwall/report/format.h"
-#include "options.h"
 
-namespace memwall::cli {
+namespace memwall {
 namespace {
 
 constexpr std::string_view kExamples = "42949672960, 40GiB, 80%gpu or 80%peak";
@@ -114,4 +114,4 @@ std::optional<uint64_t> budget_before_peak(const std::string& text, const Hardwa
 
 bool budget_of_peak(const std::string& text) { return split(text).share == Share::kPeak; }
 
-}  // namespace memwall::cli
+}  // namespace memwall

@@ -1,4 +1,4 @@
-// What a plan's iteration time means in work done (planner.h).
+// What a plan's iteration time means in work done (throughput.h).
 //
 // Note [Throughput]
 // ~~~~~~~~~~~~~~~~~
@@ -17,7 +17,7 @@
 #include <cmath>
 
 #include "memwall/base/error.h"
-#include "memwall/planner/planner.h"
+#include "memwall/sim/throughput.h"
 
 namespace memwall {
 namespace {
