@@ -133,7 +133,9 @@ CpuAdamResults measure_cases(const BenchCpuAdamArgs& args, const CpuAdamCases& c
                                         .rounds = args.rounds};
   const runtime::CpuAdamContestResults results = runtime::run_cpu_adam_contest(
       contest, [&](unsigned threads) -> std::unique_ptr<runtime::AdamContenders> {
-        if (c.python.empty()) return std::make_unique<runtime::NoContenders>("not run (--no-torch)");
+        if (c.python.empty()) {
+          return std::make_unique<runtime::NoContenders>("not run (--no-torch)");
+        }
         return std::make_unique<PythonContenders>(c.python, threads);
       });
   CpuAdamResults out{.deepspeed = results.deepspeed};

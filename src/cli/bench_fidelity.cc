@@ -114,12 +114,14 @@ int run_bench_fidelity(const BenchFidelityArgs& args) {
     }
     rows.push_back(importers::measure_fidelity(spec, request_for(spec, args)));
   }
-  const bool all_on_target =
-      std::all_of(rows.begin(), rows.end(), [](const importers::FidelityCase& r) { return r.on_target; });
+  const bool all_on_target = std::all_of(
+      rows.begin(), rows.end(), [](const importers::FidelityCase& r) { return r.on_target; });
 
   if (args.json) {
     nlohmann::json out = {{"threads", args.threads},
-                          {"target", {{"max_above", importers::kFidelityMaxAbove}, {"max_below", importers::kFidelityMaxBelow}}},
+                          {"target",
+                           {{"max_above", importers::kFidelityMaxAbove},
+                            {"max_below", importers::kFidelityMaxBelow}}},
                           {"cases", nlohmann::json::array()}};
     for (const importers::FidelityCase& r : rows) {
       out["cases"].push_back({{"model", r.model},
@@ -159,7 +161,8 @@ int run_bench_fidelity(const BenchFidelityArgs& args) {
       "target: predicted within {:g}% of measured and never more than {:g}% "
       "below it; {} of {} cases on target\n",
       importers::kFidelityMaxAbove * 100, importers::kFidelityMaxBelow * 100,
-      std::count_if(rows.begin(), rows.end(), [](const importers::FidelityCase& r) { return r.on_target; }),
+      std::count_if(rows.begin(), rows.end(),
+                    [](const importers::FidelityCase& r) { return r.on_target; }),
       rows.size());
   if (args.ops) {
     for (const importers::FidelityCase& r : rows) print_scratch(r);

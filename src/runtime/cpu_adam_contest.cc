@@ -29,8 +29,7 @@ CpuAdamCase case_of(int64_t n, unsigned threads, bool copy, int rounds_run, doub
                 .bytes_per_update = adam_bytes_per_update(copy),
                 .memcpy_bytes_per_s = copy_bw,
                 .triad_bytes_per_s = triad_bw};
-  c.bandwidth_limit_per_s =
-      std::max(copy_bw, triad_bw) / static_cast<double>(c.bytes_per_update);
+  c.bandwidth_limit_per_s = std::max(copy_bw, triad_bw) / static_cast<double>(c.bytes_per_update);
   const std::vector<double>& ours = rounds.per_s.at("memwall");
   std::vector<std::string> names = {"memwall"};
   names.insert(names.end(), kAdamContenders.begin(), kAdamContenders.end());
@@ -43,9 +42,8 @@ CpuAdamCase case_of(int64_t n, unsigned threads, bool copy, int rounds_run, doub
     }
     std::vector<double> ratios;
     for (size_t i = 0; i < ours.size(); ++i) ratios.push_back(ours[i] / it->second[i]);
-    c.figures[name] = {.per_s = it->second,
-                       .median_per_s = median(it->second),
-                       .memwall_over = median(ratios)};
+    c.figures[name] = {
+        .per_s = it->second, .median_per_s = median(it->second), .memwall_over = median(ratios)};
   }
   return c;
 }
@@ -73,12 +71,11 @@ CpuAdamContestResults run_cpu_adam_contest(const CpuAdamContest& contest,
       for (const bool copy : contest.copies) {
         CaseRounds rounds;
         for (int r = 0; r < contest.rounds; ++r) {
-          rounds.per_s["memwall"].push_back(
-              static_cast<double>(n) / cpu_adam_seconds(n, threads, copy, contest.repeats));
+          rounds.per_s["memwall"].push_back(static_cast<double>(n) /
+                                            cpu_adam_seconds(n, threads, copy, contest.repeats));
           add_contenders(rounds, contenders->time_step(n, contest.repeats, copy), n);
         }
-        out.cases.push_back(
-            case_of(n, threads, copy, contest.rounds, copy_bw, triad_bw, rounds));
+        out.cases.push_back(case_of(n, threads, copy, contest.rounds, copy_bw, triad_bw, rounds));
       }
     }
   }

@@ -34,8 +34,8 @@ TEST(FidelityComparison, PeakIsOnTargetWithinItsBand) {
 }
 
 TEST(FidelityComparison, ScratchIsComparedOneByOneOnlyWhereCountsAgree) {
-  const std::vector<ScratchComparison> rows = compare_scratch(
-      scratch_only_step(100).graph, scratch_only_step(100));
+  const std::vector<ScratchComparison> rows =
+      compare_scratch(scratch_only_step(100).graph, scratch_only_step(100));
   ASSERT_EQ(rows.size(), 2u);  // matmul and relu have no scratch on either side
   const ScratchComparison& add = rows[0];
   EXPECT_EQ(add.type, "add");

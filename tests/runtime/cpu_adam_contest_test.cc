@@ -41,11 +41,10 @@ CpuAdamContest tiny_contest() {
 
 TEST(CpuAdamContest, ContendersHaveFiguresFromEveryRoundOrAReason) {
   std::vector<unsigned> started;
-  const CpuAdamContestResults r =
-      run_cpu_adam_contest(tiny_contest(), [&](unsigned threads) {
-        started.push_back(threads);
-        return std::make_unique<ScriptedContenders>();
-      });
+  const CpuAdamContestResults r = run_cpu_adam_contest(tiny_contest(), [&](unsigned threads) {
+    started.push_back(threads);
+    return std::make_unique<ScriptedContenders>();
+  });
   EXPECT_EQ(started, std::vector<unsigned>{1});
   EXPECT_EQ(r.deepspeed, "not installed");
   ASSERT_EQ(r.cases.size(), 4u);  // sizes x copies
@@ -63,8 +62,8 @@ TEST(CpuAdamContest, ContendersHaveFiguresFromEveryRoundOrAReason) {
     EXPECT_GT(ours.median_per_s, 0);
     const ContenderRounds& foreach = c.figures.at("torch_foreach");
     EXPECT_EQ(foreach.per_s, std::vector<double>(2, static_cast<double>(c.params) / 0.002));
-    EXPECT_DOUBLE_EQ(foreach.memwall_over, (ours.per_s[0] / foreach.per_s[0] +
-                                            ours.per_s[1] / foreach.per_s[1]) / 2);
+    EXPECT_DOUBLE_EQ(foreach.memwall_over,
+                     (ours.per_s[0] / foreach.per_s[0] + ours.per_s[1] / foreach.per_s[1]) / 2);
     EXPECT_EQ(c.figures.count("torch_fused"), 0u);
     EXPECT_EQ(c.why.at("torch_fused"), "failed in some rounds");
     EXPECT_EQ(c.why.at("deepspeed"), "not installed");

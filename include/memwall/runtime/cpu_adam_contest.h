@@ -85,7 +85,7 @@ struct CpuAdamCase {
 };
 
 struct CpuAdamContestResults {
-  std::string deepspeed;  // the last thread count's contenders' word on DeepSpeed
+  std::string deepspeed;           // the last thread count's contenders' word on DeepSpeed
   std::vector<CpuAdamCase> cases;  // per thread count, per size, per copy
   std::vector<std::pair<int64_t, OverlapSeconds>> overlaps;  // per size, one thread
 };
