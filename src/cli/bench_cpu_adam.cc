@@ -118,13 +118,15 @@ nlohmann::json case_row(const runtime::CpuAdamCase& c) {
   return row;
 }
 
+// runtime's contest as --json says it; the table is printed from the same rows.
 struct CpuAdamResults {
   std::string deepspeed;
   nlohmann::json cases = nlohmann::json::array();
   nlohmann::json overlaps = nlohmann::json::array();
 };
 
-CpuAdamResults measure_cases(const BenchCpuAdamArgs& args, const CpuAdamCases& c) {
+// The contest with the Python contenders, or with none under --no-torch.
+CpuAdamResults run_contest(const BenchCpuAdamArgs& args, const CpuAdamCases& c) {
   const runtime::CpuAdamContest contest{.sizes = args.sizes,
                                         .copies = c.copies,
                                         .thread_counts = c.thread_counts,
@@ -206,7 +208,7 @@ void print_cases(const BenchCpuAdamArgs& args, const CpuAdamResults& results,
 
 int run_bench_cpu_adam(const BenchCpuAdamArgs& args) {
   const CpuAdamCases cases = parse_cases(args);
-  const CpuAdamResults results = measure_cases(args, cases);
+  const CpuAdamResults results = run_contest(args, cases);
   if (args.json) {
     std::cout << nlohmann::json{{"deepspeed", results.deepspeed},
                                 {"cases", results.cases},
