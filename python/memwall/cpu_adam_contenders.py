@@ -1,7 +1,7 @@
 """The contenders of `memwall bench cpu-adam` that live in Python:
 torch.optim.AdamW (foreach=True, fused=True) and DeepSpeed's
 DeepSpeedCPUAdam, timed by one long-lived interpreter per thread count
-(src/cli/cpu_adam_contenders.cc starts it).
+(src/importers/cpu_adam_contenders.cc starts it).
 
     python <dir>/memwall/cpu_adam_contenders.py THREADS
 

@@ -9,10 +9,7 @@
 // DeepSpeed (whose ZeRO-Offload copies after the step) make it with a
 // second pass, `half.copy_(param)`, timed with their step.
 #include <algorithm>
-#include <cstdio>
-#include <cstring>
 #include <iostream>
-#include <map>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -21,11 +18,11 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
-#include "cpu_adam_contenders.h"
 #include "memwall/base/error.h"
+#include "memwall/importers/cpu_adam_contenders.h"
 #include "memwall/importers/torch_trace.h"
+#include "memwall/runtime/cpu_adam_contest.h"
 #include "memwall/runtime/cpu_optimizer.h"
-#include "memwall/runtime/probes.h"
 #include "options.h"
 
 namespace memwall::cli {
@@ -44,32 +41,6 @@ struct BenchCpuAdamArgs {
 };
 
 std::string ratio(double a, double b) { return b > 0 ? fmt::format("{:.2f}", a / b) : "-"; }
-
-// One case's figures over the rounds: updates per second per round, per
-// contender ("memwall", "torch_foreach", ...), and why a contender has none.
-struct CaseRounds {
-  std::map<std::string, std::vector<double>> per_s;
-  std::map<std::string, std::string> why;
-};
-
-// Python's answer for one round into `rounds` (seconds -> updates/s).
-void add_contenders(CaseRounds& rounds, const nlohmann::json& t, int64_t n,
-                    const std::string& deepspeed) {
-  const std::string torch_why = t.value("error", "");
-  const std::pair<const char*, const char*> names[] = {
-      {"foreach", "torch_foreach"}, {"fused", "torch_fused"}, {"deepspeed_cpu_adam", "deepspeed"}};
-  for (const auto& [key, contender] : names) {
-    if (t.contains(key) && t[key].is_number()) {
-      rounds.per_s[contender].push_back(static_cast<double>(n) / t[key].get<double>());
-    } else if (!torch_why.empty()) {
-      rounds.why[contender] = torch_why;
-    } else if (t.contains(std::string(key) + "_error")) {
-      rounds.why[contender] = "failed: " + t[std::string(key) + "_error"].get<std::string>();
-    } else {
-      rounds.why[contender] = deepspeed;  // the only contender that can be absent
-    }
-  }
-}
 
 // What the options ask for, checked before any measuring.
 struct CpuAdamCases {
@@ -106,82 +77,72 @@ CpuAdamCases parse_cases(const BenchCpuAdamArgs& args) {
   return c;
 }
 
-// One row of --json's cases from a case's rounds.
-nlohmann::json case_row(int64_t n, unsigned threads, bool copy, int rounds_run, double copy_bw,
-                        double triad_bw, CaseRounds& rounds) {
-  const int64_t bytes = runtime::adam_bytes_per_update(copy);
-  const double bw = std::max(copy_bw, triad_bw);
-  nlohmann::json row = {{"params", n},
-                        {"threads", threads},
-                        {"bf16_copy", copy},
+// The Python contenders as the contest takes them.
+class PythonContenders : public runtime::AdamContenders {
+ public:
+  PythonContenders(const std::string& python, unsigned threads) : python_(python, threads) {}
+  std::string deepspeed() const override { return python_.deepspeed(); }
+  runtime::ContenderSeconds time_step(int64_t n, int repeats, bool bf16_copy) override {
+    importers::CpuAdamTimes t = python_.time_step(n, repeats, bf16_copy);
+    return {.seconds = std::move(t.seconds), .why = std::move(t.why)};
+  }
+
+ private:
+  importers::CpuAdamContenders python_;
+};
+
+// One row of --json's cases.
+nlohmann::json case_row(const runtime::CpuAdamCase& c) {
+  nlohmann::json row = {{"params", c.params},
+                        {"threads", c.threads},
+                        {"bf16_copy", c.bf16_copy},
                         {"isa", runtime::isa_name(runtime::best_isa())},
-                        {"bytes_per_update", bytes},
-                        {"rounds", rounds_run},
-                        {"memcpy_bytes_per_s", copy_bw},
-                        {"triad_bytes_per_s", triad_bw},
-                        {"bandwidth_limit_per_s", bw / static_cast<double>(bytes)}};
-  const std::vector<double>& ours = rounds.per_s["memwall"];
-  for (const char* c : {"memwall", "torch_foreach", "torch_fused", "deepspeed"}) {
-    const auto it = rounds.per_s.find(c);
-    if (it != rounds.per_s.end() && it->second.size() == ours.size()) {
-      row[std::string(c) + "_per_s"] = runtime::median(it->second);
-      row["rounds_per_s"][c] = it->second;
-      // memwall over the contender, round by round (each pair ran
-      // back to back), then the median.
-      std::vector<double> ratios;
-      for (size_t i = 0; i < ours.size(); ++i) ratios.push_back(ours[i] / it->second[i]);
-      if (std::string(c) != "memwall") row["memwall_over"][c] = runtime::median(ratios);
-    } else {
-      row[std::string(c) + "_per_s"] = nullptr;
-      row["why"][c] = rounds.why.count(c) != 0 ? rounds.why[c] : "failed in some rounds";
+                        {"bytes_per_update", c.bytes_per_update},
+                        {"rounds", c.rounds},
+                        {"memcpy_bytes_per_s", c.memcpy_bytes_per_s},
+                        {"triad_bytes_per_s", c.triad_bytes_per_s},
+                        {"bandwidth_limit_per_s", c.bandwidth_limit_per_s}};
+  std::vector<std::string> names = {"memwall"};
+  names.insert(names.end(), runtime::kAdamContenders.begin(), runtime::kAdamContenders.end());
+  for (const std::string& name : names) {
+    const auto it = c.figures.find(name);
+    if (it == c.figures.end()) {
+      row[name + "_per_s"] = nullptr;
+      row["why"][name] = c.why.at(name);
+      continue;
     }
+    row[name + "_per_s"] = it->second.median_per_s;
+    row["rounds_per_s"][name] = it->second.per_s;
+    if (name != "memwall") row["memwall_over"][name] = it->second.memwall_over;
   }
   return row;
 }
 
+// runtime's contest as --json says it; the table is printed from the same rows.
 struct CpuAdamResults {
-  std::string deepspeed = "not run (--no-torch)";
+  std::string deepspeed;
   nlohmann::json cases = nlohmann::json::array();
   nlohmann::json overlaps = nlohmann::json::array();
 };
 
-// The work: per thread count the bandwidth bound, then per case memwall's
-// step (runtime::cpu_adam_seconds) and the contenders', alternating round
-// by round; then the overlapped offload step per size.
-CpuAdamResults measure_cases(const BenchCpuAdamArgs& args, const CpuAdamCases& c) {
-  CpuAdamResults out;
-  for (unsigned threads : c.thread_counts) {
-    std::unique_ptr<CpuAdamContenders> contenders;
-    if (!c.python.empty()) {
-      contenders = std::make_unique<CpuAdamContenders>(c.python, threads);
-      const nlohmann::json& about = contenders->about();
-      out.deepspeed = about.contains("error") ? about["error"].get<std::string>()
-                                              : about.value("deepspeed", "?");
-    }
-    // The better of two ways to move bytes: the bound an update could reach.
-    // 1 GiB buffers by default, well past any last-level cache (a server's
-    // can hold a 10M-parameter step's 280 MB in part).
-    const double copy_bw = runtime::memcpy_bandwidth(c.bandwidth_bytes, threads, args.repeats);
-    const double triad_bw = runtime::triad_bandwidth(c.bandwidth_bytes, threads, args.repeats);
-    for (int64_t n : args.sizes) {
-      for (const bool copy : c.copies) {
-        CaseRounds rounds;
-        for (int r = 0; r < args.rounds; ++r) {
-          rounds.per_s["memwall"].push_back(
-              static_cast<double>(n) / runtime::cpu_adam_seconds(n, threads, copy, args.repeats));
-          if (contenders != nullptr) {
-            add_contenders(rounds, contenders->time_step(n, args.repeats, copy), n, out.deepspeed);
-          } else {
-            for (const char* name : {"torch_foreach", "torch_fused", "deepspeed"})
-              rounds.why[name] = "not run (--no-torch)";
-          }
+// The contest with the Python contenders, or with none under --no-torch.
+CpuAdamResults run_contest(const BenchCpuAdamArgs& args, const CpuAdamCases& c) {
+  const runtime::CpuAdamContest contest{.sizes = args.sizes,
+                                        .copies = c.copies,
+                                        .thread_counts = c.thread_counts,
+                                        .bandwidth_bytes = c.bandwidth_bytes,
+                                        .repeats = args.repeats,
+                                        .rounds = args.rounds};
+  const runtime::CpuAdamContestResults results = runtime::run_cpu_adam_contest(
+      contest, [&](unsigned threads) -> std::unique_ptr<runtime::AdamContenders> {
+        if (c.python.empty()) {
+          return std::make_unique<runtime::NoContenders>("not run (--no-torch)");
         }
-        out.cases.push_back(case_row(n, threads, copy, args.rounds, copy_bw, triad_bw, rounds));
-      }
-    }
-  }
-  for (int64_t n : args.sizes) {
-    const runtime::OverlapSeconds o = runtime::overlap_seconds(n, args.repeats);
+        return std::make_unique<PythonContenders>(c.python, threads);
+      });
+  CpuAdamResults out{.deepspeed = results.deepspeed};
+  for (const runtime::CpuAdamCase& row : results.cases) out.cases.push_back(case_row(row));
+  for (const auto& [n, o] : results.overlaps) {
     out.overlaps.push_back(
         {{"params", n}, {"sequential_s", o.sequential}, {"overlapped_s", o.overlapped}});
   }
@@ -247,7 +208,7 @@ void print_cases(const BenchCpuAdamArgs& args, const CpuAdamResults& results,
 
 int run_bench_cpu_adam(const BenchCpuAdamArgs& args) {
   const CpuAdamCases cases = parse_cases(args);
-  const CpuAdamResults results = measure_cases(args, cases);
+  const CpuAdamResults results = run_contest(args, cases);
   if (args.json) {
     std::cout << nlohmann::json{{"deepspeed", results.deepspeed},
                                 {"cases", results.cases},

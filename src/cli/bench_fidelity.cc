@@ -3,20 +3,20 @@
 // against the peak PyTorch's own CPU allocator records when the same step
 // runs for real (docs/cost-model.md, "Fidelity"). Each case is traced on
 // the meta device with the CPU's kernels and then run on the CPU, one
-// Python process per case.
+// Python process per case. The comparison is importers' (memwall/importers/
+// fidelity.h); this file reads the options and prints.
 #include <unistd.h>
 
 #include <algorithm>
 #include <iostream>
-#include <map>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
-#include "format.h"
 #include "memwall/base/error.h"
-#include "memwall/graph/graph.h"
+#include "memwall/base/human.h"
+#include "memwall/importers/fidelity.h"
 #include "memwall/importers/torch_trace.h"
 #include "options.h"
 
@@ -30,11 +30,6 @@ const std::vector<std::string> kDefaultCases = {
     "vit_b_16:2", "gpt-mini-nodropout", "gpt-mini",       "linear-toy"};
 const std::vector<std::string> kBuiltins = {"gpt-mini", "gpt-mini-nodropout", "linear-toy"};
 
-// The target: within 1% of the measurement, and never more than 0.5% below
-// it (an estimate below the truth is the one that ends in out-of-memory).
-constexpr double kMaxAbove = 0.01;
-constexpr double kMaxBelow = 0.005;
-
 struct BenchFidelityArgs {
   std::vector<std::string> cases;
   int threads = 1;
@@ -42,27 +37,6 @@ struct BenchFidelityArgs {
   std::string python;
   bool ops = false;
   bool json = false;
-};
-
-// Kernel scratch op by op, per op type: the graph's ops of the type in
-// order against the run's top-level ops of the type in order (the same
-// program, so the same sequence when the counts agree).
-struct ScratchRow {
-  std::string type;
-  size_t graph_ops = 0, run_ops = 0;
-  uint64_t measured_max = 0, predicted_max = 0;
-  size_t under = 0, over = 0;  // instances predicted below / above the measurement
-  uint64_t worst_under = 0, worst_over = 0;
-};
-
-struct FidelityRow {
-  std::string model;
-  importers::MeasuredStep step;
-  std::vector<ScratchRow> scratch;
-  uint64_t predicted = 0;
-  std::string predicted_op;
-  double ratio = 0;  // measured / predicted
-  bool on_target = false;
 };
 
 importers::TorchTraceRequest request_for(const std::string& spec, const BenchFidelityArgs& args) {
@@ -86,44 +60,13 @@ importers::TorchTraceRequest request_for(const std::string& spec, const BenchFid
   return request;
 }
 
-// Types with scratch on either side; aligned instance by instance when the
-// counts agree, else only the maxima are comparable.
-std::vector<ScratchRow> compare_scratch(const Graph& graph, const importers::MeasuredStep& step) {
-  std::map<std::string, std::vector<uint64_t>> predicted, measured;
-  for (const Op& op : graph.ops) predicted[op.type].push_back(op.workspace);
-  for (const auto& [type, bytes] : step.op_scratch) measured[type].push_back(bytes);
-  std::vector<ScratchRow> rows;
-  for (const auto& [type, run] : measured) {
-    const auto it = predicted.find(type);
-    const std::vector<uint64_t> none;
-    const std::vector<uint64_t>& mine = it == predicted.end() ? none : it->second;
-    ScratchRow row{.type = type, .graph_ops = mine.size(), .run_ops = run.size()};
-    for (const uint64_t b : run) row.measured_max = std::max(row.measured_max, b);
-    for (const uint64_t b : mine) row.predicted_max = std::max(row.predicted_max, b);
-    if (row.measured_max == 0 && row.predicted_max == 0) continue;
-    if (mine.size() == run.size()) {
-      for (size_t i = 0; i < run.size(); ++i) {
-        if (mine[i] < run[i]) {
-          ++row.under;
-          row.worst_under = std::max(row.worst_under, run[i] - mine[i]);
-        } else if (mine[i] > run[i]) {
-          ++row.over;
-          row.worst_over = std::max(row.worst_over, mine[i] - run[i]);
-        }
-      }
-    }
-    rows.push_back(std::move(row));
-  }
-  return rows;
-}
-
-nlohmann::json scratch_json(const std::vector<ScratchRow>& rows) {
+nlohmann::json scratch_json(const std::vector<importers::ScratchComparison>& rows) {
   nlohmann::json out = nlohmann::json::array();
-  for (const ScratchRow& r : rows) {
+  for (const importers::ScratchComparison& r : rows) {
     out.push_back({{"type", r.type},
                    {"graph_ops", r.graph_ops},
                    {"run_ops", r.run_ops},
-                   {"aligned", r.graph_ops == r.run_ops},
+                   {"aligned", r.aligned()},
                    {"measured_max_bytes", r.measured_max},
                    {"predicted_max_bytes", r.predicted_max},
                    {"under", r.under},
@@ -134,9 +77,9 @@ nlohmann::json scratch_json(const std::vector<ScratchRow>& rows) {
   return out;
 }
 
-void print_scratch(const FidelityRow& row) {
+void print_scratch(const importers::FidelityCase& row) {
   size_t width = 7;
-  for (const ScratchRow& r : row.scratch) width = std::max(width, r.type.size());
+  for (const importers::ScratchComparison& r : row.scratch) width = std::max(width, r.type.size());
   std::cout << fmt::format(
       "\n{}: kernel scratch per op type, the profiler's against the rules' (\"a/b\": the "
       "graph has a ops of the type, the run b; not compared one by one)\n",
@@ -146,29 +89,13 @@ void print_scratch(const FidelityRow& row) {
   };
   line("op type", width, "ops", "measured max B", "predicted max B", "under: n, worst B",
        "over: n, worst B");
-  for (const ScratchRow& r : row.scratch) {
-    const bool aligned = r.graph_ops == r.run_ops;
+  for (const importers::ScratchComparison& r : row.scratch) {
+    const bool aligned = r.aligned();
     line(r.type, width, aligned ? grouped(r.run_ops) : fmt::format("{}/{}", r.graph_ops, r.run_ops),
          grouped(r.measured_max), grouped(r.predicted_max),
          aligned ? fmt::format("{}, {}", r.under, grouped(r.worst_under)) : "-",
          aligned ? fmt::format("{}, {}", r.over, grouped(r.worst_over)) : "-");
   }
-}
-
-FidelityRow run_case(const std::string& spec, const BenchFidelityArgs& args) {
-  FidelityRow row{.model = spec};
-  row.step = importers::trace_and_measure(request_for(spec, args));
-  const Graph& graph = row.step.graph;
-  const MemoryProfile eager = memory_profile(graph, eager_liveness(graph));
-  row.predicted = eager.peak_bytes;
-  row.predicted_op = eager.peak_op == kNoOp ? "-" : graph.ops[eager.peak_op].name;
-  const double measured = static_cast<double>(row.step.measured_peak_bytes);
-  const double predicted = static_cast<double>(row.predicted);
-  row.ratio = predicted > 0 ? measured / predicted : 0;
-  row.on_target =
-      predicted >= measured * (1 - kMaxBelow) && predicted <= measured * (1 + kMaxAbove);
-  row.scratch = compare_scratch(graph, row.step);
-  return row;
 }
 
 int run_bench_fidelity(const BenchFidelityArgs& args) {
@@ -178,23 +105,25 @@ int run_bench_fidelity(const BenchFidelityArgs& args) {
   }
   const std::vector<std::string>& cases = args.cases.empty() ? kDefaultCases : args.cases;
   for (const std::string& spec : cases) (void)request_for(spec, args);  // bad names first
-  std::vector<FidelityRow> rows;
+  std::vector<importers::FidelityCase> rows;
   for (const std::string& spec : cases) {
     // Progress for a person watching (a case takes seconds to a minute);
     // scripts and tests read stdout and one error line.
     if (!args.json && ::isatty(STDERR_FILENO) == 1) {
       std::cerr << fmt::format("memwall: bench fidelity: {}...\n", spec);
     }
-    rows.push_back(run_case(spec, args));
+    rows.push_back(importers::measure_fidelity(spec, request_for(spec, args)));
   }
-  const bool all_on_target =
-      std::all_of(rows.begin(), rows.end(), [](const FidelityRow& r) { return r.on_target; });
+  const bool all_on_target = std::all_of(
+      rows.begin(), rows.end(), [](const importers::FidelityCase& r) { return r.on_target; });
 
   if (args.json) {
     nlohmann::json out = {{"threads", args.threads},
-                          {"target", {{"max_above", kMaxAbove}, {"max_below", kMaxBelow}}},
+                          {"target",
+                           {{"max_above", importers::kFidelityMaxAbove},
+                            {"max_below", importers::kFidelityMaxBelow}}},
                           {"cases", nlohmann::json::array()}};
-    for (const FidelityRow& r : rows) {
+    for (const importers::FidelityCase& r : rows) {
       out["cases"].push_back({{"model", r.model},
                               {"graph", r.step.graph.name},
                               {"measured_peak_bytes", r.step.measured_peak_bytes},
@@ -213,14 +142,14 @@ int run_bench_fidelity(const BenchFidelityArgs& args) {
   }
 
   size_t width = 5;
-  for (const FidelityRow& r : rows) width = std::max(width, r.model.size());
+  for (const importers::FidelityCase& r : rows) width = std::max(width, r.model.size());
   std::cout << fmt::format(
       "peak of one training step on the CPU ({} thread{}): PyTorch's allocator records "
       "(measured) against memwall's eager estimate (predicted)\n",
       args.threads, args.threads == 1 ? "" : "s");
   std::cout << fmt::format("{:<{}}  {:>15}  {:>15}  {:>9}  {:<6}  {}\n", "model", width,
                            "measured B", "predicted B", "meas/pred", "target", "op at each peak");
-  for (const FidelityRow& r : rows) {
+  for (const importers::FidelityCase& r : rows) {
     std::string measured_op = r.step.measured_peak_op;
     if (!r.step.measured_peak_node.empty()) measured_op += " in " + r.step.measured_peak_node;
     std::cout << fmt::format(
@@ -231,11 +160,12 @@ int run_bench_fidelity(const BenchFidelityArgs& args) {
   std::cout << fmt::format(
       "target: predicted within {:g}% of measured and never more than {:g}% "
       "below it; {} of {} cases on target\n",
-      kMaxAbove * 100, kMaxBelow * 100,
-      std::count_if(rows.begin(), rows.end(), [](const FidelityRow& r) { return r.on_target; }),
+      importers::kFidelityMaxAbove * 100, importers::kFidelityMaxBelow * 100,
+      std::count_if(rows.begin(), rows.end(),
+                    [](const importers::FidelityCase& r) { return r.on_target; }),
       rows.size());
   if (args.ops) {
-    for (const FidelityRow& r : rows) print_scratch(r);
+    for (const importers::FidelityCase& r : rows) print_scratch(r);
   }
   return all_on_target ? 0 : 1;
 }

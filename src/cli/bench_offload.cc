@@ -12,13 +12,8 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include <algorithm>
-#include <chrono>
-#include <cstdio>
-#include <filesystem>
 #include <iostream>
 #include <optional>
-#include <random>
 #include <tuple>
 #include <vector>
 
@@ -48,92 +43,57 @@ struct BenchOffloadArgs {
   bool json = false;
 };
 
-int run_bench_offload(const BenchOffloadArgs& args) {
-  const uint64_t size = parse_bytes(args.size, "--size", 0);
-  const uint64_t block = parse_bytes(args.block, "--block", 0);
-  const uint64_t tensor = parse_bytes(args.tensor, "--tensor", 0);
-  if (tensor > size) fail("--tensor {} is larger than --size {}", args.tensor, args.size);
-  if (args.repeats < 1 || args.repeats > 100)
-    fail("--repeats: {} is out of range 1..100", args.repeats);
-  for (int depth : args.depths) {
-    if (depth <= 0 || depth > 4096) fail("--depths: {} is out of range 1..4096", depth);
-  }
-  std::string dir = args.dir;
-  std::optional<PrivateDir> made;  // a directory of ours: gone at the end, or on an interrupt
-  if (dir.empty()) dir = made.emplace("memwall-offload").path();
-  const std::string fio_file = fmt::format("{}/memwall-fio-{}.bin", dir, getpid());
-  const RemoveOnInterrupt fio_cleanup(fio_file, RemoveOnInterrupt::Kind::kFile);
-  std::vector<runtime::NvmeAgainstFio> rows;
-  try {
-    rows = runtime::nvme_against_fio({.dir = dir,
-                                      .size = size,
-                                      .block = block,
-                                      .tensor = tensor,
-                                      .depths = args.depths,
-                                      .repeats = args.repeats,
-                                      .fio = !args.no_fio,
-                                      .fio_file = fio_file},
-                                     [&](const runtime::NvmeRates& rates, int r) {
-                                       if (!rates.warning.empty() && !args.json && r == 0) {
-                                         std::cerr << "memwall: note: " << rates.warning << "\n";
-                                       }
-                                       if (!rates.note.empty())
-                                         std::cerr << "memwall: note: " << rates.note << "\n";
-                                     });
-  } catch (const runtime::NvmeError& e) {
-    throw Error(e.what());
-  }
-  made.reset();
-  const uint64_t copy_bytes = std::min<uint64_t>(size, uint64_t{256} << 20);
-  const runtime::CopyRates copies = runtime::measure_copies(copy_bytes, 3);
+// --json: a case per depth and operation, then one per copy direction.
+void print_offload_json(const runtime::NvmeBenchSpec& spec, const runtime::OffloadBench& bench) {
+  const runtime::CopyRates& copies = bench.copies;
   const std::string reference_key = copies.reference == "memcpy" ? "memcpy" : "cuda_memcpy";
-  const std::string no_fio_why = "not run (--no-fio)";
-
-  if (args.json) {
-    nlohmann::json cases = nlohmann::json::array();
-    for (const auto& row : rows) {
-      nlohmann::json j = {{"kind", "nvme"},
-                          {"op", row.op},
-                          {"dir", dir},
-                          {"size", size},
-                          {"block", block},
-                          {"tensor", tensor},
-                          {"depth", row.depth},
-                          {"repeats", args.repeats},
-                          {"memwall_gbps", runtime::median(row.engine_gbps)},
-                          {"memwall_runs_gbps", row.engine_gbps}};
-      if (row.fio_gbps.empty()) {
-        j["fio_gbps"] = nullptr;
-        j["why"] = no_fio_why;
-      } else {
-        j["fio_gbps"] = runtime::median(row.fio_gbps);
-        j["fio_runs_gbps"] = row.fio_gbps;
-        j["ratio"] = runtime::median_ratio(row);
-      }
-      cases.push_back(j);
+  nlohmann::json cases = nlohmann::json::array();
+  for (const auto& row : bench.nvme) {
+    nlohmann::json j = {{"kind", "nvme"},
+                        {"op", row.op},
+                        {"dir", spec.dir},
+                        {"size", spec.size},
+                        {"block", spec.block},
+                        {"tensor", spec.tensor},
+                        {"depth", row.depth},
+                        {"repeats", spec.repeats},
+                        {"memwall_gbps", runtime::median(row.engine_gbps)},
+                        {"memwall_runs_gbps", row.engine_gbps}};
+    if (row.fio_gbps.empty()) {
+      j["fio_gbps"] = nullptr;
+      j["why"] = "not run (--no-fio)";
+    } else {
+      j["fio_gbps"] = runtime::median(row.fio_gbps);
+      j["fio_runs_gbps"] = row.fio_gbps;
+      j["ratio"] = runtime::median_ratio(row);
     }
-    for (const auto& [op, rate, reference] :
-         {std::tuple{"host_to_device", copies.h2d_gbps, copies.reference_h2d_gbps},
-          std::tuple{"device_to_host", copies.d2h_gbps, copies.reference_d2h_gbps}}) {
-      cases.push_back({{"kind", "copy"},
-                       {"op", op},
-                       {"bytes", copy_bytes},
-                       {"engine", copies.engine},
-                       {"reference", copies.reference},
-                       {"memwall_gbps", rate},
-                       {reference_key + "_gbps", reference},
-                       {"ratio", reference > 0 ? rate / reference : 0.0}});
-    }
-    std::cout << nlohmann::json{{"cases", cases}}.dump(2) << "\n";
-    return 0;
+    cases.push_back(j);
   }
+  for (const auto& [op, rate, reference] :
+       {std::tuple{"host_to_device", copies.h2d_gbps, copies.reference_h2d_gbps},
+        std::tuple{"device_to_host", copies.d2h_gbps, copies.reference_d2h_gbps}}) {
+    cases.push_back({{"kind", "copy"},
+                     {"op", op},
+                     {"bytes", bench.copy_bytes},
+                     {"engine", copies.engine},
+                     {"reference", copies.reference},
+                     {"memwall_gbps", rate},
+                     {reference_key + "_gbps", reference},
+                     {"ratio", reference > 0 ? rate / reference : 0.0}});
+  }
+  std::cout << nlohmann::json{{"cases", cases}}.dump(2) << "\n";
+}
+
+void print_offload_table(const runtime::NvmeBenchSpec& spec, const runtime::OffloadBench& bench) {
+  const runtime::CopyRates& copies = bench.copies;
   std::cout << fmt::format(
       "NVMe engine vs fio (io_uring, O_DIRECT): {} in {} blocks, {} tensors, {}; median of {} "
       "alternating runs each, ratio the median of paired runs\n",
-      human_bytes(size), human_bytes(block), human_bytes(tensor), dir, args.repeats);
+      human_bytes(spec.size), human_bytes(spec.block), human_bytes(spec.tensor), spec.dir,
+      spec.repeats);
   std::cout << fmt::format("{:>5}  {:<5}  {:>12}  {:>12}  {:>6}  {}\n", "depth", "op",
                            "engine GB/s", "fio GB/s", "ratio", "runs (engine / fio)");
-  for (const auto& row : rows) {
+  for (const auto& row : bench.nvme) {
     std::string runs;
     for (size_t i = 0; i < row.engine_gbps.size(); ++i) {
       runs += fmt::format("{}{:.2f}", i == 0 ? "" : " ", row.engine_gbps[i]);
@@ -149,7 +109,7 @@ int run_bench_offload(const BenchOffloadArgs& args) {
     }
   }
   std::cout << fmt::format("\nhost<->device copies, {} ({}), against {} of the same bytes\n",
-                           human_bytes(copy_bytes), copies.engine, copies.reference);
+                           human_bytes(bench.copy_bytes), copies.engine, copies.reference);
   if (!copies.warning.empty()) std::cout << "memwall: note: " << copies.warning << "\n";
   std::cout << fmt::format("{:<14}  {:>12}  {:>15}  {:>6}\n", "direction", "engine GB/s",
                            "reference GB/s", "ratio");
@@ -158,6 +118,48 @@ int run_bench_offload(const BenchOffloadArgs& args) {
         std::tuple{"device->host", copies.d2h_gbps, copies.reference_d2h_gbps}}) {
     std::cout << fmt::format("{:<14}  {:>12.3f}  {:>15.3f}  {:>5.3f}x\n", name, rate, reference,
                              reference > 0 ? rate / reference : 0.0);
+  }
+}
+
+int run_bench_offload(const BenchOffloadArgs& args) {
+  const uint64_t size = parse_bytes(args.size, "--size", 0);
+  const uint64_t block = parse_bytes(args.block, "--block", 0);
+  const uint64_t tensor = parse_bytes(args.tensor, "--tensor", 0);
+  if (tensor > size) fail("--tensor {} is larger than --size {}", args.tensor, args.size);
+  if (args.repeats < 1 || args.repeats > 100)
+    fail("--repeats: {} is out of range 1..100", args.repeats);
+  for (int depth : args.depths) {
+    if (depth <= 0 || depth > 4096) fail("--depths: {} is out of range 1..4096", depth);
+  }
+  std::string dir = args.dir;
+  std::optional<PrivateDir> made;  // a directory of ours: gone at the end, or on an interrupt
+  if (dir.empty()) dir = made.emplace("memwall-offload").path();
+  const std::string fio_file = fmt::format("{}/memwall-fio-{}.bin", dir, getpid());
+  const RemoveOnInterrupt fio_cleanup(fio_file, RemoveOnInterrupt::Kind::kFile);
+  const runtime::NvmeBenchSpec spec{.dir = dir,
+                                    .size = size,
+                                    .block = block,
+                                    .tensor = tensor,
+                                    .depths = args.depths,
+                                    .repeats = args.repeats,
+                                    .fio = !args.no_fio,
+                                    .fio_file = fio_file};
+  runtime::OffloadBench bench;
+  try {
+    bench = runtime::measure_offload(spec, [&](const runtime::NvmeRates& rates, int r) {
+      if (!rates.warning.empty() && !args.json && r == 0) {
+        std::cerr << "memwall: note: " << rates.warning << "\n";
+      }
+      if (!rates.note.empty()) std::cerr << "memwall: note: " << rates.note << "\n";
+    });
+  } catch (const runtime::NvmeError& e) {
+    throw Error(e.what());
+  }
+  made.reset();
+  if (args.json) {
+    print_offload_json(spec, bench);
+  } else {
+    print_offload_table(spec, bench);
   }
   return 0;
 }

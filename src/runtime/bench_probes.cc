@@ -1,9 +1,10 @@
 // The probes `memwall bench cpu-adam` and `memwall bench offload` hold the
 // runtime's engines against (memwall/runtime/probes.h): memory bandwidth,
 // the offload step overlapped with its copy, fio on the NVMe engine's
-// directory.
+// directory, and `bench offload` whole.
 #include <stdio.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <thread>
@@ -147,6 +148,15 @@ std::vector<NvmeAgainstFio> nvme_against_fio(
   }
   if (!spec.fio_file.empty()) std::filesystem::remove(spec.fio_file);
   return rows;
+}
+
+OffloadBench measure_offload(const NvmeBenchSpec& spec,
+                             const std::function<void(const NvmeRates&, int)>& each_run) {
+  OffloadBench out;
+  out.nvme = nvme_against_fio(spec, each_run);
+  out.copy_bytes = std::min<uint64_t>(spec.size, uint64_t{256} << 20);
+  out.copies = measure_copies(out.copy_bytes, 3);
+  return out;
 }
 
 }  // namespace memwall::runtime

@@ -164,6 +164,15 @@ struct NvmeAgainstFio {
 // ProbeError when fio fails.
 std::vector<NvmeAgainstFio> nvme_against_fio(
     const NvmeBenchSpec& spec, const std::function<void(const NvmeRates&, int)>& each_run);
+// `memwall bench offload` whole: nvme_against_fio, then host<->device
+// copies of the run's size, at most 256 MiB, best of 3 (measure_copies).
+struct OffloadBench {
+  std::vector<NvmeAgainstFio> nvme;
+  uint64_t copy_bytes = 0;
+  CopyRates copies;
+};
+OffloadBench measure_offload(const NvmeBenchSpec& spec,
+                             const std::function<void(const NvmeRates&, int)>& each_run);
 // The median of engine[i] / fio[i].
 double median_ratio(const NvmeAgainstFio& row);
 // fio's bandwidth in GB/s for one job (`rw`: "write" or "read"); throws

@@ -1,4 +1,4 @@
-#include "cpu_adam_contenders.h"
+#include "memwall/importers/cpu_adam_contenders.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -17,7 +18,7 @@
 #include "memwall/base/private_dir.h"
 #include "memwall/importers/torch_trace.h"
 
-namespace memwall::cli {
+namespace memwall::importers {
 
 CpuAdamContenders::CpuAdamContenders(const std::string& python, unsigned threads) {
   about_ = {{"error", "cannot start " + python}};
@@ -26,7 +27,7 @@ CpuAdamContenders::CpuAdamContenders(const std::string& python, unsigned threads
   std::string entry;
   try {
     dir_ = std::make_unique<PrivateDir>("memwall-cpu-adam");
-    entry = importers::write_python_package(*dir_);
+    entry = write_python_package(*dir_);
   } catch (const std::exception& e) {
     about_ = {{"error", std::string("cannot write the contenders' script: ") + e.what()}};
     return;
@@ -99,7 +100,7 @@ nlohmann::json CpuAdamContenders::read_answer() {
   return answer;
 }
 
-nlohmann::json CpuAdamContenders::time_step(int64_t n, int repeats, bool bf16_copy) {
+nlohmann::json CpuAdamContenders::ask(int64_t n, int repeats, bool bf16_copy) {
   if (about_.contains("error")) return {{"error", about_["error"]}};
   if (to_ == nullptr ||
       fprintf(to_, "%lld %d %s\n", static_cast<long long>(n), repeats,
@@ -116,4 +117,33 @@ nlohmann::json CpuAdamContenders::time_step(int64_t n, int repeats, bool bf16_co
   return answer;
 }
 
-}  // namespace memwall::cli
+std::string CpuAdamContenders::deepspeed() const {
+  return about_.contains("error") ? about_["error"].get<std::string>()
+                                  : about_.value("deepspeed", "?");
+}
+
+CpuAdamTimes CpuAdamContenders::time_step(int64_t n, int repeats, bool bf16_copy) {
+  return decode_cpu_adam_times(ask(n, repeats, bf16_copy), deepspeed());
+}
+
+CpuAdamTimes decode_cpu_adam_times(const nlohmann::json& answer, const std::string& deepspeed) {
+  CpuAdamTimes times;
+  const std::string all_why = answer.value("error", "");
+  const std::pair<const char*, const char*> names[] = {
+      {"foreach", "torch_foreach"}, {"fused", "torch_fused"}, {"deepspeed_cpu_adam", "deepspeed"}};
+  for (const auto& [key, contender] : names) {
+    const std::string error_key = std::string(key) + "_error";
+    if (answer.contains(key) && answer[key].is_number()) {
+      times.seconds[contender] = answer[key].get<double>();
+    } else if (!all_why.empty()) {
+      times.why[contender] = all_why;
+    } else if (answer.contains(error_key)) {
+      times.why[contender] = "failed: " + answer[error_key].get<std::string>();
+    } else {
+      times.why[contender] = deepspeed;  // the only contender that can be absent
+    }
+  }
+  return times;
+}
+
+}  // namespace memwall::importers
