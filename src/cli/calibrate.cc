@@ -30,6 +30,7 @@
 #include "memwall/hw/hardware.h"
 #include "memwall/importers/kept_values.h"
 #include "memwall/importers/torch_trace.h"
+#include "memwall/report/hardware_tables.h"
 #include "memwall/runtime/probes.h"
 #include "options.h"
 
@@ -105,44 +106,6 @@ Calibration calibrate(const CalibrateArgs& args, KernelGraphs& graphs, const Har
 
 // ---- Printing -----------------------------------------------------------------------------
 
-// The measured profile beside a built-in one, field by field. A built-in's
-// rates are peaks times its efficiencies: what its cost model predicts a
-// kernel reaches, the same kind of figure as the measurement.
-void print_side_by_side(const Hardware& measured, const Hardware& builtin) {
-  std::cout << fmt::format(
-      "\nbeside the built-in '{}' ({}); built-in rates are peak x "
-      "efficiency, as its cost model uses them\n",
-      builtin.name, builtin.description);
-  std::cout << fmt::format("  {:<22} {:>14} {:>14} {:>17}\n", "", "measured", builtin.name,
-                           "measured/built-in");
-  const auto row = [](const char* what, double ours, double theirs, auto text) {
-    const double r = theirs > 0 && ours > 0 ? ours / theirs : 0.0;
-    std::cout << fmt::format("  {:<22} {:>14} {:>14} {:>17}\n", what, text(ours), text(theirs),
-                             r == 0     ? std::string("-")
-                             : r >= 0.1 ? fmt::format("{:.2f}", r)
-                                        : fmt::format("{:.2g}", r));
-  };
-  const auto flops = [](double x) { return x > 0 ? human_flops(x) + "/s" : std::string("-"); };
-  const auto gbps = [](double x) { return x > 0 ? fmt::format("{:.1f} GB/s", x / 1e9) : "-"; };
-  const auto bytes = [](double x) { return human_bytes(static_cast<uint64_t>(x)); };
-  const auto params = [](double x) { return x > 0 ? fmt::format("{:.0f} M/s", x / 1e6) : "-"; };
-  const double ce = builtin.compute_efficiency, me = builtin.memory_efficiency;
-  row("matmul fp32", measured.peak_flops_fp32, builtin.peak_flops_fp32 * ce, flops);
-  row("matmul tf32", measured.peak_flops_tf32, builtin.peak_flops_tf32 * ce, flops);
-  row("matmul bf16", measured.peak_flops_bf16, builtin.peak_flops_bf16 * ce, flops);
-  row("matmul fp16", measured.peak_flops_fp16, builtin.peak_flops_fp16 * ce, flops);
-  row("memory bandwidth", measured.hbm_bandwidth, builtin.hbm_bandwidth * me, gbps);
-  row("device memory", static_cast<double>(measured.device_memory_bytes),
-      static_cast<double>(builtin.device_memory_bytes), bytes);
-  row("host -> device", measured.h2d_bandwidth, builtin.h2d_bandwidth, gbps);
-  row("device -> host", measured.d2h_bandwidth, builtin.d2h_bandwidth, gbps);
-  row("NVMe write", measured.nvme_write_bandwidth, builtin.nvme_write_bandwidth, gbps);
-  row("NVMe read", measured.nvme_read_bandwidth, builtin.nvme_read_bandwidth, gbps);
-  row("CPU AdamW step", measured.cpu_adam_params_per_s, builtin.cpu_adam_params_per_s, params);
-  row("host memory", static_cast<double>(measured.host_memory_bytes),
-      static_cast<double>(builtin.host_memory_bytes), bytes);
-}
-
 // The profile and the figures behind it, in a table.
 void print_calibration(const CalibrateArgs& args, const Calibration& c) {
   const Hardware& hw = c.hw;
@@ -174,7 +137,7 @@ void print_calibration(const CalibrateArgs& args, const Calibration& c) {
   }
   row("from the base profile", fmt::format("{} ({})", c.base->name, fields));
   if (!args.out.empty()) row("profile written to", args.out + " (use with --gpu-file)");
-  if (c.compare != nullptr) print_side_by_side(hw, *c.compare);
+  if (c.compare != nullptr) std::cout << profiles_side_by_side(hw, *c.compare);
 }
 
 int run_calibrate(const CalibrateArgs& args) {

@@ -18,6 +18,7 @@
 #include "memwall/graph/graph.h"
 #include "memwall/importers/torch_trace.h"
 #include "memwall/remat/remat.h"
+#include "memwall/report/hardware_tables.h"
 
 namespace memwall::cli {
 namespace {
@@ -114,30 +115,12 @@ std::vector<TimedGraph> add_kernels(const CalibrateArgs& args, KernelGraphs& in,
 
 nlohmann::json timed_json(const std::vector<TimedGraph>& timed) {
   nlohmann::json out = nlohmann::json::array();
-  for (const TimedGraph& t : timed) {
-    out.push_back(
-        {{"graph", t.file},
-         {"ops", t.measure.ops},
-         {"kernels", t.measure.kernels.size()},
-         {"seconds", t.measure.seconds},
-         {"copy_contention",
-          {{"compute", t.measure.contention.compute}, {"copy", t.measure.contention.copy}}},
-         {"op_overhead", t.measure.op_overhead}});
-  }
+  for (const TimedGraph& t : timed) out.push_back(kernel_measure_json(t.file, t.measure));
   return out;
 }
 
 void print_timed(const std::vector<TimedGraph>& timed) {
-  for (const TimedGraph& t : timed) {
-    std::cout << fmt::format("  {:<28} {} ops, {} kernels, {:.2f} ms in all ({})\n",
-                             "measured kernels", t.measure.ops, t.measure.kernels.size(),
-                             t.measure.seconds * 1e3, t.file);
-    std::cout << fmt::format(
-        "  {:<28} kernels {:.2f}x as long beside host<->device copies, copies {:.2f}x\n",
-        "copy contention", t.measure.contention.compute, t.measure.contention.copy);
-    std::cout << fmt::format("  {:<28} {:.2f} us per op outside its kernel (the executor's)\n",
-                             "op overhead", t.measure.op_overhead * 1e6);
-  }
+  for (const TimedGraph& t : timed) std::cout << kernel_measure_rows(t.file, t.measure);
 }
 
 // --from PROFILE --graph G...: kernels added to a profile measured before,

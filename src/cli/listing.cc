@@ -8,6 +8,7 @@
 #include "memwall/hw/hardware.h"
 #include "memwall/models/zoo.h"
 #include "memwall/report/format.h"
+#include "memwall/report/hardware_tables.h"
 
 namespace memwall::cli {
 namespace {
@@ -74,14 +75,7 @@ void add_gpus(CLI::App& app, Action& action) {
         std::cout << out.dump(2) << "\n";
         return 0;
       }
-      std::cout << fmt::format("{:<10} {:>10} {:>11} {:>11} {:>9} {:>9}  {}\n", "gpu", "memory",
-                               "bf16 TF/s", "fp32 TF/s", "HBM GB/s", "H2D GB/s", "description");
-      for (const Hardware& hw : builtin_gpus()) {
-        std::cout << fmt::format("{:<10} {:>10} {:>11.1f} {:>11.1f} {:>9.0f} {:>9.1f}  {}\n",
-                                 hw.name, human_bytes(hw.device_memory_bytes),
-                                 hw.peak_flops_bf16 / 1e12, hw.peak_flops_fp32 / 1e12,
-                                 hw.hbm_bandwidth / 1e9, hw.h2d_bandwidth / 1e9, hw.description);
-      }
+      std::cout << gpus_table(builtin_gpus());
       return 0;
     };
   });

@@ -11,10 +11,10 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "memwall/planner/budget.h"
 #include "commands.h"
 #include "memwall/base/error.h"
 #include "memwall/graph/graph.h"
+#include "memwall/planner/budget.h"
 #include "memwall/planner/plan_to_run.h"
 #include "memwall/remat/checkpoints.h"
 #include "memwall/remat/remat.h"
@@ -26,12 +26,6 @@
 
 namespace memwall::cli {
 namespace {
-
-int count_recomputes(const Plan& plan) {
-  int n = 0;
-  for (const Step& step : plan.steps) n += step.kind == StepKind::kRecompute;
-  return n;
-}
 
 double total_flops(const Graph& graph) {
   double flops = 0;
@@ -47,8 +41,9 @@ int print_remat_plan(const PlanArgs& args, const Graph& graph, const Hardware& h
   const uint64_t keep_all_peak = device_peak(keep_all);
   const Throughput throughput = plan_throughput(graph, run.sim.iteration_time, hw, 1);
 
-  const int recomputes = count_recomputes(plan);
-  const double extra_flops = recomputed_flops(graph, plan);
+  const PlanFacts facts = plan_facts(graph, plan);
+  const size_t recomputes = facts.recomputed_ops;
+  const double extra_flops = facts.recomputed_flops;
   const double flops = total_flops(graph);
   if (args.json) {
     nlohmann::json j = {{"graph", graph.name},

@@ -13,10 +13,10 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "memwall/planner/budget.h"
 #include "memwall/base/error.h"
 #include "memwall/base/output_files.h"
 #include "memwall/graph/graph.h"
+#include "memwall/planner/budget.h"
 #include "memwall/planner/plan_to_run.h"
 #include "memwall/report/format.h"
 #include "options.h"

@@ -15,7 +15,6 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "memwall/planner/budget.h"
 #include "commands.h"
 #include "memwall/base/error.h"
 #include "memwall/base/human.h"
@@ -25,6 +24,7 @@
 #include "memwall/importers/kept_values.h"
 #include "memwall/importers/torch_trace.h"
 #include "memwall/plan/plan.h"
+#include "memwall/planner/budget.h"
 #include "memwall/planner/planner.h"
 #include "memwall/planner/runnable_plan.h"
 #include "memwall/report/chrome_trace.h"

@@ -11,11 +11,11 @@
 
 #include <fmt/format.h>
 
-#include "memwall/planner/budget.h"
 #include "memwall/base/error.h"
 #include "memwall/base/human.h"
 #include "memwall/exec/ranks.h"
 #include "memwall/graph/graph.h"
+#include "memwall/planner/budget.h"
 #include "memwall/planner/runnable_plan.h"
 #include "memwall/runtime/nvme_faults.h"
 #include "plan_figures.h"

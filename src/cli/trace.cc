@@ -10,12 +10,12 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
-#include "format.h"
 #include "memwall/base/output_files.h"
 #include "memwall/base/stopwatch.h"
 #include "memwall/graph/counts.h"
 #include "memwall/graph/graph.h"
 #include "memwall/importers/torch_trace.h"
+#include "memwall/report/format.h"
 #include "options.h"
 #include "traced_model.h"
 
