@@ -4,15 +4,9 @@
 #include <fmt/format.h>
 
 #include "memwall/base/human.h"
-#include "memwall/planner/runnable_plan.h"
-#include "memwall/runtime/host_pool.h"
 #include "memwall/runtime/nvme_engine.h"
 
 namespace memwall::cli {
-
-// The planner judges whether a plan runs with the host blocks `memwall run`
-// allocates (Note [Plans that run]); it may not include the runtime.
-static_assert(kRunHostBlockBytes == runtime::kHostPoolAlignment);
 
 namespace {
 
