@@ -29,13 +29,13 @@ using detail::in_quotes;
 using detail::JsonCursor;
 using detail::JsonType;
 using detail::Problem;
+using detail::read_string;
 using detail::type_name;
 using graph_json::canonical_buffer;
 using graph_json::canonical_op;
 using graph_json::kMaxId;
 using graph_json::read_buffer;
 using graph_json::read_op;
-using graph_json::read_string;
 
 // Reads one object the fast way when it is in the canonical layout, else
 // (from its start, on a fresh object) with the general reader.

@@ -29,36 +29,15 @@ using detail::JsonCursor;
 using detail::JsonNumber;
 using detail::JsonType;
 using detail::Problem;
+using detail::read_string;
+using detail::read_uint;
+using detail::shown_number;
 using detail::type_name;
-
-// Number text as shown in a message (numbers can be arbitrarily long).
-std::string_view shown(std::string_view number) {
-  return number.size() <= 40 ? number : number.substr(0, 40);
-}
 
 // ---- Field readers: on a bad value they note a problem and skip it. ----------
 
 uint64_t read_size(JsonCursor& cur, std::string_view field, uint64_t max, Problem& problem) {
-  if (!cur.at_number()) {
-    problem.note("\"{}\" must be a non-negative integer, got {}", field,
-                 type_name(cur.peek_type()));
-    cur.skip_value();
-    return 0;
-  }
-  const JsonNumber n = cur.parse_number();
-  if (!n.integer || n.negative) {
-    problem.note("\"{}\" must be a non-negative integer, got {}", field, shown(n.text));
-    return 0;
-  }
-  if (!n.fits_u64 || n.magnitude > max) {
-    if (max == kMaxBytes) {
-      problem.note("\"{}\" is {}, above the limit of 2^62 bytes", field, shown(n.text));
-    } else {
-      problem.note("\"{}\" is {}, above the limit of {}", field, shown(n.text), max);
-    }
-    return 0;
-  }
-  return n.magnitude;
+  return read_uint(cur, max, problem, [&] { return fmt::format("\"{}\"", field); });
 }
 
 void read_id(JsonCursor& cur, size_t index, Problem& problem) {
@@ -67,20 +46,6 @@ void read_id(JsonCursor& cur, size_t index, Problem& problem) {
     problem.note("\"id\" is {}, expected {} (ids are dense, 0-based and in order)", id, index);
   }
 }
-
-}  // namespace
-
-std::optional<std::string_view> read_string(JsonCursor& cur, std::string_view field,
-                                            Problem& problem) {
-  if (!cur.at_string()) {
-    problem.note("\"{}\" must be a string, got {}", field, type_name(cur.peek_type()));
-    cur.skip_value();
-    return std::nullopt;
-  }
-  return cur.parse_string();
-}
-
-namespace {
 
 double read_amount(JsonCursor& cur, std::string_view field, Problem& problem) {
   if (!cur.at_number()) {
@@ -91,7 +56,7 @@ double read_amount(JsonCursor& cur, std::string_view field, Problem& problem) {
   const JsonNumber n = cur.parse_number();
   const std::optional<double> value = detail::to_double(n);
   if (!value || *value < 0) {
-    problem.note("\"{}\" must be a finite number >= 0, got {}", field, shown(n.text));
+    problem.note("\"{}\" must be a finite number >= 0, got {}", field, shown_number(n.text));
     return 0;
   }
   return *value;
@@ -115,9 +80,10 @@ void read_ids(JsonCursor& cur, std::string_view field, std::string_view verb, Bu
     }
     const JsonNumber n = cur.parse_number();
     if (!n.integer || n.negative) {
-      problem.note("\"{}\" must be an array of buffer ids, got {} in it", field, shown(n.text));
+      problem.note("\"{}\" must be an array of buffer ids, got {} in it", field,
+                   shown_number(n.text));
     } else if (!n.fits_u64 || n.magnitude > kMaxId) {
-      problem.note("{} buffer {}, which does not exist", verb, shown(n.text));
+      problem.note("{} buffer {}, which does not exist", verb, shown_number(n.text));
     } else {
       ids.push_back(static_cast<BufferId>(n.magnitude));
     }
@@ -142,7 +108,7 @@ void read_shape(JsonCursor& cur, Dims& shape, Problem& problem) {
     if (!n.integer || n.negative || !n.fits_u64 ||
         n.magnitude > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
       problem.note("\"shape\" must be an array of non-negative integers, got {} in it",
-                   shown(n.text));
+                   shown_number(n.text));
       return;
     }
     shape.push_back(static_cast<int64_t>(n.magnitude));

@@ -17,10 +17,6 @@ namespace memwall::graph_json {
 // Ids and array indices: what an int32_t holds.
 inline constexpr uint64_t kMaxId = std::numeric_limits<int32_t>::max();
 
-// A string field's value; on any other value notes a problem and skips it.
-std::optional<std::string_view> read_string(detail::JsonCursor& cur, std::string_view field,
-                                            detail::Problem& problem);
-
 // The general readers: element `index` of "buffers" or "ops", its fields in
 // any order and spacing. Every problem of the object is reported at once,
 // naming it, as one Error once it has been read.

@@ -7,7 +7,6 @@
 
 #include <gtest/gtest.h>
 
-#include <cctype>
 #include <optional>
 #include <random>
 #include <string>
@@ -20,21 +19,10 @@
 #include "memwall/plan/builders.h"
 #include "memwall/plan/plan.h"
 #include "memwall/sim/simulator.h"
+#include "zoo_models.h"
 
 namespace memwall {
 namespace {
-
-// Small shapes: the property does not depend on size, the run time does.
-Graph small_model(const ModelInfo& info) {
-  ModelOptions options;
-  options.batch = 1;
-  if (info.family == ModelFamily::kCnn) {
-    options.image = info.name == "unet" ? 64 : 32;
-  } else {
-    options.seq = 64;
-  }
-  return build_model(info.name, options);
-}
 
 class PlanLayoutProperty : public ::testing::TestWithParam<std::string> {};
 
@@ -59,7 +47,7 @@ Plan random_eviction_plan(const Graph& graph, const Hardware& hw, unsigned seed)
 // is accepted by the simulator, and the same layout with one buffer moved
 // onto a co-resident one is rejected for that overlap.
 TEST_P(PlanLayoutProperty, LayoutOfResidenciesPassesTheSimulator) {
-  const Graph graph = small_model(find_model(GetParam()));
+  const Graph graph = small_zoo_model(find_model(GetParam()));
   const Hardware& hw = find_gpu("a100-80g");
   const Plan plan = random_eviction_plan(graph, hw, 42);
   const SimResult sim = simulate(graph, plan, hw, {.record_residency = true});
@@ -99,7 +87,7 @@ TEST_P(PlanLayoutProperty, LayoutOfResidenciesPassesTheSimulator) {
 // is rejected. Some workspaces have a span beyond their bytes (Note
 // [Workspace span]): the layout gives them the span.
 TEST_P(PlanLayoutProperty, LayoutOfStaysPassesTheSimulatorAndNeedsNoMore) {
-  Graph graph = small_model(find_model(GetParam()));
+  Graph graph = small_zoo_model(find_model(GetParam()));
   for (Op& op : graph.ops) {
     if (op.phase == Phase::kBackward && op.id % 3 == 0) {
       op.workspace = 4096;  // some scratch
@@ -148,20 +136,8 @@ TEST_P(PlanLayoutProperty, LayoutOfStaysPassesTheSimulatorAndNeedsNoMore) {
   }
 }
 
-std::vector<std::string> zoo_names() {
-  std::vector<std::string> names;
-  for (const ModelInfo& m : model_zoo()) names.push_back(m.name);
-  return names;
-}
-
-INSTANTIATE_TEST_SUITE_P(Zoo, PlanLayoutProperty, ::testing::ValuesIn(zoo_names()),
-                         [](const auto& param_info) {
-                           std::string name = param_info.param;
-                           for (char& c : name) {
-                             if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-                           }
-                           return name;
-                         });
+INSTANTIATE_TEST_SUITE_P(Zoo, PlanLayoutProperty, ::testing::ValuesIn(zoo_model_names()),
+                         zoo_test_name);
 
 }  // namespace
 }  // namespace memwall
