@@ -25,11 +25,11 @@
 
 #include "../src/remat/dtr.h"
 #include "../tests/remat/chain.h"
+#include "figures.h"
 #include "memwall/base/error.h"
 #include "memwall/graph/graph.h"
 #include "memwall/hw/hardware.h"
 #include "memwall/models/zoo.h"
-#include "memwall/plan/builders.h"
 #include "memwall/remat/remat.h"
 #include "memwall/sim/simulator.h"
 #include "synthetic.h"
@@ -37,19 +37,17 @@
 namespace memwall {
 namespace {
 
-constexpr double kGiB = 1u << 30;
+using bench::figures_gpu;
+using bench::keep_all;
+using bench::once;
 
-const Hardware& figures_gpu() { return find_gpu("a100-80g"); }
+constexpr double kGiB = 1u << 30;
 
 // The two shapes of the docs' tables.
 const std::pair<const char*, ModelOptions> kShapes[] = {
     {"gpt2-small", {.batch = 4, .seq = 1024}},
     {"resnet50", {.batch = 32, .image = 224}},
 };
-
-SimResult keep_all(const Graph& graph) {
-  return simulate(graph, default_plan(graph, figures_gpu().name, kMaxBytes), figures_gpu());
-}
 
 using PlanFn = std::function<RematResult(const Graph&, uint64_t)>;
 
@@ -91,15 +89,8 @@ uint64_t lowest_budget(const PlanFn& plan, const Graph& graph, uint64_t top, int
 // error) when it declines.
 bool timed_plan(benchmark::State& state, const PlanFn& plan, const Graph& graph, uint64_t budget,
                 RematResult* result) {
-  for (auto _ : state) {
-    try {
-      *result = plan(graph, budget);
-    } catch (const Error& e) {
-      state.SkipWithError(e.what());
-      return false;
-    }
-  }
-  return true;
+  return bench::timed_plan(
+      state, [&] { return plan(graph, budget); }, result);
 }
 
 // A planner at a share of the keep-all peak: its simulated overhead.
@@ -135,13 +126,9 @@ void zoo_unlimited(benchmark::State& state, const char* model, ModelOptions opti
   const SimResult base = keep_all(graph);
   const RematPlanner* p = find_remat_planner(planner);
   RematResult r;
-  for (auto _ : state) {
-    try {
-      r = p->fn(graph, hw, kMaxBytes, {.time_limit = 10});
-    } catch (const Error& e) {
-      state.SkipWithError(e.what());
-      return;
-    }
+  if (!bench::timed_plan(
+          state, [&] { return p->fn(graph, hw, kMaxBytes, {.time_limit = 10}); }, &r)) {
+    return;
   }
   const SimResult sim = simulate(graph, r.plan, hw);
   if (!sim.valid) {
@@ -152,10 +139,6 @@ void zoo_unlimited(benchmark::State& state, const char* model, ModelOptions opti
   state.counters["keep_all_gib"] = static_cast<double>(device_peak(base)) / kGiB;
   state.counters["overhead"] = sim.iteration_time / base.iteration_time;
   state.SetLabel(r.note);
-}
-
-benchmark::internal::Benchmark* once(benchmark::internal::Benchmark* b) {
-  return b->Iterations(1)->Unit(benchmark::kMillisecond);
 }
 
 void register_figures() {
@@ -248,10 +231,5 @@ void register_figures() {
 }  // namespace memwall
 
 int main(int argc, char** argv) {
-  memwall::register_figures();
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
+  return memwall::bench::figures_main(argc, argv, memwall::register_figures);
 }

@@ -13,11 +13,11 @@
 
 #include <fmt/format.h>
 
+#include "figures.h"
 #include "memwall/base/error.h"
 #include "memwall/graph/graph.h"
 #include "memwall/hw/hardware.h"
 #include "memwall/models/zoo.h"
-#include "memwall/plan/builders.h"
 #include "memwall/sim/simulator.h"
 #include "memwall/swap/activations.h"
 
@@ -30,23 +30,18 @@ struct Shape {
 };
 
 void swap_row(benchmark::State& state, Shape s, const SwapPlanner* planner, double fraction) {
-  const Hardware& hw = find_gpu("a100-80g");
+  const Hardware& hw = bench::figures_gpu();
   ModelOptions options;
   options.batch = s.batch;
   (find_model(s.model).family == ModelFamily::kCnn ? options.image : options.seq) = s.size;
   const Graph graph = build_model(s.model, options);
-  const SimResult keep = simulate(graph, default_plan(graph, hw.name, kMaxBytes), hw);
+  const SimResult keep = bench::keep_all(graph);
   const auto peak = static_cast<double>(keep.peak_bytes[static_cast<int>(Tier::kDevice)]);
   const uint64_t budget = fraction == 0 ? kMaxBytes : static_cast<uint64_t>(fraction * peak);
   SwapResult r;
-  for (auto _ : state) {
-    try {
-      r = planner->fn(graph, hw, budget, {});
-    } catch (const Error& e) {
-      state.SkipWithError(e.what());
-      return;
-    }
-  }
+  if (!bench::timed_plan(
+          state, [&] { return planner->fn(graph, hw, budget, {}); }, &r))
+    return;
   state.counters["peak"] = static_cast<double>(r.simulated_peak) / peak;
   state.counters["time"] = r.simulated_time / keep.iteration_time;
   state.counters["swapped"] = static_cast<double>(r.swapped);
@@ -61,12 +56,10 @@ void register_figures() {
     for (const SwapPlanner& planner : swap_planners()) {
       for (const double fraction : {0.0, 0.9, 0.8, 0.7}) {
         const std::string budget = fraction == 0 ? "unlimited" : fmt::format("{}", fraction);
-        benchmark::RegisterBenchmark(fmt::format("SwapFigures/{}-b{}-{}/{}/{}", s.model, s.batch,
-                                                 s.size, planner.name, budget)
-                                         .c_str(),
-                                     swap_row, s, &planner, fraction)
-            ->Iterations(1)
-            ->Unit(benchmark::kMillisecond);
+        bench::once(benchmark::RegisterBenchmark(fmt::format("SwapFigures/{}-b{}-{}/{}/{}", s.model,
+                                                             s.batch, s.size, planner.name, budget)
+                                                     .c_str(),
+                                                 swap_row, s, &planner, fraction));
       }
     }
   }
@@ -76,10 +69,5 @@ void register_figures() {
 }  // namespace memwall
 
 int main(int argc, char** argv) {
-  memwall::register_figures();
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
+  return memwall::bench::figures_main(argc, argv, memwall::register_figures);
 }

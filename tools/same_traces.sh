@@ -100,39 +100,39 @@ report() {  # name, directory of old's files, directory of new's
   fi
 }
 
-for entry in "${traces[@]}"; do
-  name=${entry%%|*}
-  args=${entry#*|}
-  broken=0
-  for side in old new; do
-    bin=$old; [[ $side == new ]] && bin=$new
-    [[ $bin == - ]] && continue
-    mkdir -p "$work/$side/$name"
-    # shellcheck disable=SC2086
-    if ! "$bin" trace $args --out "$work/$side/$name/graph.json" >/dev/null 2>"$work/$side/$name.err"; then
-      echo "$name: $side failed: $(tail -1 "$work/$side/$name.err")"
-      broken=1
-    fi
+# One side's files of a case, in DIR: the graph `memwall trace` writes, or
+# the values `memwall run` keeps.
+produce() {  # verb (trace or run), binary, arguments, DIR
+  local verb=$1 bin=$2 args=$3 dir=$4
+  # shellcheck disable=SC2086
+  case $verb in
+    trace) mkdir -p "$dir" && "$bin" trace $args --out "$dir/graph.json" ;;
+    run) rm -rf "$dir" && "$bin" run $args --gpu a100-80g --budget 40GiB --steps 2 --keep-values "$dir" ;;
+  esac
+}
+
+compare() {  # verb, then its cases (name|arguments)
+  local verb=$1 entry name args side bin
+  shift
+  for entry in "$@"; do
+    name=${entry%%|*}
+    args=${entry#*|}
+    broken=0
+    for side in old new; do
+      bin=$old; [[ $side == new ]] && bin=$new
+      [[ $bin == - ]] && continue
+      mkdir -p "$work/$side"
+      if ! produce "$verb" "$bin" "$args" "$work/$side/$name" >/dev/null 2>"$work/$side/$name.err"; then
+        echo "$name: $side failed: $(tail -1 "$work/$side/$name.err")"
+        broken=1
+      fi
+    done
+    report "$name" "$work/old/$name" "$work/new/$name"
   done
-  report "$name" "$work/old/$name" "$work/new/$name"
-done
-for entry in "${runs[@]}"; do
-  name=${entry%%|*}
-  args=${entry#*|}
-  broken=0
-  for side in old new; do
-    bin=$old; [[ $side == new ]] && bin=$new
-    [[ $bin == - ]] && continue
-    rm -rf "$work/$side/$name"
-    # shellcheck disable=SC2086
-    if ! "$bin" run $args --gpu a100-80g --budget 40GiB --steps 2 --keep-values "$work/$side/$name" \
-        >/dev/null 2>"$work/$side/$name.err"; then
-      echo "$name: $side failed: $(tail -1 "$work/$side/$name.err")"
-      broken=1
-    fi
-  done
-  report "$name" "$work/old/$name" "$work/new/$name"
-done
+}
+
+compare trace "${traces[@]}"
+compare run "${runs[@]}"
 total=$((${#traces[@]} + ${#runs[@]}))
 echo "same_traces: $same of $total cases byte for byte the same ($work)"
 [[ $failed -eq 0 ]]

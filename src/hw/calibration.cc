@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "memwall/base/error.h"
+#include "memwall/base/median.h"
 #include "memwall/graph/calls.h"
 
 namespace memwall {
@@ -18,13 +19,6 @@ namespace {
 double flops_of(const nlohmann::json& probe, const char* dtype) {
   const auto& m = probe.at("matmul");
   return m.contains(dtype) ? m.at(dtype).at("flops_per_s").get<double>() : 0.0;
-}
-
-// The median of `values` (0 when empty).
-double median_of(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const size_t n = values.size();
-  return n == 0 ? 0.0 : n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
 }
 
 }  // namespace
@@ -187,7 +181,7 @@ KernelMeasure fold_kernel_rounds(const Graph& graph, const std::vector<KernelRou
   // Contention only slows; a ratio below 1 is the machine's drift. The
   // median round, for the same reason.
   const auto slowdown = [](std::vector<double> rounds_measured) {
-    return std::clamp(median_of(std::move(rounds_measured)), 1.0,
+    return std::clamp(median(std::move(rounds_measured)), 1.0,
                       Hardware::CopyContention::kMaxSlowdown);
   };
   if (!compute_slowdowns.empty()) out.contention.compute = slowdown(compute_slowdowns);

@@ -27,59 +27,19 @@ namespace {
 using detail::Fields;
 using detail::in_quotes;
 using detail::JsonCursor;
-using detail::JsonNumber;
 using detail::JsonType;
 using detail::Problem;
+using detail::read_string;
+using detail::read_uint;
 using detail::type_name;
 
 constexpr uint64_t kMaxId = std::numeric_limits<int32_t>::max();
 
-// Number text as shown in a message (numbers can be arbitrarily long).
-std::string_view shown(std::string_view number) {
-  return number.size() <= 40 ? number : number.substr(0, 40);
-}
-
 // ---- Values: on a bad one they note a problem and skip it. ---------------------
-
-// A non-negative integer up to `max`. `label()` names the value in a message
-// ("\"budget\""); it is only called on a problem, so building it costs nothing
-// on the hot path.
-template <typename Label>
-uint64_t read_uint(JsonCursor& cur, uint64_t max, Problem& problem, Label label) {
-  if (!cur.at_number()) {
-    problem.note("{} must be a non-negative integer, got {}", label(), type_name(cur.peek_type()));
-    cur.skip_value();
-    return 0;
-  }
-  const JsonNumber n = cur.parse_number();
-  if (!n.integer || n.negative) {
-    problem.note("{} must be a non-negative integer, got {}", label(), shown(n.text));
-    return 0;
-  }
-  if (!n.fits_u64 || n.magnitude > max) {
-    if (max == kMaxBytes) {
-      problem.note("{} is {}, above the limit of 2^62 bytes", label(), shown(n.text));
-    } else {
-      problem.note("{} is {}, above the limit of {}", label(), shown(n.text), max);
-    }
-    return 0;
-  }
-  return n.magnitude;
-}
 
 int32_t read_id(JsonCursor& cur, const char* field, Problem& problem) {
   return static_cast<int32_t>(
       read_uint(cur, kMaxId, problem, [&] { return fmt::format("\"{}\"", field); }));
-}
-
-std::optional<std::string_view> read_string(JsonCursor& cur, std::string_view field,
-                                            Problem& problem) {
-  if (!cur.at_string()) {
-    problem.note("\"{}\" must be a string, got {}", field, type_name(cur.peek_type()));
-    cur.skip_value();
-    return std::nullopt;
-  }
-  return cur.parse_string();
 }
 
 template <typename Enum>

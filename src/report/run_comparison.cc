@@ -8,18 +8,12 @@
 #include <fmt/format.h>
 
 #include "memwall/base/human.h"
+#include "memwall/base/median.h"
 #include "memwall/report/format.h"
 #include "memwall/report/plan_figures.h"
 
 namespace memwall {
 namespace {
-
-// The median of `values` (0 when empty), as bench/run_fidelity.sh takes it.
-double median_of_steps(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const size_t n = values.size();
-  return n == 0 ? 0.0 : n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
-}
 
 std::string ratio_text(double measured, double predicted) {
   return predicted > 0 ? fmt::format("{:.3f}", measured / predicted) : std::string("-");
@@ -157,7 +151,7 @@ std::string run_comparison_text(const Graph& graph, const Plan& plan, const std:
   if (p.time_with_run_kernels && result.steps.size() > 1) {
     std::vector<double> later;
     for (size_t k = 1; k < result.steps.size(); ++k) later.push_back(result.steps[k].step_time_s);
-    const double typical = median_of_steps(std::move(later));  // as bench/run_fidelity.sh takes it
+    const double typical = median(std::move(later));  // as bench/run_fidelity.sh takes it
     out += field("with the run's kernels",
                  fmt::format("step {} predicted, {} measured ({}; the median of steps 2-{})",
                              human_seconds(*p.time_with_run_kernels), human_seconds(typical),

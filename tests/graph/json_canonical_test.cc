@@ -1,4 +1,4 @@
-// The canonical-layout fast path of the graph reader (json_io.cc, Note
+// The canonical-layout fast path of the graph reader (json_objects.cc, Note
 // [Canonical fast path]) must read exactly what the general reader reads,
 // and hand every object it does not expect to that reader whole.
 #include <gtest/gtest.h>

@@ -6,6 +6,7 @@
 #include "memwall/layout/from_graph.h"
 #include "memwall/layout/problem.h"
 #include "memwall/models/zoo.h"
+#include "zoo_models.h"
 
 namespace memwall {
 namespace {
@@ -58,14 +59,7 @@ TEST(FromGraph, SkipsEmptyBuffersAndHandlesNoOps) {
 TEST(FromGraph, LiveBoundIsThePeakWithoutWorkspace) {
   for (const ModelInfo& info : model_zoo()) {
     SCOPED_TRACE(info.name);
-    ModelOptions options;
-    options.batch = 1;
-    if (info.family == ModelFamily::kCnn) {
-      options.image = info.name == "unet" ? 64 : 32;
-    } else {
-      options.seq = 64;
-    }
-    const Graph graph = build_model(info.name, options);
+    const Graph graph = small_zoo_model(info);
     const LayoutProblem p = layout_problem(graph);
     validate_problem(p);
     const MemoryProfile profile = memory_profile(graph);

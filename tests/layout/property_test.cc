@@ -17,6 +17,7 @@
 #include "memwall/layout/problem.h"
 #include "memwall/models/zoo.h"
 #include "test_util.h"
+#include "zoo_models.h"
 
 namespace memwall {
 namespace {
@@ -136,14 +137,7 @@ TEST(Property, SharedDataInputs) {
 TEST(Property, ZooModels) {
   for (const ModelInfo& info : model_zoo()) {
     if (!in_sanitizer_sweep(info.name)) continue;  // Note [Zoo sweeps under sanitizers]
-    ModelOptions options;
-    options.batch = 1;
-    if (info.family == ModelFamily::kCnn) {
-      options.image = info.name == "unet" ? 64 : 32;
-    } else {
-      options.seq = 64;
-    }
-    LayoutProblem p = layout_problem(build_model(info.name, options));
+    LayoutProblem p = layout_problem(small_zoo_model(info));
     expect_valid_and_bounded(p, info.name);
     p.alignment = 512;  // the CUDA caching allocator's rounding
     expect_valid_and_bounded(p, info.name + " aligned");

@@ -4,6 +4,7 @@
 #include "memwall/graph/counts.h"
 #include "memwall/graph/graph.h"
 #include "memwall/models/zoo.h"
+#include "zoo_models.h"
 
 namespace memwall {
 namespace {
@@ -94,20 +95,7 @@ TEST_P(ZooModel, ForwardOnlyIsTheIterationsForwardOps) {
   EXPECT_EQ(param_count(g), static_cast<uint64_t>(m.param_count));
 }
 
-std::vector<std::string> all_models() {
-  std::vector<std::string> names;
-  for (const ModelInfo& m : model_zoo()) names.push_back(m.name);
-  return names;
-}
-
-INSTANTIATE_TEST_SUITE_P(All, ZooModel, ::testing::ValuesIn(all_models()),
-                         [](const auto& param_info) {
-                           std::string n = param_info.param;
-                           for (char& c : n) {
-                             if (!isalnum(static_cast<unsigned char>(c))) c = '_';
-                           }
-                           return n;
-                         });
+INSTANTIATE_TEST_SUITE_P(All, ZooModel, ::testing::ValuesIn(zoo_model_names()), zoo_test_name);
 
 TEST(Zoo, RejectsBadOptions) {
   ModelOptions o;

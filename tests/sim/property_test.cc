@@ -12,23 +12,12 @@
 #include "memwall/models/zoo.h"
 #include "memwall/plan/builders.h"
 #include "memwall/sim/simulator.h"
+#include "zoo_models.h"
 
 namespace memwall {
 namespace {
 
 constexpr uint64_t kHuge = uint64_t{1} << 60;
-
-// Small shapes: the properties do not depend on size, the run time does.
-Graph small_model(const ModelInfo& info) {
-  ModelOptions options;
-  options.batch = 1;
-  if (info.family == ModelFamily::kCnn) {
-    options.image = info.name == "unet" ? 64 : 32;
-  } else {
-    options.seq = 64;
-  }
-  return build_model(info.name, options);
-}
 
 // Random evictions across the largest gaps of random activations.
 std::vector<Eviction> random_evictions(const Graph& graph, std::mt19937& rng) {
@@ -63,7 +52,7 @@ std::vector<Eviction> random_evictions(const Graph& graph, std::mt19937& rng) {
 class ZooProperty : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(ZooProperty, DefaultPlanPeakIsTheAccountedPeak) {
-  const Graph graph = small_model(find_model(GetParam()));
+  const Graph graph = small_zoo_model(find_model(GetParam()));
   const Hardware& hw = find_gpu("a100-80g");
   const SimResult r = simulate(graph, default_plan(graph, hw.name, kHuge), hw);
   ASSERT_TRUE(r.valid) << r.reason;
@@ -83,7 +72,7 @@ TEST_P(ZooProperty, DefaultPlanPeakIsTheAccountedPeak) {
 }
 
 TEST_P(ZooProperty, RandomValidPlansAreAccepted) {
-  const Graph graph = small_model(find_model(GetParam()));
+  const Graph graph = small_zoo_model(find_model(GetParam()));
   const Hardware& hw = find_gpu("a100-80g");
   const double baseline = simulate(graph, default_plan(graph, hw.name, kHuge), hw).compute_time;
   std::mt19937 rng(std::hash<std::string>()(GetParam()));
@@ -112,7 +101,7 @@ size_t find_step(const Plan& plan, Pred pred) {
 }
 
 TEST_P(ZooProperty, CorruptedPlansAreRejectedWithTheRightReason) {
-  const Graph graph = small_model(find_model(GetParam()));
+  const Graph graph = small_zoo_model(find_model(GetParam()));
   const Hardware& hw = find_gpu("a100-80g");
   std::mt19937 rng(std::hash<std::string>()(GetParam()) + 1);
   std::vector<Eviction> evictions = random_evictions(graph, rng);
@@ -187,21 +176,7 @@ TEST_P(ZooProperty, CorruptedPlansAreRejectedWithTheRightReason) {
   }
 }
 
-std::vector<std::string> zoo_names() {
-  std::vector<std::string> names;
-  for (const ModelInfo& m : model_zoo()) names.push_back(m.name);
-  return names;
-}
-
-INSTANTIATE_TEST_SUITE_P(Zoo, ZooProperty, ::testing::ValuesIn(zoo_names()),
-                         [](const auto& param_info) {
-                           std::string name = param_info.param;
-                           std::replace_if(
-                               name.begin(), name.end(),
-                               [](char c) { return !std::isalnum(static_cast<unsigned char>(c)); },
-                               '_');
-                           return name;
-                         });
+INSTANTIATE_TEST_SUITE_P(Zoo, ZooProperty, ::testing::ValuesIn(zoo_model_names()), zoo_test_name);
 
 }  // namespace
 }  // namespace memwall

@@ -116,7 +116,7 @@ class JsonCursor {
     return parse_string_slow(start, stop);
   }
 
-  // Canonical-layout primitives (Note [Canonical fast path] in json_io.cc):
+  // Canonical-layout primitives (Note [Canonical fast path] in src/graph/json_objects.cc):
   // each reads a value right here (no whitespace skipped) only in its
   // plainest form, with the value the general parse gives; anything else
   // returns std::nullopt and leaves the cursor where it was.

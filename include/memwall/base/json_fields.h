@@ -1,17 +1,20 @@
 // Object readers shared by the strict readers of memwall's JSON formats:
 // the first problem found in an object (reported once the object has been
-// read, so that the message can name it) and its set of known fields.
+// read, so that the message can name it), its set of known fields, and the
+// value readers the graph and plan formats share.
 #pragma once
 
 #include <array>
 #include <cstdint>
 #include <initializer_list>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
 
 #include <fmt/format.h>
 
+#include "memwall/base/error.h"
 #include "memwall/base/json_cursor.h"
 #include "memwall/base/quote.h"
 
@@ -85,5 +88,49 @@ class Fields {
   uint32_t seen_ = 0;
   size_t next_ = 0;
 };
+
+// Number text as shown in a message (numbers can be arbitrarily long).
+inline std::string_view shown_number(std::string_view number) {
+  return number.size() <= 40 ? number : number.substr(0, 40);
+}
+
+// ---- Values: on a bad one they note a problem and skip it. ---------------------
+
+// A non-negative integer up to `max`. `label()` names the value in a message
+// ("\"budget\""); it is only called on a problem, so building it costs nothing
+// on the hot path.
+template <typename Label>
+uint64_t read_uint(JsonCursor& cur, uint64_t max, Problem& problem, Label label) {
+  if (!cur.at_number()) {
+    problem.note("{} must be a non-negative integer, got {}", label(), type_name(cur.peek_type()));
+    cur.skip_value();
+    return 0;
+  }
+  const JsonNumber n = cur.parse_number();
+  if (!n.integer || n.negative) {
+    problem.note("{} must be a non-negative integer, got {}", label(), shown_number(n.text));
+    return 0;
+  }
+  if (!n.fits_u64 || n.magnitude > max) {
+    if (max == kMaxBytes) {
+      problem.note("{} is {}, above the limit of 2^62 bytes", label(), shown_number(n.text));
+    } else {
+      problem.note("{} is {}, above the limit of {}", label(), shown_number(n.text), max);
+    }
+    return 0;
+  }
+  return n.magnitude;
+}
+
+// The value of string field `field`.
+inline std::optional<std::string_view> read_string(JsonCursor& cur, std::string_view field,
+                                                   Problem& problem) {
+  if (!cur.at_string()) {
+    problem.note("\"{}\" must be a string, got {}", field, type_name(cur.peek_type()));
+    cur.skip_value();
+    return std::nullopt;
+  }
+  return cur.parse_string();
+}
 
 }  // namespace memwall::detail

@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "memwall/alloc/host_block.h"
 #include "memwall/graph/types.h"
 #include "memwall/hw/hardware.h"
 #include "memwall/plan/plan.h"
@@ -22,9 +23,9 @@ namespace memwall {
 
 // The host memory blocks `memwall run` allocates buffers in: the pinned
 // host pool's alignment (runtime::kHostPoolAlignment, whole 4 KiB pages
-// for O_DIRECT; the command line checks that they agree), which the
-// simulator counts host bytes in when it judges whether a plan runs.
-inline constexpr uint64_t kRunHostBlockBytes = 4096;
+// for O_DIRECT; both are alloc::kHostBlockBytes), which the simulator
+// counts host bytes in when it judges whether a plan runs.
+inline constexpr uint64_t kRunHostBlockBytes = alloc::kHostBlockBytes;
 
 // A plan without offsets replayed through an allocator policy on a device
 // of the plan's budget (2 MiB chunks, as the emulated device and a GPU's

@@ -28,9 +28,12 @@
 #include <string>
 #include <vector>
 
+#include "memwall/alloc/host_block.h"
+
 namespace memwall::runtime {
 
-inline constexpr uint64_t kHostPoolAlignment = 4096;
+// Whole host blocks (memwall/alloc/host_block.h): what O_DIRECT needs.
+inline constexpr uint64_t kHostPoolAlignment = alloc::kHostBlockBytes;
 
 // Registers host memory with a device driver (Note [Pinned host pool]).
 class HostRegistrar {

@@ -28,7 +28,9 @@ class ProbeError : public std::runtime_error {
 };
 
 // The median of `values` (0 when empty): benchmarks that alternate
-// contenders report medians, the drift of a shared machine cancelling.
+// contenders report medians, the drift of a shared machine cancelling. The
+// same as memwall::median (memwall/base/median.h), which the runtime may
+// not include (DESIGN.md: runtime depends on alloc only).
 inline double median(std::vector<double> values) {
   std::sort(values.begin(), values.end());
   const size_t n = values.size();
