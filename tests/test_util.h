@@ -88,8 +88,9 @@ inline bool in_sanitizer_sweep(const std::string& model) {
 // (Trace.BadInputIsOneLine, TraceCli.AScriptThatExitsIsBlamed) and planning
 // traced graphs (PlanTracedCli.*, ChenOnLstm.*). Together the skipped tests
 // took 121 of the ASan + UBSan run's 1,253 test-seconds (2026-12-06,
-// docs/development.md). The executor's tests (tests/exec) do not run under
-// a sanitizer at all: libmemwall_exec.so is not built there.
+// docs/development.md). The executor's tests (tests/exec) run a subset
+// under ASan + UBSan: Note [The executor under sanitizers] in
+// tests/exec/run_checks.h.
 #define MEMWALL_SKIP_UNDER_SANITIZERS()                                           \
   do {                                                                            \
     if (::memwall::kAsan || ::memwall::kTsan) {                                   \

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
@@ -17,11 +18,54 @@
 #include "memwall/graph/graph.h"
 #include "memwall/importers/torch_trace.h"
 #include "shared_traces.h"
+#include "test_util.h"
 
 namespace memwall::testing {
 
+// Note [The executor under sanitizers]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// libmemwall_exec.so is built in the ASan + UBSan build too (memwall's
+// executor, arena, device memory, copies and ranks instrumented; libtorch,
+// which it calls, is not), and a representative subset of the executor's
+// tests runs there, as Note [Zoo sweeps under sanitizers] runs the
+// planners' sweeps on a subset: every planner's plan of one CNN run three
+// steps (remat, swap, offload, ZeRO-Infinity's NVMe), bf16 ZeRO-Offload of
+// a Hugging Face model (the CPU optimizer step), two data-parallel ranks
+// (gloo, child processes), the NVMe engine's reservation, and values from
+// memory through the library API. The Release build runs every test.
+//
+// Under ASan the executor is loaded without RTLD_DEEPBIND, which the
+// sanitizer runtime refuses (src/exec/api/library.cc), so libtorch's BLAS
+// calls bind to the reference BLAS that CBC brings into the memwall
+// process (Note [Executor symbols]), and the weights after an update
+// differ from eager PyTorch's in their last bits. There check_run asks for
+// the run to finish with eager's losses to a relative 1e-5 instead of the
+// same bits; the Release build asks for the bits.
+inline bool in_executor_sanitizer_subset() {
+  if (!kAsan) return true;
+  const ::testing::UnitTest& unit = *::testing::UnitTest::GetInstance();
+  const ::testing::TestInfo* test = unit.current_test_info();
+  // In a suite's set-up, whether any of its tests is in the subset.
+  const std::string name = test != nullptr
+                               ? std::string(test->test_suite_name()) + "." + test->name()
+                           : unit.current_test_suite() != nullptr
+                               ? std::string(unit.current_test_suite()->name()) + "."
+                               : std::string("-");
+  for (const char* t : {"RunExec.CnnWithBatchNormEveryPlannerIsEagerBitForBit",
+                        "RunExec.Bf16ZeroOffloadIsEagerBitForBit",
+                        "RunRanks.CnnWithBatchNormIsEagerBitForBit",
+                        "RunNvme.TheRunReservesWhatThePlanSays",
+                        "RunInMemory.ValuesInMemoryRunAsTheirFilesDo"}) {
+    if (name == t || (name.ends_with('.') && std::string_view(t).starts_with(name))) return true;
+  }
+  return false;
+}
+
+// Whether this test can run the executor here: the library is built and,
+// under a sanitizer, the test is in the subset above.
 inline bool executor_built() {
-  return std::filesystem::exists(std::filesystem::path(MEMWALL_BINARY).parent_path() /
+  return in_executor_sanitizer_subset() &&
+         std::filesystem::exists(std::filesystem::path(MEMWALL_BINARY).parent_path() /
                                  "libmemwall_exec.so");
 }
 
@@ -34,9 +78,12 @@ inline bool torch_importable() {
 #define REQUIRE_EXECUTOR()                                                                 \
   do {                                                                                     \
     if (!executor_built()) {                                                               \
-      GTEST_SKIP() << "no libmemwall_exec.so beside " << MEMWALL_BINARY                    \
-                   << ": the executor is built only against memwall's Python environment " \
-                      "with torch, and not in sanitizer builds (src/exec/CMakeLists.txt)"; \
+      GTEST_SKIP() << (in_executor_sanitizer_subset()                                      \
+                           ? "no libmemwall_exec.so beside " + std::string(MEMWALL_BINARY) + \
+                                 ": the executor is built only against memwall's Python "  \
+                                 "environment with torch (src/exec/CMakeLists.txt)"         \
+                           : std::string("runs in the Release build only (Note [The "       \
+                                         "executor under sanitizers])"));                  \
     }                                                                                      \
     if (!torch_importable()) {                                                             \
       GTEST_SKIP() << "torch / torchvision / transformers are not importable by "          \
@@ -91,10 +138,17 @@ inline std::string infinity_plan(const std::string& dir) {
 // b4 at 64x64 on AVX2: live 0.964 of the arena, whose GEMM weight gradients
 // free their scratch before making their outputs).
 inline nlohmann::json check_run(const RunResult& r, const std::string& what, uint64_t budget = 0) {
-  EXPECT_EQ(r.exit_code, 0) << what << ": " << r.err;
-  if (r.exit_code != 0) return {};
+  // Note [The executor under sanitizers]: under ASan eager's bits differ
+  // (exit 1 with the JSON), its losses do not.
+  const bool other_bits = kAsan && r.exit_code == 1 && !r.out.empty();
+  if (!other_bits) {
+    EXPECT_EQ(r.exit_code, 0) << what << ": " << r.err;
+  }
+  if (r.exit_code != 0 && !other_bits) return {};
   const nlohmann::json j = nlohmann::json::parse(r.out);
-  EXPECT_EQ(j.value("eager_equal", false), true) << what << ": " << j.dump(2);
+  if (!kAsan) {
+    EXPECT_EQ(j.value("eager_equal", false), true) << what << ": " << j.dump(2);
+  }
   if (budget == 0) budget = j.at("budget").get<uint64_t>();
   for (const nlohmann::json& step : j.at("steps")) {
     const bool laid_out = j.at("policy") == "plan offsets";
@@ -109,7 +163,12 @@ inline nlohmann::json check_run(const RunResult& r, const std::string& what, uin
     if (step.at("bytes_moved").at("d2h").at("predicted").get<uint64_t>() == 0) {
       EXPECT_NEAR(measured / predicted, 1.0, 0.01) << what << " step " << step.at("step");
     }
-    EXPECT_EQ(step.at("loss"), step.at("eager_loss")) << what;
+    if (kAsan) {
+      const double eager = step.at("eager_loss").get<double>();
+      EXPECT_NEAR(step.at("loss").get<double>(), eager, 1e-5 * std::abs(eager)) << what;
+    } else {
+      EXPECT_EQ(step.at("loss"), step.at("eager_loss")) << what;
+    }
     // Note [The run's own kernels] (src/sim/run_kernels.cc): timed from the second
     // step, one rank's.
     const bool own = j.at("steps").size() > 1 && j.at("ranks") == 1;
