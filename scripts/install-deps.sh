@@ -27,6 +27,9 @@ deepspeed_pin="deepspeed==0.19.8"
 # among them: adding it there would change the environment's key and make a
 # new environment of several GB where one package is missing.
 pytest_pin="pytest==9.2.0"
+# nanobind, for the Python extension memwall_core (python/bindings), beside
+# the pinned requirements for the same reason.
+nanobind_pin="nanobind==3.1.0"
 for arg in "$@"; do
   case "$arg" in
     --torch) with_torch=1 ;;
@@ -54,6 +57,7 @@ packages=(
 )
 if [[ $with_torch -eq 1 ]]; then
   packages+=(python3 python3-venv
+             python3-dev                 # Python.h, for the extension memwall_core (python/bindings)
              libgloo-dev)                # headers of torch.distributed's gloo backend (memwall run's ranks)
 fi
 
@@ -79,13 +83,19 @@ key=$(sha256sum "$requirements" | cut -c1-16)
 cache="${XDG_CACHE_HOME:-$HOME/.cache}/memwall"
 venv="$cache/venv-$key"
 
-# pytest on top of a complete environment, once; best effort: without it the
-# Python package's tests skip and say so (tests/CMakeLists.txt).
+# pytest and nanobind on top of a complete environment, once each; best
+# effort: without pytest the Python package's tests skip and say so
+# (tests/CMakeLists.txt), without nanobind the build makes no memwall_core
+# and the tests that need it skip.
+add_one() {  # MODULE PIN WHAT-SKIPS
+  "$venv/bin/python" -c "import $1" >/dev/null 2>&1 && return 0
+  echo "install-deps: installing $2 into $venv"
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-input "$2" ||
+    echo "install-deps: $2 could not be installed; $3" >&2
+}
 add_pytest() {
-  "$venv/bin/python" -c "import pytest" >/dev/null 2>&1 && return 0
-  echo "install-deps: installing $pytest_pin into $venv"
-  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-input "$pytest_pin" ||
-    echo "install-deps: $pytest_pin could not be installed; the Python package's tests will skip" >&2
+  add_one pytest "$pytest_pin" "the Python package's tests will skip"
+  add_one nanobind "$nanobind_pin" "the build makes no Python extension (memwall_core)"
 }
 # DeepSpeed on top of a complete environment, once (it is optional: nothing
 # but the benchmark's comparison needs it).

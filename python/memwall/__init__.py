@@ -15,8 +15,24 @@ scripts/install-deps.sh --torch; docs/trace.md):
   ``memwall bench fidelity``'s measured step, ``memwall calibrate``'s compute
   probe and ``memwall bench cpu-adam``'s Python contenders;
 - ``memwall.cli``: the command line the C++ side starts
-  (``python <dir>/memwall/__main__.py ARGS``, or ``python -m memwall ARGS``).
+  (``python <dir>/memwall/__main__.py ARGS``, or ``python -m memwall ARGS``);
+- the Python API (issue 47), in-process through the extension memwall_core
+  (``memwall.native``): ``memwall.estimate(model, batch, ...)``
+  (``memwall.estimates``), with ``memwall.Error`` and ``memwall.BadInput``.
 
 Importing the package imports nothing else, torch included: the command
 line says in one line when torch is missing.
 """
+
+from typing import Any
+
+
+def __getattr__(name: str) -> Any:
+    """The API's names, imported when first used (torch only then)."""
+    if name in ("estimate", "Estimate"):
+        from memwall import estimates
+        return getattr(estimates, name)
+    if name in ("Error", "BadInput"):
+        from memwall import errors
+        return getattr(errors, name)
+    raise AttributeError(f"module 'memwall' has no attribute '{name}'")

@@ -30,3 +30,13 @@ def first_line(e: BaseException) -> str:
     """The first line of an exception's message, or its type's name."""
     text = str(e).strip()
     return text.splitlines()[0] if text else type(e).__name__
+
+
+class Error(Exception):
+    """What the Python API raises: the C++ side's one-line message (the line a
+    command prints before its exit code)."""
+
+
+class BadInput(Error):
+    """Bad input: an unknown name, a malformed file, a model that cannot be
+    traced (a command's exit code 2)."""

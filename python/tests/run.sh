@@ -4,11 +4,16 @@
 # environment, from the repository root, leaving no __pycache__ nor
 # .pytest_cache in the tree. Its summary line also goes to SUMMARY_FILE,
 # which `make test` prints after ctest. Exit code 77 (ctest's skip) when
-# the environment or its pytest is missing.
+# the environment or its pytest is missing. BUILD_DIR holds the extension
+# memwall_core (BUILD_DIR/python) and the memwall binary that the tests of
+# the Python API use (python/tests/test_estimate.py).
 #
-#   python/tests/run.sh PYTHON SUMMARY_FILE
+#   python/tests/run.sh PYTHON SUMMARY_FILE [BUILD_DIR]
 python=$1
 summary=$2
+if [ -n "$3" ]; then
+  export MEMWALL_CORE_DIR="$3/python" MEMWALL_BINARY="$3/memwall"
+fi
 cd "$(dirname "$0")/../.." || exit 1
 skip() {
   echo "SKIP: $1" | tee "$summary"

@@ -1,0 +1,41 @@
+// memwall.estimate's C++ half: a traced graph's figures on a hardware
+// profile, as `memwall inspect` prints them (memwall/report/inspection.h).
+#include <string>
+#include <utility>
+
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/string.h>
+
+#include "bindings.h"
+#include "memwall/graph/graph.h"
+#include "memwall/hw/hardware.h"
+#include "memwall/report/inspection.h"
+
+namespace memwall::python {
+namespace {
+
+// The profile a caller names: a built-in by name, or a profile file (with
+// `gpu` picking one of an array, as --gpu-file does).
+Hardware hardware_named(const std::string& gpu, const std::string& gpu_file) {
+  if (gpu_file.empty()) return find_gpu(gpu);
+  return read_hardware_file(gpu_file, gpu);
+}
+
+// (inspect --json's text, inspect's table) for a memwall.graph/1 text.
+std::pair<std::string, std::string> inspect(const std::string& graph_json, const std::string& gpu,
+                                            const std::string& gpu_file, bool by_layer) {
+  const Graph graph = graph_from_json_text(graph_json);
+  const Inspection in = inspect_graph(graph, hardware_named(gpu, gpu_file), by_layer);
+  return {inspection_json(in).dump(), inspection_text(in)};
+}
+
+}  // namespace
+
+void add_estimate(nanobind::module_& m) {
+  m.def("inspect", &inspect, nanobind::arg("graph_json"), nanobind::arg("gpu"),
+        nanobind::arg("gpu_file") = "", nanobind::arg("by_layer") = false,
+        "A graph's memory breakdown, peaks, fit and estimated time on a GPU profile: "
+        "(JSON text as `memwall inspect --json` prints it, the table as `memwall inspect`)");
+}
+
+}  // namespace memwall::python

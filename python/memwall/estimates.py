@@ -1,0 +1,106 @@
+"""memwall.estimate: what one training step of your model needs on a GPU,
+before you rent it: the memory by kind, the peak of eager PyTorch and of
+memwall's default schedule, whether it fits, and the step's estimated time.
+
+The step is traced on the meta device (no memory, no compute), in this
+process, by the same tracer as ``memwall trace``; the C++ side
+(memwall_core, memwall/report/inspection.h) computes the figures that
+``memwall inspect`` prints.
+"""
+from __future__ import annotations
+
+import copy
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from memwall.errors import BadInput, TraceError
+
+KINDS = ("param", "grad", "optim_state", "activation", "input", "workspace", "temp")
+
+
+@dataclass
+class Estimate:
+    """One step's figures on a GPU profile (``print()`` shows the table)."""
+    graph: str
+    gpu: str
+    param_count: int
+    trainable_param_count: int
+    bytes_by_kind: dict[str, int]
+    peak_bytes: int  # memwall's default schedule: each buffer freed after its last use
+    eager_peak_bytes: int | None  # eager PyTorch's, from the trace's lifetimes
+    device_memory_bytes: int
+    fits: bool
+    shortfall_bytes: int
+    iteration_time_s: float
+    table: str = field(repr=False)
+    json: dict[str, Any] = field(repr=False)
+
+    def __str__(self) -> str:
+        return self.table
+
+
+def _own_loss(output: Any) -> Any:
+    """The loss a model computes itself (Hugging Face models given labels)."""
+    loss = getattr(output, "loss", None)
+    if loss is None:
+        raise BadInput("estimate: the model's output has no .loss: give loss_fn")
+    return loss
+
+
+_own_loss.whole_output = True  # type: ignore[attr-defined]
+
+
+def estimate(model: Any, batch: Any, loss_fn: Callable[..., Any] | None = None,
+             optimizer: str = "adamw", gpu: str = "rtx4090", by_layer: bool = False,
+             name: str | None = None) -> Estimate:
+    """One training step of `model` on `batch` under `optimizer`, on `gpu`.
+
+    `batch` is ``(inputs, target)``: inputs a tensor, a tuple of positional
+    arguments or a dict of keywords; `loss_fn(output, target)` (or
+    `loss_fn(output)` when target is None) gives the loss; without
+    `loss_fn` the model's own ``output.loss`` is used (a Hugging Face model
+    given labels). `optimizer`: sgd, momentum, adam or adamw. `gpu`: a
+    built-in profile's name (``memwall gpus``) or a profile file (``memwall
+    calibrate --out``). The model is not changed: the trace runs on a copy
+    on the meta device (build it under ``torch.device("meta")`` and the
+    copy costs nothing). Raises BadInput with one line on bad input.
+    """
+    import torch
+
+    from memwall.native import core
+    from memwall.sources.optimizers import make_optimizer
+    from memwall.tracer.trace import run_one
+
+    if not isinstance(model, torch.nn.Module):
+        raise BadInput("estimate: the model must be a torch.nn.Module")
+    if not isinstance(batch, (tuple, list)) or len(batch) != 2:
+        raise BadInput("estimate: the batch must be a pair (inputs, target)")
+    graph_name = name or type(model).__name__
+    meta_copy = copy.deepcopy(model)
+
+    def build() -> Any:
+        return meta_copy, batch, loss_fn or _own_loss, make_optimizer(optimizer,
+                                                                       meta_copy.parameters())
+
+    try:
+        traced = run_one(graph_name, {"model": graph_name, "optimizer": optimizer}, False, build)
+    except TraceError as e:
+        raise BadInput(str(e)) from None
+    traced.graph["name"] = graph_name
+    profile_file = gpu if gpu.endswith(".json") or os.path.sep in gpu else ""
+    native = core()
+    try:
+        text, table = native.inspect(json.dumps(traced.graph, separators=(",", ":")),
+                                     "" if profile_file else gpu, profile_file, by_layer)
+    except native.Error as e:
+        raise BadInput(str(e)) from None
+    j = json.loads(text)
+    return Estimate(graph=j["graph"], gpu=j["gpu"], param_count=j["param_count"],
+                    trainable_param_count=j["trainable_param_count"],
+                    bytes_by_kind={k: j[f"{k}_bytes"] for k in KINDS},
+                    peak_bytes=j["peak_bytes"], eager_peak_bytes=j.get("eager_peak_bytes"),
+                    device_memory_bytes=j["device_memory_bytes"], fits=j["fits"],
+                    shortfall_bytes=j["shortfall_bytes"], iteration_time_s=j["iteration_time_s"],
+                    table=table, json=j)
