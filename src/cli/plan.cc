@@ -13,6 +13,7 @@
 
 #include "commands.h"
 #include "memwall/base/error.h"
+#include "memwall/exec/nvme_space.h"
 #include "memwall/graph/graph.h"
 #include "memwall/planner/budget.h"
 #include "memwall/planner/plan_to_run.h"
@@ -20,9 +21,9 @@
 #include "memwall/remat/remat.h"
 #include "memwall/report/exports.h"
 #include "memwall/report/format.h"
+#include "memwall/report/plan_figures.h"
 #include "options.h"
 #include "plan_args.h"
-#include "plan_figures.h"
 
 namespace memwall::cli {
 namespace {

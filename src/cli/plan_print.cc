@@ -6,23 +6,24 @@
 #include <fmt/format.h>
 
 #include "memwall/base/human.h"
+#include "memwall/exec/nvme_space.h"
 #include "memwall/planner/plan_summary.h"
 #include "memwall/report/format.h"
-#include "plan_figures.h"
+#include "memwall/report/plan_figures.h"
 
 namespace memwall::cli {
 
 void print_plan(const PlanArgs& args, const Graph& graph, const AutoPlan& a, const Hardware& hw,
                 int ranks, const Written& written) {
   std::cout << auto_plan_text(graph, a, hw, ranks, args.strategy, args.budget.empty(),
-                              run_nvme_reservation(a.best.graph, a.best.plan));
+                              exec::run_nvme_reservation(a.best.graph, a.best.plan));
   for (const std::string& row : written.rows) std::cout << row;
   std::cout << args.exports.written_rows();
   std::cout << "\nthe same work under each single technique:\n" << technique_table(a);
 }
 
 nlohmann::json plan_json(const Graph& graph, const AutoPlan& a, const Hardware& hw, int ranks) {
-  return auto_plan_json(graph, a, hw, ranks, run_nvme_reservation(a.best.graph, a.best.plan));
+  return auto_plan_json(graph, a, hw, ranks, exec::run_nvme_reservation(a.best.graph, a.best.plan));
 }
 
 void report_try(const CapacityTry& t) {

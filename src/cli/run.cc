@@ -19,6 +19,7 @@
 #include "memwall/base/error.h"
 #include "memwall/base/human.h"
 #include "memwall/base/output_files.h"
+#include "memwall/exec/nvme_space.h"
 #include "memwall/exec/ranks.h"
 #include "memwall/graph/graph.h"
 #include "memwall/importers/kept_values.h"
@@ -28,11 +29,11 @@
 #include "memwall/planner/planner.h"
 #include "memwall/planner/runnable_plan.h"
 #include "memwall/report/chrome_trace.h"
+#include "memwall/report/plan_figures.h"
 #include "memwall/report/run_comparison.h"
 #include "memwall/runtime/host_pool.h"
 #include "memwall/sim/simulator.h"
 #include "options.h"
-#include "plan_figures.h"
 #include "run_options.h"
 
 namespace memwall::cli {
@@ -66,7 +67,7 @@ void plan_traced(const RunArgs& args, RunSetup& s) {
   }
   // Auto chooses the tiers: an NVMe option is for the case it uses NVMe.
   if ((!args.nvme_dirs.empty() || !args.nvme_faults.empty()) &&
-      run_nvme_reservation(s.graph, s.plan).buffers == 0) {
+      exec::run_nvme_reservation(s.graph, s.plan).buffers == 0) {
     note("auto's plan puts nothing on NVMe: --nvme-dir and --nvme-faults go unused");
   }
 }
@@ -163,12 +164,12 @@ int run_run(const RunArgs& args) {
   }
   if (args.json) {
     std::cout << run_comparison_json(s.graph, s.plan, s.hw.name, s.policy, measured, prediction,
-                                     run_nvme_reservation(s.graph, s.plan))
+                                     exec::run_nvme_reservation(s.graph, s.plan))
                      .dump(2)
               << "\n";
   } else {
     std::cout << run_comparison_text(s.graph, s.plan, s.hw.name, measured, prediction,
-                                     run_nvme_reservation(s.graph, s.plan));
+                                     exec::run_nvme_reservation(s.graph, s.plan));
   }
   if (result.eager_equal && !*result.eager_equal) return 1;
   return 0;

@@ -13,12 +13,13 @@
 
 #include "memwall/base/error.h"
 #include "memwall/base/human.h"
+#include "memwall/exec/nvme_space.h"
 #include "memwall/exec/ranks.h"
 #include "memwall/graph/graph.h"
 #include "memwall/planner/budget.h"
 #include "memwall/planner/runnable_plan.h"
+#include "memwall/report/plan_figures.h"
 #include "memwall/runtime/nvme_faults.h"
-#include "plan_figures.h"
 
 namespace memwall::cli {
 namespace {
@@ -122,7 +123,7 @@ void given_plan(const RunArgs& args, RunSetup& s) {
         args.plan_file);
   }
   if ((!args.nvme_dirs.empty() || !args.nvme_faults.empty()) &&
-      run_nvme_reservation(s.graph, s.plan).buffers == 0) {
+      exec::run_nvme_reservation(s.graph, s.plan).buffers == 0) {
     fail("run: --nvme-dir and --nvme-faults apply to plans that use NVMe; {} puts nothing there",
          args.plan_file);
   }

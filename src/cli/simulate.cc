@@ -7,15 +7,16 @@
 #include "commands.h"
 #include "memwall/base/error.h"
 #include "memwall/base/output_files.h"
+#include "memwall/exec/nvme_space.h"
 #include "memwall/graph/graph.h"
 #include "memwall/plan/builders.h"
 #include "memwall/plan/plan.h"
 #include "memwall/planner/budget.h"
 #include "memwall/report/exports.h"
+#include "memwall/report/plan_figures.h"
 #include "memwall/report/simulation.h"
 #include "memwall/sim/simulator.h"
 #include "options.h"
-#include "plan_figures.h"
 
 namespace memwall::cli {
 namespace {
@@ -66,7 +67,7 @@ int run_simulate(const SimulateArgs& args) {
   outputs.commit();
 
   const SimulationReport report{graph, plan,           hw,
-                                r,     args.plan_file, run_nvme_reservation(graph, plan)};
+                                r,     args.plan_file, exec::run_nvme_reservation(graph, plan)};
   if (args.json) {
     std::cout << simulation_json(report).dump(2) << "\n";
     return r.valid ? 0 : 1;

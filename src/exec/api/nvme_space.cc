@@ -1,12 +1,12 @@
-// The runtime's NVMe reservation (plan_figures.h).
-#include "plan_figures.h"
+// The swap space a run reserves (nvme_space.h).
+#include "memwall/exec/nvme_space.h"
 
 #include "memwall/runtime/nvme_engine.h"
 
-namespace memwall::cli {
+namespace memwall::exec {
 
 NvmeReservation run_nvme_reservation(const Graph& graph, const Plan& plan) {
   return nvme_reservation(graph, plan, runtime::kNvmeSector, runtime::NvmeOptions{}.block_size);
 }
 
-}  // namespace memwall::cli
+}  // namespace memwall::exec
