@@ -12,14 +12,13 @@
 #include "memwall/report/inspection.h"
 
 namespace memwall::python {
-namespace {
 
-// The profile a caller names: a built-in by name, or a profile file (with
-// `gpu` picking one of an array, as --gpu-file does).
 Hardware hardware_named(const std::string& gpu, const std::string& gpu_file) {
   if (gpu_file.empty()) return find_gpu(gpu);
   return read_hardware_file(gpu_file, gpu);
 }
+
+namespace {
 
 // (inspect --json's text, inspect's table) for a memwall.graph/1 text.
 std::pair<std::string, std::string> inspect(const std::string& graph_json, const std::string& gpu,

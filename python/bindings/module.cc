@@ -10,4 +10,5 @@ NB_MODULE(memwall_core, m) {
   m.doc() = "memwall's C++ modules for the Python package memwall (python/bindings)";
   nanobind::exception<memwall::Error>(m, "Error");
   memwall::python::add_estimate(m);
+  memwall::python::add_plan(m);
 }

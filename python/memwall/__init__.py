@@ -18,7 +18,8 @@ scripts/install-deps.sh --torch; docs/trace.md):
   (``python <dir>/memwall/__main__.py ARGS``, or ``python -m memwall ARGS``);
 - the Python API (issue 47), in-process through the extension memwall_core
   (``memwall.native``): ``memwall.estimate(model, batch, ...)``
-  (``memwall.estimates``), with ``memwall.Error`` and ``memwall.BadInput``.
+  (``memwall.estimates``), ``memwall.plan(...)`` and ``memwall.load_plan``
+  (``memwall.plans``), with ``memwall.Error`` and ``memwall.BadInput``.
 
 Importing the package imports nothing else, torch included: the command
 line says in one line when torch is missing.
@@ -32,6 +33,9 @@ def __getattr__(name: str) -> Any:
     if name in ("estimate", "Estimate"):
         from memwall import estimates
         return getattr(estimates, name)
+    if name in ("plan", "Plan", "load_plan", "Simulation"):
+        from memwall import plans
+        return getattr(plans, name)
     if name in ("Error", "BadInput"):
         from memwall import errors
         return getattr(errors, name)

@@ -45,11 +45,47 @@ def _own_loss(output: Any) -> Any:
     """The loss a model computes itself (Hugging Face models given labels)."""
     loss = getattr(output, "loss", None)
     if loss is None:
-        raise BadInput("estimate: the model's output has no .loss: give loss_fn")
+        raise BadInput("the model's output has no .loss: give loss_fn")
     return loss
 
 
 _own_loss.whole_output = True  # type: ignore[attr-defined]
+
+
+def profile_args(gpu: str) -> tuple[str, str]:
+    """memwall_core's (gpu, gpu_file) for `gpu`: a built-in's name, or a
+    profile file (a path, or a name ending in .json)."""
+    if gpu.endswith(".json") or os.path.sep in gpu:
+        return "", gpu
+    return gpu, ""
+
+
+def trace_graph(model: Any, batch: Any, loss_fn: Callable[..., Any] | None, optimizer: str,
+                name: str | None) -> dict[str, Any]:
+    """One training step of `model` traced on the meta device, on a copy of
+    it: the memwall.graph/1 graph (a dict). Raises BadInput on bad input."""
+    import torch
+
+    from memwall.sources.optimizers import make_optimizer
+    from memwall.tracer.trace import run_one
+
+    if not isinstance(model, torch.nn.Module):
+        raise BadInput("the model must be a torch.nn.Module")
+    if not isinstance(batch, (tuple, list)) or len(batch) != 2:
+        raise BadInput("the batch must be a pair (inputs, target)")
+    graph_name = name or type(model).__name__
+    meta_copy = copy.deepcopy(model)
+
+    def build() -> Any:
+        return meta_copy, batch, loss_fn or _own_loss, make_optimizer(optimizer,
+                                                                       meta_copy.parameters())
+
+    try:
+        traced = run_one(graph_name, {"model": graph_name, "optimizer": optimizer}, False, build)
+    except TraceError as e:
+        raise BadInput(str(e)) from None
+    traced.graph["name"] = graph_name
+    return traced.graph
 
 
 def estimate(model: Any, batch: Any, loss_fn: Callable[..., Any] | None = None,
@@ -67,33 +103,14 @@ def estimate(model: Any, batch: Any, loss_fn: Callable[..., Any] | None = None,
     on the meta device (build it under ``torch.device("meta")`` and the
     copy costs nothing). Raises BadInput with one line on bad input.
     """
-    import torch
-
     from memwall.native import core
-    from memwall.sources.optimizers import make_optimizer
-    from memwall.tracer.trace import run_one
 
-    if not isinstance(model, torch.nn.Module):
-        raise BadInput("estimate: the model must be a torch.nn.Module")
-    if not isinstance(batch, (tuple, list)) or len(batch) != 2:
-        raise BadInput("estimate: the batch must be a pair (inputs, target)")
-    graph_name = name or type(model).__name__
-    meta_copy = copy.deepcopy(model)
-
-    def build() -> Any:
-        return meta_copy, batch, loss_fn or _own_loss, make_optimizer(optimizer,
-                                                                       meta_copy.parameters())
-
-    try:
-        traced = run_one(graph_name, {"model": graph_name, "optimizer": optimizer}, False, build)
-    except TraceError as e:
-        raise BadInput(str(e)) from None
-    traced.graph["name"] = graph_name
-    profile_file = gpu if gpu.endswith(".json") or os.path.sep in gpu else ""
+    graph = trace_graph(model, batch, loss_fn, optimizer, name)
+    gpu_name, gpu_file = profile_args(gpu)
     native = core()
     try:
-        text, table = native.inspect(json.dumps(traced.graph, separators=(",", ":")),
-                                     "" if profile_file else gpu, profile_file, by_layer)
+        text, table = native.inspect(json.dumps(graph, separators=(",", ":")), gpu_name,
+                                     gpu_file, by_layer)
     except native.Error as e:
         raise BadInput(str(e)) from None
     j = json.loads(text)
