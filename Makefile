@@ -9,7 +9,7 @@ TSAN_BUILD ?= build-tsan
 FUZZ_SECONDS ?= 15
 CMAKE_FLAGS ?=
 
-.PHONY: all deps torch-deps build demo test test-release test-asan test-tsan fuzz bench format clean
+.PHONY: all deps torch-deps build demo python test test-release test-asan test-tsan fuzz bench format clean
 
 all: build
 
@@ -36,6 +36,15 @@ demo: deps
 	@cmake --build $(BUILD) -j $(JOBS) --target memwall
 	$(BUILD)/memwall plan --model llama2-7b --gpu rtx4090 --batch 4 --seq 2048 --optimizer adamw
 	$(BUILD)/memwall plan --model llama3-8b --qlora --gpu t4 --batch 1 --seq 2048 --optimizer adamw
+
+# `import memwall` in memwall's Python environment, with the extension
+# memwall_core (docs/python.md), then the Python package's tests.
+python: torch-deps
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS) >/dev/null
+	@cmake --build $(BUILD) -j $(JOBS) --target memwall memwall_core
+	@scripts/install-python.sh $(BUILD)
+	@python/tests/run.sh "$$(scripts/install-deps.sh --print-python)" $(BUILD)/python-tests-summary.txt $(BUILD) >/dev/null; \
+	  code=$$?; cat $(BUILD)/python-tests-summary.txt; exit $$code
 
 # The whole suite, then again under AddressSanitizer + UndefinedBehaviorSanitizer,
 # the runtime allocator's tests under ThreadSanitizer, then each libFuzzer

@@ -15,21 +15,29 @@ _core: ModuleType | None = None
 
 
 def core() -> ModuleType:
-    """memwall_core, imported once; Error saying how to build it when absent."""
+    """memwall_core, imported once; Error saying how to build it when absent.
+    $MEMWALL_CORE_DIR comes first (a build's tests name their own), then
+    sys.path (``make python``'s memwall.pth), then build/python beside this
+    source tree."""
     global _core
     if _core is not None:
         return _core
-    places = [os.environ.get("MEMWALL_CORE_DIR", ""),
-              os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "build",
-                           "python")]
-    for place in [""] + [p for p in places if p and os.path.isdir(p)]:
-        if place and place not in sys.path:
-            sys.path.append(place)
+    chosen = os.environ.get("MEMWALL_CORE_DIR", "")
+    beside = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "build",
+                          "python")
+    for place, first in ((chosen, True), ("", False), (beside, False)):
+        if place:
+            if not os.path.isdir(place):
+                continue
+            if first:
+                sys.path.insert(0, place)
+            elif place not in sys.path:
+                sys.path.append(place)
         try:
             _core = importlib.import_module("memwall_core")
             return _core
         except ImportError:
             continue
     raise Error("memwall_core is not built: build memwall with memwall's Python environment "
-                "(make build after scripts/install-deps.sh --torch, which installs nanobind), "
+                "(make python, after scripts/install-deps.sh --torch installs nanobind), "
                 "or set MEMWALL_CORE_DIR to the directory holding it")
