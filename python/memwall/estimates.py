@@ -60,12 +60,22 @@ def profile_args(gpu: str) -> tuple[str, str]:
     return gpu, ""
 
 
+DTYPES = ("fp32", "bf16", "fp16")
+
+
 def trace_graph(model: Any, batch: Any, loss_fn: Callable[..., Any] | None, optimizer: str,
-                name: str | None) -> dict[str, Any]:
+                name: str | None, dtype: str | None = None) -> dict[str, Any]:
     """One training step of `model` traced on the meta device, on a copy of
-    it: the memwall.graph/1 graph (a dict). Raises BadInput on bad input."""
+    it: the memwall.graph/1 graph (a dict). `dtype` None trains the model
+    in its own dtypes with torch's optimizer; "bf16" or "fp16" is mixed
+    precision as ``memwall trace --hf --dtype`` traces it (the copy and the
+    batch's floating inputs in 16 bits, an fp32 master of each parameter in
+    the optimizer, memwall.sources.hf.MixedPrecision); "fp32" casts to fp32.
+    Only the parameters that require a gradient are trained. Raises
+    BadInput on bad input."""
     import torch
 
+    from memwall.sources.hf import MixedPrecision
     from memwall.sources.optimizers import make_optimizer
     from memwall.tracer.trace import run_one
 
@@ -73,12 +83,22 @@ def trace_graph(model: Any, batch: Any, loss_fn: Callable[..., Any] | None, opti
         raise BadInput("the model must be a torch.nn.Module")
     if not isinstance(batch, (tuple, list)) or len(batch) != 2:
         raise BadInput("the batch must be a pair (inputs, target)")
+    if dtype is not None and dtype not in DTYPES:
+        raise BadInput(f"unknown dtype '{dtype}' (known: {', '.join(DTYPES)})")
     graph_name = name or type(model).__name__
     meta_copy = copy.deepcopy(model)
+    if dtype is not None:
+        to = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[dtype]
+        meta_copy.to(to)
+        batch = torch.utils._pytree.tree_map(
+            lambda t: t.to(to) if isinstance(t, torch.Tensor) and t.is_floating_point() else t,
+            batch)
 
     def build() -> Any:
-        return meta_copy, batch, loss_fn or _own_loss, make_optimizer(optimizer,
-                                                                       meta_copy.parameters())
+        trainable = [p for p in meta_copy.parameters() if p.requires_grad]
+        step = (MixedPrecision(trainable, optimizer) if dtype in ("bf16", "fp16")
+                else make_optimizer(optimizer, trainable))
+        return meta_copy, batch, loss_fn or _own_loss, step
 
     try:
         traced = run_one(graph_name, {"model": graph_name, "optimizer": optimizer}, False, build)
@@ -89,15 +109,18 @@ def trace_graph(model: Any, batch: Any, loss_fn: Callable[..., Any] | None, opti
 
 
 def estimate(model: Any, batch: Any, loss_fn: Callable[..., Any] | None = None,
-             optimizer: str = "adamw", gpu: str = "rtx4090", by_layer: bool = False,
-             name: str | None = None) -> Estimate:
+             optimizer: str = "adamw", gpu: str = "rtx4090", dtype: str | None = None,
+             by_layer: bool = False, name: str | None = None) -> Estimate:
     """One training step of `model` on `batch` under `optimizer`, on `gpu`.
 
     `batch` is ``(inputs, target)``: inputs a tensor, a tuple of positional
     arguments or a dict of keywords; `loss_fn(output, target)` (or
     `loss_fn(output)` when target is None) gives the loss; without
     `loss_fn` the model's own ``output.loss`` is used (a Hugging Face model
-    given labels). `optimizer`: sgd, momentum, adam or adamw. `gpu`: a
+    given labels). `optimizer`: sgd, momentum, adam or adamw. `dtype`: None
+    (the model's own dtypes), "fp32", or "bf16" / "fp16" mixed precision
+    (16-bit parameters, activations and gradients; fp32 master weights and
+    optimizer states). `gpu`: a
     built-in profile's name (``memwall gpus``) or a profile file (``memwall
     calibrate --out``). The model is not changed: the trace runs on a copy
     on the meta device (build it under ``torch.device("meta")`` and the
@@ -105,7 +128,7 @@ def estimate(model: Any, batch: Any, loss_fn: Callable[..., Any] | None = None,
     """
     from memwall.native import core
 
-    graph = trace_graph(model, batch, loss_fn, optimizer, name)
+    graph = trace_graph(model, batch, loss_fn, optimizer, name, dtype)
     gpu_name, gpu_file = profile_args(gpu)
     native = core()
     try:

@@ -93,3 +93,27 @@ def test_bad_input_is_one_line() -> None:
     with pytest.raises(memwall.BadInput, match="unknown optimizer"):
         memwall.estimate(model, batch, loss_fn=torch.nn.functional.cross_entropy,
                          optimizer="lion", gpu="l4")
+
+
+def test_mixed_precision_keeps_fp32_masters() -> None:
+    model, batch = mlp()
+    e = memwall.estimate(model, batch, loss_fn=torch.nn.functional.cross_entropy,
+                         optimizer="adamw", gpu="a100-80g", dtype="bf16")
+    # Mixed precision (Micikevicius et al. 2018, as ZeRO counts it): 16-bit
+    # parameters and gradients, and per parameter tensor an fp32 master,
+    # AdamW's two fp32 moments and its one-element fp32 step.
+    assert e.bytes_by_kind["param"] == e.bytes_by_kind["grad"] == 2762 * 2
+    assert e.bytes_by_kind["optim_state"] == 3 * 2762 * 4 + 4 * 4
+    assert [p.dtype for p in model.parameters()] == [torch.float32] * 4  # the model is untouched
+    with pytest.raises(memwall.BadInput, match="unknown dtype 'int8'"):
+        memwall.estimate(model, batch, loss_fn=torch.nn.functional.cross_entropy, dtype="int8")
+
+
+def test_frozen_parameters_get_no_optimizer_state() -> None:
+    model, batch = mlp()
+    for p in model[0].parameters():
+        p.requires_grad_(False)
+    e = memwall.estimate(model, batch, loss_fn=torch.nn.functional.cross_entropy, gpu="l4")
+    trainable = 64 * 10 + 10  # the second Linear's weight and bias
+    assert e.param_count == 2762 and e.trainable_param_count == trainable
+    assert e.bytes_by_kind["optim_state"] == 2 * trainable * 4 + 2 * 4
