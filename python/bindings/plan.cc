@@ -46,9 +46,7 @@ PlanMade make_plan(const std::string& graph_json, const std::string& gpu,
   options.time_limit = checked_time_limit(time_limit);
   if (!budget.empty()) {
     options.budget = parse_budget(budget, hw, [&] { return keep_all_peak(graph, hw); });
-    if (options.budget > hw.device_memory_bytes) {
-      fail("--budget {} is more than the GPU's {} bytes", options.budget, hw.device_memory_bytes);
-    }
+    check_budget_within_device(options.budget, hw);
   }
   AutoPlanToRun made = plan_auto_to_run(graph, hw, options, strategy, lay_out);
   const Candidate& best = made.plan.best;

@@ -70,16 +70,22 @@ class Plan:
 
     def simulate(self, gpu: str | None = None) -> Simulation:
         """The plan simulated again, on its own profile or on `gpu`."""
-        from memwall.native import core
-        native = core()
-        name, file = profile_args(gpu) if gpu else ("", "")
-        try:
-            text, table = native.simulate(self.graph_text, self.plan_text, name, file)
-        except native.Error as e:
-            raise BadInput(str(e)) from None
-        j = json.loads(text)
-        return Simulation(valid=j["valid"], iteration_time_s=j["iteration_time_s"],
-                          peak_bytes=j["peak_bytes"], table=table, json=j)
+        return simulate_texts(self.graph_text, self.plan_text, gpu)
+
+
+def simulate_texts(graph_text: str, plan_text: str, gpu: str | None = None) -> Simulation:
+    """A plan file's text of a graph file's text, simulated on the plan's own
+    profile or on `gpu` (``memwall simulate --graph --plan``)."""
+    from memwall.native import core
+    native = core()
+    name, file = profile_args(gpu) if gpu else ("", "")
+    try:
+        text, table = native.simulate(graph_text, plan_text, name, file)
+    except native.Error as e:
+        raise BadInput(str(e)) from None
+    j = json.loads(text)
+    return Simulation(valid=j["valid"], iteration_time_s=j["iteration_time_s"],
+                      peak_bytes=j["peak_bytes"], table=table, json=j)
 
 
 def graph_path(plan_path: str) -> str:
@@ -98,11 +104,8 @@ def load_plan(path: str) -> Plan:
             graph_text = f.read()
     except OSError as e:
         raise BadInput(f"{e.filename}: cannot read it ({e.strerror})") from None
-    loaded = Plan(plan_text, graph_text, "", {})
-    sim = loaded.simulate()
-    loaded.table = sim.table
-    loaded.json = sim.json
-    return loaded
+    judged = simulate_texts(graph_text, plan_text)
+    return Plan(plan_text, graph_text, judged.table, judged.json)
 
 
 def plan(model: Any, batch: Any, loss_fn: Callable[..., Any] | None = None,

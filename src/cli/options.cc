@@ -66,23 +66,31 @@ ModelSource GraphSource::as_given() const {
   return s;
 }
 
+namespace {
+
+void print_notes(const std::vector<std::string>& notes) {
+  for (const std::string& line : notes) note(line);
+}
+
+}  // namespace
+
 void apply_profile_kernels(const Hardware& hw, Graph& graph) {
   std::vector<std::string> notes;
   memwall::apply_profile_kernels(hw, graph, notes);
-  for (const std::string& line : notes) note(line);
+  print_notes(notes);
 }
 
 Graph GraphSource::load(const Hardware& hw) const {
   std::vector<std::string> notes;
   Graph graph = load_model_graph(as_given(), hw, notes);
-  for (const std::string& line : notes) note(line);
+  print_notes(notes);
   return graph;
 }
 
 ModelOptions GraphSource::model_options(const Hardware& hw) const {
   std::vector<std::string> notes;
   ModelOptions options = zoo_model_options(as_given(), hw, notes);
-  for (const std::string& line : notes) note(line);
+  print_notes(notes);
   return options;
 }
 

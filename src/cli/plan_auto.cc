@@ -53,9 +53,7 @@ PlannerOptions planner_options(const PlanArgs& args, const Hardware& hw, const G
     o.host_bytes = parse_bytes(args.host_memory, "--host-memory", hw.host_memory_bytes);
   }
   if (!args.nvme.empty()) o.nvme_bytes = parse_bytes(args.nvme, "--nvme", 0);
-  if (o.budget > hw.device_memory_bytes) {
-    fail("--budget {} is more than the GPU's {} bytes", o.budget, hw.device_memory_bytes);
-  }
+  check_budget_within_device(o.budget, hw);
   return o;
 }
 

@@ -27,17 +27,7 @@ Builder::Builder(std::string graph_name, const ModelOptions& options) : options_
   graph_.name = std::move(graph_name);
 }
 
-DType Builder::compute_dtype() const {
-  switch (options_.precision) {
-    case Precision::kBf16:
-      return DType::kBF16;
-    case Precision::kFp16:
-      return DType::kF16;
-    case Precision::kFp32:
-      break;
-  }
-  return DType::kF32;
-}
+DType Builder::compute_dtype() const { return memwall::compute_dtype(options_.precision); }
 
 Builder::Scope::Scope(Builder& b, std::string_view name) : b_(b), saved_size_(b.scope_.size()) {
   if (!b_.scope_.empty()) b_.scope_ += '.';

@@ -253,6 +253,18 @@ Optimizer parse_optimizer(std::string_view name) {
   fail("unknown optimizer '{}' (known: sgd, momentum, adam, adamw)", name);
 }
 
+DType compute_dtype(Precision precision) {
+  switch (precision) {
+    case Precision::kBf16:
+      return DType::kBF16;
+    case Precision::kFp16:
+      return DType::kF16;
+    case Precision::kFp32:
+      break;
+  }
+  return DType::kF32;
+}
+
 Precision parse_precision(std::string_view name) {
   for (Precision p : {Precision::kFp32, Precision::kBf16, Precision::kFp16}) {
     if (to_string(p) == name) return p;

@@ -112,6 +112,12 @@ std::optional<uint64_t> budget_before_peak(const std::string& text, const Hardwa
   return budget_bytes(text, hw, nullptr, why_unknown);
 }
 
+void check_budget_within_device(uint64_t budget, const Hardware& hw) {
+  if (budget > hw.device_memory_bytes) {
+    fail("--budget {} is more than the GPU's {} bytes", budget, hw.device_memory_bytes);
+  }
+}
+
 bool budget_of_peak(const std::string& text) { return split(text).share == Share::kPeak; }
 
 }  // namespace memwall

@@ -20,19 +20,6 @@ int64_t positive(const std::optional<std::string>& value, const char* flag) {
   return value ? parse_count(*value, flag) : 0;
 }
 
-// The dtype the math of a precision runs in (mixed precision: the half type).
-DType compute_dtype(Precision precision) {
-  switch (precision) {
-    case Precision::kBf16:
-      return DType::kBF16;
-    case Precision::kFp16:
-      return DType::kF16;
-    case Precision::kFp32:
-      break;
-  }
-  return DType::kF32;
-}
-
 }  // namespace
 
 double parse_lora_alpha(const std::string& text) {

@@ -12,6 +12,12 @@
 namespace memwall {
 namespace {
 
+// "1,234 samples/s" at 100 and above, "12.3 samples/s" below.
+std::string rate(double value, const char* unit) {
+  return value >= 100 ? fmt::format("{} {}", grouped(static_cast<uint64_t>(value + 0.5)), unit)
+                      : fmt::format("{:.3g} {}", value, unit);
+}
+
 // The waiting causes in display order, with their row and JSON names.
 struct Cause {
   Resource resource;
@@ -91,16 +97,6 @@ std::string link_row(const SimResult& sim) {
                      human_bytes(moved(Resource::kNvmeRead)),
                      human_bytes(moved(Resource::kNvmeWrite)), human_bytes(moved(Resource::kComm)));
 }
-
-namespace {
-
-// "1,234 samples/s" at 100 and above, "12.3 samples/s" below.
-std::string rate(double value, const char* unit) {
-  return value >= 100 ? fmt::format("{} {}", grouped(static_cast<uint64_t>(value + 0.5)), unit)
-                      : fmt::format("{:.3g} {}", value, unit);
-}
-
-}  // namespace
 
 std::string throughput_row(const Throughput& t, double iteration_time) {
   std::string work;

@@ -92,5 +92,7 @@ std::string_view to_string(Precision precision);
 // fp32, bf16, fp16.
 Optimizer parse_optimizer(std::string_view name);
 Precision parse_precision(std::string_view name);
+// The dtype a precision's math runs in (mixed precision: the half type).
+DType compute_dtype(Precision precision);
 
 }  // namespace memwall

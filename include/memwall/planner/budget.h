@@ -37,6 +37,10 @@ uint64_t parse_budget(const std::string& text, const Hardware& hw,
 std::optional<uint64_t> budget_before_peak(const std::string& text, const Hardware& hw,
                                            std::string_view why_unknown);
 
+// A planning budget (`memwall plan`, the Python package's plan) is at most
+// the device: throws Error naming --budget otherwise.
+void check_budget_within_device(uint64_t budget, const Hardware& hw);
+
 // Whether `text` is a share of the keep-all peak (N%peak).
 bool budget_of_peak(const std::string& text);
 
