@@ -19,5 +19,8 @@ void add_estimate(nanobind::module_& m);
 // plan(graph_json, gpu, ...) and simulate(graph_json, plan_json, gpu):
 // memwall/planner/plan_to_run.h, plan_summary.h, memwall/report/simulation.h.
 void add_plan(nanobind::module_& m);
+// Session(graph_json, plan_json, states, rng, ...): an executor session,
+// memwall/exec/session.h (memwall.Trainer); RunFailed and OutOfMemory.
+void add_session(nanobind::module_& m);
 
 }  // namespace memwall::python

@@ -11,4 +11,5 @@ NB_MODULE(memwall_core, m) {
   nanobind::exception<memwall::Error>(m, "Error");
   memwall::python::add_estimate(m);
   memwall::python::add_plan(m);
+  memwall::python::add_session(m);
 }

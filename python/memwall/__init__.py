@@ -19,7 +19,8 @@ scripts/install-deps.sh --torch; docs/trace.md):
 - the Python API (issue 47), in-process through the extension memwall_core
   (``memwall.native``): ``memwall.estimate(model, batch, ...)``
   (``memwall.estimates``), ``memwall.plan(...)`` and ``memwall.load_plan``
-  (``memwall.plans``), with ``memwall.Error`` and ``memwall.BadInput``.
+  (``memwall.plans``), ``memwall.Trainer`` (``memwall.training``), with
+  ``memwall.Error`` and its ``BadInput``, ``RunFailed`` and ``OutOfMemory``.
 
 Importing the package imports nothing else, torch included: the command
 line says in one line when torch is missing.
@@ -36,7 +37,10 @@ def __getattr__(name: str) -> Any:
     if name in ("plan", "Plan", "load_plan", "Simulation"):
         from memwall import plans
         return getattr(plans, name)
-    if name in ("Error", "BadInput"):
+    if name == "Trainer":
+        from memwall import training
+        return training.Trainer
+    if name in ("Error", "BadInput", "RunFailed", "OutOfMemory"):
         from memwall import errors
         return getattr(errors, name)
     raise AttributeError(f"module 'memwall' has no attribute '{name}'")

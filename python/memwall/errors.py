@@ -40,3 +40,12 @@ class Error(Exception):
 class BadInput(Error):
     """Bad input: an unknown name, a malformed file, a model that cannot be
     traced (a command's exit code 2)."""
+
+
+class RunFailed(Error):
+    """A training step (or a run) failed: the executor's one line (a
+    command's exit code 1). The session it ran in cannot go on."""
+
+
+class OutOfMemory(RunFailed):
+    """The device (or the host pool) could not hold what a step needed."""

@@ -63,16 +63,46 @@ def profile_args(gpu: str) -> tuple[str, str]:
 DTYPES = ("fp32", "bf16", "fp16")
 
 
-def trace_graph(model: Any, batch: Any, loss_fn: Callable[..., Any] | None, optimizer: str,
-                name: str | None, dtype: str | None = None) -> dict[str, Any]:
+def optimizer_like(optimizer: Any, model: Any, copy_of_model: Any) -> Any:
+    """A torch optimizer of `optimizer`'s class and settings (each group's)
+    over `copy_of_model`'s parameters in place of `model`'s, matched by
+    name; BadInput for a parameter the model does not have."""
+    import torch
+
+    names = {id(p): n for n, p in model.named_parameters()}
+    copies = dict(copy_of_model.named_parameters())
+    groups = []
+    for group in optimizer.param_groups:
+        params = []
+        for p in group["params"]:
+            if id(p) not in names:
+                raise BadInput("the optimizer holds a tensor that is not one of the model's "
+                               "parameters")
+            params.append(copies[names[id(p)]])
+        groups.append({**{k: v for k, v in group.items() if k != "params"}, "params": params})
+    if not isinstance(optimizer, torch.optim.Optimizer):
+        raise BadInput("the optimizer must be a torch.optim.Optimizer or a name")
+    # Each group carries every setting; the constructor's own keywords
+    # differ from its defaults' keys (AdamW's decoupled_weight_decay).
+    made = type(optimizer)(groups)
+    made.defaults = dict(optimizer.defaults)
+    return made
+
+
+def trace_graph(model: Any, batch: Any, loss_fn: Callable[..., Any] | None, optimizer: Any,
+                name: str | None, dtype: str | None = None,
+                kernels: str = "cuda") -> dict[str, Any]:
     """One training step of `model` traced on the meta device, on a copy of
     it: the memwall.graph/1 graph (a dict). `dtype` None trains the model
     in its own dtypes with torch's optimizer; "bf16" or "fp16" is mixed
     precision as ``memwall trace --hf --dtype`` traces it (the copy and the
     batch's floating inputs in 16 bits, an fp32 master of each parameter in
     the optimizer, memwall.sources.hf.MixedPrecision); "fp32" casts to fp32.
-    Only the parameters that require a gradient are trained. Raises
-    BadInput on bad input."""
+    Only the parameters that require a gradient are trained. `optimizer`:
+    a name (sgd, momentum, adam, adamw) or a torch optimizer of the model,
+    whose class and settings the trace uses. `kernels`: whose kernels the
+    trace stands for, "cuda" or "cpu" (the emulated device's, for a plan
+    memwall.Trainer runs). Raises BadInput on bad input."""
     import torch
 
     from memwall.sources.hf import MixedPrecision
@@ -94,14 +124,24 @@ def trace_graph(model: Any, batch: Any, loss_fn: Callable[..., Any] | None, opti
             lambda t: t.to(to) if isinstance(t, torch.Tensor) and t.is_floating_point() else t,
             batch)
 
+    named = isinstance(optimizer, str)
+    if not named and dtype in ("bf16", "fp16"):
+        raise BadInput("mixed precision (dtype bf16/fp16) takes the optimizer by name")
+
     def build() -> Any:
         trainable = [p for p in meta_copy.parameters() if p.requires_grad]
-        step = (MixedPrecision(trainable, optimizer) if dtype in ("bf16", "fp16")
-                else make_optimizer(optimizer, trainable))
+        if not named:
+            step = optimizer_like(optimizer, model, meta_copy)
+        elif dtype in ("bf16", "fp16"):
+            step = MixedPrecision(trainable, optimizer)
+        else:
+            step = make_optimizer(optimizer, trainable)
         return meta_copy, batch, loss_fn or _own_loss, step
 
+    optimizer_name = optimizer if named else type(optimizer).__name__.lower()
     try:
-        traced = run_one(graph_name, {"model": graph_name, "optimizer": optimizer}, False, build)
+        traced = run_one(graph_name, {"model": graph_name, "optimizer": optimizer_name}, False,
+                         build, kernels=kernels)
     except TraceError as e:
         raise BadInput(str(e)) from None
     traced.graph["name"] = graph_name

@@ -35,9 +35,22 @@ def core() -> ModuleType:
                 sys.path.append(place)
         try:
             _core = importlib.import_module("memwall_core")
-            return _core
         except ImportError:
             continue
+        _find_executor(_core)
+        return _core
     raise Error("memwall_core is not built: build memwall with memwall's Python environment "
                 "(make python, after scripts/install-deps.sh --torch installs nanobind), "
                 "or set MEMWALL_CORE_DIR to the directory holding it")
+
+
+def _find_executor(module: ModuleType) -> None:
+    """The executor library (libmemwall_exec.so) that memwall_core loads to
+    train (memwall/exec/library.h reads $MEMWALL_EXEC_LIBRARY): the one the
+    same build made, beside memwall_core's directory, unless one is named."""
+    if os.environ.get("MEMWALL_EXEC_LIBRARY"):
+        return
+    built = os.path.join(os.path.dirname(os.path.abspath(module.__file__ or "")), "..",
+                         "libmemwall_exec.so")
+    if os.path.exists(built):
+        os.environ["MEMWALL_EXEC_LIBRARY"] = os.path.normpath(built)

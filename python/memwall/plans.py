@@ -109,18 +109,21 @@ def load_plan(path: str) -> Plan:
 
 
 def plan(model: Any, batch: Any, loss_fn: Callable[..., Any] | None = None,
-         optimizer: str = "adamw", gpu: str = "rtx4090", budget: str | int | None = None,
+         optimizer: Any = "adamw", gpu: str = "rtx4090", budget: str | int | None = None,
          strategy: str = "auto", time_limit: float = 10.0, dtype: str | None = None,
-         name: str | None = None) -> Plan:
+         name: str | None = None, kernels: str = "cuda") -> Plan:
     """A plan for one training step of `model` on `batch` (as memwall.estimate
     takes them, `dtype` too) on `gpu` within `budget`: bytes (an int, or "20GiB"), a
     share of the GPU's memory ("60%gpu") or of the keep-all plan's peak
     ("50%peak"); None for the GPU's memory less a framework reserve.
     `strategy`: "auto" or one single technique (vdnn, capuchin,
-    zero-offload, zero-infinity, patrickstar). Raises BadInput with one
+    zero-offload, zero-infinity, patrickstar). `optimizer` and `kernels`
+    as memwall.estimates.trace_graph takes them: a plan that
+    memwall.Trainer runs on the emulated device is traced for "cpu"
+    kernels with the training's own optimizer. Raises BadInput with one
     line when nothing fits or the input is bad."""
     from memwall.native import core
-    graph = trace_graph(model, batch, loss_fn, optimizer, name, dtype)
+    graph = trace_graph(model, batch, loss_fn, optimizer, name, dtype, kernels)
     native = core()
     gpu_name, gpu_file = profile_args(gpu)
     try:

@@ -8,8 +8,9 @@
 
 namespace memwall::exec::detail {
 
-Executor::Executor(const Graph& graph, const Plan& plan, ValuesFrom from, const RunOptions& options)
-    : graph_(graph), plan_(plan), options_(options) {
+Executor::Executor(const Graph& graph, const Plan& plan, ValuesFrom from, const RunOptions& options,
+                   bool session)
+    : graph_(graph), plan_(plan), options_(options), session_(session) {
   set_up_ranks();
   check_runnable();
   try {
@@ -38,7 +39,7 @@ Executor::Executor(const Graph& graph, const Plan& plan, ValuesFrom from, const 
   }
   compile(c10::GetCPUAllocator());
   for (const Buffer& b : graph.buffers) {
-    if (!exists_before_first_op(b.kind)) continue;
+    if (!exists_before_first_op(b.kind) || (session_ && b.kind == BufferKind::kInput)) continue;
     const std::span<const std::byte> v = value_of(b);
     // A rank's slice of a shard may be shorter than it (the last rank's).
     if (v.size() > b.bytes || (v.size() < b.bytes && options.ranks == 1)) {
@@ -67,7 +68,7 @@ Executor::Executor(const Graph& graph, const Plan& plan, ValuesFrom from, const 
   }
 }
 
-void Executor::run(RunResult& result) {
+void Executor::begin(RunResult& result) {
   result_ = &result;
   const int threads = values_->threads;
   if (threads > 0) at::set_num_threads(threads);
@@ -83,11 +84,21 @@ void Executor::run(RunResult& result) {
   if (options_.time_kernels) kernel_times_.resize(graph_.ops.size());
   host_ = std::make_unique<runtime::HostPool>(host_capacity(), /*pin=*/true);
   connect();  // before the device's allocator is installed: gloo's threads and buffers
+  DeviceMemory::Installed installed(*memory_);
+  try {
+    set_generator_state();
+    bind_persistent();
+  } catch (...) {
+    release_all();
+    throw;
+  }
+}
+
+void Executor::run(RunResult& result) {
+  begin(result);
   {
     DeviceMemory::Installed installed(*memory_);
     try {
-      set_generator_state();
-      bind_persistent();
       for (int k = 0; k < options_.steps; ++k) result.steps.push_back(iteration(k, result));
       if (options_.check_eager) compare_with_eager(result);
       if (options_.time_kernels) result.kernel_seconds = median_kernel_times();
@@ -98,9 +109,38 @@ void Executor::run(RunResult& result) {
     }
     release_all();
   }
+  end();
+}
+
+// A session's step reads its inputs from `inputs` only (value_of: a
+// rank's micro-batch), never the values the session began from.
+StepMeasure Executor::step(const ValueSet& inputs, RunResult& result) {
+  for (const Buffer& b : graph_.buffers) {
+    if (b.kind != BufferKind::kInput) continue;
+    const auto v = inputs.named(b.name);
+    if (!v) bad_input("the batch has no tensor for the graph's input {} (buffer {})", b.name, b.id);
+    if (v->size() != b.bytes) {
+      bad_input("the batch's {} has {} bytes, the planned step's {}: a batch of another shape",
+                b.name, v->size(), b.bytes);
+    }
+  }
+  if (!session_values_) session_values_ = std::make_unique<StepValues>();
+  session_values_->inputs = inputs;
+  values_ = session_values_.get();
+  DeviceMemory::Installed installed(*memory_);
+  try {
+    return iteration(steps_run_++, result);
+  } catch (...) {
+    release_all();
+    throw;
+  }
+}
+
+void Executor::end() {
   if (memory_log_ != nullptr) {
     memory_->log_allocations(nullptr);  // a failed first iteration left it set
     std::fclose(memory_log_);
+    memory_log_ = nullptr;
   }
 }
 
@@ -157,7 +197,7 @@ void Executor::check_values() const {
   if (options_.check_eager && !v.eager) {
     bad_input("{}: no eager reference to check the run with (StepValues::eager)", v.source);
   }
-  if (options_.rank > 0 && !v.inputs) {
+  if (options_.rank > 0 && !v.inputs && !session_) {
     bad_input("{}: no micro-batch for rank {} (trace the values for {} ranks)", v.source,
               options_.rank, options_.ranks);
   }
@@ -235,7 +275,7 @@ c10::Storage Executor::scratch_storage(uint64_t bytes, BufferId b) {
     return c10::Storage(c10::Storage::use_byte_size_t(), bytes, memory_->allocate_aside(bytes),
                         memory_.get(), false);
   } catch (const c10::OutOfMemoryError& e) {
-    run_failed("scratch state for {} ({}): {}", b, graph_.buffers[b].name,
+    out_of_memory("scratch state for {} ({}): {}", b, graph_.buffers[b].name,
                e.what_without_backtrace());
   }
 }
@@ -278,14 +318,14 @@ c10::Storage Executor::device_storage(uint64_t bytes, const char* why, BufferId 
     }
     return c10::Storage(c10::Storage::use_byte_size_t(), bytes, memory_.get(), false);
   } catch (const c10::OutOfMemoryError& e) {
-    run_failed("{} {} ({}): {}", why, b, graph_.buffers[b].name, e.what_without_backtrace());
+    out_of_memory("{} {} ({}): {}", why, b, graph_.buffers[b].name, e.what_without_backtrace());
   }
 }
 
 runtime::HostBuffer Executor::host_buffer(uint64_t bytes, BufferId b) {
   runtime::HostBuffer h = host_->allocate(std::max<uint64_t>(bytes, 1));
   if (!h) {
-    run_failed("the host pool cannot hold {} ({} bytes): {} in use", graph_.buffers[b].name, bytes,
+    out_of_memory("the host pool cannot hold {} ({} bytes): {} in use", graph_.buffers[b].name, bytes,
                host_->stats().in_use_bytes);
   }
   return h;

@@ -236,7 +236,7 @@ void Executor::collective(const Step& s, RunResult& result) {
                  op.type);
     }
   } catch (const c10::OutOfMemoryError& e) {
-    run_failed("{}: {}: {}", where(), op.name, e.what_without_backtrace());
+    out_of_memory("{}: {}: {}", where(), op.name, e.what_without_backtrace());
   } catch (const c10::Error& e) {
     const std::string what = e.what_without_backtrace();
     run_failed("{}: {} failed: {}", where(), op.name, what.substr(0, what.find('\n')));

@@ -203,7 +203,7 @@ void Executor::run_op(const Step& s, RunResult& result) {
     call_op(op, call, stack);
     memory_->end_call();
   } catch (const c10::OutOfMemoryError& e) {
-    run_failed("{}: {} {}: {}", where(), s.kind == StepKind::kCompute ? "compute" : "recompute",
+    out_of_memory("{}: {} {}: {}", where(), s.kind == StepKind::kCompute ? "compute" : "recompute",
                op.name, e.what_without_backtrace());
   }
   const double called = seconds_since(t);
@@ -312,7 +312,7 @@ void Executor::device_sequence(const Op& op, const CompiledCall& call, RunResult
   try {
     run_parts(op, call, /*on_host=*/false);
   } catch (const c10::OutOfMemoryError& e) {
-    run_failed("{}: compute {}: {}", where(), op.name, e.what_without_backtrace());
+    out_of_memory("{}: compute {}: {}", where(), op.name, e.what_without_backtrace());
   }
   memory_->end_call();
   kernel_s_ += seconds_since(t);

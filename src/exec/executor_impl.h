@@ -97,9 +97,26 @@ struct ValuesFrom {
 
 class Executor {
  public:
-  Executor(const Graph& graph, const Plan& plan, ValuesFrom values, const RunOptions& options);
+  // `session`: values bring no inputs (each step brings its own: step()).
+  Executor(const Graph& graph, const Plan& plan, ValuesFrom values, const RunOptions& options,
+           bool session = false);
   // Fills `result` as it goes: a failed run keeps its notes.
   void run(RunResult& result);
+
+  // A session (memwall/exec/session.h, src/exec/session.cc): begin() sets
+  // up the device and places the persistent buffers; each step() runs one
+  // iteration on `inputs` (a graph input buffer by name each); end()
+  // frees every copy. After begin() the values given to the constructor
+  // are no longer read.
+  void begin(RunResult& result);
+  StepMeasure step(const ValueSet& inputs, RunResult& result);
+  void end();
+  // A persistent buffer between steps (session.cc): its bytes where they
+  // are (device, else host; empty when only on NVMe), and copied out of
+  // or into every copy held.
+  std::span<std::byte> resident_bytes(BufferId b, c10::Storage* device);
+  void read_state(BufferId b, std::span<std::byte> out);
+  void write_state(BufferId b, std::span<const std::byte> in);
 
  private:
   void check_runnable();
@@ -191,6 +208,9 @@ class Executor {
   std::unique_ptr<ValueFiles> files_;   // values read from a directory
   const StepValues* values_ = nullptr;  // files_'s or the caller's
   int stage_ = 0;                       // ZeRO's, of a rank graph
+  bool session_ = false;
+  int steps_run_ = 0;                   // a session's
+  std::unique_ptr<StepValues> session_values_;  // a session's step: no state, its inputs
   std::vector<BufferId> roots_;
   std::vector<uint8_t> in_place_;
   std::vector<CompiledCall> calls_;

@@ -105,8 +105,10 @@ struct RunResult {
   std::vector<std::string> notes;
 };
 
-// Error kinds the library reports (exit codes of `memwall run`).
-enum class Status : int { kOk = 0, kRunFailed = 1, kBadInput = 2 };
+// Error kinds the library reports (exit codes of `memwall run`); a
+// session (memwall/exec/session.h) tells kOutOfMemory apart, which a run
+// reports as kRunFailed.
+enum class Status : int { kOk = 0, kRunFailed = 1, kBadInput = 2, kOutOfMemory = 3 };
 
 // The library's entry points, resolved with dlsym by name
 // (memwall/exec/library.h). Each returns the status; on failure `error` is

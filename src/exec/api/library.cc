@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "memwall/base/error.h"
+#include "memwall/exec/session.h"
 
 namespace memwall::exec {
 
@@ -80,6 +81,14 @@ RunValuesFunction load_executor_values() {
   static RunValuesFunction loaded = nullptr;
   if (loaded == nullptr) loaded = reinterpret_cast<RunValuesFunction>(symbol(kRunValuesSymbol));
   return loaded;
+}
+
+Status open_session(const Graph& graph, const Plan& plan, const StepValues& values,
+                    const RunOptions& options, std::unique_ptr<Session>& session,
+                    std::string& error) {
+  static OpenSessionFunction loaded = nullptr;
+  if (loaded == nullptr) loaded = reinterpret_cast<OpenSessionFunction>(symbol(kOpenSessionSymbol));
+  return loaded(graph, plan, values, options, session, error);
 }
 
 Status run_plan(const Graph& graph, const Plan& plan, const std::string& values,

@@ -1,0 +1,426 @@
+"""memwall.Trainer: your model trained under a plan, in your own loop.
+
+    trainer = memwall.Trainer(model, optimizer, loss_fn=F.cross_entropy, budget="50%peak")
+    for inputs, target in loader:
+        loss = trainer.step((inputs, target))
+
+The first step traces the model's training step on the meta device (for the
+CPU's kernels: the executor's device is emulated by this CPU, Note
+[Emulated device] in src/exec/device_memory.h), plans it (memwall.plan) and
+opens an executor session (memwall_core.Session, memwall/exec/session.h)
+that places the model's states where the plan keeps them. Every step then
+runs the plan on the batch it is given.
+
+Note [The model's own tensors]
+~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+Between steps each Parameter, module buffer and optimizer state of the
+model is a view of the session's copy (Note [Session views] in
+src/exec/session.cc): the model is not kept twice, and
+``model.state_dict()``, ``torch.save``, ``model.eval()`` with a validation
+pass and ``optimizer.state_dict()`` all see the trained values. A state the
+plan keeps on NVMe is read into a fresh tensor after each step (a copy).
+Before each step the views are dropped (each tensor's ``.data`` becomes an
+empty tensor) and after it taken again: a step may move a state, and must
+find its memory free. Changing a state's values between steps goes through
+``Trainer.load_state_dict``, which writes every copy the plan holds.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from memwall.errors import BadInput, Error, OutOfMemory, RunFailed
+
+SUPPORTED_OPTIMIZERS = ("SGD", "Adam", "AdamW")
+
+
+@dataclass
+class _Bound:
+    """A graph buffer the session holds and the model tensor it stands for."""
+    buffer: int
+    name: str
+    owner: Any  # the Parameter, or (module, buffer name), or (state dict, key)
+    dtype: Any
+    shape: tuple[int, ...]
+    bytes: int
+
+
+class Trainer:
+    """Trains `model` with `optimizer` under a memwall plan, a step per batch.
+
+    `plan`: a memwall.Plan made for this model and optimizer with
+    ``kernels="cpu"`` (memwall.plan(model, batch, optimizer=optimizer,
+    kernels="cpu", ...)); None plans at the first step with `budget`,
+    `gpu`, `strategy` and `time_limit` as memwall.plan takes them.
+    `loss_fn(output, target)` gives the loss (None: the model's own
+    ``output.loss``). `nvme`: directories for the plan's NVMe swap space.
+    Every batch must have the shapes of the first (the one planned for).
+    """
+
+    def __init__(self, model: Any, optimizer: Any, plan: Any = None,
+                 loss_fn: Callable[..., Any] | None = None, *, budget: str | int | None = None,
+                 gpu: str = "l4", strategy: str = "auto", time_limit: float = 10.0,
+                 nvme: str | list[str] | None = None, host_bytes: int = 0) -> None:
+        import torch
+
+        if not isinstance(model, torch.nn.Module):
+            raise BadInput("the model must be a torch.nn.Module")
+        if not isinstance(optimizer, torch.optim.Optimizer):
+            raise BadInput("the optimizer must be a torch.optim.Optimizer")
+        if type(optimizer).__name__ not in SUPPORTED_OPTIMIZERS:
+            raise BadInput(f"optimizer {type(optimizer).__name__}: the trainer runs "
+                           f"{', '.join(SUPPORTED_OPTIMIZERS)} so far")
+        self.model = model
+        self.optimizer = optimizer
+        self.plan = plan
+        self.loss_fn = loss_fn
+        self.budget = budget
+        self.gpu = gpu
+        self.strategy = strategy
+        self.time_limit = time_limit
+        self.nvme = [nvme] if isinstance(nvme, str) else list(nvme or [])
+        self.host_bytes = host_bytes
+        self.steps = 0
+        self.last_step: dict[str, Any] = {}  # the executor's measures of the last step
+        self._session: Any = None
+        self._graph: dict[str, Any] = {}
+        self._bound: list[_Bound] = []
+        self._inputs: list[tuple[str, Any, tuple[int, ...]]] = []  # (name, dtype, shape)
+        self._settings = _settings(optimizer)
+
+    # ---- Training ------------------------------------------------------------------------
+
+    def step(self, batch: Any) -> Any:
+        """One training step on `batch` (``(inputs, target)`` as memwall.plan
+        takes it); the loss, a 0-dim tensor."""
+        import torch
+
+        if self._session is None:
+            self._open(batch)
+        self._check_settings()
+        tensors = self._batch_tensors(batch)
+        self._unbind()
+        try:
+            measure = self._session.step(
+                [(name, t.data_ptr(), t.nbytes) for name, t in tensors])
+        except Exception as e:
+            self._fail(e)
+        self._bind()
+        self.steps += 1
+        self.last_step = measure
+        return torch.tensor(measure["loss"], dtype=self._loss_dtype)
+
+    def close(self) -> None:
+        """Ends the session: the model's tensors become its own again (copies
+        of the session's), and the session's memory goes."""
+        if self._session is None:
+            return
+        import torch
+
+        for b in self._bound:
+            data = torch.empty(b.shape, dtype=b.dtype)
+            self._session.read(b.buffer, data.data_ptr(), b.bytes)
+            self._set(b, data)
+        self._session.close()
+        self._session = None
+
+    def __enter__(self) -> "Trainer":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._session is not None and exc[0] is None:
+            self.close()
+        elif self._session is not None:
+            self._session.close()
+            self._session = None
+
+    # ---- Saving and resuming ---------------------------------------------------------
+
+    def state_dict(self) -> dict[str, Any]:
+        """What resuming needs: the model's and the optimizer's state dicts,
+        the steps taken and torch's CPU generator state."""
+        import torch
+
+        return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
+                "steps": self.steps, "rng": torch.get_rng_state()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Puts a state_dict() back: into the model and optimizer before the
+        first step, into every copy the session holds after it."""
+        import torch
+
+        for key in ("model", "optimizer", "steps", "rng"):
+            if key not in state:
+                raise BadInput(f"the trainer's state has no '{key}'")
+        if self._session is None:
+            self.model.load_state_dict(state["model"])
+            self.optimizer.load_state_dict(state["optimizer"])
+        else:
+            self._unbind()
+            # The values land in tensors of their own, then in the session.
+            for b in self._bound:
+                self._set(b, torch.empty(b.shape, dtype=b.dtype))
+            self.model.load_state_dict(state["model"])
+            self.optimizer.load_state_dict(state["optimizer"])
+            self._point_states_at_params()
+            for b in self._bound:
+                data = self._get(b).contiguous()
+                self._session.write(b.buffer, data.data_ptr(), b.bytes)
+            self._bind()
+        self.steps = int(state["steps"])
+        torch.set_rng_state(state["rng"])
+
+    # ---- The session -----------------------------------------------------------------
+
+    def _open(self, batch: Any) -> None:
+        import torch
+
+        from memwall.native import core
+        from memwall.plans import plan as make_plan
+
+        rng = torch.get_rng_state()  # the trace must not move the generator
+        if self.plan is None:
+            self.plan = make_plan(self.model, _compact(batch), self.loss_fn,
+                                  optimizer=self.optimizer, gpu=self.gpu, budget=self.budget,
+                                  strategy=self.strategy, time_limit=self.time_limit,
+                                  kernels="cpu")
+        torch.set_rng_state(rng)
+        graph = json.loads(self.plan.graph_text)
+        if graph.get("meta", {}).get("kernels") != "cpu":
+            raise BadInput("the plan was traced for CUDA kernels; the trainer's device is "
+                           "emulated by the CPU: plan with memwall.plan(..., kernels=\"cpu\")")
+        self._graph = graph
+        self._match_inputs(graph, batch)
+        self._bound = self._match_states(graph)
+        self._loss_dtype = _torch_dtype(graph["meta"]["loss"].get("dtype", "f32"))
+        states = []
+        for b in self._bound:
+            t = self._get(b)
+            states.append((b.buffer, b.name, t.data_ptr(), t.nbytes))
+        native = core()
+        try:
+            self._session = native.Session(self.plan.graph_text, self.plan.plan_text, states,
+                                           bytes(rng.numpy().tobytes()), "stitching",
+                                           self.nvme, self.host_bytes)
+        except native.Error as e:
+            raise BadInput(str(e)) from None
+        except native.RunFailed as e:
+            raise _converted(e, native) from None
+        self._bind()
+
+    def _match_states(self, graph: dict[str, Any]) -> list[_Bound]:
+        """Each persistent buffer of the graph and the model's tensor for it:
+        a parameter, a module buffer, or an optimizer state by
+        "<parameter>.<key>"; the optimizer's missing states are made as
+        torch makes them at its first step (zeros). A master copy a rewrite
+        added starts from its parameter (the executor's); anything else is
+        an error."""
+        import torch
+
+        params = dict(self.model.named_parameters())
+        buffers = dict(self.model.named_buffers())
+        modules = dict(self.model.named_modules())
+        bound = []
+        for buf in graph["buffers"]:
+            if buf["kind"] not in ("param", "optim_state"):
+                continue
+            name = buf["name"]
+            if name in params:
+                owner: Any = params[name]
+            elif name in buffers:
+                module, _, attr = name.rpartition(".")
+                owner = (modules[module], attr)
+            else:
+                owner = self._optimizer_state(name, params, buf)
+                if owner is None:
+                    if _is_master(name):
+                        continue
+                    raise BadInput(f"the plan's graph has a state '{name}' that is not one of "
+                                   f"the model's or the optimizer's: a plan of another model?")
+            bound.append(_Bound(buf["id"], name, owner, None, (), buf["bytes"]))
+        for b in bound:
+            t = self._get(b)
+            if t.nbytes != b.bytes or not t.is_contiguous() or t.device.type != "cpu":
+                raise BadInput(f"{b.name}: the model's tensor ({list(t.shape)}, {t.nbytes} bytes "
+                               f"on {t.device}) is not the planned one ({b.bytes} bytes, "
+                               f"contiguous on the CPU)")
+            b.dtype, b.shape = t.dtype, tuple(t.shape)
+        del torch
+        return bound
+
+    def _optimizer_state(self, name: str, params: dict[str, Any], buf: dict[str, Any]) -> Any:
+        """(the optimizer's state dict of a parameter, key) for "<param>.<key>",
+        the state made if the optimizer has not made it yet; None if `name`
+        names no such state."""
+        import torch
+
+        pname, _, key = name.rpartition(".")
+        p = params.get(pname)
+        if p is None:
+            return None
+        state = self.optimizer.state[p]
+        if key not in state:
+            if key == "step":
+                state[key] = torch.tensor(0.0, dtype=_torch_dtype(buf.get("dtype", "f32")))
+            elif key in ("exp_avg", "exp_avg_sq", "max_exp_avg_sq", "momentum_buffer"):
+                state[key] = torch.zeros_like(p, memory_format=torch.contiguous_format)
+            else:
+                return None
+        return (state, key)
+
+    def _point_states_at_params(self) -> None:
+        """After optimizer.load_state_dict, whose state dicts are new: the
+        bindings follow them."""
+        params = dict(self.model.named_parameters())
+        for b in self._bound:
+            if isinstance(b.owner, tuple) and isinstance(b.owner[0], dict):
+                pname = b.name.rpartition(".")[0]
+                b.owner = (self.optimizer.state[params[pname]], b.owner[1])
+
+    def _match_inputs(self, graph: dict[str, Any], batch: Any) -> None:
+        tensors = _flat_batch(batch)
+        names = [b["name"] for b in graph["buffers"] if b["kind"] == "input"]
+        given = [name for name, _ in _named_inputs(batch, tensors)]
+        if sorted(names) != sorted(given):
+            raise BadInput(f"the batch has tensors {given}, the plan's step {names}: a plan of "
+                           f"another batch")
+        self._inputs = [(name, t.dtype, tuple(t.shape)) for name, t in
+                        _named_inputs(batch, tensors)]
+
+    def _batch_tensors(self, batch: Any) -> list[tuple[str, Any]]:
+        tensors = _flat_batch(batch)
+        named = _named_inputs(batch, tensors)
+        if len(named) != len(self._inputs):
+            raise BadInput(f"the batch has {len(named)} tensors, the planned one "
+                           f"{len(self._inputs)}")
+        out = []
+        for (name, t), (_, dtype, shape) in zip(named, self._inputs):
+            if t.dtype != dtype or tuple(t.shape) != shape:
+                raise BadInput(f"the batch's {name} is {t.dtype} {list(t.shape)}, the planned "
+                               f"{dtype} {list(shape)}: every batch must have the first's "
+                               f"shapes and dtypes")
+            if t.device.type != "cpu":
+                raise BadInput(f"the batch's {name} is on {t.device}: the trainer reads CPU "
+                               f"tensors")
+            out.append((name, t.contiguous()))
+        return out
+
+    def _check_settings(self) -> None:
+        now = _settings(self.optimizer)
+        if now != self._settings:
+            raise BadInput("the optimizer's settings changed since the step was planned "
+                           f"({_first_change(self._settings, now)}): the plan replays the "
+                           "traced step's, so a learning-rate schedule needs a new Trainer")
+
+    # ---- Views (Note [The model's own tensors]) ----------------------------------------
+
+    def _get(self, b: _Bound) -> Any:
+        if isinstance(b.owner, tuple):
+            holder, key = b.owner
+            return holder[key] if isinstance(holder, dict) else getattr(holder, key)
+        return b.owner.data
+
+    def _set(self, b: _Bound, value: Any) -> None:
+        if isinstance(b.owner, tuple):
+            holder, key = b.owner
+            if isinstance(holder, dict):
+                holder[key] = value
+            else:
+                setattr(holder, key, value)
+        else:
+            b.owner.data = value
+
+    def _unbind(self) -> None:
+        import torch
+
+        empties: dict[Any, Any] = {}
+        for b in self._bound:
+            if b.dtype not in empties:
+                empties[b.dtype] = torch.empty(0, dtype=b.dtype)
+            self._set(b, empties[b.dtype])
+
+    def _bind(self) -> None:
+        import torch
+
+        for b in self._bound:
+            capsule = self._session.view(b.buffer)
+            if capsule is None:  # on NVMe: a copy
+                data = torch.empty(b.shape, dtype=b.dtype)
+                self._session.read(b.buffer, data.data_ptr(), b.bytes)
+            else:
+                data = torch.from_dlpack(capsule).view(b.dtype).view(b.shape)
+            self._set(b, data)
+
+    def _fail(self, e: Exception) -> Any:
+        """A failed step: the session is gone, and with it the states."""
+        from memwall.native import core
+
+        native = core()
+        self._session = None
+        if isinstance(e, native.Error):
+            raise BadInput(str(e)) from None
+        if isinstance(e, native.RunFailed):
+            raise _converted(e, native) from None
+        raise e
+
+
+def _converted(e: Exception, native: Any) -> Error:
+    if isinstance(e, native.OutOfMemory):
+        return OutOfMemory(str(e))
+    return RunFailed(str(e))
+
+
+def _is_master(name: str) -> bool:
+    return name.endswith(".master") or ".master" in name
+
+
+def _compact(batch: Any) -> Any:
+    """The batch with each tensor in storage of its own (a view of a larger
+    tensor traces as that tensor's whole storage)."""
+    import torch
+
+    return torch.utils._pytree.tree_map(
+        lambda t: t.contiguous().clone() if isinstance(t, torch.Tensor) else t, batch)
+
+
+def _flat_batch(batch: Any) -> list[Any]:
+    import torch
+    from torch.utils._pytree import tree_flatten
+
+    if not isinstance(batch, (tuple, list)) or len(batch) != 2:
+        raise BadInput("the batch must be a pair (inputs, target)")
+    return [t for t in tree_flatten(tuple(batch))[0] if isinstance(t, torch.Tensor)]
+
+
+def _named_inputs(batch: Any, tensors: list[Any]) -> list[tuple[str, Any]]:
+    """The graph's names of the batch's tensors, as the tracer registers
+    them (memwall.tracer.step.trace_iteration): "input", "input.1", ...,
+    and "target" for the target tensor."""
+    target = batch[1]
+    named = []
+    for i, t in enumerate(tensors):
+        name = "input" if i == 0 else f"input.{i}"
+        if t is target and i > 0:
+            name = "target"
+        named.append((name, t))
+    return named
+
+
+def _settings(optimizer: Any) -> list[dict[str, Any]]:
+    return [{k: v for k, v in g.items() if k != "params"} for g in optimizer.param_groups]
+
+
+def _first_change(before: list[dict[str, Any]], now: list[dict[str, Any]]) -> str:
+    for i, (a, b) in enumerate(zip(before, now)):
+        for key in a:
+            if a[key] != b.get(key):
+                return f"group {i}'s {key}: {a[key]} -> {b.get(key)}"
+    return "its groups"
+
+
+def _torch_dtype(name: str) -> Any:
+    import torch
+
+    return {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16,
+            "f64": torch.float64}.get(name, torch.float32)
