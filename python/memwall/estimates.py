@@ -149,8 +149,9 @@ def trace_graph(model: Any, batch: Any, loss_fn: Callable[..., Any] | None, opti
 
 
 def estimate(model: Any, batch: Any, loss_fn: Callable[..., Any] | None = None,
-             optimizer: str = "adamw", gpu: str = "rtx4090", dtype: str | None = None,
-             by_layer: bool = False, name: str | None = None) -> Estimate:
+             optimizer: Any = "adamw", gpu: str = "rtx4090", dtype: str | None = None,
+             by_layer: bool = False, name: str | None = None,
+             kernels: str = "cuda") -> Estimate:
     """One training step of `model` on `batch` under `optimizer`, on `gpu`.
 
     `batch` is ``(inputs, target)``: inputs a tensor, a tuple of positional
@@ -164,11 +165,13 @@ def estimate(model: Any, batch: Any, loss_fn: Callable[..., Any] | None = None,
     built-in profile's name (``memwall gpus``) or a profile file (``memwall
     calibrate --out``). The model is not changed: the trace runs on a copy
     on the meta device (build it under ``torch.device("meta")`` and the
-    copy costs nothing). Raises BadInput with one line on bad input.
+    copy costs nothing). `optimizer` may be the training's torch optimizer,
+    and `kernels` "cpu" (as trace_graph takes them). Raises BadInput with
+    one line on bad input.
     """
     from memwall.native import core
 
-    graph = trace_graph(model, batch, loss_fn, optimizer, name, dtype)
+    graph = trace_graph(model, batch, loss_fn, optimizer, name, dtype, kernels)
     gpu_name, gpu_file = profile_args(gpu)
     native = core()
     try:

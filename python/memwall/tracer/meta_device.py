@@ -58,9 +58,10 @@ class MetaDeviceMode(TorchFunctionMode):
             # kernels (the default) takes the CUDA path; --kernels cpu keeps
             # the CPU's.
             return cuda_dropout(*args, **kwargs)
-        elif (func is torch.nn.functional.scaled_dot_product_attention
-              and self.kernels == "cuda"):
-            return cuda_sdpa(*args, **kwargs)
+        elif func is torch.nn.functional.scaled_dot_product_attention:
+            if self.kernels == "cuda":
+                return cuda_sdpa(*args, **kwargs)
+            return cpu_sdpa(*args, **kwargs)
         return func(*args, **kwargs)
 
 
@@ -69,7 +70,9 @@ def to_meta(model: torch.nn.Module, batch: Any, optimizer: torch.optim.Optimizer
     batch on meta. Module.to replaces a moved parameter with a new Parameter
     object, so the optimizer's parameter lists are remapped by name."""
     before = dict(model.named_parameters())
+    every = list(model.named_parameters(remove_duplicate=False))
     model.to("meta")
+    _tie_again(model, every)
     after = dict(model.named_parameters())
     moved = {id(before[n]): after[n] for n in before if before[n] is not after[n]}
     if moved:
@@ -77,6 +80,20 @@ def to_meta(model: torch.nn.Module, batch: Any, optimizer: torch.optim.Optimizer
             group["params"] = [moved.get(id(p), p) for p in group["params"]]
     return torch.utils._pytree.tree_map(
         lambda t: t.to("meta") if isinstance(t, torch.Tensor) else t, batch)
+
+
+def _tie_again(model: torch.nn.Module, every: list[tuple[str, torch.nn.Parameter]]) -> None:
+    """Module.to gives each module that held a shared parameter (a head
+    tied to its embedding) a Parameter of its own: the moved model shares
+    them again, as the model did."""
+    moved: dict[int, torch.nn.Parameter] = {}
+    for name, p in every:
+        path, _, attr = name.rpartition(".")
+        module = model.get_submodule(path)
+        if id(p) in moved:
+            module._parameters[attr] = moved[id(p)]
+        else:
+            moved[id(p)] = module._parameters[attr]
 
 
 def cuda_sdpa(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
@@ -112,6 +129,40 @@ def cuda_sdpa(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
         grad = query.requires_grad or key.requires_grad or value.requires_grad
         return torch.ops.aten._scaled_dot_product_efficient_attention(
             query, key, value, bias, grad, dropout_p, is_causal, scale=scale)[0]
+    return torch.nn.functional.scaled_dot_product_attention(
+        query, key, value, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal,
+        scale=scale, enable_gqa=enable_gqa)
+
+
+def _cpu_stand_in(t: torch.Tensor | None) -> torch.Tensor | None:
+    """A CPU tensor of t's shape and dtype over a single row: what torch's
+    kernel choice looks at (shapes, dtypes, the last dimension's stride)."""
+    if t is None or t.dim() == 0:
+        return None if t is None else torch.empty((), dtype=t.dtype)
+    row = torch.empty(t.shape[-1], dtype=t.dtype)
+    return row.as_strided(t.shape, [0] * (t.dim() - 1) + [1])
+
+
+def cpu_sdpa(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+             attn_mask: torch.Tensor | None = None, dropout_p: float = 0.0,
+             is_causal: bool = False, scale: float | None = None,
+             enable_gqa: bool = False) -> torch.Tensor:
+    """Note [Attention backends], the CPU's side: on the CPU
+    scaled_dot_product_attention runs torch's flash kernel
+    (_scaled_dot_product_flash_attention_for_cpu: no dropout, equal head
+    counts, ...) where torch's own choice (torch._fused_sdp_choice, asked
+    here with CPU stand-ins) says so, else the math path, which is also what
+    the meta device takes. A trace for the CPU's kernels (memwall.Trainer's
+    emulated device) must call the kernel the CPU would, or the replay
+    differs from eager PyTorch in the last bits."""
+    from torch.nn.attention import SDPBackend
+
+    choice = torch._fused_sdp_choice(
+        _cpu_stand_in(query), _cpu_stand_in(key), _cpu_stand_in(value),
+        _cpu_stand_in(attn_mask), dropout_p, is_causal, scale=scale, enable_gqa=enable_gqa)
+    if choice == int(SDPBackend.FLASH_ATTENTION):
+        return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
+            query, key, value, dropout_p, is_causal, attn_mask=attn_mask, scale=scale)[0]
     return torch.nn.functional.scaled_dot_product_attention(
         query, key, value, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal,
         scale=scale, enable_gqa=enable_gqa)
