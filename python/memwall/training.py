@@ -44,6 +44,9 @@ class _Bound:
     dtype: Any
     shape: tuple[int, ...]
     bytes: int
+    # A master copy a rewrite added (memwall's offload: "<param>.master"),
+    # which starts as its parameter: written from it, never a view.
+    master: bool = False
 
 
 class Trainer:
@@ -111,6 +114,11 @@ class Trainer:
         self.last_step = measure
         return torch.tensor(measure["loss"], dtype=self._loss_dtype)
 
+    @property
+    def nvme_reserved_bytes(self) -> int:
+        """The swap space the session holds on NVMe (0: none, or not open)."""
+        return int(self._session.nvme_reserved_bytes()) if self._session is not None else 0
+
     def close(self) -> None:
         """Ends the session: the model's tensors become its own again (copies
         of the session's), and the session's memory goes."""
@@ -118,7 +126,7 @@ class Trainer:
             return
         import torch
 
-        for b in self._bound:
+        for b in self._views():
             data = torch.empty(b.shape, dtype=b.dtype)
             self._session.read(b.buffer, data.data_ptr(), b.bytes)
             self._set(b, data)
@@ -139,11 +147,17 @@ class Trainer:
 
     def state_dict(self) -> dict[str, Any]:
         """What resuming needs: the model's and the optimizer's state dicts,
-        the steps taken and torch's CPU generator state."""
+        the steps taken and torch's CPU generator state; copies, not views of
+        the session's memory (which the next step changes)."""
         import torch
 
-        return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
-                "steps": self.steps, "rng": torch.get_rng_state()}
+        def copied(value: Any) -> Any:
+            return torch.utils._pytree.tree_map(
+                lambda t: t.clone() if isinstance(t, torch.Tensor) else t, value)
+
+        return {"model": copied(self.model.state_dict()),
+                "optimizer": copied(self.optimizer.state_dict()), "steps": self.steps,
+                "rng": torch.get_rng_state()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Puts a state_dict() back: into the model and optimizer before the
@@ -159,7 +173,7 @@ class Trainer:
         else:
             self._unbind()
             # The values land in tensors of their own, then in the session.
-            for b in self._bound:
+            for b in self._views():
                 self._set(b, torch.empty(b.shape, dtype=b.dtype))
             self.model.load_state_dict(state["model"])
             self.optimizer.load_state_dict(state["optimizer"])
@@ -195,7 +209,7 @@ class Trainer:
         self._bound = self._match_states(graph)
         self._loss_dtype = _torch_dtype(graph["meta"]["loss"].get("dtype", "f32"))
         states = []
-        for b in self._bound:
+        for b in self._views():
             t = self._get(b)
             states.append((b.buffer, b.name, t.data_ptr(), t.nbytes))
         native = core()
@@ -231,11 +245,13 @@ class Trainer:
             elif name in buffers:
                 module, _, attr = name.rpartition(".")
                 owner = (modules[module], attr)
+            elif name.endswith(".master") and name[:-len(".master")] in params:
+                bound.append(_Bound(buf["id"], name, params[name[:-len(".master")]], None, (),
+                                    buf["bytes"], master=True))
+                continue
             else:
                 owner = self._optimizer_state(name, params, buf)
                 if owner is None:
-                    if _is_master(name):
-                        continue
                     raise BadInput(f"the plan's graph has a state '{name}' that is not one of "
                                    f"the model's or the optimizer's: a plan of another model?")
             bound.append(_Bound(buf["id"], name, owner, None, (), buf["bytes"]))
@@ -315,6 +331,10 @@ class Trainer:
 
     # ---- Views (Note [The model's own tensors]) ----------------------------------------
 
+    def _views(self) -> list[_Bound]:
+        """The bindings that are the model's tensors (not master copies)."""
+        return [b for b in self._bound if not b.master]
+
     def _get(self, b: _Bound) -> Any:
         if isinstance(b.owner, tuple):
             holder, key = b.owner
@@ -335,7 +355,7 @@ class Trainer:
         import torch
 
         empties: dict[Any, Any] = {}
-        for b in self._bound:
+        for b in self._views():
             if b.dtype not in empties:
                 empties[b.dtype] = torch.empty(0, dtype=b.dtype)
             self._set(b, empties[b.dtype])
@@ -343,7 +363,7 @@ class Trainer:
     def _bind(self) -> None:
         import torch
 
-        for b in self._bound:
+        for b in self._views():
             capsule = self._session.view(b.buffer)
             if capsule is None:  # on NVMe: a copy
                 data = torch.empty(b.shape, dtype=b.dtype)
@@ -369,10 +389,6 @@ def _converted(e: Exception, native: Any) -> Error:
     if isinstance(e, native.OutOfMemory):
         return OutOfMemory(str(e))
     return RunFailed(str(e))
-
-
-def _is_master(name: str) -> bool:
-    return name.endswith(".master") or ".master" in name
 
 
 def _compact(batch: Any) -> Any:

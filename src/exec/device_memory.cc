@@ -1,5 +1,7 @@
 #include "device_memory.h"
 
+#include "exec_error.h"
+
 #include <algorithm>
 #include <atomic>
 #include <cstring>
@@ -41,7 +43,9 @@ DeviceMemory::DeviceMemory(alloc::Allocator& allocator, uint64_t budget)
     : allocator_(allocator), budget_(budget), host_(c10::GetCPUAllocator()) {
   DeviceMemory* expected = nullptr;
   if (!g_current.compare_exchange_strong(expected, this)) {
-    throw std::logic_error("one DeviceMemory at a time");
+    bad_input(
+        "another executor (a memwall.Trainer's session) holds the device in this process: "
+        "close it first (Trainer.close())");
   }
 }
 

@@ -323,7 +323,13 @@ c10::Storage Executor::device_storage(uint64_t bytes, const char* why, BufferId 
 }
 
 runtime::HostBuffer Executor::host_buffer(uint64_t bytes, BufferId b) {
-  runtime::HostBuffer h = host_->allocate(std::max<uint64_t>(bytes, 1));
+  runtime::HostBuffer h;
+  try {
+    h = host_->allocate(std::max<uint64_t>(bytes, 1));
+  } catch (const std::exception& e) {
+    out_of_memory("the host pool cannot hold {} ({} bytes): {}", graph_.buffers[b].name, bytes,
+                  e.what());
+  }
   if (!h) {
     out_of_memory("the host pool cannot hold {} ({} bytes): {} in use", graph_.buffers[b].name, bytes,
                host_->stats().in_use_bytes);

@@ -1,0 +1,193 @@
+"""memwall.Trainer (memwall/training.py): a model trained under a plan in
+the user's own loop, a new batch each step, equal bit for bit to the same
+loop in plain eager PyTorch (the reference: torch's own optimizer on the
+same model, seed and batches), with the model's tensors usable between
+steps and one clear exception for each kind of bad input or failure."""
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import memwall
+from test_estimate import WHY_NO_CORE
+
+WHY_NOT = WHY_NO_CORE
+if not WHY_NOT and not os.path.exists(os.environ.get("MEMWALL_EXEC_LIBRARY", "")):
+    WHY_NOT = ("no executor library (libmemwall_exec.so) beside memwall_core: memwall was built "
+               "without libtorch")
+pytestmark = pytest.mark.skipif(bool(WHY_NOT), reason=WHY_NOT)
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def model_and_optimizer(kind: str = "adamw") -> tuple[torch.nn.Module, torch.optim.Optimizer]:
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Dropout(0.1),
+                                torch.nn.Linear(256, 256), torch.nn.GELU(),
+                                torch.nn.Linear(256, 10))
+    if kind == "momentum":
+        return model, torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    return model, torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
+
+
+def batches(n: int, size: int = 32) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    g = torch.Generator().manual_seed(1)
+    return [(torch.randn(size, 64, generator=g), torch.randint(0, 10, (size,), generator=g))
+            for _ in range(n)]
+
+
+def eager(kind: str, data: list[Any]) -> tuple[list[float], torch.nn.Module, Any]:
+    model, optimizer = model_and_optimizer(kind)
+    torch.manual_seed(5)
+    losses = []
+    for x, y in data:
+        optimizer.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    return losses, model, optimizer
+
+
+def assert_same_states(model: torch.nn.Module, optimizer: Any, model2: torch.nn.Module,
+                       optimizer2: Any) -> None:
+    for (name, a), b in zip(model.state_dict().items(), model2.state_dict().values()):
+        assert torch.equal(a, b), name
+    s1, s2 = optimizer.state_dict()["state"], optimizer2.state_dict()["state"]
+    assert s1.keys() == s2.keys()
+    for k in s1:
+        for key in s1[k]:
+            assert torch.equal(s1[k][key], s2[k][key]), (k, key)
+
+
+@pytest.mark.parametrize("kind,budget,strategy,nvme", [
+    ("adamw", None, "auto", False),          # the device's memory: auto offloads for speed
+    ("adamw", "50%peak", "auto", False),     # recomputation within half the keep-all peak
+    ("momentum", "60%peak", "auto", False),
+    ("adamw", None, "zero-infinity", True),  # states on NVMe, read back after each step
+])
+def test_bitwise_equal_to_eager(kind: str, budget: str | None, strategy: str, nvme: bool,
+                                tmp_path: Path) -> None:
+    data = batches(5)
+    reference, model_e, optimizer_e = eager(kind, data)
+    model, optimizer = model_and_optimizer(kind)
+    trainer = memwall.Trainer(model, optimizer, loss_fn=F.cross_entropy, budget=budget,
+                              strategy=strategy, nvme=str(tmp_path) if nvme else None)
+    torch.manual_seed(5)
+    losses, peaks = [], []
+    for x, y in data:
+        losses.append(trainer.step((x, y)).item())
+        peaks.append(trainer.last_step["device_peak_bytes"])
+    assert losses == reference
+    assert_same_states(model_e, optimizer_e, model, optimizer)
+    # True: within the budget on every step, the same on every step, and
+    # within 1% of the plan's simulated peak (Note [Emulated device]).
+    assert max(peaks) <= trainer.plan.budget_bytes
+    assert len(set(peaks)) == 1
+    assert abs(peaks[0] - trainer.plan.peak_bytes) <= trainer.plan.peak_bytes // 100
+    if nvme:
+        assert trainer.nvme_reserved_bytes > 0
+    trainer.close()
+    assert_same_states(model_e, optimizer_e, model, optimizer)  # copies now, the same
+    assert not list(tmp_path.iterdir())  # no swap file left
+
+
+def test_the_model_between_steps_and_save_resume() -> None:
+    data = batches(6)
+    reference, model_e, optimizer_e = eager("adamw", data)
+    model, optimizer = model_and_optimizer("adamw")
+    trainer = memwall.Trainer(model, optimizer, loss_fn=F.cross_entropy, budget="50%peak")
+    torch.manual_seed(5)
+    losses = [trainer.step(b).item() for b in data[:3]]
+    # A validation pass between steps, and the usual ways to save.
+    model.eval()
+    with torch.no_grad():
+        validation = model(data[0][0])
+    model.train()
+    assert validation.shape == (32, 10)
+    buffer = io.BytesIO()
+    torch.save(model.state_dict(), buffer)
+    checkpoint = trainer.state_dict()
+    losses += [trainer.step(b).item() for b in data[3:]]
+    assert losses == reference
+    trainer.close()
+    # Resuming in another trainer from step 3 lands on the same bits.
+    model2, optimizer2 = model_and_optimizer("adamw")
+    resumed = memwall.Trainer(model2, optimizer2, loss_fn=F.cross_entropy, budget="50%peak")
+    resumed.load_state_dict(checkpoint)
+    assert resumed.steps == 3
+    assert [resumed.step(b).item() for b in data[3:]] == reference[3:]
+    assert_same_states(model_e, optimizer_e, model2, optimizer2)
+    # Loading into an open session writes every copy it holds.
+    resumed.load_state_dict(checkpoint)
+    assert [resumed.step(b).item() for b in data[3:]] == reference[3:]
+    resumed.close()
+    buffer.seek(0)
+    assert torch.load(buffer).keys() == model.state_dict().keys()
+
+
+def test_bad_input_and_failures() -> None:
+    data = batches(2)
+    model, optimizer = model_and_optimizer("adamw")
+    with memwall.Trainer(model, optimizer, loss_fn=F.cross_entropy) as trainer:
+        trainer.step(data[0])
+        with pytest.raises(memwall.BadInput, match="every batch must have the first's shapes"):
+            trainer.step(batches(1, size=16)[0])
+        # One session per process at a time.
+        other_model, other_optimizer = model_and_optimizer("adamw")
+        other = memwall.Trainer(other_model, other_optimizer, loss_fn=F.cross_entropy)
+        with pytest.raises(memwall.BadInput, match="another executor"):
+            other.step(data[0])
+        optimizer.param_groups[0]["lr"] = 0.5
+        with pytest.raises(memwall.BadInput, match="group 0's lr: 0.001 -> 0.5"):
+            trainer.step(data[1])
+        optimizer.param_groups[0]["lr"] = 1e-3
+        trainer.step(data[1])
+    # A budget below what any plan needs names the bound, as the command does.
+    model, optimizer = model_and_optimizer("adamw")
+    with pytest.raises(memwall.BadInput, match="budget"):
+        memwall.Trainer(model, optimizer, loss_fn=F.cross_entropy, budget=4096).step(data[0])
+    # A host pool too small for the states the plan keeps there.
+    model, optimizer = model_and_optimizer("adamw")
+    trainer = memwall.Trainer(model, optimizer, loss_fn=F.cross_entropy, strategy="zero-offload",
+                              host_bytes=8192)
+    with pytest.raises(memwall.OutOfMemory, match="host pool"):
+        trainer.step(data[0])
+    with pytest.raises(memwall.BadInput, match="torch.optim.Optimizer"):
+        memwall.Trainer(model, "adamw")  # type: ignore[arg-type]
+    rmsprop = torch.optim.RMSprop(model.parameters())
+    with pytest.raises(memwall.BadInput, match="RMSprop"):
+        memwall.Trainer(model, rmsprop)
+    plan = memwall.plan(model, data[0], F.cross_entropy, optimizer=optimizer)  # CUDA kernels
+    with pytest.raises(memwall.BadInput, match="kernels=\"cpu\""):
+        memwall.Trainer(model, optimizer, plan, F.cross_entropy).step(data[0])
+
+
+def run_example(*args: str) -> dict[str, Any]:
+    done = subprocess.run([sys.executable, str(ROOT / "examples" / "train_gpt.py"), "--layers",
+                           "1", "--width", "64", "--context", "32", "--batch", "4", "--json",
+                           *args], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_train_gpt_example_and_resume_in_a_new_process(tmp_path: Path) -> None:
+    straight = run_example("--steps", "6", "--check-eager")
+    assert straight["bitwise_equal"] is True
+    assert straight["measured_peak_bytes"] <= straight["budget_bytes"]
+    assert straight["budget_bytes"] == straight["eager_peak_bytes"] // 2
+    assert straight["measured_peak_bytes"] == straight["predicted_peak_bytes"]
+    checkpoint = str(tmp_path / "ckpt.pt")
+    run_example("--steps", "6", "--stop-at", "3", "--checkpoint", checkpoint)
+    resumed = run_example("--steps", "6", "--resume", checkpoint)
+    assert resumed["losses"] == straight["losses"][3:]
+    assert resumed["params_sha256"] == straight["params_sha256"]
