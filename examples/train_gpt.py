@@ -184,7 +184,7 @@ def train_memwall(args: argparse.Namespace, data: torch.Tensor) -> dict[str, Any
     eager_peak = int(estimate.eager_peak_bytes or estimate.peak_bytes)
     budget = parse_budget(args.budget, eager_peak)
     trainer = memwall.Trainer(model, optimizer, loss_fn=lm_loss, budget=budget, gpu=args.gpu,
-                              nvme=args.nvme_dir)
+                              strategy=args.strategy, nvme=args.nvme_dir)
     first = 0
     if args.resume:
         trainer.load_state_dict(torch.load(args.resume, weights_only=False))
@@ -236,6 +236,9 @@ def main() -> int:
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--gpu", default="l4", help="the profile the plan is made for "
                         "(a built-in name or memwall calibrate's file)")
+    parser.add_argument("--strategy", default="auto",
+                        help="auto, a single technique, or remat:NAME (remat:keep-all keeps "
+                        "every tensor on the device)")
     parser.add_argument("--nvme-dir", default=None)
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--width", type=int, default=256)

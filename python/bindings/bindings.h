@@ -6,6 +6,7 @@
 
 #include <nanobind/nanobind.h>
 
+#include "memwall/graph/types.h"
 #include "memwall/hw/hardware.h"
 
 namespace memwall::python {
@@ -13,6 +14,11 @@ namespace memwall::python {
 // The profile a caller names: a built-in by name, or a profile file (with
 // `gpu` picking one of an array, as --gpu-file does).
 Hardware hardware_named(const std::string& gpu, const std::string& gpu_file);
+
+// A graph's JSON text read for `hw`: the profile's measured kernels given
+// to its ops (memwall/planner/model_source.h, apply_profile_kernels), its
+// notes on Python's stderr as "memwall: note: ..." lines.
+Graph graph_for(const std::string& graph_json, const Hardware& hw);
 
 // inspect(graph_json, gpu, gpu_file, by_layer): memwall/report/inspection.h.
 void add_estimate(nanobind::module_& m);

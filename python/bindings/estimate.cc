@@ -1,7 +1,10 @@
 // memwall.estimate's C++ half: a traced graph's figures on a hardware
 // profile, as `memwall inspect` prints them (memwall/report/inspection.h).
+#include <Python.h>
+
 #include <string>
 #include <utility>
+#include <vector>
 
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
@@ -9,6 +12,7 @@
 #include "bindings.h"
 #include "memwall/graph/graph.h"
 #include "memwall/hw/hardware.h"
+#include "memwall/planner/model_source.h"
 #include "memwall/report/inspection.h"
 
 namespace memwall::python {
@@ -18,13 +22,21 @@ Hardware hardware_named(const std::string& gpu, const std::string& gpu_file) {
   return read_hardware_file(gpu_file, gpu);
 }
 
+Graph graph_for(const std::string& graph_json, const Hardware& hw) {
+  Graph graph = graph_from_json_text(graph_json);
+  std::vector<std::string> notes;
+  apply_profile_kernels(hw, graph, notes);
+  for (const std::string& line : notes) PySys_WriteStderr("memwall: note: %.900s\n", line.c_str());
+  return graph;
+}
+
 namespace {
 
 // (inspect --json's text, inspect's table) for a memwall.graph/1 text.
 std::pair<std::string, std::string> inspect(const std::string& graph_json, const std::string& gpu,
                                             const std::string& gpu_file, bool by_layer) {
-  const Graph graph = graph_from_json_text(graph_json);
-  const Inspection in = inspect_graph(graph, hardware_named(gpu, gpu_file), by_layer);
+  const Hardware hw = hardware_named(gpu, gpu_file);
+  const Inspection in = inspect_graph(graph_for(graph_json, hw), hw, by_layer);
   return {inspection_json(in).dump(), inspection_text(in)};
 }
 

@@ -18,6 +18,8 @@
 #include "memwall/planner/model_source.h"
 #include "memwall/planner/plan_summary.h"
 #include "memwall/planner/plan_to_run.h"
+#include "memwall/planner/remat_summary.h"
+#include "memwall/remat/runner.h"
 #include "memwall/report/format.h"
 #include "memwall/report/simulation.h"
 
@@ -31,17 +33,42 @@ struct PlanMade {
   std::string json;        // `memwall plan --json`'s object
 };
 
+// `memwall plan --strategy remat[:NAME] --out`: one rematerialization
+// planner alone, every model state on the device (the graph as traced).
+PlanMade make_remat_plan(const Graph& graph, const Hardware& hw, const std::string& budget_text,
+                         const std::string& strategy, double time_limit, bool lay_out) {
+  const RematPlanner& planner = remat_strategy(strategy);
+  const RematOptions options{.time_limit = checked_time_limit(time_limit)};
+  const SimResult keep_all = keep_all_simulation(graph, hw);
+  const uint64_t budget = budget_text.empty()
+                              ? hw.device_memory_bytes
+                              : parse_budget(budget_text, hw, [&] { return device_peak(keep_all); });
+  check_budget_within_device(budget, hw);
+  RematRun run = run_remat(graph, hw, planner, budget, options, SimOptions{});
+  if (run.rejected) fail("internal error: {}", run.error);
+  if (!run.feasible) fail_no_remat_plan(graph, hw, run, options);
+  uint64_t planned_for = 0;
+  const RunnablePlan runs = make_remat_plan_run(run, graph, hw, planner, budget, options,
+                                                SimOptions{}, strategy, lay_out, planned_for);
+  PlanMade out;
+  out.plan_text = plan_text_for(runs.plan, graph);
+  out.graph_text = graph_text_for(hw, graph);
+  out.table = remat_plan_text(graph, hw, planner, run, keep_all, budget);
+  if (planned_for > 0) out.table += field("planned for", planned_for_text(planned_for));
+  out.table += field("laid out", runs.row_text());
+  nlohmann::json j = remat_plan_json(graph, hw, strategy, run, keep_all, budget);
+  j["layout"] = runs.json();
+  if (planned_for > 0) j["planned_for_bytes"] = planned_for;
+  out.json = j.dump();
+  return out;
+}
+
 PlanMade make_plan(const std::string& graph_json, const std::string& gpu,
                    const std::string& gpu_file, const std::string& budget,
                    const std::string& strategy, double time_limit, bool lay_out) {
   const Hardware hw = hardware_named(gpu, gpu_file);
-  const Graph graph = graph_from_json_text(graph_json);
-  if (is_remat_strategy(strategy)) {
-    fail(
-        "strategy {}: the Python package plans with auto and the single techniques so far "
-        "(`memwall plan --strategy {}` plans with it)",
-        strategy, strategy);
-  }
+  const Graph graph = graph_for(graph_json, hw);
+  if (is_remat_strategy(strategy)) return make_remat_plan(graph, hw, budget, strategy, time_limit, lay_out);
   PlannerOptions options;
   options.time_limit = checked_time_limit(time_limit);
   if (!budget.empty()) {
@@ -71,10 +98,10 @@ std::pair<std::string, std::string> simulate_plan(const std::string& graph_json,
                                                   const std::string& plan_json,
                                                   const std::string& gpu,
                                                   const std::string& gpu_file) {
-  const Graph graph = graph_from_json_text(graph_json);
   const Plan plan = plan_from_json_text(plan_json);
   const Hardware hw =
       hardware_named(gpu.empty() && gpu_file.empty() ? plan.hardware : gpu, gpu_file);
+  const Graph graph = graph_for(graph_json, hw);
   check_plan_graph(plan, graph);
   validate_plan(plan, graph);
   const SimResult result = simulate(graph, plan, hw);

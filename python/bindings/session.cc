@@ -18,6 +18,7 @@
 #include "memwall/base/error.h"
 #include "memwall/exec/session.h"
 #include "memwall/graph/graph.h"
+#include "memwall/hw/calibration.h"
 #include "memwall/plan/plan.h"
 
 namespace nb = nanobind;
@@ -55,7 +56,7 @@ class Session {
   Session(const std::string& graph_json, const std::string& plan_json,
           const std::vector<std::tuple<int64_t, std::string, uintptr_t, uint64_t>>& states,
           const nb::bytes& rng, const std::string& policy,
-          const std::vector<std::string>& nvme_dirs, uint64_t host_bytes) {
+          const std::vector<std::string>& nvme_dirs, uint64_t host_bytes, bool time_kernels) {
     const Graph graph = graph_from_json_text(graph_json);
     const Plan plan = plan_from_json_text(plan_json);
     check_plan_graph(plan, graph);
@@ -70,6 +71,7 @@ class Session {
     options.policy = plan.offsets.empty() ? policy : "stitching";
     options.nvme_dirs = nvme_dirs;
     options.host_bytes = host_bytes;
+    options.time_kernels = time_kernels;
     std::string error;
     exec::Status status;
     {
@@ -105,6 +107,8 @@ class Session {
     d["kernel_time_s"] = m.kernel_time_s;
     d["wait_time_s"] = m.wait_time_s;
     d["overhead_s"] = m.overhead_s;
+    d["outputs_moved"] = m.outputs_moved;
+    d["arena_bytes"] = m.arena_bytes;
     return d;
   }
 
@@ -133,6 +137,8 @@ class Session {
     std::string error;
     raise_for(open().write(buffer, bytes_at(address, bytes), error), error);
   }
+
+  std::vector<double> kernel_seconds() { return open().kernel_seconds(); }
 
   std::vector<std::string> notes() const { return session_ ? session_->notes() : std::vector<std::string>{}; }
   uint64_t nvme_reserved_bytes() const { return session_ ? session_->nvme_reserved_bytes() : 0; }
@@ -163,9 +169,34 @@ class Session {
   std::unique_ptr<exec::Session> session_;
 };
 
+// A profile (the JSON `memwall calibrate --out` writes) with a graph's
+// kernels as one keep-all session measured them (Note [Measured kernels]
+// in memwall/hw/hardware.h): `memwall calibrate --graph` without the
+// copy-load rounds, whose contention stays the profile's.
+std::string profile_with_kernels(const std::string& graph_json,
+                                 const std::vector<double>& kernel_seconds, double step_s,
+                                 double overhead_s, const std::string& gpu,
+                                 const std::string& gpu_file) {
+  const Graph graph = graph_from_json_text(graph_json);
+  if (kernel_seconds.size() != graph.ops.size()) {
+    fail("{} kernel times for a graph of {} ops", kernel_seconds.size(), graph.ops.size());
+  }
+  Hardware hw = hardware_named(gpu, gpu_file);
+  const KernelRound round{.kernel_seconds = kernel_seconds, .step_s = step_s,
+                          .overhead_s = overhead_s};
+  KernelMeasure measured = fold_kernel_rounds(graph, {round});
+  measured.contention = hw.copy_contention;
+  add_measured_kernels(hw, measured);
+  return hardware_to_json(hw).dump(2);
+}
+
 }  // namespace
 
 void add_session(nb::module_& m) {
+  m.def("profile_with_kernels", &profile_with_kernels, nb::arg("graph_json"),
+        nb::arg("kernel_seconds"), nb::arg("step_s"), nb::arg("overhead_s"), nb::arg("gpu"),
+        nb::arg("gpu_file") = "",
+        "A profile's JSON with a graph's kernels measured by a keep-all session added");
   run_failed_type = nb::borrow(PyErr_NewException("memwall_core.RunFailed", nullptr, nullptr));
   out_of_memory_type =
       nb::borrow(PyErr_NewException("memwall_core.OutOfMemory", run_failed_type.ptr(), nullptr));
@@ -175,10 +206,10 @@ void add_session(nb::module_& m) {
       .def(nb::init<const std::string&, const std::string&,
                     const std::vector<std::tuple<int64_t, std::string, uintptr_t, uint64_t>>&,
                     const nb::bytes&, const std::string&, const std::vector<std::string>&,
-                    uint64_t>(),
+                    uint64_t, bool>(),
            nb::arg("graph_json"), nb::arg("plan_json"), nb::arg("states"), nb::arg("rng"),
            nb::arg("policy") = "stitching", nb::arg("nvme_dirs") = std::vector<std::string>{},
-           nb::arg("host_bytes") = 0,
+           nb::arg("host_bytes") = 0, nb::arg("time_kernels") = false,
            "An executor session over a plan, its states placed from (id, name, address, "
            "bytes) each")
       .def("step", &Session::step, nb::arg("inputs"),
@@ -187,6 +218,8 @@ void add_session(nb::module_& m) {
            "A DLPack capsule of a state's bytes where they are, or None (on NVMe)")
       .def("read", &Session::read, nb::arg("buffer"), nb::arg("address"), nb::arg("bytes"))
       .def("write", &Session::write, nb::arg("buffer"), nb::arg("address"), nb::arg("bytes"))
+      .def("kernel_seconds", &Session::kernel_seconds,
+           "With time_kernels: each op's median call in seconds (-1: not timed)")
       .def("notes", &Session::notes)
       .def("nvme_reserved_bytes", &Session::nvme_reserved_bytes)
       .def("closed", &Session::closed)

@@ -37,6 +37,9 @@ def __getattr__(name: str) -> Any:
     if name in ("plan", "Plan", "load_plan", "Simulation"):
         from memwall import plans
         return getattr(plans, name)
+    if name == "calibrate":
+        from memwall import calibration
+        return calibration.calibrate
     if name == "Trainer":
         from memwall import training
         return training.Trainer

@@ -53,8 +53,12 @@ _own_loss.whole_output = True  # type: ignore[attr-defined]
 
 
 def profile_args(gpu: str) -> tuple[str, str]:
-    """memwall_core's (gpu, gpu_file) for `gpu`: a built-in's name, or a
-    profile file (a path, or a name ending in .json)."""
+    """memwall_core's (gpu, gpu_file) for `gpu`: a built-in's name, a
+    profile file (a path, or a name ending in .json), or "this": this
+    machine's own device, calibrated once and cached (memwall.machine)."""
+    if gpu == "this":
+        from memwall.machine import this_profile
+        return "", this_profile()
     if gpu.endswith(".json") or os.path.sep in gpu:
         return "", gpu
     return gpu, ""

@@ -37,6 +37,7 @@ class Plan:
     graph_text: str = field(repr=False)
     table: str = field(repr=False)
     json: dict[str, Any] = field(repr=False)
+    gpu: str | None = None  # the profile it was made on, as given (a name or a file)
 
     @property
     def iteration_time_s(self) -> float:
@@ -69,8 +70,8 @@ class Plan:
                 raise BadInput(f"{target}: cannot write it ({e.strerror})") from None
 
     def simulate(self, gpu: str | None = None) -> Simulation:
-        """The plan simulated again, on its own profile or on `gpu`."""
-        return simulate_texts(self.graph_text, self.plan_text, gpu)
+        """The plan simulated again, on the profile it was made on or on `gpu`."""
+        return simulate_texts(self.graph_text, self.plan_text, gpu or self.gpu)
 
 
 def simulate_texts(graph_text: str, plan_text: str, gpu: str | None = None) -> Simulation:
@@ -131,4 +132,4 @@ def plan(model: Any, batch: Any, loss_fn: Callable[..., Any] | None = None,
                            "" if budget is None else str(budget), strategy, time_limit, True)
     except native.Error as e:
         raise BadInput(str(e)) from None
-    return Plan(made.plan_text, made.graph_text, made.table, json.loads(made.json))
+    return Plan(made.plan_text, made.graph_text, made.table, json.loads(made.json), gpu)

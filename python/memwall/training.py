@@ -58,13 +58,16 @@ class Trainer:
     `gpu`, `strategy` and `time_limit` as memwall.plan takes them.
     `loss_fn(output, target)` gives the loss (None: the model's own
     ``output.loss``). `nvme`: directories for the plan's NVMe swap space.
-    Every batch must have the shapes of the first (the one planned for).
+    `time_kernels`: time each op's call in every step after the first
+    (kernel_seconds(), memwall.calibrate). Every batch must have the shapes
+    of the first (the one planned for).
     """
 
     def __init__(self, model: Any, optimizer: Any, plan: Any = None,
                  loss_fn: Callable[..., Any] | None = None, *, budget: str | int | None = None,
                  gpu: str = "l4", strategy: str = "auto", time_limit: float = 10.0,
-                 nvme: str | list[str] | None = None, host_bytes: int = 0) -> None:
+                 nvme: str | list[str] | None = None, host_bytes: int = 0,
+                 time_kernels: bool = False) -> None:
         import torch
 
         if not isinstance(model, torch.nn.Module):
@@ -84,6 +87,7 @@ class Trainer:
         self.time_limit = time_limit
         self.nvme = [nvme] if isinstance(nvme, str) else list(nvme or [])
         self.host_bytes = host_bytes
+        self.time_kernels = time_kernels
         self.steps = 0
         self.last_step: dict[str, Any] = {}  # the executor's measures of the last step
         self._session: Any = None
@@ -118,6 +122,10 @@ class Trainer:
     def nvme_reserved_bytes(self) -> int:
         """The swap space the session holds on NVMe (0: none, or not open)."""
         return int(self._session.nvme_reserved_bytes()) if self._session is not None else 0
+
+    def kernel_seconds(self) -> list[float]:
+        """With time_kernels: each graph op's median call so far (-1: not timed)."""
+        return list(self._session.kernel_seconds()) if self._session is not None else []
 
     def close(self) -> None:
         """Ends the session: the model's tensors become its own again (copies
@@ -216,7 +224,7 @@ class Trainer:
         try:
             self._session = native.Session(self.plan.graph_text, self.plan.plan_text, states,
                                            bytes(rng.numpy().tobytes()), "stitching",
-                                           self.nvme, self.host_bytes)
+                                           self.nvme, self.host_bytes, self.time_kernels)
         except native.Error as e:
             raise BadInput(str(e)) from None
         except native.RunFailed as e:

@@ -57,9 +57,26 @@ def test_bad_input_is_one_line(tmp_path: Path) -> None:
     loss = torch.nn.functional.cross_entropy
     with pytest.raises(memwall.BadInput, match=r"^--budget 50% is ambiguous: write 50%gpu"):
         memwall.plan(model, batch, loss_fn=loss, gpu="l4", budget="50%")
-    with pytest.raises(memwall.BadInput, match="remat:rotor"):
-        memwall.plan(model, batch, loss_fn=loss, gpu="l4", strategy="remat:rotor")
+    with pytest.raises(memwall.BadInput, match="nope"):
+        memwall.plan(model, batch, loss_fn=loss, gpu="l4", strategy="remat:nope")
     with pytest.raises(memwall.BadInput):
         memwall.plan(model, batch, loss_fn=loss, gpu="l4", budget="4KiB", time_limit=1)
     with pytest.raises(memwall.BadInput, match="cannot read it"):
         memwall.load_plan(str(tmp_path / "none.json"))
+
+
+def test_a_rematerialization_planner_alone() -> None:
+    """remat:NAME as ``memwall plan --strategy remat:NAME --out`` plans it:
+    every model state on the device, one planner's recomputation."""
+    model, _ = mlp()
+    batch = (torch.randn(4096, 512), torch.randint(0, 10, (4096,)))  # activations dominate
+    loss = torch.nn.functional.cross_entropy
+    keep_all = memwall.plan(model, batch, loss_fn=loss, gpu="l4", strategy="remat:keep-all")
+    assert str(keep_all).startswith("Sequential on l4: remat:keep-all")
+    assert keep_all.json["recomputed_ops"] == 0
+    assert keep_all.peak_bytes == keep_all.json["keep_all_peak_bytes"]
+    remat = memwall.plan(model, batch, loss_fn=loss, gpu="l4", strategy="remat:memwall",
+                         budget="90%peak", time_limit=5)
+    assert remat.peak_bytes <= remat.budget_bytes < keep_all.peak_bytes
+    assert remat.json["recomputed_ops"] > 0
+    assert remat.simulate().valid

@@ -17,6 +17,7 @@
 #include "memwall/graph/graph.h"
 #include "memwall/planner/budget.h"
 #include "memwall/planner/plan_to_run.h"
+#include "memwall/planner/remat_summary.h"
 #include "memwall/remat/checkpoints.h"
 #include "memwall/remat/remat.h"
 #include "memwall/report/exports.h"
@@ -28,45 +29,13 @@
 namespace memwall::cli {
 namespace {
 
-double total_flops(const Graph& graph) {
-  double flops = 0;
-  for (const Op& op : graph.ops) flops += op.flops;
-  return flops;
-}
-
-// The summary of a rematerialization planner's plan, or --json.
+// The summary of a rematerialization planner's plan (memwall/planner/
+// remat_summary.h), with what this command wrote, or --json.
 int print_remat_plan(const PlanArgs& args, const Graph& graph, const Hardware& hw,
                      const RematPlanner& planner, const RematRun& run, const SimResult& keep_all,
                      uint64_t budget, const RunnablePlan* written, uint64_t planned_for) {
-  const Plan& plan = run.result.plan;
-  const uint64_t keep_all_peak = device_peak(keep_all);
-  const Throughput throughput = plan_throughput(graph, run.sim.iteration_time, hw, 1);
-
-  const PlanFacts facts = plan_facts(graph, plan);
-  const size_t recomputes = facts.recomputed_ops;
-  const double extra_flops = facts.recomputed_flops;
-  const double flops = total_flops(graph);
   if (args.json) {
-    nlohmann::json j = {{"graph", graph.name},
-                        {"gpu", hw.name},
-                        {"strategy", args.strategy},
-                        {"planner", run.planner},
-                        {"budget", budget},
-                        {"peak_bytes", run.peak()},
-                        {"keep_all_peak_bytes", keep_all_peak},
-                        {"iteration_time_s", run.sim.iteration_time},
-                        {"keep_all_iteration_time_s", keep_all.iteration_time},
-                        {"overhead", run.overhead(keep_all)},
-                        {"steps", plan.steps.size()},
-                        {"recomputed_ops", recomputes},
-                        {"recomputed_flops", extra_flops},
-                        {"iteration_flops", flops},
-                        {"throughput", throughput_json(throughput)},
-                        {"time_split_s", time_split_json(run.sim)},
-                        {"solve_seconds", run.wall_seconds},
-                        {"note", run.result.note},
-                        {"proven_optimal", run.result.proven_optimal},
-                        {"gap", run.result.gap}};
+    nlohmann::json j = remat_plan_json(graph, hw, args.strategy, run, keep_all, budget);
     j["out"] = args.out.empty() ? nlohmann::json(nullptr) : nlohmann::json(args.out);
     j["layout"] = written ? written->json() : nlohmann::json(nullptr);
     if (planned_for > 0) j["planned_for_bytes"] = planned_for;
@@ -79,36 +48,7 @@ int print_remat_plan(const PlanArgs& args, const Graph& graph, const Hardware& h
     std::cout << j.dump(2) << "\n";
     return 0;
   }
-
-  const auto percent = [](double part, double whole) {
-    return whole > 0 ? fmt::format("{:.1f}%", 100 * part / whole) : std::string("-");
-  };
-  std::cout << fmt::format("{} on {}: remat:{}\n", graph.name, hw.name, run.planner);
-  std::cout << field("planner", fmt::format("{}: {}", planner.name, planner.summary));
-  std::cout << field("budget", fmt::format("{}, {} of the keep-all peak", exact_bytes(budget),
-                                           percent(static_cast<double>(budget),
-                                                   static_cast<double>(keep_all_peak))));
-  std::cout << field("peak device memory",
-                     fmt::format("{} at {} (keep-all {})", exact_bytes(run.peak()),
-                                 human_seconds(run.sim.peak_time[0]), human_bytes(keep_all_peak)));
-  std::cout << field("iteration time",
-                     fmt::format("{} (keep-all {})", human_seconds(run.sim.iteration_time),
-                                 human_seconds(keep_all.iteration_time)));
-  std::cout << field("overhead", fmt::format("{:.4f}x", run.overhead(keep_all)));
-  std::cout << field("throughput", throughput_row(throughput, run.sim.iteration_time));
-  std::cout << field("time split", time_split_row(run.sim));
-  std::cout << field("recomputed ops", fmt::format("{} ({} steps in all)", grouped(recomputes),
-                                                   grouped(plan.steps.size())));
-  std::cout << field("extra FLOPs",
-                     fmt::format("{} (+{} of the iteration's {})", human_flops(extra_flops),
-                                 percent(extra_flops, flops), human_flops(flops)));
-  std::cout << field("solve time", human_seconds(run.wall_seconds));
-  if (!run.result.note.empty()) std::cout << field("note", run.result.note);
-  if (run.result.proven_optimal) {
-    std::cout << field("optimal", "proven (for the planner's cost model)");
-  } else if (run.result.gap > 0) {
-    std::cout << field("optimal", fmt::format("not proven: gap {:.2f}%", 100 * run.result.gap));
-  }
+  std::cout << remat_plan_text(graph, hw, planner, run, keep_all, budget);
   if (!args.out_graph.empty()) std::cout << field("graph written to", args.out_graph);
   if (planned_for > 0) std::cout << field("planned for", planned_for_text(planned_for));
   if (written) std::cout << field("laid out", written->row_text());

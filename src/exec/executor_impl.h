@@ -117,6 +117,8 @@ class Executor {
   std::span<std::byte> resident_bytes(BufferId b, c10::Storage* device);
   void read_state(BufferId b, std::span<std::byte> out);
   void write_state(BufferId b, std::span<const std::byte> in);
+  // Note [Kernel timing]: per op, the median of its timed calls; -1 if none.
+  std::vector<double> median_kernel_times();
 
  private:
   void check_runnable();
@@ -199,7 +201,6 @@ class Executor {
   std::span<const std::byte> slice_of(const Buffer& b, std::span<const std::byte> whole) const;
   void connect();
   void collective(const Step& s, RunResult& result);
-  std::vector<double> median_kernel_times();
 
   double now_s() const { return seconds_since(iteration_start_); }
   const Graph& graph_;

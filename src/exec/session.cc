@@ -166,6 +166,10 @@ class SessionImpl final : public Session {
 
   std::vector<std::string> notes() const override { return s_->result.notes; }
   uint64_t nvme_reserved_bytes() const override { return s_->result.nvme_reserved_bytes; }
+  std::vector<double> kernel_seconds() override {
+    if (!s_->options.time_kernels || !s_->broken.empty()) return {};
+    return s_->executor->median_kernel_times();
+  }
 
  private:
   bool persistent(int64_t buffer) const {
@@ -190,7 +194,6 @@ Status open(const Graph& graph, const Plan& plan, const StepValues& values,
   shared->options.steps = 0;
   shared->options.check_eager = false;
   shared->options.record_trace = false;
-  shared->options.time_kernels = false;
   const Status status = guarded(*shared, error, [&] {
     shared->executor = std::make_unique<detail::Executor>(
         shared->graph, shared->plan, detail::ValuesFrom{.memory = &values}, shared->options,

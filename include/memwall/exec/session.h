@@ -48,8 +48,12 @@ class Session {
   virtual Status write(int64_t buffer, std::span<const std::byte> bytes, std::string& error) = 0;
   // Lines for the user that the session collected (stale swap files removed).
   virtual std::vector<std::string> notes() const = 0;
-  // Swap space reserved on NVMe (0: none) and the pinned pool's capacity.
+  // Swap space reserved on NVMe (0: none).
   virtual uint64_t nvme_reserved_bytes() const = 0;
+  // With options.time_kernels: per op id, the median seconds of its call
+  // over the steps after the first (Note [Kernel timing]); -1 for ops not
+  // timed. Empty without.
+  virtual std::vector<double> kernel_seconds() = 0;
 };
 
 // The library's entry point (dlsym by name, memwall/exec/library.h). The
