@@ -59,15 +59,22 @@ class Trainer:
     `loss_fn(output, target)` gives the loss (None: the model's own
     ``output.loss``). `nvme`: directories for the plan's NVMe swap space.
     `time_kernels`: time each op's call in every step after the first
-    (kernel_seconds(), memwall.calibrate). Every batch must have the shapes
-    of the first (the one planned for).
+    (kernel_seconds(), memwall.calibrate).
+
+    Note [Batches of other shapes]: a batch whose tensors' shapes or dtypes
+    were not seen before (bucketed sequence lengths) is traced and planned
+    once, with a one-line note on stderr, and its plan kept (at most
+    `max_plans`; one more is an error that says so). Each plan runs in its
+    own session: changing shapes moves the model's states from one session
+    to the other (a copy of each), so batches of one shape in a row cost
+    least.
     """
 
     def __init__(self, model: Any, optimizer: Any, plan: Any = None,
                  loss_fn: Callable[..., Any] | None = None, *, budget: str | int | None = None,
                  gpu: str = "l4", strategy: str = "auto", time_limit: float = 10.0,
                  nvme: str | list[str] | None = None, host_bytes: int = 0,
-                 time_kernels: bool = False) -> None:
+                 time_kernels: bool = False, max_plans: int = 8) -> None:
         import torch
 
         if not isinstance(model, torch.nn.Module):
@@ -88,6 +95,11 @@ class Trainer:
         self.nvme = [nvme] if isinstance(nvme, str) else list(nvme or [])
         self.host_bytes = host_bytes
         self.time_kernels = time_kernels
+        if max_plans < 1:
+            raise BadInput("max_plans must be at least 1")
+        self.max_plans = max_plans
+        self._plans: dict[tuple[Any, ...], Any] = {}  # by the batch's shapes
+        self._key: tuple[Any, ...] | None = None  # the open session's
         self.steps = 0
         self.last_step: dict[str, Any] = {}  # the executor's measures of the last step
         self._session: Any = None
@@ -103,8 +115,9 @@ class Trainer:
         takes it); the loss, a 0-dim tensor."""
         import torch
 
-        if self._session is None:
-            self._open(batch)
+        key = _shapes(batch)
+        if self._session is None or key != self._key:
+            self._switch(key, batch)
         self._check_settings()
         tensors = self._batch_tensors(batch)
         self._unbind()
@@ -195,23 +208,58 @@ class Trainer:
 
     # ---- The session -----------------------------------------------------------------
 
+    def _switch(self, key: tuple[Any, ...], batch: Any) -> None:
+        """Note [Batches of other shapes]: the plan for `batch`'s shapes (made
+        now if new) in a session of its own."""
+        import sys
+
+        import torch
+
+        from memwall.plans import plan as make_plan
+
+        plan = self._plans.get(key)
+        if plan is None and not self._plans and self.plan is not None:
+            plan = self.plan  # the plan given, for the first batch
+        if plan is None:
+            if len(self._plans) >= self.max_plans:
+                raise BadInput(f"a batch of new shapes ({_shapes_text(key)}) would need plan "
+                               f"{len(self._plans) + 1}, and the trainer keeps at most "
+                               f"max_plans={self.max_plans}")
+            if self._plans:
+                print(f"memwall: note: a batch of new shapes ({_shapes_text(key)}): traced and "
+                      f"planned once (plan {len(self._plans) + 1} of at most {self.max_plans})",
+                      file=sys.stderr)
+            rng = torch.get_rng_state()  # the trace must not move the generator
+            budget = self.budget
+            if budget is None and self.plan is not None:
+                budget = self.plan.budget_bytes
+            plan = make_plan(self.model, _compact(batch), self.loss_fn, optimizer=self.optimizer,
+                             gpu=self.gpu, budget=budget, strategy=self.strategy,
+                             time_limit=self.time_limit, kernels="cpu")
+            torch.set_rng_state(rng)
+        self._plans[key] = plan
+        self.close()  # the states back in the model's own tensors
+        self.plan = plan
+        self._open(batch)
+        self._key = key
+
     def _open(self, batch: Any) -> None:
         import torch
 
         from memwall.native import core
-        from memwall.plans import plan as make_plan
 
-        rng = torch.get_rng_state()  # the trace must not move the generator
-        if self.plan is None:
-            self.plan = make_plan(self.model, _compact(batch), self.loss_fn,
-                                  optimizer=self.optimizer, gpu=self.gpu, budget=self.budget,
-                                  strategy=self.strategy, time_limit=self.time_limit,
-                                  kernels="cpu")
-        torch.set_rng_state(rng)
+        rng = torch.get_rng_state()
         graph = json.loads(self.plan.graph_text)
         if graph.get("meta", {}).get("kernels") != "cpu":
             raise BadInput("the plan was traced for CUDA kernels; the trainer's device is "
                            "emulated by the CPU: plan with memwall.plan(..., kernels=\"cpu\")")
+        calls = graph["meta"].get("calls", {})
+        if not calls.get("runnable", False):
+            raise BadInput(f"the step cannot be replayed: {calls.get('why', 'no call records')}")
+        if calls.get("value_reads"):
+            raise BadInput(f"the step's Python code reads {calls['value_reads'][0]} (data-"
+                           "dependent control flow: if x.sum() > 0, .tolist(), ...): a plan "
+                           "replays one traced step and could not follow another batch's branch")
         self._graph = graph
         self._match_inputs(graph, batch)
         self._bound = self._match_states(graph)
@@ -321,9 +369,8 @@ class Trainer:
         out = []
         for (name, t), (_, dtype, shape) in zip(named, self._inputs):
             if t.dtype != dtype or tuple(t.shape) != shape:
-                raise BadInput(f"the batch's {name} is {t.dtype} {list(t.shape)}, the planned "
-                               f"{dtype} {list(shape)}: every batch must have the first's "
-                               f"shapes and dtypes")
+                raise BadInput(f"the batch's {name} is {t.dtype} {list(t.shape)}, the plan's "
+                               f"{dtype} {list(shape)}: a plan made for another batch")
             if t.device.type != "cpu":
                 raise BadInput(f"the batch's {name} is on {t.device}: the trainer reads CPU "
                                f"tensors")
@@ -429,6 +476,15 @@ def _named_inputs(batch: Any, tensors: list[Any]) -> list[tuple[str, Any]]:
             name = "target"
         named.append((name, t))
     return named
+
+
+def _shapes(batch: Any) -> tuple[Any, ...]:
+    """What a plan is made for: each batch tensor's dtype and shape."""
+    return tuple((str(t.dtype).replace("torch.", ""), tuple(t.shape)) for t in _flat_batch(batch))
+
+
+def _shapes_text(key: tuple[Any, ...]) -> str:
+    return ", ".join(f"{dtype} {list(shape)}" for dtype, shape in key)
 
 
 def _settings(optimizer: Any) -> list[dict[str, Any]]:

@@ -140,8 +140,6 @@ def test_bad_input_and_failures() -> None:
     model, optimizer = model_and_optimizer("adamw")
     with memwall.Trainer(model, optimizer, loss_fn=F.cross_entropy) as trainer:
         trainer.step(data[0])
-        with pytest.raises(memwall.BadInput, match="every batch must have the first's shapes"):
-            trainer.step(batches(1, size=16)[0])
         # One session per process at a time.
         other_model, other_optimizer = model_and_optimizer("adamw")
         other = memwall.Trainer(other_model, other_optimizer, loss_fn=F.cross_entropy)
@@ -170,6 +168,47 @@ def test_bad_input_and_failures() -> None:
     plan = memwall.plan(model, data[0], F.cross_entropy, optimizer=optimizer)  # CUDA kernels
     with pytest.raises(memwall.BadInput, match="kernels=\"cpu\""):
         memwall.Trainer(model, optimizer, plan, F.cross_entropy).step(data[0])
+
+
+def test_batches_of_other_shapes_are_planned_once(capfd: pytest.CaptureFixture[str]) -> None:
+    """Note [Batches of other shapes]: bucketed batch sizes, each planned
+    once, bit for bit as eager PyTorch trains on the same sequence."""
+    big, small = batches(3, size=32), batches(3, size=16)
+    data = [big[0], small[0], small[1], big[1], small[2], big[2]]
+    reference, model_e, optimizer_e = eager("adamw", data)
+    model, optimizer = model_and_optimizer("adamw")
+    trainer = memwall.Trainer(model, optimizer, loss_fn=F.cross_entropy, budget="60%peak")
+    torch.manual_seed(5)
+    assert [trainer.step(b).item() for b in data] == reference
+    assert len(trainer._plans) == 2
+    assert capfd.readouterr().err.count("a batch of new shapes (float32 [16, 64], int64 [16])") == 1
+    trainer.close()
+    assert_same_states(model_e, optimizer_e, model, optimizer)
+    model, optimizer = model_and_optimizer("adamw")
+    with memwall.Trainer(model, optimizer, loss_fn=F.cross_entropy, max_plans=1) as one:
+        one.step(big[0])
+        with pytest.raises(memwall.BadInput, match="at most max_plans=1"):
+            one.step(small[0])
+
+
+def test_data_dependent_control_flow_is_refused() -> None:
+    class Branchy(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.a, self.b = torch.nn.Linear(64, 64), torch.nn.Linear(64, 10)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            h = self.a(x)
+            if h.sum() > 0:  # another batch may take the other branch
+                h = h * 2
+            return self.b(h)
+
+    model = Branchy()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    trainer = memwall.Trainer(model, optimizer, loss_fn=F.cross_entropy)
+    with pytest.raises(memwall.BadInput, match=r"reads a bool value after op \d+ \(.*gt\) "
+                                               r"\(data-dependent control flow"):
+        trainer.step(batches(1)[0])
 
 
 def run_example(*args: str) -> dict[str, Any]:

@@ -134,8 +134,13 @@ class ScalarTracking(TorchFunctionMode):
         if not rec.recording:
             return func(*args, **kwargs)
         if func is torch.Tensor.item:
-            value = func(*args, **kwargs)
             t = args[0]
+            rec.reading_tracked = (t.dtype.is_floating_point and t.numel() == 1
+                                   and rec.buffer_of(t) is not None)
+            try:
+                value = func(*args, **kwargs)
+            finally:
+                rec.reading_tracked = False
             if (t.dtype.is_floating_point and t.numel() == 1
                     and rec.buffer_of(t) is not None and isinstance(value, float)):
                 return TrackedFloat(value, ["item", tensor_ref(rec, t)])

@@ -77,16 +77,19 @@ def to_graph(recorder: Recorder, name: str, meta: dict[str, Any]) -> tuple[Graph
 
 
 def runnable(recorder: Recorder, ops: list[Op]) -> dict[str, Any]:
-    """Whether `memwall run` can replay the graph's calls, and if not why."""
+    """Whether `memwall run` can replay the graph's calls, and if not why;
+    the values the step's Python code read (Note [Values read by Python]
+    in recorder.py), which a replay on another batch cannot follow."""
     if recorder.untracked_item is not None:
         return {"runnable": False, "why": f"the step reads {recorder.untracked_item}"}
+    reads = {"value_reads": recorder.value_reads[:3]} if recorder.value_reads else {}
     for op in ops:
         if op.call is not None and "unsupported" in op.call:
             return {"runnable": False, "why": f"op {op.name} ({op.call['op']}) takes "
                     f"{op.call['unsupported']}"}
     if recorder.loss_ref is None:
         return {"runnable": False, "why": "the loss is not a tensor the trace recorded"}
-    return {"runnable": True}
+    return {"runnable": True, **reads}
 
 
 def graph_name(model: str, meta: dict[str, Any], function: str | None = None) -> str:

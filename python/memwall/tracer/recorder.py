@@ -111,6 +111,11 @@ class Recorder(TorchDispatchMode):
         # Note [Tracked scalars]: one frame per torch function.
         self.tracked: list[dict[float, Any]] = []
         self.untracked_item: str | None = None  # the first .item() a replay cannot follow
+        # Note [Values read by Python]: each value the step's Python code read
+        # from a tensor (if x.sum() > 0, .tolist(), an int .item()) but an
+        # .item() the replay computes again (ScalarTracking: reading_tracked).
+        self.value_reads: list[str] = []
+        self.reading_tracked = False
         self.loss_ref: Any = None  # the loss's tensor reference (calls.tensor_ref)
         self.loss_value: float | None = None
         self.kernels = kernels
@@ -249,6 +254,12 @@ class Recorder(TorchDispatchMode):
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (),
                            kwargs: dict | None = None) -> Any:
         kwargs = kwargs or {}
+        if (func is torch.ops.aten._local_scalar_dense.default and self.recording
+                and not self.reading_tracked):
+            after = f"after op {len(self.ops) - 1} ({self.ops[-1].name})" if self.ops \
+                else "before the first op"
+            self.value_reads.append(f"a {str(args[0].dtype).replace('torch.', '')} value "
+                                    f"{after}")
         if func is torch.ops.aten._local_scalar_dense.default and args[0].is_meta:
             # .item() of a meta tensor (Adam's step count, a loss scale): meta
             # tensors hold no values, so the trace continues with 1, the
