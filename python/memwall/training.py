@@ -26,7 +26,9 @@ find its memory free. Changing a state's values between steps goes through
 """
 from __future__ import annotations
 
+import atexit
 import json
+import weakref
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -126,7 +128,11 @@ class Trainer:
                 [(name, t.data_ptr(), t.nbytes) for name, t in tensors])
         except Exception as e:
             self._fail(e)
-        self._bind()
+        finally:
+            # Ctrl-C arrives once the step is back (it runs without the GIL):
+            # the model's tensors are views again before it is raised.
+            if self._session is not None:
+                self._bind()
         self.steps += 1
         self.last_step = measure
         return torch.tensor(measure["loss"], dtype=self._loss_dtype)
@@ -277,6 +283,7 @@ class Trainer:
             raise BadInput(str(e)) from None
         except native.RunFailed as e:
             raise _converted(e, native) from None
+        atexit.register(_end_at_exit, weakref.ref(self))
         self._bind()
 
     def _match_states(self, graph: dict[str, Any]) -> list[_Bound]:
@@ -438,6 +445,17 @@ class Trainer:
         if isinstance(e, native.RunFailed):
             raise _converted(e, native) from None
         raise e
+
+
+def _end_at_exit(ref: "weakref.ref[Trainer]") -> None:
+    """An open session at exit (Ctrl-C, or no close()): its memory and its
+    NVMe swap files go now, not with whatever still holds them. The
+    model's tensors are left empty: the process is ending."""
+    trainer = ref()
+    if trainer is not None and trainer._session is not None:
+        trainer._unbind()
+        trainer._session.close()
+        trainer._session = None
 
 
 def _converted(e: Exception, native: Any) -> Error:

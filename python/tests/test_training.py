@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -209,6 +210,39 @@ def test_data_dependent_control_flow_is_refused() -> None:
     with pytest.raises(memwall.BadInput, match=r"reads a bool value after op \d+ \(.*gt\) "
                                                r"\(data-dependent control flow"):
         trainer.step(batches(1)[0])
+
+
+INTERRUPTED = """
+import sys, torch, torch.nn.functional as F
+sys.path.insert(0, sys.argv[2])
+import memwall
+from test_training import model_and_optimizer, batches
+model, optimizer = model_and_optimizer("adamw")
+trainer = memwall.Trainer(model, optimizer, loss_fn=F.cross_entropy, strategy="zero-infinity",
+                          nvme=sys.argv[1])
+data = batches(2)
+trainer.step(data[0])
+print("training", flush=True)
+while True:
+    trainer.step(data[1])
+"""
+
+
+def test_ctrl_c_leaves_no_swap_file(tmp_path: Path) -> None:
+    swap = tmp_path / "swap"
+    swap.mkdir()
+    child = subprocess.Popen([sys.executable, "-c", INTERRUPTED, str(swap), str(ROOT / "python" /
+                              "tests")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert child.stdout is not None
+    assert child.stdout.readline().strip() == "training"
+    # The NVMe engine unlinks its swap file once it has it open (Note [Swap
+    # file names] in src/runtime/swap_dir.cc): no name to leave behind.
+    assert not list(swap.iterdir())
+    child.send_signal(signal.SIGINT)
+    _, err = child.communicate(timeout=120)
+    # Python ends an uncaught KeyboardInterrupt by dying of SIGINT again.
+    assert child.returncode == -signal.SIGINT and "KeyboardInterrupt" in err
+    assert not list(swap.iterdir())
 
 
 def run_example(*args: str) -> dict[str, Any]:
