@@ -108,6 +108,7 @@ class Trainer:
         self._graph: dict[str, Any] = {}
         self._bound: list[_Bound] = []
         self._inputs: list[tuple[str, Any, tuple[int, ...]]] = []  # (name, dtype, shape)
+        self._empty_inputs: list[str] = []  # the graph's empty external inputs
         self._settings = _settings(optimizer)
 
     # ---- Training ------------------------------------------------------------------------
@@ -359,7 +360,22 @@ class Trainer:
 
     def _match_inputs(self, graph: dict[str, Any], batch: Any) -> None:
         tensors = _flat_batch(batch)
-        names = [b["name"] for b in graph["buffers"] if b["kind"] == "input"]
+        # Tensors the step read that are neither the model's nor the batch's
+        # (the tracer's "external.N"): empty ones (a cache's start) are given
+        # as empty; one with bytes has no values on the meta device.
+        self._empty_inputs = []
+        names = []
+        for b in graph["buffers"]:
+            if b["kind"] != "input":
+                continue
+            if b["name"].startswith("external.") and b["bytes"] == 0:
+                self._empty_inputs.append(b["name"])
+            elif b["name"].startswith("external."):
+                raise BadInput(f"the step reads a tensor of {b['bytes']} bytes made outside the "
+                               f"model and the batch ({b['name']}, a constant or a cache): the "
+                               "trainer has no values for it; make it a module buffer")
+            else:
+                names.append(b["name"])
         given = [name for name, _ in _named_inputs(batch, tensors)]
         if sorted(names) != sorted(given):
             raise BadInput(f"the batch has tensors {given}, the plan's step {names}: a plan of "
@@ -382,7 +398,7 @@ class Trainer:
                 raise BadInput(f"the batch's {name} is on {t.device}: the trainer reads CPU "
                                f"tensors")
             out.append((name, t.contiguous()))
-        return out
+        return out + [(name, _EMPTY) for name in self._empty_inputs]
 
     def _check_settings(self) -> None:
         now = _settings(self.optimizer)
@@ -445,6 +461,18 @@ class Trainer:
         if isinstance(e, native.RunFailed):
             raise _converted(e, native) from None
         raise e
+
+
+class _Empty:
+    """An input of no bytes."""
+
+    def data_ptr(self) -> int:
+        return 0
+
+    nbytes = 0
+
+
+_EMPTY = _Empty()
 
 
 def _end_at_exit(ref: "weakref.ref[Trainer]") -> None:

@@ -264,3 +264,20 @@ def test_train_gpt_example_and_resume_in_a_new_process(tmp_path: Path) -> None:
     resumed = run_example("--steps", "6", "--resume", checkpoint)
     assert resumed["losses"] == straight["losses"][3:]
     assert resumed["params_sha256"] == straight["params_sha256"]
+
+
+def test_finetune_lora_example() -> None:
+    """A Hugging Face GPT-2 built from a config, frozen, with LoRA adapters
+    trained under half its eager peak; validation passes between steps."""
+    done = subprocess.run([sys.executable, str(ROOT / "examples" / "finetune_lora.py"),
+                           "--layers", "1", "--width", "64", "--context", "32", "--batch", "4",
+                           "--steps", "4", "--eval-every", "2", "--check-eager", "--json"],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["bitwise_equal"] is True
+    assert len(result["validation_losses"]) == 2
+    assert result["trainable_parameters"] < result["parameters"]
+    assert result["measured_peak_bytes"] <= result["budget_bytes"]
+    assert abs(result["measured_peak_bytes"] - result["predicted_peak_bytes"]) <= \
+        result["predicted_peak_bytes"] // 100

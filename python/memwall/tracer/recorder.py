@@ -112,10 +112,14 @@ class Recorder(TorchDispatchMode):
         self.tracked: list[dict[float, Any]] = []
         self.untracked_item: str | None = None  # the first .item() a replay cannot follow
         # Note [Values read by Python]: each value the step's Python code read
-        # from a tensor (if x.sum() > 0, .tolist(), an int .item()) but an
-        # .item() the replay computes again (ScalarTracking: reading_tracked).
+        # from a tensor (if x.sum() > 0, .tolist(), an int .item()) that
+        # depends on the model's states or the batch, but an .item() the
+        # replay computes again (ScalarTracking: reading_tracked). A value
+        # computed from constants alone (Hugging Face's check of position
+        # ids made by arange) is the same for every batch of the shape.
         self.value_reads: list[str] = []
         self.reading_tracked = False
+        self.data_buffers: set[int] = set()  # buffers whose values depend on states or batch
         self.loss_ref: Any = None  # the loss's tensor reference (calls.tensor_ref)
         self.loss_value: float | None = None
         self.kernels = kernels
@@ -158,6 +162,9 @@ class Recorder(TorchDispatchMode):
         if self.values is not None and producer is None:
             self.values[len(self.buffers) - 1] = storage_bytes(storage)
         self.by_storage[key] = len(self.buffers) - 1
+        if producer is None and kind in ("param", "optim_state", "input") \
+                and not name.startswith("external."):
+            self.data_buffers.add(len(self.buffers) - 1)
         self._alive.append(len(self.buffers) - 1)
         self._alive_refs.append(buf.ref.cdata)
         return len(self.buffers) - 1
@@ -255,7 +262,7 @@ class Recorder(TorchDispatchMode):
                            kwargs: dict | None = None) -> Any:
         kwargs = kwargs or {}
         if (func is torch.ops.aten._local_scalar_dense.default and self.recording
-                and not self.reading_tracked):
+                and not self.reading_tracked and self.buffer_of(args[0]) in self.data_buffers):
             after = f"after op {len(self.ops) - 1} ({self.ops[-1].name})" if self.ops \
                 else "before the first op"
             self.value_reads.append(f"a {str(args[0].dtype).replace('torch.', '')} value "
@@ -350,6 +357,8 @@ class Recorder(TorchDispatchMode):
             for b in items:  # Note [Tracked scalars]: the op reads the item's buffer
                 if b not in op.ins and b not in op.updates:
                     op.ins.append(b)
+        if any(b in self.data_buffers for b in op.ins + op.updates):
+            self.data_buffers.update(op.outs + op.updates)
         op.flops = flops.op_flops(name, args, out_tensors if out_tensors else [])
         op.bytes = traffic
         op.time = elapsed
