@@ -65,11 +65,18 @@ PlanMade make_remat_plan(const Graph& graph, const Hardware& hw, const std::stri
 
 PlanMade make_plan(const std::string& graph_json, const std::string& gpu,
                    const std::string& gpu_file, const std::string& budget,
-                   const std::string& strategy, double time_limit, bool lay_out) {
+                   const std::string& strategy, double time_limit, bool lay_out, int ranks,
+                   int zero_stage) {
   const Hardware hw = hardware_named(gpu, gpu_file);
   const Graph graph = graph_for(graph_json, hw);
-  if (is_remat_strategy(strategy)) return make_remat_plan(graph, hw, budget, strategy, time_limit, lay_out);
+  if (is_remat_strategy(strategy)) {
+    if (ranks > 1) fail("strategy {} plans one rank; with {} ranks plan with auto", strategy, ranks);
+    return make_remat_plan(graph, hw, budget, strategy, time_limit, lay_out);
+  }
+  if (ranks < 1) fail("ranks must be at least 1 (got {})", ranks);
   PlannerOptions options;
+  options.ranks = ranks;
+  if (zero_stage >= 0) options.zero_stage = zero_stage;
   options.time_limit = checked_time_limit(time_limit);
   if (!budget.empty()) {
     options.budget = parse_budget(budget, hw, [&] { return keep_all_peak(graph, hw); });
@@ -121,7 +128,8 @@ void add_plan(nanobind::module_& m) {
   m.def("plan", &make_plan, nanobind::arg("graph_json"), nanobind::arg("gpu"),
         nanobind::arg("gpu_file") = "", nanobind::arg("budget") = "",
         nanobind::arg("strategy") = "auto", nanobind::arg("time_limit") = 10.0,
-        nanobind::arg("lay_out") = true,
+        nanobind::arg("lay_out") = true, nanobind::arg("ranks") = 1,
+        nanobind::arg("zero_stage") = -1,
         "A plan that runs, for a budget (bytes, N%gpu or N%peak; \"\" for the default), "
         "as `memwall plan --out` makes it");
   m.def("simulate", &simulate_plan, nanobind::arg("graph_json"), nanobind::arg("plan_json"),

@@ -56,7 +56,8 @@ class Session {
   Session(const std::string& graph_json, const std::string& plan_json,
           const std::vector<std::tuple<int64_t, std::string, uintptr_t, uint64_t>>& states,
           const nb::bytes& rng, const std::string& policy,
-          const std::vector<std::string>& nvme_dirs, uint64_t host_bytes, bool time_kernels) {
+          const std::vector<std::string>& nvme_dirs, uint64_t host_bytes, bool time_kernels,
+          int rank, int ranks, const std::string& store, const std::string& store_prefix) {
     const Graph graph = graph_from_json_text(graph_json);
     const Plan plan = plan_from_json_text(plan_json);
     check_plan_graph(plan, graph);
@@ -72,6 +73,10 @@ class Session {
     options.nvme_dirs = nvme_dirs;
     options.host_bytes = host_bytes;
     options.time_kernels = time_kernels;
+    options.rank = rank;
+    options.ranks = ranks;
+    options.store = store;
+    options.store_prefix = store_prefix;
     std::string error;
     exec::Status status;
     {
@@ -206,10 +211,11 @@ void add_session(nb::module_& m) {
       .def(nb::init<const std::string&, const std::string&,
                     const std::vector<std::tuple<int64_t, std::string, uintptr_t, uint64_t>>&,
                     const nb::bytes&, const std::string&, const std::vector<std::string>&,
-                    uint64_t, bool>(),
+                    uint64_t, bool, int, int, const std::string&, const std::string&>(),
            nb::arg("graph_json"), nb::arg("plan_json"), nb::arg("states"), nb::arg("rng"),
            nb::arg("policy") = "stitching", nb::arg("nvme_dirs") = std::vector<std::string>{},
-           nb::arg("host_bytes") = 0, nb::arg("time_kernels") = false,
+           nb::arg("host_bytes") = 0, nb::arg("time_kernels") = false, nb::arg("rank") = 0,
+           nb::arg("ranks") = 1, nb::arg("store") = "", nb::arg("store_prefix") = "",
            "An executor session over a plan, its states placed from (id, name, address, "
            "bytes) each")
       .def("step", &Session::step, nb::arg("inputs"),

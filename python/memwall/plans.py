@@ -112,7 +112,8 @@ def load_plan(path: str) -> Plan:
 def plan(model: Any, batch: Any, loss_fn: Callable[..., Any] | None = None,
          optimizer: Any = "adamw", gpu: str = "rtx4090", budget: str | int | None = None,
          strategy: str = "auto", time_limit: float = 10.0, dtype: str | None = None,
-         name: str | None = None, kernels: str = "cuda") -> Plan:
+         name: str | None = None, kernels: str = "cuda", ranks: int = 1,
+         zero_stage: int | None = None) -> Plan:
     """A plan for one training step of `model` on `batch` (as memwall.estimate
     takes them, `dtype` too) on `gpu` within `budget`: bytes (an int, or "20GiB"), a
     share of the GPU's memory ("60%gpu") or of the keep-all plan's peak
@@ -121,7 +122,10 @@ def plan(model: Any, batch: Any, loss_fn: Callable[..., Any] | None = None,
     zero-offload, zero-infinity, patrickstar). `optimizer` and `kernels`
     as memwall.estimates.trace_graph takes them: a plan that
     memwall.Trainer runs on the emulated device is traced for "cpu"
-    kernels with the training's own optimizer. Raises BadInput with one
+    kernels with the training's own optimizer. `ranks` > 1: one rank's plan
+    of data-parallel training over that many ranks (ZeRO's rank graph;
+    `zero_stage` 0-3, or None for the planner's choice), each rank with a
+    micro-batch like `batch`. Raises BadInput with one
     line when nothing fits or the input is bad."""
     from memwall.native import core
     graph = trace_graph(model, batch, loss_fn, optimizer, name, dtype, kernels)
@@ -129,7 +133,8 @@ def plan(model: Any, batch: Any, loss_fn: Callable[..., Any] | None = None,
     gpu_name, gpu_file = profile_args(gpu)
     try:
         made = native.plan(json.dumps(graph, separators=(",", ":")), gpu_name, gpu_file,
-                           "" if budget is None else str(budget), strategy, time_limit, True)
+                           "" if budget is None else str(budget), strategy, time_limit, True,
+                           ranks, -1 if zero_stage is None else zero_stage)
     except native.Error as e:
         raise BadInput(str(e)) from None
     return Plan(made.plan_text, made.graph_text, made.table, json.loads(made.json), gpu)

@@ -28,11 +28,25 @@ from __future__ import annotations
 
 import atexit
 import json
+import os
 import weakref
 from dataclasses import dataclass
 from typing import Any, Callable
 
 from memwall.errors import BadInput, Error, OutOfMemory, RunFailed
+
+# Note [Ranks under torchrun]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# Under torchrun --nproc-per-node N (one host or several), each process is
+# a rank (RANK of WORLD_SIZE) with its own batches. Rank 0 traces and plans
+# the step of one rank of N (ZeRO stage 0 so far: every rank holds whole
+# states, and gradients are averaged as torch DDP averages them) and hands
+# the plan to the others through torch.distributed's TCPStore at
+# MASTER_ADDR:MASTER_PORT (the env:// rendezvous), so that every rank runs
+# the same plan whatever the planner's time limit found. The executors then
+# meet through the same store (Note [Meeting through a TCPStore] in
+# src/exec/executor_comm.cc). Every rank must step with batches of the same
+# shapes, as DDP requires.
 
 SUPPORTED_OPTIMIZERS = ("SGD", "Adam", "AdamW")
 
@@ -63,6 +77,9 @@ class Trainer:
     `time_kernels`: time each op's call in every step after the first
     (kernel_seconds(), memwall.calibrate).
 
+    `ranks`: data-parallel processes (None: torchrun's WORLD_SIZE, else
+    1), each with its own batches (Note [Ranks under torchrun]).
+
     Note [Batches of other shapes]: a batch whose tensors' shapes or dtypes
     were not seen before (bucketed sequence lengths) is traced and planned
     once, with a one-line note on stderr, and its plan kept (at most
@@ -76,7 +93,8 @@ class Trainer:
                  loss_fn: Callable[..., Any] | None = None, *, budget: str | int | None = None,
                  gpu: str = "l4", strategy: str = "auto", time_limit: float = 10.0,
                  nvme: str | list[str] | None = None, host_bytes: int = 0,
-                 time_kernels: bool = False, max_plans: int = 8) -> None:
+                 time_kernels: bool = False, max_plans: int = 8,
+                 ranks: int | None = None) -> None:
         import torch
 
         if not isinstance(model, torch.nn.Module):
@@ -102,6 +120,9 @@ class Trainer:
         self.max_plans = max_plans
         self._plans: dict[tuple[Any, ...], Any] = {}  # by the batch's shapes
         self._key: tuple[Any, ...] | None = None  # the open session's
+        self.rank, self.ranks = _ranks(ranks)
+        self._sessions_opened = 0  # names each session's keys in the ranks' store
+        self._store: Any = None  # torch.distributed.TCPStore, with ranks
         self.steps = 0
         self.last_step: dict[str, Any] = {}  # the executor's measures of the last step
         self._session: Any = None
@@ -240,9 +261,14 @@ class Trainer:
             budget = self.budget
             if budget is None and self.plan is not None:
                 budget = self.plan.budget_bytes
-            plan = make_plan(self.model, _compact(batch), self.loss_fn, optimizer=self.optimizer,
-                             gpu=self.gpu, budget=budget, strategy=self.strategy,
-                             time_limit=self.time_limit, kernels="cpu")
+            if self.rank == 0:
+                plan = make_plan(self.model, _compact(batch), self.loss_fn,
+                                 optimizer=self.optimizer, gpu=self.gpu, budget=budget,
+                                 strategy=self.strategy, time_limit=self.time_limit,
+                                 kernels="cpu", ranks=self.ranks,
+                                 zero_stage=0 if self.ranks > 1 else None)
+            if self.ranks > 1:
+                plan = self._same_plan(plan if self.rank == 0 else None, len(self._plans))
             torch.set_rng_state(rng)
         self._plans[key] = plan
         self.close()  # the states back in the model's own tensors
@@ -276,16 +302,47 @@ class Trainer:
             t = self._get(b)
             states.append((b.buffer, b.name, t.data_ptr(), t.nbytes))
         native = core()
+        store = prefix = ""
+        if self.ranks > 1:
+            address, port = _master()
+            store = f"tcp://{address}:{port}"
+            prefix = f"memwall/session{self._sessions_opened}/"
+        self._sessions_opened += 1
         try:
             self._session = native.Session(self.plan.graph_text, self.plan.plan_text, states,
                                            bytes(rng.numpy().tobytes()), "stitching",
-                                           self.nvme, self.host_bytes, self.time_kernels)
+                                           self.nvme, self.host_bytes, self.time_kernels,
+                                           self.rank, self.ranks, store, prefix)
         except native.Error as e:
             raise BadInput(str(e)) from None
         except native.RunFailed as e:
             raise _converted(e, native) from None
         atexit.register(_end_at_exit, weakref.ref(self))
         self._bind()
+
+    def _same_plan(self, plan: Any, index: int) -> Any:
+        """Note [Ranks under torchrun]: rank 0's plan, which every rank runs."""
+        from datetime import timedelta
+
+        import torch.distributed as dist
+
+        from memwall.plans import Plan
+
+        if self._store is None:
+            address, port = _master()
+            agent = os.environ.get("TORCHELASTIC_USE_AGENT_STORE", "").lower() == "true"
+            self._store = dist.TCPStore(address, port, self.ranks,
+                                        is_master=self.rank == 0 and not agent,
+                                        timeout=timedelta(seconds=600), wait_for_workers=False,
+                                        multi_tenant=True)
+        key = f"memwall/plan{index}"
+        if plan is not None:
+            self._store.set(key, json.dumps({"plan": plan.plan_text, "graph": plan.graph_text,
+                                             "table": plan.table, "json": plan.json,
+                                             "gpu": plan.gpu}))
+            return plan
+        made = json.loads(self._store.get(key))
+        return Plan(made["plan"], made["graph"], made["table"], made["json"], made["gpu"])
 
     def _match_states(self, graph: dict[str, Any]) -> list[_Bound]:
         """Each persistent buffer of the graph and the model's tensor for it:
@@ -522,6 +579,22 @@ def _named_inputs(batch: Any, tensors: list[Any]) -> list[tuple[str, Any]]:
             name = "target"
         named.append((name, t))
     return named
+
+
+def _ranks(ranks: int | None) -> tuple[int, int]:
+    """(rank, ranks): given, or torchrun's RANK and WORLD_SIZE."""
+    world = int(os.environ.get("WORLD_SIZE", "1")) if ranks is None else ranks
+    rank = int(os.environ.get("RANK", "0")) if world > 1 else 0
+    if world < 1 or not 0 <= rank < world:
+        raise BadInput(f"rank {rank} of {world} ranks: check RANK and WORLD_SIZE")
+    if world > 1 and ("MASTER_ADDR" not in os.environ or "MASTER_PORT" not in os.environ):
+        raise BadInput(f"{world} ranks meet at MASTER_ADDR:MASTER_PORT (torch.distributed's "
+                       "env:// rendezvous), which are not set: start the processes with torchrun")
+    return rank, world
+
+
+def _master() -> tuple[str, int]:
+    return os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
 
 
 def _shapes(batch: Any) -> tuple[Any, ...]:

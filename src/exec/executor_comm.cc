@@ -31,7 +31,9 @@
 
 #ifdef MEMWALL_EXEC_GLOO
 #include <torch/csrc/distributed/c10d/FileStore.hpp>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #endif
 
 namespace memwall::exec::detail {
@@ -140,13 +142,49 @@ std::span<const std::byte> Executor::slice_of(const Buffer& b,
 
 #ifdef MEMWALL_EXEC_GLOO
 
+// Note [Meeting through a TCPStore]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// `memwall run --ranks` starts its ranks on one machine, which meet through
+// a FileStore in a temporary directory and talk over the loopback
+// interface. Processes started by torchrun (memwall.Trainer) meet as
+// torch.distributed's env:// rendezvous does: a TCPStore at MASTER_ADDR:
+// MASTER_PORT, hosted by torchrun's agent (TORCHELASTIC_USE_AGENT_STORE)
+// or else by rank 0, the executor's keys under a prefix of their own so
+// that the user's process group beside it keeps its own. Their gloo pairs
+// use the interface GLOO_SOCKET_IFNAME names, as torch.distributed's gloo
+// does, else the address this host's name resolves to.
 void Executor::connect() {
   if (options_.ranks == 1) return;
   if (options_.store.empty()) bad_input("a run of {} ranks needs a store file", options_.ranks);
   try {
-    auto store = c10::make_intrusive<c10d::FileStore>(options_.store, options_.ranks);
+    c10::intrusive_ptr<c10d::Store> store;
+    std::shared_ptr<::gloo::transport::Device> device;
+    const std::string& where = options_.store;
+    if (where.rfind("tcp://", 0) == 0) {
+      const std::string address = where.substr(6, where.find('?') - 6);
+      const size_t colon = address.rfind(':');
+      if (colon == std::string::npos) bad_input("store {}: no port", where);
+      c10d::TCPStoreOptions o;
+      o.port = static_cast<uint16_t>(std::stoi(address.substr(colon + 1)));
+      o.isServer = where.find("?server=1") != std::string::npos;
+      o.numWorkers = static_cast<size_t>(options_.ranks);
+      o.waitWorkers = false;
+      o.multiTenant = true;
+      o.timeout = std::chrono::seconds(options_.comm_timeout_s);
+      store = c10::make_intrusive<c10d::TCPStore>(address.substr(0, colon), o);
+      const char* ifname = std::getenv("GLOO_SOCKET_IFNAME");
+      device = ifname != nullptr && *ifname
+                   ? c10d::ProcessGroupGloo::createDeviceForInterface(ifname)
+                   : c10d::ProcessGroupGloo::createDefaultDevice();
+    } else {
+      store = c10::make_intrusive<c10d::FileStore>(where, options_.ranks);
+      device = c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1");
+    }
+    if (!options_.store_prefix.empty()) {
+      store = c10::make_intrusive<c10d::PrefixStore>(options_.store_prefix, store);
+    }
     auto o = c10d::ProcessGroupGloo::Options::create(std::chrono::seconds(options_.comm_timeout_s));
-    o->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
+    o->devices.push_back(device);
     group_ = std::make_shared<Group>(
         c10::make_intrusive<c10d::ProcessGroupGloo>(store, options_.rank, options_.ranks, o));
   } catch (const std::exception& e) {

@@ -39,10 +39,14 @@ struct RunOptions {
   // RunResult::kernel_seconds.
   bool time_kernels = false;
   // Data parallelism (ZeRO's rank graphs, docs/exec.md): this process is
-  // rank `rank` of `ranks`, which meet through the c10d FileStore `store`.
+  // rank `rank` of `ranks`, which meet through `store`: a c10d FileStore's
+  // path, or "tcp://HOST:PORT" for torch.distributed's TCPStore there
+  // (Note [Meeting through a TCPStore] in src/exec/executor_comm.cc), with
+  // "?server=1" on the rank that hosts it. Keys go under `store_prefix`.
   int rank = 0;
   int ranks = 1;
   std::string store;
+  std::string store_prefix;
   int comm_timeout_s = 300;  // a collective waiting longer fails the run
 };
 
