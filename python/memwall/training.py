@@ -34,6 +34,18 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from memwall.errors import BadInput, Error, OutOfMemory, RunFailed
+from memwall.training_inputs import (
+    EMPTY_INPUT,
+    compact,
+    flat_batch,
+    named_inputs,
+    ranks_from_env,
+    master_address,
+    shapes_of,
+    shapes_text,
+    optimizer_settings,
+    first_change,
+    torch_dtype)
 
 # Note [Ranks under torchrun]
 # ~~~~~~~~~~~~~~~~~~~~~~~~~~~
@@ -120,7 +132,7 @@ class Trainer:
         self.max_plans = max_plans
         self._plans: dict[tuple[Any, ...], Any] = {}  # by the batch's shapes
         self._key: tuple[Any, ...] | None = None  # the open session's
-        self.rank, self.ranks = _ranks(ranks)
+        self.rank, self.ranks = ranks_from_env(ranks)
         self._sessions_opened = 0  # names each session's keys in the ranks' store
         self._store: Any = None  # torch.distributed.TCPStore, with ranks
         self.steps = 0
@@ -130,7 +142,7 @@ class Trainer:
         self._bound: list[_Bound] = []
         self._inputs: list[tuple[str, Any, tuple[int, ...]]] = []  # (name, dtype, shape)
         self._empty_inputs: list[str] = []  # the graph's empty external inputs
-        self._settings = _settings(optimizer)
+        self._settings = optimizer_settings(optimizer)
 
     # ---- Training ------------------------------------------------------------------------
 
@@ -139,7 +151,7 @@ class Trainer:
         takes it); the loss, a 0-dim tensor."""
         import torch
 
-        key = _shapes(batch)
+        key = shapes_of(batch)
         if self._session is None or key != self._key:
             self._switch(key, batch)
         self._check_settings()
@@ -250,11 +262,11 @@ class Trainer:
             plan = self.plan  # the plan given, for the first batch
         if plan is None:
             if len(self._plans) >= self.max_plans:
-                raise BadInput(f"a batch of new shapes ({_shapes_text(key)}) would need plan "
+                raise BadInput(f"a batch of new shapes ({shapes_text(key)}) would need plan "
                                f"{len(self._plans) + 1}, and the trainer keeps at most "
                                f"max_plans={self.max_plans}")
             if self._plans:
-                print(f"memwall: note: a batch of new shapes ({_shapes_text(key)}): traced and "
+                print(f"memwall: note: a batch of new shapes ({shapes_text(key)}): traced and "
                       f"planned once (plan {len(self._plans) + 1} of at most {self.max_plans})",
                       file=sys.stderr)
             rng = torch.get_rng_state()  # the trace must not move the generator
@@ -262,7 +274,7 @@ class Trainer:
             if budget is None and self.plan is not None:
                 budget = self.plan.budget_bytes
             if self.rank == 0:
-                plan = make_plan(self.model, _compact(batch), self.loss_fn,
+                plan = make_plan(self.model, compact(batch), self.loss_fn,
                                  optimizer=self.optimizer, gpu=self.gpu, budget=budget,
                                  strategy=self.strategy, time_limit=self.time_limit,
                                  kernels="cpu", ranks=self.ranks,
@@ -296,7 +308,7 @@ class Trainer:
         self._graph = graph
         self._match_inputs(graph, batch)
         self._bound = self._match_states(graph)
-        self._loss_dtype = _torch_dtype(graph["meta"]["loss"].get("dtype", "f32"))
+        self._loss_dtype = torch_dtype(graph["meta"]["loss"].get("dtype", "f32"))
         states = []
         for b in self._views():
             t = self._get(b)
@@ -304,7 +316,7 @@ class Trainer:
         native = core()
         store = prefix = ""
         if self.ranks > 1:
-            address, port = _master()
+            address, port = master_address()
             store = f"tcp://{address}:{port}"
             prefix = f"memwall/session{self._sessions_opened}/"
         self._sessions_opened += 1
@@ -329,7 +341,7 @@ class Trainer:
         from memwall.plans import Plan
 
         if self._store is None:
-            address, port = _master()
+            address, port = master_address()
             agent = os.environ.get("TORCHELASTIC_USE_AGENT_STORE", "").lower() == "true"
             self._store = dist.TCPStore(address, port, self.ranks,
                                         is_master=self.rank == 0 and not agent,
@@ -399,7 +411,7 @@ class Trainer:
         state = self.optimizer.state[p]
         if key not in state:
             if key == "step":
-                state[key] = torch.tensor(0.0, dtype=_torch_dtype(buf.get("dtype", "f32")))
+                state[key] = torch.tensor(0.0, dtype=torch_dtype(buf.get("dtype", "f32")))
             elif key in ("exp_avg", "exp_avg_sq", "max_exp_avg_sq", "momentum_buffer"):
                 state[key] = torch.zeros_like(p, memory_format=torch.contiguous_format)
             else:
@@ -416,7 +428,7 @@ class Trainer:
                 b.owner = (self.optimizer.state[params[pname]], b.owner[1])
 
     def _match_inputs(self, graph: dict[str, Any], batch: Any) -> None:
-        tensors = _flat_batch(batch)
+        tensors = flat_batch(batch)
         # Tensors the step read that are neither the model's nor the batch's
         # (the tracer's "external.N"): empty ones (a cache's start) are given
         # as empty; one with bytes has no values on the meta device.
@@ -433,16 +445,16 @@ class Trainer:
                                "trainer has no values for it; make it a module buffer")
             else:
                 names.append(b["name"])
-        given = [name for name, _ in _named_inputs(batch, tensors)]
+        given = [name for name, _ in named_inputs(batch, tensors)]
         if sorted(names) != sorted(given):
             raise BadInput(f"the batch has tensors {given}, the plan's step {names}: a plan of "
                            f"another batch")
         self._inputs = [(name, t.dtype, tuple(t.shape)) for name, t in
-                        _named_inputs(batch, tensors)]
+                        named_inputs(batch, tensors)]
 
     def _batch_tensors(self, batch: Any) -> list[tuple[str, Any]]:
-        tensors = _flat_batch(batch)
-        named = _named_inputs(batch, tensors)
+        tensors = flat_batch(batch)
+        named = named_inputs(batch, tensors)
         if len(named) != len(self._inputs):
             raise BadInput(f"the batch has {len(named)} tensors, the planned one "
                            f"{len(self._inputs)}")
@@ -455,13 +467,13 @@ class Trainer:
                 raise BadInput(f"the batch's {name} is on {t.device}: the trainer reads CPU "
                                f"tensors")
             out.append((name, t.contiguous()))
-        return out + [(name, _EMPTY) for name in self._empty_inputs]
+        return out + [(name, EMPTY_INPUT) for name in self._empty_inputs]
 
     def _check_settings(self) -> None:
-        now = _settings(self.optimizer)
+        now = optimizer_settings(self.optimizer)
         if now != self._settings:
             raise BadInput("the optimizer's settings changed since the step was planned "
-                           f"({_first_change(self._settings, now)}): the plan replays the "
+                           f"({first_change(self._settings, now)}): the plan replays the "
                            "traced step's, so a learning-rate schedule needs a new Trainer")
 
     # ---- Views (Note [The model's own tensors]) ----------------------------------------
@@ -520,18 +532,6 @@ class Trainer:
         raise e
 
 
-class _Empty:
-    """An input of no bytes."""
-
-    def data_ptr(self) -> int:
-        return 0
-
-    nbytes = 0
-
-
-_EMPTY = _Empty()
-
-
 def _end_at_exit(ref: "weakref.ref[Trainer]") -> None:
     """An open session at exit (Ctrl-C, or no close()): its memory and its
     NVMe swap files go now, not with whatever still holds them. The
@@ -547,79 +547,3 @@ def _converted(e: Exception, native: Any) -> Error:
     if isinstance(e, native.OutOfMemory):
         return OutOfMemory(str(e))
     return RunFailed(str(e))
-
-
-def _compact(batch: Any) -> Any:
-    """The batch with each tensor in storage of its own (a view of a larger
-    tensor traces as that tensor's whole storage)."""
-    import torch
-
-    return torch.utils._pytree.tree_map(
-        lambda t: t.contiguous().clone() if isinstance(t, torch.Tensor) else t, batch)
-
-
-def _flat_batch(batch: Any) -> list[Any]:
-    import torch
-    from torch.utils._pytree import tree_flatten
-
-    if not isinstance(batch, (tuple, list)) or len(batch) != 2:
-        raise BadInput("the batch must be a pair (inputs, target)")
-    return [t for t in tree_flatten(tuple(batch))[0] if isinstance(t, torch.Tensor)]
-
-
-def _named_inputs(batch: Any, tensors: list[Any]) -> list[tuple[str, Any]]:
-    """The graph's names of the batch's tensors, as the tracer registers
-    them (memwall.tracer.step.trace_iteration): "input", "input.1", ...,
-    and "target" for the target tensor."""
-    target = batch[1]
-    named = []
-    for i, t in enumerate(tensors):
-        name = "input" if i == 0 else f"input.{i}"
-        if t is target and i > 0:
-            name = "target"
-        named.append((name, t))
-    return named
-
-
-def _ranks(ranks: int | None) -> tuple[int, int]:
-    """(rank, ranks): given, or torchrun's RANK and WORLD_SIZE."""
-    world = int(os.environ.get("WORLD_SIZE", "1")) if ranks is None else ranks
-    rank = int(os.environ.get("RANK", "0")) if world > 1 else 0
-    if world < 1 or not 0 <= rank < world:
-        raise BadInput(f"rank {rank} of {world} ranks: check RANK and WORLD_SIZE")
-    if world > 1 and ("MASTER_ADDR" not in os.environ or "MASTER_PORT" not in os.environ):
-        raise BadInput(f"{world} ranks meet at MASTER_ADDR:MASTER_PORT (torch.distributed's "
-                       "env:// rendezvous), which are not set: start the processes with torchrun")
-    return rank, world
-
-
-def _master() -> tuple[str, int]:
-    return os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
-
-
-def _shapes(batch: Any) -> tuple[Any, ...]:
-    """What a plan is made for: each batch tensor's dtype and shape."""
-    return tuple((str(t.dtype).replace("torch.", ""), tuple(t.shape)) for t in _flat_batch(batch))
-
-
-def _shapes_text(key: tuple[Any, ...]) -> str:
-    return ", ".join(f"{dtype} {list(shape)}" for dtype, shape in key)
-
-
-def _settings(optimizer: Any) -> list[dict[str, Any]]:
-    return [{k: v for k, v in g.items() if k != "params"} for g in optimizer.param_groups]
-
-
-def _first_change(before: list[dict[str, Any]], now: list[dict[str, Any]]) -> str:
-    for i, (a, b) in enumerate(zip(before, now)):
-        for key in a:
-            if a[key] != b.get(key):
-                return f"group {i}'s {key}: {a[key]} -> {b.get(key)}"
-    return "its groups"
-
-
-def _torch_dtype(name: str) -> Any:
-    import torch
-
-    return {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16,
-            "f64": torch.float64}.get(name, torch.float32)

@@ -1,0 +1,97 @@
+"""The batches and ranks of memwall.Trainer (training.py): a batch's
+tensors as the tracer names them, the shapes a plan is made for, the
+optimizer's settings a plan bakes in, and torchrun's ranks."""
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from memwall.errors import BadInput
+
+
+class EmptyInput:
+    """An input of no bytes."""
+
+    def data_ptr(self) -> int:
+        return 0
+
+    nbytes = 0
+
+
+EMPTY_INPUT = EmptyInput()
+
+
+def compact(batch: Any) -> Any:
+    """The batch with each tensor in storage of its own (a view of a larger
+    tensor traces as that tensor's whole storage)."""
+    import torch
+
+    return torch.utils._pytree.tree_map(
+        lambda t: t.contiguous().clone() if isinstance(t, torch.Tensor) else t, batch)
+
+
+def flat_batch(batch: Any) -> list[Any]:
+    import torch
+    from torch.utils._pytree import tree_flatten
+
+    if not isinstance(batch, (tuple, list)) or len(batch) != 2:
+        raise BadInput("the batch must be a pair (inputs, target)")
+    return [t for t in tree_flatten(tuple(batch))[0] if isinstance(t, torch.Tensor)]
+
+
+def named_inputs(batch: Any, tensors: list[Any]) -> list[tuple[str, Any]]:
+    """The graph's names of the batch's tensors, as the tracer registers
+    them (memwall.tracer.step.trace_iteration): "input", "input.1", ...,
+    and "target" for the target tensor."""
+    target = batch[1]
+    named = []
+    for i, t in enumerate(tensors):
+        name = "input" if i == 0 else f"input.{i}"
+        if t is target and i > 0:
+            name = "target"
+        named.append((name, t))
+    return named
+
+
+def ranks_from_env(ranks: int | None) -> tuple[int, int]:
+    """(rank, ranks): given, or torchrun's RANK and WORLD_SIZE."""
+    world = int(os.environ.get("WORLD_SIZE", "1")) if ranks is None else ranks
+    rank = int(os.environ.get("RANK", "0")) if world > 1 else 0
+    if world < 1 or not 0 <= rank < world:
+        raise BadInput(f"rank {rank} of {world} ranks: check RANK and WORLD_SIZE")
+    if world > 1 and ("MASTER_ADDR" not in os.environ or "MASTER_PORT" not in os.environ):
+        raise BadInput(f"{world} ranks meet at MASTER_ADDR:MASTER_PORT (torch.distributed's "
+                       "env:// rendezvous), which are not set: start the processes with torchrun")
+    return rank, world
+
+
+def master_address() -> tuple[str, int]:
+    return os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
+
+
+def shapes_of(batch: Any) -> tuple[Any, ...]:
+    """What a plan is made for: each batch tensor's dtype and shape."""
+    return tuple((str(t.dtype).replace("torch.", ""), tuple(t.shape)) for t in flat_batch(batch))
+
+
+def shapes_text(key: tuple[Any, ...]) -> str:
+    return ", ".join(f"{dtype} {list(shape)}" for dtype, shape in key)
+
+
+def optimizer_settings(optimizer: Any) -> list[dict[str, Any]]:
+    return [{k: v for k, v in g.items() if k != "params"} for g in optimizer.param_groups]
+
+
+def first_change(before: list[dict[str, Any]], now: list[dict[str, Any]]) -> str:
+    for i, (a, b) in enumerate(zip(before, now)):
+        for key in a:
+            if a[key] != b.get(key):
+                return f"group {i}'s {key}: {a[key]} -> {b.get(key)}"
+    return "its groups"
+
+
+def torch_dtype(name: str) -> Any:
+    import torch
+
+    return {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16,
+            "f64": torch.float64}.get(name, torch.float32)
