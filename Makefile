@@ -37,11 +37,11 @@ demo: deps
 	$(BUILD)/memwall plan --model llama2-7b --gpu rtx4090 --batch 4 --seq 2048 --optimizer adamw
 	$(BUILD)/memwall plan --model llama3-8b --qlora --gpu t4 --batch 1 --seq 2048 --optimizer adamw
 
-# `import memwall` in memwall's Python environment, with the extension
-# memwall_core (docs/python.md), then the Python package's tests.
+# `pip install ./python` into memwall's Python environment, from this build
+# (scripts/install-python.sh; docs/python.md), then the Python package's tests.
 python: torch-deps
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS) >/dev/null
-	@cmake --build $(BUILD) -j $(JOBS) --target memwall memwall_core
+	@cmake --build $(BUILD) -j $(JOBS) --target memwall_python
 	@scripts/install-python.sh $(BUILD)
 	@python/tests/run.sh "$$(scripts/install-deps.sh --print-python)" $(BUILD)/python-tests-summary.txt $(BUILD) >/dev/null; \
 	  code=$$?; cat $(BUILD)/python-tests-summary.txt; exit $$code
@@ -52,9 +52,12 @@ python: torch-deps
 test: test-release test-asan test-tsan fuzz
 
 # PyTorch first: the build makes the PyTorch allocator library only against
-# the torch wheel of memwall's environment (src/alloc/torch). Then the
+# the torch wheel of memwall's environment (src/alloc/torch). The package
+# installed into that environment from this build (pip install ./python;
+# python/tests/test_installed.py checks it, or says why it skips). Then the
 # summary line of the Python package's tests (ctest PythonPackage.Pytest).
 test-release: torch-deps build
+	@scripts/install-python.sh $(BUILD) || echo "make: the package memwall was not installed (see above); python/tests/test_installed.py will say so"
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 	@cat $(BUILD)/python-tests-summary.txt 2>/dev/null || true
 

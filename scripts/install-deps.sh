@@ -30,6 +30,9 @@ pytest_pin="pytest==9.2.0"
 # nanobind, for the Python extension memwall_core (python/bindings), beside
 # the pinned requirements for the same reason.
 nanobind_pin="nanobind==3.1.0"
+# scikit-build-core, which builds `pip install ./python` (python/pyproject.toml)
+# without build isolation (no download per install), for the same reason.
+skbuild_pin="scikit-build-core==1.1.2"
 for arg in "$@"; do
   case "$arg" in
     --torch) with_torch=1 ;;
@@ -96,6 +99,7 @@ add_one() {  # MODULE PIN WHAT-SKIPS
 add_pytest() {
   add_one pytest "$pytest_pin" "the Python package's tests will skip"
   add_one nanobind "$nanobind_pin" "the build makes no Python extension (memwall_core)"
+  add_one scikit_build_core "$skbuild_pin" "the package cannot be installed (make python)"
 }
 # DeepSpeed on top of a complete environment, once (it is optional: nothing
 # but the benchmark's comparison needs it).

@@ -42,14 +42,15 @@ def memwall_binary() -> str:
     given = os.environ.get("MEMWALL_BINARY")
     if given:
         return given
-    from memwall.native import core
+    from memwall.native import BIN, core
 
-    beside = os.path.join(os.path.dirname(os.path.abspath(core().__file__ or "")), "..",
-                          "memwall")
-    if not os.path.exists(beside):
-        raise Error("gpu=\"this\" calibrates with the memwall command, which is not beside "
-                    "memwall_core: set MEMWALL_BINARY")
-    return os.path.normpath(beside)
+    for beside in (os.path.join(os.path.dirname(os.path.abspath(core().__file__ or "")), "..",
+                                "memwall"),
+                   os.path.join(BIN, "memwall")):  # pip install ./python's
+        if os.path.exists(beside):
+            return os.path.normpath(beside)
+    raise Error("gpu=\"this\" calibrates with the memwall command, which is neither beside "
+                "memwall_core nor in the package: set MEMWALL_BINARY")
 
 
 def this_profile() -> str:

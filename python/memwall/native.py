@@ -1,7 +1,8 @@
 """The extension memwall_core: memwall's C++ modules in this process
 (python/bindings, built by CMake into <build>/python when memwall's
-environment has nanobind). Found on sys.path, or in the directory
-$MEMWALL_CORE_DIR names, or in build/python beside the source tree."""
+environment has nanobind; `pip install ./python` puts it beside the
+package). Found on sys.path, or in the directory $MEMWALL_CORE_DIR names,
+or in build/python beside the source tree."""
 from __future__ import annotations
 
 import importlib
@@ -12,6 +13,8 @@ from types import ModuleType
 from memwall.errors import Error
 
 _core: ModuleType | None = None
+# Where `pip install ./python` puts the memwall command and the executor.
+BIN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bin")
 
 
 def core() -> ModuleType:
@@ -50,7 +53,9 @@ def _find_executor(module: ModuleType) -> None:
     same build made, beside memwall_core's directory, unless one is named."""
     if os.environ.get("MEMWALL_EXEC_LIBRARY"):
         return
-    built = os.path.join(os.path.dirname(os.path.abspath(module.__file__ or "")), "..",
-                         "libmemwall_exec.so")
-    if os.path.exists(built):
-        os.environ["MEMWALL_EXEC_LIBRARY"] = os.path.normpath(built)
+    for built in (os.path.join(os.path.dirname(os.path.abspath(module.__file__ or "")), "..",
+                               "libmemwall_exec.so"),
+                  os.path.join(BIN, "libmemwall_exec.so")):  # pip install ./python's
+        if os.path.exists(built):
+            os.environ["MEMWALL_EXEC_LIBRARY"] = os.path.normpath(built)
+            return
