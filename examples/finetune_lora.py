@@ -28,7 +28,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "python"))
 sys.path.insert(0, HERE)
 import memwall  # noqa: E402
-from train_gpt import batch_at, corpus, parse_budget, progress  # noqa: E402
+from train_gpt import add_model_options, batch_at, corpus, parse_budget, progress  # noqa: E402
 
 
 class LoRA(nn.Module):
@@ -144,17 +144,9 @@ def main() -> int:
     parser.add_argument("--check-eager", action="store_true")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--gpu", default="l4")
-    parser.add_argument("--layers", type=int, default=4)
-    parser.add_argument("--width", type=int, default=256)
-    parser.add_argument("--heads", type=int, default=4)
-    parser.add_argument("--context", type=int, default=128)
-    parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--rank", type=int, default=8)
     parser.add_argument("--alpha", type=float, default=16.0)
-    parser.add_argument("--dropout", type=float, default=0.1)
-    parser.add_argument("--lr", type=float, default=1e-3)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--eval-every", type=int, default=20)
+    add_model_options(parser, eval_every=20)
     args = parser.parse_args()
     data = corpus()
     try:

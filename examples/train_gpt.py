@@ -222,6 +222,20 @@ def train_memwall(args: argparse.Namespace, data: torch.Tensor) -> dict[str, Any
             "plan": trainer.plan, "params": sum(p.numel() for p in model.parameters())}
 
 
+def add_model_options(parser: argparse.ArgumentParser, eval_every: int) -> None:
+    """The model's shape, the data and the training's settings (both examples')."""
+    parser.add_argument("--layers", type=int, default=4)
+    parser.add_argument("--width", type=int, default=256)
+    parser.add_argument("--heads", type=int, default=4)
+    parser.add_argument("--context", type=int, default=128)
+    parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--dropout", type=float, default=0.1)
+    parser.add_argument("--lr", type=float, default=1e-3)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--eval-every", type=int, default=eval_every,
+                        help="a validation pass every N steps (model.eval() between steps)")
+
+
 def median_after_first(times: list[float]) -> float | None:
     return statistics.median(times[1:]) if len(times) > 1 else None
 
@@ -240,16 +254,7 @@ def main() -> int:
                         help="auto, a single technique, or remat:NAME (remat:keep-all keeps "
                         "every tensor on the device)")
     parser.add_argument("--nvme-dir", default=None)
-    parser.add_argument("--layers", type=int, default=4)
-    parser.add_argument("--width", type=int, default=256)
-    parser.add_argument("--heads", type=int, default=4)
-    parser.add_argument("--context", type=int, default=128)
-    parser.add_argument("--batch", type=int, default=8)
-    parser.add_argument("--dropout", type=float, default=0.1)
-    parser.add_argument("--lr", type=float, default=1e-3)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--eval-every", type=int, default=0,
-                        help="a validation pass every N steps (model.eval() between steps)")
+    add_model_options(parser, eval_every=0)
     parser.add_argument("--stop-at", type=int, default=0,
                         help="stop after this step and save --checkpoint")
     parser.add_argument("--checkpoint", default="")

@@ -28,6 +28,7 @@ def calibrate(model: Any, batch: Any, optimizer: Any, loss_fn: Callable[..., Any
 
     from memwall.estimates import optimizer_like, profile_args
     from memwall.native import core
+    from memwall.plans import write_whole
     from memwall.training import Trainer
 
     if steps < 2:
@@ -62,14 +63,5 @@ def calibrate(model: Any, batch: Any, optimizer: Any, loss_fn: Callable[..., Any
         digest = hashlib.sha256(plan.graph_text.encode()).hexdigest()[:12]
         out = profile_path().replace(".json", f"-{type(model).__name__}-{digest}.json")
         os.makedirs(os.path.dirname(out), exist_ok=True)
-    temporary = f"{out}.tmp-{os.getpid()}"
-    try:
-        with open(temporary, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(temporary, out)
-    except OSError as e:
-        raise BadInput(f"{out}: cannot write it ({e.strerror})") from None
-    finally:
-        if os.path.exists(temporary):
-            os.remove(temporary)
+    write_whole(out, text)
     return out

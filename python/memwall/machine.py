@@ -36,26 +36,11 @@ def profile_path() -> str:
     return os.path.join(cache, "memwall", "profiles", f"this-{digest}.json")
 
 
-def memwall_binary() -> str:
-    """The memwall command of the build memwall_core came from (or
-    $MEMWALL_BINARY)."""
-    given = os.environ.get("MEMWALL_BINARY")
-    if given:
-        return given
-    from memwall.native import BIN, core
-
-    for beside in (os.path.join(os.path.dirname(os.path.abspath(core().__file__ or "")), "..",
-                                "memwall"),
-                   os.path.join(BIN, "memwall")):  # pip install ./python's
-        if os.path.exists(beside):
-            return os.path.normpath(beside)
-    raise Error("gpu=\"this\" calibrates with the memwall command, which is neither beside "
-                "memwall_core nor in the package: set MEMWALL_BINARY")
-
-
 def this_profile() -> str:
     """This machine's profile file, calibrating it the first time (a few
     seconds; a one-line note says so)."""
+    from memwall.native import memwall_command
+
     path = profile_path()
     if os.path.exists(path):
         return path
@@ -64,7 +49,7 @@ def this_profile() -> str:
     print(f"memwall: note: measuring this machine once (memwall calibrate), kept in {path}",
           file=sys.stderr)
     try:
-        done = subprocess.run([memwall_binary(), "calibrate", "--out", temporary, "--python",
+        done = subprocess.run([memwall_command(), "calibrate", "--out", temporary, "--python",
                                sys.executable], capture_output=True, text=True)
         if done.returncode != 0:
             lines = done.stderr.strip().splitlines()

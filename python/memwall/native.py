@@ -47,15 +47,48 @@ def core() -> ModuleType:
                 "or set MEMWALL_CORE_DIR to the directory holding it")
 
 
+def _beside_core(module: ModuleType, name: str) -> list[str]:
+    """Where a build or an install puts `name` (the executor, the memwall
+    command) relative to memwall_core: a build's BUILD/python/../NAME, an
+    install's site-packages/memwall/bin/NAME, and this package's bin/."""
+    here = os.path.dirname(os.path.abspath(module.__file__ or ""))
+    return [os.path.normpath(p) for p in (os.path.join(here, "..", name),
+                                          os.path.join(here, "memwall", "bin", name),
+                                          os.path.join(BIN, name))]
+
+
 def _find_executor(module: ModuleType) -> None:
     """The executor library (libmemwall_exec.so) that memwall_core loads to
     train (memwall/exec/library.h reads $MEMWALL_EXEC_LIBRARY): the one the
-    same build made, beside memwall_core's directory, unless one is named."""
+    same build or install made, unless one is named."""
     if os.environ.get("MEMWALL_EXEC_LIBRARY"):
         return
-    for built in (os.path.join(os.path.dirname(os.path.abspath(module.__file__ or "")), "..",
-                               "libmemwall_exec.so"),
-                  os.path.join(BIN, "libmemwall_exec.so")):  # pip install ./python's
+    for built in _beside_core(module, "libmemwall_exec.so"):
         if os.path.exists(built):
-            os.environ["MEMWALL_EXEC_LIBRARY"] = os.path.normpath(built)
+            os.environ["MEMWALL_EXEC_LIBRARY"] = built
             return
+
+
+def executor_library() -> str:
+    """The executor library memwall_core will load; Error saying how to
+    build it when there is none."""
+    core()
+    found = os.environ.get("MEMWALL_EXEC_LIBRARY", "")
+    if not found or not os.path.exists(found):
+        raise Error("no executor library (libmemwall_exec.so) beside memwall_core: it is built "
+                    "only against memwall's Python environment with torch (make python), and "
+                    "not in the sanitizer builds; or set MEMWALL_EXEC_LIBRARY")
+    return found
+
+
+def memwall_command() -> str:
+    """The memwall command of the build or install memwall_core came from
+    (or $MEMWALL_BINARY); Error when there is none."""
+    given = os.environ.get("MEMWALL_BINARY")
+    if given:
+        return given
+    for path in _beside_core(core(), "memwall"):
+        if os.path.isfile(path) and os.access(path, os.X_OK):
+            return path
+    raise Error("the memwall command is neither beside memwall_core nor in the package: "
+                "set MEMWALL_BINARY")

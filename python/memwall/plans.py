@@ -59,15 +59,7 @@ class Plan:
         then .graph.json), as ``memwall plan --out PATH`` names them: ``memwall
         simulate --graph ... --plan PATH`` and ``memwall run`` read them."""
         for target, text in ((path, self.plan_text), (graph_path(path), self.graph_text)):
-            temporary = f"{target}.tmp-{os.getpid()}"
-            try:
-                with open(temporary, "w", encoding="utf-8") as f:
-                    f.write(text)
-                os.replace(temporary, target)
-            except OSError as e:
-                if os.path.exists(temporary):
-                    os.remove(temporary)
-                raise BadInput(f"{target}: cannot write it ({e.strerror})") from None
+            write_whole(target, text)
 
     def simulate(self, gpu: str | None = None) -> Simulation:
         """The plan simulated again, on the profile it was made on or on `gpu`."""
@@ -87,6 +79,21 @@ def simulate_texts(graph_text: str, plan_text: str, gpu: str | None = None) -> S
     j = json.loads(text)
     return Simulation(valid=j["valid"], iteration_time_s=j["iteration_time_s"],
                       peak_bytes=j["peak_bytes"], table=table, json=j)
+
+
+def write_whole(target: str, text: str) -> None:
+    """Writes `text` to `target` through a temporary file beside it: the file
+    is whole or not there; BadInput naming it when it cannot be written."""
+    temporary = f"{target}.tmp-{os.getpid()}"
+    try:
+        with open(temporary, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(temporary, target)
+    except OSError as e:
+        raise BadInput(f"{target}: cannot write it ({e.strerror})") from None
+    finally:
+        if os.path.exists(temporary):
+            os.remove(temporary)
 
 
 def graph_path(plan_path: str) -> str:

@@ -291,8 +291,9 @@ class Trainer:
     def _open(self, batch: Any) -> None:
         import torch
 
-        from memwall.native import core
+        from memwall.native import core, executor_library
 
+        executor_library()  # one clear line when there is none
         rng = torch.get_rng_state()
         graph = json.loads(self.plan.graph_text)
         if graph.get("meta", {}).get("kernels") != "cpu":

@@ -131,6 +131,7 @@ StepMeasure Executor::step(const ValueSet& inputs, RunResult& result) {
   try {
     return iteration(steps_run_++, result);
   } catch (...) {
+    released_ = true;
     release_all();
     throw;
   }
@@ -603,19 +604,8 @@ Status guarded(RunResult& result, std::string& error, Run&& run_it) {
     result = RunResult();
     run_it();
     return Status::kOk;
-  } catch (const BadInput& e) {
-    error = e.what();
-    return Status::kBadInput;
-  } catch (const RunFailed& e) {
-    error = e.what();
-    return Status::kRunFailed;
-  } catch (const c10::Error& e) {
-    const std::string what = e.what_without_backtrace();
-    error = what.substr(0, what.find('\n'));
-    return Status::kRunFailed;
-  } catch (const std::exception& e) {
-    error = e.what();
-    return Status::kRunFailed;
+  } catch (...) {
+    return detail::status_of_current_exception(error, /*out_of_memory_apart=*/false);
   }
 }
 

@@ -38,6 +38,29 @@
 
 namespace memwall::exec::detail {
 
+// Inside a catch block: the status of the exception being handled, its one
+// line in `error`. A run reports running out of memory as any failure; a
+// session (session.cc) tells it apart.
+inline Status status_of_current_exception(std::string& error, bool out_of_memory_apart) {
+  try {
+    throw;
+  } catch (const BadInput& e) {
+    error = e.what();
+    return Status::kBadInput;
+  } catch (const OutOfMemory& e) {
+    error = e.what();
+    return out_of_memory_apart ? Status::kOutOfMemory : Status::kRunFailed;
+  } catch (const RunFailed& e) {
+    error = e.what();
+  } catch (const c10::Error& e) {
+    const std::string what = e.what_without_backtrace();
+    error = what.substr(0, what.find('\n'));
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  return Status::kRunFailed;
+}
+
 using Clock = std::chrono::steady_clock;
 inline double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
@@ -111,6 +134,8 @@ class Executor {
   void begin(RunResult& result);
   StepMeasure step(const ValueSet& inputs, RunResult& result);
   void end();
+  // A step failed after it began: every copy is gone.
+  bool released() const { return released_; }
   // A persistent buffer between steps (session.cc): its bytes where they
   // are (device, else host; empty when only on NVMe), and copied out of
   // or into every copy held.
@@ -210,6 +235,7 @@ class Executor {
   const StepValues* values_ = nullptr;  // files_'s or the caller's
   int stage_ = 0;                       // ZeRO's, of a rank graph
   bool session_ = false;
+  bool released_ = false;  // a session's step failed (release_all)
   int steps_run_ = 0;                   // a session's
   std::unique_ptr<StepValues> session_values_;  // a session's step: no state, its inputs
   std::vector<BufferId> roots_;

@@ -88,29 +88,16 @@ Status guarded(Shared& s, std::string& error, Call&& call) {
     error = "the session failed before: " + s.broken;
     return Status::kRunFailed;
   }
-  Status status = Status::kOk;
   try {
     call();
     return Status::kOk;
-  } catch (const BadInput& e) {
-    error = e.what();
-    return Status::kBadInput;
-  } catch (const OutOfMemory& e) {
-    error = e.what();
-    status = Status::kOutOfMemory;
-  } catch (const RunFailed& e) {
-    error = e.what();
-    status = Status::kRunFailed;
-  } catch (const c10::Error& e) {
-    const std::string what = e.what_without_backtrace();
-    error = what.substr(0, what.find('\n'));
-    status = Status::kRunFailed;
-  } catch (const std::exception& e) {
-    error = e.what();
-    status = Status::kRunFailed;
+  } catch (...) {
+    const Status status = detail::status_of_current_exception(error, /*out_of_memory_apart=*/true);
+    // Bad input found before a step began leaves the session as it was;
+    // anything else broke it.
+    if (status != Status::kBadInput || (s.executor && s.executor->released())) s.broken = error;
+    return status;
   }
-  s.broken = error;
-  return status;
 }
 
 class SessionImpl final : public Session {
