@@ -37,6 +37,7 @@ from memwall.errors import BadInput, Error, OutOfMemory, RunFailed
 from memwall.training_inputs import (
     EMPTY_INPUT,
     compact,
+    rank_slice,
     flat_batch,
     named_inputs,
     ranks_from_env,
@@ -59,6 +60,18 @@ from memwall.training_inputs import (
 # meet through the same store (Note [Meeting through a TCPStore] in
 # src/exec/executor_comm.cc). Every rank must step with batches of the same
 # shapes, as DDP requires.
+#
+# Note [Sharded states]
+# ~~~~~~~~~~~~~~~~~~~~~
+# In ZeRO stages 1 and 2 each rank keeps a 1/N shard of every optimizer
+# state of a parameter's size (Note [Shards at run time] in
+# src/exec/executor_comm.cc): the session starts it from its slice of the
+# whole state, and the optimizer's state then holds that shard (a flat
+# tensor of ceil(n/N) elements, the last rank's padded), as DeepSpeed's
+# ZeRO keeps a rank's partition. optimizer.state_dict() and
+# Trainer.state_dict() are the rank's; resuming takes the same number of
+# ranks (or whole states, which each rank slices). The parameters stay
+# whole on every rank; stage 3, which shards them, is not run here.
 
 SUPPORTED_OPTIMIZERS = ("SGD", "Adam", "AdamW")
 
@@ -75,6 +88,8 @@ class _Bound:
     # A master copy a rewrite added (memwall's offload: "<param>.master"),
     # which starts as its parameter: written from it, never a view.
     master: bool = False
+    # Note [Sharded states]: a rank's 1/N shard of an optimizer state.
+    shard: bool = False
 
 
 class Trainer:
@@ -90,7 +105,8 @@ class Trainer:
     (kernel_seconds(), memwall.calibrate).
 
     `ranks`: data-parallel processes (None: torchrun's WORLD_SIZE, else
-    1), each with its own batches (Note [Ranks under torchrun]).
+    1), each with its own batches (Note [Ranks under torchrun]), in ZeRO
+    stage `zero_stage` (0, 1 or 2: Note [Sharded states]).
 
     Note [Batches of other shapes]: a batch whose tensors' shapes or dtypes
     were not seen before (bucketed sequence lengths) is traced and planned
@@ -106,7 +122,7 @@ class Trainer:
                  gpu: str = "l4", strategy: str = "auto", time_limit: float = 10.0,
                  nvme: str | list[str] | None = None, host_bytes: int = 0,
                  time_kernels: bool = False, max_plans: int = 8,
-                 ranks: int | None = None) -> None:
+                 ranks: int | None = None, zero_stage: int = 0) -> None:
         import torch
 
         if not isinstance(model, torch.nn.Module):
@@ -133,6 +149,10 @@ class Trainer:
         self._plans: dict[tuple[Any, ...], Any] = {}  # by the batch's shapes
         self._key: tuple[Any, ...] | None = None  # the open session's
         self.rank, self.ranks = ranks_from_env(ranks)
+        if zero_stage not in (0, 1, 2):
+            raise BadInput(f"ZeRO stage {zero_stage}: the trainer runs stages 0, 1 and 2 (stage 3 "
+                           "shards the parameters, which the model holds whole)")
+        self.zero_stage = zero_stage
         self._sessions_opened = 0  # names each session's keys in the ranks' store
         self._store: Any = None  # torch.distributed.TCPStore, with ranks
         self.steps = 0
@@ -241,6 +261,8 @@ class Trainer:
             self._point_states_at_params()
             for b in self._bound:
                 data = self._get(b).contiguous()
+                if b.shard and data.nbytes != b.bytes:
+                    data = rank_slice(data, self.rank, b.shape[0])
                 self._session.write(b.buffer, data.data_ptr(), b.bytes)
             self._bind()
         self.steps = int(state["steps"])
@@ -278,7 +300,7 @@ class Trainer:
                                  optimizer=self.optimizer, gpu=self.gpu, budget=budget,
                                  strategy=self.strategy, time_limit=self.time_limit,
                                  kernels="cpu", ranks=self.ranks,
-                                 zero_stage=0 if self.ranks > 1 else None)
+                                 zero_stage=self.zero_stage if self.ranks > 1 else None)
             if self.ranks > 1:
                 plan = self._same_plan(plan if self.rank == 0 else None, len(self._plans))
             torch.set_rng_state(rng)
@@ -391,11 +413,23 @@ class Trainer:
             bound.append(_Bound(buf["id"], name, owner, None, (), buf["bytes"]))
         for b in bound:
             t = self._get(b)
-            if t.nbytes != b.bytes or not t.is_contiguous() or t.device.type != "cpu":
-                raise BadInput(f"{b.name}: the model's tensor ({list(t.shape)}, {t.nbytes} bytes "
-                               f"on {t.device}) is not the planned one ({b.bytes} bytes, "
-                               f"contiguous on the CPU)")
+            if not t.is_contiguous() or t.device.type != "cpu":
+                raise BadInput(f"{b.name}: the model's tensor is not contiguous on the CPU")
             b.dtype, b.shape = t.dtype, tuple(t.shape)
+            # An optimizer state's or a master copy's parameter.
+            whole = params.get(b.name.rpartition(".")[0])
+            state = isinstance(b.owner, tuple) and isinstance(b.owner[0], dict)
+            if (state or b.master) and whole is not None:
+                elements = -(-whole.numel() // self.ranks)
+                if self.ranks > 1 and elements * t.element_size() == b.bytes < whole.nbytes:
+                    # The executor takes its slice of a whole state.
+                    b.shard, b.shape = True, (elements,)
+                    if t.nbytes in (whole.nbytes, b.bytes):
+                        continue
+            if t.nbytes == b.bytes:
+                continue
+            raise BadInput(f"{b.name}: the model's tensor ({list(t.shape)}, {t.nbytes} bytes) is "
+                           f"not the planned one ({b.bytes} bytes)")
         del torch
         return bound
 

@@ -95,3 +95,16 @@ def torch_dtype(name: str) -> Any:
 
     return {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16,
             "f64": torch.float64}.get(name, torch.float32)
+
+
+def rank_slice(whole: Any, rank: int, size: int) -> Any:
+    """Rank `rank`'s shard of `whole` (Note [Sharded states] in training.py):
+    elements [rank * size, rank * size + size) of it flattened, zeros past
+    its end."""
+    import torch
+
+    flat = whole.reshape(-1)
+    part = flat[rank * size:(rank + 1) * size]
+    out = torch.zeros(size, dtype=whole.dtype)
+    out[:part.numel()] = part
+    return out

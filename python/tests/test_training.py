@@ -214,7 +214,7 @@ def test_data_dependent_control_flow_is_refused() -> None:
 
 INTERRUPTED = """
 import sys, torch, torch.nn.functional as F
-sys.path.insert(0, sys.argv[2])
+sys.path[:0] = [sys.argv[2], sys.argv[2] + "/.."]  # this checkout's memwall
 import memwall
 from test_training import model_and_optimizer, batches
 model, optimizer = model_and_optimizer("adamw")
@@ -233,13 +233,18 @@ def test_ctrl_c_leaves_no_swap_file(tmp_path: Path) -> None:
     swap.mkdir()
     child = subprocess.Popen([sys.executable, "-c", INTERRUPTED, str(swap), str(ROOT / "python" /
                               "tests")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    assert child.stdout is not None
-    assert child.stdout.readline().strip() == "training"
-    # The NVMe engine unlinks its swap file once it has it open (Note [Swap
-    # file names] in src/runtime/swap_dir.cc): no name to leave behind.
-    assert not list(swap.iterdir())
-    child.send_signal(signal.SIGINT)
-    _, err = child.communicate(timeout=120)
+    try:
+        assert child.stdout is not None
+        assert child.stdout.readline().strip() == "training"
+        # The NVMe engine unlinks its swap file once it has it open (Note
+        # [Swap file names] in src/runtime/swap_dir.cc): no name to leave.
+        assert not list(swap.iterdir())
+        child.send_signal(signal.SIGINT)
+        _, err = child.communicate(timeout=120)
+    finally:
+        if child.poll() is None:  # a failed check: the loop must not outlive the test
+            child.kill()
+            child.wait()
     # Python ends an uncaught KeyboardInterrupt by dying of SIGINT again.
     assert child.returncode == -signal.SIGINT and "KeyboardInterrupt" in err
     assert not list(swap.iterdir())

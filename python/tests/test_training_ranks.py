@@ -25,17 +25,19 @@ from test_training import ROOT, WHY_NOT, batches, model_and_optimizer
 pytestmark = pytest.mark.skipif(bool(WHY_NOT), reason=WHY_NOT)
 
 TESTS = str(ROOT / "python" / "tests")
+PACKAGE = str(ROOT / "python")
 STEPS = 4
 
 RANK = f"""
 import json, os, sys, hashlib, torch, torch.nn.functional as F
-sys.path.insert(0, {TESTS!r})
+sys.path[:0] = [{TESTS!r}, {PACKAGE!r}]  # this checkout's memwall, not an installed one
 import memwall
 from test_training import model_and_optimizer
 from test_training_ranks import rank_batches, digest
 rank = int(os.environ["RANK"])
 model, optimizer = model_and_optimizer("adamw")
-trainer = memwall.Trainer(model, optimizer, loss_fn=F.cross_entropy, budget="60%peak")
+trainer = memwall.Trainer(model, optimizer, loss_fn=F.cross_entropy, budget="60%peak",
+                          zero_stage=int(sys.argv[2]))
 torch.manual_seed(5)
 losses = [trainer.step(b).item() for b in rank_batches(rank)]
 trainer.close()
@@ -113,11 +115,15 @@ def check(found: dict[int, dict[str, Any]], ranks: int) -> None:
         assert found[r]["digest"] == final, r
 
 
-def test_two_ranks_under_torchrun(tmp_path: Path) -> None:
+@pytest.mark.parametrize("stage", [0, 1, 2])
+def test_two_ranks_under_torchrun(tmp_path: Path, stage: int) -> None:
+    """ZeRO stages 0-2: whole states, or each rank a shard of the optimizer
+    states (Note [Sharded states] in memwall/training.py)."""
     script = tmp_path / "rank.py"
     script.write_text(RANK)
     done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
-                           "--master-port", str(free_port()), str(script), str(tmp_path)],
+                           "--master-port", str(free_port()), str(script), str(tmp_path),
+                           str(stage)],
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     check(results(tmp_path), 2)
@@ -163,11 +169,17 @@ def test_two_hosts_in_network_namespaces(tmp_path: Path) -> None:
                 ["ip", "netns", "exec", f"{tag}{ns}", sys.executable, "-m",
                  "torch.distributed.run", "--nnodes", "2", "--nproc-per-node", "1",
                  "--node-rank", str(node), "--master-addr", "10.47.0.1", "--master-port", port,
-                 str(script), str(tmp_path)], env=env, stdout=subprocess.PIPE,
+                 str(script), str(tmp_path), "0"], env=env, stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE, text=True))
-        for child in children:
-            _, err = child.communicate(timeout=600)
-            assert child.returncode == 0, err[-3000:]
+        try:
+            for child in children:
+                _, err = child.communicate(timeout=600)
+                assert child.returncode == 0, err[-3000:]
+        finally:
+            for child in children:  # a failed rank's peer must not outlive the test
+                if child.poll() is None:
+                    child.kill()
+                    child.wait()
         check(results(tmp_path), 2)
     finally:
         for ns in ("a", "b"):
