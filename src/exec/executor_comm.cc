@@ -22,9 +22,10 @@
 //     N, then summed (all-reduce or reduce-scatter). For N = 2 any order of
 //     the sum gives the same bits; gloo's ring for more ranks sums in its
 //     own order, which a reference in one process does not reproduce.
-//   - Collectives work on padded N*s-element staging copies in host
-//     memory (a GPU's NCCL would use device buffers of the same size,
-//     which the simulator does not count either).
+//   - Collectives work on (padded N*s-element) staging copies in host
+//     memory, never on device memory, which gloo's threads would hold a
+//     moment past the collective's end (a GPU's NCCL would use device
+//     buffers of the same size, which the simulator does not count either).
 //   - A sharded buffer starts from its slice of the whole value, and is
 //     compared with its slice of eager's.
 #include "executor_impl.h"
@@ -240,10 +241,17 @@ void Executor::collective(const Step& s, RunResult& result) {
   const Clock::time_point t = Clock::now();
   try {
     if (op.type == "all_reduce") {
+      // Staged in host memory as the others are: gloo's worker thread drops
+      // its reference to a collective's tensors a moment after wait()
+      // returns, and a device tensor still referenced then is not freed
+      // when the plan frees it; the next stay at its offset found it live
+      // (1 run in 4 of two torchrun ranks, test_training_ranks.py).
       at::Tensor g = flat(whole, elements, dtype);
-      g.div_(options_.ranks);
-      std::vector<at::Tensor> tensors{g};
+      at::Tensor staged = host_floats(host, elements * item, dtype);
+      staged.copy_(g).div_(options_.ranks);
+      std::vector<at::Tensor> tensors{staged};
       group_->pg->allreduce(tensors)->wait();
+      g.copy_(staged);
     } else if (op.type == "reduce_scatter") {
       at::Tensor g = flat(part, elements, dtype);
       at::Tensor staged = host_floats(host, padded * item, dtype);

@@ -162,6 +162,7 @@ class Executor {
   // its plan offset, nullopt without one or without an arena.
   std::optional<uint64_t> begin_stay(BufferId b);
   void make_room(uint64_t offset, uint64_t bytes);
+  std::string holders(std::optional<uint64_t> offset, uint64_t bytes) const;
   runtime::HostBuffer host_buffer(uint64_t bytes, BufferId b);
   runtime::NvmeEngine& nvme();
   // Writes b's bytes to its NVMe extent (Note [NVMe reservation]); throws
