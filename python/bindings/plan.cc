@@ -40,9 +40,9 @@ PlanMade make_remat_plan(const Graph& graph, const Hardware& hw, const std::stri
   const RematPlanner& planner = remat_strategy(strategy);
   const RematOptions options{.time_limit = checked_time_limit(time_limit)};
   const SimResult keep_all = keep_all_simulation(graph, hw);
-  const uint64_t budget = budget_text.empty()
-                              ? hw.device_memory_bytes
-                              : parse_budget(budget_text, hw, [&] { return device_peak(keep_all); });
+  const uint64_t budget =
+      budget_text.empty() ? hw.device_memory_bytes
+                          : parse_budget(budget_text, hw, [&] { return device_peak(keep_all); });
   check_budget_within_device(budget, hw);
   RematRun run = run_remat(graph, hw, planner, budget, options, SimOptions{});
   if (run.rejected) fail("internal error: {}", run.error);
@@ -70,7 +70,8 @@ PlanMade make_plan(const std::string& graph_json, const std::string& gpu,
   const Hardware hw = hardware_named(gpu, gpu_file);
   const Graph graph = graph_for(graph_json, hw);
   if (is_remat_strategy(strategy)) {
-    if (ranks > 1) fail("strategy {} plans one rank; with {} ranks plan with auto", strategy, ranks);
+    if (ranks > 1)
+      fail("strategy {} plans one rank; with {} ranks plan with auto", strategy, ranks);
     return make_remat_plan(graph, hw, budget, strategy, time_limit, lay_out);
   }
   if (ranks < 1) fail("ranks must be at least 1 (got {})", ranks);

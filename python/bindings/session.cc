@@ -31,7 +31,7 @@ std::span<const std::byte> bytes_at(uintptr_t address, uint64_t bytes) {
   return {reinterpret_cast<const std::byte*>(address), static_cast<size_t>(bytes)};
 }
 
-nb::object run_failed_type;    // memwall_core.RunFailed
+nb::object run_failed_type;     // memwall_core.RunFailed
 nb::object out_of_memory_type;  // memwall_core.OutOfMemory
 
 void raise_for(exec::Status status, const std::string& error) {
@@ -145,7 +145,9 @@ class Session {
 
   std::vector<double> kernel_seconds() { return open().kernel_seconds(); }
 
-  std::vector<std::string> notes() const { return session_ ? session_->notes() : std::vector<std::string>{}; }
+  std::vector<std::string> notes() const {
+    return session_ ? session_->notes() : std::vector<std::string>{};
+  }
   uint64_t nvme_reserved_bytes() const { return session_ ? session_->nvme_reserved_bytes() : 0; }
   bool closed() const { return !session_; }
   // Views taken keep the session's memory until they go.
@@ -187,8 +189,8 @@ std::string profile_with_kernels(const std::string& graph_json,
     fail("{} kernel times for a graph of {} ops", kernel_seconds.size(), graph.ops.size());
   }
   Hardware hw = hardware_named(gpu, gpu_file);
-  const KernelRound round{.kernel_seconds = kernel_seconds, .step_s = step_s,
-                          .overhead_s = overhead_s};
+  const KernelRound round{
+      .kernel_seconds = kernel_seconds, .step_s = step_s, .overhead_s = overhead_s};
   KernelMeasure measured = fold_kernel_rounds(graph, {round});
   measured.contention = hw.copy_contention;
   add_measured_kernels(hw, measured);
@@ -210,8 +212,8 @@ void add_session(nb::module_& m) {
   nb::class_<Session>(m, "Session")
       .def(nb::init<const std::string&, const std::string&,
                     const std::vector<std::tuple<int64_t, std::string, uintptr_t, uint64_t>>&,
-                    const nb::bytes&, const std::string&, const std::vector<std::string>&,
-                    uint64_t, bool, int, int, const std::string&, const std::string&>(),
+                    const nb::bytes&, const std::string&, const std::vector<std::string>&, uint64_t,
+                    bool, int, int, const std::string&, const std::string&>(),
            nb::arg("graph_json"), nb::arg("plan_json"), nb::arg("states"), nb::arg("rng"),
            nb::arg("policy") = "stitching", nb::arg("nvme_dirs") = std::vector<std::string>{},
            nb::arg("host_bytes") = 0, nb::arg("time_kernels") = false, nb::arg("rank") = 0,

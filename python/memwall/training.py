@@ -158,7 +158,6 @@ class Trainer:
         self.steps = 0
         self.last_step: dict[str, Any] = {}  # the executor's measures of the last step
         self._session: Any = None
-        self._graph: dict[str, Any] = {}
         self._bound: list[_Bound] = []
         self._inputs: list[tuple[str, Any, tuple[int, ...]]] = []  # (name, dtype, shape)
         self._empty_inputs: list[str] = []  # the graph's empty external inputs
@@ -328,7 +327,6 @@ class Trainer:
             raise BadInput(f"the step's Python code reads {calls['value_reads'][0]} (data-"
                            "dependent control flow: if x.sum() > 0, .tolist(), ...): a plan "
                            "replays one traced step and could not follow another batch's branch")
-        self._graph = graph
         self._match_inputs(graph, batch)
         self._bound = self._match_states(graph)
         self._loss_dtype = torch_dtype(graph["meta"]["loss"].get("dtype", "f32"))

@@ -20,7 +20,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from test_training import ROOT, WHY_NOT, batches, model_and_optimizer
+from test_training import ROOT, WHY_NOT, model_and_optimizer
 
 pytestmark = pytest.mark.skipif(bool(WHY_NOT), reason=WHY_NOT)
 

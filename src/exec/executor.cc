@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <thread>
 
+#include <fmt/ranges.h>
+
 namespace memwall::exec::detail {
 
 Executor::Executor(const Graph& graph, const Plan& plan, ValuesFrom from, const RunOptions& options,
@@ -278,7 +280,7 @@ c10::Storage Executor::scratch_storage(uint64_t bytes, BufferId b) {
                         memory_.get(), false);
   } catch (const c10::OutOfMemoryError& e) {
     out_of_memory("scratch state for {} ({}): {}", b, graph_.buffers[b].name,
-               e.what_without_backtrace());
+                  e.what_without_backtrace());
   }
 }
 
@@ -294,15 +296,23 @@ std::optional<uint64_t> Executor::begin_stay(BufferId b) {
 // Note [Offsets per stay]: a stay placed where an outgoing copy still reads
 // (the real copy slower than the simulated one) waits for that copy, as a
 // GPU allocator waits for a stream's event before it reuses a block.
+namespace {
+
+// Whether `storage` (device memory) overlaps [lo, hi).
+bool overlaps(const c10::Storage& storage, const char* lo, const char* hi) {
+  const auto* p = static_cast<const char*>(storage.data());
+  return p != nullptr && p < hi && lo < p + storage.nbytes();
+}
+
+}  // namespace
+
 void Executor::make_room(uint64_t offset, uint64_t bytes) {
   if (!memory_->has_arena() || bytes == 0) return;
   const auto* lo = static_cast<const char*>(memory_->arena_address(offset));
-  const char* hi = lo + bytes;
   bool waited = false;
   for (const Leaving& l : leaving_) {
-    if (!static_cast<bool>(l.storage)) continue;  // a host buffer leaving
-    const auto* p = static_cast<const char*>(l.storage.data());
-    if (p != nullptr && p < hi && lo < p + l.storage.nbytes()) {
+    // A host buffer leaving has no storage.
+    if (static_cast<bool>(l.storage) && overlaps(l.storage, lo, lo + bytes)) {
       wait(l.until);
       waited = true;
     }
@@ -311,36 +321,34 @@ void Executor::make_room(uint64_t offset, uint64_t bytes) {
 }
 
 // The buffers whose device copies overlap [offset, offset + bytes) of the
-// arena, for a message: " (held by buffer 7 (name), leaving)".
+// arena, for a message: " (held by buffer 7 (name), a leaving copy)".
 std::string Executor::holders(std::optional<uint64_t> offset, uint64_t bytes) const {
   if (!offset || !memory_->has_arena()) return "";
   const auto* lo = static_cast<const char*>(memory_->arena_address(*offset));
-  const char* hi = lo + bytes;
-  std::string out;
-  const auto overlaps = [&](const c10::Storage& st) {
-    const auto* p = static_cast<const char*>(st.data());
-    return p != nullptr && p < hi && lo < p + st.nbytes();
-  };
+  std::vector<std::string> held;
   for (size_t i = 0; i < slots_.size(); ++i) {
-    if (static_cast<bool>(slots_[i].device) && overlaps(slots_[i].device)) {
-      out += fmt::format("{}buffer {} ({})", out.empty() ? "" : ", ", i, graph_.buffers[i].name);
+    if (static_cast<bool>(slots_[i].device) && overlaps(slots_[i].device, lo, lo + bytes)) {
+      held.push_back(fmt::format("buffer {} ({})", i, graph_.buffers[i].name));
     }
   }
   for (const Leaving& l : leaving_) {
-    if (static_cast<bool>(l.storage) && overlaps(l.storage)) out += out.empty() ? "a leaving copy" : ", a leaving copy";
+    if (static_cast<bool>(l.storage) && overlaps(l.storage, lo, lo + bytes)) {
+      held.emplace_back("a leaving copy");
+    }
   }
-  return out.empty() ? " (held by none of the plan's buffers)" : " (held by " + out + ")";
+  if (held.empty()) return " (held by none of the plan's buffers)";
+  return fmt::format(" (held by {})", fmt::join(held, ", "));
 }
 
 // Note [Late releases]
 // ~~~~~~~~~~~~~~~~~~~~
 // Memory the plan has freed can still be held for a moment by another
-// thread's last reference to a tensor over it: a gloo worker finishing a
-// collective's bookkeeping after wait() returned, a copy worker after it
-// signalled. A stay whose offset is taken is retried for up to ~0.1 s
-// before the run fails: a GPU allocator likewise waits for a stream's
-// event before it reuses a block. Seen as 1 failed run in 10 of two
-// torchrun ranks on a loaded 2-core machine (test_training_ranks.py).
+// thread's last reference to a tensor over it. gloo's worker did so with
+// the device gradient it all-reduced (fixed at its root: collectives work
+// on host staging copies, executor_comm.cc); as a guard against another
+// thread doing the same, a stay whose offset is taken is retried for up
+// to ~0.1 s before the run fails, as a GPU allocator waits for a stream's
+// event before it reuses a block. The failure names what holds the range.
 c10::Storage Executor::device_storage(uint64_t bytes, const char* why, BufferId b,
                                       std::optional<uint64_t> offset) {
   constexpr int kTries = 20;
@@ -372,8 +380,8 @@ runtime::HostBuffer Executor::host_buffer(uint64_t bytes, BufferId b) {
                   e.what());
   }
   if (!h) {
-    out_of_memory("the host pool cannot hold {} ({} bytes): {} in use", graph_.buffers[b].name, bytes,
-               host_->stats().in_use_bytes);
+    out_of_memory("the host pool cannot hold {} ({} bytes): {} in use", graph_.buffers[b].name,
+                  bytes, host_->stats().in_use_bytes);
   }
   return h;
 }

@@ -204,7 +204,7 @@ void Executor::run_op(const Step& s, RunResult& result) {
     memory_->end_call();
   } catch (const c10::OutOfMemoryError& e) {
     out_of_memory("{}: {} {}: {}", where(), s.kind == StepKind::kCompute ? "compute" : "recompute",
-               op.name, e.what_without_backtrace());
+                  op.name, e.what_without_backtrace());
   }
   const double called = seconds_since(t);
   kernel_s_ += called;

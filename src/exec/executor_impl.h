@@ -236,8 +236,8 @@ class Executor {
   const StepValues* values_ = nullptr;  // files_'s or the caller's
   int stage_ = 0;                       // ZeRO's, of a rank graph
   bool session_ = false;
-  bool released_ = false;  // a session's step failed (release_all)
-  int steps_run_ = 0;                   // a session's
+  bool released_ = false;                       // a session's step failed (release_all)
+  int steps_run_ = 0;                           // a session's
   std::unique_ptr<StepValues> session_values_;  // a session's step: no state, its inputs
   std::vector<BufferId> roots_;
   std::vector<uint8_t> in_place_;

@@ -42,7 +42,8 @@ void Executor::read_state(BufferId b, std::span<std::byte> out) {
     return;
   }
   Slot& s = slots_[b];
-  if (!s.nvme) run_failed("buffer {} ({}) is nowhere: not a persistent one", b, graph_.buffers[b].name);
+  if (!s.nvme)
+    run_failed("buffer {} ({}) is nowhere: not a persistent one", b, graph_.buffers[b].name);
   read_nvme(*s.nvme, out.data(), out.size());
 }
 
@@ -120,7 +121,8 @@ class SessionImpl final : public Session {
   void* view(int64_t buffer) override {
     if (!persistent(buffer) || !s_->broken.empty()) return nullptr;
     auto v = std::make_unique<View>();
-    const std::span<std::byte> bytes = s_->executor->resident_bytes(static_cast<BufferId>(buffer), &v->device);
+    const std::span<std::byte> bytes =
+        s_->executor->resident_bytes(static_cast<BufferId>(buffer), &v->device);
     if (bytes.data() == nullptr) return nullptr;
     v->session = s_;
     v->shape[0] = static_cast<int64_t>(bytes.size());

@@ -64,22 +64,23 @@ std::string remat_plan_text(const Graph& graph, const Hardware& hw, const RematP
   out += fmt::format("{} on {}: remat:{}\n", graph.name, hw.name, run.planner);
   out += field("planner", fmt::format("{}: {}", planner.name, planner.summary));
   out += field("budget", fmt::format("{}, {} of the keep-all peak", exact_bytes(budget),
-                                           percent(static_cast<double>(budget),
-                                                   static_cast<double>(f.keep_all_peak))));
+                                     percent(static_cast<double>(budget),
+                                             static_cast<double>(f.keep_all_peak))));
   out += field("peak device memory",
-                     fmt::format("{} at {} (keep-all {})", exact_bytes(run.peak()),
-                                 human_seconds(run.sim.peak_time[0]), human_bytes(f.keep_all_peak)));
-  out += field("iteration time",
-                     fmt::format("{} (keep-all {})", human_seconds(run.sim.iteration_time),
-                                 human_seconds(keep_all.iteration_time)));
+               fmt::format("{} at {} (keep-all {})", exact_bytes(run.peak()),
+                           human_seconds(run.sim.peak_time[0]), human_bytes(f.keep_all_peak)));
+  out +=
+      field("iteration time", fmt::format("{} (keep-all {})", human_seconds(run.sim.iteration_time),
+                                          human_seconds(keep_all.iteration_time)));
   out += field("overhead", fmt::format("{:.4f}x", run.overhead(keep_all)));
   out += field("throughput", throughput_row(f.throughput, run.sim.iteration_time));
   out += field("time split", time_split_row(run.sim));
-  out += field("recomputed ops", fmt::format("{} ({} steps in all)", grouped(f.facts.recomputed_ops),
-                                                   grouped(run.result.plan.steps.size())));
+  out +=
+      field("recomputed ops", fmt::format("{} ({} steps in all)", grouped(f.facts.recomputed_ops),
+                                          grouped(run.result.plan.steps.size())));
   out += field("extra FLOPs",
-                     fmt::format("{} (+{} of the iteration's {})", human_flops(f.facts.recomputed_flops),
-                                 percent(f.facts.recomputed_flops, f.flops), human_flops(f.flops)));
+               fmt::format("{} (+{} of the iteration's {})", human_flops(f.facts.recomputed_flops),
+                           percent(f.facts.recomputed_flops, f.flops), human_flops(f.flops)));
   out += field("solve time", human_seconds(run.wall_seconds));
   if (!run.result.note.empty()) out += field("note", run.result.note);
   if (run.result.proven_optimal) {
