@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import math
 import os
 import random
 import statistics
@@ -128,6 +129,25 @@ def make_model(args: argparse.Namespace) -> tuple[GPT, torch.optim.Optimizer]:
     return model, optimizer
 
 
+def lr_at(step: int, args: argparse.Namespace) -> float:
+    """The learning rate of step `step` (from 0): with --schedule cosine a
+    linear warm-up over --warmup steps, then a cosine decay to a tenth of
+    --lr at --steps (nanoGPT's shape); a function of the step alone, so a
+    resumed run sets the same rates. Set on the optimizer's groups before
+    each step, memwall's Trainer follows it (Note [Tracked settings])."""
+    if args.schedule == "constant":
+        return args.lr
+    if step < args.warmup:
+        return args.lr * (step + 1) / args.warmup
+    done = (step - args.warmup) / max(1, args.steps - args.warmup)
+    return args.lr / 10 + 0.5 * (1 + math.cos(math.pi * min(1.0, done))) * (args.lr - args.lr / 10)
+
+
+def set_lr(optimizer: torch.optim.Optimizer, lr: float) -> None:
+    for group in optimizer.param_groups:
+        group["lr"] = lr
+
+
 def params_digest(model: nn.Module) -> str:
     h = hashlib.sha256()
     for name, p in sorted(model.state_dict().items()):
@@ -151,6 +171,7 @@ def train_eager(args: argparse.Namespace, data: torch.Tensor, first: int) -> dic
     bar = progress(args.steps - first, args.json, "eager")
     for step in range(first, args.steps):
         x, y = batch_at(data, step, args.batch, args.context, args.seed)
+        set_lr(optimizer, lr_at(step, args))
         start = time.perf_counter()
         optimizer.zero_grad(set_to_none=True)
         loss = lm_loss(model(x), y)
@@ -195,6 +216,7 @@ def train_memwall(args: argparse.Namespace, data: torch.Tensor) -> dict[str, Any
     bar = progress(last - first, args.json, "memwall")
     for step in range(first, last):
         x, y = batch_at(data, step, args.batch, args.context, args.seed)
+        set_lr(optimizer, lr_at(step, args))
         start = time.perf_counter()
         loss = trainer.step((x, y))
         times.append(time.perf_counter() - start)
@@ -254,6 +276,9 @@ def main() -> int:
                         "every tensor on the device)")
     parser.add_argument("--nvme-dir", default=None)
     add_model_options(parser, eval_every=0)
+    parser.add_argument("--schedule", choices=("cosine", "constant"), default="cosine",
+                        help="the learning rate: warm-up then cosine decay, or --lr throughout")
+    parser.add_argument("--warmup", type=int, default=20, help="warm-up steps (cosine)")
     parser.add_argument("--stop-at", type=int, default=0,
                         help="stop after this step and save --checkpoint")
     parser.add_argument("--checkpoint", default="")

@@ -145,6 +145,11 @@ class Session {
 
   std::vector<double> kernel_seconds() { return open().kernel_seconds(); }
 
+  void set_setting(const std::string& name, double value) {
+    std::string error;
+    raise_for(open().set_setting(name, value, error), error);
+  }
+
   std::vector<std::string> notes() const {
     return session_ ? session_->notes() : std::vector<std::string>{};
   }
@@ -228,6 +233,8 @@ void add_session(nb::module_& m) {
       .def("write", &Session::write, nb::arg("buffer"), nb::arg("address"), nb::arg("bytes"))
       .def("kernel_seconds", &Session::kernel_seconds,
            "With time_kernels: each op's median call in seconds (-1: not timed)")
+      .def("set_setting", &Session::set_setting, nb::arg("name"), nb::arg("value"),
+           "The value later steps read for a tracked optimizer setting (\"group0.lr\")")
       .def("notes", &Session::notes)
       .def("nvme_reserved_bytes", &Session::nvme_reserved_bytes)
       .def("closed", &Session::closed)

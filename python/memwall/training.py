@@ -46,7 +46,8 @@ from memwall.training_inputs import (
     shapes_text,
     optimizer_settings,
     first_change,
-    torch_dtype)
+    torch_dtype,
+    untracked)
 
 # Note [Ranks under torchrun]
 # ~~~~~~~~~~~~~~~~~~~~~~~~~~~
@@ -70,7 +71,7 @@ from memwall.training_inputs import (
 # tensor of ceil(n/N) elements, the last rank's padded), as DeepSpeed's
 # ZeRO keeps a rank's partition. optimizer.state_dict() and
 # Trainer.state_dict() are the rank's; resuming takes the same number of
-# ranks (or whole states, which each rank slices). The parameters stay
+# ranks, each from its own (or whole states, which each rank slices). The parameters stay
 # whole on every rank; stage 3, which shards them, is not run here.
 
 SUPPORTED_OPTIMIZERS = ("SGD", "Adam", "AdamW")
@@ -162,6 +163,8 @@ class Trainer:
         self._inputs: list[tuple[str, Any, tuple[int, ...]]] = []  # (name, dtype, shape)
         self._empty_inputs: list[str] = []  # the graph's empty external inputs
         self._settings = optimizer_settings(optimizer)
+        self._tracked: dict[str, float] = {}  # Note [Tracked settings]: name -> traced value
+        self._given: dict[str, float] = {}  # the values the session was given
 
     # ---- Training ------------------------------------------------------------------------
 
@@ -173,7 +176,7 @@ class Trainer:
         key = shapes_of(batch)
         if self._session is None or key != self._key:
             self._switch(key, batch)
-        self._check_settings()
+        self._apply_settings()
         tensors = self._batch_tensors(batch)
         self._unbind()
         try:
@@ -188,6 +191,9 @@ class Trainer:
                 self._bind()
         self.steps += 1
         self.last_step = measure
+        # The executor ran optimizer.step's work: a learning-rate scheduler
+        # stepped after it is in order (torch's check of the call order).
+        self.optimizer._opt_called = True
         return torch.tensor(measure["loss"], dtype=self._loss_dtype)
 
     @property
@@ -330,6 +336,8 @@ class Trainer:
         self._match_inputs(graph, batch)
         self._bound = self._match_states(graph)
         self._loss_dtype = torch_dtype(graph["meta"]["loss"].get("dtype", "f32"))
+        self._tracked = dict(calls.get("settings", {}))
+        self._given = {}
         states = []
         for b in self._views():
             t = self._get(b)
@@ -502,12 +510,24 @@ class Trainer:
             out.append((name, t.contiguous()))
         return out + [(name, EMPTY_INPUT) for name in self._empty_inputs]
 
-    def _check_settings(self) -> None:
+    def _apply_settings(self) -> None:
+        """Note [Tracked settings] (memwall/tracer/calls.py): each group's lr
+        as it is now, for the session to read; any other setting changed
+        since the step was traced is refused (it may change which ops run)."""
         now = optimizer_settings(self.optimizer)
-        if now != self._settings:
+        tracked = [f"group{i}.lr" in self._tracked for i in range(len(now))]
+        before, after = untracked(self._settings, tracked), untracked(now, tracked)
+        if after != before:
             raise BadInput("the optimizer's settings changed since the step was planned "
-                           f"({first_change(self._settings, now)}): the plan replays the "
-                           "traced step's, so a learning-rate schedule needs a new Trainer")
+                           f"({first_change(before, after)}): the plan replays the "
+                           "traced step's, and follows only each group's lr (a learning-rate "
+                           "schedule); for others make a new Trainer")
+        for name in self._tracked:
+            group = int(name[len("group"):].partition(".")[0])
+            value = float(now[group]["lr"])
+            if self._given.get(name) != value:
+                self._session.set_setting(name, value)
+                self._given[name] = value
 
     # ---- Views (Note [The model's own tensors]) ----------------------------------------
 

@@ -82,6 +82,13 @@ def optimizer_settings(optimizer: Any) -> list[dict[str, Any]]:
     return [{k: v for k, v in g.items() if k != "params"} for g in optimizer.param_groups]
 
 
+def untracked(settings: list[dict[str, Any]], tracked: list[bool]) -> list[dict[str, Any]]:
+    """The settings without each group's lr where the step follows it (Note
+    [Tracked settings] in memwall/tracer/calls.py)."""
+    return [{k: v for k, v in g.items() if not (k == "lr" and t)}
+            for g, t in zip(settings, tracked)]
+
+
 def first_change(before: list[dict[str, Any]], now: list[dict[str, Any]]) -> str:
     for i, (a, b) in enumerate(zip(before, now)):
         for key in a:

@@ -146,10 +146,13 @@ def test_bad_input_and_failures() -> None:
         other = memwall.Trainer(other_model, other_optimizer, loss_fn=F.cross_entropy)
         with pytest.raises(memwall.BadInput, match="another executor"):
             other.step(data[0])
-        optimizer.param_groups[0]["lr"] = 0.5
-        with pytest.raises(memwall.BadInput, match="group 0's lr: 0.001 -> 0.5"):
+        # Only the lr is followed (Note [Tracked settings]): a setting that
+        # may change which ops run is refused, naming it.
+        optimizer.param_groups[0]["betas"] = (0.8, 0.999)
+        with pytest.raises(memwall.BadInput, match=r"group 0's betas: \(0.9, 0.999\) -> "
+                                                   r"\(0.8, 0.999\)"):
             trainer.step(data[1])
-        optimizer.param_groups[0]["lr"] = 1e-3
+        optimizer.param_groups[0]["betas"] = (0.9, 0.999)
         trainer.step(data[1])
     # A budget below what any plan needs names the bound, as the command does.
     model, optimizer = model_and_optimizer("adamw")
@@ -170,6 +173,48 @@ def test_bad_input_and_failures() -> None:
     plan = memwall.plan(model, data[0], F.cross_entropy, optimizer=optimizer)  # CUDA kernels
     with pytest.raises(memwall.BadInput, match="kernels=\"cpu\""):
         memwall.Trainer(model, optimizer, plan, F.cross_entropy).step(data[0])
+
+
+@pytest.mark.parametrize("kind,budget", [("adamw", "50%peak"), ("momentum", "60%peak")])
+def test_a_learning_rate_schedule_is_followed(kind: str, budget: str,
+                                              capfd: pytest.CaptureFixture[str]) -> None:
+    """Note [Tracked settings]: a warm-up then cosine schedule (torch's
+    LambdaLR, stepped after each step as with torch's optimizer) trains bit
+    for bit as eager PyTorch, through plans that run the optimizer on the
+    host, and across a batch of other shapes (a second session)."""
+    import math
+
+    def schedule(optimizer: Any) -> Any:
+        return torch.optim.lr_scheduler.LambdaLR(
+            optimizer, lambda s: (s + 1) / 3 if s < 3 else 0.5 * (1 + math.cos(math.pi * s / 8)))
+
+    data = batches(8)
+    data[5] = batches(1, size=16)[0]
+    model_e, optimizer_e = model_and_optimizer(kind)
+    scheduler_e = schedule(optimizer_e)
+    torch.manual_seed(5)
+    reference = []
+    for x, y in data:
+        optimizer_e.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(model_e(x), y)
+        loss.backward()
+        optimizer_e.step()
+        scheduler_e.step()
+        reference.append(loss.item())
+    model, optimizer = model_and_optimizer(kind)
+    scheduler = schedule(optimizer)
+    trainer = memwall.Trainer(model, optimizer, loss_fn=F.cross_entropy, budget=budget)
+    torch.manual_seed(5)
+    losses = []
+    for b in data:
+        losses.append(trainer.step(b).item())
+        scheduler.step()
+    assert losses == reference
+    assert optimizer.param_groups[0]["lr"] == optimizer_e.param_groups[0]["lr"]
+    assert trainer._tracked == {"group0.lr": pytest.approx(optimizer.defaults["lr"] / 3)}
+    assert "optimizer.step()" not in capfd.readouterr().err  # torch's order check is content
+    trainer.close()
+    assert_same_states(model_e, optimizer_e, model, optimizer)
 
 
 def test_batches_of_other_shapes_are_planned_once(capfd: pytest.CaptureFixture[str]) -> None:

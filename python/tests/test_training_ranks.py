@@ -33,17 +33,38 @@ import json, os, sys, hashlib, torch, torch.nn.functional as F
 sys.path[:0] = [{TESTS!r}, {PACKAGE!r}]  # this checkout's memwall, not an installed one
 import memwall
 from test_training import model_and_optimizer
-from test_training_ranks import rank_batches, digest
+from test_training_ranks import STEPS, rank_batches, digest, schedule
+out, stage, mode = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 rank = int(os.environ["RANK"])
 model, optimizer = model_and_optimizer("adamw")
+scheduler = schedule(optimizer)
 trainer = memwall.Trainer(model, optimizer, loss_fn=F.cross_entropy, budget="60%peak",
-                          zero_stage=int(sys.argv[2]))
+                          zero_stage=stage)
 torch.manual_seed(5)
-losses = [trainer.step(b).item() for b in rank_batches(rank)]
+checkpoint = os.path.join(out, f"checkpoint{{rank}}.pt")
+start = 0
+if mode == "resume":  # a new process, from the rank's own checkpoint
+    saved = torch.load(checkpoint, weights_only=False)
+    trainer.load_state_dict(saved["trainer"])
+    scheduler.load_state_dict(saved["scheduler"])
+    start = trainer.steps
+losses = []
+for b in rank_batches(rank)[start:STEPS // 2 if mode == "first" else STEPS]:
+    losses.append(trainer.step(b).item())
+    scheduler.step()
+if mode == "first":
+    torch.save({{"trainer": trainer.state_dict(), "scheduler": scheduler.state_dict()}}, checkpoint)
+    sys.exit(0)
 trainer.close()
-with open(os.path.join(sys.argv[1], f"rank{{rank}}.json"), "w") as f:
+with open(os.path.join(out, f"rank{{rank}}.json"), "w") as f:
     json.dump({{"rank": rank, "losses": losses, "digest": digest(model), "ranks": trainer.ranks}}, f)
 """
+
+
+def schedule(optimizer: Any) -> Any:
+    """A learning rate that changes every step (Note [Tracked settings] in
+    memwall/tracer/calls.py)."""
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: 1.0 / (s + 1))
 
 
 def rank_batches(rank: int) -> list[Any]:
@@ -63,6 +84,7 @@ def digest(model: torch.nn.Module) -> str:
 
 def data_parallel_reference(ranks: int) -> tuple[list[list[float]], str]:
     model, optimizer = model_and_optimizer("adamw")
+    scheduler = schedule(optimizer)
     params = [p for p in model.parameters()]
     data = [rank_batches(r) for r in range(ranks)]
     torch.manual_seed(5)
@@ -82,6 +104,7 @@ def data_parallel_reference(ranks: int) -> tuple[list[list[float]], str]:
         for p, g in zip(params, total):
             p.grad = g
         optimizer.step()
+        scheduler.step()
     return losses, digest(model)
 
 
@@ -99,7 +122,9 @@ def results(out_dir: Path) -> dict[int, dict[str, Any]]:
     return found
 
 
-def check(found: dict[int, dict[str, Any]], ranks: int) -> None:
+def check(found: dict[int, dict[str, Any]], ranks: int, first: int = 0) -> None:
+    """The ranks' losses from step `first` on and final model against the
+    reference's."""
     # torchrun gives each worker OMP_NUM_THREADS=1, and a kernel's bits
     # depend on its threads: the reference runs with one too.
     threads = torch.get_num_threads()
@@ -111,22 +136,38 @@ def check(found: dict[int, dict[str, Any]], ranks: int) -> None:
     assert sorted(found) == list(range(ranks))
     for r in range(ranks):
         assert found[r]["ranks"] == ranks
-        assert found[r]["losses"] == losses[r], r
+        assert found[r]["losses"] == losses[r][first:], r
         assert found[r]["digest"] == final, r
+
+
+def torchrun(out: Path, stage: int, mode: str) -> None:
+    script = out / "rank.py"
+    script.write_text(RANK)
+    done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
+                           "--master-port", str(free_port()), str(script), str(out), str(stage),
+                           mode], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
 
 
 @pytest.mark.parametrize("stage", [0, 1, 2])
 def test_two_ranks_under_torchrun(tmp_path: Path, stage: int) -> None:
     """ZeRO stages 0-2: whole states, or each rank a shard of the optimizer
-    states (Note [Sharded states] in memwall/training.py)."""
-    script = tmp_path / "rank.py"
-    script.write_text(RANK)
-    done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
-                           "--master-port", str(free_port()), str(script), str(tmp_path),
-                           str(stage)],
-                          capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
+    states (Note [Sharded states] in memwall/training.py), with a
+    learning-rate schedule."""
+    torchrun(tmp_path, stage, "all")
     check(results(tmp_path), 2)
+
+
+@pytest.mark.parametrize("stage", [0, 2])
+def test_two_ranks_resume_from_their_checkpoints(tmp_path: Path, stage: int) -> None:
+    """Each rank saves Trainer.state_dict() (in stage 2 its shard of the
+    optimizer states, as DeepSpeed's checkpoints are per rank) and the
+    scheduler's halfway, and new processes resume from them: the rest of
+    the run is bit for bit the run that never stopped."""
+    torchrun(tmp_path, stage, "first")
+    assert not list(tmp_path.glob("rank*.json"))
+    torchrun(tmp_path, stage, "resume")
+    check(results(tmp_path), 2, first=STEPS // 2)
 
 
 def make_namespaces(tag: str) -> str:
@@ -169,7 +210,7 @@ def test_two_hosts_in_network_namespaces(tmp_path: Path) -> None:
                 ["ip", "netns", "exec", f"{tag}{ns}", sys.executable, "-m",
                  "torch.distributed.run", "--nnodes", "2", "--nproc-per-node", "1",
                  "--node-rank", str(node), "--master-addr", "10.47.0.1", "--master-port", port,
-                 str(script), str(tmp_path), "0"], env=env, stdout=subprocess.PIPE,
+                 str(script), str(tmp_path), "0", "all"], env=env, stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE, text=True))
         try:
             for child in children:

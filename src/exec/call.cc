@@ -48,13 +48,20 @@ bool is_tensor(const nlohmann::json& v) {
 
 int32_t buffer_of(const nlohmann::json& v) { return v.is_null() ? -1 : v.at("t").get<int32_t>(); }
 
-void collect_items(const nlohmann::json& tree, std::vector<TensorRef>& items) {
+void collect_leaves(const nlohmann::json& tree, ScalarExpr& expr) {
   if (!tree.is_array() || tree.empty()) return;
   if (tree[0] == "item") {
-    items.push_back(tensor_ref(tree.at(1)));
+    expr.items.push_back(tensor_ref(tree.at(1)));
     return;
   }
-  for (size_t i = 1; i < tree.size(); ++i) collect_items(tree[i], items);
+  if (tree[0] == "setting") {
+    if (tree.size() != 3 || !tree[1].is_string() || !tree[2].is_number()) {
+      bad_input("malformed setting {}", tree.dump());
+    }
+    expr.settings.push_back(tree[1].get<std::string>());
+    return;
+  }
+  for (size_t i = 1; i < tree.size(); ++i) collect_leaves(tree[i], expr);
 }
 
 c10::Scalar scalar_of(const nlohmann::json& v) {
@@ -101,7 +108,7 @@ void compile_value(const nlohmann::json& v, const c10::TypePtr& declared, Compil
         out.kind = CompiledArg::Kind::kExpr;
         out.expr_as = CompiledArg::As::kWrappedTensor;
         out.expr.tree = v["expr"];
-        collect_items(out.expr.tree, out.expr.items);
+        collect_leaves(out.expr.tree, out.expr);
       } else {
         out.constant = wrapped_number(scalar_of(v), host);
       }
@@ -146,7 +153,7 @@ void compile_value(const nlohmann::json& v, const c10::TypePtr& declared, Compil
         out.expr_as =
             type->kind() == K::FloatType ? CompiledArg::As::kDouble : CompiledArg::As::kScalar;
         out.expr.tree = v["expr"];
-        collect_items(out.expr.tree, out.expr.items);
+        collect_leaves(out.expr.tree, out.expr);
       } else if (type->kind() == K::FloatType) {
         out.constant = c10::IValue(is_float(v) ? float_value(v) : v.get<double>());
       } else {
@@ -286,14 +293,23 @@ CompiledCall compile_call(const nlohmann::json& call, const std::string& op_name
   return compiled;
 }
 
+void add_setting_names(const CompiledCall& call, std::set<std::string, std::less<>>& names) {
+  for (const CompiledArg& a : call.args) names.insert(a.expr.settings.begin(), a.expr.settings.end());
+  for (const CompiledCall& step : call.steps) add_setting_names(step, names);
+}
+
 double evaluate(const nlohmann::json& tree, const std::function<double(size_t)>& read,
-                size_t& next_item) {
+                const Settings& settings, size_t& next_item) {
   if (tree.is_number()) return tree.get<double>();
   const std::string op = tree.at(0).get<std::string>();
   if (op == "item") return read(next_item++);
-  const double a = evaluate(tree.at(1), read, next_item);
+  if (op == "setting") {
+    const auto set = settings.find(tree.at(1).get_ref<const std::string&>());
+    return set != settings.end() ? set->second : tree.at(2).get<double>();
+  }
+  const double a = evaluate(tree.at(1), read, settings, next_item);
   if (op == "neg") return -a;
-  const double b = evaluate(tree.at(2), read, next_item);
+  const double b = evaluate(tree.at(2), read, settings, next_item);
   // The same double arithmetic Python did (pow is libm's pow there too).
   if (op == "add") return a + b;
   if (op == "sub") return a - b;

@@ -4,6 +4,8 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <map>
+#include <set>
 #include <optional>
 #include <string>
 #include <vector>
@@ -25,11 +27,17 @@ struct TensorRef {
   c10::ScalarType dtype = c10::ScalarType::Float;
 };
 
-// A float computed from tensors' .item() (Note [Tracked scalars]).
+// A float computed from tensors' .item() and the optimizer's settings
+// (Note [Tracked scalars], Note [Tracked settings]).
 struct ScalarExpr {
   nlohmann::json tree;
-  std::vector<TensorRef> items;  // the ["item", ref] leaves in tree order
+  std::vector<TensorRef> items;       // the ["item", ref] leaves in tree order
+  std::vector<std::string> settings;  // the ["setting", name, traced] leaves' names
 };
+
+// Note [Tracked settings]: the values the caller gave by name ("group0.lr"),
+// which replace those the trace recorded.
+using Settings = std::map<std::string, double, std::less<>>;
 
 struct CompiledArg {
   enum class Kind { kConstant, kTensor, kTensorList, kOptionalTensorList, kExpr };
@@ -81,8 +89,12 @@ CompiledCall compile_call(const nlohmann::json& call, const std::string& op_name
 // `tensor * 0.5` passes to aten::mul.Tensor), in host memory.
 at::Tensor wrapped_number(const c10::Scalar& value, c10::Allocator* host_allocator);
 
-// Evaluates the expression in doubles, reading each item through `read`.
+// Adds the names of the settings `call` reads (its steps' included).
+void add_setting_names(const CompiledCall& call, std::set<std::string, std::less<>>& names);
+
+// Evaluates the expression in doubles, reading each item through `read`
+// and each setting from `settings` (the traced value when not set).
 double evaluate(const nlohmann::json& tree, const std::function<double(size_t)>& read,
-                size_t& next_item);
+                const Settings& settings, size_t& next_item);
 
 }  // namespace memwall::exec

@@ -3,6 +3,8 @@
 // and the comparison with eager PyTorch.
 #include "executor_impl.h"
 
+#include <fmt/ranges.h>
+
 namespace memwall::exec::detail {
 
 // The storage an argument naming `root` means in this op: the version the
@@ -29,11 +31,21 @@ at::Tensor Executor::argument_tensor(const TensorRef& ref) {
   return view_of(resolve(ref.buffer), ref);
 }
 
+void Executor::set_setting(const std::string& name, double value) {
+  std::set<std::string, std::less<>> names;
+  for (const CompiledCall& call : calls_) add_setting_names(call, names);
+  if (!names.contains(name)) {
+    bad_input("the step reads no setting \"{}\" (it reads {})", name,
+              names.empty() ? std::string("none") : fmt::format("{}", fmt::join(names, ", ")));
+  }
+  settings_[name] = value;
+}
+
 c10::IValue Executor::expression(const CompiledArg& a) {
   size_t next = 0;
   const double v = evaluate(
       a.expr.tree, [&](size_t i) { return argument_tensor(a.expr.items.at(i)).item<double>(); },
-      next);
+      settings_, next);
   switch (a.expr_as) {
     case CompiledArg::As::kDouble:
       return c10::IValue(v);

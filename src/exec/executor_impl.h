@@ -144,6 +144,9 @@ class Executor {
   void write_state(BufferId b, std::span<const std::byte> in);
   // Note [Kernel timing]: per op, the median of its timed calls; -1 if none.
   std::vector<double> median_kernel_times();
+  // Note [Tracked settings]: the value the next steps read for `name`
+  // ("group0.lr"); bad input for a name no op reads.
+  void set_setting(const std::string& name, double value);
 
  private:
   void check_runnable();
@@ -242,6 +245,7 @@ class Executor {
   std::vector<BufferId> roots_;
   std::vector<uint8_t> in_place_;
   std::vector<CompiledCall> calls_;
+  Settings settings_;  // Note [Tracked settings]: those set, by name
   TensorRef loss_;
   double loss_value_ = 0;
   std::unique_ptr<runtime::CopyEngine> engine_;

@@ -159,6 +159,9 @@ class SessionImpl final : public Session {
     if (!s_->options.time_kernels || !s_->broken.empty()) return {};
     return s_->executor->median_kernel_times();
   }
+  Status set_setting(const std::string& name, double value, std::string& error) override {
+    return guarded(*s_, error, [&] { s_->executor->set_setting(name, value); });
+  }
 
  private:
   bool persistent(int64_t buffer) const {
@@ -197,7 +200,7 @@ Status open(const Graph& graph, const Plan& plan, const StepValues& values,
 }  // namespace memwall::exec
 
 extern "C" __attribute__((visibility("default"))) memwall::exec::Status
-memwall_exec_open_session_v1(const memwall::Graph& graph, const memwall::Plan& plan,
+memwall_exec_open_session_v2(const memwall::Graph& graph, const memwall::Plan& plan,
                              const memwall::exec::StepValues& values,
                              const memwall::exec::RunOptions& options,
                              std::unique_ptr<memwall::exec::Session>& session, std::string& error) {

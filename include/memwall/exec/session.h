@@ -54,6 +54,11 @@ class Session {
   // over the steps after the first (Note [Kernel timing]); -1 for ops not
   // timed. Empty without.
   virtual std::vector<double> kernel_seconds() = 0;
+  // The value later steps read for an optimizer setting the trace tracked
+  // by `name` ("group0.lr": a learning-rate schedule, Note [Tracked
+  // settings] in python/memwall/tracer/calls.py); bad input for a name no
+  // op reads. Until set, the traced value.
+  virtual Status set_setting(const std::string& name, double value, std::string& error) = 0;
 };
 
 // The library's entry point (dlsym by name, memwall/exec/library.h). The
@@ -64,7 +69,7 @@ class Session {
 using OpenSessionFunction = Status (*)(const Graph& graph, const Plan& plan,
                                        const StepValues& values, const RunOptions& options,
                                        std::unique_ptr<Session>& session, std::string& error);
-inline constexpr const char* kOpenSessionSymbol = "memwall_exec_open_session_v1";
+inline constexpr const char* kOpenSessionSymbol = "memwall_exec_open_session_v2";
 
 // Loads the executor (memwall/exec/library.h) and opens a session. Throws
 // Error when the library cannot be loaded.

@@ -41,6 +41,21 @@ are memwall.values'."""
 # resident). The executor evaluates the expression in doubles, as Python
 # did. Other .item() calls (integers, booleans: data-dependent control flow)
 # cannot be replayed: the graph's meta says so ("calls").
+#
+# Note [Tracked settings]
+# ~~~~~~~~~~~~~~~~~~~~~~~
+# A learning-rate schedule changes each param group's "lr" between steps,
+# and torch.optim turns it into Python floats the step's ops take
+# (param.addcdiv_(value=-lr / bias_correction1), SGD's add_(alpha=-lr)).
+# During the traced optimizer step each group's float lr is a TrackedFloat
+# ["setting", "group<i>.lr", traced value], recorded into the expressions
+# of the ops it reaches like an item (it reads no buffer). The graph's
+# meta lists the settings its ops read ("calls": {"settings": {name:
+# traced value}}). The executor evaluates a setting as the value the
+# caller last gave (memwall::exec::Session::set_setting; the Trainer gives
+# each group's lr before every step), else as traced. Other settings
+# (betas, weight decay, momentum) may decide which ops run (weight_decay
+# != 0), so a change of one still needs a new trace.
 from __future__ import annotations
 
 import math
@@ -181,18 +196,20 @@ def _float(rec: Recorder, v: float, items: list[int]) -> Json:
         expr = frame.get(float(v))
         if expr is not None:
             record["expr"] = expr
-            _items_of(expr, items)
+            _items_of(rec, expr, items)
             break
     return record
 
 
-def _items_of(expr: Json, items: list[int]) -> None:
+def _items_of(rec: Recorder, expr: Json, items: list[int]) -> None:
     if isinstance(expr, list):
         if expr and expr[0] == "item":
             items.append(expr[1]["t"])
+        elif expr and expr[0] == "setting":
+            rec.settings_read[expr[1]] = expr[2]
         else:
             for e in expr[1:]:
-                _items_of(e, items)
+                _items_of(rec, e, items)
 
 
 def encode(rec: Recorder, v: Any, items: list[int]) -> Json:
@@ -260,3 +277,24 @@ def remap(value: Json, new_id: dict[int, int]) -> Json:
     if isinstance(value, list):
         return [remap(v, new_id) for v in value]
     return value
+
+
+class TrackedSettings:
+    """Note [Tracked settings]: each param group's float lr a TrackedFloat
+    for the `with` block (the traced optimizer step), then the group's own
+    value again."""
+
+    def __init__(self, optimizer: torch.optim.Optimizer) -> None:
+        self.optimizer = optimizer
+        self.saved: list[Any] = []
+
+    def __enter__(self) -> None:
+        for i, group in enumerate(self.optimizer.param_groups):
+            lr = group.get("lr")
+            self.saved.append(lr)
+            if isinstance(lr, (int, float)) and not isinstance(lr, bool):
+                group["lr"] = TrackedFloat(float(lr), ["setting", f"group{i}.lr", float(lr)])
+
+    def __exit__(self, *exc: Any) -> None:
+        for group, lr in zip(self.optimizer.param_groups, self.saved):
+            group["lr"] = lr

@@ -89,7 +89,9 @@ def runnable(recorder: Recorder, ops: list[Op]) -> dict[str, Any]:
                     f"{op.call['unsupported']}"}
     if recorder.loss_ref is None:
         return {"runnable": False, "why": "the loss is not a tensor the trace recorded"}
-    return {"runnable": True, **reads}
+    settings = {"settings": dict(sorted(recorder.settings_read.items()))} \
+        if recorder.settings_read else {}
+    return {"runnable": True, **reads, **settings}
 
 
 def graph_name(model: str, meta: dict[str, Any], function: str | None = None) -> str:

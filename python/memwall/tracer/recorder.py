@@ -118,6 +118,8 @@ class Recorder(TorchDispatchMode):
         # computed from constants alone (Hugging Face's check of position
         # ids made by arange) is the same for every batch of the shape.
         self.value_reads: list[str] = []
+        # Note [Tracked settings]: those the step's ops read, traced values.
+        self.settings_read: dict[str, float] = {}
         self.reading_tracked = False
         self.data_buffers: set[int] = set()  # buffers whose values depend on states or batch
         self.loss_ref: Any = None  # the loss's tensor reference (calls.tensor_ref)

@@ -10,7 +10,7 @@ from torch.utils._pytree import tree_flatten
 from torch.utils.hooks import RemovableHandle
 
 from memwall.errors import OpFailed, TraceError, fail
-from memwall.tracer.calls import ScalarTracking, tensor_ref
+from memwall.tracer.calls import ScalarTracking, TrackedSettings, tensor_ref
 from memwall.tracer.recorder import Recorder, storage_key
 
 # The loss function of a model source: loss_fn(output, target), or
@@ -188,6 +188,10 @@ def _record_iteration(model: torch.nn.Module, inputs: Any, target: Any, loss_fn:
                     op.name = f"{name.rpartition('.')[0] or name}.{op.type}"
         recorder.hold_steady(grads)
         recorder.phase = "optimizer"
-        optimizer.step()
+        if recorder.calls:
+            with TrackedSettings(optimizer):
+                optimizer.step()
+        else:
+            optimizer.step()
         recorder.note_deaths()  # what the step itself freed at its end
         recorder.recording = False
