@@ -27,11 +27,13 @@ find its memory free. Changing a state's values between steps goes through
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
+import math
 import os
 import weakref
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from memwall.errors import BadInput, Error, OutOfMemory, RunFailed
 from memwall.training_inputs import (
@@ -71,8 +73,21 @@ from memwall.training_inputs import (
 # tensor of ceil(n/N) elements, the last rank's padded), as DeepSpeed's
 # ZeRO keeps a rank's partition. optimizer.state_dict() and
 # Trainer.state_dict() are the rank's; resuming takes the same number of
-# ranks, each from its own (or whole states, which each rank slices). The parameters stay
-# whole on every rank; stage 3, which shards them, is not run here.
+# ranks, each from its own (or whole states, which each rank slices).
+#
+# Note [Sharded parameters]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~
+# ZeRO stage 3 shards the parameters themselves: between steps each
+# Parameter is a view of the rank's flat shard (ceil(n/N) elements), as
+# DeepSpeed's stage 3 keeps a partition per parameter, and the model cannot
+# run forward on them. ``with trainer.gathered():`` gives every parameter
+# whole for a validation pass or a look at the weights (an all_gather over
+# gloo: torch.distributed's default process group, or one the trainer makes
+# on the ranks' store; every rank must enter it), as copies whose changes
+# are not kept. Trainer.state_dict() holds whole parameters (gathered: a
+# collective) and the rank's optimizer shards; close() leaves the model
+# whole. A new batch shape first makes the model whole, then traces it. The parameters stay
+# whole on every rank in these stages (stage 3: Note [Sharded parameters]).
 
 SUPPORTED_OPTIMIZERS = ("SGD", "Adam", "AdamW")
 
@@ -91,6 +106,8 @@ class _Bound:
     master: bool = False
     # Note [Sharded states]: a rank's 1/N shard of an optimizer state.
     shard: bool = False
+    # A stage-3 parameter shard's whole shape (Note [Sharded parameters]).
+    whole_shape: tuple[int, ...] | None = None
 
 
 class Trainer:
@@ -107,7 +124,8 @@ class Trainer:
 
     `ranks`: data-parallel processes (None: torchrun's WORLD_SIZE, else
     1), each with its own batches (Note [Ranks under torchrun]), in ZeRO
-    stage `zero_stage` (0, 1 or 2: Note [Sharded states]).
+    stage `zero_stage` (0-3: Note [Sharded states], Note [Sharded
+    parameters]).
 
     Note [Batches of other shapes]: a batch whose tensors' shapes or dtypes
     were not seen before (bucketed sequence lengths) is traced and planned
@@ -150,9 +168,8 @@ class Trainer:
         self._plans: dict[tuple[Any, ...], Any] = {}  # by the batch's shapes
         self._key: tuple[Any, ...] | None = None  # the open session's
         self.rank, self.ranks = ranks_from_env(ranks)
-        if zero_stage not in (0, 1, 2):
-            raise BadInput(f"ZeRO stage {zero_stage}: the trainer runs stages 0, 1 and 2 (stage 3 "
-                           "shards the parameters, which the model holds whole)")
+        if zero_stage not in (0, 1, 2, 3):
+            raise BadInput(f"ZeRO stage {zero_stage}: ZeRO has stages 0, 1, 2 and 3")
         self.zero_stage = zero_stage
         self._sessions_opened = 0  # names each session's keys in the ranks' store
         self._store: Any = None  # torch.distributed.TCPStore, with ranks
@@ -216,8 +233,26 @@ class Trainer:
             data = torch.empty(b.shape, dtype=b.dtype)
             self._session.read(b.buffer, data.data_ptr(), b.bytes)
             self._set(b, data)
+        for b, whole in self._gather():
+            self._set(b, whole)
         self._session.close()
         self._session = None
+
+    @contextlib.contextmanager
+    def gathered(self) -> Iterator[None]:
+        """In ZeRO stage 3, the model's whole parameters for the `with` block
+        (a validation pass, a look at the weights): gathered from every
+        rank, which must all enter it (a collective), as copies whose
+        changes are not kept (Note [Sharded parameters]). Otherwise the
+        model as it is."""
+        gathered = self._gather() if self._session is not None else []
+        try:
+            for b, whole in gathered:
+                self._set(b, whole)
+            yield
+        finally:
+            if gathered and self._session is not None:
+                self._bind()
 
     def __enter__(self) -> "Trainer":
         return self
@@ -241,9 +276,10 @@ class Trainer:
             return torch.utils._pytree.tree_map(
                 lambda t: t.clone() if isinstance(t, torch.Tensor) else t, value)
 
-        return {"model": copied(self.model.state_dict()),
-                "optimizer": copied(self.optimizer.state_dict()), "steps": self.steps,
-                "rng": torch.get_rng_state()}
+        with self.gathered():  # whole parameters in stage 3
+            model = copied(self.model.state_dict())
+        return {"model": model, "optimizer": copied(self.optimizer.state_dict()),
+                "steps": self.steps, "rng": torch.get_rng_state()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Puts a state_dict() back: into the model and optimizer before the
@@ -260,7 +296,7 @@ class Trainer:
             self._unbind()
             # The values land in tensors of their own, then in the session.
             for b in self._views():
-                self._set(b, torch.empty(b.shape, dtype=b.dtype))
+                self._set(b, torch.empty(b.whole_shape or b.shape, dtype=b.dtype))
             self.model.load_state_dict(state["model"])
             self.optimizer.load_state_dict(state["optimizer"])
             self._point_states_at_params()
@@ -296,6 +332,7 @@ class Trainer:
                 print(f"memwall: note: a batch of new shapes ({shapes_text(key)}): traced and "
                       f"planned once (plan {len(self._plans) + 1} of at most {self.max_plans})",
                       file=sys.stderr)
+            self.close()  # the states back in the model's own tensors, whole
             rng = torch.get_rng_state()  # the trace must not move the generator
             budget = self.budget
             if budget is None and self.plan is not None:
@@ -425,11 +462,15 @@ class Trainer:
             # An optimizer state's or a master copy's parameter.
             whole = params.get(b.name.rpartition(".")[0])
             state = isinstance(b.owner, tuple) and isinstance(b.owner[0], dict)
-            if (state or b.master) and whole is not None:
+            if b.name in params:  # stage 3 shards the parameters too
+                whole = params[b.name]
+            if (state or b.master or b.name in params) and whole is not None:
                 elements = -(-whole.numel() // self.ranks)
                 if self.ranks > 1 and elements * t.element_size() == b.bytes < whole.nbytes:
                     # The executor takes its slice of a whole state.
                     b.shard, b.shape = True, (elements,)
+                    if b.name in params:
+                        b.whole_shape = tuple(whole.shape)
                     if t.nbytes in (whole.nbytes, b.bytes):
                         continue
             if t.nbytes == b.bytes:
@@ -458,6 +499,28 @@ class Trainer:
             else:
                 return None
         return (state, key)
+
+    def _gather(self) -> list[tuple[_Bound, Any]]:
+        """Note [Sharded parameters]: each stage-3 parameter whole, from every
+        rank's shard (torch.distributed's all_gather over gloo, the default
+        process group or one made on the ranks' store); a collective."""
+        sharded = [b for b in self._views() if b.whole_shape is not None]
+        if not sharded:
+            return []
+        import torch
+        import torch.distributed as dist
+
+        if not dist.is_initialized():
+            dist.init_process_group("gloo", store=dist.PrefixStore("memwall/gather/", self._store),
+                                    rank=self.rank, world_size=self.ranks)
+        out = []
+        for b in sharded:
+            shard = self._get(b).clone()
+            parts = [torch.empty_like(shard) for _ in range(self.ranks)]
+            dist.all_gather(parts, shard)
+            numel = math.prod(b.whole_shape or ())
+            out.append((b, torch.cat(parts)[:numel].view(b.whole_shape).clone()))
+        return out
 
     def _point_states_at_params(self) -> None:
         """After optimizer.load_state_dict, whose state dicts are new: the

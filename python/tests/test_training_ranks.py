@@ -49,9 +49,14 @@ if mode == "resume":  # a new process, from the rank's own checkpoint
     scheduler.load_state_dict(saved["scheduler"])
     start = trainer.steps
 losses = []
-for b in rank_batches(rank)[start:STEPS // 2 if mode == "first" else STEPS]:
+for k, b in enumerate(rank_batches(rank)[start:STEPS // 2 if mode == "first" else STEPS]):
     losses.append(trainer.step(b).item())
     scheduler.step()
+    if k == 0:  # a validation pass between steps (stage 3: on the gathered parameters)
+        with trainer.gathered(), torch.no_grad():
+            model.eval()
+            assert model(b[0]).shape == (32, 10)
+            model.train()
 if mode == "first":
     torch.save({{"trainer": trainer.state_dict(), "scheduler": scheduler.state_dict()}}, checkpoint)
     sys.exit(0)
@@ -149,19 +154,21 @@ def torchrun(out: Path, stage: int, mode: str) -> None:
     assert done.returncode == 0, done.stderr[-3000:]
 
 
-@pytest.mark.parametrize("stage", [0, 1, 2])
+@pytest.mark.parametrize("stage", [0, 1, 2, 3])
 def test_two_ranks_under_torchrun(tmp_path: Path, stage: int) -> None:
-    """ZeRO stages 0-2: whole states, or each rank a shard of the optimizer
-    states (Note [Sharded states] in memwall/training.py), with a
-    learning-rate schedule."""
+    """ZeRO stages 0-3: whole states, or each rank a shard of the optimizer
+    states (Note [Sharded states] in memwall/training.py), and in stage 3
+    of the parameters (Note [Sharded parameters]), with a learning-rate
+    schedule."""
     torchrun(tmp_path, stage, "all")
     check(results(tmp_path), 2)
 
 
-@pytest.mark.parametrize("stage", [0, 2])
+@pytest.mark.parametrize("stage", [0, 2, 3])
 def test_two_ranks_resume_from_their_checkpoints(tmp_path: Path, stage: int) -> None:
-    """Each rank saves Trainer.state_dict() (in stage 2 its shard of the
-    optimizer states, as DeepSpeed's checkpoints are per rank) and the
+    """Each rank saves Trainer.state_dict() (from stage 1 on its shard of
+    the optimizer states, as DeepSpeed's checkpoints are per rank; whole
+    parameters, gathered in stage 3) and the
     scheduler's halfway, and new processes resume from them: the rest of
     the run is bit for bit the run that never stopped."""
     torchrun(tmp_path, stage, "first")
