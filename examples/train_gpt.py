@@ -125,7 +125,14 @@ def batch_at(data: torch.Tensor, step: int, batch: int, context: int,
 def make_model(args: argparse.Namespace) -> tuple[GPT, torch.optim.Optimizer]:
     torch.manual_seed(args.seed)
     model = GPT(256, args.context, args.layers, args.width, args.heads, args.dropout)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.1)
+    if getattr(args, "dtype", "fp32") == "bf16":
+        # Mixed precision: bf16 weights and activations, fp32 masters and
+        # moments in the optimizer (memwall.MixedPrecision), in both runs.
+        model.to(torch.bfloat16)
+        optimizer: torch.optim.Optimizer = memwall.MixedPrecision(
+            model.parameters(), "adamw", lr=args.lr, weight_decay=0.1)
+    else:
+        optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.1)
     return model, optimizer
 
 
@@ -279,6 +286,8 @@ def main() -> int:
     parser.add_argument("--schedule", choices=("cosine", "constant"), default="cosine",
                         help="the learning rate: warm-up then cosine decay, or --lr throughout")
     parser.add_argument("--warmup", type=int, default=20, help="warm-up steps (cosine)")
+    parser.add_argument("--dtype", choices=("fp32", "bf16"), default="fp32",
+                        help="bf16: mixed precision (memwall.MixedPrecision)")
     parser.add_argument("--stop-at", type=int, default=0,
                         help="stop after this step and save --checkpoint")
     parser.add_argument("--checkpoint", default="")

@@ -19,7 +19,8 @@ scripts/install-deps.sh --torch; docs/trace.md):
 - the Python API (issue 47), in-process through the extension memwall_core
   (``memwall.native``): ``memwall.estimate(model, batch, ...)``
   (``memwall.estimates``), ``memwall.plan(...)`` and ``memwall.load_plan``
-  (``memwall.plans``), ``memwall.Trainer`` (``memwall.training``), with
+  (``memwall.plans``), ``memwall.Trainer`` (``memwall.training``),
+  ``memwall.MixedPrecision`` (``memwall.mixed_precision``), with
   ``memwall.Error`` and its ``BadInput``, ``RunFailed`` and ``OutOfMemory``.
 
 Importing the package imports nothing else, torch included: the command
@@ -43,6 +44,9 @@ def __getattr__(name: str) -> Any:
     if name == "Trainer":
         from memwall import training
         return training.Trainer
+    if name == "MixedPrecision":
+        from memwall import mixed_precision
+        return mixed_precision.MixedPrecision
     if name in ("Error", "BadInput", "RunFailed", "OutOfMemory"):
         from memwall import errors
         return getattr(errors, name)

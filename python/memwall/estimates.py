@@ -101,7 +101,7 @@ def trace_graph(model: Any, batch: Any, loss_fn: Callable[..., Any] | None, opti
     in its own dtypes with torch's optimizer; "bf16" or "fp16" is mixed
     precision as ``memwall trace --hf --dtype`` traces it (the copy and the
     batch's floating inputs in 16 bits, an fp32 master of each parameter in
-    the optimizer, memwall.sources.hf.MixedPrecision); "fp32" casts to fp32.
+    the optimizer, memwall.MixedPrecision); "fp32" casts to fp32.
     Only the parameters that require a gradient are trained. `optimizer`:
     a name (sgd, momentum, adam, adamw) or a torch optimizer of the model,
     whose class and settings the trace uses. `kernels`: whose kernels the
@@ -109,7 +109,7 @@ def trace_graph(model: Any, batch: Any, loss_fn: Callable[..., Any] | None, opti
     memwall.Trainer runs). Raises BadInput on bad input."""
     import torch
 
-    from memwall.sources.hf import MixedPrecision
+    from memwall.sources.hf import mixed_precision
     from memwall.sources.optimizers import make_optimizer
     from memwall.tracer.trace import run_one
 
@@ -137,7 +137,7 @@ def trace_graph(model: Any, batch: Any, loss_fn: Callable[..., Any] | None, opti
         if not named:
             step = optimizer_like(optimizer, model, meta_copy)
         elif dtype in ("bf16", "fp16"):
-            step = MixedPrecision(trainable, optimizer)
+            step = mixed_precision(trainable, optimizer)
         else:
             step = make_optimizer(optimizer, trainable)
         return meta_copy, batch, loss_fn or _own_loss, step

@@ -89,7 +89,7 @@ from memwall.training_inputs import (
 # whole. A new batch shape first makes the model whole, then traces it. The parameters stay
 # whole on every rank in these stages (stage 3: Note [Sharded parameters]).
 
-SUPPORTED_OPTIMIZERS = ("SGD", "Adam", "AdamW")
+SUPPORTED_OPTIMIZERS = ("SGD", "Adam", "AdamW", "MixedPrecision")
 
 
 @dataclass
@@ -444,12 +444,12 @@ class Trainer:
             elif name in buffers:
                 module, _, attr = name.rpartition(".")
                 owner = (modules[module], attr)
-            elif name.endswith(".master") and name[:-len(".master")] in params:
-                bound.append(_Bound(buf["id"], name, params[name[:-len(".master")]], None, (),
-                                    buf["bytes"], master=True))
-                continue
             else:
                 owner = self._optimizer_state(name, params, buf)
+                if owner is None and name.endswith(".master") and name[:-7] in params:
+                    bound.append(_Bound(buf["id"], name, params[name[:-len(".master")]], None,
+                                        (), buf["bytes"], master=True))
+                    continue
                 if owner is None:
                     raise BadInput(f"the plan's graph has a state '{name}' that is not one of "
                                    f"the model's or the optimizer's: a plan of another model?")
@@ -491,11 +491,16 @@ class Trainer:
         if p is None:
             return None
         state = self.optimizer.state[p]
+        # memwall.MixedPrecision: an fp32 master of a 16-bit parameter, fp32 moments.
+        mixed = type(self.optimizer).__name__ == "MixedPrecision"
         if key not in state:
             if key == "step":
                 state[key] = torch.tensor(0.0, dtype=torch_dtype(buf.get("dtype", "f32")))
+            elif key == "master" and mixed and p.dtype != torch.float32:
+                state[key] = p.detach().float()  # Note [Mixed-precision steps]
             elif key in ("exp_avg", "exp_avg_sq", "max_exp_avg_sq", "momentum_buffer"):
-                state[key] = torch.zeros_like(p, memory_format=torch.contiguous_format)
+                state[key] = torch.zeros_like(p, dtype=torch.float32 if mixed else p.dtype,
+                                              memory_format=torch.contiguous_format)
             else:
                 return None
         return (state, key)

@@ -13,6 +13,7 @@ from typing import Any, Callable
 import torch
 
 from memwall.errors import fail, first_line
+from memwall.mixed_precision import MixedPrecision
 from memwall.sources import Build, Built
 from memwall.sources.optimizers import make_optimizer
 
@@ -202,68 +203,16 @@ def apply_lora(model: torch.nn.Module, model_type: str, r: int, alpha: float, ta
 # copy of each parameter beside its fp32 states.
 
 
-class MixedPrecision(torch.optim.Optimizer):
-    """Per parameter: upcast the 16-bit gradient, update the fp32 master with
-    torch's own single-tensor Adam/AdamW/SGD (torch.optim.adam.adam,
-    torch.optim.sgd.sgd, foreach=False), copy the master back into the
-    16-bit parameter. One parameter's ops are consecutive, read one gradient
-    and update that parameter and its states: memwall plan recognises the
-    run as the parameter's step (docs/planner.md, "Traced graphs"). State
-    "master" is an optim_state like the moments."""
-
-    def __init__(self, params: list[torch.nn.Parameter], kind: str) -> None:
-        if kind not in ("sgd", "momentum", "adam", "adamw"):
-            fail(f"unknown optimizer '{kind}' (known: sgd, momentum, adam, adamw)")
-        # The same hyperparameters as optimizers.make_optimizer.
-        lr = 0.1 if kind in ("sgd", "momentum") else 1e-3
-        defaults = dict(lr=lr, weight_decay=1e-2 if kind == "adamw" else 0.0)
-        super().__init__(params, defaults)
-        self.kind = kind
-
-    def _state(self, p: torch.Tensor) -> dict[str, Any]:
-        state = self.state[p]
-        if not state:
-            # A parameter the model keeps in fp32 is its own master.
-            if p.dtype != torch.float32:
-                state["master"] = p.detach().clone(memory_format=torch.preserve_format).float()
-            if self.kind in ("adam", "adamw"):
-                # torch.optim.Adam's: a 0-d fp32 step counter and two moments.
-                master = state.get("master", p)
-                state["step"] = torch.zeros((), dtype=torch.float32)
-                state["exp_avg"] = torch.zeros_like(master, memory_format=torch.preserve_format)
-                state["exp_avg_sq"] = torch.zeros_like(master,
-                                                       memory_format=torch.preserve_format)
-        return state
-
-    @torch.no_grad()
-    def step(self, closure: Callable[[], Any] | None = None) -> None:  # type: ignore[override]
-        from torch.optim.adam import adam
-        from torch.optim.sgd import sgd
-        for group in self.param_groups:
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                state = self._state(p)
-                master = state.get("master", p)
-                grad = p.grad.float()  # the gradient itself when it is fp32
-                if self.kind in ("adam", "adamw"):
-                    adam([master], [grad], [state["exp_avg"]], [state["exp_avg_sq"]], [],
-                         [state["step"]], foreach=False, capturable=False,
-                         differentiable=False, fused=None, grad_scale=None, found_inf=None,
-                         has_complex=False, decoupled_weight_decay=self.kind == "adamw",
-                         amsgrad=False, beta1=0.9, beta2=0.999, lr=group["lr"],
-                         weight_decay=group["weight_decay"], eps=1e-8, maximize=False)
-                else:
-                    momentum = 0.9 if self.kind == "momentum" else 0.0
-                    buffers = [state.get("momentum_buffer")]
-                    sgd([master], [grad], buffers, foreach=False, fused=None,
-                        weight_decay=0.0, momentum=momentum, lr=group["lr"], dampening=0.0,
-                        nesterov=False, maximize=False)
-                    if momentum:
-                        state["momentum_buffer"] = buffers[0]
-                del grad
-                if master is not p:
-                    p.copy_(master)
+def mixed_precision(params: list[torch.nn.Parameter], kind: str) -> MixedPrecision:
+    """memwall.MixedPrecision (Note [Mixed-precision steps]) with
+    optimizers.make_optimizer's hyperparameters for `kind` (sgd, momentum,
+    adam, adamw)."""
+    if kind not in ("sgd", "momentum", "adam", "adamw"):
+        fail(f"unknown optimizer '{kind}' (known: sgd, momentum, adam, adamw)")
+    plain_sgd = kind in ("sgd", "momentum")
+    return MixedPrecision(params, "sgd" if plain_sgd else kind, lr=0.1 if plain_sgd else 1e-3,
+                          weight_decay=1e-2 if kind == "adamw" else 0.0,
+                          momentum=0.9 if kind == "momentum" else 0.0)
 
 
 # ---------------------------------------------------------------------------
@@ -305,7 +254,7 @@ def builder(source: str, model_type: str, cfg: dict[str, Any], batch: int, seq: 
         if dtype == "fp32":
             opt = make_optimizer(optimizer, trainable)
         else:
-            opt = MixedPrecision(trainable, optimizer)
+            opt = mixed_precision(trainable, optimizer)
         if info is not None:
             info["trainable_param_count"] = sum(p.numel() for p in {id(p): p for p in
                                                                      trainable}.values())

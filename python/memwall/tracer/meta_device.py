@@ -198,3 +198,32 @@ def like_the_device(func: Any, args: tuple, out: Any) -> Any:
         if not out.is_contiguous(memory_format=last):
             return out.contiguous(memory_format=last)
     return out
+
+
+# The normalisations whose CPU kernels give 16-bit statistics for 16-bit
+# inputs (below).
+_STATISTICS_IN_INPUT_DTYPE = ("native_layer_norm", "native_batch_norm")
+
+
+def like_the_cpu(func: Any, args: tuple, out: Any) -> Any:
+    """The meta kernels of layer norm and batch norm return their saved
+    statistics (mean, inverse deviation) in fp32 whatever the input, as
+    CUDA's kernels do; the CPU's give them the input's dtype unless the
+    input is 16-bit and the weight or bias fp32 (layer_norm_cpu's and
+    batch_norm_cpu's "mixed type": aten/src/ATen/native/layer_norm.cpp,
+    Normalization.cpp, torch 2.x; checked against the CPU's outputs). A
+    trace for the CPU's kernels takes the CPU's dtypes, which the
+    backward's kernels check."""
+    if (func.overloadpacket.__name__ not in _STATISTICS_IN_INPUT_DTYPE
+            or not isinstance(out, tuple) or len(out) < 3 or len(args) < 3):
+        return out
+    x = args[0]
+    half = (torch.float16, torch.bfloat16)
+    if not isinstance(x, torch.Tensor) or x.dtype not in half:
+        return out
+    params = [a for a in args[1:3] if isinstance(a, torch.Tensor)]
+    if any(p.dtype != x.dtype for p in params):
+        return out  # mixed type: fp32 statistics
+    stats = [t.to(x.dtype) if isinstance(t, torch.Tensor) and t.is_floating_point() else t
+             for t in out[1:3]]
+    return (out[0], *stats, *out[3:])

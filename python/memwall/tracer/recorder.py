@@ -13,10 +13,10 @@ from torch.utils._pytree import tree_flatten
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from memwall.errors import first_line
-from memwall.tracer import cpu_scratch, flops, scratch
+from memwall.tracer import cpu_scratch, cpu_scratch_measured, flops, scratch
 from memwall.tracer.calls import record_call
 from memwall.tracer.dtypes import dtype_name
-from memwall.tracer.meta_device import like_the_device
+from memwall.tracer.meta_device import like_the_cpu, like_the_device
 from memwall.values.files import storage_bytes
 
 
@@ -284,6 +284,8 @@ class Recorder(TorchDispatchMode):
                 self.failed_op = (func._schema.name, _op_failure(e))
             raise
         out = like_the_device(func, args, out)
+        if self.kernels == "cpu":
+            out = like_the_cpu(func, args, out)
         if not self.recording:
             return out
         elapsed = time.perf_counter() - start if self.measure else None
@@ -400,6 +402,8 @@ class Recorder(TorchDispatchMode):
         """The kernel's own scratch (scratch.py, cpu_scratch.py), from its
         arguments in schema order (keywords filled in, defaults where not
         given)."""
+        if self.kernels == "cpu" and cpu_scratch_measured.applies(name, args, kwargs):
+            return cpu_scratch_measured.measured(func, args, kwargs)
         any_device = name in scratch.ANY_DEVICE_RULES
         if not any_device and (self.kernels != "cpu" or name not in cpu_scratch.CPU_RULES):
             return 0
