@@ -43,8 +43,9 @@ python: torch-deps
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS) >/dev/null
 	@cmake --build $(BUILD) -j $(JOBS) --target memwall_python
 	@scripts/install-python.sh $(BUILD)
-	@python/tests/run.sh "$$(scripts/install-deps.sh --print-python)" $(BUILD)/python-tests-summary.txt $(BUILD) >/dev/null; \
-	  code=$$?; cat $(BUILD)/python-tests-summary.txt; exit $$code
+	@python/tests/run.sh "$$(scripts/install-deps.sh --print-python)" $(BUILD)/python-tests-summary.txt $(BUILD) >$(BUILD)/python-tests.log 2>&1; \
+	  code=$$?; cat $(BUILD)/python-tests-summary.txt; \
+	  [ $$code -eq 0 ] || grep -E '^(FAILED|ERROR) ' $(BUILD)/python-tests.log; exit $$code
 
 # The whole suite, then again under AddressSanitizer + UndefinedBehaviorSanitizer,
 # the runtime allocator's tests under ThreadSanitizer, then each libFuzzer

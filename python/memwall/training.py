@@ -173,6 +173,8 @@ class Trainer:
         self.zero_stage = zero_stage
         self._sessions_opened = 0  # names each session's keys in the ranks' store
         self._store: Any = None  # torch.distributed.TCPStore, with ranks
+        self._own_group = False  # Note [Sharded parameters]: a process group made here
+        self._groups_made = 0
         self.steps = 0
         self.last_step: dict[str, Any] = {}  # the executor's measures of the last step
         self._session: Any = None
@@ -237,6 +239,15 @@ class Trainer:
             self._set(b, whole)
         self._session.close()
         self._session = None
+        self._end_group()
+
+    def _end_group(self) -> None:
+        """The process group _gather made, if it made one."""
+        if self._own_group:
+            import torch.distributed as dist
+
+            dist.destroy_process_group()
+            self._own_group = False
 
     @contextlib.contextmanager
     def gathered(self) -> Iterator[None]:
@@ -263,6 +274,7 @@ class Trainer:
         elif self._session is not None:
             self._session.close()
             self._session = None
+        self._end_group()
 
     # ---- Saving and resuming ---------------------------------------------------------
 
@@ -516,8 +528,13 @@ class Trainer:
         import torch.distributed as dist
 
         if not dist.is_initialized():
-            dist.init_process_group("gloo", store=dist.PrefixStore("memwall/gather/", self._store),
+            # Ours, so destroyed by close(): gloo's threads must not outlive
+            # the interpreter (std::terminate at exit).
+            prefix = f"memwall/gather{self._groups_made}/"
+            dist.init_process_group("gloo", store=dist.PrefixStore(prefix, self._store),
                                     rank=self.rank, world_size=self.ranks)
+            self._groups_made += 1
+            self._own_group = True
         out = []
         for b in sharded:
             shard = self._get(b).clone()
@@ -662,6 +679,8 @@ def _end_at_exit(ref: "weakref.ref[Trainer]") -> None:
         trainer._unbind()
         trainer._session.close()
         trainer._session = None
+    if trainer is not None:
+        trainer._end_group()
 
 
 def _converted(e: Exception, native: Any) -> Error:

@@ -41,8 +41,9 @@ def test_a_linear_layer_on_the_meta_device():
     assert graph["format"] == "memwall.graph/1"
     meta = graph["meta"]
     assert (meta["param_count"], meta["dtype"], meta["batch"]) == (15, "fp32", 2)
-    assert (meta["device"], meta["kernels"], meta["calls"]) == ("meta", "cuda",
-                                                              {"runnable": True})
+    # SGD's lr reaches the update as a setting (Note [Tracked settings]).
+    assert (meta["device"], meta["kernels"], meta["calls"]) == (
+        "meta", "cuda", {"runnable": True, "settings": {"group0.lr": 0.1}})
     buffers = by_name(graph)
     assert (buffers["weight"]["kind"], buffers["weight"]["bytes"]) == ("param", 4 * 3 * 4)
     assert (buffers["bias"]["kind"], buffers["bias"]["shape"]) == ("param", [3])
