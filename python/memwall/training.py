@@ -29,8 +29,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import json
-import math
-import os
 import weakref
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
@@ -42,52 +40,13 @@ from memwall.training_inputs import (
     rank_slice,
     flat_batch,
     named_inputs,
-    ranks_from_env,
-    master_address,
     shapes_of,
     shapes_text,
     optimizer_settings,
     first_change,
     torch_dtype,
     untracked)
-
-# Note [Ranks under torchrun]
-# ~~~~~~~~~~~~~~~~~~~~~~~~~~~
-# Under torchrun --nproc-per-node N (one host or several), each process is
-# a rank (RANK of WORLD_SIZE) with its own batches. Rank 0 traces and plans
-# the step of one rank of N (ZeRO stage 0 so far: every rank holds whole
-# states, and gradients are averaged as torch DDP averages them) and hands
-# the plan to the others through torch.distributed's TCPStore at
-# MASTER_ADDR:MASTER_PORT (the env:// rendezvous), so that every rank runs
-# the same plan whatever the planner's time limit found. The executors then
-# meet through the same store (Note [Meeting through a TCPStore] in
-# src/exec/executor_comm.cc). Every rank must step with batches of the same
-# shapes, as DDP requires.
-#
-# Note [Sharded states]
-# ~~~~~~~~~~~~~~~~~~~~~
-# In ZeRO stages 1 and 2 each rank keeps a 1/N shard of every optimizer
-# state of a parameter's size (Note [Shards at run time] in
-# src/exec/executor_comm.cc): the session starts it from its slice of the
-# whole state, and the optimizer's state then holds that shard (a flat
-# tensor of ceil(n/N) elements, the last rank's padded), as DeepSpeed's
-# ZeRO keeps a rank's partition. optimizer.state_dict() and
-# Trainer.state_dict() are the rank's; resuming takes the same number of
-# ranks, each from its own (or whole states, which each rank slices).
-#
-# Note [Sharded parameters]
-# ~~~~~~~~~~~~~~~~~~~~~~~~~
-# ZeRO stage 3 shards the parameters themselves: between steps each
-# Parameter is a view of the rank's flat shard (ceil(n/N) elements), as
-# DeepSpeed's stage 3 keeps a partition per parameter, and the model cannot
-# run forward on them. ``with trainer.gathered():`` gives every parameter
-# whole for a validation pass or a look at the weights (an all_gather over
-# gloo: torch.distributed's default process group, or one the trainer makes
-# on the ranks' store; every rank must enter it), as copies whose changes
-# are not kept. Trainer.state_dict() holds whole parameters (gathered: a
-# collective) and the rank's optimizer shards; close() leaves the model
-# whole. A new batch shape first makes the model whole, then traces it. The parameters stay
-# whole on every rank in these stages (stage 3: Note [Sharded parameters]).
+from memwall.training_ranks import Ranks
 
 SUPPORTED_OPTIMIZERS = ("SGD", "Adam", "AdamW", "MixedPrecision")
 
@@ -123,7 +82,8 @@ class Trainer:
     (kernel_seconds(), memwall.calibrate).
 
     `ranks`: data-parallel processes (None: torchrun's WORLD_SIZE, else
-    1), each with its own batches (Note [Ranks under torchrun]), in ZeRO
+    1), each with its own batches (Note [Ranks under torchrun] in
+    training_ranks.py), in ZeRO
     stage `zero_stage` (0-3: Note [Sharded states], Note [Sharded
     parameters]).
 
@@ -167,14 +127,11 @@ class Trainer:
         self.max_plans = max_plans
         self._plans: dict[tuple[Any, ...], Any] = {}  # by the batch's shapes
         self._key: tuple[Any, ...] | None = None  # the open session's
-        self.rank, self.ranks = ranks_from_env(ranks)
+        self._ranks = Ranks(ranks)  # Note [Ranks under torchrun] (training_ranks.py)
+        self.rank, self.ranks = self._ranks.rank, self._ranks.ranks
         if zero_stage not in (0, 1, 2, 3):
             raise BadInput(f"ZeRO stage {zero_stage}: ZeRO has stages 0, 1, 2 and 3")
         self.zero_stage = zero_stage
-        self._sessions_opened = 0  # names each session's keys in the ranks' store
-        self._store: Any = None  # torch.distributed.TCPStore, with ranks
-        self._own_group = False  # Note [Sharded parameters]: a process group made here
-        self._groups_made = 0
         self.steps = 0
         self.last_step: dict[str, Any] = {}  # the executor's measures of the last step
         self._session: Any = None
@@ -239,15 +196,7 @@ class Trainer:
             self._set(b, whole)
         self._session.close()
         self._session = None
-        self._end_group()
-
-    def _end_group(self) -> None:
-        """The process group _gather made, if it made one."""
-        if self._own_group:
-            import torch.distributed as dist
-
-            dist.destroy_process_group()
-            self._own_group = False
+        self._ranks.end_group()
 
     @contextlib.contextmanager
     def gathered(self) -> Iterator[None]:
@@ -274,7 +223,7 @@ class Trainer:
         elif self._session is not None:
             self._session.close()
             self._session = None
-        self._end_group()
+        self._ranks.end_group()
 
     # ---- Saving and resuming ---------------------------------------------------------
 
@@ -356,7 +305,8 @@ class Trainer:
                                  kernels="cpu", ranks=self.ranks,
                                  zero_stage=self.zero_stage if self.ranks > 1 else None)
             if self.ranks > 1:
-                plan = self._same_plan(plan if self.rank == 0 else None, len(self._plans))
+                plan = self._ranks.same_plan(plan if self.rank == 0 else None,
+                                             len(self._plans))
             torch.set_rng_state(rng)
         self._plans[key] = plan
         self.close()  # the states back in the model's own tensors
@@ -392,12 +342,7 @@ class Trainer:
             t = self._get(b)
             states.append((b.buffer, b.name, t.data_ptr(), t.nbytes))
         native = core()
-        store = prefix = ""
-        if self.ranks > 1:
-            address, port = master_address()
-            store = f"tcp://{address}:{port}"
-            prefix = f"memwall/session{self._sessions_opened}/"
-        self._sessions_opened += 1
+        store, prefix = self._ranks.session_store()
         try:
             self._session = native.Session(self.plan.graph_text, self.plan.plan_text, states,
                                            bytes(rng.numpy().tobytes()), "stitching",
@@ -409,30 +354,6 @@ class Trainer:
             raise _converted(e, native) from None
         atexit.register(_end_at_exit, weakref.ref(self))
         self._bind()
-
-    def _same_plan(self, plan: Any, index: int) -> Any:
-        """Note [Ranks under torchrun]: rank 0's plan, which every rank runs."""
-        from datetime import timedelta
-
-        import torch.distributed as dist
-
-        from memwall.plans import Plan
-
-        if self._store is None:
-            address, port = master_address()
-            agent = os.environ.get("TORCHELASTIC_USE_AGENT_STORE", "").lower() == "true"
-            self._store = dist.TCPStore(address, port, self.ranks,
-                                        is_master=self.rank == 0 and not agent,
-                                        timeout=timedelta(seconds=600), wait_for_workers=False,
-                                        multi_tenant=True)
-        key = f"memwall/plan{index}"
-        if plan is not None:
-            self._store.set(key, json.dumps({"plan": plan.plan_text, "graph": plan.graph_text,
-                                             "table": plan.table, "json": plan.json,
-                                             "gpu": plan.gpu}))
-            return plan
-        made = json.loads(self._store.get(key))
-        return Plan(made["plan"], made["graph"], made["table"], made["json"], made["gpu"])
 
     def _match_states(self, graph: dict[str, Any]) -> list[_Bound]:
         """Each persistent buffer of the graph and the model's tensor for it:
@@ -518,31 +439,12 @@ class Trainer:
         return (state, key)
 
     def _gather(self) -> list[tuple[_Bound, Any]]:
-        """Note [Sharded parameters]: each stage-3 parameter whole, from every
-        rank's shard (torch.distributed's all_gather over gloo, the default
-        process group or one made on the ranks' store); a collective."""
+        """Note [Sharded parameters] (training_ranks.py): each stage-3
+        parameter whole; a collective."""
         sharded = [b for b in self._views() if b.whole_shape is not None]
-        if not sharded:
-            return []
-        import torch
-        import torch.distributed as dist
-
-        if not dist.is_initialized():
-            # Ours, so destroyed by close(): gloo's threads must not outlive
-            # the interpreter (std::terminate at exit).
-            prefix = f"memwall/gather{self._groups_made}/"
-            dist.init_process_group("gloo", store=dist.PrefixStore(prefix, self._store),
-                                    rank=self.rank, world_size=self.ranks)
-            self._groups_made += 1
-            self._own_group = True
-        out = []
-        for b in sharded:
-            shard = self._get(b).clone()
-            parts = [torch.empty_like(shard) for _ in range(self.ranks)]
-            dist.all_gather(parts, shard)
-            numel = math.prod(b.whole_shape or ())
-            out.append((b, torch.cat(parts)[:numel].view(b.whole_shape).clone()))
-        return out
+        wholes = self._ranks.gather([(self._get(b), b.whole_shape or ()) for b in sharded]) \
+            if sharded else []
+        return list(zip(sharded, wholes))
 
     def _point_states_at_params(self) -> None:
         """After optimizer.load_state_dict, whose state dicts are new: the
@@ -680,7 +582,7 @@ def _end_at_exit(ref: "weakref.ref[Trainer]") -> None:
         trainer._session.close()
         trainer._session = None
     if trainer is not None:
-        trainer._end_group()
+        trainer._ranks.end_group()
 
 
 def _converted(e: Exception, native: Any) -> Error:

@@ -105,7 +105,7 @@ def torch_dtype(name: str) -> Any:
 
 
 def rank_slice(whole: Any, rank: int, size: int) -> Any:
-    """Rank `rank`'s shard of `whole` (Note [Sharded states] in training.py):
+    """Rank `rank`'s shard of `whole` (Note [Sharded states] in training_ranks.py):
     elements [rank * size, rank * size + size) of it flattened, zeros past
     its end."""
     import torch
