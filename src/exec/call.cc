@@ -294,7 +294,8 @@ CompiledCall compile_call(const nlohmann::json& call, const std::string& op_name
 }
 
 void add_setting_names(const CompiledCall& call, std::set<std::string, std::less<>>& names) {
-  for (const CompiledArg& a : call.args) names.insert(a.expr.settings.begin(), a.expr.settings.end());
+  for (const CompiledArg& a : call.args)
+    names.insert(a.expr.settings.begin(), a.expr.settings.end());
   for (const CompiledCall& step : call.steps) add_setting_names(step, names);
 }
 
