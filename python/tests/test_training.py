@@ -46,8 +46,9 @@ def batches(n: int, size: int = 32) -> list[tuple[torch.Tensor, torch.Tensor]]:
             for _ in range(n)]
 
 
-def eager(kind: str, data: list[Any]) -> tuple[list[float], torch.nn.Module, Any]:
-    model, optimizer = model_and_optimizer(kind)
+def eager_losses(model: torch.nn.Module, optimizer: Any, data: list[Any],
+                 scheduler: Any = None) -> list[float]:
+    """The reference: the same loop in plain eager PyTorch."""
     torch.manual_seed(5)
     losses = []
     for x, y in data:
@@ -55,8 +56,15 @@ def eager(kind: str, data: list[Any]) -> tuple[list[float], torch.nn.Module, Any
         loss = F.cross_entropy(model(x), y)
         loss.backward()
         optimizer.step()
+        if scheduler is not None:
+            scheduler.step()
         losses.append(loss.item())
-    return losses, model, optimizer
+    return losses
+
+
+def eager(kind: str, data: list[Any]) -> tuple[list[float], torch.nn.Module, Any]:
+    model, optimizer = model_and_optimizer(kind)
+    return eager_losses(model, optimizer, data), model, optimizer
 
 
 def assert_same_states(model: torch.nn.Module, optimizer: Any, model2: torch.nn.Module,
@@ -156,14 +164,7 @@ def test_mixed_precision_bit_for_bit_and_resumed(kind: str, budget: str | None) 
     the masters' fp32 bits included."""
     data = [(x.to(torch.bfloat16), y) for x, y in batches(6)]
     model_e, optimizer_e = bf16_model_and_optimizer(kind)
-    torch.manual_seed(5)
-    reference = []
-    for x, y in data:
-        optimizer_e.zero_grad(set_to_none=True)
-        loss = F.cross_entropy(model_e(x), y)
-        loss.backward()
-        optimizer_e.step()
-        reference.append(loss.item())
+    reference = eager_losses(model_e, optimizer_e, data)
     model, optimizer = bf16_model_and_optimizer(kind)
     trainer = memwall.Trainer(model, optimizer, loss_fn=F.cross_entropy, budget=budget)
     torch.manual_seed(5)
@@ -242,16 +243,7 @@ def test_a_learning_rate_schedule_is_followed(kind: str, budget: str,
     data = batches(8)
     data[5] = batches(1, size=16)[0]
     model_e, optimizer_e = model_and_optimizer(kind)
-    scheduler_e = schedule(optimizer_e)
-    torch.manual_seed(5)
-    reference = []
-    for x, y in data:
-        optimizer_e.zero_grad(set_to_none=True)
-        loss = F.cross_entropy(model_e(x), y)
-        loss.backward()
-        optimizer_e.step()
-        scheduler_e.step()
-        reference.append(loss.item())
+    reference = eager_losses(model_e, optimizer_e, data, schedule(optimizer_e))
     model, optimizer = model_and_optimizer(kind)
     scheduler = schedule(optimizer)
     trainer = memwall.Trainer(model, optimizer, loss_fn=F.cross_entropy, budget=budget)
