@@ -112,7 +112,28 @@ def _measure(func: Any, args: tuple, kwargs: dict[str, Any]) -> Rule:
             events.append(("+", f"a{i}", nbytes) if i in scratch else ("out", nbytes))
         elif i in freed_by:
             events.append(("-", f"a{freed_by[i]}"))
-    return replay(with_other_threads(events, torch.get_num_threads())) if events else 0
+    if not events:
+        return 0
+    events = with_other_threads(events, torch.get_num_threads())
+    return replay(events)._replace(first=skips_before_outputs(events))
+
+
+def skips_before_outputs(events: list[tuple[Any, ...]]) -> tuple[tuple[int, int], ...]:
+    """Per output, (bytes, scratch allocations of its size since the last
+    output of that size): the executor's arena gives each allocation of an
+    output's size to the first output of that size not yet placed, after
+    letting that many go by (Note [Scratch before its output] in
+    src/exec/executor_compute.cc). replay() counts the earlier outputs too,
+    which for a kernel with several outputs of one size (flash attention's
+    gradients of q, k and v) would send the later ones elsewhere."""
+    since: dict[int, int] = {}
+    first = []
+    for e in events:
+        if e[0] == "+":
+            since[e[2]] = since.get(e[2], 0) + 1
+        elif e[0] == "out":
+            first.append((e[1], since.pop(e[1], 0)))
+    return tuple(first)
 
 
 def with_other_threads(events: list[tuple[Any, ...]], threads: int) -> list[tuple[Any, ...]]:
