@@ -284,16 +284,18 @@ class Trainer:
         plan = self._plans.get(key)
         if plan is None and not self._plans and self.plan is not None:
             plan = self.plan  # the plan given, for the first batch
+        if plan is None and len(self._plans) >= self.max_plans:
+            raise BadInput(f"a batch of new shapes ({shapes_text(key)}) would need plan "
+                           f"{len(self._plans) + 1}, and the trainer keeps at most "
+                           f"max_plans={self.max_plans}")
+        # The states back in the model's own tensors, whole: a trace reads
+        # the model, and the next session starts from them.
+        self.close()
         if plan is None:
-            if len(self._plans) >= self.max_plans:
-                raise BadInput(f"a batch of new shapes ({shapes_text(key)}) would need plan "
-                               f"{len(self._plans) + 1}, and the trainer keeps at most "
-                               f"max_plans={self.max_plans}")
             if self._plans:
                 print(f"memwall: note: a batch of new shapes ({shapes_text(key)}): traced and "
                       f"planned once (plan {len(self._plans) + 1} of at most {self.max_plans})",
                       file=sys.stderr)
-            self.close()  # the states back in the model's own tensors, whole
             rng = torch.get_rng_state()  # the trace must not move the generator
             budget = self.budget
             if budget is None and self.plan is not None:
@@ -309,7 +311,6 @@ class Trainer:
                                              len(self._plans))
             torch.set_rng_state(rng)
         self._plans[key] = plan
-        self.close()  # the states back in the model's own tensors
         self.plan = plan
         self._open(batch)
         self._key = key
@@ -379,7 +380,8 @@ class Trainer:
                 owner = (modules[module], attr)
             else:
                 owner = self._optimizer_state(name, params, buf)
-                if owner is None and name.endswith(".master") and name[:-7] in params:
+                if owner is None and name.endswith(".master") and \
+                        name[:-len(".master")] in params:
                     bound.append(_Bound(buf["id"], name, params[name[:-len(".master")]], None,
                                         (), buf["bytes"], master=True))
                     continue
@@ -424,8 +426,10 @@ class Trainer:
         if p is None:
             return None
         state = self.optimizer.state[p]
+        from memwall.mixed_precision import MixedPrecision
+
         # memwall.MixedPrecision: an fp32 master of a 16-bit parameter, fp32 moments.
-        mixed = type(self.optimizer).__name__ == "MixedPrecision"
+        mixed = isinstance(self.optimizer, MixedPrecision)
         if key not in state:
             if key == "step":
                 state[key] = torch.tensor(0.0, dtype=torch_dtype(buf.get("dtype", "f32")))

@@ -260,6 +260,7 @@ void Executor::compile(c10::Allocator* host) {
     if (call.kind == CompiledCall::Kind::kCpuStep && call.master >= 0) {
       master_of_[call.master] = call.param;
     }
+    add_setting_names(call, setting_names_);  // Note [Tracked settings]
   }
 }
 

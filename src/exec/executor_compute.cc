@@ -32,11 +32,10 @@ at::Tensor Executor::argument_tensor(const TensorRef& ref) {
 }
 
 void Executor::set_setting(const std::string& name, double value) {
-  std::set<std::string, std::less<>> names;
-  for (const CompiledCall& call : calls_) add_setting_names(call, names);
-  if (!names.contains(name)) {
+  if (!setting_names_.contains(name)) {
     bad_input("the step reads no setting \"{}\" (it reads {})", name,
-              names.empty() ? std::string("none") : fmt::format("{}", fmt::join(names, ", ")));
+              setting_names_.empty() ? std::string("none")
+                                     : fmt::format("{}", fmt::join(setting_names_, ", ")));
   }
   settings_[name] = value;
 }

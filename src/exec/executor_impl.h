@@ -245,7 +245,8 @@ class Executor {
   std::vector<BufferId> roots_;
   std::vector<uint8_t> in_place_;
   std::vector<CompiledCall> calls_;
-  Settings settings_;  // Note [Tracked settings]: those set, by name
+  Settings settings_;                                 // Note [Tracked settings]: those set, by name
+  std::set<std::string, std::less<>> setting_names_;  // those the calls read (compile())
   TensorRef loss_;
   double loss_value_ = 0;
   std::unique_ptr<runtime::CopyEngine> engine_;

@@ -72,10 +72,9 @@ def measured(func: Any, args: tuple, kwargs: dict[str, Any]) -> Rule:
 
 def _measure(func: Any, args: tuple, kwargs: dict[str, Any]) -> Rule:
     from torch._C._profiler import _EventType
-    from torch.autograd.profiler import _is_profiler_enabled
     from torch.profiler import ProfilerActivity, profile
 
-    if _is_profiler_enabled:
+    if torch._C._autograd._profiler_enabled():  # a profile running now: no nesting
         return 0
     real = tree_map(lambda v: _zeros_like(v) if isinstance(v, torch.Tensor) else v,
                     (args, kwargs))
