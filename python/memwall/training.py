@@ -335,7 +335,7 @@ class Trainer:
                            "replays one traced step and could not follow another batch's branch")
         self._match_inputs(graph, batch)
         self._bound = self._match_states(graph)
-        self._loss_dtype = torch_dtype(graph["meta"]["loss"].get("dtype", "f32"))
+        self._loss_dtype = torch_dtype(graph["meta"]["loss"].get("dtype", "Float"))
         self._tracked = dict(calls.get("settings", {}))
         self._given = {}
         states = []
@@ -432,7 +432,7 @@ class Trainer:
         mixed = isinstance(self.optimizer, MixedPrecision)
         if key not in state:
             if key == "step":
-                state[key] = torch.tensor(0.0, dtype=torch_dtype(buf.get("dtype", "f32")))
+                state[key] = torch.tensor(0.0, dtype=torch_dtype(buf.get("dtype", "fp32")))
             elif key == "master" and mixed and p.dtype != torch.float32:
                 state[key] = p.detach().float()  # Note [Mixed-precision steps]
             elif key in ("exp_avg", "exp_avg_sq", "max_exp_avg_sq", "momentum_buffer"):

@@ -98,10 +98,13 @@ def first_change(before: list[dict[str, Any]], now: list[dict[str, Any]]) -> str
 
 
 def torch_dtype(name: str) -> Any:
+    """A floating dtype by memwall's name (a graph buffer's "fp32", "bf16")
+    or c10's (a call record's "Float", "BFloat16"); fp32 for others."""
     import torch
 
-    return {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16,
-            "f64": torch.float64}.get(name, torch.float32)
+    return {"fp32": torch.float32, "Float": torch.float32, "fp16": torch.float16,
+            "Half": torch.float16, "bf16": torch.bfloat16, "BFloat16": torch.bfloat16,
+            "fp64": torch.float64, "Double": torch.float64}.get(name, torch.float32)
 
 
 def rank_slice(whole: Any, rank: int, size: int) -> Any:

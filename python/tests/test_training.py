@@ -170,7 +170,9 @@ def test_mixed_precision_bit_for_bit_and_resumed(kind: str, budget: str | None) 
     torch.manual_seed(5)
     losses, peaks = [], []
     for b in data[:3]:
-        losses.append(trainer.step(b).item())
+        loss = trainer.step(b)
+        assert loss.dtype == torch.bfloat16  # the model's loss, as eager's
+        losses.append(loss.item())
         peaks.append(trainer.last_step["device_peak_bytes"])
     checkpoint = trainer.state_dict()
     losses += [trainer.step(b).item() for b in data[3:]]
