@@ -137,6 +137,12 @@ void refuse_ignored_options(const PlanArgs& args) {
         "(with one rank only stage 0 exists)",
         *args.zero_stage);
   }
+  if (!args.checkpointing.empty() && (args.strategy == "auto" || is_remat(args))) {
+    fail(
+        "--checkpointing applies to the single techniques that move model states (zero, "
+        "zero-offload, zero-infinity, patrickstar, paged), not to --strategy {}",
+        args.strategy);
+  }
   if (args.largest && !args.max_batch) fail("--largest applies to --max-batch");
   if (args.no_layout && args.out.empty()) fail("--no-layout applies to --out");
   if (args.search_time && !searching) fail("--search-time applies to --max-batch and --max-model");
@@ -162,9 +168,13 @@ void add_plan(CLI::App& app, Action& action) {
                   kBudgetForms));
   cmd->add_option("--strategy", args->strategy,
                   "auto (memwall's planner), a single technique (vdnn, capuchin, zero-offload, "
-                  "zero-infinity, patrickstar, paged), remat (memwall's rematerialization alone) "
-                  "or remat:NAME")
+                  "zero-infinity, patrickstar, paged; zero: ZeRO or FSDP with every state on the "
+                  "device), remat (memwall's rematerialization alone) or remat:NAME")
       ->capture_default_str();
+  cmd->add_option("--checkpointing", args->checkpointing,
+                  "the rematerialization planner (per-layer, selective, ...; see `memwall bench "
+                  "remat`) that a single technique moving model states runs its activations "
+                  "with, as the published systems ran them (default: the technique's own)");
   cmd->add_option("--ranks", args->ranks, "data-parallel GPUs sharing model states (ZeRO)");
   cmd->add_option("--gpus-per-node", args->gpus_per_node,
                   "GPUs sharing one host's memory, PCIe, NVMe and CPU (default: the profile's)");

@@ -27,6 +27,7 @@ struct PlanArgs {
   std::optional<std::string> ranks;
   std::optional<std::string> gpus_per_node;
   std::optional<int> zero_stage;
+  std::string checkpointing;  // --checkpointing: a remat planner under a single technique
   std::string host_memory;
   std::string nvme;
   bool max_batch = false;

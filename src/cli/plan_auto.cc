@@ -49,6 +49,7 @@ PlannerOptions planner_options(const PlanArgs& args, const Hardware& hw, const G
     o.ranks = static_cast<int>(ranks);
   }
   o.zero_stage = args.zero_stage;
+  o.checkpointing = args.checkpointing;
   if (!args.host_memory.empty()) {
     o.host_bytes = parse_bytes(args.host_memory, "--host-memory", hw.host_memory_bytes);
   }
@@ -133,7 +134,7 @@ int run_auto_plan(const PlanArgs& args) {
     if (!known || args.strategy == "remat") {
       fail(
           "unknown strategy '{}' (known: auto, vdnn, capuchin, zero-offload, zero-infinity, "
-          "patrickstar, remat, remat:NAME)",
+          "patrickstar, paged, zero, remat, remat:NAME)",
           args.strategy);
     }
     if (args.max_batch || !args.max_model.empty()) {

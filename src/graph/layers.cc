@@ -8,13 +8,15 @@
 // The zoo and the tracer name every op of a layer with the module's prefix
 // (torchvision and Hugging Face module paths), so a layer is a maximal run
 // of forward ops whose names start with the same match of one of these
-// patterns ('#' is one or more digits): "h#." (GPT-2 blocks), "layers.#."
-// (Llama, Mixtral), "encoder.layer.#." (BERT), "layer#.#." (a ResNet
-// bottleneck), "features.#." (a MobileNetV2 inverted residual), "inc.",
-// "down#.", "up#." (U-Net). The layer is named by the match without its
-// final dot ("h3", "layer2.1", "inc"). Forward ops matching none, between or
-// around the layers (embeddings, the stem, the final norm, the head, the
-// loss), are outside every layer.
+// patterns ('#' is one or more digits), at the start of the name or of a
+// dotted component: "h#." (GPT-2 blocks), "h.#." (Hugging Face's GPT-2),
+// "layers.#." (Llama, Mixtral), "blocks.#." (MPT), "encoder.layer.#."
+// (BERT), "layer#.#." (a ResNet bottleneck), "features.#." (a MobileNetV2
+// inverted residual), "inc.", "down#.", "up#." (U-Net). The layer is named
+// by the match without its final dot ("h3", "layer2.1", "inc"), with what
+// precedes it in the name ("transformer.h.0"). Forward ops matching none,
+// between or around the layers (embeddings, the stem, the final norm, the
+// head, the loss), are outside every layer.
 //
 // A graph where no forward op matches (VGG, whose torchvision "features.N"
 // are single ops) is cut into blocks at each conv2d or matmul op, up to the
@@ -41,8 +43,9 @@ namespace memwall {
 namespace {
 
 // '#' matches one or more digits; everything else matches itself.
-constexpr std::array<std::string_view, 8> kLayerPrefixes = {
-    "h#.", "layers.#.", "encoder.layer.#.", "layer#.#.", "features.#.", "inc.", "down#.", "up#.",
+constexpr std::array<std::string_view, 10> kLayerPrefixes = {
+    "h#.",       "h.#.",        "layers.#.", "blocks.#.", "encoder.layer.#.",
+    "layer#.#.", "features.#.", "inc.",      "down#.",    "up#.",
 };
 
 // Length of the prefix of `name` matching `pattern`, or 0.
@@ -61,12 +64,20 @@ size_t match_layer_prefix(std::string_view name, std::string_view pattern) {
   return at;
 }
 
-// The prefix naming the op's layer, final dot included; empty when none matches.
+// The prefix naming the op's layer, final dot included; empty when none
+// matches. A pattern matches at the start of the name or of any dotted
+// component, leftmost first: traced Hugging Face names carry the model's
+// own prefix ("transformer.h.0.attn", "model.layers.3.mlp").
 std::string_view layer_key(std::string_view op_name) {
-  for (const std::string_view pattern : kLayerPrefixes) {
-    if (const size_t length = match_layer_prefix(op_name, pattern)) {
-      return op_name.substr(0, length);
+  for (size_t start = 0; start < op_name.size();) {
+    for (const std::string_view pattern : kLayerPrefixes) {
+      if (const size_t length = match_layer_prefix(op_name.substr(start), pattern)) {
+        return op_name.substr(0, start + length);
+      }
     }
+    const size_t dot = op_name.find('.', start);
+    if (dot == std::string_view::npos) break;
+    start = dot + 1;
   }
   return {};
 }

@@ -57,6 +57,12 @@ void check(const PlannerOptions& options) {
     fail("ZeRO stage {} does not exist (0, 1, 2 or 3)", *options.zero_stage);
   }
   if (!(options.time_limit > 0)) fail("the time limit must be positive");
+  if (!options.checkpointing.empty() && find_remat_planner(options.checkpointing) == nullptr) {
+    std::string known;
+    for (const RematPlanner& p : remat_planners())
+      known += (known.empty() ? "" : ", ") + std::string(p.name);
+    fail("unknown checkpointing '{}' (known: {})", options.checkpointing, known);
+  }
 }
 
 std::vector<int> stages(const PlannerOptions& options) {
@@ -84,26 +90,64 @@ struct Single {
   Activations activations;
 };
 
+// Note [Checkpointing under a technique]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// The published systems that move model states all ran with activation
+// checkpointing: ZeRO-Offload's and ZeRO-Infinity's evaluations (Ren et al.
+// 2021, Rajbhandari et al. 2021), DeepSpeed's tutorials and FSDP's
+// benchmarks. As single techniques they keep every activation, which is
+// what ZeRO does without it; PlannerOptions::checkpointing runs the
+// techniques that manage model states with a rematerialization planner
+// instead (per-layer: Megatron's and Hugging Face's full checkpointing,
+// selective: Korthikanti et al.'s), so that a published setting can be
+// planned as it ran. The activation techniques (remat, vdnn, capuchin)
+// plan activations themselves and take none.
+bool manages_states(std::string_view technique) {
+  return technique != "remat" && technique != "vdnn" && technique != "capuchin";
+}
+
 // The single techniques for these options. With several ranks, offloading
 // rides on ZeRO as DeepSpeed ships it (ZeRO-Offload on stage 2,
 // ZeRO-Infinity on stage 3); the activation techniques keep plain data
-// parallelism.
-std::vector<Single> singles_for(const PlannerOptions& options) {
+// parallelism. `with_zero`: also "zero", the states on the device (Note
+// [Checkpointing under a technique]).
+std::vector<Single> singles_for(const PlannerOptions& options, bool with_zero = false) {
   const bool many = options.ranks > 1;
   const int plain = options.zero_stage.value_or(0);
   const int offload_stage = options.zero_stage.value_or(many ? 2 : 0);
   const int infinity_stage = options.zero_stage.value_or(many ? 3 : 0);
-  return {
+  std::vector<Single> singles = {
       {"remat", {plain, Tier::kDevice, Tier::kDevice}, Activations::kRemat},
       {"vdnn", {plain, Tier::kDevice, Tier::kDevice}, Activations::kVdnn},
       {"capuchin", {plain, Tier::kDevice, Tier::kDevice}, Activations::kCapuchinHost},
-      {"zero-offload", {offload_stage, Tier::kHost, Tier::kDevice}, Activations::kKeepAll},
-      {"zero-infinity", {infinity_stage, Tier::kNvme, Tier::kNvme}, Activations::kKeepAll},
-      {"patrickstar", {infinity_stage, Tier::kNvme, Tier::kDevice}, Activations::kRemat},
+      // The published systems step the CPU after backward (Note [Steps
+      // after backward] in swap/offload.cc).
+      {"zero-offload",
+       {.stage = offload_stage, .optimizer = Tier::kHost, .steps_after_backward = true},
+       Activations::kKeepAll},
+      {"zero-infinity",
+       {.stage = infinity_stage,
+        .optimizer = Tier::kNvme,
+        .params = Tier::kNvme,
+        .steps_after_backward = true},
+       Activations::kKeepAll},
+      {"patrickstar",
+       {.stage = infinity_stage, .optimizer = Tier::kNvme, .steps_after_backward = true},
+       Activations::kRemat},
       // bitsandbytes' paged optimizer with activation checkpointing, as
       // QLoRA trains (Dettmers et al. 2023).
       {"paged", {.stage = plain, .optimizer = Tier::kHost, .paged = true}, Activations::kRemat},
   };
+  if (with_zero) {
+    singles.push_back(
+        {"zero", {infinity_stage, Tier::kDevice, Tier::kDevice}, Activations::kKeepAll});
+  }
+  if (!options.checkpointing.empty()) {
+    for (Single& s : singles) {
+      if (manages_states(s.technique)) s.activations = Activations::kCheckpoint;
+    }
+  }
+  return singles;
 }
 
 // PatrickStar-style placement (Fang et al. 2022, chunks in order of use):
@@ -199,7 +243,7 @@ Candidate not_tried(const Single& single, const PlannerOptions& options) {
 
 std::vector<std::string_view> single_technique_names() {
   std::vector<std::string_view> names;
-  for (const Single& s : singles_for({})) names.push_back(s.technique);
+  for (const Single& s : singles_for({}, /*with_zero=*/true)) names.push_back(s.technique);
   return names;
 }
 
@@ -207,12 +251,18 @@ Candidate plan_single_technique(const Graph& graph, const Hardware& hardware,
                                 const PlannerOptions& options, std::string_view technique) {
   check(options);
   const Hardware hw = planner_detail::with_host(hardware, options);
-  for (const Single& s : singles_for(options)) {
+  if (!options.checkpointing.empty() && !manages_states(technique)) {
+    fail(
+        "checkpointing {} applies to the techniques that move model states (zero, zero-offload, "
+        "zero-infinity, patrickstar, paged), not to {}, which plans activations itself",
+        options.checkpointing, technique);
+  }
+  for (const Single& s : singles_for(options, /*with_zero=*/true)) {
     if (s.technique == technique) return run_single(graph, hw, options, s, nullptr);
   }
   fail(
       "unknown technique '{}' (known: remat, vdnn, capuchin, zero-offload, zero-infinity, "
-      "patrickstar, paged)",
+      "patrickstar, paged, zero)",
       technique);
 }
 

@@ -26,6 +26,8 @@ std::string_view to_string(Activations activations) {
       return "capuchin (nvme)";
     case Activations::kVdnn:
       return "vdnn";
+    case Activations::kCheckpoint:
+      return "checkpointing";
   }
   return "?";
 }
@@ -36,6 +38,7 @@ ConfigWork make_config(const Graph& graph, const StateConfig& config, int ranks)
   Graph rank = zero_rank_graph(graph, {.ranks = ranks, .stage = config.stage});
   work.offload_options = {.optimizer = config.optimizer, .params = config.params};
   work.offload_options.paged = config.paged;
+  work.offload_options.steps_after_backward = config.steps_after_backward;
   if (!work.offload_options.any()) {
     work.view = rank;
     work.graph = std::move(rank);
@@ -131,6 +134,7 @@ std::string StateConfig::name() const {
   }
   if (params != Tier::kDevice) out += fmt::format(", parameters on {}", to_string(params));
   if (optimizer == Tier::kDevice && params == Tier::kDevice) out += ", all on the device";
+  if (steps_after_backward && optimizer != Tier::kDevice) out += ", CPU steps after backward";
   return out;
 }
 

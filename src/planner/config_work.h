@@ -46,8 +46,17 @@ ConfigWork make_config(const Graph& graph, const StateConfig& config, int ranks)
 // kCapuchinSpill swaps to the host while the memory the model states leave
 // there allows, and to NVMe beyond (Note [Host, then NVMe] in capuchin.cc).
 // kCapuchinNvme swaps everything to NVMe, which Capuchin's greedy choices
-// sometimes turn into a faster plan than the spill.
-enum class Activations { kKeepAll, kRemat, kCapuchinHost, kCapuchinSpill, kCapuchinNvme, kVdnn };
+// sometimes turn into a faster plan than the spill. kCheckpoint runs the
+// rematerialization planner PlannerOptions::checkpointing names.
+enum class Activations {
+  kKeepAll,
+  kRemat,
+  kCapuchinHost,
+  kCapuchinSpill,
+  kCapuchinNvme,
+  kVdnn,
+  kCheckpoint
+};
 std::string_view to_string(Activations activations);
 
 // The configuration's plan with `activations` within `budget`: the

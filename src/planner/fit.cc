@@ -57,6 +57,11 @@ Plan activation_plan(const Graph& view, Activations activations, const Hardware&
           .plan;
     case Activations::kVdnn:
       return plan_vdnn(view, hw, budget, {.time_limit = options.time_limit}).plan;
+    case Activations::kCheckpoint: {
+      const RematPlanner* planner = find_remat_planner(options.checkpointing);
+      if (planner == nullptr) fail("unknown checkpointing '{}'", options.checkpointing);
+      return planner->fn(view, hw, budget, {.time_limit = options.time_limit}).plan;
+    }
   }
   fail("no activation planner for {}", to_string(activations));
 }
@@ -106,7 +111,8 @@ Candidate fit(const ConfigWork& work, Activations activations, const Hardware& h
   const Stopwatch clock;
   const Deadline deadline = Deadline::in(options.time_limit);
   Candidate c;
-  c.activations = std::string(to_string(activations));
+  c.activations = activations == Activations::kCheckpoint ? "remat:" + options.checkpointing
+                                                          : std::string(to_string(activations));
   c.states = work.config;
   uint64_t activation_budget = budget;
   uint64_t first_peak = 0;           // the finished plan's device peak at the whole budget

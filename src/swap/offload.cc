@@ -20,6 +20,20 @@
 // [Traced optimizer steps] in optimizer_steps.cc), so the CPU runs, and is
 // timed for, one step per parameter; its temporaries become its workspace.
 //
+// Note [Steps after backward]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// ZeRO-Offload as its paper evaluates it and DeepSpeed runs it (Ren et al.
+// 2021, sec. 4.1; without the delayed parameter update of sec. 5.2) sends
+// each gradient to the host as backward produces it, but steps the
+// optimizer on the CPU only when backward is over: the training loop calls
+// optimizer.step() after loss.backward(). DeepSpeed's own log of GPT-2 10B
+// on one V100 shows it: forward 6.1 s, backward 12.6 s, optimizer 7.6 s,
+// one after the other, 25.8 s per iteration (docs/_tutorials/
+// zero-offload.md). OffloadOptions::steps_after_backward emits the CPU
+// steps once the last gradient is out, that one's step first: the host
+// runs its steps in plan order, so none starts before backward ends.
+// memwall's own plans keep the overlap below (the default).
+//
 // Note [Offload steps]
 // ~~~~~~~~~~~~~~~~~~~~
 // apply_offload edits a plan in one pass:
@@ -27,9 +41,10 @@
 // - after the step that last writes a gradient (its producer, the last
 //   accumulation, or ZeRO's reduce-scatter) and, for an offloaded parameter,
 //   after its last device user, swap the gradient out to the host and run
-//   p.step there at once: it overlaps the rest of backward,
-//   which is ZeRO-Offload's overlap of the CPU step with backward, and
-//   free the gradient after it (the plan's own free of it is dropped).
+//   p.step there at once: it overlaps the rest of backward (memwall's
+//   schedule; DeepSpeed's waits for backward to end, Note [Steps after
+//   backward]), and free the gradient after it (the plan's own free of it
+//   is dropped).
 //   States on NVMe are read into host memory first and written back after
 //   (the simulator issues those moves from the CPU's own position, so the
 //   read of step k+1 overlaps step k);
@@ -376,7 +391,18 @@ class OffloadPass {
       }
       out.steps.push_back(s);
       for (const BufferId p : free_after_[i]) out.steps.push_back(Step::free(p));
-      for (const int k : cpu_after_[i]) cpu_step(out, og_.states[k]);
+      for (const int k : cpu_after_[i]) {
+        const OffloadedState& o = og_.states[k];
+        if (!opt_.steps_after_backward || o.on_device) {
+          cpu_step(out, o);
+          continue;
+        }
+        // Note [Steps after backward]: the gradient leaves now, its step waits.
+        out.steps.push_back(Step::swap_out(o.grad, Tier::kHost));
+        if (++gradients_out_ == cpu_order_.size()) {
+          for (const size_t j : cpu_order_) cpu_step(out, og_.states[j], /*gradient_out=*/true);
+        }
+      }
       apply_when_due(out);
     }
     for (const OffloadedState& o : og_.states) {
@@ -435,6 +461,11 @@ class OffloadPass {
       for (const int k : ks) {
         if (!og_.states[k].on_device) cpu_order_.push_back(static_cast<size_t>(k));
       }
+    }
+    // Note [Steps after backward]: the step of the gradient that arrives
+    // last goes first, so the CPU's queue starts once backward is over.
+    if (opt_.steps_after_backward && !cpu_order_.empty()) {
+      std::rotate(cpu_order_.rbegin(), cpu_order_.rbegin() + 1, cpu_order_.rend());
     }
     cpu_position_.assign(og_.states.size(), 0);
     for (size_t j = 0; j < cpu_order_.size(); ++j) cpu_position_[cpu_order_[j]] = j;
@@ -542,14 +573,14 @@ class OffloadPass {
 
   // The gradient leaves for the host; the CPU steps it at once. A device
   // chunk's step runs on the device instead (Note [Device chunks]).
-  void cpu_step(Plan& out, const OffloadedState& o) {
+  void cpu_step(Plan& out, const OffloadedState& o, bool gradient_out = false) {
     if (o.on_device) {
       out.steps.push_back(Step::compute(o.step));
       out.steps.push_back(Step::free(o.grad));
       step_emitted_[&o - og_.states.data()] = 1;
       return;
     }
-    out.steps.push_back(Step::swap_out(o.grad, Tier::kHost));
+    if (!gradient_out) out.steps.push_back(Step::swap_out(o.grad, Tier::kHost));
     if (o.apply != kNoOp) --steps_left_;
     // What the CPU step updates that lives on NVMe is read in here or
     // earlier (read_ahead) and written back after.
@@ -595,6 +626,7 @@ class OffloadPass {
   std::vector<size_t> cpu_order_;     // states in CPU-step order
   std::vector<size_t> cpu_position_;  // per state: its place in cpu_order_
   size_t next_read_ = 0;              // cpu_order_ read from NVMe up to here
+  size_t gradients_out_ = 0;          // steps_after_backward: gradients sent to the host
   std::vector<std::vector<BufferId>> swap_in_before_, free_after_;
 };
 

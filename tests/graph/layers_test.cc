@@ -76,6 +76,26 @@ TEST(Layers, ALayerIsAMaximalRunOfOnePrefix) {
   EXPECT_EQ(layers.of_op, (std::vector<int>{0, 0, -1, 1, 2, 3, 4, 5, 6, 7, 8, -1, 9, -1, -1}));
 }
 
+// Traced Hugging Face names carry the model's own prefix: a pattern matches
+// at any dotted component, leftmost first (issue 48: per-layer checkpointing
+// dropped nothing on a traced GPT-2 before).
+TEST(Layers, PatternsMatchAfterAModelPrefix) {
+  GraphBuilder g;
+  const BufferId x = g.buffer("x", 1, BufferKind::kInput);
+  for (const char* op : {"transformer.wte.embedding", "transformer.h.0.attn.c_attn.addmm",
+                         "transformer.h.0.mlp.act.mul", "transformer.h.1.ln_1.native_layer_norm",
+                         "model.layers.3.self_attn.q_proj.mm", "transformer.blocks.2.ffn.up",
+                         "bert.encoder.layer.5.output.dense", "transformer.hx.0.mul",
+                         "transformer.ln_f.native_layer_norm"}) {
+    g.op(op, Phase::kForward, {x}, {});
+  }
+  const Layers layers = find_layers(g.graph);
+  EXPECT_EQ(layers.names,
+            (std::vector<std::string>{"transformer.h.0", "transformer.h.1", "model.layers.3",
+                                      "transformer.blocks.2", "bert.encoder.layer.5"}));
+  EXPECT_EQ(layers.of_op, (std::vector<int>{-1, 0, 0, 1, 2, 3, 4, -1, -1}));
+}
+
 TEST(Layers, WithoutPrefixesBlocksStartAtWeightOpsAndEndAtTheLoss) {
   GraphBuilder g;
   const BufferId x = g.buffer("x", 1, BufferKind::kInput);

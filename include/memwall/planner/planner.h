@@ -38,6 +38,13 @@ struct PlannerOptions {
   // plan_single_technique): it returns within them plus a small margin
   // (Note [Time limits are wall time], docs/planner.md).
   double time_limit = 10;
+  // Note [Checkpointing under a technique] (auto.cc): the rematerialization
+  // planner (remat.h, e.g. "per-layer", "selective") that the single
+  // techniques managing model states (zero, zero-offload, zero-infinity,
+  // patrickstar, paged) run their activations with, as the published
+  // systems ran them; empty: each technique's own (keep-all for zero,
+  // zero-offload and zero-infinity, memwall's for patrickstar and paged).
+  std::string checkpointing;
 };
 
 // Where the model states live.
@@ -61,6 +68,10 @@ struct StateConfig {
   // device's own step instead of stepped on the CPU (bitsandbytes' paged
   // optimizers, Note [Paged optimizer] in swap/offload.cc).
   bool paged = false;
+  // CPU steps after the end of backward, as DeepSpeed runs them (the
+  // published ZeRO-Offload, ZeRO-Infinity and PatrickStar baselines; Note
+  // [Steps after backward] in swap/offload.cc).
+  bool steps_after_backward = false;
   std::string name() const;  // e.g. "ZeRO-2, optimizer on host"
 };
 
@@ -137,7 +148,10 @@ std::vector<Candidate> single_techniques(const Graph& graph, const Hardware& har
                                          const PlannerOptions& options);
 
 // One of them by name ("remat", "vdnn", "capuchin", "zero-offload",
-// "zero-infinity"); throws Error for an unknown name.
+// "zero-infinity", ...), or "zero" (DeepSpeed's ZeRO and PyTorch's FSDP
+// without offload: every state on the device, sharded by the stage, which
+// is not in the table since auto's own search covers it); throws Error for
+// an unknown name.
 Candidate plan_single_technique(const Graph& graph, const Hardware& hardware,
                                 const PlannerOptions& options, std::string_view technique);
 std::vector<std::string_view> single_technique_names();

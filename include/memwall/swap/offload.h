@@ -44,6 +44,10 @@ struct OffloadOptions {
   // backward, paging each parameter's states in for its step and out after
   // (Note [Paged optimizer] in offload.cc).
   bool paged = false;
+  // The CPU steps wait for the end of backward, as DeepSpeed runs
+  // ZeRO-Offload and ZeRO-Infinity (Note [Steps after backward] in
+  // offload.cc); false: each runs as soon as its gradient is on the host.
+  bool steps_after_backward = false;
 
   bool any() const { return optimizer != Tier::kDevice || params != Tier::kDevice; }
   Tier optimizer_tier(size_t state) const {
