@@ -14,6 +14,7 @@
 #include "memwall/hw/hardware.h"
 #include "memwall/planner/model_source.h"
 #include "memwall/report/inspection.h"
+#include "memwall/swap/optimizer_impl.h"
 
 namespace memwall::python {
 
@@ -23,7 +24,8 @@ Hardware hardware_named(const std::string& gpu, const std::string& gpu_file) {
 }
 
 Graph graph_for(const std::string& graph_json, const Hardware& hw) {
-  Graph graph = graph_from_json_text(graph_json);
+  // As `memwall trace` writes it (Note [Optimizer as the device runs it]).
+  Graph graph = optimizer_as_the_device_runs_it(graph_from_json_text(graph_json));
   std::vector<std::string> notes;
   apply_profile_kernels(hw, graph, notes);
   for (const std::string& line : notes) PySys_WriteStderr("memwall: note: %.900s\n", line.c_str());

@@ -10,12 +10,14 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "memwall/base/error.h"
 #include "memwall/base/output_files.h"
 #include "memwall/base/stopwatch.h"
 #include "memwall/graph/counts.h"
 #include "memwall/graph/graph.h"
 #include "memwall/importers/torch_trace.h"
 #include "memwall/report/format.h"
+#include "memwall/swap/optimizer_impl.h"
 #include "options.h"
 #include "traced_model.h"
 
@@ -26,6 +28,7 @@ struct TraceArgs {
   TracedModel model;
   bool measure = false;
   std::string kernels;
+  std::string optimizer_impl;  // --optimizer-impl; empty: the kernels' default
   std::optional<std::string> threads;
   double timeout = importers::TorchTraceRequest{}.timeout_s;
   std::string out;
@@ -65,8 +68,11 @@ int run_trace(const TraceArgs& args) {
   OutputFiles outputs;
   outputs.declare(args.out);
 
+  std::optional<OptimizerImpl> impl;
+  if (!args.optimizer_impl.empty()) impl = parse_optimizer_impl(args.optimizer_impl);
   const Stopwatch stopwatch;
-  const Graph graph = importers::trace_torch(request);
+  // Note [Optimizer as the device runs it] (src/swap/optimizer_impl.cc).
+  const Graph graph = optimizer_as_the_device_runs_it(importers::trace_torch(request), impl);
   const double seconds = stopwatch.seconds();
   outputs.set(args.out, graph_to_json_text(graph));
   outputs.commit();
@@ -91,7 +97,7 @@ int run_trace(const TraceArgs& args) {
                           {"eager_peak_bytes", eager_peak},
                           {"trace_seconds", seconds},
                           {"python", importers::tracer_python(args.python)}};
-    for (const char* key : {"kernels", "torch", "torchvision", "transformers"}) {
+    for (const char* key : {"kernels", "optimizer_impl", "torch", "torchvision", "transformers"}) {
       if (graph.meta.contains(key)) out[key] = graph.meta.at(key);
     }
     std::cout << out.dump(2) << "\n";
@@ -132,6 +138,10 @@ void add_trace(CLI::App& app, Action& action) {
                   "whose kernels the graph stands for, cuda or cpu: what they save differs "
                   "(dropout keeps a 1-byte mask on CUDA, one of the input's dtype on the CPU); "
                   "default cuda, cpu with --measure");
+  cmd->add_option("--optimizer-impl", args->optimizer_impl,
+                  "how the device runs torch.optim's step: for-loop (one kernel per op per "
+                  "parameter), foreach (multi-tensor) or fused; default: torch's default for the "
+                  "kernels, foreach on CUDA, for-loop on the CPU");
   cmd->add_option("--threads", args->threads,
                   "torch's thread count while tracing (the CPU's kernels depend on it: an "
                   "unstrided 1x1 convolution goes to oneDNN only with more than one)");

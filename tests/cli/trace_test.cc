@@ -105,6 +105,36 @@ void expect_one_line_failure(const std::string& args, const std::string& expecte
   EXPECT_FALSE(std::filesystem::exists(out)) << args;
 }
 
+// Note [Optimizer as the device runs it]: torch's default for the kernels
+// (foreach on CUDA) unless --optimizer-impl says otherwise; every
+// implementation but the for-loop makes each parameter's step one op.
+TEST(TraceCli, OptimizerAsTheDeviceRunsIt) {
+  REQUIRE_TORCH();
+  const std::string out = out_path("impl");
+  size_t ops[3] = {};
+  int i = 0;
+  for (const char* impl : {"", "for-loop", "fused"}) {
+    const std::string option = *impl ? std::string(" --optimizer-impl ") + impl : "";
+    RunResult r = run_memwall("trace --script " + script("tiny_cnn.py:build") + option +
+                              " --json --out " + out);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const nlohmann::json j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j.at("optimizer_impl"), *impl ? impl : "foreach");
+    const Graph g = read_graph_file(out);
+    EXPECT_EQ(g.meta.at("optimizer_impl"), j.at("optimizer_impl"));
+    size_t steps = 0;
+    for (const Op& op : g.ops) steps += op.phase == Phase::kOptimizer;
+    ops[i++] = steps;
+  }
+  EXPECT_EQ(ops[0], ops[2]);  // one op per parameter
+  EXPECT_GT(ops[1], ops[0]);  // the loop's kernels
+  std::filesystem::remove(out);
+  expect_one_line_failure(
+      "trace --script " + script("tiny_cnn.py:build") + " --optimizer-impl apex",
+      "unknown optimizer implementation 'apex' (known: for-loop, foreach, "
+      "fused)");
+}
+
 TEST(TraceCli, BadFlags) {
   expect_one_line_failure("trace", "--torchvision NAME, --script FILE.py:FUNCTION, --hf NAME");
   expect_one_line_failure("trace --torchvision resnet18 --script a.py:f", "excludes");
