@@ -4,8 +4,10 @@
     python -m memwall ARGS                     (python/ on the path)
 
 ARGS are the tracer's (memwall.cli: --torchvision, --script, --hf, ...,
---calibrate, --values), or `cpu-adam-contenders THREADS`
-(memwall.cpu_adam_contenders, for `memwall bench cpu-adam`).
+--calibrate, --values), `cpu-adam-contenders THREADS`
+(memwall.cpu_adam_contenders, for `memwall bench cpu-adam`) or
+`deepspeed-estimates REQUEST.json` (memwall.deepspeed_estimates, for
+`memwall bench published`).
 """
 import os
 import sys
@@ -30,6 +32,9 @@ def main(argv: list) -> int:
     if argv[:1] == ["cpu-adam-contenders"]:
         from memwall.cpu_adam_contenders import main as contenders
         return contenders(argv[1:])
+    if argv[:1] == ["deepspeed-estimates"]:
+        from memwall.deepspeed_estimates import main as estimates
+        return estimates(argv[1:])
     from memwall.cli import run
     return run(argv)
 

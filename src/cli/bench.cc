@@ -14,6 +14,7 @@ void add_bench(CLI::App& app, Action& action) {
   add_bench_offload(*cmd, action);
   add_bench_fidelity(*cmd, action);
   add_bench_cpu_adam(*cmd, action);
+  add_bench_published(*cmd, action);
 }
 
 }  // namespace memwall::cli

@@ -30,5 +30,6 @@ void add_bench_alloc(CLI::App& bench, Action& action);
 void add_bench_offload(CLI::App& bench, Action& action);
 void add_bench_fidelity(CLI::App& bench, Action& action);
 void add_bench_cpu_adam(CLI::App& bench, Action& action);
+void add_bench_published(CLI::App& bench, Action& action);
 
 }  // namespace memwall::cli

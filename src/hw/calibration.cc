@@ -71,6 +71,9 @@ Hardware calibrated_profile(const Hardware& base, const nlohmann::json& probe,
   hw.hbm_bandwidth = probe.at("memory_bytes_per_s").get<double>();
   hw.compute_efficiency = 1.0;
   hw.memory_efficiency = 1.0;
+  hw.matmul_efficiency = 0;  // measured rates: no fitted fractions on top
+  hw.matmul_half_dim = 0;
+  hw.attention_efficiency = 0;
   hw.h2d_bandwidth = measured.h2d_gbps * 1e9;
   hw.d2h_bandwidth = measured.d2h_gbps * 1e9;
   hw.pcie_latency = measured.copy_latency_s;  // Note [Copy latency]

@@ -86,6 +86,40 @@ OpId first_op_not_computable(const Hardware& hw, const Graph& graph) {
   return kNoOp;
 }
 
+bool is_matmul_type(std::string_view type) {
+  return type == "matmul" || type == "mm" || type == "addmm" || type == "bmm" ||
+         type == "baddbmm" || type == "linear" || type == "_grouped_mm";
+}
+
+bool is_attention_type(std::string_view type) {
+  return type.find("attention") != std::string_view::npos;
+}
+
+// Note [Fitted efficiencies]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~
+// One compute efficiency for every kernel made memwall 1.2-1.7x too fast
+// on published runs (issue 48): a GEMM's rate depends on its shape, and an
+// attention kernel's differs from a GEMM's. A matmul of [m, k] x [k, n]
+// does 2mnk FLOPs on e(mk + kn + mn) bytes (e bytes per element), so its
+// intensity I = flops / bytes gives d = I e / 2 = 1 / (1/m + 1/n + 1/k)
+// from what every op carries, zoo or traced: the smallest dimension
+// dominates it, as it dominates tile occupancy. Its rate follows Hockney's
+// n-half model, r = r_inf d / (d + d_half). The constants per GPU come from
+// `memwall bench published --fit` (docs/cost-model.md).
+double op_compute_efficiency(const Hardware& hw, const Graph& graph, const Op& op) {
+  if (is_matmul_type(op.type) && hw.matmul_efficiency > 0) {
+    double e = hw.matmul_efficiency;
+    if (hw.matmul_half_dim > 0 && op.bytes > 0) {
+      const double element = static_cast<double>(dtype_size(op_compute_dtype(graph, op)));
+      const double d = op.flops / op.bytes * element / 2;
+      e *= d / (d + hw.matmul_half_dim);
+    }
+    return e;
+  }
+  if (is_attention_type(op.type) && hw.attention_efficiency > 0) return hw.attention_efficiency;
+  return hw.compute_efficiency;
+}
+
 double op_time(const Hardware& hw, const Graph& graph, const Op& op) {
   if (op.time.has_value()) return *op.time;
   if (op.phase == Phase::kComm) {
@@ -93,7 +127,8 @@ double op_time(const Hardware& hw, const Graph& graph, const Op& op) {
   }
   double compute = 0;
   if (op.flops > 0) {
-    compute = op.flops / (peak_flops(hw, op_compute_dtype(graph, op)) * hw.compute_efficiency);
+    compute = op.flops /
+              (peak_flops(hw, op_compute_dtype(graph, op)) * op_compute_efficiency(hw, graph, op));
   }
   double memory = 0;
   if (op.bytes > 0) memory = op.bytes / (hw.hbm_bandwidth * hw.memory_efficiency);

@@ -10,6 +10,7 @@
 #include <sstream>
 #include <string>
 #include <string_view>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -85,7 +86,8 @@ std::string quoted(const std::string& key) {
 
 bool is_known_key(std::string_view key) {
   if (key == "name" || key == "description" || key == "kernels" || key == "device_is_host_cpu" ||
-      key == "copy_contention" || key == "op_overhead") {
+      key == "copy_contention" || key == "op_overhead" || key == "matmul_efficiency" ||
+      key == "matmul_half_dim" || key == "attention_efficiency") {
     return true;
   }
   for (const auto& f : kBytesFields) {
@@ -300,6 +302,20 @@ Hardware hardware_from_json(const json& object) {
     }
     hw.op_overhead = it->get<double>();
   }
+  // Note [Fitted efficiencies]: optional, 0 when absent.
+  for (const auto& [key, member, most] :
+       {std::tuple{"matmul_efficiency", &Hardware::matmul_efficiency, 1.0},
+        std::tuple{"matmul_half_dim", &Hardware::matmul_half_dim, 1e6},
+        std::tuple{"attention_efficiency", &Hardware::attention_efficiency,
+                   kMaxAttentionEfficiency}}) {
+    if (auto it = object.find(key); it != object.end()) {
+      if (!it->is_number() || !(it->get<double>() >= 0 && it->get<double>() <= most)) {
+        fail("hardware profile: field '{}' must be a number in [0, {}], got {}", key, most,
+             it->dump());
+      }
+      hw.*member = it->get<double>();
+    }
+  }
   return hw;
 }
 
@@ -333,6 +349,9 @@ json hardware_to_json(const Hardware& hw) {
                                  {"copy", hw.copy_contention.copy}};
   }
   if (hw.op_overhead > 0) object["op_overhead"] = hw.op_overhead;
+  if (hw.matmul_efficiency > 0) object["matmul_efficiency"] = hw.matmul_efficiency;
+  if (hw.matmul_half_dim > 0) object["matmul_half_dim"] = hw.matmul_half_dim;
+  if (hw.attention_efficiency > 0) object["attention_efficiency"] = hw.attention_efficiency;
   if (!hw.kernel_seconds.empty()) {
     json kernels = json::object();
     for (const auto& [signature, seconds] : hw.kernel_seconds) kernels[signature] = seconds;

@@ -91,6 +91,40 @@ TEST(PeakFlops, PerDtype) {
   EXPECT_EQ(float_dtypes_of(find_gpu("a100-80g")), "fp32, fp16, bf16");
 }
 
+// Note [Fitted efficiencies]: a [m, k] x [k, n] fp16 matmul of m = n = k =
+// 3000 does 2 * 3000^3 = 5.4e10 FLOPs on 2 * 3 * 3000^2 = 5.4e7 bytes: its
+// effective dimension 1 / (1/m + 1/n + 1/k) is 1000, and with a half
+// dimension of 1000 it runs at half the matmul efficiency.
+TEST(OpComputeEfficiency, MatmulShapeAttentionAndTheRest) {
+  Hardware hw = toy();
+  Graph g = graph();
+  Op mm = op({0}, {0}, 5.4e10, 5.4e7);
+  mm.type = "mm";
+  EXPECT_EQ(op_compute_efficiency(hw, g, mm), 0.5);  // no fit: compute_efficiency
+  hw.matmul_efficiency = 0.8;
+  EXPECT_DOUBLE_EQ(op_compute_efficiency(hw, g, mm), 0.8);  // no half dimension: no size effect
+  hw.matmul_half_dim = 1000;
+  EXPECT_DOUBLE_EQ(op_compute_efficiency(hw, g, mm), 0.4);
+  // The same shape in fp32: 4-byte elements, the same effective dimension.
+  Op mm32 = op({2}, {2}, 5.4e10, 1.08e8);
+  mm32.type = "addmm";
+  EXPECT_DOUBLE_EQ(op_compute_efficiency(hw, g, mm32), 0.4);
+  // 5.4e10 FLOPs at 100e12 * 0.4 = 1.35 ms, plus the launch.
+  EXPECT_DOUBLE_EQ(op_time(hw, g, mm), 1.35e-3 + 5e-6);
+  Op attention = op({0}, {0}, 1e12, 1e6);
+  attention.type = "_scaled_dot_product_flash_attention_backward";
+  EXPECT_EQ(op_compute_efficiency(hw, g, attention), 0.5);
+  hw.attention_efficiency = 0.6;
+  EXPECT_EQ(op_compute_efficiency(hw, g, attention), 0.6);
+  Op other = op({0}, {0}, 1e12, 1e6);
+  other.type = "gelu";
+  EXPECT_EQ(op_compute_efficiency(hw, g, other), 0.5);
+  EXPECT_TRUE(is_matmul_type("matmul"));
+  EXPECT_TRUE(is_matmul_type("baddbmm"));
+  EXPECT_FALSE(is_matmul_type("conv2d"));
+  EXPECT_TRUE(is_attention_type("attention_backward"));
+}
+
 TEST(OpComputeDtype, FirstFloatingOutputThenInputThenUpdate) {
   Graph g = graph();
   EXPECT_EQ(op_compute_dtype(g, op({0}, {3, 1}, 0, 0)), DType::kBF16);  // skips i64 output

@@ -49,7 +49,10 @@ TEST(HardwareJson, EveryBuiltinRoundTrips) {
 
 TEST(HardwareJson, UsesStructFieldNames) {
   json j = a100();
-  EXPECT_EQ(j.size(), 24u);
+  // 24 fields, and the three fitted efficiencies the A100 profile sets
+  // (Note [Fitted efficiencies]).
+  EXPECT_EQ(j.size(), 27u);
+  EXPECT_EQ(j["matmul_half_dim"], 256);
   EXPECT_EQ(j["device_memory_bytes"], 85899345920u);
   EXPECT_EQ(j["peak_flops_bf16"], 312e12);
   EXPECT_TRUE(j.contains("launch_latency"));
@@ -115,6 +118,35 @@ TEST(HardwareJson, UnknownField) {
   j = a100();
   j["a\nb"] = 1;  // the message stays on one line
   EXPECT_EQ(error_of(j), "hardware profile: unknown field \"a\\nb\"");
+}
+
+// Note [Fitted efficiencies]: optional, written only when set, range-checked.
+TEST(HardwareJson, FittedEfficiencies) {
+  json j = a100();
+  for (const char* key : {"matmul_efficiency", "matmul_half_dim", "attention_efficiency"}) {
+    j.erase(key);
+  }
+  EXPECT_EQ(hardware_from_json(j).matmul_efficiency, 0);
+  j["matmul_efficiency"] = 0.7;
+  j["matmul_half_dim"] = 96;
+  j["attention_efficiency"] = 0.5;
+  const Hardware hw = hardware_from_json(j);
+  EXPECT_EQ(hw.matmul_efficiency, 0.7);
+  EXPECT_EQ(hw.matmul_half_dim, 96);
+  EXPECT_EQ(hw.attention_efficiency, 0.5);
+  const json back = hardware_to_json(hw);
+  EXPECT_EQ(back.at("matmul_half_dim"), 96);
+  json without = j;
+  without.erase("matmul_efficiency");
+  without.erase("matmul_half_dim");
+  without.erase("attention_efficiency");
+  EXPECT_FALSE(hardware_to_json(hardware_from_json(without)).contains("matmul_efficiency"));
+  j["matmul_efficiency"] = 1.5;
+  EXPECT_EQ(error_of(j),
+            "hardware profile: field 'matmul_efficiency' must be a number in [0, 1], got 1.5");
+  j["matmul_efficiency"] = "fast";
+  EXPECT_EQ(error_of(j),
+            "hardware profile: field 'matmul_efficiency' must be a number in [0, 1], got \"fast\"");
 }
 
 TEST(HardwareJson, Negative) {

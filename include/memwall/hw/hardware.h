@@ -58,6 +58,20 @@ struct Hardware {
   double memory_efficiency = 0;
   double launch_latency = 0;  // seconds per kernel
 
+  // Note [Fitted efficiencies] (docs/cost-model.md, "Fitted to published
+  // runs"): matmuls and attention kernels reach their own fractions of the
+  // peak. A matmul's is matmul_efficiency * d / (d + matmul_half_dim), d
+  // the GEMM's effective dimension 1 / (1/m + 1/n + 1/k) read from its
+  // arithmetic intensity (Hockney's n-half: the size at which half the
+  // asymptotic rate is reached). 0 (the default, and optional in JSON):
+  // compute_efficiency, with no size effect.
+  double matmul_efficiency = 0;
+  double matmul_half_dim = 0;
+  // Of the FLOPs the graph counts for attention, which are torch's count
+  // (the whole s x s score matrix, as torch.utils.flop_counter has it): a
+  // causal kernel skips the masked half, so up to kMaxAttentionEfficiency.
+  double attention_efficiency = 0;
+
   // The device's kernels run on the host's own cores (memwall's emulated
   // device, `memwall calibrate` without a GPU): host compute (CPU optimizer
   // steps) then competes with them and does not overlap device compute.
@@ -94,6 +108,9 @@ struct Hardware {
   // the roofline. Empty in built-in profiles. "kernels" in JSON.
   std::map<std::string, double> kernel_seconds;
 };
+
+// The most attention_efficiency may be (Note [Fitted efficiencies]).
+inline constexpr double kMaxAttentionEfficiency = 2.0;
 
 // The largest gpus_per_node a profile or --gpus-per-node may give (no
 // machine has more GPUs behind one host; keeps node arithmetic small).
@@ -155,9 +172,16 @@ OpId first_op_not_computable(const Hardware& hw, const Graph& graph);
 DType op_compute_dtype(const Graph& graph, const Op& op);
 
 // Cost model: max(flops / achievable FLOP/s, bytes / achievable bandwidth)
-// + launch latency, unless the op carries a measured time. A collective
+// + launch latency, unless the op carries a measured time. Achievable FLOP/s
+// is the peak times the op's efficiency (op_compute_efficiency). A collective
 // (phase comm) takes collective_time of its bytes over graph_ranks(graph).
 double op_time(const Hardware& hw, const Graph& graph, const Op& op);
+// The fraction of the peak the op's FLOPs run at (Note [Fitted efficiencies]).
+double op_compute_efficiency(const Hardware& hw, const Graph& graph, const Op& op);
+// Whether an op type is a matmul (mm, addmm, bmm, baddbmm, the zoo's
+// matmul, ...) or an attention kernel (any type naming attention).
+bool is_matmul_type(std::string_view type);
+bool is_attention_type(std::string_view type);
 
 enum class Collective : uint8_t { kAllReduce, kReduceScatter, kAllGather };
 // The collective of a comm op, from its type ("all_reduce", "reduce_scatter",

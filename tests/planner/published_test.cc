@@ -1,0 +1,188 @@
+// Published runs (src/planner/published*.cc): the rows compiled in, the
+// sources' own FLOP formulas against the figures they printed, gradient
+// accumulation, and Note [Checkpointing under a technique] (auto.cc).
+#include "memwall/planner/published.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+#include <string>
+
+#include "memwall/base/error.h"
+#include "memwall/models/zoo.h"
+#include "memwall/planner/planner.h"
+#include "memwall/planner/published_fit.h"
+#include "test_util.h"
+
+namespace memwall {
+namespace {
+
+using nlohmann::json;
+
+std::string error_of(const json& document) {
+  try {
+    parse_published_runs(document);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+json one_row() {
+  return json::parse(R"({"format": "memwall.published/1", "rows": [{
+    "id": "r", "source": "s", "setting": "s", "gpu": "a100-80g", "ranks": 8, "zero_stage": 3,
+    "technique": "zero", "model": "gpt2-small", "batch": 2, "seq": 128, "grad_accum": 3,
+    "dtype": "bf16", "optimizer": "adamw", "layers": 12, "hidden": 768, "vocab": 50257,
+    "published": {"metric": "tokens_per_s_per_gpu", "value": 1000, "as_published": "1000"},
+    "fitted": false}]})");
+}
+
+TEST(PublishedRuns, TheBuiltInTableCoversThreeGenerationsWithHeldOutRows) {
+  const std::vector<PublishedRun> runs = parse_published_runs(builtin_published_runs());
+  EXPECT_GE(runs.size(), 15u);
+  std::set<std::string> families, fitted_families, held_families;
+  for (const PublishedRun& r : runs) {
+    (void)find_gpu(r.gpu);  // a built-in profile
+    EXPECT_FALSE(r.source.empty()) << r.id;
+    families.insert(gpu_family(r.gpu));
+    (r.fitted ? fitted_families : held_families).insert(gpu_family(r.gpu));
+  }
+  for (const char* family : {"v100", "a100", "h100"}) {
+    EXPECT_TRUE(fitted_families.contains(family)) << family;
+    EXPECT_TRUE(held_families.contains(family)) << family;
+  }
+}
+
+TEST(PublishedRuns, BadRowsAreNamed) {
+  EXPECT_EQ(error_of(json::object()), "published runs: not a memwall.published/1 document");
+  json j = one_row();
+  j["rows"][0].erase("source");
+  EXPECT_EQ(error_of(j), "published run 'r': field 'source' is missing");
+  j = one_row();
+  j["rows"][0]["published"]["metric"] = "samples";
+  EXPECT_EQ(error_of(j),
+            "published run 'r': metric 'samples' is unknown (known: iteration_s, "
+            "tokens_per_s_per_gpu, tflops_per_gpu_megatron, tflops_per_gpu_model)");
+  j = one_row();
+  j["rows"][0]["batch"] = 0;
+  EXPECT_EQ(error_of(j),
+            "published run 'r': field 'batch' must be an integer in [1, 2147483648], got 0");
+  j = one_row();
+  j["rows"].push_back(j["rows"][0]);
+  EXPECT_EQ(error_of(j), "published runs: id 'r' appears twice");
+  j = one_row();
+  j["rows"][0]["published"]["value"] = -1;
+  EXPECT_EQ(error_of(j), "published run 'r': published value must be a positive number");
+}
+
+// Megatron-LM v1.1.5's README (DGX-2, V100, batch 8, case 1B: 24 layers,
+// h 1920, vocab 51,200, seq 1024) prints 1121 ms per iteration and 71.9
+// TFLOP/s per GPU; Narayanan et al. 2021's eq. 3 with recomputation turns
+// one into the other.
+TEST(PublishedRuns, MegatronsFormulaReproducesItsTable) {
+  PublishedRun r;
+  r.batch = 8;
+  r.seq = 1024;
+  r.layers = 24;
+  r.hidden = 1920;
+  r.vocab = 51200;
+  r.checkpointing = "per-layer";
+  r.metric = PublishedMetric::kTflopsMegatron;
+  EXPECT_NEAR(in_metric(r, 1.121, 0), 71.9, 0.05);
+  r.value = 71.9;
+  EXPECT_NEAR(published_step_seconds(r, 0), 1.121, 0.001);
+  r.checkpointing.clear();  // no recomputation: 72 instead of 96
+  EXPECT_NEAR(in_metric(r, 1.121, 0), 71.9 * 72 / 96, 0.05);
+}
+
+// llm-foundry's A100 80GB table, MPT-7b at seq 2048 on 8 GPUs without
+// checkpointing: 4641 tokens/s per GPU and 64.23% MFU of 312 TFLOP/s, with
+// NumParams 6,658,859,008 (scripts/train/benchmarking/README.md).
+TEST(PublishedRuns, LlmFoundrysMfuFormulaReproducesItsTable) {
+  PublishedRun r;
+  r.batch = 6;
+  r.seq = 2048;
+  r.grad_accum = 2;
+  r.layers = 32;
+  r.hidden = 4096;
+  r.metric = PublishedMetric::kTokensPerGpu;
+  r.value = 4641;
+  const double params = 6658859008;
+  const double step = published_step_seconds(r, params);
+  EXPECT_DOUBLE_EQ(step, 6.0 * 2048 * 2 / 4641);
+  r.metric = PublishedMetric::kTflopsModelFlops;
+  EXPECT_NEAR(in_metric(r, step, params) / 312, 0.6423, 0.0002);
+}
+
+// Gradient accumulation: micro-batches after the first repeat the
+// iteration without its optimizer step.
+TEST(PublishedRuns, GradientAccumulationRepeatsForwardAndBackward) {
+  PublishedRun r = parse_published_runs(one_row()).front();
+  ModelOptions o;
+  o.batch = r.batch;
+  o.seq = r.seq;
+  o.flash = true;
+  const Graph g = build_model(r.zoo_model, o);
+  const PublishedPrediction p = predict_published(r, g, find_gpu(r.gpu));
+  ASSERT_TRUE(p.fits) << p.why;
+  EXPECT_GT(p.optimizer_seconds, 0);
+  EXPECT_DOUBLE_EQ(p.step_seconds,
+                   p.iteration_seconds + 2 * (p.iteration_seconds - p.optimizer_seconds));
+  EXPECT_EQ(p.plan, "ZeRO-3, all on the device; keep-all");
+}
+
+// Note [Checkpointing under a technique]: ZeRO-Offload as its paper ran it,
+// with per-layer checkpointing, recomputes and holds less than without.
+TEST(CheckpointingUnderATechnique, ZeroOffloadWithPerLayerCheckpointing) {
+  const Graph g = build_model("gpt2-small", {.batch = 2, .seq = 256});
+  const Hardware& hw = find_gpu("a100-40g");
+  PlannerOptions options{.budget = default_budget(hw), .time_limit = search_seconds(5)};
+  const Candidate own = plan_single_technique(g, hw, options, "zero-offload");
+  options.checkpointing = "per-layer";
+  const Candidate checkpointed = plan_single_technique(g, hw, options, "zero-offload");
+  ASSERT_TRUE(own.fits && checkpointed.fits);
+  EXPECT_EQ(own.activations, "keep-all");
+  EXPECT_EQ(checkpointed.activations, "remat:per-layer");
+  EXPECT_LT(checkpointed.sim.peak_bytes[0], own.sim.peak_bytes[0]);
+  EXPECT_GT(checkpointed.sim.iteration_time, own.sim.iteration_time);
+  size_t recomputed = 0;
+  for (const Step& s : checkpointed.plan.steps) recomputed += s.kind == StepKind::kRecompute;
+  EXPECT_GT(recomputed, 0u);
+
+  // "zero": every state on the device, sharded by the stage.
+  options.ranks = 4;
+  options.zero_stage = 3;
+  const Candidate zero = plan_single_technique(g, hw, options, "zero");
+  ASSERT_TRUE(zero.fits) << zero.why;
+  EXPECT_EQ(zero.states.name(), "ZeRO-3, all on the device");
+  EXPECT_EQ(zero.activations, "remat:per-layer");
+}
+
+TEST(CheckpointingUnderATechnique, RefusedWhereItCannotApply) {
+  const Graph g = build_model("gpt2-small", {.batch = 1, .seq = 64});
+  const Hardware& hw = find_gpu("a100-40g");
+  PlannerOptions options{.checkpointing = "per-layer"};
+  std::string message;
+  try {
+    plan_single_technique(g, hw, options, "capuchin");
+  } catch (const Error& e) {
+    message = e.what();
+  }
+  EXPECT_EQ(message,
+            "checkpointing per-layer applies to the techniques that move model states "
+            "(zero, zero-offload, zero-infinity, patrickstar, paged), not to capuchin, "
+            "which plans activations itself");
+  options.checkpointing = "every-other";
+  try {
+    plan_single_technique(g, hw, options, "zero-offload");
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_TRUE(
+        std::string(e.what()).starts_with("unknown checkpointing 'every-other' (known: "
+                                          "keep-all, per-layer, selective"))
+        << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace memwall
