@@ -172,7 +172,12 @@ int run_bench_published(const BenchPublishedArgs& args) {
   for (const PublishedRun& run : runs) {
     const Hardware& hw = find_gpu(run.gpu);
     if (!args.json) std::cerr << fmt::format("{}: building the model\n", run.id);
-    cases.push_back({run, graph_of(run, hw, args)});
+    // A row whose model cannot be built says why; the others still run.
+    try {
+      cases.push_back({run, graph_of(run, hw, args), {}});
+    } catch (const Error& e) {
+      cases.push_back({run, Graph{}, e.what()});
+    }
   }
   PublishedTable table = args.fit ? fit_published(cases) : evaluate_published(cases, args.unfitted);
   if (!args.no_deepspeed) ask_deepspeed(table, args);

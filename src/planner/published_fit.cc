@@ -50,6 +50,10 @@ PublishedRow predict_row(const PublishedCase& c, const EfficiencyFit* fit,
                          bool without_fit = false) {
   PublishedRow row;
   row.run = c.run;
+  if (!c.unavailable.empty()) {
+    row.prediction.why = c.unavailable;
+    return row;
+  }
   row.params = static_cast<double>(model_param_count(c.graph));
   row.published_seconds = published_step_seconds(c.run, row.params);
   const Hardware& builtin = find_gpu(c.run.gpu);

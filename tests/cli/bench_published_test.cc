@@ -60,6 +60,39 @@ TEST(CliBenchPublished, DeepSpeedsEstimatorsBesideTheZeroRows) {
   }
 }
 
+// A row whose model cannot be traced (here: no such Python) says why; the
+// zoo row beside it is still predicted.
+TEST(CliBenchPublished, ARowThatCannotBeBuiltSaysWhy) {
+  const std::string file = std::filesystem::temp_directory_path() / "memwall-published-rows.json";
+  {
+    std::ofstream out(file);
+    out << R"({"format": "memwall.published/1", "rows": [
+      {"id": "traced", "source": "s", "setting": "s", "gpu": "a100-80g", "technique": "zero",
+       "model": {"model_type": "gpt2", "n_layer": 2, "n_embd": 64, "n_head": 2},
+       "batch": 1, "seq": 64, "dtype": "bf16", "optimizer": "adamw",
+       "layers": 2, "hidden": 64, "vocab": 50257,
+       "published": {"metric": "iteration_s", "value": 0.01, "as_published": "10 ms"},
+       "fitted": false},
+      {"id": "zoo", "source": "s", "setting": "s", "gpu": "a100-80g", "technique": "zero",
+       "model": "gpt2-small", "batch": 1, "seq": 128, "dtype": "bf16", "optimizer": "adamw",
+       "layers": 12, "hidden": 768, "vocab": 50257,
+       "published": {"metric": "iteration_s", "value": 0.01, "as_published": "10 ms"},
+       "fitted": false}]})";
+  }
+  const auto r = run_memwall(
+      "bench published --json --no-deepspeed --python "
+      "/nonexistent/python --file " +
+      file);
+  std::filesystem::remove(file);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j.at("rows").size(), 2u);
+  EXPECT_TRUE(j["rows"][0]["predicted"].is_null());
+  EXPECT_NE(j["rows"][0]["why"].get<std::string>().find("/nonexistent/python"), std::string::npos)
+      << j["rows"][0]["why"];
+  EXPECT_GT(j["rows"][1]["ratio"].get<double>(), 0);
+}
+
 TEST(CliBenchPublished, BadInputIsOneLine) {
   auto r = run_memwall("bench published --rows no-such-row");
   EXPECT_EQ(r.exit_code, 2);

@@ -17,6 +17,9 @@ namespace memwall {
 struct PublishedCase {
   PublishedRun run;
   Graph graph;  // the row's model at its micro-batch
+  // Why the model could not be built (a trace that failed: no torch, no
+  // transformers); the row is then shown without a prediction.
+  std::string unavailable;
 };
 
 // Efficiencies the fit sets on the built-in profiles (Note [Fitted
