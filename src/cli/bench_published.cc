@@ -8,6 +8,7 @@
 #include <fstream>
 #include <iostream>
 #include <sstream>
+#include <vector>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -65,7 +66,7 @@ std::vector<PublishedRun> load_runs(const BenchPublishedArgs& args) {
   return chosen;
 }
 
-Graph graph_of(const PublishedRun& run, const Hardware& hw, const BenchPublishedArgs& args) {
+Graph graph_of(const PublishedRun& run, const BenchPublishedArgs& args) {
   if (!run.zoo_model.empty()) {
     ModelOptions o;
     o.batch = run.batch;
@@ -73,7 +74,6 @@ Graph graph_of(const PublishedRun& run, const Hardware& hw, const BenchPublished
     o.precision = parse_precision(run.dtype);
     o.optimizer = parse_optimizer(run.optimizer);
     o.flash = true;  // the published zoo rows ran SDPA's fused kernels (torchtitan)
-    (void)hw;
     return optimizer_as_run(build_model(run.zoo_model, o),
                             parse_optimizer_impl(run.optimizer_impl));
   }
@@ -107,9 +107,12 @@ std::string ratio_text(double r) { return r > 0 ? fmt::format("{:.2f}", r) : "-"
 // row's reason for none, go into the rows.
 void ask_deepspeed(PublishedTable& table, const BenchPublishedArgs& args) {
   nlohmann::json requests = nlohmann::json::array();
-  for (const PublishedRow& r : table.rows) {
+  std::vector<PublishedRow*> asked;
+  for (PublishedRow& r : table.rows) {
     nlohmann::json request = deepspeed_request(r.run, find_gpu(r.run.gpu));
-    if (!request.is_null()) requests.push_back(std::move(request));
+    if (request.is_null()) continue;
+    requests.push_back(std::move(request));
+    asked.push_back(&r);
   }
   if (requests.empty()) return;
   nlohmann::json answer;
@@ -126,13 +129,12 @@ void ask_deepspeed(PublishedTable& table, const BenchPublishedArgs& args) {
   } catch (const std::exception& e) {
     answer = {{"error", e.what()}};
   }
-  for (PublishedRow& r : table.rows) {
-    if (deepspeed_request(r.run, find_gpu(r.run.gpu)).is_null()) continue;
+  for (PublishedRow* r : asked) {
     if (answer.contains("error")) {
-      r.deepspeed = {{"error", answer["error"]}};
-    } else if (answer.contains("rows") && answer["rows"].contains(r.run.id)) {
-      r.deepspeed = answer["rows"][r.run.id];
-      r.deepspeed["version"] = answer.value("deepspeed", "?");
+      r->deepspeed = {{"error", answer["error"]}};
+    } else if (answer.contains("rows") && answer["rows"].contains(r->run.id)) {
+      r->deepspeed = answer["rows"][r->run.id];
+      r->deepspeed["version"] = answer.value("deepspeed", "?");
     }
   }
 }
@@ -170,11 +172,11 @@ int run_bench_published(const BenchPublishedArgs& args) {
   const std::vector<PublishedRun> runs = load_runs(args);
   std::vector<PublishedCase> cases;
   for (const PublishedRun& run : runs) {
-    const Hardware& hw = find_gpu(run.gpu);
+    (void)find_gpu(run.gpu);  // an unknown GPU is refused before any trace
     if (!args.json) std::cerr << fmt::format("{}: building the model\n", run.id);
     // A row whose model cannot be built says why; the others still run.
     try {
-      cases.push_back({run, graph_of(run, hw, args), {}});
+      cases.push_back({run, graph_of(run, args), {}});
     } catch (const Error& e) {
       cases.push_back({run, Graph{}, e.what()});
     }

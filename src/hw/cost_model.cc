@@ -107,6 +107,9 @@ bool is_attention_type(std::string_view type) {
 // n-half model, r = r_inf d / (d + d_half). The constants per GPU come from
 // `memwall bench published --fit` (docs/cost-model.md).
 double op_compute_efficiency(const Hardware& hw, const Graph& graph, const Op& op) {
+  // Profiles without fitted fractions (custom and calibrated ones) skip the
+  // type tests: op_time runs for every op of every simulated plan.
+  if (hw.matmul_efficiency <= 0 && hw.attention_efficiency <= 0) return hw.compute_efficiency;
   if (is_matmul_type(op.type) && hw.matmul_efficiency > 0) {
     double e = hw.matmul_efficiency;
     if (hw.matmul_half_dim > 0 && op.bytes > 0) {

@@ -165,33 +165,36 @@ std::vector<PublishedRun> parse_published_runs(const json& document) {
   return out;
 }
 
-double published_step_seconds(const PublishedRun& r, double params) {
+namespace {
+
+// What one step of one GPU does in the metric's own unit (tokens, or TFLOP
+// by the source's formula): the published rate is that over the step's
+// seconds. 0 for a metric that is the step's seconds itself.
+double step_work(const PublishedRun& r, double params) {
   switch (r.metric) {
     case PublishedMetric::kIterationSeconds:
-      return r.value;
+      return 0;
     case PublishedMetric::kTokensPerGpu:
-      return step_tokens(r) / r.value;
+      return step_tokens(r);
     case PublishedMetric::kTflopsMegatron:
-      return megatron_flops(r) / (r.value * 1e12);
+      return megatron_flops(r) / 1e12;
     case PublishedMetric::kTflopsModelFlops:
-      return model_flops(r, params) / (r.value * 1e12);
+      return model_flops(r, params) / 1e12;
   }
   return 0;
 }
 
+}  // namespace
+
+double published_step_seconds(const PublishedRun& r, double params) {
+  const double work = step_work(r, params);
+  return work > 0 ? work / r.value : r.value;
+}
+
 double in_metric(const PublishedRun& r, double step_seconds, double params) {
   if (!(step_seconds > 0)) return 0;
-  switch (r.metric) {
-    case PublishedMetric::kIterationSeconds:
-      return step_seconds;
-    case PublishedMetric::kTokensPerGpu:
-      return step_tokens(r) / step_seconds;
-    case PublishedMetric::kTflopsMegatron:
-      return megatron_flops(r) / step_seconds / 1e12;
-    case PublishedMetric::kTflopsModelFlops:
-      return model_flops(r, params) / step_seconds / 1e12;
-  }
-  return 0;
+  const double work = step_work(r, params);
+  return work > 0 ? work / step_seconds : step_seconds;
 }
 
 // Note [Published runs over memory]
