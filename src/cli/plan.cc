@@ -181,7 +181,9 @@ void add_plan(CLI::App& app, Action& action) {
   cmd->add_option("--zero-stage", args->zero_stage, "only this ZeRO stage (0-3; default: search)");
   cmd->add_option("--host-memory", args->host_memory,
                   "host memory for offloading (default: the profile's)");
-  cmd->add_option("--nvme", args->nvme, "NVMe capacity for offloading (default: unlimited)");
+  cmd->add_option("--nvme", args->nvme,
+                  "NVMe capacity for offloading, or none: nothing goes to NVMe (zero-infinity "
+                  "then offloads to the CPU only; default: unlimited)");
   cmd->add_flag("--max-batch", args->max_batch,
                 "find the batch of --model with the highest throughput that trains within the "
                 "budget (one progress line per batch on stderr)");

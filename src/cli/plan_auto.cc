@@ -53,7 +53,11 @@ PlannerOptions planner_options(const PlanArgs& args, const Hardware& hw, const G
   if (!args.host_memory.empty()) {
     o.host_bytes = parse_bytes(args.host_memory, "--host-memory", hw.host_memory_bytes);
   }
-  if (!args.nvme.empty()) o.nvme_bytes = parse_bytes(args.nvme, "--nvme", 0);
+  if (args.nvme == "none") {
+    o.no_nvme = true;
+  } else if (!args.nvme.empty()) {
+    o.nvme_bytes = parse_bytes(args.nvme, "--nvme", 0);
+  }
   check_budget_within_device(o.budget, hw);
   return o;
 }

@@ -90,6 +90,7 @@ void Executor::begin(RunResult& result) {
   DeviceMemory::Installed installed(*memory_);
   try {
     set_generator_state();
+    reserve_host();
     bind_persistent();
   } catch (...) {
     release_all();
@@ -387,6 +388,26 @@ runtime::HostBuffer Executor::host_buffer(uint64_t bytes, BufferId b) {
   return h;
 }
 
+// Plan::host_reserved (Note [Host buffers of the published systems] in
+// swap/deepspeed_buffers.cc): what the plan counts on the host beside its
+// buffers is held here too, so a run's host peak is the predicted one.
+void Executor::reserve_host() {
+  for (const HostReserve& r : plan_.host_reserved) {
+    runtime::HostBuffer h;
+    try {
+      h = host_->allocate(std::max<uint64_t>(r.bytes, 1));
+    } catch (const std::exception& e) {
+      out_of_memory("the host pool cannot hold the plan's {} ({} bytes): {}", r.what, r.bytes,
+                    e.what());
+    }
+    if (!h) {
+      out_of_memory("the host pool cannot hold the plan's {} ({} bytes): {} in use", r.what,
+                    r.bytes, host_->stats().in_use_bytes);
+    }
+    host_reserved_.push_back(std::move(h));
+  }
+}
+
 runtime::NvmeEngine& Executor::nvme() {
   if (!nvme_) {
     runtime::NvmeOptions o;
@@ -568,6 +589,7 @@ void Executor::release_all() {
     s.host.reset();
     drop_nvme(s);
   }
+  host_reserved_.clear();
 }
 
 void Executor::retire_finished() {

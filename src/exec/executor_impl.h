@@ -167,6 +167,7 @@ class Executor {
   void make_room(uint64_t offset, uint64_t bytes);
   std::string holders(std::optional<uint64_t> offset, uint64_t bytes) const;
   runtime::HostBuffer host_buffer(uint64_t bytes, BufferId b);
+  void reserve_host();  // allocates Plan::host_reserved from the host pool
   runtime::NvmeEngine& nvme();
   // Writes b's bytes to its NVMe extent (Note [NVMe reservation]); throws
   // the engine's error.
@@ -254,6 +255,7 @@ class Executor {
   std::unique_ptr<alloc::Allocator> allocator_;
   std::unique_ptr<DeviceMemory> memory_;
   std::unique_ptr<runtime::HostPool> host_;
+  std::vector<runtime::HostBuffer> host_reserved_;  // Plan::host_reserved, for the session
   std::unique_ptr<runtime::NvmeEngine> nvme_;
   RunResult* result_ = nullptr;  // the run's, for what nvme() learns when it starts
   std::vector<Slot> slots_;

@@ -417,9 +417,41 @@ void read_offsets(JsonCursor& cur, bool of_ops, Problem& problem, Set set) {
       of_ops ? "an op id" : "a buffer id");
 }
 
-constexpr std::array<std::string_view, 9> kTopFields = {
-    "\"format\"",    "\"graph\"", "\"graph_fingerprint\"", "\"hardware\"",         "\"budget\"",
-    "\"placement\"", "\"steps\"", "\"offsets\"",           "\"workspace_offsets\""};
+constexpr std::array<std::string_view, 10> kTopFields = {
+    "\"format\"",    "\"graph\"",   "\"graph_fingerprint\"", "\"hardware\"",
+    "\"budget\"",    "\"placement\"", "\"steps\"",           "\"offsets\"",
+    "\"workspace_offsets\"", "\"host_reserved\""};
+
+// "host_reserved": [{"what": "...", "bytes": N}, ...]
+void read_host_reserved(JsonCursor& cur, std::vector<HostReserve>& reserved, Problem& problem) {
+  if (cur.peek_type() != JsonType::kArray) {
+    problem.note("\"host_reserved\" must be an array, got {}", type_name(cur.peek_type()));
+    cur.skip_value();
+    return;
+  }
+  constexpr std::array<std::string_view, 2> kNames = {"\"what\"", "\"bytes\""};
+  cur.for_each_element([&](size_t i) {
+    if (cur.peek_type() != JsonType::kObject) {
+      problem.note("\"host_reserved\"[{}] must be an object, got {}", i, type_name(cur.peek_type()));
+      cur.skip_value();
+      return;
+    }
+    HostReserve r;
+    Fields fields(kNames);
+    fields.read(cur, problem, [&](int field) {
+      if (field == 0) {
+        if (const auto what = read_string(cur, "host_reserved what", problem)) r.what.assign(*what);
+      } else if (field == 1) {
+        r.bytes = read_uint(cur, kMaxBytes, problem,
+                            [&] { return fmt::format("\"host_reserved\"[{}].bytes", i); });
+      } else {
+        cur.skip_value();
+      }
+    });
+    fields.require({0, 1}, problem);
+    reserved.push_back(std::move(r));
+  });
+}
 
 // 16 lowercase hex digits, as graph_fingerprint writes them.
 bool is_fingerprint(std::string_view text) {
@@ -438,7 +470,8 @@ Plan plan_from_json_text(std::string_view text) {
     kPlacement,
     kSteps,
     kOffsets,
-    kWorkspaceOffsets
+    kWorkspaceOffsets,
+    kHostReserved
   };
   JsonCursor cur(text, "plan");
   if (const JsonType type = cur.peek_type(); type != JsonType::kObject) {
@@ -492,6 +525,9 @@ Plan plan_from_json_text(std::string_view text) {
         read_offsets(cur, true, problem, [&](OpId id, std::vector<uint64_t> each) {
           return insert_key(plan.workspace_offsets, id, std::move(each));
         });
+        break;
+      case kHostReserved:
+        read_host_reserved(cur, plan.host_reserved, problem);
         break;
       default:
         cur.skip_value();

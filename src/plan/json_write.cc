@@ -55,6 +55,7 @@ class Writer {
     out_ += "\n]"sv;
     if (!plan_.offsets.empty()) offsets();
     if (!plan_.workspace_offsets.empty()) workspace_offsets();
+    if (!plan_.host_reserved.empty()) host_reserved();
     out_ += "}\n"sv;
     return std::move(out_);
   }
@@ -142,6 +143,22 @@ class Writer {
       one_or_array("workspace_offsets", "op", id, runs, {});
     }
     out_ += "\n}"sv;
+  }
+  void host_reserved() {
+    out_ += ",\n\"host_reserved\": ["sv;
+    for (size_t i = 0; i < plan_.host_reserved.size(); ++i) {
+      const HostReserve& r = plan_.host_reserved[i];
+      if (r.bytes > kMaxBytes) {
+        fail("plan: \"host_reserved\": {} is {} bytes, above the limit of 2^62 bytes", r.what,
+             r.bytes);
+      }
+      out_ += i == 0 ? "\n{\"what\": "sv : ",\n{\"what\": "sv;
+      string(r.what, "host_reserved");
+      out_ += ", \"bytes\": "sv;
+      integer(r.bytes);
+      out_ += '}';
+    }
+    out_ += "\n]"sv;
   }
   // `head` then `tail`: one offset as a number, more as an array.
   void one_or_array(const char* field, const char* what, int32_t id, std::span<const uint64_t> head,

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <array>
 
+#include "memwall/base/error.h"
 #include "memwall/plan/plan.h"
 
 namespace memwall {
@@ -60,6 +61,12 @@ std::string_view to_string(StepKind kind) { return kStepNames.at(static_cast<siz
 std::optional<Tier> parse_tier(std::string_view name) { return find_name<Tier>(kTierNames, name); }
 std::optional<StepKind> parse_step_kind(std::string_view name) {
   return find_name<StepKind>(kStepNames, name);
+}
+
+uint64_t host_reserved_bytes(const Plan& plan) {
+  uint64_t bytes = 0;
+  for (const HostReserve& r : plan.host_reserved) bytes = checked_add(bytes, r.bytes, "host bytes");
+  return bytes;
 }
 
 }  // namespace memwall

@@ -116,23 +116,31 @@ std::vector<Single> singles_for(const PlannerOptions& options, bool with_zero = 
   const int plain = options.zero_stage.value_or(0);
   const int offload_stage = options.zero_stage.value_or(many ? 2 : 0);
   const int infinity_stage = options.zero_stage.value_or(many ? 3 : 0);
+  const Tier spill = options.no_nvme ? Tier::kHost : Tier::kNvme;
   std::vector<Single> singles = {
       {"remat", {plain, Tier::kDevice, Tier::kDevice}, Activations::kRemat},
       {"vdnn", {plain, Tier::kDevice, Tier::kDevice}, Activations::kVdnn},
       {"capuchin", {plain, Tier::kDevice, Tier::kDevice}, Activations::kCapuchinHost},
       // The published systems step the CPU after backward (Note [Steps
       // after backward] in swap/offload.cc).
+      // DeepSpeed's, with its host buffers (Note [Host buffers of the
+      // published systems] in swap/deepspeed_buffers.cc); ZeRO-Infinity
+      // offloads to the CPU where there is no NVMe (its CPU-only limit).
       {"zero-offload",
-       {.stage = offload_stage, .optimizer = Tier::kHost, .steps_after_backward = true},
+       {.stage = offload_stage,
+        .optimizer = Tier::kHost,
+        .steps_after_backward = true,
+        .as_deepspeed = true},
        Activations::kKeepAll},
       {"zero-infinity",
        {.stage = infinity_stage,
-        .optimizer = Tier::kNvme,
-        .params = Tier::kNvme,
-        .steps_after_backward = true},
+        .optimizer = spill,
+        .params = spill,
+        .steps_after_backward = true,
+        .as_deepspeed = true},
        Activations::kKeepAll},
       {"patrickstar",
-       {.stage = infinity_stage, .optimizer = Tier::kNvme, .steps_after_backward = true},
+       {.stage = infinity_stage, .optimizer = spill, .steps_after_backward = true},
        Activations::kRemat},
       // bitsandbytes' paged optimizer with activation checkpointing, as
       // QLoRA trains (Dettmers et al. 2023).
@@ -371,8 +379,10 @@ void AutoSearch::build_configs() {
     // The placements, and the paged optimizer's states on the host stepped
     // on the device (Note [Paged optimizer] in swap/offload.cc).
     std::vector<StateConfig> configs;
-    for (const auto& [optimizer, params] : kPlacements)
+    for (const auto& [optimizer, params] : kPlacements) {
+      if (options_.no_nvme && (optimizer == Tier::kNvme || params == Tier::kNvme)) continue;
       configs.push_back({stage, optimizer, params});
+    }
     configs.push_back({.stage = stage, .optimizer = Tier::kHost, .paged = true});
     for (const StateConfig& config : configs) {
       // Each costs a simulation: 28 of them with ZeRO stages to search.
@@ -457,6 +467,8 @@ void AutoSearch::search_configs() {
     std::optional<planner_detail::Failure> closest;
     for (const Activations a : kActivationPlanners) {
       if (below_bound && a != Activations::kRemat) continue;
+      const bool nvme = a == Activations::kCapuchinSpill || a == Activations::kCapuchinNvme;
+      if (options_.no_nvme && nvme) continue;
       if (deadline_.passed()) {
         out_of_time_ = true;
         break;

@@ -8,6 +8,7 @@
 
 #include "memwall/base/error.h"
 #include "memwall/plan/builders.h"
+#include "memwall/swap/deepspeed_buffers.h"
 #include "memwall/swap/zero.h"
 
 namespace memwall::planner_detail {
@@ -70,6 +71,13 @@ ConfigWork make_config(const Graph& graph, const StateConfig& config, int ranks)
         states > 0 ? static_cast<double>(on_device) / static_cast<double>(states) : 0;
     if (on_device > 0) work.offload = offload_graph(rank, work.offload_options);
   }
+  if (config.as_deepspeed) {
+    work.offload_options.gradients_to_nvme = config.steps_after_backward;
+    // DeepSpeed offloads parameters only under stage 3, whose buffers
+    // differ from stage 1/2's: one GPU's ZeRO-Infinity runs stage 3 there.
+    const int stage = config.params != Tier::kDevice ? 3 : config.stage;
+    work.host_reserved = deepspeed_host_buffers(*work.offload, work.offload_options, stage);
+  }
   work.view = planning_view(*work.offload, work.offload_options);
   work.graph = work.offload->graph;
   return work;
@@ -77,7 +85,9 @@ ConfigWork make_config(const Graph& graph, const StateConfig& config, int ranks)
 
 Plan ConfigWork::finish(const Plan& activation_plan) const {
   if (!offload) return activation_plan;
-  return apply_offload(*offload, activation_plan, offload_options);
+  Plan plan = apply_offload(*offload, activation_plan, offload_options);
+  plan.host_reserved = host_reserved;
+  return plan;
 }
 
 const ConfigWork::KeepAll& ConfigWork::keep_all(const Hardware& hardware) const {

@@ -21,6 +21,7 @@ struct ConfigWork {
   Graph view;   // what activation planners plan against (planning_view)
   std::optional<OffloadGraph> offload;
   OffloadOptions offload_options;
+  std::vector<HostReserve> host_reserved;  // StateConfig::as_deepspeed: DeepSpeed's host buffers
 
   // An activation plan of `view` with the configuration's model-state moves.
   Plan finish(const Plan& activation_plan) const;

@@ -124,6 +124,15 @@ std::string auto_plan_text(const Graph& graph, const AutoPlan& a, const Hardware
                                nvme_row(sim.peak_bytes[2], nvme)));
     }
   }
+  // Note [Host buffers of the published systems]: in the host peak above.
+  if (!c.plan.host_reserved.empty()) {
+    std::string held;
+    for (const HostReserve& r : c.plan.host_reserved) {
+      held += fmt::format("{}{} {}", held.empty() ? "" : "; ", r.what, human_bytes(r.bytes));
+    }
+    out += field("host buffers", fmt::format("{} per rank, held all iteration: {}",
+                                             human_bytes(host_reserved_bytes(c.plan)), held));
+  }
   out += field("recomputed", fmt::format("{} ops, {}", grouped(f.recomputed_ops),
                                          human_flops(f.recomputed_flops)));
   out += field("swapped activations",
@@ -154,6 +163,10 @@ nlohmann::json auto_plan_json(const Graph& graph, const AutoPlan& a, const Hardw
   j["node_host_peak_bytes"] = checked_mul(c.sim.peak_bytes[1], k, "host bytes");
   j["node_nvme_peak_bytes"] = checked_mul(c.sim.peak_bytes[2], k, "NVMe bytes");
   j["nvme"] = nvme_json(c.sim.peak_bytes[2], nvme);
+  j["host_reserved"] = nlohmann::json::array();
+  for (const HostReserve& r : c.plan.host_reserved) {
+    j["host_reserved"].push_back({{"what", r.what}, {"bytes", r.bytes}});
+  }
   j["budget"] = a.budget;
   j["lower_bound_s"] = a.bound.seconds;
   j["lower_bound_why"] = a.bound.why;

@@ -78,6 +78,19 @@
 // computed and every persistent buffer has a copy on its starting tier; host
 // bytes stay within the host's memory.
 //
+// Note [Synchronous write-backs]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A write of a host copy back to NVMe (a CPU step's states) holds the host
+// thread until it ends: what that thread issues after it (the next read
+// from NVMe, and so the next CPU step) waits. DeepSpeed's optimizer
+// swapper writes a sub-group out and waits before it reads the next
+// (pipeline_write off, its default; partitioned_optimizer_swapper.py), and
+// memwall's executor writes on the thread that steps. Issued without the
+// wait, the CPU steps ran at the reads' pace and the states waiting for the
+// slower writes piled up on the host: 286 GiB a rank for a 1T GPT under
+// ZeRO-Infinity on a DGX-2, where DeepSpeed holds 4 sub-group buffers. A
+// plan overlaps reads with writes by reading ahead (nvme_read_ahead).
+//
 // Ranks. A graph of N data-parallel ranks (graph_ranks) is one rank's
 // iteration, and `hardware` its node's profile: the simulator runs the rank
 // on rank_share(hardware, N) (Note [Ranks on a node] in hw/ranks.cc), so
@@ -172,6 +185,14 @@ bool Simulator::place_initial_buffers() {
       create(b.id, static_cast<size_t>(tier), 0, Due{});
     }
   }
+  // Plan::host_reserved: held on the host from the start to the end.
+  const uint64_t reserved = host_reserved_bytes(plan_);
+  if (reserved > (uint64_t{1} << 62)) {
+    fail_at(0, "the plan reserves {} bytes of host memory, above the limit of 2^62 bytes",
+            reserved);
+    return false;
+  }
+  if (reserved > 0) tier_event(kHost, 0, static_cast<int64_t>(reserved));
   placing_ = false;
   return true;
 }
@@ -510,6 +531,11 @@ bool Simulator::host_to_nvme(BufferId b) {
   host.read_until(end.time, end.link);
   drop(b, kHost, end.time, Gone::kSwappedOut);
   thread_waits(end);  // a synchronous write
+  // Note [Synchronous write-backs]: the host thread that wrote it waits.
+  if (end.time > host_cursor_) {
+    host_cursor_ = end.time;
+    host_cursor_link_ = end.link;
+  }
   return true;
 }
 

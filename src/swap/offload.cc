@@ -398,7 +398,8 @@ class OffloadPass {
           continue;
         }
         // Note [Steps after backward]: the gradient leaves now, its step waits.
-        out.steps.push_back(Step::swap_out(o.grad, Tier::kHost));
+        const Tier park = parked_on_nvme(static_cast<size_t>(k)) ? Tier::kNvme : Tier::kHost;
+        out.steps.push_back(Step::swap_out(o.grad, park));
         if (++gradients_out_ == cpu_order_.size()) {
           for (const size_t j : cpu_order_) cpu_step(out, og_.states[j], /*gradient_out=*/true);
         }
@@ -554,10 +555,17 @@ class OffloadPass {
     const size_t until =
         std::min(cpu_order_.size(), at + static_cast<size_t>(opt_.nvme_read_ahead));
     for (; next_read_ < until; ++next_read_) {
-      for (const BufferId b : on_nvme(cpu_order_[next_read_])) {
-        out.steps.push_back(Step::swap_in(b, Tier::kHost));
-      }
+      const size_t j = cpu_order_[next_read_];
+      for (const BufferId b : on_nvme(j)) out.steps.push_back(Step::swap_in(b, Tier::kHost));
+      if (parked_on_nvme(j)) out.steps.push_back(Step::swap_in(og_.states[j].grad, Tier::kHost));
     }
+  }
+
+  // OffloadOptions::gradients_to_nvme: state k's gradient waits for its
+  // step on NVMe, with its states.
+  bool parked_on_nvme(size_t k) const {
+    return opt_.gradients_to_nvme && opt_.steps_after_backward && !og_.states[k].on_device &&
+           opt_.optimizer_tier(k) == Tier::kNvme;
   }
 
   // Note [Paged optimizer]: state k's states come in from the host for its

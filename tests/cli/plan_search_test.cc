@@ -96,6 +96,32 @@ TEST(CliPlanFigures, ThroughputAndTimeSplitOnEveryPath) {
   }
 }
 
+// --nvme none: ZeRO-Infinity offloads to the CPU only, and the breakdown
+// names DeepSpeed's host buffers (Note [Host buffers of the published
+// systems]): GPT-2 small's 124,439,808 parameters x 4 bytes of fp32
+// gradients = 497,759,232 bytes.
+TEST(CliPlanFigures, NoNvmeAndTheHostBuffersInTheBreakdown) {
+  const auto human =
+      run_memwall("plan " + kSearchModel + " --strategy zero-infinity --nvme none --time-limit 1");
+  ASSERT_EQ(human.exit_code, 0) << human.err;
+  for (const char* row :
+       {"  model states            replicated states, optimizer on host, parameters on host",
+        "  host buffers            474.70 MiB per rank, held all iteration: DeepSpeed's fp32 "
+        "gradients for CPU Adam 474.70 MiB",
+        "nvme read 0 B, nvme write 0 B"}) {
+    EXPECT_NE(human.out.find(row), std::string::npos) << row << "\n" << human.out;
+  }
+  const auto run = run_memwall("plan " + kSearchModel +
+                               " --strategy zero-infinity --nvme none --time-limit 1 --json");
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const auto j = nlohmann::json::parse(run.out);
+  ASSERT_EQ(j["host_reserved"].size(), 1u);
+  EXPECT_EQ(j["host_reserved"][0]["bytes"].get<uint64_t>(), 497'759'232u);
+  EXPECT_EQ(j["node_nvme_peak_bytes"].get<uint64_t>(), 0u);
+  const auto bad = run_memwall("plan " + kSearchModel + " --strategy zero-infinity --nvme nothing");
+  EXPECT_EQ(bad.exit_code, 2);
+}
+
 // Note [Batch search]: the fastest batch, one stderr line per plan tried.
 // gpt2-small at 2.5 GB peaks near batch 10 (tests/planner/capacity_test.cc
 // checks the search against every batch); which batch wins by a few

@@ -247,6 +247,15 @@ std::vector<Case> cases() {
        "string"},
       {"duplicate workspace key", doc("", R"(,"workspace_offsets":{"2":0,"2":[0,8]})"),
        "plan: \"workspace_offsets\": duplicate key \"2\""},
+      // Plan::host_reserved
+      {"host reserve not an array", doc("", R"(,"host_reserved":{"what":"x","bytes":1})"),
+       "plan: \"host_reserved\" must be an array, got an object"},
+      {"host reserve not an object", doc("", R"(,"host_reserved":[1])"),
+       "plan: \"host_reserved\"[0] must be an object, got a number"},
+      {"host reserve without bytes", doc("", R"(,"host_reserved":[{"what":"x"}])"),
+       "plan: missing field \"bytes\""},
+      {"host reserve of negative bytes", doc("", R"(,"host_reserved":[{"what":"x","bytes":-1}])"),
+       "plan: \"host_reserved\"[0].bytes must be a non-negative integer, got -1"},
   };
 }
 

@@ -24,6 +24,7 @@ void expect_same(const Plan& a, const Plan& b) {
   EXPECT_EQ(a.offsets, b.offsets);
   EXPECT_EQ(a.stay_offsets, b.stay_offsets);
   EXPECT_EQ(a.workspace_offsets, b.workspace_offsets);
+  EXPECT_EQ(a.host_reserved, b.host_reserved);
 }
 
 // Every feature of the format: each step kind, "on": "host", both swap_out
@@ -159,6 +160,33 @@ TEST(PlanJson, OffsetsPerStayAndWorkspaceOffsets) {
   EXPECT_EQ(one.offsets, (std::map<BufferId, uint64_t>{{1, 4}}));
   EXPECT_TRUE(one.stay_offsets.empty());
   EXPECT_EQ(plan_to_json_text(one).find("["), plan_to_json_text(one).find("[\n"));  // steps only
+}
+
+// Plan::host_reserved: what the runtime holds on the host beside the
+// plan's buffers (Note [Host buffers of the published systems]).
+TEST(PlanJson, HostReservesRoundTrip) {
+  Plan plan;
+  plan.graph = "g";
+  plan.hardware = "v100-32g";
+  plan.budget = 8;
+  plan.host_reserved = {{"DeepSpeed's fp32 gradients", 4096}, {"pinned \"staging\"", 0}};
+  const std::string text = plan_to_json_text(plan);
+  EXPECT_EQ(text,
+            "{\"format\": \"memwall.plan/1\",\n"
+            "\"graph\": \"g\",\n"
+            "\"hardware\": \"v100-32g\",\n"
+            "\"budget\": 8,\n"
+            "\"steps\": [\n"
+            "],\n"
+            "\"host_reserved\": [\n"
+            "{\"what\": \"DeepSpeed's fp32 gradients\", \"bytes\": 4096},\n"
+            "{\"what\": \"pinned \\\"staging\\\"\", \"bytes\": 0}\n"
+            "]}\n");
+  const Plan back = plan_from_json_text(text);
+  expect_same(back, plan);
+  EXPECT_EQ(host_reserved_bytes(back), 4096u);
+  plan.host_reserved[0].bytes = (uint64_t{1} << 62) + 1;
+  EXPECT_THROW(plan_to_json_text(plan), Error);
 }
 
 TEST(PlanJson, EmptyPlacementAndOffsetsAreOmitted) {

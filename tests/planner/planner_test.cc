@@ -291,22 +291,24 @@ TEST(AutoPlanner, RanksOfANodeShareItsHostMemory) {
 
   // The node's NVMe (--nvme) is shared the same way: ZeRO-Infinity keeps a
   // rank's 1/8 of the parameters (bf16, 2 bytes) and Adam states (fp32
-  // master, momentum, variance: 12 bytes) there, 354,823,168 x 14 / 8 =
-  // 620,940,544 bytes for GPT-2 medium (parameter count: the zoo's, from
-  // Hugging Face's gpt2-medium); 1 GiB holds one rank's, not 8 ranks'.
+  // master, momentum, variance: 12 bytes) there, and its gradients (bf16, 2
+  // bytes) wait there for their CPU steps as DeepSpeed swaps them out
+  // (OffloadOptions::gradients_to_nvme): 354,823,168 x 16 / 8 = 709,646,336
+  // bytes for GPT-2 medium (parameter count: the zoo's, from Hugging Face's
+  // gpt2-medium); 1 GiB holds one rank's, not 8 ranks'.
   PlannerOptions nvme = options;
   nvme.host_bytes = 0;
   nvme.nvme_bytes = uint64_t{1} << 30;
   hw.gpus_per_node = 1;
   const Candidate own = plan_single_technique(g, hw, nvme, "zero-infinity");
   ASSERT_TRUE(own.fits) << own.why;
-  EXPECT_EQ(own.sim.peak_bytes[static_cast<size_t>(Tier::kNvme)], 620'940'544u);
+  EXPECT_EQ(own.sim.peak_bytes[static_cast<size_t>(Tier::kNvme)], 709'646'336u);
   hw.gpus_per_node = 8;
   const Candidate node = plan_single_technique(g, hw, nvme, "zero-infinity");
   EXPECT_FALSE(node.fits);
   EXPECT_EQ(node.why,
-            "NVMe use of the node's 8 ranks (8 x 620940544 bytes) exceeds its 1073741824 bytes by "
-            "3893782528 bytes");
+            "NVMe use of the node's 8 ranks (8 x 709646336 bytes) exceeds its 1073741824 bytes by "
+            "4603428864 bytes");
 }
 
 TEST(AutoPlanner, ImpossibleRequestsNameWhatRunsOut) {

@@ -53,6 +53,17 @@ struct Step {
   friend bool operator==(const Step&, const Step&) = default;
 };
 
+// Host memory a plan's runtime holds for the whole iteration beside its
+// buffers: the pinned buffers and CPU-side gradients of the systems the
+// single techniques reproduce (Note [Host buffers of the published
+// systems] in swap/deepspeed_buffers.cc). `what` names it in breakdowns.
+struct HostReserve {
+  std::string what;
+  uint64_t bytes = 0;
+
+  friend bool operator==(const HostReserve&, const HostReserve&) = default;
+};
+
 struct Plan {
   std::string graph;  // the graph's name
   // graph_fingerprint() of the graph the plan runs; empty in plans written
@@ -74,6 +85,10 @@ struct Plan {
   // [Offsets per stay]). Only with `offsets`; empty: the plan does not
   // place workspace (kernels' scratch goes wherever it fits).
   std::map<OpId, std::vector<uint64_t>> workspace_offsets;
+  // Held on the host from the start of the iteration to its end, per rank;
+  // the simulator counts them in the host's peak, the executor allocates
+  // them from its host pool.
+  std::vector<HostReserve> host_reserved;
 
   friend bool operator==(const Plan&, const Plan&) = default;
 };
@@ -99,6 +114,8 @@ std::optional<uint64_t> workspace_offset(const Plan& plan, OpId op, uint32_t run
 // or workspace run (its span: Note [Workspace span]); 0 without offsets.
 // For a validated plan of `graph` (every end is within the budget).
 uint64_t pinned_arena(const Plan& plan, const Graph& graph);
+// The bytes of plan.host_reserved together; throws Error on overflow.
+uint64_t host_reserved_bytes(const Plan& plan);
 
 std::string_view to_string(Tier tier);
 std::string_view to_string(StepKind kind);

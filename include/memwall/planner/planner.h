@@ -34,6 +34,7 @@ struct PlannerOptions {
   std::optional<int> zero_stage;  // only this stage (default: every stage, with ranks > 1)
   uint64_t host_bytes = 0;        // host memory; 0: the profile's
   uint64_t nvme_bytes = 0;        // NVMe capacity; 0: unlimited
+  bool no_nvme = false;           // no NVMe at all: nothing is placed there (--nvme none)
   // Wall-clock seconds for the whole search (plan_auto, single_techniques,
   // plan_single_technique): it returns within them plus a small margin
   // (Note [Time limits are wall time], docs/planner.md).
@@ -72,6 +73,11 @@ struct StateConfig {
   // published ZeRO-Offload, ZeRO-Infinity and PatrickStar baselines; Note
   // [Steps after backward] in swap/offload.cc).
   bool steps_after_backward = false;
+  // The published ZeRO-Offload and ZeRO-Infinity baselines as DeepSpeed
+  // runs them: its host buffers reserved in the plan, and gradients whose
+  // states live on NVMe waiting there for their step (Note [Host buffers of
+  // the published systems] in swap/deepspeed_buffers.cc).
+  bool as_deepspeed = false;
   std::string name() const;  // e.g. "ZeRO-2, optimizer on host"
 };
 

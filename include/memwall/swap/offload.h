@@ -48,6 +48,11 @@ struct OffloadOptions {
   // ZeRO-Offload and ZeRO-Infinity (Note [Steps after backward] in
   // offload.cc); false: each runs as soon as its gradient is on the host.
   bool steps_after_backward = false;
+  // With steps_after_backward: a gradient whose optimizer states live on
+  // NVMe goes on to NVMe and is read back with them for its step, as
+  // DeepSpeed swaps gradients out with the states (swap_out_gradients in
+  // partitioned_optimizer_swapper.py), instead of waiting on the host.
+  bool gradients_to_nvme = false;
 
   bool any() const { return optimizer != Tier::kDevice || params != Tier::kDevice; }
   Tier optimizer_tier(size_t state) const {
