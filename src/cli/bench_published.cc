@@ -109,7 +109,7 @@ void ask_deepspeed(PublishedTable& table, const BenchPublishedArgs& args) {
   nlohmann::json requests = nlohmann::json::array();
   std::vector<PublishedRow*> asked;
   for (PublishedRow& r : table.rows) {
-    nlohmann::json request = deepspeed_request(r.run, find_gpu(r.run.gpu));
+    nlohmann::json request = deepspeed_request(r.run, published_hardware(r.run));
     if (request.is_null()) continue;
     requests.push_back(std::move(request));
     asked.push_back(&r);
@@ -172,7 +172,7 @@ int run_bench_published(const BenchPublishedArgs& args) {
   const std::vector<PublishedRun> runs = load_runs(args);
   std::vector<PublishedCase> cases;
   for (const PublishedRun& run : runs) {
-    (void)find_gpu(run.gpu);  // an unknown GPU is refused before any trace
+    (void)published_hardware(run);  // an unknown GPU or field is refused before any trace
     if (!args.json) std::cerr << fmt::format("{}: building the model\n", run.id);
     // A row whose model cannot be built says why; the others still run.
     try {

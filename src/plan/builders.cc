@@ -34,6 +34,20 @@
 // can create an input again, so the walk keeps it: when a restore finds an
 // input gone, the walk starts over with that input freed only after the op
 // that needed it (each input at most once per op, so the walk ends).
+//
+// Note [Workspaces kept for recomputes]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A temp that eager PyTorch never frees (eager_free kNoOp: the cuBLAS
+// workspace the first forward matmul allocates and every later one reads,
+// Note [cuBLAS workspaces] in python/memwall/tracer/recorder.py) is freed
+// after its last reader by the default schedule, but a recompute in
+// backward reads it again. Regenerated like an activation, it brought back
+// the op that first made it, the first layer's first matmul, and with it
+// that layer's whole forward, before every recomputed layer: per-layer
+// checkpointing of Llama 3.1 8B recomputed 1.4 PFLOP, more than the
+// iteration's model FLOPs, where it should redo one forward. PyTorch keeps
+// the workspace for the whole run, so when a restore finds one gone the
+// walk starts over with it freed after the last op, as eager holds it.
 #include "memwall/plan/builders.h"
 #include "memwall/graph/versions.h"
 
@@ -45,6 +59,15 @@
 #include "memwall/graph/graph.h"
 
 namespace memwall {
+
+bool held_workspace(const Graph& graph, BufferId b, OpId producer) {
+  const Buffer& buf = graph.buffers[b];
+  if (buf.kind != BufferKind::kTemp || buf.eager_free != kNoOp || producer == kNoOp) return false;
+  // Made by a kernel beside its output: not a ZeRO gather's or an offload
+  // rewrite's buffer, which copy their parameter's eager lifetime.
+  const Phase phase = graph.ops[producer].phase;
+  return phase == Phase::kForward || phase == Phase::kBackward;
+}
 
 BufferUses::BufferUses(const Graph& graph)
     : start_(graph.buffers.size() + 1, 0), producer_(graph.buffers.size(), kNoOp) {
@@ -243,6 +266,9 @@ class Walker {
       if (producer == kNoOp && graph_.buffers[b].kind == BufferKind::kInput && keep_until_[b] < i) {
         throw InputGone{b, i};
       }
+      // Note [Workspaces kept for recomputes]: held to the end instead.
+      const auto last = static_cast<OpId>(graph_.ops.size()) - 1;
+      if (held_workspace(graph_, b, producer) && keep_until_[b] < last) throw InputGone{b, last};
       if (producer == kNoOp) {
         fail("plan: {} needs {} before op {}, but it is gone and no op creates it",
              op_label(graph_, i), buffer_label(graph_, b), i);
@@ -403,12 +429,18 @@ class Walker {
 }  // namespace
 
 Plan plan_with_evictions(const Graph& graph, std::span<const Eviction> evictions,
-                         std::string hardware, uint64_t budget) {
+                         std::string hardware, uint64_t budget, std::span<const OpId> hold_until) {
   Plan plan;
   plan.graph = graph.name;
   plan.hardware = std::move(hardware);
   plan.budget = budget;
   std::vector<OpId> keep_until(graph.buffers.size(), kNoOp);
+  if (!hold_until.empty()) {
+    if (hold_until.size() != graph.buffers.size()) {
+      fail("plan: {} buffers to hold for {} buffers", hold_until.size(), graph.buffers.size());
+    }
+    keep_until.assign(hold_until.begin(), hold_until.end());
+  }
   while (true) {
     try {
       plan.steps = Walker(graph, evictions, keep_until).run();

@@ -3,7 +3,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <limits>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -51,9 +53,10 @@ PublishedMetric parse_metric(const std::string& name, const std::string& id) {
   if (name == "tokens_per_s_per_gpu") return PublishedMetric::kTokensPerGpu;
   if (name == "tflops_per_gpu_megatron") return PublishedMetric::kTflopsMegatron;
   if (name == "tflops_per_gpu_model") return PublishedMetric::kTflopsModelFlops;
+  if (name == "tflops_per_gpu_8n") return PublishedMetric::kTflops8N;
   fail(
       "published run '{}': metric '{}' is unknown (known: iteration_s, tokens_per_s_per_gpu, "
-      "tflops_per_gpu_megatron, tflops_per_gpu_model)",
+      "tflops_per_gpu_megatron, tflops_per_gpu_model, tflops_per_gpu_8n)",
       id, name);
 }
 
@@ -112,6 +115,32 @@ PublishedRun parse_row(const json& row, size_t index) {
       (!r.deepspeed_model.is_object() || !r.deepspeed_model.contains("model_type"))) {
     fail("published run '{}': field 'deepspeed_model' must be a Hugging Face config", r.id);
   }
+  if (row.contains("hardware")) {
+    r.hardware = row["hardware"];
+    // The machine around the GPU, and the memory of a GPU variant; never
+    // the efficiencies the fit sets.
+    constexpr std::string_view kHostFields[] = {
+        "host_memory_bytes",     "cpu_adam_params_per_s", "interconnect_bandwidth",
+        "host_pcie_bandwidth",   "gpus_per_node",         "h2d_bandwidth",
+        "d2h_bandwidth",         "device_memory_bytes",   "hbm_bandwidth"};
+    if (!r.hardware.is_object() || r.hardware.empty()) {
+      fail("published run '{}': field 'hardware' must be an object of profile fields", r.id);
+    }
+    for (const auto& item : r.hardware.items()) {
+      const std::string& key = item.key();
+      if (std::find(std::begin(kHostFields), std::end(kHostFields), key) == std::end(kHostFields)) {
+        fail("published run '{}': field 'hardware' may set {}, not '{}'", r.id,
+             "host_memory_bytes, cpu_adam_params_per_s, interconnect_bandwidth, "
+             "host_pcie_bandwidth, gpus_per_node, h2d_bandwidth, d2h_bandwidth, "
+             "device_memory_bytes, hbm_bandwidth",
+             key);
+      }
+    }
+  }
+  if (row.contains("nvme")) {
+    if (row["nvme"] != "none") fail("published run '{}': field 'nvme' can only be \"none\"", r.id);
+    r.no_nvme = true;
+  }
   const json& fitted = field(row, r.id, "fitted");
   if (!fitted.is_boolean()) fail("published run '{}': field 'fitted' must be true or false", r.id);
   r.fitted = fitted.get<bool>();
@@ -139,6 +168,13 @@ double model_flops(const PublishedRun& r, double params) {
   const double s = static_cast<double>(r.seq), l = static_cast<double>(r.layers);
   const double h = static_cast<double>(r.hidden);
   return static_cast<double>(r.batch) * r.grad_accum * 3 * (2 * params * s + 4 * l * h * s * s);
+}
+
+// Colossal-AI's examples (examples/language/gpt/train_gpt_demo.py,
+// get_tflops): 8 N FLOPs per token, forward, backward and the recomputed
+// forward of checkpointing, N every parameter.
+double flops_8n(const PublishedRun& r, double params) {
+  return 8 * params * static_cast<double>(r.batch) * static_cast<double>(r.seq) * r.grad_accum;
 }
 
 double step_tokens(const PublishedRun& r) {
@@ -180,11 +216,25 @@ double step_work(const PublishedRun& r, double params) {
       return megatron_flops(r) / 1e12;
     case PublishedMetric::kTflopsModelFlops:
       return model_flops(r, params) / 1e12;
+    case PublishedMetric::kTflops8N:
+      return flops_8n(r, params) / 1e12;
   }
   return 0;
 }
 
 }  // namespace
+
+Hardware published_hardware(const PublishedRun& run) {
+  const Hardware& builtin = find_gpu(run.gpu);
+  if (run.hardware.is_null()) return builtin;
+  json merged = hardware_to_json(builtin);
+  merged.update(run.hardware);
+  try {
+    return hardware_from_json(merged);
+  } catch (const Error& e) {
+    fail("published run '{}': field 'hardware': {}", run.id, e.what());
+  }
+}
 
 double published_step_seconds(const PublishedRun& r, double params) {
   const double work = step_work(r, params);
@@ -215,6 +265,7 @@ PublishedPrediction predict_published(const PublishedRun& run, const Graph& grap
   options.ranks = run.ranks;
   options.zero_stage = run.zero_stage;
   options.checkpointing = run.checkpointing;
+  options.no_nvme = run.no_nvme;
   options.budget = default_budget(hw);
   options.time_limit = 60;
   Candidate c = plan_single_technique(graph, hw, options, run.technique);

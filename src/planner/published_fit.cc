@@ -56,7 +56,7 @@ PublishedRow predict_row(const PublishedCase& c, const EfficiencyFit* fit,
   }
   row.params = static_cast<double>(model_param_count(c.graph));
   row.published_seconds = published_step_seconds(c.run, row.params);
-  const Hardware& builtin = find_gpu(c.run.gpu);
+  const Hardware builtin = published_hardware(c.run);
   const Hardware hw = fit != nullptr ? with_fit(builtin, *fit)
                       : without_fit  ? unfitted(builtin)
                                      : builtin;

@@ -78,8 +78,11 @@ std::vector<uint8_t> effective_keep(const Graph& graph, std::span<const uint8_t>
   for (const Buffer& b : graph.buffers) {
     if (!exists_before_first_op(b.kind)) continue;
     const OpId last = lives[b.id].last_use;
-    available[b.id] =
-        is_persistent(b.kind) || (last != kNoOp && graph.ops[last].phase != Phase::kForward);
+    // A workspace eager PyTorch never frees is held for recomputes (Note
+    // [Workspaces kept for recomputes] in src/plan/builders.cc).
+    available[b.id] = is_persistent(b.kind) ||
+                      (last != kNoOp && graph.ops[last].phase != Phase::kForward) ||
+                      held_workspace(graph, b.id, lives[b.id].producer);
   }
   // The forward's gathers count (Note [Gathers replay with the forward]).
   const std::vector<uint8_t> forward = forward_side_ops(graph);
@@ -149,6 +152,60 @@ std::optional<Eviction> drop_gap(const Graph& graph, const BufferUses& uses, Buf
   return Eviction{.buf = b, .after = after, .before = before, .how = Eviction::How::kRecompute};
 }
 
+// Note [Checkpoints are held]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// torch.utils.checkpoint saves its region's inputs: they stay until the
+// region's backward has recomputed from them. A kept buffer that backward
+// itself does not read (a Llama layer's output: the next layer's RMSNorm
+// saves its fp32 copy, the residual add saves nothing) was freed after its
+// last forward use by the default schedule, and the first recompute that
+// needed it regenerated it from the layer before, and that one from the
+// one before: per-layer checkpointing of Llama 3.1 8B (b2, seq 8192)
+// regenerated every layer when backward began and held them all (125.8 GiB
+// a rank, torchtitan measured 82.4 GiB with less recomputed), and the
+// op-level policy recomputed the earlier layers again for each later one
+// (1.4 PFLOP). So a planner names its regions' inputs (`hold`), and each
+// dropped activation's regeneration is followed back through what it reads
+// to the held buffers it reaches, which stay until the op before which it
+// is regenerated; what the region computes in between is regenerated, not
+// held. GPT-2's layer norms save their input, so its layers' inputs were
+// held already.
+std::vector<OpId> hold_for_recomputes(const Graph& graph, std::span<const Eviction> evictions,
+                                      const std::vector<BufferLife>& lives, const BufferUses& uses,
+                                      std::span<const uint8_t> held) {
+  std::vector<OpId> hold(graph.buffers.size(), kNoOp);
+  std::vector<uint8_t> dropped(graph.buffers.size(), 0);
+  for (const Eviction& e : evictions) dropped[e.buf] = 1;
+  std::vector<size_t> seen(graph.buffers.size(), 0);  // the eviction that last visited
+  std::vector<BufferId> stack;
+  for (size_t k = 0; k < evictions.size(); ++k) {
+    const Eviction& e = evictions[k];
+    stack.assign(1, e.buf);
+    while (!stack.empty()) {
+      const BufferId b = stack.back();
+      stack.pop_back();
+      const OpId producer = uses.producer(b);
+      if (producer == kNoOp) continue;
+      for (const BufferId x : graph.ops[producer].in) {
+        if (seen[x] == k + 1) continue;
+        seen[x] = k + 1;
+        // A gathered parameter is gathered again (Note [Gathers replay with
+        // the forward]), as FSDP does, not held.
+        const OpId made_by = uses.producer(x);
+        const bool gathered = made_by != kNoOp && graph.ops[made_by].phase == Phase::kComm;
+        if (held[x] && !gathered && graph.buffers[x].kind == BufferKind::kActivation) {
+          if (lives[x].free_op != kNoOp && lives[x].free_op < e.before) {
+            hold[x] = std::max(hold[x], e.before);
+          }
+        } else if (dropped[x] || !exists_before_first_op(graph.buffers[x].kind)) {
+          stack.push_back(x);  // regenerated in turn, from what it reads
+        }
+      }
+    }
+  }
+  return hold;
+}
+
 }  // namespace
 
 std::vector<uint8_t> droppable_activations(const Graph& graph) {
@@ -163,9 +220,12 @@ std::vector<uint8_t> droppable_activations(const Graph& graph) {
 }
 
 Plan plan_with_checkpoints(const Graph& graph, std::span<const uint8_t> keep, std::string hardware,
-                           uint64_t budget) {
+                           uint64_t budget, std::span<const uint8_t> hold) {
   if (keep.size() != graph.buffers.size()) {
     fail("remat: checkpoint set has {} entries for {} buffers", keep.size(), graph.buffers.size());
+  }
+  if (!hold.empty() && hold.size() != graph.buffers.size()) {
+    fail("remat: hold set has {} entries for {} buffers", hold.size(), graph.buffers.size());
   }
   const std::vector<uint8_t> droppable = droppable_activations(graph);
   const std::vector<BufferLife> lives = liveness(graph);
@@ -185,7 +245,9 @@ Plan plan_with_checkpoints(const Graph& graph, std::span<const uint8_t> keep, st
   for (const Buffer& buffer : graph.buffers) {
     if (gaps[buffer.id] && !kept[buffer.id]) evictions.push_back(*gaps[buffer.id]);
   }
-  return plan_with_evictions(graph, evictions, std::move(hardware), budget);
+  if (hold.empty()) return plan_with_evictions(graph, evictions, std::move(hardware), budget);
+  const std::vector<OpId> until = hold_for_recomputes(graph, evictions, lives, uses, hold);
+  return plan_with_evictions(graph, evictions, std::move(hardware), budget, until);
 }
 
 uint64_t dropped_bytes(const Graph& graph, std::span<const uint8_t> keep) {

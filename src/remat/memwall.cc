@@ -14,7 +14,7 @@
 //   2. its op-level search over keep sets (memwall_search.cc): per
 //      segmentation, a bisected cheapest-per-byte prefix of drops, refined
 //      by re-keeping in groups and by swaps;
-//   3. structured proposers run at the same budget: per-layer, selective,
+//   3. structured proposers run at the same budget: per-layer, selective, selective-op,
 //      chen-sqrt, chen-greedy and the Rotor dynamic program on the linearized
 //      chain (in the paper's model, and with inputs freed after their last
 //      forward, Note [Inputs freed after their last forward] in rotor.cc),
@@ -134,9 +134,10 @@ struct Proposer {
   FloorBy floor;
   int probes = 0;
 };
-constexpr std::array<Proposer, 12> kProposers = {{
+constexpr std::array<Proposer, 13> kProposers = {{
     {"per-layer", plan_per_layer, FloorBy::kUnlimited},
     {"selective", plan_selective, FloorBy::kUnlimited},
+    {"selective-op", plan_selective_op, FloorBy::kUnlimited},
     {"chen-sqrt", remat_detail::chen_sqrt_rule, FloorBy::kUnlimited},
     {"chen-greedy", plan_chen_greedy, FloorBy::kThresholds},
     {"rotor", plan_rotor, FloorBy::kBisection, 14},

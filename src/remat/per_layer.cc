@@ -33,13 +33,15 @@ RematResult plan_per_layer(const Graph& graph, const Hardware& hardware, uint64_
   for (size_t b = 0; b < keep.size(); ++b) {
     if (droppable[b] && producer_layer[b] >= 0) keep[b] = 0;
   }
+  // Note [Checkpoints are held]: and held until the recompute reads it.
+  std::vector<uint8_t> hold(graph.buffers.size(), 0);
   for (const Op& op : graph.ops) {
     if (op.phase != Phase::kForward) continue;
     for (const BufferId b : op.in) {
-      if (producer_layer[b] != layer_of[op.id]) keep[b] = 1;
+      if (producer_layer[b] != layer_of[op.id]) keep[b] = hold[b] = 1;
     }
   }
-  Plan plan = remat_detail::checkpoint_plan(graph, hardware, budget, keep);
+  Plan plan = remat_detail::checkpoint_plan(graph, hardware, budget, keep, hold);
   std::string note = fmt::format("{} layers checkpointed, {} bytes dropped after forward",
                                  layers.names.size(), dropped_bytes(graph, keep));
   return remat_detail::finish(graph, hardware, budget, std::move(plan), "per-layer",

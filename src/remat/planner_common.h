@@ -56,8 +56,8 @@ std::optional<RematResult> keep_all_if_it_fits(const Graph& graph, const Hardwar
 
 // The checkpointing plan of `keep` for this budget and hardware.
 inline Plan checkpoint_plan(const Graph& graph, const Hardware& hardware, uint64_t budget,
-                            std::span<const uint8_t> keep) {
-  return plan_with_checkpoints(graph, keep, hardware.name, budget);
+                            std::span<const uint8_t> keep, std::span<const uint8_t> hold = {}) {
+  return plan_with_checkpoints(graph, keep, hardware.name, budget, hold);
 }
 
 // chen-greedy's candidate plans, one per distinct checkpoint set of its

@@ -17,6 +17,10 @@ constexpr std::array kPlanners = {
                  plan_per_layer},
     RematPlanner{"selective", "recompute only attention's s x s part (Korthikanti et al. 2022)",
                  plan_selective},
+    RematPlanner{"selective-op",
+                 "per layer, keep the matmul outputs but every second one and the attention "
+                 "kernel's, recompute the rest (torchtitan's op-level selective AC)",
+                 plan_selective_op},
     RematPlanner{"chen-sqrt", "checkpoint every sqrt(n)-th articulation point (Chen et al. 2016)",
                  plan_chen_sqrt},
     RematPlanner{"chen-greedy",

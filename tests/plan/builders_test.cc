@@ -141,3 +141,45 @@ TEST(PlanBuilder, ARecomputeChainFreesWhatOnlyItNeedsAsItGoes) {
 
 }  // namespace
 }  // namespace memwall
+
+namespace memwall {
+namespace {
+
+// Note [Workspaces kept for recomputes]: two matmuls, the first making the
+// cuBLAS workspace beside its output (a temp eager PyTorch never frees),
+// the second reading it. Dropping the second's output makes backward
+// recompute it; the workspace then stays to the end instead of the first
+// matmul running again to remake it.
+//   buffers: 0 w param, 1 x input, 2 a, 3 ws (workspace), 4 b, 5 g, 6 w.grad
+//   ops:     0 mm0 [x, w] -> [a, ws]; 1 mm1 [a, w, ws] -> [b]; 2 seed [b] -> [g];
+//            3 bwd [g, b] -> [w.grad]
+TEST(PlanBuilder, AWorkspaceEagerNeverFreesIsHeldForRecomputes) {
+  testing::GraphBuilder g;
+  const BufferId w = g.buffer("w", 64, BufferKind::kParam);
+  const BufferId x = g.buffer("x", 64, BufferKind::kInput);
+  const BufferId a = g.buffer("a", 64, BufferKind::kActivation);
+  const BufferId ws = g.buffer("cublas_workspace.forward", 32, BufferKind::kTemp);
+  const BufferId b = g.buffer("b", 64, BufferKind::kActivation);
+  const BufferId grad = g.buffer("g", 64, BufferKind::kTemp);
+  const BufferId w_grad = g.buffer("w.grad", 64, BufferKind::kGrad);
+  g.op("mm0", Phase::kForward, {x, w}, {a, ws});
+  g.op("mm1", Phase::kForward, {a, w, ws}, {b});
+  g.op("seed", Phase::kBackward, {b}, {grad});
+  g.op("bwd", Phase::kBackward, {grad, b, a}, {w_grad});
+  g.graph.name = "workspace";
+  validate(g.graph);
+  const Eviction drop{.buf = b, .after = 2, .before = 3, .how = Eviction::How::kRecompute};
+
+  // Without an eager lifetime (the zoo's graphs) it is regenerated.
+  std::vector<Step> steps = plan_with_evictions(g.graph, {&drop, 1}, "gpu", kMaxBytes).steps;
+  EXPECT_NE(std::find(steps.begin(), steps.end(), Step::recompute(0)), steps.end());
+
+  g.graph.buffers[ws].eager_free = kNoOp;  // the trace: eager never frees it
+  steps = plan_with_evictions(g.graph, {&drop, 1}, "gpu", kMaxBytes).steps;
+  EXPECT_EQ(std::find(steps.begin(), steps.end(), Step::recompute(0)), steps.end());
+  EXPECT_LT(position(steps, Step::recompute(1)), position(steps, Step::compute(3)));
+  EXPECT_GT(position(steps, Step::free(ws)), position(steps, Step::compute(3)));
+}
+
+}  // namespace
+}  // namespace memwall

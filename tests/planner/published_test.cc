@@ -62,7 +62,8 @@ TEST(PublishedRuns, BadRowsAreNamed) {
   j["rows"][0]["published"]["metric"] = "samples";
   EXPECT_EQ(error_of(j),
             "published run 'r': metric 'samples' is unknown (known: iteration_s, "
-            "tokens_per_s_per_gpu, tflops_per_gpu_megatron, tflops_per_gpu_model)");
+            "tokens_per_s_per_gpu, tflops_per_gpu_megatron, tflops_per_gpu_model, "
+            "tflops_per_gpu_8n)");
   j = one_row();
   j["rows"][0]["batch"] = 0;
   EXPECT_EQ(error_of(j),
@@ -73,6 +74,42 @@ TEST(PublishedRuns, BadRowsAreNamed) {
   j = one_row();
   j["rows"][0]["published"]["value"] = -1;
   EXPECT_EQ(error_of(j), "published run 'r': published value must be a positive number");
+  j = one_row();
+  j["rows"][0]["hardware"] = {{"compute_efficiency", 0.9}};
+  EXPECT_EQ(error_of(j),
+            "published run 'r': field 'hardware' may set host_memory_bytes, "
+            "cpu_adam_params_per_s, interconnect_bandwidth, host_pcie_bandwidth, gpus_per_node, "
+            "h2d_bandwidth, d2h_bandwidth, device_memory_bytes, hbm_bandwidth, not "
+            "'compute_efficiency'");
+  j = one_row();
+  j["rows"][0]["nvme"] = "2TB";
+  EXPECT_EQ(error_of(j), "published run 'r': field 'nvme' can only be \"none\"");
+  // A field laid over the profile is range-checked as a profile's.
+  j = one_row();
+  j["rows"][0]["hardware"] = {{"host_memory_bytes", -5}};
+  const PublishedRun bad = parse_published_runs(j).front();
+  EXPECT_THROW(published_hardware(bad), Error);
+  j["rows"][0]["hardware"] = {{"host_memory_bytes", 549755813888}, {"cpu_adam_params_per_s", 2.594e9}};
+  const Hardware hw = published_hardware(parse_published_runs(j).front());
+  EXPECT_EQ(hw.host_memory_bytes, 549755813888u);
+  EXPECT_DOUBLE_EQ(hw.cpu_adam_params_per_s, 2.594e9);
+  EXPECT_EQ(hw.hbm_bandwidth, find_gpu("a100-80g").hbm_bandwidth);
+}
+
+// Colossal-AI's examples count 8 N FLOPs per token (forward, backward, the
+// recomputed forward). Its Llama example's README prints, for 7B (N =
+// 6,738,415,616) at batch 16, seq 4096 on 32 GPUs, "throughput: 24.26
+// samples/s, TFLOPS/GPU: 167.43" (hpcaitech/ColossalAI
+// examples/language/llama/README.md @ 4f9953be3); the formula turns one
+// into the other.
+TEST(PublishedRuns, ColossalAisFormulaReproducesItsReadme) {
+  PublishedRun r;
+  r.batch = 16;
+  r.seq = 4096;
+  r.metric = PublishedMetric::kTflops8N;
+  const double params = 6738415616;
+  const double step = 16.0 * 32 / 24.26;  // 512 samples a step over 24.26 a second
+  EXPECT_NEAR(in_metric(r, step, params), 167.43, 0.05);
 }
 
 // Megatron-LM v1.1.5's README (DGX-2, V100, batch 8, case 1B: 24 layers,

@@ -107,3 +107,42 @@ TEST(RematSelective, FlashAttentionAndCnnsKeepEverything) {
 
 }  // namespace
 }  // namespace memwall
+
+namespace memwall {
+namespace {
+
+// torchtitan's op-level policy (docs/remat-selective-op.md) on the zoo's
+// Llama with flash attention: of each layer's seven projections in forward
+// order (wq, wk, wv, wo, w1, w3, w2) the 2nd, 4th and 6th are not saved,
+// and the layer's recompute runs them again: wk for the rotary embedding of
+// k, wo for the residual stream the second norm reads, w3 for the SwiGLU
+// product. Each comes back once per layer; the saved ones (held for the
+// recompute) and the attention kernel never do.
+TEST(RematSelectiveOp, LlamaRecomputesEverySecondProjectionBackwardNeeds) {
+  const Graph graph = transformer("llama2-7b", 1, 64, /*flash=*/true);
+  const RematResult result = plan_selective_op(graph, gpu(), kMaxBytes, {});
+  const SimResult sim = simulate(graph, result.plan, gpu());
+  ASSERT_TRUE(sim.valid) << sim.reason;
+  std::vector<std::set<std::string>> recomputed(32);
+  for (const Step& step : result.plan.steps) {
+    if (step.kind != StepKind::kRecompute) continue;
+    const Op& op = graph.ops[step.op];
+    EXPECT_NE(op.type, "flash_attention") << op.name;
+    for (int layer = 0; layer < 32; ++layer) {
+      const std::string prefix = fmt::format("layers.{}.", layer);
+      if (!op.name.starts_with(prefix) || op.type != "matmul") continue;
+      EXPECT_TRUE(recomputed[layer].insert(op.name.substr(prefix.size())).second)
+          << op.name << " recomputed twice";
+    }
+  }
+  for (int layer = 0; layer < 32; ++layer) {
+    SCOPED_TRACE(fmt::format("layer {}", layer));
+    EXPECT_EQ(recomputed[layer], (std::set<std::string>{"attn.wk", "attn.wo", "mlp.w3"}));
+  }
+  // Less recomputed than full checkpointing, more kept.
+  const RematResult full = plan_per_layer(graph, gpu(), kMaxBytes, {});
+  EXPECT_LT(recomputed_flops(graph, result.plan), recomputed_flops(graph, full.plan));
+}
+
+}  // namespace
+}  // namespace memwall

@@ -63,7 +63,18 @@ std::optional<Eviction> largest_gap(const BufferUses& uses, BufferId b, OpId min
 // eviction that does not fit the graph: unknown ids, a use inside the gap,
 // overlapping gaps of one buffer, a persistent buffer (use placement), or a
 // recompute of a buffer whose producer updates a buffer in place.
+// `hold_until` (empty, or one entry per buffer): buffer b is freed no
+// earlier than after op hold_until[b] (kNoOp: its default free), so that a
+// recompute can read it there (Note [Checkpoints are held] in
+// src/remat/checkpoints.cc).
+// A workspace eager PyTorch keeps for the whole run: a temp a forward or
+// backward kernel makes beside its output that the trace says is never
+// freed (the cuBLAS workspace); a recompute finds it held (Note
+// [Workspaces kept for recomputes] in builders.cc). `producer` is b's.
+bool held_workspace(const Graph& graph, BufferId b, OpId producer);
+
 Plan plan_with_evictions(const Graph& graph, std::span<const Eviction> evictions,
-                         std::string hardware, uint64_t budget);
+                         std::string hardware, uint64_t budget,
+                         std::span<const OpId> hold_until = {});
 
 }  // namespace memwall

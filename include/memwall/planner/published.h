@@ -24,6 +24,7 @@ enum class PublishedMetric {
   kTokensPerGpu,      // tokens per second per GPU
   kTflopsMegatron,    // TFLOP/s per GPU counted by Megatron-LM's formula
   kTflopsModelFlops,  // TFLOP/s per GPU counted as 6 N tokens + attention (llm-foundry's MFU)
+  kTflops8N,          // TFLOP/s per GPU counted as 8 N tokens (Colossal-AI's examples)
 };
 
 struct PublishedRun {
@@ -60,7 +61,15 @@ struct PublishedRun {
   // model's own for traced rows; "deepspeed_model" for zoo rows); null:
   // none given.
   nlohmann::json deepspeed_model;
+  // The machine where it differs from the built-in profile (the host, how
+  // the GPUs connect), as the source describes it: hardware-profile fields
+  // laid over `gpu` (published_hardware); null: the profile as it is.
+  nlohmann::json hardware;
+  bool no_nvme = false;  // "nvme": "none": the run had no NVMe offload
 };
+
+// The row's GPU profile with its "hardware" fields laid over it.
+Hardware published_hardware(const PublishedRun& run);
 
 // Rows of a memwall.published/1 document; throws Error with one line naming
 // the row and the field.

@@ -37,9 +37,14 @@ std::vector<uint8_t> droppable_activations(const Graph& graph);
 // In a forward-only program each dropped activation is freed after the use
 // before its largest gap between consecutive uses and recomputed before the
 // use after it (Note [Forward-only gaps] in checkpoints.cc).
-// Throws Error when `keep` has the wrong size.
+// `hold` (empty, or indexed by buffer id): region inputs a recompute reads,
+// held until it does even when backward itself does not read them, as
+// torch.utils.checkpoint saves its region's inputs (Note [Checkpoints are
+// held] in checkpoints.cc); per-layer and selective-op hold each layer's
+// inputs.
+// Throws Error when `keep` or `hold` has the wrong size.
 Plan plan_with_checkpoints(const Graph& graph, std::span<const uint8_t> keep, std::string hardware,
-                           uint64_t budget);
+                           uint64_t budget, std::span<const uint8_t> hold = {});
 
 // Bytes of droppable activations with keep[b] == 0 (what the checkpoints
 // save at the boundary between forward and backward).

@@ -96,6 +96,11 @@ RematResult plan_chen_greedy(const Graph& graph, const Hardware& hardware, uint6
 // selective.cc: Korthikanti et al. 2022, recompute only attention's s x s part.
 RematResult plan_selective(const Graph& graph, const Hardware& hardware, uint64_t budget,
                            const RematOptions& options);
+// selective_op.cc: torchtitan's op-level selective checkpointing: per
+// layer, keep the matmul outputs but every second one and the fused
+// attention outputs, recompute the rest.
+RematResult plan_selective_op(const Graph& graph, const Hardware& hardware, uint64_t budget,
+                              const RematOptions& options);
 // rotor*.cc: optimal checkpointing of the linearized chain by dynamic
 // programming (Beaumont et al., Rotor).
 RematResult plan_rotor(const Graph& graph, const Hardware& hardware, uint64_t budget,
