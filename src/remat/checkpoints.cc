@@ -78,11 +78,8 @@ std::vector<uint8_t> effective_keep(const Graph& graph, std::span<const uint8_t>
   for (const Buffer& b : graph.buffers) {
     if (!exists_before_first_op(b.kind)) continue;
     const OpId last = lives[b.id].last_use;
-    // A workspace eager PyTorch never frees is held for recomputes (Note
-    // [Workspaces kept for recomputes] in src/plan/builders.cc).
-    available[b.id] = is_persistent(b.kind) ||
-                      (last != kNoOp && graph.ops[last].phase != Phase::kForward) ||
-                      held_workspace(graph, b.id, lives[b.id].producer);
+    available[b.id] =
+        is_persistent(b.kind) || (last != kNoOp && graph.ops[last].phase != Phase::kForward);
   }
   // The forward's gathers count (Note [Gathers replay with the forward]).
   const std::vector<uint8_t> forward = forward_side_ops(graph);
