@@ -33,14 +33,8 @@ RematResult plan_per_layer(const Graph& graph, const Hardware& hardware, uint64_
   for (size_t b = 0; b < keep.size(); ++b) {
     if (droppable[b] && producer_layer[b] >= 0) keep[b] = 0;
   }
-  // Note [Checkpoints are held]: and held until the recompute reads it.
   std::vector<uint8_t> hold(graph.buffers.size(), 0);
-  for (const Op& op : graph.ops) {
-    if (op.phase != Phase::kForward) continue;
-    for (const BufferId b : op.in) {
-      if (producer_layer[b] != layer_of[op.id]) keep[b] = hold[b] = 1;
-    }
-  }
+  remat_detail::keep_layer_inputs(graph, layer_of, producer_layer, keep, hold);
   Plan plan = remat_detail::checkpoint_plan(graph, hardware, budget, keep, hold);
   std::string note = fmt::format("{} layers checkpointed, {} bytes dropped after forward",
                                  layers.names.size(), dropped_bytes(graph, keep));

@@ -54,6 +54,21 @@ std::optional<RematResult> keep_all_if_it_fits(const Graph& graph, const Hardwar
                                                uint64_t budget, std::string_view planner,
                                                const Stopwatch& clock);
 
+// Checkpointing by layer (per-layer, selective-op): what a layer hands to
+// another region (its output, the next layer's input, the head's input) is
+// kept, and held until the recompute that reads it (Note [Checkpoints are
+// held] in checkpoints.cc). layer_of: per op; producer_layer: per buffer.
+inline void keep_layer_inputs(const Graph& graph, std::span<const int> layer_of,
+                              std::span<const int> producer_layer, std::vector<uint8_t>& keep,
+                              std::vector<uint8_t>& hold) {
+  for (const Op& op : graph.ops) {
+    if (op.phase != Phase::kForward) continue;
+    for (const BufferId b : op.in) {
+      if (producer_layer[b] != layer_of[op.id]) keep[b] = hold[b] = 1;
+    }
+  }
+}
+
 // The checkpointing plan of `keep` for this budget and hardware.
 inline Plan checkpoint_plan(const Graph& graph, const Hardware& hardware, uint64_t budget,
                             std::span<const uint8_t> keep, std::span<const uint8_t> hold = {}) {

@@ -23,6 +23,7 @@
 
 #include "memwall/graph/graph.h"
 #include "memwall/graph/layers.h"
+#include "memwall/plan/builders.h"
 #include "planner_common.h"
 
 namespace memwall {
@@ -38,13 +39,14 @@ bool is_fused_attention(std::string_view type) {
 // A linear layer's matmul (aten.mm in torchtitan's blocks): a matmul one of
 // whose inputs is a weight, a parameter or its ZeRO all-gather. The
 // attention's own batched matmuls (QK^T, AV) read only activations.
-bool is_weight_matmul(const Graph& graph, const std::vector<OpId>& producer, const Op& op) {
+bool is_weight_matmul(const Graph& graph, const BufferUses& uses, const Op& op) {
   if (op.type != "mm" && op.type != "addmm" && op.type != "matmul" && op.type != "linear") {
     return false;
   }
   for (const BufferId b : op.in) {
     if (graph.buffers[b].kind == BufferKind::kParam) return true;
-    if (producer[b] != kNoOp && graph.ops[producer[b]].phase == Phase::kComm) return true;
+    const OpId producer = uses.producer(b);
+    if (producer != kNoOp && graph.ops[producer].phase == Phase::kComm) return true;
   }
   return false;
 }
@@ -59,17 +61,14 @@ RematResult plan_selective_op(const Graph& graph, const Hardware& hardware, uint
   const std::vector<uint8_t> droppable = droppable_activations(graph);
   const std::vector<int> producer_layer = buffer_layers(graph, layers);
   std::vector<uint8_t> keep(graph.buffers.size(), 1);
-  std::vector<OpId> producer(graph.buffers.size(), kNoOp);
-  for (const Op& op : graph.ops) {
-    for (const BufferId b : op.out) producer[b] = op.id;
-  }
+  const BufferUses uses(graph);
   std::vector<uint8_t> hold(graph.buffers.size(), 0);
   std::vector<int> matmuls(layers.names.size(), 0);  // per layer, in forward order
   size_t saved_matmuls = 0, attention = 0;
   for (const Op& op : graph.ops) {
     if (op.phase != Phase::kForward || layer_of[op.id] < 0) continue;
     bool save = false;
-    if (is_weight_matmul(graph, producer, op)) {
+    if (is_weight_matmul(graph, uses, op)) {
       save = ++matmuls[layer_of[op.id]] % 2 == 1;  // every second one is recomputed
       saved_matmuls += save ? 1 : 0;
     } else if (is_fused_attention(op.type)) {
@@ -87,13 +86,7 @@ RematResult plan_selective_op(const Graph& graph, const Hardware& hardware, uint
       if (droppable[b] && producer_layer[b] == layer_of[op.id]) keep[b] = 0;
     }
   }
-  // Note [Checkpoints are held]: and held until the recompute reads it.
-  for (const Op& op : graph.ops) {
-    if (op.phase != Phase::kForward) continue;
-    for (const BufferId b : op.in) {
-      if (producer_layer[b] != layer_of[op.id]) keep[b] = hold[b] = 1;
-    }
-  }
+  remat_detail::keep_layer_inputs(graph, layer_of, producer_layer, keep, hold);
   Plan plan = remat_detail::checkpoint_plan(graph, hardware, budget, keep, hold);
   std::string note = fmt::format(
       "{} layers: saves {} matmul and {} attention outputs, {} bytes dropped after forward",
