@@ -163,6 +163,13 @@ struct Rewrite {
       op.flops /= ranks();
       op.bytes /= ranks();
       if (op.time) *op.time /= ranks();
+      // A fused step's workspace is its parameter-sized temporaries, and
+      // foreach's lists (Note [Foreach lists] in optimizer_impl.cc): 1/N of
+      // them. A traced op's own scratch (placed by scratch_at) stays.
+      if (s.ops.size() == 1 && op.scratch_at.empty()) {
+        op.workspace = ceil_div(op.workspace, static_cast<uint64_t>(opt.ranks));
+        op.workspace_span = ceil_div(op.workspace_span, static_cast<uint64_t>(opt.ranks));
+      }
     }
     if (opt.stage == 3) return;  // the step updates the parameter's shard
     Op op = comm(in.buffers[s.param].name + ".all_gather", "all_gather",

@@ -11,7 +11,9 @@
 #include "memwall/hw/hardware.h"
 #include "memwall/plan/builders.h"
 #include "memwall/sim/simulator.h"
+#include "memwall/models/zoo.h"
 #include "memwall/swap/offload.h"
+#include "memwall/swap/zero.h"
 #include "memwall/swap/optimizer_steps.h"
 #include "traced_adam.h"
 
@@ -38,6 +40,11 @@ TEST(OptimizerImpl, ForLoopForeachAndFused) {
   const Op& foreach_step = foreach.ops[each[0].step];
   EXPECT_DOUBLE_EQ(foreach_step.bytes, loop_bytes);  // each kernel's pass, one after another
   EXPECT_EQ(foreach_step.workspace, 2 * weight);
+  // Note [Foreach lists]: torch's _multi_tensor_adam holds one sqrt list
+  // over all three weights (the loop's sqrt, then its quotient, cross from
+  // kernel to kernel one at a time); the group's last step holds it.
+  EXPECT_EQ(foreach.ops[each[1].step].workspace, 2 * weight);
+  EXPECT_EQ(foreach.ops[each[2].step].workspace, 3 * weight);
 
   const Graph fused = optimizer_as_run(t.graph, OptimizerImpl::kFused);
   validate(fused);
@@ -65,6 +72,35 @@ TEST(OptimizerImpl, ForLoopForeachAndFused) {
     EXPECT_STREQ(e.what(),
                  "unknown optimizer implementation 'apex' (known: for-loop, foreach, fused)");
   }
+}
+
+// Note [Foreach lists] on the zoo's one-op steps: Adam's list is a state's
+// size per parameter (fp32 moments beside bf16 weights), SGD has none; ZeRO
+// shards it with the states.
+TEST(OptimizerImpl, ForeachListsOfTheZoosSteps) {
+  ModelOptions o;
+  o.batch = 2;
+  o.seq = 64;
+  o.precision = Precision::kBf16;
+  const Graph adam = build_model("gpt2-small", o);
+  uint64_t params = 0;
+  for (const Buffer& b : adam.buffers) params += b.kind == BufferKind::kParam ? b.bytes / 2 : 0;
+  const Graph foreach = optimizer_as_run(adam, OptimizerImpl::kForeach);
+  const std::vector<ModelState> steps = model_states(foreach);
+  for (size_t i = 0; i + 1 < steps.size(); ++i) EXPECT_EQ(foreach.ops[steps[i].step].workspace, 0u);
+  EXPECT_EQ(foreach.ops[steps.back().step].workspace, 4 * params);
+  EXPECT_EQ(optimizer_as_run(adam, OptimizerImpl::kFused).ops[steps.back().step].workspace, 0u);
+
+  ZeroOptions z;
+  z.stage = 2;
+  z.ranks = 8;
+  const Graph rank = zero_rank_graph(foreach, z);
+  const std::vector<ModelState> sharded = model_states(rank);
+  EXPECT_EQ(rank.ops[sharded.back().step].workspace, (4 * params + 7) / 8);
+
+  o.optimizer = Optimizer::kMomentum;
+  const Graph sgd = optimizer_as_run(build_model("gpt2-small", o), OptimizerImpl::kForeach);
+  for (const Op& op : sgd.ops) EXPECT_EQ(op.workspace * (op.phase == Phase::kOptimizer), 0u);
 }
 
 // ZeRO-Offload as DeepSpeed runs it: no CPU step starts before the last
