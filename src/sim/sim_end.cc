@@ -59,15 +59,24 @@ void Simulator::settle_tiers() {
         result_.peak_bytes[tier] = now;
         result_.peak_time[tier] = e.time;
         if (tier == kHost && hw_.host_memory_bytes > 0 && now > hw_.host_memory_bytes) {
+          // Before the first op: what the plan places on the host, and its
+          // host buffers (Plan::host_reserved), overfill it already.
+          const uint64_t reserved = host_reserved_bytes(plan_);
+          const std::string when =
+              e.placing ? fmt::format("before the first op, the buffers placed on the host{}",
+                                      reserved > 0 ? fmt::format(" and {} bytes of host buffers "
+                                                                 "(host_reserved)",
+                                                                 reserved)
+                                                   : std::string())
+                        : step_label(e.step);
           if (node_ranks_ > 1) {
             fail_at(e.step,
                     "{}: host memory exceeds this rank's 1/{} share of the node's, {} bytes, "
                     "by {} bytes at {:.6f} s",
-                    step_label(e.step), node_ranks_, hw_.host_memory_bytes,
-                    now - hw_.host_memory_bytes, e.time);
+                    when, node_ranks_, hw_.host_memory_bytes, now - hw_.host_memory_bytes, e.time);
           } else {
             fail_at(e.step, "{}: host memory exceeds the host's {} bytes by {} bytes at {:.6f} s",
-                    step_label(e.step), hw_.host_memory_bytes, now - hw_.host_memory_bytes, e.time);
+                    when, hw_.host_memory_bytes, now - hw_.host_memory_bytes, e.time);
           }
         }
       }

@@ -74,6 +74,7 @@ struct TierEvent {
   double time;
   int64_t delta;
   uint32_t step;
+  bool placing;  // made while placing the buffers that exist before the first op
 };
 
 class Simulator {
@@ -170,7 +171,7 @@ class Simulator {
         delta = delta < 0 ? -rounded : rounded;
       }
     }
-    tier_events_[tier].push_back({time, delta, step_});
+    tier_events_[tier].push_back({time, delta, step_, placing_});
   }
 
   // ---- Copies ----------------------------------------------------------------------

@@ -5,6 +5,7 @@
 #include "memwall/swap/deepspeed_buffers.h"
 #include "offload_test_util.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "memwall/base/error.h"
@@ -97,6 +98,16 @@ TEST(DeepSpeedBuffers, TheSimulatorCountsTheReserveInTheHostPeak) {
   const SimResult over = simulate(og.graph, plan, small);
   EXPECT_FALSE(over.valid);
   EXPECT_NE(over.reason.find("host memory exceeds"), std::string::npos) << over.reason;
+  // The reserve alone overfills it: the error says so, not the first step.
+  small.host_memory_bytes = total(plan.host_reserved) - 1;
+  const SimResult start = simulate(og.graph, plan, small);
+  EXPECT_FALSE(start.valid);
+  EXPECT_NE(start.reason.find(fmt::format("before the first op, the buffers placed on the host and "
+                                          "{} bytes of host buffers (host_reserved): host memory "
+                                          "exceeds the host's {} bytes",
+                                          total(plan.host_reserved), small.host_memory_bytes)),
+            std::string::npos)
+      << start.reason;
 }
 
 // Under steps after backward, gradients whose states live on NVMe wait
