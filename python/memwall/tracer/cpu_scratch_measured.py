@@ -17,14 +17,32 @@ still live at the end is an output. The kernel's allocations are read
 from torch.profiler's allocation events (profile_memory). Measured once per
 op and shapes; torch's generator is put back after. A trace taken while
 another profiler runs measures nothing (0, as before this note).
+
+Note [Measured fp32 scratch]
+~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+The fp32 rules of cpu_scratch.py (oneDNN's convolutions, batch norm,
+layer norm) were read off AVX-512 CPUs. On an AVX2-only CPU (an AMD EPYC
+seen here) oneDNN picks other kernels: convolution_backward allocates a
+scratchpad the rules do not know (53,272 B beside a [4, 128, 16, 16]
+gradient in ResNet-18) and makes the bias gradient between its reorders,
+so laid-out plans met an op that had no room in its arena. A trace for the
+CPU's kernels therefore measures every op with a rule the same way, in any
+dtype, and falls back to the rule only while another profiler runs. Their
+scratch is one allocation per call, not per thread, so the other threads'
+share (with_other_threads) is added to the 16-bit kernels' alone.
+MEMWALL_SCRATCH_RULES=1 in the environment traces with the fp32 rules
+instead (their tests, tests/importers/fidelity_test.cc, and a trace made
+as before this note).
 """
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
+from memwall.tracer.cpu_scratch import CPU_RULES
 from memwall.tracer.scratch import Rule, replay
 
 # Overload packets whose 16-bit kernels take scratch from the allocator.
@@ -38,7 +56,14 @@ _measured: dict[Any, Rule] = {}
 
 def applies(name: str, args: tuple, kwargs: dict[str, Any]) -> bool:
     """Whether the op's scratch is measured: one of MEASURED with a 16-bit
-    floating tensor argument."""
+    floating tensor argument, or any op with an fp32 rule (Note [Measured
+    fp32 scratch])."""
+    if name in CPU_RULES and os.environ.get("MEMWALL_SCRATCH_RULES") != "1":
+        return True
+    return _half_kernel(name, args, kwargs)
+
+
+def _half_kernel(name: str, args: tuple, kwargs: dict[str, Any]) -> bool:
     if name not in MEASURED:
         return False
     return any(isinstance(t, torch.Tensor) and t.dtype in HALF
@@ -60,12 +85,15 @@ def _zeros_like(t: torch.Tensor) -> torch.Tensor:
                                                            t.storage_offset())
 
 
-def measured(func: Any, args: tuple, kwargs: dict[str, Any]) -> Rule:
+def measured(func: Any, args: tuple, kwargs: dict[str, Any]) -> Rule | None:
     """The op's scratch as the rules give it (scratch.Scratch), measured
-    (Note [Measured 16-bit scratch])."""
+    (Note [Measured 16-bit scratch]); None while another profiler runs (an
+    op with an fp32 rule then takes the rule)."""
     key = (str(func), torch.get_num_threads(), tuple(_key(a) for a in tree_flatten(args)[0]),
            tuple(sorted((k, _key(v)) for k, v in kwargs.items())))
     if key not in _measured:
+        if torch._C._autograd._profiler_enabled():  # a profile running now: no nesting
+            return 0 if _half_kernel(func.overloadpacket.__name__, args, kwargs) else None
         _measured[key] = _measure(func, args, kwargs)
     return _measured[key]
 
@@ -74,15 +102,19 @@ def _measure(func: Any, args: tuple, kwargs: dict[str, Any]) -> Rule:
     from torch._C._profiler import _EventType
     from torch.profiler import ProfilerActivity, profile
 
-    if torch._C._autograd._profiler_enabled():  # a profile running now: no nesting
-        return 0
     real = tree_map(lambda v: _zeros_like(v) if isinstance(v, torch.Tensor) else v,
                     (args, kwargs))
     rng = torch.get_rng_state()
     try:
         with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
             out = func(*real[0], **real[1])
-        del out
+        # The outputs stay live through the profile (that is how they are
+        # told from scratch); they go while a profiler watches too, or
+        # PyTorch's CPU memory reporter would count them allocated for the
+        # rest of the process, in a later profile's "Total Allocated" (a
+        # step `memwall bench fidelity` measures in the same process).
+        with profile(activities=[ProfilerActivity.CPU], profile_memory=True):
+            del out
     finally:
         torch.set_rng_state(rng)
     allocations: list[tuple[int, int, int]] = []  # (time, bytes (< 0: a free), address)
@@ -113,7 +145,8 @@ def _measure(func: Any, args: tuple, kwargs: dict[str, Any]) -> Rule:
             events.append(("-", f"a{freed_by[i]}"))
     if not events:
         return 0
-    events = with_other_threads(events, torch.get_num_threads())
+    if _half_kernel(func.overloadpacket.__name__, args, kwargs):
+        events = with_other_threads(events, torch.get_num_threads())
     return replay(events)._replace(first=skips_before_outputs(events))
 
 

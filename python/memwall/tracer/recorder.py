@@ -403,7 +403,9 @@ class Recorder(TorchDispatchMode):
         arguments in schema order (keywords filled in, defaults where not
         given)."""
         if self.kernels == "cpu" and cpu_scratch_measured.applies(name, args, kwargs):
-            return cpu_scratch_measured.measured(func, args, kwargs)
+            rule = cpu_scratch_measured.measured(func, args, kwargs)
+            if rule is not None:
+                return rule
         any_device = name in scratch.ANY_DEVICE_RULES
         if not any_device and (self.kernels != "cpu" or name not in cpu_scratch.CPU_RULES):
             return 0
