@@ -49,6 +49,12 @@ void GraphSource::add_options(CLI::App& app, const std::string& default_model) {
   app.add_flag("--eager-kernels", eager_kernels,
                "transformers: RMSNorm and GPT-2's GELU as the plain-torch kernels Hugging Face's "
                "modules run in eager PyTorch, not one fused kernel each");
+  app.add_option("--tensor-parallel", tensor_parallel,
+                 "GPT-2 models: the graph of one of N Megatron-LM tensor-parallel ranks (heads, "
+                 "MLP and vocabulary split N ways)");
+  app.add_flag("--sequence-parallel", sequence_parallel,
+               "with --tensor-parallel: norms, dropouts and residuals split along the sequence "
+               "too (Korthikanti et al. 2022)");
   app.add_flag("--qlora", qlora,
                "QLoRA: NF4 base weights (as --dtype nf4) with LoRA adapters (default r 64 on every "
                "projection, alpha 16)");

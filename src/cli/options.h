@@ -22,7 +22,7 @@
 namespace memwall::cli {
 
 // --model NAME [--batch --seq --image --dtype --optimizer --flash --forward-only
-// --lora ... --qlora --eager-kernels] or --graph FILE: the options bound to
+// --lora ... --qlora --eager-kernels --tensor-parallel --sequence-parallel] or --graph FILE: the options bound to
 // a ModelSource (memwall/planner/model_source.h), which gives the graph.
 struct GraphSource : ModelSource {
   // The options as registered, to tell a default from a value the user gave.

@@ -140,8 +140,17 @@ std::vector<uint8_t> saved_for_backward(const Graph& graph) {
       if (graph.buffers[b].kind == BufferKind::kActivation) forward_activation[b] = 1;
     }
   }
+  // A collective in backward reads for it too: sequence parallelism
+  // gathers a saved shard again there (Note [Tensor parallelism in the
+  // zoo] in src/models/tensor_parallel.cc).
+  const auto first_backward = std::find_if(graph.ops.begin(), graph.ops.end(), [](const Op& op) {
+    return op.phase == Phase::kBackward;
+  });
   for (const Op& op : graph.ops) {
-    if (op.phase != Phase::kBackward) continue;
+    const bool in_backward = op.phase == Phase::kBackward ||
+                             (op.phase == Phase::kComm && first_backward != graph.ops.end() &&
+                              op.id > first_backward->id);
+    if (!in_backward) continue;
     const auto use = [&](BufferId b) {
       check_buffer_id(graph, op, b);
       saved[b] = saved[b] | forward_activation[b];

@@ -126,7 +126,11 @@ double op_compute_efficiency(const Hardware& hw, const Graph& graph, const Op& o
 double op_time(const Hardware& hw, const Graph& graph, const Op& op) {
   if (op.time.has_value()) return *op.time;
   if (op.phase == Phase::kComm) {
-    return collective_time(hw, collective_of(op), op.bytes, graph_ranks(graph));
+    // Note [Tensor parallelism in the zoo]: tp_ collectives run over the
+    // graph's tensor-parallel ranks, the others over its data-parallel ones.
+    const int group =
+        is_tensor_parallel_collective(op) ? graph_tensor_parallel(graph) : graph_ranks(graph);
+    return collective_time(hw, collective_of(op), op.bytes, group);
   }
   double compute = 0;
   if (op.flops > 0) {

@@ -112,13 +112,28 @@ Hardware rank_share(const Hardware& node, int ranks) {
   return rank;
 }
 
+int graph_tensor_parallel(const Graph& graph) {
+  const auto tp = graph.meta.find("tensor_parallel");
+  if (tp == graph.meta.end()) return 1;
+  if (!tp->is_number_integer() || tp->get<int64_t>() < 1 || tp->get<int64_t>() > kMaxRanks) {
+    fail("graph '{}': meta.tensor_parallel must be an integer in [1, {}], got {}", graph.name,
+         kMaxRanks, tp->dump());
+  }
+  return static_cast<int>(tp->get<int64_t>());
+}
+
+bool is_tensor_parallel_collective(const Op& op) { return op.type.starts_with("tp_"); }
+
 Collective collective_of(const Op& op) {
-  if (op.type == "all_reduce") return Collective::kAllReduce;
-  if (op.type == "reduce_scatter") return Collective::kReduceScatter;
-  if (op.type == "all_gather") return Collective::kAllGather;
+  const std::string_view type = is_tensor_parallel_collective(op)
+                                    ? std::string_view(op.type).substr(3)
+                                    : std::string_view(op.type);
+  if (type == "all_reduce") return Collective::kAllReduce;
+  if (type == "reduce_scatter") return Collective::kReduceScatter;
+  if (type == "all_gather") return Collective::kAllGather;
   fail(
       "op {} ('{}') is of phase comm but its type '{}' is no collective memwall times "
-      "(all_reduce, reduce_scatter, all_gather)",
+      "(all_reduce, reduce_scatter, all_gather, and their tensor-parallel tp_ forms)",
       op.id, op.name, op.type);
 }
 

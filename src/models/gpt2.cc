@@ -13,6 +13,7 @@
 #include "attention.h"
 #include "layers.h"
 #include "memwall/base/error.h"
+#include "tensor_parallel.h"
 
 namespace memwall::models {
 namespace {
@@ -45,13 +46,20 @@ Graph build_gpt2(std::string_view variant, const ModelOptions& opts) {
   const int64_t batch = opts.batch, s = opts.seq, h = cfg->hidden;
 
   Builder b(std::string(variant), opts);
+  // Note [Tensor parallelism in the zoo]: one rank's share of the heads,
+  // the vocabulary (padded as Megatron pads it) and, with sequence
+  // parallelism, of the positions between the matmuls.
+  const int64_t t = tp_ranks(b);
+  check_tp_split(b, cfg->heads, "attention heads");
+  const int64_t heads = cfg->heads / t, s_local = tp_local_seq(b, s);
   Tensor ids = b.input("input_ids", {batch, s}, DType::kI64);
-  Tensor positions = b.input("position_ids", {s}, DType::kI64);
+  Tensor positions = b.input("position_ids", {s_local}, DType::kI64);
   Tensor labels = b.input("labels", {batch, s}, DType::kI64);
-  Tensor wte = b.param("wte.weight", {kGpt2Vocab, h});
+  const int64_t vocab = tp_padded_vocab(b, kGpt2Vocab);
+  Tensor wte = b.param("wte.weight", {vocab / t, h});
   Tensor wpe = b.param("wpe.weight", {kGpt2Positions, h});
 
-  Tensor x = embedding(b, "wte", ids, wte);
+  Tensor x = vocab_parallel_embedding(b, "wte", ids, wte);
   x = add_broadcast(b, "embed_sum", x, embedding(b, "wpe", positions, wpe));
   x = dropout(b, "embed_dropout", x, kGpt2Dropout);
 
@@ -61,29 +69,30 @@ Graph build_gpt2(std::string_view variant, const ModelOptions& opts) {
   for (int64_t i = 0; i < cfg->layers; ++i) {
     auto block = b.scope(fmt::format("h{}", i));
     Tensor a = layer_norm(b, "ln_1", x);
-    Tensor qkv = linear_layer(b, "attn.qkv", a, 3 * h, true);
-    QkvViews heads = split_qkv(qkv, cfg->heads);
-    a = attention(b, "attn", heads.q, heads.k, heads.v,
-                  {.heads = cfg->heads,
-                   .kv_heads = cfg->heads,
+    Tensor qkv = column_parallel_linear(b, "attn.qkv", a, 3 * h, true);
+    QkvViews views = split_qkv(qkv, heads);
+    a = attention(b, "attn", views.q, views.k, views.v,
+                  {.heads = heads,
+                   .kv_heads = heads,
                    .causal = true,
                    .dropout = kGpt2Dropout,
                    .flash = opts.flash});
-    a = linear_layer(b, "attn.proj", a, h, true);
+    a = row_parallel_linear(b, "attn.proj", a, h, true);
     a = dropout(b, "attn.resid_dropout", a, kGpt2Dropout);
     x = add(b, "attn_residual", x, a);
 
     Tensor m = layer_norm(b, "ln_2", x);
-    m = linear_layer(b, "mlp.fc", m, 4 * h, true);
+    m = column_parallel_linear(b, "mlp.fc", m, 4 * h, true);
     m = gelu_tanh(b, "mlp.gelu", m);
-    m = linear_layer(b, "mlp.proj", m, h, true);
+    m = row_parallel_linear(b, "mlp.proj", m, h, true);
     m = dropout(b, "mlp.dropout", m, kGpt2Dropout);
     x = add(b, "mlp_residual", x, m);
   }
   x = layer_norm(b, "ln_f", x);
-  Tensor logits = linear(b, "lm_head", x, wte, Tensor{});  // tied: no weight of its own
-  Tensor loss = cross_entropy(b, "loss", b.view(logits, {batch * s, kGpt2Vocab}),
-                              b.view(labels, {batch * s}));
+  // Tied: no weight of its own.
+  Tensor logits = vocab_parallel_logits(b, "lm_head", x, wte);
+  Tensor loss = vocab_parallel_cross_entropy(b, "loss", b.view(logits, {batch * s, vocab / t}),
+                                             b.view(labels, {batch * s}));
   return b.finish(loss);
 }
 

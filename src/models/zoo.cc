@@ -129,6 +129,37 @@ std::string check_adapters(const ModelInfo& info, const ModelOptions& opts) {
   return fmt::format(" {}{}", nf4 ? "qlora" : "lora", opts.lora.rank);
 }
 
+// Tensor parallelism's ranks (a power of two up to 1024, as Megatron's
+// layouts use them) and the models built with it so far; the graph name's
+// part for it (" tp4", " tp4 sp").
+std::string check_tensor_parallel(const ModelInfo& info, const ModelOptions& opts) {
+  const int64_t t = opts.tensor_parallel;
+  if (t < 1 || t > 1024 || (t & (t - 1)) != 0) {
+    fail("model {}: tensor-parallel ranks must be a power of two up to 1024 (got {})", info.name,
+         t);
+  }
+  if (t == 1) {
+    if (opts.sequence_parallel) {
+      fail(
+          "model {}: sequence parallelism splits the sequence over tensor-parallel ranks: "
+          "give --tensor-parallel 2 or more",
+          info.name);
+    }
+    return "";
+  }
+  if (!info.name.starts_with("gpt2")) {
+    fail("model {}: tensor parallelism is built for the GPT-2 models so far", info.name);
+  }
+  if (opts.lora.rank > 0 || opts.base_weights != WeightFormat::kDense) {
+    fail("model {}: tensor parallelism with LoRA or NF4 weights is not built", info.name);
+  }
+  if (opts.eager_kernels) {
+    fail("model {}: tensor parallelism runs Megatron's fused kernels, not --eager-kernels",
+         info.name);
+  }
+  return fmt::format(" tp{}{}", t, opts.sequence_parallel ? " sp" : "");
+}
+
 }  // namespace
 
 const std::vector<ModelInfo>& model_zoo() {
@@ -183,11 +214,13 @@ Graph build_model(std::string_view name, const ModelOptions& options) {
     fail("model {}: --eager-kernels applies to transformers", info.name);
   }
 
+  const std::string parallel = check_tensor_parallel(info, opts);
+
   Graph g = e.build(info.name, opts);
-  g.name = fmt::format("{} b{} {} {}{}{}{}{}", info.name, opts.batch, shape_desc,
+  g.name = fmt::format("{} b{} {} {}{}{}{}{}{}", info.name, opts.batch, shape_desc,
                        to_string(opts.precision), adapters, opts.flash ? " flash" : "",
                        opts.eager_kernels ? " eager-kernels" : "",
-                       opts.forward_only ? " forward-only" : "");
+                       opts.forward_only ? " forward-only" : "", parallel);
   const int64_t params = g.meta.at("param_count").get<int64_t>();
   const int64_t trainable = g.meta.at("trainable_param_count").get<int64_t>();
   if (opts.lora.rank > 0 && trainable == 0) {
@@ -212,6 +245,12 @@ Graph build_model(std::string_view name, const ModelOptions& options) {
     g.meta["seq"] = opts.seq;
     g.meta["flash"] = opts.flash;
     if (opts.eager_kernels) g.meta["eager_kernels"] = true;
+  }
+  if (opts.tensor_parallel > 1) {
+    // Note [Tensor parallelism in the zoo]: the graph is one rank's; its
+    // tp_ collectives run over this many.
+    g.meta["tensor_parallel"] = opts.tensor_parallel;
+    g.meta["sequence_parallel"] = opts.sequence_parallel;
   }
   if (opts.forward_only) {
     g.meta["forward_only"] = true;

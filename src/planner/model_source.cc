@@ -56,11 +56,13 @@ Graph load_model_graph(const ModelSource& source, const Hardware& hw,
     // for something else than the user asked.
     const bool zoo_options = s.batch || s.seq || s.image || s.flash || s.forward_only ||
                              s.lora_rank || s.lora_targets || s.lora_alpha || s.qlora ||
-                             s.eager_kernels || s.model_given || s.dtype_given || s.optimizer_given;
+                             s.eager_kernels || s.model_given || s.dtype_given ||
+                             s.optimizer_given || s.tensor_parallel || s.sequence_parallel;
     if (zoo_options) {
       fail(
           "--model, --batch, --seq, --image, --dtype, --optimizer, --flash, --forward-only, "
-          "--eager-kernels and the LoRA options build a zoo model; they do not apply to --graph {}",
+          "--eager-kernels, --tensor-parallel, --sequence-parallel and the LoRA options build a "
+          "zoo model; they do not apply to --graph {}",
           s.graph_file);
     }
     Graph graph = read_graph_file(s.graph_file);
@@ -114,6 +116,9 @@ ModelOptions zoo_model_options(const ModelSource& source, const Hardware& hw,
   opts.optimizer = parse_optimizer(s.optimizer);
   opts.flash = s.flash;
   opts.eager_kernels = s.eager_kernels;
+  if (s.tensor_parallel)
+    opts.tensor_parallel = parse_count(*s.tensor_parallel, "--tensor-parallel");
+  opts.sequence_parallel = s.sequence_parallel;
   opts.forward_only = s.forward_only;
   if (s.forward_only && s.optimizer_given) {
     fail("--optimizer {} does not apply to --forward-only, which has no optimizer step",

@@ -97,9 +97,8 @@ std::map<DType, uint64_t> foreach_lists(const Graph& g, const std::vector<ModelS
   }
   std::map<DType, uint64_t> lists;
   for (const auto& [dtype, held] : groups) {
-    const bool aligned = std::all_of(held.begin(), held.end(), [&](const auto& h) {
-      return h.size() == held.front().size();
-    });
+    const bool aligned = std::all_of(
+        held.begin(), held.end(), [&](const auto& h) { return h.size() == held.front().size(); });
     uint64_t most = 0;
     if (aligned) {
       for (size_t i = 0; i < held.front().size(); ++i) {

@@ -153,8 +153,8 @@ TEST(DeepSpeedBuffers, TheHostThreadWaitsForItsWriteBacks) {
   const OffloadOptions infinity{.optimizer = Tier::kNvme, .steps_after_backward = true};
   const OffloadGraph og = offload_graph(gpt2(), infinity);
   const Hardware& hw = find_gpu("rtx4090");
-  const SimResult r =
-      simulate(og.graph, apply_offload(og, default_plan(og.graph, hw.name, kMaxBytes), infinity), hw);
+  const SimResult r = simulate(
+      og.graph, apply_offload(og, default_plan(og.graph, hw.name, kMaxBytes), infinity), hw);
   ASSERT_TRUE(r.valid) << r.reason;
   uint64_t states = 0;
   for (const OffloadedState& o : og.states) {

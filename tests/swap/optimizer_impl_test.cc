@@ -9,12 +9,12 @@
 #include "memwall/base/error.h"
 #include "memwall/graph/graph.h"
 #include "memwall/hw/hardware.h"
+#include "memwall/models/zoo.h"
 #include "memwall/plan/builders.h"
 #include "memwall/sim/simulator.h"
-#include "memwall/models/zoo.h"
 #include "memwall/swap/offload.h"
-#include "memwall/swap/zero.h"
 #include "memwall/swap/optimizer_steps.h"
+#include "memwall/swap/zero.h"
 #include "traced_adam.h"
 
 namespace memwall {

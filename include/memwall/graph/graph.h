@@ -125,7 +125,8 @@ struct MemorySummary {
 MemorySummary memory_summary(const Graph& graph);
 
 // Per buffer: 1 when it is an activation produced by a forward op and read
-// (or updated) by at least one backward op, i.e. saved for backward.
+// (or updated) by at least one backward op (or a comm op after the first
+// backward op), i.e. saved for backward.
 std::vector<uint8_t> saved_for_backward(const Graph& graph);
 
 // Whether any op is of phase backward: a training iteration. A graph

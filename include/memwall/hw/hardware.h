@@ -183,9 +183,19 @@ double op_compute_efficiency(const Hardware& hw, const Graph& graph, const Op& o
 bool is_matmul_type(std::string_view type);
 bool is_attention_type(std::string_view type);
 
+// The tensor-parallel ranks a graph is one rank of: its meta.tensor_parallel
+// (the zoo writes it: Note [Tensor parallelism in the zoo] in
+// src/models/tensor_parallel.cc), 1 when absent. Throws Error when it is
+// not an integer in [1, 2^20].
+int graph_tensor_parallel(const Graph& graph);
+// Whether a comm op is a collective over the tensor-parallel group (types
+// tp_all_reduce, tp_reduce_scatter, tp_all_gather).
+bool is_tensor_parallel_collective(const Op& op);
+
 enum class Collective : uint8_t { kAllReduce, kReduceScatter, kAllGather };
 // The collective of a comm op, from its type ("all_reduce", "reduce_scatter",
-// "all_gather"); throws Error naming the op for any other.
+// "all_gather", or one of them prefixed "tp_"); throws Error naming the op
+// for any other.
 Collective collective_of(const Op& op);
 // Seconds for a ring collective over `ranks` ranks on nodes of
 // hw.gpus_per_node in which each rank sends `bytes` (see Note [Collective

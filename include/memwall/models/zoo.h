@@ -55,6 +55,13 @@ struct ModelOptions {
   // modules run, not one fused kernel each (Note [Eager kernels] in
   // src/models/eager_kernels.cc).
   bool eager_kernels = false;
+  // Megatron-LM tensor parallelism over this many ranks: the graph is one
+  // rank's (Note [Tensor parallelism in the zoo] in
+  // src/models/tensor_parallel.cc); the GPT-2 models so far.
+  int64_t tensor_parallel = 1;
+  // Korthikanti et al. 2022's sequence parallelism on top of it: norms,
+  // dropouts and residuals split along the sequence.
+  bool sequence_parallel = false;
 };
 
 // The LoRA target short names, in the order peft's all-linear lists them.

@@ -32,6 +32,10 @@ struct ModelSource {
   std::optional<std::string> lora_rank, lora_targets, lora_alpha;
   bool qlora = false;
   bool eager_kernels = false;
+  // Megatron tensor parallelism (ModelOptions::tensor_parallel), as text
+  // for parse_count, and sequence parallelism on top of it.
+  std::optional<std::string> tensor_parallel;
+  bool sequence_parallel = false;
   // Which of model, dtype and optimizer the user gave (not defaults): a
   // graph file refuses them, and only a dtype the user chose is an error
   // on a GPU without its arithmetic (the default falls back to fp16).
