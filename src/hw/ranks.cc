@@ -122,6 +122,15 @@ int graph_tensor_parallel(const Graph& graph) {
   return static_cast<int>(tp->get<int64_t>());
 }
 
+int graph_gpus(const Graph& graph) {
+  const int64_t gpus = int64_t{graph_ranks(graph)} * graph_tensor_parallel(graph);
+  if (gpus > kMaxRanks) {
+    fail("graph '{}': {} data-parallel x {} tensor-parallel ranks exceed {} GPUs", graph.name,
+         graph_ranks(graph), graph_tensor_parallel(graph), kMaxRanks);
+  }
+  return static_cast<int>(gpus);
+}
+
 bool is_tensor_parallel_collective(const Op& op) { return op.type.starts_with("tp_"); }
 
 Collective collective_of(const Op& op) {

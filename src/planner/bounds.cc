@@ -129,7 +129,7 @@ LowerBound iteration_lower_bound(const Graph& graph, const Hardware& hardware,
   // The rank's share of its node's host memory and links.
   Hardware node = hardware;
   if (options.host_bytes > 0) node.host_memory_bytes = options.host_bytes;
-  const Hardware rank = rank_share(node, static_cast<int>(ranks));
+  const Hardware rank = rank_share(node, static_cast<int>(ranks) * graph_tensor_parallel(graph));
   const double pcie = static_cast<double>(excess) * per_state_byte / rank.d2h_bandwidth;
   const uint64_t host = rank.host_memory_bytes;
   const double nvme =

@@ -100,7 +100,7 @@ Misfit misfit(const SimResult& sim, const Plan& plan, const ConfigWork& work, co
 uint64_t host_left(const ConfigWork& work, const Hardware& hw) {
   const SimResult& sim = work.keep_all(hw).sim;
   const uint64_t used = sim.peak_bytes[static_cast<size_t>(Tier::kHost)];
-  const uint64_t share = rank_share(hw, graph_ranks(work.graph)).host_memory_bytes;
+  const uint64_t share = rank_share(hw, graph_gpus(work.graph)).host_memory_bytes;
   return sim.valid && used < share ? share - used : 0;
 }
 

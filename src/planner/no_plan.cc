@@ -45,7 +45,7 @@ Misfit node_misfit(const SimResult& sim, const Graph& graph, const Hardware& har
                    const PlannerOptions& options) {
   if (!sim.valid) {
     Misfit m{sim.reason, {}};
-    const uint64_t share = rank_share(hardware, graph_ranks(graph)).host_memory_bytes;
+    const uint64_t share = rank_share(hardware, graph_gpus(graph)).host_memory_bytes;
     const uint64_t host = sim.peak_bytes[static_cast<size_t>(Tier::kHost)];
     // The simulator names where the host first overflows; how far off the
     // plan is shows in its peak.
@@ -57,7 +57,7 @@ Misfit node_misfit(const SimResult& sim, const Graph& graph, const Hardware& har
   }
   if (options.nvme_bytes == 0) return {};
   const uint64_t rank = sim.peak_bytes[static_cast<size_t>(Tier::kNvme)];
-  const int k = ranks_per_node(hardware, graph_ranks(graph));
+  const int k = ranks_per_node(hardware, graph_gpus(graph));
   const uint64_t node = checked_mul(rank, static_cast<uint64_t>(k), "the node's NVMe use");
   if (node <= options.nvme_bytes) return {};
   const Shortfall nvme{Tier::kNvme, node, options.nvme_bytes};

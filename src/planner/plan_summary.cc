@@ -85,7 +85,9 @@ std::string auto_plan_text(const Graph& graph, const AutoPlan& a, const Hardware
   const Candidate& c = a.best;
   const SimResult& sim = c.sim;
   const PlanFacts f = plan_facts(c.graph, c.plan);
-  const auto k = static_cast<uint64_t>(ranks_per_node(a.hardware, ranks));
+  // Tensor-parallel ranks share the node too (graph_gpus).
+  const auto k =
+      static_cast<uint64_t>(ranks_per_node(a.hardware, ranks * graph_tensor_parallel(graph)));
   const Throughput throughput = plan_throughput(graph, sim.iteration_time, hw, ranks);
   out += fmt::format("{} on {}: {}\n", graph.name, hw.name, strategy);
   if (ranks > 1) out += field("ranks", ranks_row(a.hardware, ranks));
@@ -150,7 +152,9 @@ nlohmann::json auto_plan_json(const Graph& graph, const AutoPlan& a, const Hardw
                               const NvmeReservation& nvme) {
   const Candidate& c = a.best;
   const PlanFacts f = plan_facts(c.graph, c.plan);
-  const auto k = static_cast<uint64_t>(ranks_per_node(a.hardware, ranks));
+  // Tensor-parallel ranks share the node too (graph_gpus).
+  const auto k =
+      static_cast<uint64_t>(ranks_per_node(a.hardware, ranks * graph_tensor_parallel(graph)));
   nlohmann::json j = candidate_json(c);
   j["throughput"] = throughput_json(plan_throughput(graph, c.sim.iteration_time, hw, ranks));
   j["time_split_s"] = time_split_json(c.sim);

@@ -26,7 +26,7 @@ nlohmann::json simulation_json(const SimulationReport& s) {
   const SimResult& r = s.result;
   // A rank's graph runs on its share of the node (Note [Ranks on a node]).
   const int ranks = graph_ranks(s.graph);
-  const auto k = static_cast<uint64_t>(ranks_per_node(s.hw, ranks));
+  const auto k = static_cast<uint64_t>(ranks_per_node(s.hw, graph_gpus(s.graph)));
   nlohmann::json out = {{"graph", s.graph.name},
                         {"gpu", s.hw.name},
                         {"plan_gpu", s.plan.hardware},
@@ -61,7 +61,7 @@ nlohmann::json simulation_json(const SimulationReport& s) {
 std::string simulation_text(const SimulationReport& s) {
   const SimResult& r = s.result;
   const int ranks = graph_ranks(s.graph);
-  const auto k = static_cast<uint64_t>(ranks_per_node(s.hw, ranks));
+  const auto k = static_cast<uint64_t>(ranks_per_node(s.hw, graph_gpus(s.graph)));
   std::string out = fmt::format("{} on {}: {} ({} steps)\n", s.graph.name, s.hw.name,
                                 s.plan_file.empty() ? std::string("default plan") : s.plan_file,
                                 grouped(s.plan.steps.size()));

@@ -116,8 +116,8 @@ Simulator::Simulator(const Graph& graph, const Plan& plan, const Hardware& hw,
                      const SimOptions& options)
     : graph_(graph),
       plan_(plan),
-      hw_(rank_share(hw, graph_ranks(graph))),
-      node_ranks_(ranks_per_node(hw, graph_ranks(graph))),
+      hw_(rank_share(hw, graph_gpus(graph))),
+      node_ranks_(ranks_per_node(hw, graph_gpus(graph))),
       options_(options),
       state_(graph.buffers.size()),
       computed_(graph.ops.size(), 0) {

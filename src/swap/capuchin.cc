@@ -157,7 +157,7 @@ class Capuchin {
            const SwapOptions& options)
       : graph_(graph),
         hw_(hardware),
-        rank_hw_(rank_share(hardware, graph_ranks(graph))),
+        rank_hw_(rank_share(hardware, graph_gpus(graph))),
         budget_(budget),
         options_(options),
         deadline_(work_deadline(options.time_limit)),

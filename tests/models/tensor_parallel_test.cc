@@ -132,6 +132,18 @@ TEST(TensorParallel, CollectivesAreTimedOverTheTensorParallelRanks) {
   }
 }
 
+// The tensor-parallel ranks of a node share its host with the
+// data-parallel ones (Note [Ranks on a node] in src/hw/ranks.cc).
+TEST(TensorParallel, RanksShareTheNodesHost) {
+  Graph g = gpt2("gpt2-small", 1, 128, 4, false);
+  const Hardware& hw = find_gpu("a100-80g");  // 8 GPUs a node
+  EXPECT_EQ(graph_gpus(g), 4);
+  EXPECT_EQ(rank_share(hw, graph_gpus(g)).host_memory_bytes, hw.host_memory_bytes / 4);
+  g.meta["zero"] = {{"ranks", 4}};
+  EXPECT_EQ(graph_gpus(g), 16);
+  EXPECT_EQ(rank_share(hw, graph_gpus(g)).host_memory_bytes, hw.host_memory_bytes / 8);
+}
+
 TEST(TensorParallel, BadLayoutsAreOneLine) {
   const auto error = [](int64_t t, bool sequence, const std::string& model = "gpt2-small",
                         int64_t seq = 128) {

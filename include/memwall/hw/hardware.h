@@ -188,6 +188,11 @@ bool is_attention_type(std::string_view type);
 // src/models/tensor_parallel.cc), 1 when absent. Throws Error when it is
 // not an integer in [1, 2^20].
 int graph_tensor_parallel(const Graph& graph);
+// The GPUs that run a graph's step together, which share nodes' host
+// memory and links (Note [Ranks on a node] in ranks.cc): its data-parallel
+// times its tensor-parallel ranks (tensor-parallel ranks sit in one node).
+// Throws Error past 2^20.
+int graph_gpus(const Graph& graph);
 // Whether a comm op is a collective over the tensor-parallel group (types
 // tp_all_reduce, tp_reduce_scatter, tp_all_gather).
 bool is_tensor_parallel_collective(const Op& op);
