@@ -19,6 +19,9 @@
 //   NVMe          nvme_read_bandwidth / k, nvme_write_bandwidth / k;
 //   CPU           cpu_adam_params_per_s / k (the k CPU optimizer steps run at
 //                 once on the same cores and DRAM channels).
+// Tensor-parallel ranks (Note [Tensor parallelism in the zoo] in
+// src/models/tensor_parallel.cc) run the same way, each its own shard, so N
+// counts them too: graph_gpus, data-parallel times tensor-parallel ranks.
 // Device memory, compute, HBM and the GPU's own links are not shared. The
 // split ignores which PCIe switch a GPU sits behind: on a DGX A100 two GPUs
 // share each switch's uplink, which with all 8 ranks copying at once is the
