@@ -208,9 +208,11 @@ TEST(RightOptions, IgnoredOptionsAreRefused) {
       run_memwall("inspect --model gpt2-small --batch 1 --seq 64 --export " + graph).exit_code, 0);
   const std::string zoo_only =
       "--model, --batch, --seq, --image, --dtype, --optimizer, --flash, --forward-only, "
-      "--eager-kernels and the LoRA options build a zoo model; they do not apply to --graph " +
+      "--eager-kernels, --tensor-parallel, --sequence-parallel and the LoRA options build a "
+      "zoo model; they do not apply to --graph " +
       graph;
   expect_bad("inspect --model gpt2-medium --graph " + graph, zoo_only);
+  expect_bad("inspect --tensor-parallel 2 --graph " + graph, zoo_only);
   expect_bad("inspect --dtype fp32 --graph " + graph, zoo_only);
   expect_bad("simulate --optimizer sgd --graph " + graph, zoo_only);
   // --gpu with --gpu-file picks a profile of the file; one it lacks is an error.
