@@ -7,12 +7,13 @@
 #include "memwall/base/error.h"
 
 namespace memwall::models {
-namespace {
 
 std::vector<int64_t> with_last(std::vector<int64_t> shape, int64_t last) {
   shape.back() = last;
   return shape;
 }
+
+namespace {
 
 // Backward of an elementwise op y = f(x) whose kernel reads `saved` (none
 // when invalid) and the output gradient: dx = f'(saved) * g.

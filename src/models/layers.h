@@ -17,10 +17,14 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "builder.h"
 
 namespace memwall::models {
+
+// `shape` with its last dimension replaced by `last`.
+std::vector<int64_t> with_last(std::vector<int64_t> shape, int64_t last);
 
 // y = x W^T + b over the last dimension. `bias` may be invalid (no bias).
 Tensor linear(Builder& b, std::string_view name, const Tensor& x, const Tensor& weight,

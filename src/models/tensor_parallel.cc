@@ -40,11 +40,6 @@
 namespace memwall::models {
 namespace {
 
-std::vector<int64_t> with_last(std::vector<int64_t> shape, int64_t last) {
-  shape.back() = last;
-  return shape;
-}
-
 std::vector<int64_t> with_seq(std::vector<int64_t> shape, int64_t seq) {
   shape.at(1) = seq;
   return shape;

@@ -42,40 +42,38 @@ constexpr TpShape kTpShapes[] = {
     {"gpt2-large", 512, 1, 1280, 20, 36},
 };
 
-TEST(TensorParallel, KorthikantiEq2PerLayerExactly) {
+// Every layer of every shape at t = 2 and 4 saves `expected(sbh, as^2b, sb, t)`.
+template <typename Expected>
+void expect_saved_per_layer(bool sequence, Expected expected) {
   for (const TpShape& x : kTpShapes) {
     for (const int64_t t : {2, 4}) {
       SCOPED_TRACE(fmt::format("{} s={} b={} t={}", x.model, x.s, x.b, t));
-      const Graph g = gpt2(x.model, x.b, x.s, t, false);
+      const Graph g = gpt2(x.model, x.b, x.s, t, sequence);
       EXPECT_NO_THROW(validate(g));
-      const uint64_t sbh = static_cast<uint64_t>(x.s * x.b * x.h);
-      const uint64_t as2b = static_cast<uint64_t>(x.a * x.s * x.s * x.b);
-      const uint64_t eq2 = 10 * sbh + 24 * sbh / t + 5 * as2b / t;
-      const uint64_t ln_stats = 16 * static_cast<uint64_t>(x.s * x.b);
+      const auto sbh = static_cast<uint64_t>(x.s * x.b * x.h);
+      const auto as2b = static_cast<uint64_t>(x.a * x.s * x.s * x.b);
+      const auto sb = static_cast<uint64_t>(x.s * x.b);
       for (int64_t i = 0; i < x.layers; ++i) {
-        EXPECT_EQ(saved_activation_bytes(g, fmt::format("h{}.", i)), eq2 + ln_stats)
+        EXPECT_EQ(saved_activation_bytes(g, fmt::format("h{}.", i)),
+                  expected(sbh, as2b, sb, static_cast<uint64_t>(t)))
             << "layer " << i;
       }
     }
   }
 }
 
+TEST(TensorParallel, KorthikantiEq2PerLayerExactly) {
+  // Eq. 2 plus the replicated LayerNorm statistics.
+  expect_saved_per_layer(false, [](uint64_t sbh, uint64_t as2b, uint64_t sb, uint64_t t) {
+    return 10 * sbh + 24 * sbh / t + 5 * as2b / t + 16 * sb;
+  });
+}
+
 TEST(TensorParallel, KorthikantiEq3WithSequenceParallelism) {
-  for (const TpShape& x : kTpShapes) {
-    for (const int64_t t : {2, 4}) {
-      SCOPED_TRACE(fmt::format("{} s={} b={} t={}", x.model, x.s, x.b, t));
-      const Graph g = gpt2(x.model, x.b, x.s, t, true);
-      EXPECT_NO_THROW(validate(g));
-      const uint64_t sbh = static_cast<uint64_t>(x.s * x.b * x.h);
-      const uint64_t as2b = static_cast<uint64_t>(x.a * x.s * x.s * x.b);
-      const uint64_t eq3 = (34 * sbh + 5 * as2b) / t;
-      const uint64_t ln_stats = 16 * static_cast<uint64_t>(x.s * x.b) / t;
-      for (int64_t i = 0; i < x.layers; ++i) {
-        EXPECT_EQ(saved_activation_bytes(g, fmt::format("h{}.", i)), eq3 + ln_stats)
-            << "layer " << i;
-      }
-    }
-  }
+  // Eq. 3 plus the statistics of the rank's s/t rows.
+  expect_saved_per_layer(true, [](uint64_t sbh, uint64_t as2b, uint64_t sb, uint64_t t) {
+    return (34 * sbh + 5 * as2b) / t + 16 * sb / t;
+  });
 }
 
 // Per layer and rank, a ring collective sends (t-1)/t of its whole buffer
