@@ -27,8 +27,9 @@
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // Checkmate is the one baseline not otherwise among the proposers, and the
 // planner must never be worse than a baseline it can run (issue 45). Its
-// MILP gets 1 CPU second of CBC (the same answer however loaded the
-// machine is) within the wall time left:
+// MILP gets 1 CPU second of CBC (CPU, not wall, time: the same answer
+// however loaded the machine is, short of a solution found near the end
+// of the second) within the wall time left:
 //   - on graphs of at most 100 ops, at every budget, started from the best
 //     plan so far: its MILP is op by op there, so the planner is exact (or
 //     within CBC's gap);
@@ -36,9 +37,13 @@
 //     (or 48 op groups), which the 48-stage Rotor proposer and the op-level
 //     search refine, only below what the others reach: once in the floor
 //     search, just below the lowest peak so far (on vgg16 b2 i64 it fits
-//     409,856 bytes below the op-level search's floor, where Rotor's DP
+//     786,432 bytes below the op-level search's floor, where Rotor's DP
 //     would need more than its 500 memory slots), and at a budget below
-//     the floor. On the zoo (batch 2, from the floor
+//     the floor. The floor's probe gets 2 CPU seconds: CBC's search does
+//     not depend on its time limit, so it goes on past where a 1-second
+//     Checkmate at the same budget stops and finds no less. With 1, under
+//     ASan (CBC's allocations slower) a 1-second Checkmate run beside it
+//     once found a plan 786,432 B below the floor and the probe none. On the zoo (batch 2, from the floor
 //     to 70% of the way to the keep-all peak) its plan was never the faster
 //     where another fitted (on vgg16 not even proven optimal, with 8 CPU
 //     seconds), while a call took about 1.7 CPU seconds (1-4.7 s of wall
@@ -167,12 +172,16 @@ double search_seconds(const Graph& graph) {
 constexpr double kLeastExact = 0.1;
 // The options of the Checkmate proposer: CBC's CPU second within the wall
 // time left, for the same plan however loaded the machine is.
-RematOptions exact_options(const RematOptions& proposer, const Deadline& deadline) {
+RematOptions exact_options(const RematOptions& proposer, const Deadline& deadline,
+                           double cpu_seconds = kExactSeconds) {
   RematOptions milp = proposer;
   milp.time_limit = deadline.left();
-  milp.cpu_time_limit = std::min(milp.time_limit, kExactSeconds);
+  milp.cpu_time_limit = std::min(milp.time_limit, cpu_seconds);
   return milp;
 }
+// The floor search's probe below the lowest peak gets twice that (Note
+// [Checkmate as a proposer]).
+constexpr double kFloorExactSeconds = 2 * kExactSeconds;
 
 // Rotor as a proposer runs on a coarser chain than the baseline's 128
 // stages: 48 stages take an eighth of the DP time (O(stages^3)) and lose
@@ -441,7 +450,7 @@ RematFloor remat_floor(const Graph& graph, const Hardware& hardware, const Remat
   if (options.memwall_checkmate_below_floor && lowest.peak > bound.bytes &&
       deadline.left() > kLeastExact && !out_of_time()) {
     consider(propose(graph, hardware, lowest.peak - 1, "checkmate", plan_checkmate,
-                     exact_options(proposer, deadline)));
+                     exact_options(proposer, deadline, kFloorExactSeconds)));
   }
   RematFloor floor{
       .bytes = lowest.peak,
