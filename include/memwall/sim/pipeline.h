@@ -1,0 +1,114 @@
+// Pipeline parallelism in the simulator: several devices, each running its
+// model chunks' forward and backward passes of every micro-batch in the
+// order a schedule gives, with point-to-point transfers between chunks on
+// different devices (Note [Pipeline simulation] in src/sim/pipeline.cc).
+// The bubble, the step time and the micro-batches each device holds at once
+// come out of the simulation, not a formula.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+#include <vector>
+
+namespace memwall {
+
+enum class PipelineSchedule : uint8_t {
+  kGPipe,        // Huang et al. 2019: every forward, then every backward
+  kOneFOneB,     // PipeDream-Flush (Narayanan et al. 2021): warm-up, one forward one backward
+  kInterleaved,  // Narayanan et al. 2021 (SC21): v chunks per device, round-robin
+  kHanayo,       // Liu et al. 2023 (SC23): chunks placed in waves, down and back up
+};
+std::string_view to_string(PipelineSchedule schedule);
+// gpipe, 1f1b, interleaved, hanayo; nullopt for any other name.
+std::optional<PipelineSchedule> parse_pipeline_schedule(std::string_view name);
+
+// What one micro-batch costs on one model chunk (a virtual stage), as
+// src/parallel/stages.cc measures it from the chunk's ops.
+struct ChunkCost {
+  double forward = 0;   // seconds of its forward ops
+  double backward = 0;  // seconds of its backward ops
+  double optimizer = 0;  // seconds of its optimizer step, once per step after the last backward
+  uint64_t states = 0;   // bytes resident the whole step: parameters, their gradients, optimizer states
+  // Bytes one micro-batch holds from the end of its forward to the start of
+  // its backward (the activations saved for backward, the received input
+  // among them).
+  uint64_t saved = 0;
+  // The most bytes above the states and the other micro-batches' saved ones
+  // while its forward runs (its own saved bytes growing among them), and
+  // while its backward runs (its own saved bytes at the start included).
+  uint64_t forward_peak = 0;
+  uint64_t backward_peak = 0;
+  // Bytes it sends, per micro-batch, to the next chunk (activations) and to
+  // the previous one (their gradients).
+  uint64_t send_forward = 0;
+  uint64_t send_backward = 0;
+};
+
+// A point-to-point link: seconds = latency + bytes / bandwidth.
+struct P2pLink {
+  double bandwidth = 0;  // bytes/s, one direction
+  double latency = 0;
+};
+
+struct PipelineSetup {
+  // Chunks in model order: devices x chunks_per_device of them.
+  std::vector<ChunkCost> chunks;
+  int devices = 1;
+  int micro_batches = 1;
+  PipelineSchedule schedule = PipelineSchedule::kOneFOneB;
+  // Devices d and d' share a node when d / devices_per_node == d' / devices_per_node.
+  int devices_per_node = 1;
+  P2pLink in_node;
+  P2pLink across_nodes;
+};
+
+// The device that runs a chunk under a schedule: chunk % devices for GPipe,
+// 1F1B and interleaved (Megatron's round-robin), and Hanayo's waves, which
+// go down the devices and back up (device devices-1-(chunk % devices) on
+// every odd pass).
+int chunk_device(PipelineSchedule schedule, int chunk, int devices);
+
+// One forward or backward pass of one micro-batch on one chunk.
+struct PipelineTask {
+  int device = 0;
+  int chunk = 0;
+  int micro_batch = 0;
+  bool backward = false;
+  double start = 0;
+  double end = 0;
+};
+
+struct PipelineDevice {
+  double busy = 0;              // seconds of forward and backward passes
+  double optimizer = 0;         // seconds of its chunks' optimizer steps
+  double idle = 0;              // seconds without a pass between the step's start and its last pass's end
+  uint64_t states = 0;          // bytes of its chunks' states
+  uint64_t peak_bytes = 0;      // the most bytes it held at once
+  int peak_in_flight = 0;       // micro-batch chunks held (forward done, backward not) at its peak
+  int max_in_flight = 0;        // the most micro-batch chunks it held at once
+};
+
+struct PipelineResult {
+  double step_time = 0;  // the last device's optimizer step's end
+  double passes_end = 0;  // the last backward's end
+  // Idle over the step's pass time, summed over devices: sum(idle) /
+  // (devices x passes_end).
+  double bubble_fraction = 0;
+  std::vector<PipelineDevice> devices;
+  std::vector<PipelineTask> tasks;  // in the order they were started
+};
+
+// Simulates one training step. Throws Error on a setup no schedule can run:
+// no chunks, a chunk count that is not a multiple of the devices, several
+// chunks per device under GPipe or 1F1B, interleaved with micro-batches not
+// a multiple of the devices (Megatron-LM's requirement), counts out of
+// range.
+PipelineResult simulate_pipeline(const PipelineSetup& setup);
+
+// The order a device runs its passes in under the static schedules (GPipe,
+// 1F1B, interleaved): exposed for tests. Hanayo's order comes out of the
+// simulation (Note [Pipeline simulation]).
+std::vector<PipelineTask> device_order(const PipelineSetup& setup, int device);
+
+}  // namespace memwall
