@@ -361,6 +361,21 @@ int chunk_device(PipelineSchedule schedule, int chunk, int devices) {
   return at;
 }
 
+int schedule_in_flight(PipelineSchedule schedule, int devices, int chunks_per_device,
+                       int micro_batches, int device) {
+  switch (schedule) {
+    case PipelineSchedule::kGPipe: return micro_batches;
+    case PipelineSchedule::kOneFOneB: return std::min(devices - device, micro_batches);
+    case PipelineSchedule::kInterleaved:
+    case PipelineSchedule::kHanayo: {
+      const Shape s{devices, chunks_per_device, devices * chunks_per_device, micro_batches};
+      return std::min(interleaved_warmup(s, schedule, device) + 1,
+                      micro_batches * chunks_per_device);
+    }
+  }
+  return micro_batches;
+}
+
 std::vector<PipelineTask> device_order(const PipelineSetup& setup, int device) {
   const Shape shape = check_setup(setup);
   if (device < 0 || device >= shape.devices) fail("pipeline: no device {}", device);
@@ -378,10 +393,14 @@ PipelineResult simulate_pipeline(const PipelineSetup& setup) {
   std::vector<int> count_in_flight(shape.devices, 0);
   for (int c = 0; c < shape.chunks; ++c) {
     PipelineDevice& d = result.devices[chunk_device(setup.schedule, c, shape.devices)];
-    d.states += setup.chunks[c].states;
+    d.states = checked_add(d.states, setup.chunks[c].states, "a pipeline device's states");
     d.optimizer += setup.chunks[c].optimizer;
   }
-  for (PipelineDevice& d : result.devices) d.peak_bytes = d.states;
+  for (int c = 0; c < shape.chunks; ++c) {
+    PipelineDevice& d = result.devices[chunk_device(setup.schedule, c, shape.devices)];
+    d.peak_bytes = std::max(d.peak_bytes, checked_add(d.states, setup.chunks[c].optimizer_peak,
+                                                      "a pipeline device's bytes"));
+  }
   // Tasks were started in time order, and each device's in start order.
   for (const PipelineTask& t : result.tasks) {
     PipelineDevice& d = result.devices[t.device];
@@ -390,7 +409,9 @@ PipelineResult simulate_pipeline(const PipelineSetup& setup) {
     last_end[t.device] = t.end;
     result.passes_end = std::max(result.passes_end, t.end);
     const uint64_t others = saved_in_flight[t.device] - (t.backward ? c.saved : 0);
-    const uint64_t bytes = d.states + others + (t.backward ? c.backward_peak : c.forward_peak);
+    const uint64_t bytes =
+        checked_add(checked_add(d.states, others, "a pipeline device's bytes"),
+                    t.backward ? c.backward_peak : c.forward_peak, "a pipeline device's bytes");
     if (bytes > d.peak_bytes) {
       d.peak_bytes = bytes;
       d.peak_in_flight = count_in_flight[t.device];
@@ -399,7 +420,8 @@ PipelineResult simulate_pipeline(const PipelineSetup& setup) {
       saved_in_flight[t.device] -= c.saved;
       --count_in_flight[t.device];
     } else {
-      saved_in_flight[t.device] += c.saved;
+      saved_in_flight[t.device] =
+          checked_add(saved_in_flight[t.device], c.saved, "a pipeline device's bytes");
       d.max_in_flight = std::max(d.max_in_flight, ++count_in_flight[t.device]);
     }
   }

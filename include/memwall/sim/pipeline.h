@@ -39,6 +39,9 @@ struct ChunkCost {
   // while its backward runs (its own saved bytes at the start included).
   uint64_t forward_peak = 0;
   uint64_t backward_peak = 0;
+  // The most bytes above the states while its optimizer step runs (after
+  // the last backward, nothing in flight).
+  uint64_t optimizer_peak = 0;
   // Bytes it sends, per micro-batch, to the next chunk (activations) and to
   // the previous one (their gradients).
   uint64_t send_forward = 0;
@@ -68,6 +71,12 @@ struct PipelineSetup {
 // go down the devices and back up (device devices-1-(chunk % devices) on
 // every odd pass).
 int chunk_device(PipelineSchedule schedule, int chunk, int devices);
+
+// The most micro-batch chunks a schedule holds on a device at once: all m
+// under GPipe, devices - device under 1F1B (at most m), interleaved 1F1B's
+// warm-up plus one (at most m x chunks per device).
+int schedule_in_flight(PipelineSchedule schedule, int devices, int chunks_per_device,
+                       int micro_batches, int device);
 
 // One forward or backward pass of one micro-batch on one chunk.
 struct PipelineTask {

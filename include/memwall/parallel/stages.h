@@ -1,0 +1,111 @@
+// A training graph cut into pipeline chunks, and what one micro-batch costs
+// on each (Note [Pipeline chunks] in src/parallel/stages.cc). The graph is
+// one micro-batch's iteration; a cut is where each chunk's forward starts.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "memwall/graph/types.h"
+#include "memwall/hw/hardware.h"
+#include "memwall/sim/pipeline.h"
+
+namespace memwall {
+
+// The ops of a graph by the forward position they follow (Note [Pipeline
+// chunks]): a chunk [a, b) of forward positions holds every op whose anchor
+// is in it.
+class ChunkedGraph {
+ public:
+  // Throws Error for a graph without a backward (nothing to pipeline).
+  ChunkedGraph(const Graph& graph, const Hardware& hardware);
+
+  const Graph& graph() const { return graph_; }
+  // Forward positions: the ops before the first backward op, in order.
+  int forward_ops() const { return static_cast<int>(forward_.size()); }
+  OpId forward_op(int position) const { return forward_[position]; }
+  // Per op: the forward position it goes with.
+  int anchor(OpId op) const { return anchor_[op]; }
+  // Where a cut may fall, ascending, 0 first: the start of each layer
+  // (Note [What a layer is]), the ops before the first layer going with
+  // it; every forward position when `every_op`.
+  std::vector<int> cut_points(bool every_op) const;
+
+  // One micro-batch on the chunk of forward positions [begin, end): its
+  // times, states, saved and peak bytes, and what crosses its ends.
+  ChunkCost cost(int begin, int end) const;
+  // Bytes of the non-state buffers made by forward positions before `cut`
+  // and read by forward positions from it on: what one micro-batch's
+  // forward sends across the cut (the batch's inputs, which every stage
+  // reads from its data loader, left out).
+  uint64_t forward_crossing(int cut) const { return forward_crossing_[cut]; }
+  uint64_t backward_crossing(int cut) const { return backward_crossing_[cut]; }
+
+ private:
+  int backward_anchor(const Op& op, const std::vector<int>& made_at,
+                      const std::vector<int>& made_by_anchor,
+                      const std::vector<std::vector<int>>& read_at,
+                      const std::vector<BufferId>& param_of, int last) const;
+
+  const Graph& graph_;
+  const Hardware& hardware_;
+  std::vector<OpId> forward_;
+  std::vector<int> anchor_;
+  std::vector<double> seconds_;              // per op
+  std::vector<uint8_t> is_state_;            // per buffer
+  std::vector<std::vector<BufferId>> states_of_param_;  // per buffer: a parameter's grads and optimizer states
+  std::vector<BufferId> storage_;            // per buffer: the root of its versions
+  std::vector<uint64_t> forward_crossing_;   // per cut 0..forward_ops()
+  std::vector<uint64_t> backward_crossing_;
+};
+
+// Forward positions where each chunk starts, first 0, ascending.
+using PipelineCut = std::vector<int>;
+
+// The chunks' costs of a cut.
+std::vector<ChunkCost> chunk_costs(const ChunkedGraph& chunked, const PipelineCut& cut);
+
+// Megatron-LM's split: the layers evenly, ops before the first layer on the
+// first chunk and those after the last on the last. Throws Error when the
+// layers do not divide evenly (as Megatron-LM requires).
+PipelineCut even_layer_cut(const ChunkedGraph& chunked, int chunks);
+
+// What a pipeline partition is for: its devices and schedule, the links
+// between them, and each device's budget.
+struct PipelineShape {
+  int devices = 1;
+  int chunks_per_device = 1;
+  int micro_batches = 1;
+  PipelineSchedule schedule = PipelineSchedule::kOneFOneB;
+  int devices_per_node = 1;
+  P2pLink in_node;
+  P2pLink across_nodes;
+};
+
+// A PipelineSetup of these chunks.
+PipelineSetup pipeline_setup(const PipelineShape& shape, std::vector<ChunkCost> chunks);
+
+// Cut points for partition_pipeline: every forward op on graphs of at most
+// kEveryOpCuts forward ops, else the layers' starts (Note [Pipeline
+// partitioning]).
+inline constexpr int kEveryOpCuts = 256;
+std::vector<int> default_cut_points(const ChunkedGraph& chunked);
+
+// Tarnawski et al. 2020's dynamic programme for contiguous splits (Note
+// [Pipeline partitioning] in src/parallel/partition.cc): the cut of the
+// forward into devices x chunks_per_device chunks at `cut_points`
+// minimizing the slowest chunk's forward, backward and transfer seconds per
+// micro-batch, such that each chunk fits its device's budget with the
+// micro-batches its schedule holds in flight. Throws Error when no cut fits.
+struct PartitionResult {
+  PipelineCut cut;
+  double slowest = 0;  // the objective: the slowest chunk's seconds per micro-batch
+};
+PartitionResult partition_pipeline(const ChunkedGraph& chunked, const PipelineShape& shape,
+                                   const std::vector<int>& cut_points, uint64_t budget);
+
+// Names the chunk's first forward op, for tables.
+std::string chunk_first_op(const ChunkedGraph& chunked, const PipelineCut& cut, int chunk);
+
+}  // namespace memwall

@@ -1,0 +1,132 @@
+// Pipeline partitioning (memwall/parallel/stages.h).
+//
+// Note [Pipeline partitioning]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Tarnawski et al. 2020 ("Efficient Algorithms for Device Placement of DNN
+// Graph Operators", NeurIPS 2020, Section 4) place a training graph on k
+// devices by a dynamic programme over contiguous subgraphs: each device's
+// load is its ops' forward and backward time plus what it sends, the
+// objective the largest load (the steady-state time per micro-batch of a
+// pipeline), each device's memory within its capacity. On a graph whose
+// forward is a sequence of layers the contiguous subgraphs are the runs of
+// forward positions between two cut points (Note [Pipeline chunks]), and
+// the programme is
+//   best[k][j] = min over i < j of max(best[k-1][i], load_k(i, j)),
+// over chunks k = 1..K and cut points j, with load_k infinite where chunk
+// k's memory does not fit: its states, its forward or backward peak, and
+// the saved bytes of the other micro-batches its schedule holds in flight
+// (schedule_in_flight, shared evenly by a device's chunks, each of which
+// then gets an even share of the budget). O(K U^2) steps over U cut points,
+// and O(U^2) chunk costs, each one pass over the graph.
+// Cut points: every forward op on a graph of at most kEveryOpCuts forward
+// ops (the op-level programme of the paper), else the layers' starts (Note
+// [What a layer is]).
+// The programme picks the cut; the pipeline simulation then judges it
+// (bubble, in-flight micro-batches, peaks) like every other plan.
+#include <algorithm>
+#include <limits>
+#include <optional>
+#include <vector>
+
+#include "memwall/base/error.h"
+#include "memwall/parallel/stages.h"
+
+namespace memwall {
+namespace {
+
+constexpr double kInfinite = std::numeric_limits<double>::infinity();
+
+double link_seconds(const PipelineShape& shape, int from, int to, uint64_t bytes) {
+  if (from == to || bytes == 0) return 0;
+  const bool same_node = from / shape.devices_per_node == to / shape.devices_per_node;
+  const P2pLink& link = same_node ? shape.in_node : shape.across_nodes;
+  return link.latency + static_cast<double>(bytes) / link.bandwidth;
+}
+
+// Bytes of `c` with `in_flight` micro-batches held, at its highest point;
+// saturates at the largest uint64 rather than wrapping (no budget is that large).
+uint64_t chunk_bytes(const ChunkCost& c, int in_flight) {
+  constexpr uint64_t kMax = std::numeric_limits<uint64_t>::max();
+  uint64_t others = 0;
+  if (__builtin_mul_overflow(c.saved, static_cast<uint64_t>(in_flight - 1), &others)) return kMax;
+  uint64_t top = 0;
+  if (__builtin_add_overflow(others, std::max(c.forward_peak, c.backward_peak), &top)) return kMax;
+  top = std::max(top, c.optimizer_peak);
+  uint64_t total = 0;
+  return __builtin_add_overflow(top, c.states, &total) ? kMax : total;
+}
+
+}  // namespace
+
+std::vector<int> default_cut_points(const ChunkedGraph& chunked) {
+  return chunked.cut_points(chunked.forward_ops() <= kEveryOpCuts);
+}
+
+PartitionResult partition_pipeline(const ChunkedGraph& chunked, const PipelineShape& shape,
+                                   const std::vector<int>& cut_points, uint64_t budget) {
+  const int chunks = shape.devices * shape.chunks_per_device;
+  const int units = static_cast<int>(cut_points.size());
+  if (shape.devices < 1 || shape.chunks_per_device < 1) fail("pipeline: no devices to place on");
+  if (units < chunks) {
+    fail("pipeline: {} cannot be cut into {} chunks: it has {} places to cut", chunked.graph().name,
+         chunks, units);
+  }
+  const auto position = [&](int unit) {
+    return unit < units ? cut_points[unit] : chunked.forward_ops();
+  };
+  // Chunk costs of unit runs [i, j), computed once each.
+  std::vector<std::vector<std::optional<ChunkCost>>> costs(units, std::vector<std::optional<ChunkCost>>(units + 1));
+  const auto cost = [&](int i, int j) -> const ChunkCost& {
+    auto& slot = costs[i][j];
+    if (!slot) slot = chunked.cost(position(i), position(j));
+    return *slot;
+  };
+  std::vector<int> in_flight(chunks);
+  std::vector<int> device(chunks);
+  for (int k = 0; k < chunks; ++k) {
+    device[k] = chunk_device(shape.schedule, k, shape.devices);
+    const int held = schedule_in_flight(shape.schedule, shape.devices, shape.chunks_per_device,
+                                        shape.micro_batches, device[k]);
+    in_flight[k] = (held + shape.chunks_per_device - 1) / shape.chunks_per_device;
+  }
+  const uint64_t share = budget / static_cast<uint64_t>(shape.chunks_per_device);
+  const auto load = [&](int k, int i, int j) {
+    const ChunkCost& c = cost(i, j);
+    if (chunk_bytes(c, in_flight[k]) > share) return kInfinite;
+    double seconds = c.forward + c.backward;
+    if (k + 1 < chunks) seconds += link_seconds(shape, device[k], device[k + 1], c.send_forward);
+    if (k > 0) seconds += link_seconds(shape, device[k], device[k - 1], c.send_backward);
+    return seconds;
+  };
+  // best[k][j]: the least largest load of chunks 0..k-1 over units [0, j).
+  std::vector<std::vector<double>> best(chunks + 1, std::vector<double>(units + 1, kInfinite));
+  std::vector<std::vector<int>> from(chunks + 1, std::vector<int>(units + 1, -1));
+  best[0][0] = 0;
+  for (int k = 1; k <= chunks; ++k) {
+    // Chunk k-1 takes units [i, j); the chunks after it need one unit each.
+    for (int j = k; j <= units - (chunks - k); ++j) {
+      for (int i = k - 1; i < j; ++i) {
+        if (best[k - 1][i] == kInfinite) continue;
+        const double value = std::max(best[k - 1][i], load(k - 1, i, j));
+        if (value < best[k][j]) {
+          best[k][j] = value;
+          from[k][j] = i;
+        }
+      }
+    }
+  }
+  if (best[chunks][units] == kInfinite) {
+    fail("pipeline: no cut of {} into {} chunks fits {} bytes a device", chunked.graph().name,
+         chunks, budget);
+  }
+  PartitionResult result;
+  result.slowest = best[chunks][units];
+  result.cut.resize(chunks);
+  for (int k = chunks, j = units; k > 0; --k) {
+    j = from[k][j];
+    result.cut[k - 1] = position(j);
+  }
+  return result;
+}
+
+}  // namespace memwall

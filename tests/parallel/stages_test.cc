@@ -1,0 +1,225 @@
+// Note [Pipeline chunks] and Note [Pipeline partitioning]: exact bytes,
+// seconds and transfers of hand-built chunks, whose figures the comments
+// derive op by op, and invariants of the zoo's GPT-2 cut into stages.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <numeric>
+#include <string>
+
+#include "../graph/graph_builder.h"
+#include "memwall/base/error.h"
+#include "memwall/graph/graph.h"
+#include "memwall/hw/hardware.h"
+#include "memwall/models/zoo.h"
+#include "memwall/parallel/stages.h"
+
+namespace memwall {
+namespace {
+
+using testing::GraphBuilder;
+
+// Three layers and a loss; times set on every op.
+//   h0.fc   in [x, w0] out [a0] (workspace 5)    h0.fc.bwd in [da0, x, w0] out [g0] (workspace 7)
+//   h1.fc   in [a0, w1] out [a1]                 h1.fc.bwd in [da1, a0, w1] out [da0, g1]
+//   h2.fc   in [a1, w2] out [a2]                 h2.fc.bwd in [da2, a1, w2] out [da1, g2]
+//   loss    in [a2] out [loss]                   loss.bwd  in [loss, a2] out [da2]
+// Bytes: x 10; w, g 100; m 200; a0 20, a1 40, a2 80, loss 1; da_i as a_i.
+Graph three_layers() {
+  GraphBuilder g;
+  const BufferId x = g.buffer("x", 10, BufferKind::kInput);
+  std::vector<BufferId> w;
+  std::vector<BufferId> grad;
+  std::vector<BufferId> m;
+  for (int i = 0; i < 3; ++i) w.push_back(g.buffer("w" + std::to_string(i), 100, BufferKind::kParam));
+  const BufferId a0 = g.buffer("a0", 20, BufferKind::kActivation);
+  const BufferId a1 = g.buffer("a1", 40, BufferKind::kActivation);
+  const BufferId a2 = g.buffer("a2", 80, BufferKind::kActivation);
+  const BufferId loss = g.buffer("loss", 1, BufferKind::kActivation);
+  const BufferId da2 = g.buffer("da2", 80, BufferKind::kTemp);
+  const BufferId da1 = g.buffer("da1", 40, BufferKind::kTemp);
+  const BufferId da0 = g.buffer("da0", 20, BufferKind::kTemp);
+  for (int i = 0; i < 3; ++i) grad.push_back(g.buffer("g" + std::to_string(i), 100, BufferKind::kGrad));
+  for (int i = 0; i < 3; ++i) m.push_back(g.buffer("m" + std::to_string(i), 200, BufferKind::kOptimState));
+  g.op("h0.fc", Phase::kForward, {x, w[0]}, {a0}, {}, 5);
+  g.op("h1.fc", Phase::kForward, {a0, w[1]}, {a1});
+  g.op("h2.fc", Phase::kForward, {a1, w[2]}, {a2});
+  g.op("loss", Phase::kForward, {a2}, {loss});
+  g.op("loss.bwd", Phase::kBackward, {loss, a2}, {da2});
+  g.op("h2.fc.bwd", Phase::kBackward, {da2, a1, w[2]}, {da1, grad[2]});
+  g.op("h1.fc.bwd", Phase::kBackward, {da1, a0, w[1]}, {da0, grad[1]});
+  g.op("h0.fc.bwd", Phase::kBackward, {da0, x, w[0]}, {grad[0]}, {}, 7);
+  for (int i = 0; i < 3; ++i) {
+    g.op("w" + std::to_string(i) + ".step", Phase::kOptimizer, {grad[i]}, {}, {w[i], m[i]});
+  }
+  const double times[] = {1, 1, 1, 0.5, 0.5, 2, 2, 2, 0.25, 0.25, 0.25};
+  for (size_t i = 0; i < g.graph.ops.size(); ++i) g.graph.ops[i].time = times[i];
+  validate(g.graph);
+  return g.graph;
+}
+
+Hardware any_gpu() { return find_gpu("a100-80g"); }
+
+TEST(PipelineChunks, BackwardOpsFollowTheirForwardOps) {
+  const Graph graph = three_layers();
+  const Hardware hw = any_gpu();
+  const ChunkedGraph chunked(graph, hw);
+  EXPECT_EQ(chunked.forward_ops(), 4);
+  // loss.bwd, h2.fc.bwd, h1.fc.bwd, h0.fc.bwd; then the steps by parameter.
+  const std::vector<int> anchors = {3, 2, 1, 0, 0, 1, 2};
+  for (OpId op = 4; op < 11; ++op) EXPECT_EQ(chunked.anchor(op), anchors[op - 4]) << op;
+  EXPECT_EQ(chunked.cut_points(false), (std::vector<int>{0, 1, 2}));
+  EXPECT_EQ(chunked.cut_points(true), (std::vector<int>{0, 1, 2, 3}));
+}
+
+TEST(PipelineChunks, ExactBytesSecondsAndTransfers) {
+  const Graph graph = three_layers();
+  const Hardware hw = any_gpu();
+  const ChunkedGraph chunked(graph, hw);
+  const std::vector<ChunkCost> costs = chunk_costs(chunked, {0, 2});
+  ASSERT_EQ(costs.size(), 2u);
+  // Chunk 0 runs h0.fc, h1.fc, h1.fc.bwd, h0.fc.bwd and two steps. Live:
+  // x 10 and a0 20 (both read again in backward), then a1 40 until it is
+  // sent: 35 with h0's workspace, 70; in backward the received da1 40 and
+  // da0 20 beside x and a0: 90, then x, da0 and the workspace 7: 37.
+  const ChunkCost& first = costs[0];
+  EXPECT_EQ(first.states, 2u * (100 + 100 + 200));
+  EXPECT_EQ(first.saved, 30u);
+  EXPECT_EQ(first.forward_peak, 70u);
+  EXPECT_EQ(first.backward_peak, 90u);
+  EXPECT_EQ(first.optimizer_peak, 0u);
+  EXPECT_EQ(first.forward, 2);
+  EXPECT_EQ(first.backward, 4);
+  EXPECT_EQ(first.optimizer, 0.5);
+  EXPECT_EQ(first.send_forward, 40u);  // a1
+  EXPECT_EQ(first.send_backward, 0u);
+  // Chunk 1 runs h2.fc, loss, loss.bwd, h2.fc.bwd and w2's step: the
+  // received a1 40 with a2 80 (120), the loss 1 (121, all of it saved), da2
+  // 80 (201), then a1, da2 and da1 40 (160).
+  const ChunkCost& last = costs[1];
+  EXPECT_EQ(last.states, 400u);
+  EXPECT_EQ(last.saved, 121u);
+  EXPECT_EQ(last.forward_peak, 121u);
+  EXPECT_EQ(last.backward_peak, 201u);
+  EXPECT_EQ(last.forward, 1.5);
+  EXPECT_EQ(last.backward, 2.5);
+  EXPECT_EQ(last.optimizer, 0.25);
+  EXPECT_EQ(last.send_forward, 0u);
+  EXPECT_EQ(last.send_backward, 40u);  // da1
+  EXPECT_EQ(chunked.forward_crossing(1), 20u);   // a0
+  EXPECT_EQ(chunked.backward_crossing(1), 20u);  // da0
+  EXPECT_EQ(chunked.backward_crossing(3), 80u);  // da2
+}
+
+PipelineShape two_devices(PipelineSchedule schedule, int micro_batches) {
+  return {.devices = 2,
+          .chunks_per_device = 1,
+          .micro_batches = micro_batches,
+          .schedule = schedule,
+          .devices_per_node = 2,
+          .in_node = {.bandwidth = 1000, .latency = 0},
+          .across_nodes = {.bandwidth = 1000, .latency = 0}};
+}
+
+TEST(PipelinePartition, SlowestChunkIsAsFastAsAnyCut) {
+  const Graph graph = three_layers();
+  const Hardware hw = any_gpu();
+  const ChunkedGraph chunked(graph, hw);
+  // After h0: loads 3 + 0.02 (a0 out) and 7 + 0.02 (da0 back); after h1:
+  // 6 + 0.04 (a1) and 4 + 0.04 (da1).
+  const PartitionResult r = partition_pipeline(
+      chunked, two_devices(PipelineSchedule::kOneFOneB, 2), chunked.cut_points(false), 1 << 20);
+  EXPECT_EQ(r.cut, (PipelineCut{0, 2}));
+  EXPECT_DOUBLE_EQ(r.slowest, 6.04);
+}
+
+TEST(PipelinePartition, MemoryOfTheMicroBatchesInFlightBoundsTheCut) {
+  const Graph graph = three_layers();
+  const Hardware hw = any_gpu();
+  const ChunkedGraph chunked(graph, hw);
+  const PipelineShape shape = two_devices(PipelineSchedule::kOneFOneB, 2);
+  // 1F1B holds 2 micro-batches on device 0: 800 + 30 + 90 = 920 bytes
+  // after h1, where the cut after h0 puts 800 + 221 = 1,021 on device 1.
+  EXPECT_EQ(partition_pipeline(chunked, shape, chunked.cut_points(false), 920).cut,
+            (PipelineCut{0, 2}));
+  try {
+    partition_pipeline(chunked, shape, chunked.cut_points(false), 919);
+    ADD_FAILURE() << "no cut fits 919 bytes";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("no cut of"), std::string::npos) << e.what();
+  }
+  // The simulation agrees: device 0 peaks at 920.
+  const PipelineResult sim =
+      simulate_pipeline(pipeline_setup(shape, chunk_costs(chunked, {0, 2})));
+  EXPECT_EQ(sim.devices[0].peak_bytes, 920u);
+  EXPECT_EQ(sim.devices[1].peak_bytes, 400u + 201u);
+}
+
+TEST(PipelinePartition, EvenLayerSplitNeedsAMultiple) {
+  const Graph graph = three_layers();
+  const Hardware hw = any_gpu();
+  const ChunkedGraph chunked(graph, hw);
+  EXPECT_EQ(even_layer_cut(chunked, 3), (PipelineCut{0, 1, 2}));
+  EXPECT_THROW(even_layer_cut(chunked, 2), Error);
+  EXPECT_THROW(chunk_costs(chunked, {1, 2}), Error);
+  EXPECT_THROW(chunk_costs(chunked, {0, 0}), Error);
+}
+
+// GPT-2 small in 4 stages of 3 blocks: every op in one chunk; every
+// block's backward ops with its forward; the states add up to the
+// model's, plus the tied word embedding the last stage holds again.
+TEST(PipelineChunks, Gpt2SmallInFourStages) {
+  const Graph graph = build_model("gpt2-small", {.batch = 1, .seq = 128});
+  const Hardware hw = any_gpu();
+  const ChunkedGraph chunked(graph, hw);
+  const PipelineCut cut = even_layer_cut(chunked, 4);
+  EXPECT_EQ(chunk_first_op(chunked, cut, 0), "wte");
+  EXPECT_EQ(chunk_first_op(chunked, cut, 1), "h3.ln_1");
+  EXPECT_EQ(chunk_first_op(chunked, cut, 3), "h9.ln_1");
+  const auto chunk_of = [&](OpId op) {
+    return static_cast<int>(std::upper_bound(cut.begin(), cut.end(), chunked.anchor(op)) -
+                            cut.begin()) - 1;
+  };
+  std::map<std::string, int> block_chunk;
+  for (int pos = 0; pos < chunked.forward_ops(); ++pos) {
+    const std::string& name = graph.ops[chunked.forward_op(pos)].name;
+    const std::string block = name.substr(0, name.find('.'));
+    if (block.size() > 1 && block[0] == 'h') block_chunk.emplace(block, chunk_of(chunked.forward_op(pos)));
+  }
+  ASSERT_EQ(block_chunk.size(), 12u);
+  for (const Op& op : graph.ops) {
+    const std::string block = op.name.substr(0, op.name.find('.'));
+    const auto it = block_chunk.find(block);
+    if (it != block_chunk.end()) {
+      EXPECT_EQ(chunk_of(op.id), it->second) << op.name;
+    }
+  }
+  EXPECT_EQ(chunk_of(static_cast<OpId>(graph.ops.size()) - 1), 3);  // ln_f's step
+  const std::vector<ChunkCost> costs = chunk_costs(chunked, cut);
+  uint64_t states = 0;
+  double seconds = 0;
+  for (const ChunkCost& c : costs) {
+    states += c.states;
+    seconds += c.forward + c.backward + c.optimizer;
+  }
+  uint64_t model_states = 0;
+  uint64_t wte = 0;
+  for (const Buffer& b : graph.buffers) {
+    const bool state = b.kind == BufferKind::kParam || b.kind == BufferKind::kOptimState ||
+                       (b.kind == BufferKind::kGrad && b.name.ends_with(".grad"));
+    if (state) model_states += b.bytes;
+    if (state && b.name.starts_with("wte.weight")) wte += b.bytes;
+  }
+  EXPECT_EQ(states, model_states + wte);
+  double graph_seconds = 0;
+  for (const Op& op : graph.ops) graph_seconds += op_time(hw, graph, op);
+  EXPECT_NEAR(seconds, graph_seconds, 1e-12 * graph_seconds);
+  // Between stages only the residual stream crosses: b x s x h bf16.
+  for (int k = 0; k < 3; ++k) {
+    EXPECT_EQ(costs[k].send_forward, 1u * 128 * 768 * 2) << k;
+    EXPECT_EQ(costs[k + 1].send_backward, 1u * 128 * 768 * 2) << k;
+  }
+}
+
+}  // namespace
+}  // namespace memwall
