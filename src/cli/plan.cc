@@ -104,6 +104,7 @@ int run_remat_plan(const PlanArgs& args) {
 bool is_remat(const PlanArgs& args) { return is_remat_strategy(args.strategy); }
 
 int run_plan(const PlanArgs& args) {
+  if (is_pipeline(args)) return run_pipeline_plan(args);
   refuse_ignored_options(args);
   return is_remat(args) ? run_remat_plan(args) : run_auto_plan(args);
 }
@@ -206,6 +207,19 @@ void add_plan(CLI::App& app, Action& action) {
   cmd->add_option("--out-graph", args->out_graph,
                   "write the graph the plan runs (ZeRO and offload rewrite it; default with "
                   "--out: next to the plan, when rewritten)");
+  cmd->add_option("--pipeline-parallel", args->pipeline_parallel,
+                  "pipeline parallelism over N devices: the graph (one micro-batch, --batch) cut "
+                  "into stages and one step simulated (docs/pipeline.md)");
+  cmd->add_option("--micro-batches", args->micro_batches,
+                  "with --pipeline-parallel: micro-batches a step (default: the devices)");
+  cmd->add_option("--schedule", args->schedule,
+                  "with --pipeline-parallel: gpipe, 1f1b, interleaved or hanayo (default: 1f1b; "
+                  "interleaved with --chunks-per-device above 1)");
+  cmd->add_option("--chunks-per-device", args->chunks_per_device,
+                  "with --pipeline-parallel: model chunks a device runs (interleaved, hanayo)");
+  cmd->add_option("--partition", args->partition,
+                  "with --pipeline-parallel: tarnawski (the dynamic programme, default) or even "
+                  "(Megatron-LM's even split of the layers)");
   add_export_options(*cmd, args->exports);
   cmd->add_flag("--json", args->json, "machine-readable output");
   cmd->callback([&action, args, cmd] {

@@ -35,6 +35,12 @@ struct PlanArgs {
   std::optional<double> search_time;  // seconds for --max-batch / --max-model
   std::string max_model;
   bool model_given = false;  // --model on the command line (not its default)
+  // Pipeline parallelism (plan_pipeline.cc).
+  std::optional<std::string> pipeline_parallel;
+  std::optional<std::string> micro_batches;
+  std::optional<std::string> chunks_per_device;
+  std::string schedule;
+  std::string partition;
 };
 
 // The node's profile: --gpu or --gpu-file, with --gpus-per-node.
@@ -46,5 +52,10 @@ void refuse_ignored_options(const PlanArgs& args);
 // The automatic planner or a single technique (--strategy auto, vdnn,
 // capuchin, zero-offload, zero-infinity), with --max-batch / --max-model.
 int run_auto_plan(const PlanArgs& args);
+
+// Whether a pipeline option was given, and the pipeline-parallel plan
+// (--pipeline-parallel N: plan_pipeline.cc).
+bool is_pipeline(const PlanArgs& args);
+int run_pipeline_plan(const PlanArgs& args);
 
 }  // namespace memwall::cli

@@ -98,26 +98,48 @@ PartitionResult partition_pipeline(const ChunkedGraph& chunked, const PipelineSh
     if (k > 0) seconds += link_seconds(shape, device[k], device[k - 1], c.send_backward);
     return seconds;
   };
-  // best[k][j]: the least largest load of chunks 0..k-1 over units [0, j).
-  std::vector<std::vector<double>> best(chunks + 1, std::vector<double>(units + 1, kInfinite));
-  std::vector<std::vector<int>> from(chunks + 1, std::vector<int>(units + 1, -1));
-  best[0][0] = 0;
-  for (int k = 1; k <= chunks; ++k) {
-    // Chunk k-1 takes units [i, j); the chunks after it need one unit each.
-    for (int j = k; j <= units - (chunks - k); ++j) {
-      for (int i = k - 1; i < j; ++i) {
-        if (best[k - 1][i] == kInfinite) continue;
-        const double value = std::max(best[k - 1][i], load(k - 1, i, j));
-        if (value < best[k][j]) {
-          best[k][j] = value;
-          from[k][j] = i;
+  // best[k][j]: the least largest value of chunks 0..k-1 over units [0, j),
+  // and where chunk k-1 starts.
+  struct Table {
+    std::vector<std::vector<double>> best;
+    std::vector<std::vector<int>> from;
+  };
+  const auto solve = [&](const auto& value_of) {
+    Table t{std::vector<std::vector<double>>(chunks + 1, std::vector<double>(units + 1, kInfinite)),
+            std::vector<std::vector<int>>(chunks + 1, std::vector<int>(units + 1, -1))};
+    t.best[0][0] = 0;
+    for (int k = 1; k <= chunks; ++k) {
+      // Chunk k-1 takes units [i, j); the chunks after it need one unit each.
+      for (int j = k; j <= units - (chunks - k); ++j) {
+        for (int i = k - 1; i < j; ++i) {
+          if (t.best[k - 1][i] == kInfinite) continue;
+          const double value = std::max(t.best[k - 1][i], value_of(k - 1, i, j));
+          if (value < t.best[k][j]) {
+            t.best[k][j] = value;
+            t.from[k][j] = i;
+          }
         }
       }
     }
-  }
+    return t;
+  };
+  const Table table = solve(load);
+  const auto& best = table.best;
+  const auto& from = table.from;
   if (best[chunks][units] == kInfinite) {
-    fail("pipeline: no cut of {} into {} chunks fits {} bytes a device", chunked.graph().name,
-         chunks, budget);
+    // The least memory any cut needs on its fullest device, for the message.
+    const Table least = solve([&](int k, int i, int j) {
+      return static_cast<double>(chunk_bytes(cost(i, j), in_flight[k]));
+    });
+    fail(
+        "pipeline: no cut of {} into {} chunks fits {} bytes a device: under {} the first device "
+        "holds up to {} micro-batch chunks at once, and the cut needing least memory needs {:.0f} "
+        "bytes on its fullest device (fewer micro-batches in flight, more devices or a smaller "
+        "micro-batch need less)",
+        chunked.graph().name, chunks, budget, to_string(shape.schedule),
+        schedule_in_flight(shape.schedule, shape.devices, shape.chunks_per_device,
+                           shape.micro_batches, 0),
+        least.best[chunks][units] * static_cast<double>(shape.chunks_per_device));
   }
   PartitionResult result;
   result.slowest = best[chunks][units];

@@ -19,8 +19,12 @@
 // runs them in that order, waiting where an input is late. Hanayo's waves
 // (Liu et al., SC23) are simulated as a list schedule over their placement:
 // when its device is free, the ready pass goes first, backward before
-// forward, earlier micro-batch groups first, with as many micro-batch chunks
-// in flight on a device as interleaved 1F1B allows it (warm-up plus one).
+// forward, the earliest micro-batch first, forwards of one micro-batch group
+// (as many micro-batches as devices) at a time and at most as many
+// micro-batch chunks in flight on a device as interleaved 1F1B allows it
+// (warm-up plus one). This is memwall's list schedule, not the paper's
+// hand-made one: on equal chunks it leaves more bubble than interleaved 1F1B
+// (docs/pipeline.md, "Known gaps").
 // After its last backward, each device runs its chunks' optimizer steps.
 //
 // Memory per device: its chunks' states throughout, plus the saved bytes of
@@ -266,12 +270,12 @@ std::vector<PipelineTask> run_list(const PipelineSetup& setup, const Shape& shap
   for (int c = 0; c < shape.chunks; ++c) {
     chunks_of[chunk_device(setup.schedule, c, shape.devices)].push_back(c);
   }
-  // Priority: backward first, earlier micro-batches first, then the later
-  // chunk; forward by micro-batch group, then chunk, then micro-batch.
+  // Priority: backward first, then earlier micro-batches, each as deep into
+  // the wave as it has come (backward: the later chunk; forward: the
+  // earlier), so that the first micro-batch turns and comes back soonest.
   const int group = shape.devices;
   const auto key = [&](const PipelineTask& t) {
-    return t.backward ? std::make_tuple(0, t.micro_batch, -t.chunk, 0)
-                      : std::make_tuple(1, t.micro_batch / group, t.chunk, t.micro_batch);
+    return std::make_tuple(t.backward ? 0 : 1, t.micro_batch, t.backward ? -t.chunk : t.chunk);
   };
   Passes passes(setup, shape);
   std::vector<double> free_at(shape.devices, 0);

@@ -1,0 +1,54 @@
+// A pipeline-parallel plan of a zoo or traced graph: its partition into
+// chunks, and the pipeline simulation of one step (docs/pipeline.md).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "memwall/graph/types.h"
+#include "memwall/hw/hardware.h"
+#include "memwall/parallel/stages.h"
+#include "memwall/sim/pipeline.h"
+
+namespace memwall {
+
+enum class PipelinePartition : uint8_t {
+  kTarnawski,  // the dynamic programme (Note [Pipeline partitioning])
+  kEvenLayers  // Megatron-LM's even split of the layers
+};
+
+struct PipelineRequest {
+  int devices = 1;  // pipeline stages' devices (each a tensor-parallel rank of its stage)
+  int chunks_per_device = 1;
+  int micro_batches = 1;
+  PipelineSchedule schedule = PipelineSchedule::kOneFOneB;
+  PipelinePartition partition = PipelinePartition::kTarnawski;
+  uint64_t budget = 0;  // bytes a device; 0: default_budget
+};
+
+struct PipelinePlan {
+  PipelineShape shape;
+  PipelinePartition partition = PipelinePartition::kTarnawski;
+  uint64_t budget = 0;
+  int tensor_parallel = 1;
+  int gpus = 1;  // devices x tensor-parallel ranks
+  PipelineCut cut;
+  std::vector<std::string> chunk_names;  // each chunk's first forward op
+  std::vector<ChunkCost> costs;
+  PipelineResult sim;
+  bool fits = false;  // every device's simulated peak within the budget
+  double tokens_per_s = 0;  // per pipeline (one data-parallel replica); 0 without a sequence
+  double samples_per_s = 0;
+  double mfu = 0;  // per GPU: the model's FLOPs of the step's micro-batches over GPUs x step x peak
+};
+
+// Throws Error on bad counts, a graph without a backward, a partition no
+// budget allows (the dynamic programme's message), or an even split the
+// layers do not allow.
+PipelinePlan plan_pipeline(const Graph& graph, const Hardware& node, const PipelineRequest& request);
+
+std::string_view to_string(PipelinePartition partition);
+std::optional<PipelinePartition> parse_pipeline_partition(std::string_view name);
+
+}  // namespace memwall

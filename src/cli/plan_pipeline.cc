@@ -1,0 +1,176 @@
+// `memwall plan --pipeline-parallel N`: the graph cut into pipeline chunks
+// (Tarnawski et al.'s programme, or Megatron-LM's even layer split) and one
+// step of the schedule simulated over the devices (docs/pipeline.md). Every
+// figure printed comes from that simulation. Exit code 0: every device
+// fits its budget; 2: bad input, or a device over its budget (the table
+// still printed, the message naming the device).
+#include <iostream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "memwall/base/error.h"
+#include "memwall/planner/budget.h"
+#include "memwall/planner/pipeline_plan.h"
+#include "memwall/report/format.h"
+#include "options.h"
+#include "plan_args.h"
+
+namespace memwall::cli {
+namespace {
+
+nlohmann::json plan_json(const PipelinePlan& p) {
+  nlohmann::json chunks = nlohmann::json::array();
+  for (size_t k = 0; k < p.costs.size(); ++k) {
+    const ChunkCost& c = p.costs[k];
+    chunks.push_back({{"first_op", p.chunk_names[k]},
+                      {"device", chunk_device(p.shape.schedule, static_cast<int>(k), p.shape.devices)},
+                      {"forward_s", c.forward},
+                      {"backward_s", c.backward},
+                      {"optimizer_s", c.optimizer},
+                      {"states_bytes", c.states},
+                      {"saved_bytes", c.saved},
+                      {"forward_peak_bytes", c.forward_peak},
+                      {"backward_peak_bytes", c.backward_peak},
+                      {"send_forward_bytes", c.send_forward},
+                      {"send_backward_bytes", c.send_backward}});
+  }
+  nlohmann::json devices = nlohmann::json::array();
+  for (const PipelineDevice& d : p.sim.devices) {
+    devices.push_back({{"peak_bytes", d.peak_bytes},
+                       {"states_bytes", d.states},
+                       {"max_in_flight", d.max_in_flight},
+                       {"busy_s", d.busy},
+                       {"idle_s", d.idle},
+                       {"optimizer_s", d.optimizer}});
+  }
+  return {{"schedule", to_string(p.shape.schedule)},
+          {"partition", to_string(p.partition)},
+          {"pipeline_devices", p.shape.devices},
+          {"chunks_per_device", p.shape.chunks_per_device},
+          {"micro_batches", p.shape.micro_batches},
+          {"tensor_parallel", p.tensor_parallel},
+          {"gpus", p.gpus},
+          {"budget_bytes", p.budget},
+          {"fits", p.fits},
+          {"step_time_s", p.sim.step_time},
+          {"bubble_fraction", p.sim.bubble_fraction},
+          {"tokens_per_s", p.tokens_per_s},
+          {"samples_per_s", p.samples_per_s},
+          {"mfu", p.mfu},
+          {"chunks", chunks},
+          {"devices", devices}};
+}
+
+std::string plan_text(const Graph& graph, const Hardware& hw, const PipelinePlan& p) {
+  std::string out = fmt::format("{} on {} x {}\n", graph.name, p.gpus, hw.name);
+  out += field("layout", fmt::format("{} pipeline devices x {} tensor-parallel, {} chunk{} a device",
+                                     p.shape.devices, p.tensor_parallel, p.shape.chunks_per_device,
+                                     p.shape.chunks_per_device == 1 ? "" : "s"));
+  out += field("schedule", fmt::format("{}, {} micro-batches", to_string(p.shape.schedule),
+                                       p.shape.micro_batches));
+  out += field("partition", std::string(to_string(p.partition)));
+  out += field("budget", exact_bytes(p.budget) + " a device");
+  out += field("step time", fmt::format("{:.6g} s (simulated), bubble {:.1f}%", p.sim.step_time,
+                                        100 * p.sim.bubble_fraction));
+  if (p.tokens_per_s > 0) {
+    out += field("throughput", fmt::format("{:.0f} tokens/s a pipeline, MFU {:.1f}%",
+                                           p.tokens_per_s, 100 * p.mfu));
+  } else {
+    out += field("throughput", fmt::format("{:.1f} samples/s a pipeline, MFU {:.1f}%",
+                                           p.samples_per_s, 100 * p.mfu));
+  }
+  out += "\n  chunk  device  first op                 fwd ms   bwd ms   states       saved/mb\n";
+  for (size_t k = 0; k < p.costs.size(); ++k) {
+    const ChunkCost& c = p.costs[k];
+    out += fmt::format("  {:>5}  {:>6}  {:<22} {:>8.3f} {:>8.3f}   {:<12} {}\n", k,
+                       chunk_device(p.shape.schedule, static_cast<int>(k), p.shape.devices),
+                       p.chunk_names[k], c.forward * 1e3, c.backward * 1e3,
+                       human_bytes(c.states), human_bytes(c.saved));
+  }
+  out += "\n  device  peak        states      in flight  busy ms   idle ms\n";
+  for (size_t d = 0; d < p.sim.devices.size(); ++d) {
+    const PipelineDevice& dev = p.sim.devices[d];
+    out += fmt::format("  {:>6}  {:<11} {:<11} {:>9}  {:>8.3f}  {:>8.3f}{}\n", d,
+                       human_bytes(dev.peak_bytes), human_bytes(dev.states), dev.max_in_flight,
+                       dev.busy * 1e3, dev.idle * 1e3, dev.peak_bytes > p.budget ? "  over budget" : "");
+  }
+  return out;
+}
+
+int parse_positive(const std::optional<std::string>& text, const char* option, int fallback) {
+  if (!text) return fallback;
+  const int64_t value = parse_count(*text, option);
+  if (value > (1 << 16)) fail("{} {} is more than 65,536", option, value);
+  return static_cast<int>(value);
+}
+
+}  // namespace
+
+bool is_pipeline(const PlanArgs& args) {
+  return args.pipeline_parallel || args.micro_batches || !args.schedule.empty() ||
+         args.chunks_per_device || !args.partition.empty();
+}
+
+int run_pipeline_plan(const PlanArgs& args) {
+  if (!args.pipeline_parallel) {
+    fail("--micro-batches, --schedule, --chunks-per-device and --partition apply to "
+         "--pipeline-parallel N");
+  }
+  const char* ignored = args.strategy != "auto"       ? "--strategy"
+                        : args.ranks                  ? "--ranks"
+                        : args.zero_stage             ? "--zero-stage"
+                        : !args.checkpointing.empty() ? "--checkpointing"
+                        : !args.host_memory.empty()   ? "--host-memory"
+                        : !args.nvme.empty()          ? "--nvme"
+                        : !args.out.empty()           ? "--out"
+                        : !args.out_graph.empty()     ? "--out-graph"
+                        : args.max_batch              ? "--max-batch"
+                        : !args.max_model.empty()     ? "--max-model"
+                                                      : nullptr;
+  if (ignored != nullptr) {
+    fail("{} does not apply to --pipeline-parallel: a pipeline plan keeps every chunk's states and "
+         "activations on its device",
+         ignored);
+  }
+  PipelineRequest request;
+  request.devices = parse_positive(args.pipeline_parallel, "--pipeline-parallel", 1);
+  request.micro_batches = parse_positive(args.micro_batches, "--micro-batches", request.devices);
+  request.chunks_per_device = parse_positive(args.chunks_per_device, "--chunks-per-device", 1);
+  if (!args.schedule.empty()) {
+    const auto schedule = parse_pipeline_schedule(args.schedule);
+    if (!schedule) fail("--schedule {}: unknown (gpipe, 1f1b, interleaved, hanayo)", args.schedule);
+    request.schedule = *schedule;
+  } else if (request.chunks_per_device > 1) {
+    request.schedule = PipelineSchedule::kInterleaved;
+  }
+  if (!args.partition.empty()) {
+    const auto partition = parse_pipeline_partition(args.partition);
+    if (!partition) fail("--partition {}: unknown (tarnawski, even)", args.partition);
+    request.partition = *partition;
+  }
+  const Hardware hw = load_node(args);
+  const Graph graph = args.source.load(hw);
+  if (!args.budget.empty()) {
+    request.budget = parse_budget(args.budget, hw, [&] { return keep_all_peak(graph, hw); });
+    check_budget_within_device(request.budget, hw);
+  }
+  const PipelinePlan plan = plan_pipeline(graph, hw, request);
+  if (args.json) {
+    std::cout << plan_json(plan).dump(2) << "\n";
+  } else {
+    std::cout << plan_text(graph, hw, plan);
+  }
+  if (!plan.fits) {
+    for (size_t d = 0; d < plan.sim.devices.size(); ++d) {
+      if (plan.sim.devices[d].peak_bytes > plan.budget) {
+        fail("pipeline device {} peaks at {}, over its budget of {}", d,
+             exact_bytes(plan.sim.devices[d].peak_bytes), exact_bytes(plan.budget));
+      }
+    }
+  }
+  return 0;
+}
+
+}  // namespace memwall::cli

@@ -1,0 +1,79 @@
+// A pipeline-parallel plan (memwall/planner/pipeline_plan.h): the links
+// between stages from the node's profile, the partition, and the pipeline
+// simulation, which alone gives the plan's figures.
+#include "memwall/planner/pipeline_plan.h"
+
+#include "memwall/base/error.h"
+#include "memwall/planner/planner.h"
+#include "memwall/sim/throughput.h"
+
+namespace memwall {
+namespace {
+
+constexpr int kMaxPipelineCount = 1 << 16;
+
+int checked_count(int value, const char* what) {
+  if (value < 1 || value > kMaxPipelineCount) {
+    fail("pipeline: {} must be from 1 to {} (got {})", what, kMaxPipelineCount, value);
+  }
+  return value;
+}
+
+}  // namespace
+
+std::string_view to_string(PipelinePartition partition) {
+  return partition == PipelinePartition::kTarnawski ? "tarnawski" : "even";
+}
+
+std::optional<PipelinePartition> parse_pipeline_partition(std::string_view name) {
+  if (name == "tarnawski") return PipelinePartition::kTarnawski;
+  if (name == "even") return PipelinePartition::kEvenLayers;
+  return std::nullopt;
+}
+
+PipelinePlan plan_pipeline(const Graph& graph, const Hardware& node, const PipelineRequest& request) {
+  PipelinePlan plan;
+  plan.partition = request.partition;
+  plan.tensor_parallel = graph_tensor_parallel(graph);
+  PipelineShape& shape = plan.shape;
+  shape.devices = checked_count(request.devices, "the pipeline's devices");
+  shape.chunks_per_device = checked_count(request.chunks_per_device, "chunks per device");
+  shape.micro_batches = checked_count(request.micro_batches, "micro-batches");
+  shape.schedule = request.schedule;
+  plan.gpus = shape.devices * plan.tensor_parallel;
+  // A stage's tensor-parallel ranks share a node (Megatron-LM's order:
+  // tensor, then data, then pipeline ranks), so a node holds
+  // gpus_per_node / tensor_parallel consecutive stages.
+  shape.devices_per_node = std::max(1, node.gpus_per_node / plan.tensor_parallel);
+  // NVIDIA's NVLink figure counts both directions; a transfer uses one.
+  shape.in_node = {.bandwidth = node.interconnect_bandwidth / 2,
+                   .latency = node.collective_step_latency};
+  shape.across_nodes = {.bandwidth = node.network_bandwidth, .latency = node.network_step_latency};
+  if (shape.devices > 1 && !(shape.in_node.bandwidth > 0 && shape.across_nodes.bandwidth > 0)) {
+    fail("pipeline: the profile {} gives no interconnect or network bandwidth between stages",
+         node.name);
+  }
+  plan.budget = request.budget > 0 ? request.budget : default_budget(node);
+
+  const ChunkedGraph chunked(graph, node);
+  const int chunks = shape.devices * shape.chunks_per_device;
+  if (request.partition == PipelinePartition::kEvenLayers) {
+    plan.cut = even_layer_cut(chunked, chunks);
+  } else {
+    plan.cut = partition_pipeline(chunked, shape, default_cut_points(chunked), plan.budget).cut;
+  }
+  for (int k = 0; k < chunks; ++k) plan.chunk_names.push_back(chunk_first_op(chunked, plan.cut, k));
+  plan.costs = chunk_costs(chunked, plan.cut);
+  plan.sim = simulate_pipeline(pipeline_setup(shape, plan.costs));
+  plan.fits = true;
+  for (const PipelineDevice& d : plan.sim.devices) plan.fits = plan.fits && d.peak_bytes <= plan.budget;
+  // The step runs every micro-batch through the whole model once: the
+  // graph's iteration, micro_batches times, over all the pipeline's GPUs.
+  const Throughput one = plan_throughput(graph, plan.sim.step_time / shape.micro_batches, node, 1);
+  plan.samples_per_s = one.samples_per_s;
+  plan.tokens_per_s = one.tokens_per_s;
+  plan.mfu = one.mfu / shape.devices;
+  return plan;
+}
+
+}  // namespace memwall

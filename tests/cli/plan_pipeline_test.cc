@@ -1,0 +1,85 @@
+// `memwall plan --pipeline-parallel N` end to end: what it prints is the
+// pipeline simulation's (plan_pipeline's figures, exactly), and bad input
+// gets one line and exit code 2.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "memwall/hw/hardware.h"
+#include "memwall/models/zoo.h"
+#include "memwall/planner/pipeline_plan.h"
+#include "run_memwall.h"
+
+namespace memwall {
+namespace {
+
+using testing::run_memwall;
+
+const std::string kPipelineModel = "--model gpt2-small --batch 1 --seq 128";
+
+TEST(PlanPipeline, PrintsTheSimulationsFigures) {
+  const testing::RunResult r = run_memwall(
+      "plan " + kPipelineModel + " --pipeline-parallel 4 --micro-batches 8 --partition even --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  const Graph graph = build_model("gpt2-small", {.batch = 1, .seq = 128});
+  const PipelinePlan plan = plan_pipeline(
+      graph, find_gpu("a100-80g"),
+      {.devices = 4, .micro_batches = 8, .partition = PipelinePartition::kEvenLayers});
+  EXPECT_EQ(j["step_time_s"].get<double>(), plan.sim.step_time);
+  EXPECT_EQ(j["schedule"], "1f1b");
+  EXPECT_EQ(j["gpus"], 4);
+  ASSERT_EQ(j["devices"].size(), 4u);
+  ASSERT_EQ(j["chunks"].size(), 4u);
+  for (int d = 0; d < 4; ++d) {
+    EXPECT_EQ(j["devices"][d]["peak_bytes"].get<uint64_t>(), plan.sim.devices[d].peak_bytes);
+    EXPECT_EQ(j["devices"][d]["max_in_flight"], 4 - d);  // 1F1B: p - d
+    EXPECT_EQ(j["chunks"][d]["first_op"], plan.chunk_names[d]);
+  }
+  EXPECT_EQ(j["chunks"][1]["first_op"], "h3.ln_1");
+  EXPECT_TRUE(j["fits"].get<bool>());
+}
+
+TEST(PlanPipeline, TextNamesTheLayoutAndEveryDevice) {
+  const testing::RunResult r = run_memwall(
+      "plan " + kPipelineModel + " --pipeline-parallel 2 --chunks-per-device 2 --micro-batches 4");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("2 pipeline devices x 1 tensor-parallel, 2 chunks a device"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("interleaved, 4 micro-batches"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("bubble"), std::string::npos) << r.out;
+}
+
+TEST(PlanPipeline, BadInputIsOneLineAndExitCodeTwo) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"--micro-batches 4", "apply to --pipeline-parallel N"},
+      {"--pipeline-parallel 0", "--pipeline-parallel"},
+      {"--pipeline-parallel 2 --schedule zero-bubble", "--schedule zero-bubble: unknown"},
+      {"--pipeline-parallel 2 --partition random", "--partition random: unknown"},
+      {"--pipeline-parallel 2 --strategy remat", "--strategy does not apply"},
+      {"--pipeline-parallel 2 --ranks 4", "--ranks does not apply"},
+      {"--pipeline-parallel 2 --micro-batches 3 --chunks-per-device 2",
+       "not a multiple (Megatron-LM's requirement)"},
+      {"--pipeline-parallel 2 --partition even --chunks-per-device 5", "do not split evenly"},
+      {"--pipeline-parallel 2 --budget 100MiB", "no cut of"},
+      {"--pipeline-parallel 2 --forward-only", "has no backward"},
+  };
+  for (const auto& [options, message] : cases) {
+    const testing::RunResult r = run_memwall("plan " + kPipelineModel + " " + options);
+    EXPECT_EQ(r.exit_code, 2) << options;
+    EXPECT_NE(r.err.find(message), std::string::npos) << options << ": " << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << options << ": " << r.err;
+  }
+}
+
+// An even split that does not fit still prints its table, then names the device.
+TEST(PlanPipeline, ADeviceOverItsBudgetIsNamed) {
+  const testing::RunResult r = run_memwall("plan " + kPipelineModel +
+                                           " --pipeline-parallel 2 --partition even --budget 300MiB");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.out.find("over budget"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("pipeline device 0 peaks at"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace memwall
