@@ -8,7 +8,8 @@
 
 #include "memwall/graph/types.h"
 #include "memwall/hw/hardware.h"
-#include "memwall/parallel/stages.h"
+#include "memwall/planner/pipeline_partition.h"
+#include "memwall/sim/pipeline_chunks.h"
 #include "memwall/sim/pipeline.h"
 
 namespace memwall {

@@ -24,7 +24,7 @@ std::string_view to_string(PipelineSchedule schedule);
 std::optional<PipelineSchedule> parse_pipeline_schedule(std::string_view name);
 
 // What one micro-batch costs on one model chunk (a virtual stage), as
-// src/parallel/stages.cc measures it from the chunk's ops.
+// src/sim/pipeline_chunks.cc measures it from the chunk's ops.
 struct ChunkCost {
   double forward = 0;   // seconds of its forward ops
   double backward = 0;  // seconds of its backward ops

@@ -12,7 +12,8 @@
 #include "memwall/graph/graph.h"
 #include "memwall/hw/hardware.h"
 #include "memwall/models/zoo.h"
-#include "memwall/parallel/stages.h"
+#include "memwall/planner/pipeline_partition.h"
+#include "memwall/sim/pipeline_chunks.h"
 
 namespace memwall {
 namespace {
@@ -25,7 +26,7 @@ using testing::GraphBuilder;
 //   h2.fc   in [a1, w2] out [a2]                 h2.fc.bwd in [da2, a1, w2] out [da1, g2]
 //   loss    in [a2] out [loss]                   loss.bwd  in [loss, a2] out [da2]
 // Bytes: x 10; w, g 100; m 200; a0 20, a1 40, a2 80, loss 1; da_i as a_i.
-Graph three_layers() {
+Graph three_layer_pipeline_graph() {
   GraphBuilder g;
   const BufferId x = g.buffer("x", 10, BufferKind::kInput);
   std::vector<BufferId> w;
@@ -58,11 +59,11 @@ Graph three_layers() {
   return g.graph;
 }
 
-Hardware any_gpu() { return find_gpu("a100-80g"); }
+Hardware pipeline_gpu() { return find_gpu("a100-80g"); }
 
 TEST(PipelineChunks, BackwardOpsFollowTheirForwardOps) {
-  const Graph graph = three_layers();
-  const Hardware hw = any_gpu();
+  const Graph graph = three_layer_pipeline_graph();
+  const Hardware hw = pipeline_gpu();
   const ChunkedGraph chunked(graph, hw);
   EXPECT_EQ(chunked.forward_ops(), 4);
   // loss.bwd, h2.fc.bwd, h1.fc.bwd, h0.fc.bwd; then the steps by parameter.
@@ -73,8 +74,8 @@ TEST(PipelineChunks, BackwardOpsFollowTheirForwardOps) {
 }
 
 TEST(PipelineChunks, ExactBytesSecondsAndTransfers) {
-  const Graph graph = three_layers();
-  const Hardware hw = any_gpu();
+  const Graph graph = three_layer_pipeline_graph();
+  const Hardware hw = pipeline_gpu();
   const ChunkedGraph chunked(graph, hw);
   const std::vector<ChunkCost> costs = chunk_costs(chunked, {0, 2});
   ASSERT_EQ(costs.size(), 2u);
@@ -111,7 +112,7 @@ TEST(PipelineChunks, ExactBytesSecondsAndTransfers) {
   EXPECT_EQ(chunked.backward_crossing(3), 80u);  // da2
 }
 
-PipelineShape two_devices(PipelineSchedule schedule, int micro_batches) {
+PipelineShape two_pipeline_devices(PipelineSchedule schedule, int micro_batches) {
   return {.devices = 2,
           .chunks_per_device = 1,
           .micro_batches = micro_batches,
@@ -122,22 +123,22 @@ PipelineShape two_devices(PipelineSchedule schedule, int micro_batches) {
 }
 
 TEST(PipelinePartition, SlowestChunkIsAsFastAsAnyCut) {
-  const Graph graph = three_layers();
-  const Hardware hw = any_gpu();
+  const Graph graph = three_layer_pipeline_graph();
+  const Hardware hw = pipeline_gpu();
   const ChunkedGraph chunked(graph, hw);
   // After h0: loads 3 + 0.02 (a0 out) and 7 + 0.02 (da0 back); after h1:
   // 6 + 0.04 (a1) and 4 + 0.04 (da1).
   const PartitionResult r = partition_pipeline(
-      chunked, two_devices(PipelineSchedule::kOneFOneB, 2), chunked.cut_points(false), 1 << 20);
+      chunked, two_pipeline_devices(PipelineSchedule::kOneFOneB, 2), chunked.cut_points(false), 1 << 20);
   EXPECT_EQ(r.cut, (PipelineCut{0, 2}));
   EXPECT_DOUBLE_EQ(r.slowest, 6.04);
 }
 
 TEST(PipelinePartition, MemoryOfTheMicroBatchesInFlightBoundsTheCut) {
-  const Graph graph = three_layers();
-  const Hardware hw = any_gpu();
+  const Graph graph = three_layer_pipeline_graph();
+  const Hardware hw = pipeline_gpu();
   const ChunkedGraph chunked(graph, hw);
-  const PipelineShape shape = two_devices(PipelineSchedule::kOneFOneB, 2);
+  const PipelineShape shape = two_pipeline_devices(PipelineSchedule::kOneFOneB, 2);
   // 1F1B holds 2 micro-batches on device 0: 800 + 30 + 90 = 920 bytes
   // after h1, where the cut after h0 puts 800 + 221 = 1,021 on device 1.
   EXPECT_EQ(partition_pipeline(chunked, shape, chunked.cut_points(false), 920).cut,
@@ -156,8 +157,8 @@ TEST(PipelinePartition, MemoryOfTheMicroBatchesInFlightBoundsTheCut) {
 }
 
 TEST(PipelinePartition, EvenLayerSplitNeedsAMultiple) {
-  const Graph graph = three_layers();
-  const Hardware hw = any_gpu();
+  const Graph graph = three_layer_pipeline_graph();
+  const Hardware hw = pipeline_gpu();
   const ChunkedGraph chunked(graph, hw);
   EXPECT_EQ(even_layer_cut(chunked, 3), (PipelineCut{0, 1, 2}));
   EXPECT_THROW(even_layer_cut(chunked, 2), Error);
@@ -170,7 +171,7 @@ TEST(PipelinePartition, EvenLayerSplitNeedsAMultiple) {
 // model's, plus the tied word embedding the last stage holds again.
 TEST(PipelineChunks, Gpt2SmallInFourStages) {
   const Graph graph = build_model("gpt2-small", {.batch = 1, .seq = 128});
-  const Hardware hw = any_gpu();
+  const Hardware hw = pipeline_gpu();
   const ChunkedGraph chunked(graph, hw);
   const PipelineCut cut = even_layer_cut(chunked, 4);
   EXPECT_EQ(chunk_first_op(chunked, cut, 0), "wte");

@@ -1,6 +1,7 @@
 // A training graph cut into pipeline chunks, and what one micro-batch costs
-// on each (Note [Pipeline chunks] in src/parallel/stages.cc). The graph is
-// one micro-batch's iteration; a cut is where each chunk's forward starts.
+// on each (Note [Pipeline chunks] in src/sim/pipeline_chunks.cc). The graph is
+// one micro-batch's iteration; a cut is where each chunk's forward starts; the partition that chooses
+// one is the planner's (memwall/planner/pipeline_partition.h).
 #pragma once
 
 #include <cstdint>
@@ -85,25 +86,6 @@ struct PipelineShape {
 
 // A PipelineSetup of these chunks.
 PipelineSetup pipeline_setup(const PipelineShape& shape, std::vector<ChunkCost> chunks);
-
-// Cut points for partition_pipeline: every forward op on graphs of at most
-// kEveryOpCuts forward ops, else the layers' starts (Note [Pipeline
-// partitioning]).
-inline constexpr int kEveryOpCuts = 256;
-std::vector<int> default_cut_points(const ChunkedGraph& chunked);
-
-// Tarnawski et al. 2020's dynamic programme for contiguous splits (Note
-// [Pipeline partitioning] in src/parallel/partition.cc): the cut of the
-// forward into devices x chunks_per_device chunks at `cut_points`
-// minimizing the slowest chunk's forward, backward and transfer seconds per
-// micro-batch, such that each chunk fits its device's budget with the
-// micro-batches its schedule holds in flight. Throws Error when no cut fits.
-struct PartitionResult {
-  PipelineCut cut;
-  double slowest = 0;  // the objective: the slowest chunk's seconds per micro-batch
-};
-PartitionResult partition_pipeline(const ChunkedGraph& chunked, const PipelineShape& shape,
-                                   const std::vector<int>& cut_points, uint64_t budget);
 
 // Names the chunk's first forward op, for tables.
 std::string chunk_first_op(const ChunkedGraph& chunked, const PipelineCut& cut, int chunk);

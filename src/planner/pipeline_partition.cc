@@ -1,4 +1,4 @@
-// Pipeline partitioning (memwall/parallel/stages.h).
+// Pipeline partitioning (memwall/sim/pipeline_chunks.h).
 //
 // Note [Pipeline partitioning]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~
@@ -29,7 +29,8 @@
 #include <vector>
 
 #include "memwall/base/error.h"
-#include "memwall/parallel/stages.h"
+#include "memwall/planner/pipeline_partition.h"
+#include "memwall/sim/pipeline_chunks.h"
 
 namespace memwall {
 namespace {

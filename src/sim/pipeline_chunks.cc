@@ -1,4 +1,4 @@
-// A training graph cut into pipeline chunks (memwall/parallel/stages.h).
+// A training graph cut into pipeline chunks (memwall/sim/pipeline_chunks.h).
 //
 // Note [Pipeline chunks]
 // ~~~~~~~~~~~~~~~~~~~~~~
@@ -38,7 +38,7 @@
 // What crosses a cut: the non-state buffers made before it and read by the
 // forward after it (or by backward ops anchored after it, in the other
 // direction, their gradients), the batch's inputs left out.
-#include "memwall/parallel/stages.h"
+#include "memwall/sim/pipeline_chunks.h"
 
 #include <algorithm>
 #include <iterator>
