@@ -29,6 +29,8 @@ nlohmann::json plan_json(const PipelinePlan& p) {
                       {"forward_s", c.forward},
                       {"backward_s", c.backward},
                       {"optimizer_s", c.optimizer},
+                      {"grad_sync_s", c.grad_sync},
+                      {"grads_bytes", c.grads},
                       {"states_bytes", c.states},
                       {"saved_bytes", c.saved},
                       {"forward_peak_bytes", c.forward_peak},
@@ -43,6 +45,7 @@ nlohmann::json plan_json(const PipelinePlan& p) {
                        {"max_in_flight", d.max_in_flight},
                        {"busy_s", d.busy},
                        {"idle_s", d.idle},
+                       {"grad_sync_s", d.grad_sync},
                        {"optimizer_s", d.optimizer}});
   }
   return {{"schedule", to_string(p.shape.schedule)},
@@ -51,6 +54,7 @@ nlohmann::json plan_json(const PipelinePlan& p) {
           {"chunks_per_device", p.shape.chunks_per_device},
           {"micro_batches", p.shape.micro_batches},
           {"tensor_parallel", p.tensor_parallel},
+          {"data_parallel", p.data_parallel},
           {"gpus", p.gpus},
           {"budget_bytes", p.budget},
           {"fits", p.fits},
@@ -65,9 +69,11 @@ nlohmann::json plan_json(const PipelinePlan& p) {
 
 std::string plan_text(const Graph& graph, const Hardware& hw, const PipelinePlan& p) {
   std::string out = fmt::format("{} on {} x {}\n", graph.name, p.gpus, hw.name);
-  out += field("layout", fmt::format("{} pipeline devices x {} tensor-parallel, {} chunk{} a device",
-                                     p.shape.devices, p.tensor_parallel, p.shape.chunks_per_device,
-                                     p.shape.chunks_per_device == 1 ? "" : "s"));
+  out += field("layout",
+               fmt::format("{} pipeline devices x {} tensor-parallel x {} data-parallel, {} "
+                           "chunk{} a device",
+                           p.shape.devices, p.tensor_parallel, p.data_parallel,
+                           p.shape.chunks_per_device, p.shape.chunks_per_device == 1 ? "" : "s"));
   out += field("schedule", fmt::format("{}, {} micro-batches", to_string(p.shape.schedule),
                                        p.shape.micro_batches));
   out += field("partition", std::string(to_string(p.partition)));
@@ -75,10 +81,10 @@ std::string plan_text(const Graph& graph, const Hardware& hw, const PipelinePlan
   out += field("step time", fmt::format("{:.6g} s (simulated), bubble {:.1f}%", p.sim.step_time,
                                         100 * p.sim.bubble_fraction));
   if (p.tokens_per_s > 0) {
-    out += field("throughput", fmt::format("{:.0f} tokens/s a pipeline, MFU {:.1f}%",
+    out += field("throughput", fmt::format("{:.0f} tokens/s, MFU {:.1f}%",
                                            p.tokens_per_s, 100 * p.mfu));
   } else {
-    out += field("throughput", fmt::format("{:.1f} samples/s a pipeline, MFU {:.1f}%",
+    out += field("throughput", fmt::format("{:.1f} samples/s, MFU {:.1f}%",
                                            p.samples_per_s, 100 * p.mfu));
   }
   out += "\n  chunk  device  first op                 fwd ms   bwd ms   states       saved/mb\n";
@@ -89,12 +95,13 @@ std::string plan_text(const Graph& graph, const Hardware& hw, const PipelinePlan
                        p.chunk_names[k], c.forward * 1e3, c.backward * 1e3,
                        human_bytes(c.states), human_bytes(c.saved));
   }
-  out += "\n  device  peak        states      in flight  busy ms   idle ms\n";
+  out += "\n  device  peak        states      in flight  busy ms   idle ms   sync ms\n";
   for (size_t d = 0; d < p.sim.devices.size(); ++d) {
     const PipelineDevice& dev = p.sim.devices[d];
-    out += fmt::format("  {:>6}  {:<11} {:<11} {:>9}  {:>8.3f}  {:>8.3f}{}\n", d,
+    out += fmt::format("  {:>6}  {:<11} {:<11} {:>9}  {:>8.3f}  {:>8.3f}  {:>8.3f}{}\n", d,
                        human_bytes(dev.peak_bytes), human_bytes(dev.states), dev.max_in_flight,
-                       dev.busy * 1e3, dev.idle * 1e3, dev.peak_bytes > p.budget ? "  over budget" : "");
+                       dev.busy * 1e3, dev.idle * 1e3, dev.grad_sync * 1e3,
+                       dev.peak_bytes > p.budget ? "  over budget" : "");
   }
   return out;
 }
@@ -119,7 +126,6 @@ int run_pipeline_plan(const PlanArgs& args) {
          "--pipeline-parallel N");
   }
   const char* ignored = args.strategy != "auto"       ? "--strategy"
-                        : args.ranks                  ? "--ranks"
                         : args.zero_stage             ? "--zero-stage"
                         : !args.checkpointing.empty() ? "--checkpointing"
                         : !args.host_memory.empty()   ? "--host-memory"
@@ -136,6 +142,7 @@ int run_pipeline_plan(const PlanArgs& args) {
   }
   PipelineRequest request;
   request.devices = parse_positive(args.pipeline_parallel, "--pipeline-parallel", 1);
+  request.data_parallel = parse_positive(args.ranks, "--ranks", 1);
   request.micro_batches = parse_positive(args.micro_batches, "--micro-batches", request.devices);
   request.chunks_per_device = parse_positive(args.chunks_per_device, "--chunks-per-device", 1);
   if (!args.schedule.empty()) {

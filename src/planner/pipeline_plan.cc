@@ -40,11 +40,18 @@ PipelinePlan plan_pipeline(const Graph& graph, const Hardware& node, const Pipel
   shape.chunks_per_device = checked_count(request.chunks_per_device, "chunks per device");
   shape.micro_batches = checked_count(request.micro_batches, "micro-batches");
   shape.schedule = request.schedule;
-  plan.gpus = shape.devices * plan.tensor_parallel;
-  // A stage's tensor-parallel ranks share a node (Megatron-LM's order:
-  // tensor, then data, then pipeline ranks), so a node holds
-  // gpus_per_node / tensor_parallel consecutive stages.
-  shape.devices_per_node = std::max(1, node.gpus_per_node / plan.tensor_parallel);
+  plan.data_parallel = checked_count(request.data_parallel, "data-parallel replicas");
+  const int64_t gpus =
+      int64_t{shape.devices} * plan.tensor_parallel * plan.data_parallel;
+  if (gpus > (1 << 20)) fail("pipeline: {} GPUs in all is more than 2^20", gpus);
+  plan.gpus = static_cast<int>(gpus);
+  // Megatron-LM's rank order: tensor ranks vary fastest, then data, then
+  // pipeline. A stage's tensor and data ranks fill a node before the next
+  // stage's (a node holds gpus_per_node / (tensor x data) consecutive
+  // stages), and a stage's data-parallel group has gpus_per_node / tensor
+  // of its ranks in each node.
+  const int stage_width = plan.tensor_parallel * plan.data_parallel;
+  shape.devices_per_node = std::max(1, node.gpus_per_node / stage_width);
   // NVIDIA's NVLink figure counts both directions; a transfer uses one.
   shape.in_node = {.bandwidth = node.interconnect_bandwidth / 2,
                    .latency = node.collective_step_latency};
@@ -64,14 +71,25 @@ PipelinePlan plan_pipeline(const Graph& graph, const Hardware& node, const Pipel
   }
   for (int k = 0; k < chunks; ++k) plan.chunk_names.push_back(chunk_first_op(chunked, plan.cut, k));
   plan.costs = chunk_costs(chunked, plan.cut);
+  if (plan.data_parallel > 1) {
+    // Note [Collective time]: a ring all-reduce of M bytes sends 2(N-1)/N M a rank.
+    Hardware group = node;
+    group.gpus_per_node = std::max(1, node.gpus_per_node / plan.tensor_parallel);
+    const double d = plan.data_parallel;
+    for (ChunkCost& c : plan.costs) {
+      c.grad_sync = collective_time(group, Collective::kAllReduce,
+                                    2 * (d - 1) / d * static_cast<double>(c.grads),
+                                    plan.data_parallel);
+    }
+  }
   plan.sim = simulate_pipeline(pipeline_setup(shape, plan.costs));
   plan.fits = true;
   for (const PipelineDevice& d : plan.sim.devices) plan.fits = plan.fits && d.peak_bytes <= plan.budget;
   // The step runs every micro-batch through the whole model once: the
   // graph's iteration, micro_batches times, over all the pipeline's GPUs.
   const Throughput one = plan_throughput(graph, plan.sim.step_time / shape.micro_batches, node, 1);
-  plan.samples_per_s = one.samples_per_s;
-  plan.tokens_per_s = one.tokens_per_s;
+  plan.samples_per_s = one.samples_per_s * plan.data_parallel;
+  plan.tokens_per_s = one.tokens_per_s * plan.data_parallel;
   plan.mfu = one.mfu / shape.devices;
   return plan;
 }

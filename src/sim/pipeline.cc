@@ -25,7 +25,8 @@
 // (warm-up plus one). This is memwall's list schedule, not the paper's
 // hand-made one: on equal chunks it leaves more bubble than interleaved 1F1B
 // (docs/pipeline.md, "Known gaps").
-// After its last backward, each device runs its chunks' optimizer steps.
+// After its last backward, each device all-reduces its chunks' gradients
+// over the data-parallel replicas, then runs their optimizer steps.
 //
 // Memory per device: its chunks' states throughout, plus the saved bytes of
 // every micro-batch chunk whose forward ended and whose backward has not,
@@ -91,7 +92,7 @@ Shape check_setup(const PipelineSetup& s) {
     }
   }
   for (const ChunkCost& c : s.chunks) {
-    for (const double t : {c.forward, c.backward, c.optimizer}) {
+    for (const double t : {c.forward, c.backward, c.optimizer, c.grad_sync}) {
       if (!(t >= 0) || !std::isfinite(t)) fail("pipeline: a chunk's time is negative or not finite");
     }
   }
@@ -399,6 +400,7 @@ PipelineResult simulate_pipeline(const PipelineSetup& setup) {
     PipelineDevice& d = result.devices[chunk_device(setup.schedule, c, shape.devices)];
     d.states = checked_add(d.states, setup.chunks[c].states, "a pipeline device's states");
     d.optimizer += setup.chunks[c].optimizer;
+    d.grad_sync += setup.chunks[c].grad_sync;
   }
   for (int c = 0; c < shape.chunks; ++c) {
     PipelineDevice& d = result.devices[chunk_device(setup.schedule, c, shape.devices)];
@@ -434,7 +436,7 @@ PipelineResult simulate_pipeline(const PipelineSetup& setup) {
     PipelineDevice& d = result.devices[i];
     d.idle = result.passes_end - d.busy;
     idle += d.idle;
-    result.step_time = std::max(result.step_time, last_end[i] + d.optimizer);
+    result.step_time = std::max(result.step_time, last_end[i] + d.grad_sync + d.optimizer);
   }
   result.bubble_fraction =
       result.passes_end > 0 ? idle / (shape.devices * result.passes_end) : 0;

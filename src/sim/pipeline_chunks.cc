@@ -306,7 +306,9 @@ ChunkCost ChunkedGraph::cost(int begin, int end) const {
     }
   }
   for (size_t s = 0; s < buffers; ++s) {
-    if (held[s]) cost.states += graph_.buffers[s].bytes;
+    if (!held[s]) continue;
+    cost.states += graph_.buffers[s].bytes;
+    if (graph_.buffers[s].kind == BufferKind::kGrad) cost.grads += graph_.buffers[s].bytes;
   }
   // Live bytes per op: +bytes at first, -bytes after last.
   std::vector<int64_t> delta(ops.size() + 1, 0);

@@ -43,7 +43,7 @@ TEST(PlanPipeline, TextNamesTheLayoutAndEveryDevice) {
   const testing::RunResult r = run_memwall(
       "plan " + kPipelineModel + " --pipeline-parallel 2 --chunks-per-device 2 --micro-batches 4");
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_NE(r.out.find("2 pipeline devices x 1 tensor-parallel, 2 chunks a device"),
+  EXPECT_NE(r.out.find("2 pipeline devices x 1 tensor-parallel x 1 data-parallel, 2 chunks a device"),
             std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find("interleaved, 4 micro-batches"), std::string::npos) << r.out;
@@ -57,7 +57,7 @@ TEST(PlanPipeline, BadInputIsOneLineAndExitCodeTwo) {
       {"--pipeline-parallel 2 --schedule zero-bubble", "--schedule zero-bubble: unknown"},
       {"--pipeline-parallel 2 --partition random", "--partition random: unknown"},
       {"--pipeline-parallel 2 --strategy remat", "--strategy does not apply"},
-      {"--pipeline-parallel 2 --ranks 4", "--ranks does not apply"},
+      {"--pipeline-parallel 2 --zero-stage 1", "--zero-stage does not apply"},
       {"--pipeline-parallel 2 --micro-batches 3 --chunks-per-device 2",
        "not a multiple (Megatron-LM's requirement)"},
       {"--pipeline-parallel 2 --partition even --chunks-per-device 5", "do not split evenly"},

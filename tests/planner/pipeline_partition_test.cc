@@ -13,6 +13,7 @@
 #include "memwall/hw/hardware.h"
 #include "memwall/models/zoo.h"
 #include "memwall/planner/pipeline_partition.h"
+#include "memwall/planner/pipeline_plan.h"
 #include "memwall/sim/pipeline_chunks.h"
 
 namespace memwall {
@@ -85,6 +86,7 @@ TEST(PipelineChunks, ExactBytesSecondsAndTransfers) {
   // da0 20 beside x and a0: 90, then x, da0 and the workspace 7: 37.
   const ChunkCost& first = costs[0];
   EXPECT_EQ(first.states, 2u * (100 + 100 + 200));
+  EXPECT_EQ(first.grads, 200u);
   EXPECT_EQ(first.saved, 30u);
   EXPECT_EQ(first.forward_peak, 70u);
   EXPECT_EQ(first.backward_peak, 90u);
@@ -99,6 +101,7 @@ TEST(PipelineChunks, ExactBytesSecondsAndTransfers) {
   // 80 (201), then a1, da2 and da1 40 (160).
   const ChunkCost& last = costs[1];
   EXPECT_EQ(last.states, 400u);
+  EXPECT_EQ(last.grads, 100u);
   EXPECT_EQ(last.saved, 121u);
   EXPECT_EQ(last.forward_peak, 121u);
   EXPECT_EQ(last.backward_peak, 201u);
@@ -220,6 +223,47 @@ TEST(PipelineChunks, Gpt2SmallInFourStages) {
     EXPECT_EQ(costs[k].send_forward, 1u * 128 * 768 * 2) << k;
     EXPECT_EQ(costs[k + 1].send_backward, 1u * 128 * 768 * 2) << k;
   }
+}
+
+}  // namespace
+}  // namespace memwall
+
+namespace memwall {
+namespace {
+
+// Data-parallel replicas of a pipeline all-reduce each device's gradients
+// after its last backward (Note [Collective time]: 2(D-1)/D of the bytes a
+// rank), within the node while a stage's replicas fit in it.
+TEST(PipelinePlan, DataParallelReplicasAllReduceTheirGradients) {
+  const Graph graph = build_model("gpt2-small", {.batch = 1, .seq = 128});
+  const Hardware hw = find_gpu("a100-80g");
+  const PipelineRequest one{.devices = 2, .micro_batches = 4,
+                            .partition = PipelinePartition::kEvenLayers};
+  PipelineRequest four = one;
+  four.data_parallel = 4;
+  const PipelinePlan alone = plan_pipeline(graph, hw, one);
+  const PipelinePlan replicated = plan_pipeline(graph, hw, four);
+  EXPECT_EQ(replicated.gpus, 8);
+  ASSERT_EQ(replicated.costs.size(), 2u);
+  for (const ChunkCost& c : replicated.costs) {
+    EXPECT_GT(c.grads, 0u);
+    EXPECT_EQ(c.grad_sync, collective_time(hw, Collective::kAllReduce,
+                                           1.5 * static_cast<double>(c.grads), 4));
+  }
+  for (const ChunkCost& c : alone.costs) EXPECT_EQ(c.grad_sync, 0);
+  // The passes are the same; each device's sync comes before its optimizer.
+  EXPECT_EQ(replicated.sim.passes_end, alone.sim.passes_end);
+  double last = 0;
+  for (size_t d = 0; d < 2; ++d) {
+    double end = 0;
+    for (const PipelineTask& t : replicated.sim.tasks) {
+      if (t.device == static_cast<int>(d)) end = std::max(end, t.end);
+    }
+    last = std::max(last, end + replicated.costs[d].grad_sync + replicated.costs[d].optimizer);
+  }
+  EXPECT_EQ(replicated.sim.step_time, last);
+  EXPECT_DOUBLE_EQ(replicated.tokens_per_s * replicated.sim.step_time,
+                   4 * alone.tokens_per_s * alone.sim.step_time);
 }
 
 }  // namespace

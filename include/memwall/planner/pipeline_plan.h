@@ -21,6 +21,7 @@ enum class PipelinePartition : uint8_t {
 
 struct PipelineRequest {
   int devices = 1;  // pipeline stages' devices (each a tensor-parallel rank of its stage)
+  int data_parallel = 1;  // replicas of the whole pipeline, which all-reduce their gradients
   int chunks_per_device = 1;
   int micro_batches = 1;
   PipelineSchedule schedule = PipelineSchedule::kOneFOneB;
@@ -33,13 +34,14 @@ struct PipelinePlan {
   PipelinePartition partition = PipelinePartition::kTarnawski;
   uint64_t budget = 0;
   int tensor_parallel = 1;
-  int gpus = 1;  // devices x tensor-parallel ranks
+  int data_parallel = 1;
+  int gpus = 1;  // devices x tensor-parallel ranks x data-parallel replicas
   PipelineCut cut;
   std::vector<std::string> chunk_names;  // each chunk's first forward op
   std::vector<ChunkCost> costs;
   PipelineResult sim;
   bool fits = false;  // every device's simulated peak within the budget
-  double tokens_per_s = 0;  // per pipeline (one data-parallel replica); 0 without a sequence
+  double tokens_per_s = 0;  // all replicas together; 0 without a sequence
   double samples_per_s = 0;
   double mfu = 0;  // per GPU: the model's FLOPs of the step's micro-batches over GPUs x step x peak
 };

@@ -29,6 +29,10 @@ struct ChunkCost {
   double forward = 0;   // seconds of its forward ops
   double backward = 0;  // seconds of its backward ops
   double optimizer = 0;  // seconds of its optimizer step, once per step after the last backward
+  // Seconds of its gradients' all-reduce over the data-parallel replicas,
+  // after the last backward and before the optimizer step.
+  double grad_sync = 0;
+  uint64_t grads = 0;  // bytes of its parameters' gradients (among `states`)
   uint64_t states = 0;   // bytes resident the whole step: parameters, their gradients, optimizer states
   // Bytes one micro-batch holds from the end of its forward to the start of
   // its backward (the activations saved for backward, the received input
@@ -90,6 +94,7 @@ struct PipelineTask {
 
 struct PipelineDevice {
   double busy = 0;              // seconds of forward and backward passes
+  double grad_sync = 0;         // seconds of its chunks' gradient all-reduces
   double optimizer = 0;         // seconds of its chunks' optimizer steps
   double idle = 0;              // seconds without a pass between the step's start and its last pass's end
   uint64_t states = 0;          // bytes of its chunks' states
@@ -99,7 +104,7 @@ struct PipelineDevice {
 };
 
 struct PipelineResult {
-  double step_time = 0;  // the last device's optimizer step's end
+  double step_time = 0;  // the last device's optimizer step's end (after its gradient all-reduce)
   double passes_end = 0;  // the last backward's end
   // Idle over the step's pass time, summed over devices: sum(idle) /
   // (devices x passes_end).
