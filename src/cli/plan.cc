@@ -104,6 +104,7 @@ int run_remat_plan(const PlanArgs& args) {
 bool is_remat(const PlanArgs& args) { return is_remat_strategy(args.strategy); }
 
 int run_plan(const PlanArgs& args) {
+  if (args.gpus || args.global_batch) return run_layout_search(args);
   if (is_pipeline(args)) return run_pipeline_plan(args);
   refuse_ignored_options(args);
   return is_remat(args) ? run_remat_plan(args) : run_auto_plan(args);
@@ -220,6 +221,11 @@ void add_plan(CLI::App& app, Action& action) {
   cmd->add_option("--partition", args->partition,
                   "with --pipeline-parallel: tarnawski (the dynamic programme, default) or even "
                   "(Megatron-LM's even split of the layers)");
+  cmd->add_option("--gpus", args->gpus,
+                  "search the layout of N GPUs: data x tensor x pipeline parallelism, the "
+                  "micro-batch and the schedule, each simulated (docs/pipeline.md)");
+  cmd->add_option("--global-batch", args->global_batch,
+                  "with --gpus: samples a step over all data-parallel replicas");
   add_export_options(*cmd, args->exports);
   cmd->add_flag("--json", args->json, "machine-readable output");
   cmd->callback([&action, args, cmd] {

@@ -41,6 +41,9 @@ struct PlanArgs {
   std::optional<std::string> chunks_per_device;
   std::string schedule;
   std::string partition;
+  // The layout search (--gpus N --global-batch B).
+  std::optional<std::string> gpus;
+  std::optional<std::string> global_batch;
 };
 
 // The node's profile: --gpu or --gpu-file, with --gpus-per-node.
@@ -57,5 +60,7 @@ int run_auto_plan(const PlanArgs& args);
 // (--pipeline-parallel N: plan_pipeline.cc).
 bool is_pipeline(const PlanArgs& args);
 int run_pipeline_plan(const PlanArgs& args);
+// The layout search over data, tensor and pipeline parallelism (--gpus N).
+int run_layout_search(const PlanArgs& args);
 
 }  // namespace memwall::cli

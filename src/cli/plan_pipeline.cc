@@ -12,7 +12,10 @@
 #include "commands.h"
 #include "memwall/base/error.h"
 #include "memwall/planner/budget.h"
+#include "memwall/planner/pipeline_layout.h"
 #include "memwall/planner/pipeline_plan.h"
+#include "memwall/planner/planner.h"
+#include "memwall/models/zoo.h"
 #include "memwall/report/format.h"
 #include "options.h"
 #include "plan_args.h"
@@ -176,6 +179,104 @@ int run_pipeline_plan(const PlanArgs& args) {
              exact_bytes(plan.sim.devices[d].peak_bytes), exact_bytes(plan.budget));
       }
     }
+  }
+  return 0;
+}
+
+int run_layout_search(const PlanArgs& args) {
+  if (!args.gpus || !args.global_batch) {
+    fail("--gpus N and --global-batch B go together: the layout search needs both");
+  }
+  const char* ignored = args.pipeline_parallel          ? "--pipeline-parallel"
+                        : args.micro_batches            ? "--micro-batches"
+                        : !args.schedule.empty()        ? "--schedule"
+                        : args.chunks_per_device        ? "--chunks-per-device"
+                        : !args.partition.empty()       ? "--partition"
+                        : args.source.batch             ? "--batch"
+                        : args.source.tensor_parallel   ? "--tensor-parallel"
+                        : args.source.sequence_parallel ? "--sequence-parallel"
+                        : args.ranks                    ? "--ranks"
+                        : !args.source.graph_file.empty() ? "--graph"
+                        : args.strategy != "auto"       ? "--strategy"
+                        : args.zero_stage               ? "--zero-stage"
+                        : !args.checkpointing.empty()   ? "--checkpointing"
+                        : !args.out.empty()             ? "--out"
+                        : !args.out_graph.empty()       ? "--out-graph"
+                        : args.max_batch                ? "--max-batch"
+                        : !args.max_model.empty()       ? "--max-model"
+                                                        : nullptr;
+  if (ignored != nullptr) {
+    fail("{} does not apply to --gpus: the layout search chooses the data, tensor and pipeline "
+         "parallelism, the micro-batch and the schedule of a zoo model",
+         ignored);
+  }
+  LayoutRequest request;
+  const int64_t gpus = parse_count(*args.gpus, "--gpus");
+  if (gpus > (1 << 20)) fail("--gpus {} is more than 2^20 GPUs", gpus);
+  request.gpus = static_cast<int>(gpus);
+  request.global_batch = parse_count(*args.global_batch, "--global-batch");
+  const Hardware hw = load_node(args);
+  const ModelOptions options = args.source.model_options(hw);
+  if (!args.budget.empty()) {
+    request.budget = parse_budget(args.budget, hw, [&] { return keep_all_peak(args.source.load(hw), hw); });
+    check_budget_within_device(request.budget, hw);
+  }
+  const LayoutSearch search = search_layouts(args.source.model, options, hw, request);
+  if (args.json) {
+    nlohmann::json rows = nlohmann::json::array();
+    for (const LayoutCandidate& c : search.candidates) {
+      rows.push_back({{"tensor_parallel", c.tensor_parallel},
+                      {"pipeline_parallel", c.pipeline_parallel},
+                      {"data_parallel", c.data_parallel},
+                      {"micro_batch", c.micro_batch},
+                      {"micro_batches", c.micro_batches},
+                      {"schedule", to_string(c.schedule)},
+                      {"chunks_per_device", c.chunks_per_device},
+                      {"fits", c.fits},
+                      {"step_time_s", c.step_time},
+                      {"tokens_per_s", c.tokens_per_s},
+                      {"mfu", c.mfu},
+                      {"peak_bytes", c.peak_bytes},
+                      {"why_not", c.why_not}});
+    }
+    nlohmann::json j = {{"gpus", request.gpus},
+                        {"global_batch", request.global_batch},
+                        {"search_seconds", search.seconds},
+                        {"layouts", rows},
+                        {"best", search.best ? plan_json(*search.best) : nlohmann::json(nullptr)}};
+    std::cout << j.dump(2) << "\n";
+  } else {
+    std::cout << fmt::format("{} layouts of {} GPUs searched in {:.1f} s\n",
+                             search.candidates.size(), request.gpus, search.seconds);
+    if (search.best) {
+      std::cout << field("chosen", layout_label(search.candidates.front()));
+      const Graph graph = build_model(args.source.model, [&] {
+        ModelOptions o = options;
+        o.batch = search.candidates.front().micro_batch;
+        o.tensor_parallel = search.candidates.front().tensor_parallel;
+        o.sequence_parallel = o.tensor_parallel > 1;
+        return o;
+      }());
+      std::cout << plan_text(graph, hw, *search.best);
+    }
+    std::cout << "\n  runners-up                                                         step s   "
+                 "MFU    fullest device\n";
+    const size_t shown = std::min<size_t>(search.candidates.size(), 6);
+    for (size_t i = search.best ? 1 : 0; i < shown; ++i) {
+      const LayoutCandidate& c = search.candidates[i];
+      if (c.step_time <= 0) {
+        std::cout << fmt::format("  {:<64} {}\n", layout_label(c), c.why_not);
+        continue;
+      }
+      std::cout << fmt::format("  {:<64} {:>8.4f}  {:>4.1f}%  {}{}\n", layout_label(c),
+                               c.step_time, 100 * c.mfu, human_bytes(c.peak_bytes),
+                               c.fits ? "" : " (over budget)");
+    }
+  }
+  if (!search.best) {
+    fail("no layout of {} GPUs fits {} a device with a global batch of {}", request.gpus,
+         exact_bytes(request.budget > 0 ? request.budget : default_budget(hw)),
+         request.global_batch);
   }
   return 0;
 }

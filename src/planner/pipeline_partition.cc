@@ -26,7 +26,10 @@
 #include <algorithm>
 #include <limits>
 #include <optional>
+#include <string>
 #include <vector>
+
+#include <fmt/format.h>
 
 #include "memwall/base/error.h"
 #include "memwall/planner/pipeline_partition.h"
@@ -126,30 +129,42 @@ PartitionResult partition_pipeline(const ChunkedGraph& chunked, const PipelineSh
   };
   const Table table = solve(load);
   const auto& best = table.best;
-  const auto& from = table.from;
-  if (best[chunks][units] == kInfinite) {
-    // The least memory any cut needs on its fullest device, for the message.
-    const Table least = solve([&](int k, int i, int j) {
-      return static_cast<double>(chunk_bytes(cost(i, j), in_flight[k]));
-    });
-    fail(
-        "pipeline: no cut of {} into {} chunks fits {} bytes a device: under {} the first device "
-        "holds up to {} micro-batch chunks at once, and the cut needing least memory needs {:.0f} "
-        "bytes on its fullest device (fewer micro-batches in flight, more devices or a smaller "
-        "micro-batch need less)",
-        chunked.graph().name, chunks, budget, to_string(shape.schedule),
-        schedule_in_flight(shape.schedule, shape.devices, shape.chunks_per_device,
-                           shape.micro_batches, 0),
-        least.best[chunks][units] * static_cast<double>(shape.chunks_per_device));
-  }
+  const auto cut_of = [&](const Table& t) {
+    PipelineCut cut(chunks);
+    for (int k = chunks, j = units; k > 0; --k) {
+      j = t.from[k][j];
+      cut[k - 1] = position(j);
+    }
+    return cut;
+  };
   PartitionResult result;
-  result.slowest = best[chunks][units];
-  result.cut.resize(chunks);
-  for (int k = chunks, j = units; k > 0; --k) {
-    j = from[k][j];
-    result.cut[k - 1] = position(j);
+  if (best[chunks][units] != kInfinite) {
+    result.fits = true;
+    result.slowest = best[chunks][units];
+    result.cut = cut_of(table);
+    return result;
   }
+  // None fits: the cut needing least memory on its fullest device.
+  const Table least = solve([&](int k, int i, int j) {
+    return static_cast<double>(chunk_bytes(cost(i, j), in_flight[k]));
+  });
+  result.cut = cut_of(least);
+  result.least_bytes = static_cast<uint64_t>(least.best[chunks][units]) *
+                       static_cast<uint64_t>(shape.chunks_per_device);
   return result;
+}
+
+std::string partition_error(const ChunkedGraph& chunked, const PipelineShape& shape,
+                            uint64_t budget, const PartitionResult& result) {
+  return fmt::format(
+      "pipeline: no cut of {} into {} chunks fits {} bytes a device: under {} the first device "
+      "holds up to {} micro-batch chunks at once, and the cut needing least memory needs {} bytes "
+      "on its fullest device (fewer micro-batches in flight, more devices or a smaller "
+      "micro-batch need less)",
+      chunked.graph().name, result.cut.size(), budget, to_string(shape.schedule),
+      schedule_in_flight(shape.schedule, shape.devices, shape.chunks_per_device,
+                         shape.micro_batches, 0),
+      result.least_bytes);
 }
 
 }  // namespace memwall

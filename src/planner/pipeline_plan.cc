@@ -67,7 +67,12 @@ PipelinePlan plan_pipeline(const Graph& graph, const Hardware& node, const Pipel
   if (request.partition == PipelinePartition::kEvenLayers) {
     plan.cut = even_layer_cut(chunked, chunks);
   } else {
-    plan.cut = partition_pipeline(chunked, shape, default_cut_points(chunked), plan.budget).cut;
+    PartitionResult partition =
+        partition_pipeline(chunked, shape, default_cut_points(chunked), plan.budget);
+    if (!partition.fits && !request.allow_over_budget) {
+      throw Error(partition_error(chunked, shape, plan.budget, partition));
+    }
+    plan.cut = std::move(partition.cut);
   }
   for (int k = 0; k < chunks; ++k) plan.chunk_names.push_back(chunk_first_op(chunked, plan.cut, k));
   plan.costs = chunk_costs(chunked, plan.cut);

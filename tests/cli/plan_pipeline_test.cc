@@ -81,5 +81,43 @@ TEST(PlanPipeline, ADeviceOverItsBudgetIsNamed) {
   EXPECT_NE(r.err.find("pipeline device 0 peaks at"), std::string::npos) << r.err;
 }
 
+TEST(PlanLayoutSearch, ChoosesALayoutAndListsTheOthers) {
+  const testing::RunResult r =
+      run_memwall("plan --model gpt2-small --seq 128 --gpus 4 --global-batch 8 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  ASSERT_FALSE(j["best"].is_null());
+  ASSERT_FALSE(j["layouts"].empty());
+  const nlohmann::json& first = j["layouts"][0];
+  EXPECT_TRUE(first["fits"].get<bool>());
+  EXPECT_EQ(first["step_time_s"], j["best"]["step_time_s"]);
+  EXPECT_EQ(first["tensor_parallel"].get<int>() * first["pipeline_parallel"].get<int>() *
+                first["data_parallel"].get<int>(),
+            4);
+  const testing::RunResult text =
+      run_memwall("plan --model gpt2-small --seq 128 --gpus 4 --global-batch 8");
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("chosen"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("runners-up"), std::string::npos) << text.out;
+}
+
+TEST(PlanLayoutSearch, OptionsItChoosesAreRefused) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"--gpus 4", "--gpus N and --global-batch B go together"},
+      {"--global-batch 8", "--gpus N and --global-batch B go together"},
+      {"--gpus 4 --global-batch 8 --batch 2", "--batch does not apply to --gpus"},
+      {"--gpus 4 --global-batch 8 --pipeline-parallel 2", "--pipeline-parallel does not apply"},
+      {"--gpus 4 --global-batch 8 --tensor-parallel 2", "--tensor-parallel does not apply"},
+      {"--gpus 0 --global-batch 8", "--gpus"},
+      {"--gpus 4 --global-batch 8 --budget 100MiB", "no layout of 4 GPUs fits"},
+  };
+  for (const auto& [options, message] : cases) {
+    const testing::RunResult r = run_memwall("plan --model gpt2-small --seq 128 " + options);
+    EXPECT_EQ(r.exit_code, 2) << options;
+    EXPECT_NE(r.err.find(message), std::string::npos) << options << ": " << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << options << ": " << r.err;
+  }
+}
+
 }  // namespace
 }  // namespace memwall

@@ -12,6 +12,7 @@
 #include "memwall/graph/graph.h"
 #include "memwall/hw/hardware.h"
 #include "memwall/models/zoo.h"
+#include "memwall/planner/pipeline_layout.h"
 #include "memwall/planner/pipeline_partition.h"
 #include "memwall/planner/pipeline_plan.h"
 #include "memwall/sim/pipeline_chunks.h"
@@ -144,14 +145,15 @@ TEST(PipelinePartition, MemoryOfTheMicroBatchesInFlightBoundsTheCut) {
   const PipelineShape shape = two_pipeline_devices(PipelineSchedule::kOneFOneB, 2);
   // 1F1B holds 2 micro-batches on device 0: 800 + 30 + 90 = 920 bytes
   // after h1, where the cut after h0 puts 800 + 221 = 1,021 on device 1.
-  EXPECT_EQ(partition_pipeline(chunked, shape, chunked.cut_points(false), 920).cut,
-            (PipelineCut{0, 2}));
-  try {
-    partition_pipeline(chunked, shape, chunked.cut_points(false), 919);
-    ADD_FAILURE() << "no cut fits 919 bytes";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("no cut of"), std::string::npos) << e.what();
-  }
+  const PartitionResult exact = partition_pipeline(chunked, shape, chunked.cut_points(false), 920);
+  EXPECT_TRUE(exact.fits);
+  EXPECT_EQ(exact.cut, (PipelineCut{0, 2}));
+  // At 919 none fits; the cut needing least memory is the same one, at 920.
+  const PartitionResult tight = partition_pipeline(chunked, shape, chunked.cut_points(false), 919);
+  EXPECT_FALSE(tight.fits);
+  EXPECT_EQ(tight.cut, (PipelineCut{0, 2}));
+  EXPECT_EQ(tight.least_bytes, 920u);
+  EXPECT_NE(partition_error(chunked, shape, 919, tight).find("needs 920 bytes"), std::string::npos);
   // The simulation agrees: device 0 peaks at 920.
   const PipelineResult sim =
       simulate_pipeline(pipeline_setup(shape, chunk_costs(chunked, {0, 2})));
@@ -264,6 +266,63 @@ TEST(PipelinePlan, DataParallelReplicasAllReduceTheirGradients) {
   EXPECT_EQ(replicated.sim.step_time, last);
   EXPECT_DOUBLE_EQ(replicated.tokens_per_s * replicated.sim.step_time,
                    4 * alone.tokens_per_s * alone.sim.step_time);
+}
+
+}  // namespace
+}  // namespace memwall
+
+namespace memwall {
+namespace {
+
+// Note [Layout search]: every layout of 8 GPUs and a global batch of 8
+// that the rules allow, each its own pipeline plan, the fastest that fits
+// first; GPT-2 small's 12 heads do not split 8 ways.
+TEST(LayoutSearch, EveryLayoutIsAPipelinePlanAndTheFastestFittingWins) {
+  const Hardware hw = find_gpu("a100-80g");
+  const ModelOptions options{.seq = 128};
+  const LayoutSearch search = search_layouts("gpt2-small", options, hw, {.gpus = 8, .global_batch = 8});
+  ASSERT_TRUE(search.best.has_value());
+  ASSERT_FALSE(search.candidates.empty());
+  bool saw_tp8 = false;
+  bool saw_interleaved = false;
+  for (const LayoutCandidate& c : search.candidates) {
+    EXPECT_EQ(c.tensor_parallel * c.pipeline_parallel * c.data_parallel, 8);
+    EXPECT_EQ(c.micro_batch * c.micro_batches * c.data_parallel, 8);
+    EXPECT_EQ(c.micro_batch & (c.micro_batch - 1), 0) << c.micro_batch;
+    if (c.schedule == PipelineSchedule::kInterleaved) {
+      saw_interleaved = true;
+      EXPECT_EQ(c.micro_batches % c.pipeline_parallel, 0);
+      EXPECT_GT(c.pipeline_parallel, 1);
+    }
+    if (c.tensor_parallel == 8) {
+      saw_tp8 = true;
+      EXPECT_FALSE(c.fits);
+      EXPECT_NE(c.why_not.find("heads"), std::string::npos) << c.why_not;
+    }
+  }
+  EXPECT_TRUE(saw_tp8);
+  EXPECT_TRUE(saw_interleaved);
+  const LayoutCandidate& best = search.candidates.front();
+  EXPECT_TRUE(best.fits);
+  for (const LayoutCandidate& c : search.candidates) {
+    if (c.fits) {
+      EXPECT_LE(best.step_time, c.step_time) << layout_label(c);
+    }
+  }
+  // The same layout planned directly gives the same step.
+  ModelOptions direct = options;
+  direct.batch = best.micro_batch;
+  direct.tensor_parallel = best.tensor_parallel;
+  direct.sequence_parallel = best.tensor_parallel > 1;
+  const PipelinePlan again = plan_pipeline(build_model("gpt2-small", direct), hw,
+                                           {.devices = best.pipeline_parallel,
+                                            .data_parallel = best.data_parallel,
+                                            .chunks_per_device = best.chunks_per_device,
+                                            .micro_batches = best.micro_batches,
+                                            .schedule = best.schedule});
+  EXPECT_EQ(again.sim.step_time, best.step_time);
+  EXPECT_EQ(search.best->sim.step_time, best.step_time);
+  EXPECT_THROW(search_layouts("gpt2-small", options, hw, {.gpus = 0, .global_batch = 16}), Error);
 }
 
 }  // namespace

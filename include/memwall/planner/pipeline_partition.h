@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "memwall/sim/pipeline_chunks.h"
@@ -20,12 +21,19 @@ std::vector<int> default_cut_points(const ChunkedGraph& chunked);
 // forward into devices x chunks_per_device chunks at `cut_points`
 // minimizing the slowest chunk's forward, backward and transfer seconds per
 // micro-batch, such that each chunk fits its device's budget with the
-// micro-batches its schedule holds in flight. Throws Error when no cut fits.
+// micro-batches its schedule holds in flight. When no cut fits, the cut
+// needing least memory on its fullest device. Throws Error on counts no cut
+// allows (more chunks than cut points).
 struct PartitionResult {
   PipelineCut cut;
-  double slowest = 0;  // the objective: the slowest chunk's seconds per micro-batch
+  bool fits = false;
+  double slowest = 0;  // the objective, where it fits: the slowest chunk's seconds per micro-batch
+  uint64_t least_bytes = 0;  // where none fits: the least bytes a cut needs on its fullest device
 };
 PartitionResult partition_pipeline(const ChunkedGraph& chunked, const PipelineShape& shape,
                                    const std::vector<int>& cut_points, uint64_t budget);
+// The one-line error of a partition that does not fit.
+std::string partition_error(const ChunkedGraph& chunked, const PipelineShape& shape,
+                            uint64_t budget, const PartitionResult& result);
 
 }  // namespace memwall

@@ -27,6 +27,9 @@ struct PipelineRequest {
   PipelineSchedule schedule = PipelineSchedule::kOneFOneB;
   PipelinePartition partition = PipelinePartition::kTarnawski;
   uint64_t budget = 0;  // bytes a device; 0: default_budget
+  // Where no cut fits, plan the cut needing least memory (fits false)
+  // instead of throwing: the layout search's rows of layouts that do not fit.
+  bool allow_over_budget = false;
 };
 
 struct PipelinePlan {
@@ -46,9 +49,9 @@ struct PipelinePlan {
   double mfu = 0;  // per GPU: the model's FLOPs of the step's micro-batches over GPUs x step x peak
 };
 
-// Throws Error on bad counts, a graph without a backward, a partition no
-// budget allows (the dynamic programme's message), or an even split the
-// layers do not allow.
+// Throws Error on bad counts, a graph without a backward, no cut that fits
+// the budget (partition_error's line; unless allow_over_budget), or an
+// even split the layers do not allow.
 PipelinePlan plan_pipeline(const Graph& graph, const Hardware& node, const PipelineRequest& request);
 
 std::string_view to_string(PipelinePartition partition);

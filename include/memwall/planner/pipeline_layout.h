@@ -1,0 +1,57 @@
+// The layout search of `memwall plan --gpus N` (Note [Layout search] in
+// src/planner/pipeline_layout.cc): data x tensor x pipeline parallelism,
+// the micro-batch, its count and the schedule, each layout a pipeline plan
+// simulated, the fastest that fits each device's budget chosen.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "memwall/hw/hardware.h"
+#include "memwall/models/zoo.h"
+#include "memwall/planner/pipeline_plan.h"
+
+namespace memwall {
+
+struct LayoutRequest {
+  int gpus = 1;
+  int64_t global_batch = 1;  // samples a step, over every data-parallel replica
+  uint64_t budget = 0;       // bytes a device; 0: default_budget
+};
+
+struct LayoutCandidate {
+  int tensor_parallel = 1;
+  int pipeline_parallel = 1;
+  int data_parallel = 1;
+  int64_t micro_batch = 1;
+  int micro_batches = 1;
+  int chunks_per_device = 1;
+  PipelineSchedule schedule = PipelineSchedule::kOneFOneB;
+  bool fits = false;
+  double step_time = 0;  // simulated; 0 where no plan was made
+  double tokens_per_s = 0;
+  double mfu = 0;
+  uint64_t peak_bytes = 0;  // the fullest device's
+  std::string why_not;      // for one that does not fit or could not be planned
+};
+
+struct LayoutSearch {
+  std::vector<LayoutCandidate> candidates;  // fitting ones fastest first, then the rest
+  std::optional<PipelinePlan> best;         // the first candidate's plan, when it fits
+  std::string best_graph_name;
+  double seconds = 0;  // the search's wall time
+};
+
+// `options` are the zoo model's (batch, tensor and sequence parallelism
+// are the search's). Throws Error on counts out of range; a search where
+// nothing fits returns no best.
+LayoutSearch search_layouts(std::string_view model, const ModelOptions& options,
+                            const Hardware& node, const LayoutRequest& request);
+
+// "tp 2 x pp 4 x dp 8, micro-batch 2 x 16, interleaved (2 chunks)".
+std::string layout_label(const LayoutCandidate& c);
+
+}  // namespace memwall

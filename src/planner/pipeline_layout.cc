@@ -1,0 +1,159 @@
+// The layout search (memwall/planner/pipeline_layout.h).
+//
+// Note [Layout search]
+// ~~~~~~~~~~~~~~~~~~~~
+// A layout of N GPUs is tensor x pipeline x data parallelism (t x p x d =
+// N), a micro-batch size b and count m (b x m x d = the global batch) and
+// a schedule. The search tries every one such that:
+//   - t divides N and fits in a node (Megatron-LM keeps tensor parallelism
+//     on NVLink), and the model splits t ways (its heads; the zoo's GPT-2
+//     models so far: others run t = 1), with sequence parallelism on
+//     whenever t > 1 (Korthikanti et al. 2022: less activation memory for
+//     the same communication volume);
+//   - p divides N / t, and d = N / (t p) divides the global batch;
+//   - b is a power of two dividing the batch of a replica;
+//   - 1F1B, and interleaved 1F1B with 2 chunks a device where p > 1 and p
+//     divides m (Megatron-LM's requirement). GPipe has 1F1B's bubble with
+//     more micro-batches held, and memwall's Hanayo more bubble than
+//     interleaved (docs/pipeline.md), so neither can win here.
+// Each is a pipeline plan (Tarnawski et al.'s partition of the graph of one
+// micro-batch and one tensor-parallel rank, the schedule simulated over the
+// devices, the gradients all-reduced over the d replicas), and the fastest
+// simulated step whose every device fits the budget wins. A layout where no
+// cut fits is planned at the cut needing least memory, so that its row
+// says how far over the budget it is (its time is that cut's, not a
+// balanced one's). A graph is built
+// once per (t, b) and its chunk costs once per graph and cut.
+#include "memwall/planner/pipeline_layout.h"
+
+#include <algorithm>
+#include <map>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "memwall/base/error.h"
+#include "memwall/base/human.h"
+#include "memwall/base/stopwatch.h"
+#include "memwall/planner/planner.h"
+
+namespace memwall {
+namespace {
+
+constexpr int kMaxGpus = 1 << 20;
+
+std::vector<int> divisors(int n) {
+  std::vector<int> out;
+  for (int k = 1; k <= n; ++k) {
+    if (n % k == 0) out.push_back(k);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string layout_label(const LayoutCandidate& c) {
+  std::string schedule(to_string(c.schedule));
+  if (c.chunks_per_device > 1) schedule += fmt::format(" ({} chunks)", c.chunks_per_device);
+  return fmt::format("tp {} x pp {} x dp {}, micro-batch {} x {}, {}", c.tensor_parallel,
+                     c.pipeline_parallel, c.data_parallel, c.micro_batch, c.micro_batches,
+                     schedule);
+}
+
+LayoutSearch search_layouts(std::string_view model, const ModelOptions& options,
+                            const Hardware& node, const LayoutRequest& request) {
+  const Stopwatch clock;
+  if (request.gpus < 1 || request.gpus > kMaxGpus) {
+    fail("--gpus must be from 1 to {} (got {})", kMaxGpus, request.gpus);
+  }
+  if (request.global_batch < 1) fail("--global-batch must be at least 1");
+  const uint64_t budget = request.budget > 0 ? request.budget : default_budget(node);
+  LayoutSearch search;
+  std::map<std::pair<int, int64_t>, std::optional<Graph>> graphs;
+  std::map<std::pair<int, int64_t>, std::string> graph_errors;
+  const auto graph_of = [&](int tp, int64_t b) -> const Graph* {
+    const auto key = std::make_pair(tp, b);
+    auto it = graphs.find(key);
+    if (it == graphs.end()) {
+      ModelOptions o = options;
+      o.batch = b;
+      o.tensor_parallel = tp;
+      o.sequence_parallel = tp > 1;
+      std::optional<Graph> g;
+      try {
+        g = build_model(model, o);
+      } catch (const Error& e) {
+        graph_errors[key] = e.what();
+      }
+      it = graphs.emplace(key, std::move(g)).first;
+    }
+    return it->second ? &*it->second : nullptr;
+  };
+  for (const int tp : divisors(request.gpus)) {
+    if (tp > node.gpus_per_node) continue;
+    for (const int pp : divisors(request.gpus / tp)) {
+      const int dp = request.gpus / (tp * pp);
+      if (request.global_batch % dp != 0) continue;  // dp = 1 always divides
+      const int64_t replica_batch = request.global_batch / dp;
+      for (int64_t b = 1; b <= replica_batch; b *= 2) {
+        if (replica_batch % b != 0) continue;
+        const int64_t m = replica_batch / b;
+        if (m > (1 << 16)) continue;  // past pipeline_plan's micro-batch count
+        std::vector<std::pair<PipelineSchedule, int>> schedules = {
+            {PipelineSchedule::kOneFOneB, 1}};
+        if (pp > 1 && m % pp == 0) schedules.emplace_back(PipelineSchedule::kInterleaved, 2);
+        for (const auto& [schedule, chunks] : schedules) {
+          LayoutCandidate c{.tensor_parallel = tp,
+                            .pipeline_parallel = pp,
+                            .data_parallel = dp,
+                            .micro_batch = b,
+                            .micro_batches = static_cast<int>(m),
+                            .chunks_per_device = chunks,
+                            .schedule = schedule};
+          const Graph* graph = graph_of(tp, b);
+          if (graph == nullptr) {
+            c.why_not = graph_errors[{tp, b}];
+            search.candidates.push_back(std::move(c));
+            continue;
+          }
+          try {
+            PipelinePlan plan = plan_pipeline(*graph, node,
+                                              {.devices = pp,
+                                               .data_parallel = dp,
+                                               .chunks_per_device = chunks,
+                                               .micro_batches = static_cast<int>(m),
+                                               .schedule = schedule,
+                                               .budget = budget,
+                                               .allow_over_budget = true});
+            c.fits = plan.fits;
+            c.step_time = plan.sim.step_time;
+            c.tokens_per_s = plan.tokens_per_s;
+            c.mfu = plan.mfu;
+            for (const PipelineDevice& d : plan.sim.devices) {
+              c.peak_bytes = std::max(c.peak_bytes, d.peak_bytes);
+            }
+            if (!c.fits) c.why_not = fmt::format("a device needs {}", human_bytes(c.peak_bytes));
+            if (c.fits && (!search.best || c.step_time < search.best->sim.step_time)) {
+              search.best = std::move(plan);
+              search.best_graph_name = graph->name;
+            }
+          } catch (const Error& e) {
+            c.why_not = e.what();
+          }
+          search.candidates.push_back(std::move(c));
+        }
+      }
+    }
+  }
+  std::stable_sort(search.candidates.begin(), search.candidates.end(),
+                   [](const LayoutCandidate& a, const LayoutCandidate& b) {
+                     if (a.fits != b.fits) return a.fits;
+                     if ((a.step_time > 0) != (b.step_time > 0)) return a.step_time > 0;
+                     if (!a.fits && a.peak_bytes != b.peak_bytes) return a.peak_bytes < b.peak_bytes;
+                     return a.step_time < b.step_time;
+                   });
+  search.seconds = clock.seconds();
+  return search;
+}
+
+}  // namespace memwall
