@@ -50,7 +50,7 @@ void GraphSource::add_options(CLI::App& app, const std::string& default_model) {
                "transformers: RMSNorm and GPT-2's GELU as the plain-torch kernels Hugging Face's "
                "modules run in eager PyTorch, not one fused kernel each");
   app.add_option("--tensor-parallel", tensor_parallel,
-                 "GPT-2 models: the graph of one of N Megatron-LM tensor-parallel ranks (heads, "
+                 "GPT-2 and Llama models: the graph of one of N Megatron-LM tensor-parallel ranks (heads, "
                  "MLP and vocabulary split N ways)");
   app.add_flag("--sequence-parallel", sequence_parallel,
                "with --tensor-parallel: norms, dropouts and residuals split along the sequence "

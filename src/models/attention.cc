@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "layers.h"
+#include "tensor_parallel.h"
 #include "memwall/base/error.h"
 
 namespace memwall::models {
@@ -345,6 +346,25 @@ Tensor llama_attention(Builder& b, std::string_view name, const Tensor& x, const
   if (heads <= 0 || h % heads != 0) fail("model: hidden size must be a multiple of heads");
   const int64_t d = h / heads;
   const std::string n(name);
+  if (tp_ranks(b) > 1) {
+    // Note [Tensor parallelism in the zoo]: each rank's share of the query
+    // heads and of the key-value groups (Megatron-LM splits both), the
+    // input gathered once along the sequence for the three projections.
+    check_tp_split(b, heads, "attention heads");
+    check_tp_split(b, kv_heads, "key-value heads");
+    const int64_t t = tp_ranks(b), local = heads / t, kv_local = kv_heads / t;
+    const std::vector<Tensor> qkv = column_parallel_linears(
+        b, x, {{n + ".wq", heads * d}, {n + ".wk", kv_heads * d}, {n + ".wv", kv_heads * d}});
+    const int64_t whole = qkv[0].shape.at(1);
+    Tensor qr = rotary(b, n + ".rotary_q", b.view(qkv[0], {batch, whole, local, d}), rope.cos,
+                       rope.sin);
+    Tensor kr = rotary(b, n + ".rotary_k", b.view(qkv[1], {batch, whole, kv_local, d}), rope.cos,
+                       rope.sin);
+    Tensor ctx = attention(
+        b, name, qr, kr, b.view(qkv[2], {batch, kv_local, whole, d}),
+        {.heads = local, .kv_heads = kv_local, .causal = true, .flash = flash});
+    return row_parallel_linear(b, n + ".wo", ctx, h, false);
+  }
   // q_proj, k_proj, v_proj, then view + transpose (no copies), then
   // apply_rotary_pos_emb on q and k.
   Tensor q = linear_layer(b, n + ".wq", x, heads * d, false);
@@ -375,7 +395,13 @@ Tensor swiglu_body(Builder& b, const Tensor& x, int64_t ffn) {
 
 Tensor swiglu_mlp(Builder& b, std::string_view name, const Tensor& x, int64_t ffn) {
   auto scope = b.scope(name);
-  return swiglu_body(b, x, ffn);
+  if (tp_ranks(b) == 1) return swiglu_body(b, x, ffn);
+  // Tensor parallel: gate and up column-parallel (Megatron-LM's fused
+  // linear_fc1), down row-parallel.
+  const std::vector<Tensor> gate_up = column_parallel_linears(b, x, {{"w1", ffn}, {"w3", ffn}});
+  Tensor act = silu(b, "act", gate_up[0]);
+  Tensor gated = mul(b, "gated", act, gate_up[1]);
+  return row_parallel_linear(b, "w2", gated, x.shape.back(), false);
 }
 
 int64_t moe_tokens_per_expert(int64_t tokens, const MoeOptions& opts) {

@@ -12,6 +12,7 @@
 #include "attention.h"
 #include "layers.h"
 #include "memwall/base/error.h"
+#include "tensor_parallel.h"
 
 namespace memwall::models {
 namespace {
@@ -40,10 +41,16 @@ Graph build_llama(std::string_view variant, const ModelOptions& opts) {
   const int64_t batch = opts.batch, s = opts.seq, h = cfg->hidden;
 
   Builder b(std::string(variant), opts);
+  // Note [Tensor parallelism in the zoo]: one rank's share of the
+  // vocabulary (padded as Megatron-LM pads it), heads and MLP; with
+  // sequence parallelism, of the positions between the matmuls.
+  const int64_t t = tp_ranks(b), vocab = tp_padded_vocab(b, cfg->vocab);
+  tp_local_seq(b, s);
   Tensor ids = b.input("input_ids", {batch, s}, DType::kI64);
   Tensor labels = b.input("labels", {batch, s}, DType::kI64);
   const RotaryTables rope = rotary_tables(b, s, h / cfg->heads);
-  Tensor x = embedding(b, "tok_embeddings", ids, b.param("tok_embeddings.weight", {cfg->vocab, h}));
+  Tensor x = vocab_parallel_embedding(b, "tok_embeddings", ids,
+                                      b.param("tok_embeddings.weight", {vocab / t, h}));
 
   for (int64_t i = 0; i < cfg->layers; ++i) {
     auto block = b.scope(fmt::format("layers.{}", i));
@@ -55,6 +62,11 @@ Graph build_llama(std::string_view variant, const ModelOptions& opts) {
     x = add(b, "mlp_residual", x, m);
   }
   x = rms_norm(b, "norm", x);
+  if (t > 1) {
+    Tensor logits = vocab_parallel_logits(b, "output", x, b.param("output.weight", {vocab / t, h}));
+    return b.finish(vocab_parallel_cross_entropy(
+        b, "loss", b.view(logits, {batch * s, vocab / t}), b.view(labels, {batch * s})));
+  }
   Tensor logits = linear_layer(b, "output", x, cfg->vocab, false, LinearRole::kHead);
   Tensor loss = cross_entropy(b, "loss", b.view(logits, {batch * s, cfg->vocab}),
                               b.view(labels, {batch * s}));

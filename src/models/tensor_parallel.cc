@@ -23,7 +23,11 @@
 //    LinearWithGradAccumulationAndAsyncCommunication), then
 //    reduce-scatters the input's gradient; a row-parallel output is
 //    reduce-scattered, its gradient all-gathered.
-// A layer then saves sbh(10 + 24/t + 5as/(ht)) bytes, or sbh/t (34 +
+// Llama's separate projections (wq, wk, wv; w1, w3) share one gathered
+// input and one reduced gradient, as Megatron-LM's fused linear_qkv and
+// linear_fc1 do (column_parallel_linears), the key-value groups split with
+// the query heads.
+// A GPT-2 layer then saves sbh(10 + 24/t + 5as/(ht)) bytes, or sbh/t (34 +
 // 5as/h) with sequence parallelism (Korthikanti et al., eqs. 2 and 3;
 // tests/models/tensor_parallel_test.cc checks both to the byte). Not
 // modelled: the all-reduce of the sequence-parallel norms' and biases'
@@ -194,6 +198,80 @@ Tensor column_parallel_linear(Builder& b, std::string_view name, const Tensor& x
   Tensor weight = b.param(n + ".weight", {local, x.shape.back()});
   Tensor bias = with_bias ? b.param(n + ".bias", {local}) : Tensor{};
   return column_matmul(b, name, x, weight, bias);
+}
+
+std::vector<Tensor> column_parallel_linears(Builder& b, const Tensor& x,
+                                            const std::vector<ColumnPart>& parts) {
+  std::vector<Tensor> outputs;
+  if (tp_ranks(b) == 1) {
+    for (const ColumnPart& part : parts) {
+      outputs.push_back(linear_layer(b, part.name, x, part.out_features, false));
+    }
+    return outputs;
+  }
+  const int64_t in_features = x.shape.back();
+  const bool sequence = tp_sequence(b);
+  const std::string first = b.qualified(parts.at(0).name);
+  const Tensor whole = sequence ? all_gather(b, parts[0].name + ".all_gather", x, kAct) : x;
+  const double rows = numel_d(whole) / static_cast<double>(in_features);
+  std::vector<Tensor> weights;
+  std::vector<double> flops;
+  for (const ColumnPart& part : parts) {
+    check_tp_split(b, part.out_features, "outputs of " + b.qualified(part.name));
+    const int64_t local = part.out_features / tp_ranks(b);
+    weights.push_back(b.param(part.name + ".weight", {local, in_features}));
+    flops.push_back(2.0 * rows * static_cast<double>(in_features * local));
+    Tensor y = b.emit1({.name = part.name, .type = "matmul", .in = {whole, weights.back()},
+                        .flops = flops.back()},
+                       {part.name, with_last(whole.shape, local), b.compute_dtype(), kAct});
+    b.propagate_requires_grad({x, weights.back()}, {y});
+    outputs.push_back(y);
+  }
+  std::vector<std::string> names;
+  for (const ColumnPart& part : parts) names.push_back(b.qualified(part.name));
+  // Registered after every part: runs once their consumers have delivered
+  // the parts' gradients.
+  b.on_backward([&b, first, names, x, whole, weights, flops, outputs, sequence] {
+    const Tensor input = sequence ? all_gather(b, first + ".regather", x, kTmp) : x;
+    Tensor dx;
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      Tensor g = b.grad(outputs[i]);
+      if (!g.valid()) continue;
+      if (b.requires_grad(x)) {
+        // dX += dY_i W_i: the first part makes it, the others add in place.
+        if (!dx.valid()) {
+          dx = b.emit1({.name = names[i] + ".bwd_input",
+                        .type = "matmul",
+                        .phase = Phase::kBackward,
+                        .in = {g, weights[i]},
+                        .flops = flops[i]},
+                       {first + ".grad_in", whole.shape, g.dtype, kTmp});
+        } else {
+          b.emit({.name = names[i] + ".bwd_input",
+                  .type = "matmul",
+                  .phase = Phase::kBackward,
+                  .in = {g, weights[i], dx},
+                  .updates = {dx},
+                  .flops = flops[i]},
+                 {});
+        }
+      }
+      b.emit_with_param_grads({.name = names[i] + ".bwd_weight",
+                               .type = "matmul",
+                               .phase = Phase::kBackward,
+                               .in = {g, input},
+                               .flops = flops[i]},
+                              {}, {weights[i]});
+    }
+    if (!dx.valid()) return;
+    if (sequence) {
+      dx = reduce_scatter(b, first + ".grad_in.reduce_scatter", dx, kTmp);
+    } else {
+      all_reduce(b, first + ".grad_in.all_reduce", dx);
+    }
+    b.add_grad(x, dx, first);
+  });
+  return outputs;
 }
 
 Tensor row_parallel_linear(Builder& b, std::string_view name, const Tensor& x, int64_t out_features,

@@ -5,7 +5,9 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "builder.h"
 
@@ -38,6 +40,19 @@ int64_t tp_local_seq(const Builder& b, int64_t seq);
 // rather than saved (its gradient reduce-scattered). Returns [b, s, out/t].
 Tensor column_parallel_linear(Builder& b, std::string_view name, const Tensor& x,
                               int64_t out_features, bool with_bias);
+
+// Column-parallel linear layers sharing one input, as Megatron-LM fuses
+// them (linear_qkv, linear_fc1) and Llama keeps them apart (wq, wk, wv; w1,
+// w3): each part's weight [out/t, in] without bias, its output [b, s,
+// out/t]. The input is gathered once (sequence parallelism) and its
+// gradient, accumulated over the parts' matmuls in place, reduced once.
+// With one rank, linear_layer for each part.
+struct ColumnPart {
+  std::string name;
+  int64_t out_features = 0;
+};
+std::vector<Tensor> column_parallel_linears(Builder& b, const Tensor& x,
+                                            const std::vector<ColumnPart>& parts);
 
 // A linear layer whose weight is split by input columns (RowParallelLinear:
 // the attention projection, the MLP's second layer): weight [out, in/t] on

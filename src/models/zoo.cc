@@ -147,8 +147,8 @@ std::string check_tensor_parallel(const ModelInfo& info, const ModelOptions& opt
     }
     return "";
   }
-  if (!info.name.starts_with("gpt2")) {
-    fail("model {}: tensor parallelism is built for the GPT-2 models so far", info.name);
+  if (!info.name.starts_with("gpt2") && !info.name.starts_with("llama")) {
+    fail("model {}: tensor parallelism is built for the GPT-2 and Llama models so far", info.name);
   }
   if (opts.lora.rank > 0 || opts.base_weights != WeightFormat::kDense) {
     fail("model {}: tensor parallelism with LoRA or NF4 weights is not built", info.name);

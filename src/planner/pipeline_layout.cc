@@ -7,7 +7,7 @@
 // a schedule. The search tries every one such that:
 //   - t divides N and fits in a node (Megatron-LM keeps tensor parallelism
 //     on NVLink), and the model splits t ways (its heads; the zoo's GPT-2
-//     models so far: others run t = 1), with sequence parallelism on
+//     and Llama models: others run t = 1), with sequence parallelism on
 //     whenever t > 1 (Korthikanti et al. 2022: less activation memory for
 //     the same communication volume);
 //   - p divides N / t, and d = N / (t p) divides the global batch;
@@ -28,6 +28,7 @@
 
 #include <algorithm>
 #include <map>
+#include <memory>
 #include <utility>
 
 #include <fmt/format.h>
@@ -69,25 +70,32 @@ LayoutSearch search_layouts(std::string_view model, const ModelOptions& options,
   if (request.global_batch < 1) fail("--global-batch must be at least 1");
   const uint64_t budget = request.budget > 0 ? request.budget : default_budget(node);
   LayoutSearch search;
-  std::map<std::pair<int, int64_t>, std::optional<Graph>> graphs;
-  std::map<std::pair<int, int64_t>, std::string> graph_errors;
-  const auto graph_of = [&](int tp, int64_t b) -> const Graph* {
+  // Each (t, b)'s graph, chunked once: its chunk costs carry over to every
+  // layout of it. Map nodes stay put, so the ChunkedGraph's reference to
+  // its graph does too.
+  struct Built {
+    std::optional<Graph> graph;
+    std::unique_ptr<ChunkedGraph> chunked;
+    std::string error;
+  };
+  std::map<std::pair<int, int64_t>, Built> graphs;
+  const auto built = [&](int tp, int64_t b) -> Built& {
     const auto key = std::make_pair(tp, b);
     auto it = graphs.find(key);
-    if (it == graphs.end()) {
-      ModelOptions o = options;
-      o.batch = b;
-      o.tensor_parallel = tp;
-      o.sequence_parallel = tp > 1;
-      std::optional<Graph> g;
-      try {
-        g = build_model(model, o);
-      } catch (const Error& e) {
-        graph_errors[key] = e.what();
-      }
-      it = graphs.emplace(key, std::move(g)).first;
+    if (it != graphs.end()) return it->second;
+    Built& entry = graphs[key];
+    ModelOptions o = options;
+    o.batch = b;
+    o.tensor_parallel = tp;
+    o.sequence_parallel = tp > 1;
+    try {
+      entry.graph = build_model(model, o);
+      entry.chunked = std::make_unique<ChunkedGraph>(*entry.graph, node);
+    } catch (const Error& e) {
+      entry.error = e.what();
+      entry.chunked.reset();
     }
-    return it->second ? &*it->second : nullptr;
+    return entry;
   };
   for (const int tp : divisors(request.gpus)) {
     if (tp > node.gpus_per_node) continue;
@@ -110,14 +118,14 @@ LayoutSearch search_layouts(std::string_view model, const ModelOptions& options,
                             .micro_batches = static_cast<int>(m),
                             .chunks_per_device = chunks,
                             .schedule = schedule};
-          const Graph* graph = graph_of(tp, b);
-          if (graph == nullptr) {
-            c.why_not = graph_errors[{tp, b}];
+          const Built& graph = built(tp, b);
+          if (!graph.chunked) {
+            c.why_not = graph.error;
             search.candidates.push_back(std::move(c));
             continue;
           }
           try {
-            PipelinePlan plan = plan_pipeline(*graph, node,
+            PipelinePlan plan = plan_pipeline(*graph.chunked, node,
                                               {.devices = pp,
                                                .data_parallel = dp,
                                                .chunks_per_device = chunks,
@@ -135,7 +143,7 @@ LayoutSearch search_layouts(std::string_view model, const ModelOptions& options,
             if (!c.fits) c.why_not = fmt::format("a device needs {}", human_bytes(c.peak_bytes));
             if (c.fits && (!search.best || c.step_time < search.best->sim.step_time)) {
               search.best = std::move(plan);
-              search.best_graph_name = graph->name;
+              search.best_graph_name = graph.graph->name;
             }
           } catch (const Error& e) {
             c.why_not = e.what();

@@ -32,6 +32,13 @@ std::optional<PipelinePartition> parse_pipeline_partition(std::string_view name)
 }
 
 PipelinePlan plan_pipeline(const Graph& graph, const Hardware& node, const PipelineRequest& request) {
+  const ChunkedGraph chunked(graph, node);
+  return plan_pipeline(chunked, node, request);
+}
+
+PipelinePlan plan_pipeline(const ChunkedGraph& chunked, const Hardware& node,
+                           const PipelineRequest& request) {
+  const Graph& graph = chunked.graph();
   PipelinePlan plan;
   plan.partition = request.partition;
   plan.tensor_parallel = graph_tensor_parallel(graph);
@@ -62,7 +69,6 @@ PipelinePlan plan_pipeline(const Graph& graph, const Hardware& node, const Pipel
   }
   plan.budget = request.budget > 0 ? request.budget : default_budget(node);
 
-  const ChunkedGraph chunked(graph, node);
   const int chunks = shape.devices * shape.chunks_per_device;
   if (request.partition == PipelinePartition::kEvenLayers) {
     plan.cut = even_layer_cut(chunked, chunks);

@@ -273,6 +273,12 @@ ChunkCost ChunkedGraph::cost(int begin, int end) const {
   if (begin < 0 || end > forward_ops() || begin >= end) {
     fail("pipeline: no chunk of forward positions [{}, {}) in {}", begin, end, forward_ops());
   }
+  const int64_t key = int64_t{begin} * (forward_ops() + 1) + end;
+  if (const auto it = costs_.find(key); it != costs_.end()) return it->second;
+  return costs_[key] = measure(begin, end);
+}
+
+ChunkCost ChunkedGraph::measure(int begin, int end) const {
   ChunkCost cost;
   const size_t buffers = graph_.buffers.size();
   // The chunk's ops in order and, per storage, its first and last of them.

@@ -164,8 +164,8 @@ TEST(TensorParallel, BadLayoutsAreOneLine) {
   EXPECT_EQ(error(4, true, "gpt2-small", 126),
             "model gpt2-small: 126 sequence positions do not split over 4 "
             "tensor-parallel ranks");
-  EXPECT_EQ(error(2, false, "llama2-7b"),
-            "model llama2-7b: tensor parallelism is built for the GPT-2 models so far");
+  EXPECT_EQ(error(2, false, "bert-base", 128),
+            "model bert-base: tensor parallelism is built for the GPT-2 and Llama models so far");
 }
 
 }  // namespace

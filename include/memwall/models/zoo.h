@@ -57,7 +57,7 @@ struct ModelOptions {
   bool eager_kernels = false;
   // Megatron-LM tensor parallelism over this many ranks: the graph is one
   // rank's (Note [Tensor parallelism in the zoo] in
-  // src/models/tensor_parallel.cc); the GPT-2 models so far.
+  // src/models/tensor_parallel.cc); the GPT-2 and Llama models.
   int64_t tensor_parallel = 1;
   // Korthikanti et al. 2022's sequence parallelism on top of it: norms,
   // dropouts and residuals split along the sequence.

@@ -53,6 +53,10 @@ struct PipelinePlan {
 // the budget (partition_error's line; unless allow_over_budget), or an
 // even split the layers do not allow.
 PipelinePlan plan_pipeline(const Graph& graph, const Hardware& node, const PipelineRequest& request);
+// The same over a graph already chunked (with `node`), whose chunk costs
+// carry over from plan to plan: the layout search's many plans of one graph.
+PipelinePlan plan_pipeline(const ChunkedGraph& chunked, const Hardware& node,
+                           const PipelineRequest& request);
 
 std::string_view to_string(PipelinePartition partition);
 std::optional<PipelinePartition> parse_pipeline_partition(std::string_view name);

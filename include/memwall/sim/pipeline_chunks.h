@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "memwall/graph/types.h"
@@ -34,7 +35,9 @@ class ChunkedGraph {
   std::vector<int> cut_points(bool every_op) const;
 
   // One micro-batch on the chunk of forward positions [begin, end): its
-  // times, states, saved and peak bytes, and what crosses its ends.
+  // times, states, saved and peak bytes, and what crosses its ends. One
+  // pass over the graph the first time, then remembered (not thread-safe:
+  // one ChunkedGraph a thread).
   ChunkCost cost(int begin, int end) const;
   // Bytes of the non-state buffers made by forward positions before `cut`
   // and read by forward positions from it on: what one micro-batch's
@@ -44,6 +47,7 @@ class ChunkedGraph {
   uint64_t backward_crossing(int cut) const { return backward_crossing_[cut]; }
 
  private:
+  ChunkCost measure(int begin, int end) const;
   int backward_anchor(const Op& op, const std::vector<int>& made_at,
                       const std::vector<int>& made_by_anchor,
                       const std::vector<std::vector<int>>& read_at,
@@ -59,6 +63,7 @@ class ChunkedGraph {
   std::vector<BufferId> storage_;            // per buffer: the root of its versions
   std::vector<uint64_t> forward_crossing_;   // per cut 0..forward_ops()
   std::vector<uint64_t> backward_crossing_;
+  mutable std::unordered_map<int64_t, ChunkCost> costs_;  // by begin x (forward_ops + 1) + end
 };
 
 // Forward positions where each chunk starts, first 0, ascending.
