@@ -58,6 +58,7 @@ nlohmann::json plan_json(const PipelinePlan& p) {
           {"micro_batches", p.shape.micro_batches},
           {"tensor_parallel", p.tensor_parallel},
           {"data_parallel", p.data_parallel},
+          {"distributed_optimizer", p.distributed_optimizer},
           {"gpus", p.gpus},
           {"budget_bytes", p.budget},
           {"fits", p.fits},
@@ -76,7 +77,8 @@ std::string plan_text(const Graph& graph, const Hardware& hw, const PipelinePlan
                fmt::format("{} pipeline devices x {} tensor-parallel x {} data-parallel, {} "
                            "chunk{} a device",
                            p.shape.devices, p.tensor_parallel, p.data_parallel,
-                           p.shape.chunks_per_device, p.shape.chunks_per_device == 1 ? "" : "s"));
+                           p.shape.chunks_per_device, p.shape.chunks_per_device == 1 ? "" : "s") +
+                   (p.distributed_optimizer ? ", optimizer states sharded (ZeRO-1)" : ""));
   out += field("schedule", fmt::format("{}, {} micro-batches", to_string(p.shape.schedule),
                                        p.shape.micro_batches));
   out += field("partition", std::string(to_string(p.partition)));
@@ -129,7 +131,6 @@ int run_pipeline_plan(const PlanArgs& args) {
          "--pipeline-parallel N");
   }
   const char* ignored = args.strategy != "auto"       ? "--strategy"
-                        : args.zero_stage             ? "--zero-stage"
                         : !args.checkpointing.empty() ? "--checkpointing"
                         : !args.host_memory.empty()   ? "--host-memory"
                         : !args.nvme.empty()          ? "--nvme"
@@ -146,6 +147,18 @@ int run_pipeline_plan(const PlanArgs& args) {
   PipelineRequest request;
   request.devices = parse_positive(args.pipeline_parallel, "--pipeline-parallel", 1);
   request.data_parallel = parse_positive(args.ranks, "--ranks", 1);
+  if (args.zero_stage) {
+    if (*args.zero_stage != 0 && *args.zero_stage != 1) {
+      fail("--zero-stage {} with --pipeline-parallel: pipeline plans shard only the optimizer "
+           "states over their replicas (1: Megatron-LM's distributed optimizer) or nothing (0)",
+           *args.zero_stage);
+    }
+    if (*args.zero_stage == 1 && request.data_parallel < 2) {
+      fail("--zero-stage 1 shards optimizer states over data-parallel replicas: give --ranks 2 "
+           "or more");
+    }
+    request.distributed_optimizer = *args.zero_stage == 1;
+  }
   request.micro_batches = parse_positive(args.micro_batches, "--micro-batches", request.devices);
   request.chunks_per_device = parse_positive(args.chunks_per_device, "--chunks-per-device", 1);
   if (!args.schedule.empty()) {

@@ -18,7 +18,9 @@
 //     interleaved (docs/pipeline.md), so neither can win here.
 // Each is a pipeline plan (Tarnawski et al.'s partition of the graph of one
 // micro-batch and one tensor-parallel rank, the schedule simulated over the
-// devices, the gradients all-reduced over the d replicas), and the fastest
+// devices, the optimizer states sharded over the d replicas as Megatron-LM's
+// distributed optimizer shards them: ZeRO-1, the same bytes sent as an
+// all-reduce for a d-th of the states), and the fastest
 // simulated step whose every device fits the budget wins. A layout where no
 // cut fits is planned at the cut needing least memory, so that its row
 // says how far over the budget it is (its time is that cut's, not a
@@ -128,6 +130,7 @@ LayoutSearch search_layouts(std::string_view model, const ModelOptions& options,
             PipelinePlan plan = plan_pipeline(*graph.chunked, node,
                                               {.devices = pp,
                                                .data_parallel = dp,
+                                               .distributed_optimizer = true,
                                                .chunks_per_device = chunks,
                                                .micro_batches = static_cast<int>(m),
                                                .schedule = schedule,

@@ -16,7 +16,8 @@
 // k's memory does not fit: its states, its forward or backward peak, and
 // the saved bytes of the other micro-batches its schedule holds in flight
 // (schedule_in_flight, shared evenly by a device's chunks, each of which
-// then gets an even share of the budget). O(K U^2) steps over U cut points,
+// then gets an even share of the budget; the optimizer states sharded over
+// the replicas where ZeRO-1 shards them). O(K U^2) steps over U cut points,
 // and O(U^2) chunk costs, each one pass over the graph.
 // Cut points: every forward op on a graph of at most kEveryOpCuts forward
 // ops (the op-level programme of the paper), else the layers' starts (Note
@@ -49,7 +50,7 @@ double link_seconds(const PipelineShape& shape, int from, int to, uint64_t bytes
 
 // Bytes of `c` with `in_flight` micro-batches held, at its highest point;
 // saturates at the largest uint64 rather than wrapping (no budget is that large).
-uint64_t chunk_bytes(const ChunkCost& c, int in_flight) {
+uint64_t chunk_bytes(const ChunkCost& c, int in_flight, int optimizer_shards) {
   constexpr uint64_t kMax = std::numeric_limits<uint64_t>::max();
   uint64_t others = 0;
   if (__builtin_mul_overflow(c.saved, static_cast<uint64_t>(in_flight - 1), &others)) return kMax;
@@ -57,7 +58,7 @@ uint64_t chunk_bytes(const ChunkCost& c, int in_flight) {
   if (__builtin_add_overflow(others, std::max(c.forward_peak, c.backward_peak), &top)) return kMax;
   top = std::max(top, c.optimizer_peak);
   uint64_t total = 0;
-  return __builtin_add_overflow(top, c.states, &total) ? kMax : total;
+  return __builtin_add_overflow(top, sharded_states(c, optimizer_shards), &total) ? kMax : total;
 }
 
 }  // namespace
@@ -96,7 +97,7 @@ PartitionResult partition_pipeline(const ChunkedGraph& chunked, const PipelineSh
   const uint64_t share = budget / static_cast<uint64_t>(shape.chunks_per_device);
   const auto load = [&](int k, int i, int j) {
     const ChunkCost& c = cost(i, j);
-    if (chunk_bytes(c, in_flight[k]) > share) return kInfinite;
+    if (chunk_bytes(c, in_flight[k], shape.optimizer_shards) > share) return kInfinite;
     double seconds = c.forward + c.backward;
     if (k + 1 < chunks) seconds += link_seconds(shape, device[k], device[k + 1], c.send_forward);
     if (k > 0) seconds += link_seconds(shape, device[k], device[k - 1], c.send_backward);
@@ -146,7 +147,7 @@ PartitionResult partition_pipeline(const ChunkedGraph& chunked, const PipelineSh
   }
   // None fits: the cut needing least memory on its fullest device.
   const Table least = solve([&](int k, int i, int j) {
-    return static_cast<double>(chunk_bytes(cost(i, j), in_flight[k]));
+    return static_cast<double>(chunk_bytes(cost(i, j), in_flight[k], shape.optimizer_shards));
   });
   result.cut = cut_of(least);
   result.least_bytes = static_cast<uint64_t>(least.best[chunks][units]) *

@@ -68,6 +68,8 @@ PipelinePlan plan_pipeline(const ChunkedGraph& chunked, const Hardware& node,
          node.name);
   }
   plan.budget = request.budget > 0 ? request.budget : default_budget(node);
+  plan.distributed_optimizer = request.distributed_optimizer && plan.data_parallel > 1;
+  if (plan.distributed_optimizer) shape.optimizer_shards = plan.data_parallel;
 
   const int chunks = shape.devices * shape.chunks_per_device;
   if (request.partition == PipelinePartition::kEvenLayers) {
@@ -83,14 +85,26 @@ PipelinePlan plan_pipeline(const ChunkedGraph& chunked, const Hardware& node,
   for (int k = 0; k < chunks; ++k) plan.chunk_names.push_back(chunk_first_op(chunked, plan.cut, k));
   plan.costs = chunk_costs(chunked, plan.cut);
   if (plan.data_parallel > 1) {
-    // Note [Collective time]: a ring all-reduce of M bytes sends 2(N-1)/N M a rank.
+    // Note [Collective time]: a ring all-reduce of M bytes sends 2(N-1)/N M
+    // a rank, a reduce-scatter or all-gather (N-1)/N M.
     Hardware group = node;
     group.gpus_per_node = std::max(1, node.gpus_per_node / plan.tensor_parallel);
-    const double d = plan.data_parallel;
+    const int d = plan.data_parallel;
+    const double share = (d - 1.0) / d;
     for (ChunkCost& c : plan.costs) {
-      c.grad_sync = collective_time(group, Collective::kAllReduce,
-                                    2 * (d - 1) / d * static_cast<double>(c.grads),
-                                    plan.data_parallel);
+      const double grads = static_cast<double>(c.grads);
+      if (!plan.distributed_optimizer) {
+        c.grad_sync = collective_time(group, Collective::kAllReduce, 2 * share * grads, d);
+        continue;
+      }
+      const uint64_t params = c.states - c.grads - c.optimizer_states;
+      const uint64_t states = sharded_states(c, d);
+      c.optimizer_states -= c.states - states;
+      c.states = states;
+      c.optimizer /= d;
+      c.grad_sync = collective_time(group, Collective::kReduceScatter, share * grads, d) +
+                    collective_time(group, Collective::kAllGather,
+                                    share * static_cast<double>(params), d);
     }
   }
   plan.sim = simulate_pipeline(pipeline_setup(shape, plan.costs));

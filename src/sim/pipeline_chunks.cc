@@ -315,6 +315,9 @@ ChunkCost ChunkedGraph::measure(int begin, int end) const {
     if (!held[s]) continue;
     cost.states += graph_.buffers[s].bytes;
     if (graph_.buffers[s].kind == BufferKind::kGrad) cost.grads += graph_.buffers[s].bytes;
+    if (graph_.buffers[s].kind == BufferKind::kOptimState) {
+      cost.optimizer_states += graph_.buffers[s].bytes;
+    }
   }
   // Live bytes per op: +bytes at first, -bytes after last.
   std::vector<int64_t> delta(ops.size() + 1, 0);
@@ -369,6 +372,12 @@ PipelineCut even_layer_cut(const ChunkedGraph& chunked, int chunks) {
 
 std::string chunk_first_op(const ChunkedGraph& chunked, const PipelineCut& cut, int chunk) {
   return chunked.graph().ops[chunked.forward_op(cut.at(chunk))].name;
+}
+
+uint64_t sharded_states(const ChunkCost& c, int shards) {
+  if (shards <= 1) return c.states;
+  const auto d = static_cast<uint64_t>(shards);
+  return c.states - c.optimizer_states + (c.optimizer_states + d - 1) / d;
 }
 
 PipelineSetup pipeline_setup(const PipelineShape& shape, std::vector<ChunkCost> chunks) {

@@ -154,6 +154,12 @@ TEST(PipelinePartition, MemoryOfTheMicroBatchesInFlightBoundsTheCut) {
   EXPECT_EQ(tight.cut, (PipelineCut{0, 2}));
   EXPECT_EQ(tight.least_bytes, 920u);
   EXPECT_NE(partition_error(chunked, shape, 919, tight).find("needs 920 bytes"), std::string::npos);
+  // Optimizer states sharded 2 ways (ZeRO-1): chunk 0 holds 800 - 400 + 200.
+  PipelineShape sharded = shape;
+  sharded.optimizer_shards = 2;
+  const PartitionResult zero1 = partition_pipeline(chunked, sharded, chunked.cut_points(false), 720);
+  EXPECT_TRUE(zero1.fits);
+  EXPECT_FALSE(partition_pipeline(chunked, sharded, chunked.cut_points(false), 719).fits);
   // The simulation agrees: device 0 peaks at 920.
   const PipelineResult sim =
       simulate_pipeline(pipeline_setup(shape, chunk_costs(chunked, {0, 2})));
@@ -266,6 +272,27 @@ TEST(PipelinePlan, DataParallelReplicasAllReduceTheirGradients) {
   EXPECT_EQ(replicated.sim.step_time, last);
   EXPECT_DOUBLE_EQ(replicated.tokens_per_s * replicated.sim.step_time,
                    4 * alone.tokens_per_s * alone.sim.step_time);
+
+  // Megatron-LM's distributed optimizer (ZeRO-1): a quarter of the
+  // optimizer states a rank, its step a quarter as long; the gradients
+  // reduce-scattered and the parameters all-gathered, 3/4 of each a rank.
+  PipelineRequest sharded = four;
+  sharded.distributed_optimizer = true;
+  const PipelinePlan zero1 = plan_pipeline(graph, hw, sharded);
+  EXPECT_TRUE(zero1.distributed_optimizer);
+  for (size_t k = 0; k < 2; ++k) {
+    const ChunkCost& whole = replicated.costs[k];
+    const ChunkCost& c = zero1.costs[k];
+    ASSERT_EQ(whole.optimizer_states % 4, 0u);
+    EXPECT_EQ(c.optimizer_states, whole.optimizer_states / 4);
+    EXPECT_EQ(c.states, whole.states - whole.optimizer_states * 3 / 4);
+    EXPECT_EQ(c.optimizer, whole.optimizer / 4);
+    const uint64_t params = whole.states - whole.grads - whole.optimizer_states;
+    EXPECT_EQ(c.grad_sync,
+              collective_time(hw, Collective::kReduceScatter, 0.75 * static_cast<double>(c.grads), 4) +
+                  collective_time(hw, Collective::kAllGather, 0.75 * static_cast<double>(params), 4));
+    EXPECT_EQ(zero1.sim.devices[k].states, c.states);
+  }
 }
 
 }  // namespace
@@ -309,7 +336,8 @@ TEST(LayoutSearch, EveryLayoutIsAPipelinePlanAndTheFastestFittingWins) {
       EXPECT_LE(best.step_time, c.step_time) << layout_label(c);
     }
   }
-  // The same layout planned directly gives the same step.
+  // The same layout planned directly (the search shards optimizer states
+  // over the replicas) gives the same step.
   ModelOptions direct = options;
   direct.batch = best.micro_batch;
   direct.tensor_parallel = best.tensor_parallel;
@@ -317,6 +345,7 @@ TEST(LayoutSearch, EveryLayoutIsAPipelinePlanAndTheFastestFittingWins) {
   const PipelinePlan again = plan_pipeline(build_model("gpt2-small", direct), hw,
                                            {.devices = best.pipeline_parallel,
                                             .data_parallel = best.data_parallel,
+                                            .distributed_optimizer = true,
                                             .chunks_per_device = best.chunks_per_device,
                                             .micro_batches = best.micro_batches,
                                             .schedule = best.schedule});

@@ -22,6 +22,10 @@ enum class PipelinePartition : uint8_t {
 struct PipelineRequest {
   int devices = 1;  // pipeline stages' devices (each a tensor-parallel rank of its stage)
   int data_parallel = 1;  // replicas of the whole pipeline, which all-reduce their gradients
+  // ZeRO stage 1 over the replicas (Megatron-LM's distributed optimizer):
+  // each holds and steps 1/d of the optimizer states; gradients are
+  // reduce-scattered and the updated parameters all-gathered.
+  bool distributed_optimizer = false;
   int chunks_per_device = 1;
   int micro_batches = 1;
   PipelineSchedule schedule = PipelineSchedule::kOneFOneB;
@@ -38,6 +42,7 @@ struct PipelinePlan {
   uint64_t budget = 0;
   int tensor_parallel = 1;
   int data_parallel = 1;
+  bool distributed_optimizer = false;
   int gpus = 1;  // devices x tensor-parallel ranks x data-parallel replicas
   PipelineCut cut;
   std::vector<std::string> chunk_names;  // each chunk's first forward op

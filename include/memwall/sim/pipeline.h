@@ -33,6 +33,7 @@ struct ChunkCost {
   // after the last backward and before the optimizer step.
   double grad_sync = 0;
   uint64_t grads = 0;  // bytes of its parameters' gradients (among `states`)
+  uint64_t optimizer_states = 0;  // bytes of its optimizer states (among `states`)
   uint64_t states = 0;   // bytes resident the whole step: parameters, their gradients, optimizer states
   // Bytes one micro-batch holds from the end of its forward to the start of
   // its backward (the activations saved for backward, the received input

@@ -87,7 +87,14 @@ struct PipelineShape {
   int devices_per_node = 1;
   P2pLink in_node;
   P2pLink across_nodes;
+  // The replicas each device's optimizer states are sharded over (ZeRO-1;
+  // 1: none), which the partition counts.
+  int optimizer_shards = 1;
 };
+
+// A chunk's states with its optimizer states sharded `shards` ways (each
+// rank's share rounded up).
+uint64_t sharded_states(const ChunkCost& c, int shards);
 
 // A PipelineSetup of these chunks.
 PipelineSetup pipeline_setup(const PipelineShape& shape, std::vector<ChunkCost> chunks);
