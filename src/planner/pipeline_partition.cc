@@ -150,8 +150,15 @@ PartitionResult partition_pipeline(const ChunkedGraph& chunked, const PipelineSh
     return static_cast<double>(chunk_bytes(cost(i, j), in_flight[k], shape.optimizer_shards));
   });
   result.cut = cut_of(least);
-  result.least_bytes = static_cast<uint64_t>(least.best[chunks][units]) *
-                       static_cast<uint64_t>(shape.chunks_per_device);
+  // Saturated at the largest uint64, as chunk_bytes saturates (2^64 itself
+  // is out of a uint64's range).
+  constexpr uint64_t kMax = std::numeric_limits<uint64_t>::max();
+  const double least_chunk = least.best[chunks][units];
+  const uint64_t per_chunk = least_chunk >= 0x1p64 ? kMax : static_cast<uint64_t>(least_chunk);
+  if (__builtin_mul_overflow(per_chunk, static_cast<uint64_t>(shape.chunks_per_device),
+                             &result.least_bytes)) {
+    result.least_bytes = kMax;
+  }
   return result;
 }
 

@@ -174,6 +174,10 @@ TEST(PipelineSim, SetupsNoScheduleRunsAreRefused) {
   PipelineSetup negative = equal_setup(PipelineSchedule::kOneFOneB, 2, 1, 4);
   negative.chunks[1].backward = -1;
   EXPECT_THROW(simulate_pipeline(negative), Error);
+  // Sizes past kMaxBytes on a device are an error, not a wrapped sum.
+  PipelineSetup huge = equal_setup(PipelineSchedule::kInterleaved, 2, 2, 2);
+  for (ChunkCost& c : huge.chunks) c.states = kMaxBytes;
+  EXPECT_THROW(simulate_pipeline(huge), Error);
   EXPECT_FALSE(parse_pipeline_schedule("zero-bubble"));
   EXPECT_EQ(parse_pipeline_schedule("1f1b"), PipelineSchedule::kOneFOneB);
 }
