@@ -15,7 +15,6 @@
 #include "memwall/planner/pipeline_layout.h"
 #include "memwall/planner/pipeline_plan.h"
 #include "memwall/planner/planner.h"
-#include "memwall/models/zoo.h"
 #include "memwall/report/format.h"
 #include "options.h"
 #include "plan_args.h"
@@ -71,8 +70,8 @@ nlohmann::json plan_json(const PipelinePlan& p) {
           {"devices", devices}};
 }
 
-std::string plan_text(const Graph& graph, const Hardware& hw, const PipelinePlan& p) {
-  std::string out = fmt::format("{} on {} x {}\n", graph.name, p.gpus, hw.name);
+std::string plan_text(std::string_view graph_name, const Hardware& hw, const PipelinePlan& p) {
+  std::string out = fmt::format("{} on {} x {}\n", graph_name, p.gpus, hw.name);
   out += field("layout",
                fmt::format("{} pipeline devices x {} tensor-parallel x {} data-parallel, {} "
                            "chunk{} a device",
@@ -111,6 +110,19 @@ std::string plan_text(const Graph& graph, const Hardware& hw, const PipelinePlan
   return out;
 }
 
+// The first option of the one-GPU plans (a strategy, its files, the
+// capacity searches) given, which neither pipeline plans nor the layout
+// search take; nullptr when none is.
+const char* single_gpu_option(const PlanArgs& args) {
+  return args.strategy != "auto"       ? "--strategy"
+         : !args.checkpointing.empty() ? "--checkpointing"
+         : !args.out.empty()           ? "--out"
+         : !args.out_graph.empty()     ? "--out-graph"
+         : args.max_batch              ? "--max-batch"
+         : !args.max_model.empty()     ? "--max-model"
+                                       : nullptr;
+}
+
 int parse_positive(const std::optional<std::string>& text, const char* option, int fallback) {
   if (!text) return fallback;
   const int64_t value = parse_count(*text, option);
@@ -130,15 +142,9 @@ int run_pipeline_plan(const PlanArgs& args) {
     fail("--micro-batches, --schedule, --chunks-per-device and --partition apply to "
          "--pipeline-parallel N");
   }
-  const char* ignored = args.strategy != "auto"       ? "--strategy"
-                        : !args.checkpointing.empty() ? "--checkpointing"
-                        : !args.host_memory.empty()   ? "--host-memory"
-                        : !args.nvme.empty()          ? "--nvme"
-                        : !args.out.empty()           ? "--out"
-                        : !args.out_graph.empty()     ? "--out-graph"
-                        : args.max_batch              ? "--max-batch"
-                        : !args.max_model.empty()     ? "--max-model"
-                                                      : nullptr;
+  const char* ignored = !args.host_memory.empty() ? "--host-memory"
+                        : !args.nvme.empty()        ? "--nvme"
+                                                    : single_gpu_option(args);
   if (ignored != nullptr) {
     fail("{} does not apply to --pipeline-parallel: a pipeline plan keeps every chunk's states and "
          "activations on its device",
@@ -183,7 +189,7 @@ int run_pipeline_plan(const PlanArgs& args) {
   if (args.json) {
     std::cout << plan_json(plan).dump(2) << "\n";
   } else {
-    std::cout << plan_text(graph, hw, plan);
+    std::cout << plan_text(graph.name, hw, plan);
   }
   if (!plan.fits) {
     for (size_t d = 0; d < plan.sim.devices.size(); ++d) {
@@ -210,14 +216,8 @@ int run_layout_search(const PlanArgs& args) {
                         : args.source.sequence_parallel ? "--sequence-parallel"
                         : args.ranks                    ? "--ranks"
                         : !args.source.graph_file.empty() ? "--graph"
-                        : args.strategy != "auto"       ? "--strategy"
                         : args.zero_stage               ? "--zero-stage"
-                        : !args.checkpointing.empty()   ? "--checkpointing"
-                        : !args.out.empty()             ? "--out"
-                        : !args.out_graph.empty()       ? "--out-graph"
-                        : args.max_batch                ? "--max-batch"
-                        : !args.max_model.empty()       ? "--max-model"
-                                                        : nullptr;
+                                                        : single_gpu_option(args);
   if (ignored != nullptr) {
     fail("{} does not apply to --gpus: the layout search chooses the data, tensor and pipeline "
          "parallelism, the micro-batch and the schedule of a zoo model",
@@ -263,14 +263,7 @@ int run_layout_search(const PlanArgs& args) {
                              search.candidates.size(), request.gpus, search.seconds);
     if (search.best) {
       std::cout << field("chosen", layout_label(search.candidates.front()));
-      const Graph graph = build_model(args.source.model, [&] {
-        ModelOptions o = options;
-        o.batch = search.candidates.front().micro_batch;
-        o.tensor_parallel = search.candidates.front().tensor_parallel;
-        o.sequence_parallel = o.tensor_parallel > 1;
-        return o;
-      }());
-      std::cout << plan_text(graph, hw, *search.best);
+      std::cout << plan_text(search.best_graph_name, hw, *search.best);
     }
     std::cout << "\n  runners-up                                                         step s   "
                  "MFU    fullest device\n";

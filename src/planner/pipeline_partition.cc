@@ -26,7 +26,6 @@
 // (bubble, in-flight micro-batches, peaks) like every other plan.
 #include <algorithm>
 #include <limits>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -40,13 +39,6 @@ namespace memwall {
 namespace {
 
 constexpr double kInfinite = std::numeric_limits<double>::infinity();
-
-double link_seconds(const PipelineShape& shape, int from, int to, uint64_t bytes) {
-  if (from == to || bytes == 0) return 0;
-  const bool same_node = from / shape.devices_per_node == to / shape.devices_per_node;
-  const P2pLink& link = same_node ? shape.in_node : shape.across_nodes;
-  return link.latency + static_cast<double>(bytes) / link.bandwidth;
-}
 
 // Bytes of `c` with `in_flight` micro-batches held, at its highest point;
 // saturates at the largest uint64 rather than wrapping (no budget is that large).
@@ -79,13 +71,8 @@ PartitionResult partition_pipeline(const ChunkedGraph& chunked, const PipelineSh
   const auto position = [&](int unit) {
     return unit < units ? cut_points[unit] : chunked.forward_ops();
   };
-  // Chunk costs of unit runs [i, j), computed once each.
-  std::vector<std::vector<std::optional<ChunkCost>>> costs(units, std::vector<std::optional<ChunkCost>>(units + 1));
-  const auto cost = [&](int i, int j) -> const ChunkCost& {
-    auto& slot = costs[i][j];
-    if (!slot) slot = chunked.cost(position(i), position(j));
-    return *slot;
-  };
+  // Chunk costs of unit runs [i, j): the ChunkedGraph measures each once.
+  const auto cost = [&](int i, int j) { return chunked.cost(position(i), position(j)); };
   std::vector<int> in_flight(chunks);
   std::vector<int> device(chunks);
   for (int k = 0; k < chunks; ++k) {
@@ -95,12 +82,17 @@ PartitionResult partition_pipeline(const ChunkedGraph& chunked, const PipelineSh
     in_flight[k] = (held + shape.chunks_per_device - 1) / shape.chunks_per_device;
   }
   const uint64_t share = budget / static_cast<uint64_t>(shape.chunks_per_device);
+  const PipelineSetup links = pipeline_setup(shape, {});
   const auto load = [&](int k, int i, int j) {
-    const ChunkCost& c = cost(i, j);
+    const ChunkCost c = cost(i, j);
     if (chunk_bytes(c, in_flight[k], shape.optimizer_shards) > share) return kInfinite;
     double seconds = c.forward + c.backward;
-    if (k + 1 < chunks) seconds += link_seconds(shape, device[k], device[k + 1], c.send_forward);
-    if (k > 0) seconds += link_seconds(shape, device[k], device[k - 1], c.send_backward);
+    if (k + 1 < chunks && c.send_forward > 0) {
+      seconds += transfer_seconds(links, device[k], device[k + 1], c.send_forward);
+    }
+    if (k > 0 && c.send_backward > 0) {
+      seconds += transfer_seconds(links, device[k], device[k - 1], c.send_backward);
+    }
     return seconds;
   };
   // best[k][j]: the least largest value of chunks 0..k-1 over units [0, j),

@@ -176,12 +176,6 @@ std::vector<PipelineTask> static_order(const Shape& s, PipelineSchedule schedule
   return order;
 }
 
-double transfer_seconds(const PipelineSetup& setup, int from, int to, uint64_t bytes) {
-  if (from == to) return 0;
-  const bool same_node = from / setup.devices_per_node == to / setup.devices_per_node;
-  const P2pLink& link = same_node ? setup.in_node : setup.across_nodes;
-  return link.latency + static_cast<double>(bytes) / link.bandwidth;
-}
 
 constexpr double kNotYet = std::numeric_limits<double>::infinity();
 
@@ -379,6 +373,13 @@ int schedule_in_flight(PipelineSchedule schedule, int devices, int chunks_per_de
     }
   }
   return micro_batches;
+}
+
+double transfer_seconds(const PipelineSetup& setup, int from, int to, uint64_t bytes) {
+  if (from == to) return 0;
+  const bool same_node = from / setup.devices_per_node == to / setup.devices_per_node;
+  const P2pLink& link = same_node ? setup.in_node : setup.across_nodes;
+  return link.latency + static_cast<double>(bytes) / link.bandwidth;
 }
 
 std::vector<PipelineTask> device_order(const PipelineSetup& setup, int device) {

@@ -149,6 +149,8 @@ ChunkedGraph::ChunkedGraph(const Graph& graph, const Hardware& hardware)
   }
   // States: parameters, optimizer states, and what the optimizer steps read
   // and update beside them (the parameters' gradients).
+  // A gradient's parameter: what the optimizer step reading it updates.
+  std::vector<BufferId> param_of(buffers, kNoBuffer);
   is_state_.assign(buffers, 0);
   states_of_param_.assign(buffers, {});
   for (size_t b = 0; b < buffers; ++b) {
@@ -164,6 +166,7 @@ ChunkedGraph::ChunkedGraph(const Graph& graph, const Hardware& hardware)
       for (const BufferId b : touched) {
         if (storage_[b] != storage_[p]) states_of_param_[storage_[p]].push_back(storage_[b]);
       }
+      for (const BufferId g : op.in) param_of[storage_[g]] = storage_[p];
     }
   }
 
@@ -181,15 +184,6 @@ ChunkedGraph::ChunkedGraph(const Graph& graph, const Hardware& hardware)
         if (graph.buffers[s].kind != BufferKind::kParam) continue;
         if (read_at[s].empty() || read_at[s].back() != pos) read_at[s].push_back(pos);
       }
-    }
-  }
-  // A gradient's parameter: what the optimizer step reading it updates.
-  std::vector<BufferId> param_of(buffers, kNoBuffer);
-  for (const Op& op : graph.ops) {
-    if (op.phase != Phase::kOptimizer) continue;
-    for (const BufferId p : op.updates) {
-      if (graph.buffers[p].kind != BufferKind::kParam) continue;
-      for (const BufferId g : op.in) param_of[storage_[g]] = storage_[p];
     }
   }
   std::vector<int> made_by_anchor(buffers, kNoPosition);

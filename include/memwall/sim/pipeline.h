@@ -83,6 +83,10 @@ int chunk_device(PipelineSchedule schedule, int chunk, int devices);
 int schedule_in_flight(PipelineSchedule schedule, int devices, int chunks_per_device,
                        int micro_batches, int device);
 
+// Seconds to send `bytes` from device `from` to device `to` over the
+// setup's links (0 on one device); its chunks are not read.
+double transfer_seconds(const PipelineSetup& setup, int from, int to, uint64_t bytes);
+
 // One forward or backward pass of one micro-batch on one chunk.
 struct PipelineTask {
   int device = 0;
