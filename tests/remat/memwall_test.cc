@@ -150,7 +150,8 @@ TEST(Memwall, NeverWorseThanCheckmateOnTheZoo) {
     const uint64_t top = keep_all_peak(graph, hw);
     const RematFloor floor = remat_floor(graph, hw, {.time_limit = search_seconds(10)});
     for (const uint64_t budget : {floor.bytes - 1, floor.bytes + (top - floor.bytes) / 10,
-                                  floor.bytes + (top - floor.bytes) * 3 / 10}) {
+                                  floor.bytes + (top - floor.bytes) * 3 / 10,
+                                  floor.bytes + (top - floor.bytes) / 2}) {
       SCOPED_TRACE(fmt::format("{} budget {}", model, budget));
       RematResult theirs;
       try {
@@ -168,9 +169,12 @@ TEST(Memwall, NeverWorseThanCheckmateOnTheZoo) {
     }
   }
   // Below the floor Checkmate's second found nothing on any of the three
-  // in the Release build (the floor's own 2-second probe had its plan);
-  // above it, at 3 or more of the 6 budgets. Under a sanitizer the model CBC solves is
-  // built 3-5x slower and its one CPU second finds fewer plans.
+  // in the Release build (the floor's own 2-second probe had its plan).
+  // Above it, what one CPU second finds varies from run to run: 4 or 5 of
+  // the 9 budgets in Release here, two copies of the test side by side
+  // (CI once found 2 of the 6 without the 50% ones, mostly at 30% and 50%).
+  // Under a sanitizer the model CBC solves is built 3-5x slower and its
+  // one CPU second finds fewer plans.
   EXPECT_GE(compared, kAsan || kTsan ? 1 : 3);
 }
 
