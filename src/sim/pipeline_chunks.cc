@@ -38,6 +38,31 @@
 // What crosses a cut: the non-state buffers made before it and read by the
 // forward after it (or by backward ops anchored after it, in the other
 // direction, their gradients), the batch's inputs left out.
+//
+// Note [Pipeline recomputation]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Megatron-LM trains its large pipelines with full recomputation
+// (Narayanan et al. 2021, sec. 3.5; --recompute-granularity full, one
+// layer a checkpoint): each layer keeps only its input from its forward to
+// its backward, and reruns its forward just before its backward. In a
+// chunk this is a different order of the same ops, measured by the same
+// sweep over it:
+//   - a storage is dropped when a layer's forward makes it and no forward
+//     op of another layer, nor one outside every layer, touches it (so a
+//     layer's output, the next layer's input, is kept; so are the
+//     activations of the embedding and the head, which Megatron does not
+//     checkpoint). Its forward instance dies after its last forward use;
+//   - a layer whose forward ops are all in the chunk is rerun just before
+//     the first backward op that touches one of its dropped storages. The
+//     rerun's ops make second instances of every storage the layer makes,
+//     from the kept inputs; the backward reads the dropped storages' second
+//     instances, and the others die after the rerun's last use. A layer
+//     split by a cut is not recomputed (every-op cuts can split one);
+//   - the rerun's seconds, its tensor-parallel all-reduces among them, are
+//     backward seconds; its bytes count in the backward peak.
+// So `saved` is the layers' inputs plus what is outside every layer, and
+// the backward peak is one layer's activations over that, as Korthikanti
+// et al. 2022 (sec. 4.2, "full activation recomputation") count it.
 #include "memwall/sim/pipeline_chunks.h"
 
 #include <algorithm>
@@ -119,8 +144,9 @@ int ChunkedGraph::backward_anchor(const Op& op, const std::vector<int>& made_at,
   return top;
 }
 
-ChunkedGraph::ChunkedGraph(const Graph& graph, const Hardware& hardware)
-    : graph_(graph), hardware_(hardware) {
+ChunkedGraph::ChunkedGraph(const Graph& graph, const Hardware& hardware,
+                           ChunkRecompute recompute)
+    : graph_(graph), hardware_(hardware), recompute_(recompute) {
   const size_t ops = graph.ops.size();
   const size_t buffers = graph.buffers.size();
   OpId first_backward = kNoOp;
@@ -197,6 +223,7 @@ ChunkedGraph::ChunkedGraph(const Graph& graph, const Hardware& hardware)
 
   seconds_.resize(ops);
   for (const Op& op : graph.ops) seconds_[op.id] = op_time(hardware, graph, op);
+  if (recompute_ != ChunkRecompute::kNone) find_droppable();
 
   // What crosses each cut, by difference arrays over positions: a buffer
   // made at position a and read last (forward) at position z crosses every
@@ -244,6 +271,73 @@ ChunkedGraph::ChunkedGraph(const Graph& graph, const Hardware& hardware)
   }
 }
 
+// Note [Pipeline recomputation]: the layers' forward ops, and the storages
+// a layer makes that nothing outside it touches in the forward.
+void ChunkedGraph::find_droppable() {
+  const Layers layers = find_layers(graph_);
+  const size_t buffers = graph_.buffers.size();
+  layer_of_op_ = layers.of_op;
+  layer_forward_.assign(layers.names.size(), {});
+  made_in_layer_.assign(buffers, -1);
+  std::vector<uint8_t> escapes(buffers, 0);
+  std::vector<uint8_t> seen(buffers, 0);
+  for (const OpId id : forward_) {
+    const Op& op = graph_.ops[id];
+    const int layer = layers.of_op[id];
+    if (layer >= 0) layer_forward_[layer].push_back(id);
+    for (const auto* list : {&op.in, &op.updates, &op.out}) {
+      for (const BufferId b : *list) {
+        const BufferId s = storage_[b];
+        if (!seen[s]) {
+          seen[s] = 1;
+          // Made here, or an input or state the forward first reads here.
+          if (list == &op.out) made_in_layer_[s] = layer;
+        }
+        if (layer < 0 || made_in_layer_[s] != layer) escapes[s] = 1;
+      }
+    }
+  }
+  droppable_.assign(buffers, 0);
+  for (size_t s = 0; s < buffers; ++s) {
+    droppable_[s] = made_in_layer_[s] >= 0 && !escapes[s] && !is_state_[s] &&
+                    graph_.buffers[s].kind != BufferKind::kInput;
+  }
+}
+
+std::vector<std::pair<OpId, bool>> ChunkedGraph::run_order(const std::vector<OpId>& ops,
+                                                           int begin, int end) const {
+  std::vector<std::pair<OpId, bool>> order;
+  if (recompute_ == ChunkRecompute::kNone) {
+    for (const OpId id : ops) order.emplace_back(id, false);
+    return order;
+  }
+  // Layers whose whole forward is in the chunk, not yet rerun.
+  std::vector<uint8_t> pending(layer_forward_.size(), 0);
+  for (size_t l = 0; l < layer_forward_.size(); ++l) {
+    pending[l] = !layer_forward_[l].empty();
+    for (const OpId id : layer_forward_[l]) {
+      if (anchor_[id] < begin || anchor_[id] >= end) pending[l] = 0;
+    }
+  }
+  const OpId last_forward = forward_.back();
+  for (const OpId id : ops) {
+    const Op& op = graph_.ops[id];
+    if (id > last_forward && op.phase != Phase::kOptimizer) {
+      for (const auto* list : {&op.in, &op.updates, &op.out}) {
+        for (const BufferId b : *list) {
+          const BufferId s = storage_[b];
+          if (!droppable_[s] || !pending[made_in_layer_[s]]) continue;
+          const int layer = made_in_layer_[s];
+          pending[layer] = 0;
+          for (const OpId f : layer_forward_[layer]) order.emplace_back(f, true);
+        }
+      }
+    }
+    order.emplace_back(id, false);
+  }
+  return order;
+}
+
 std::vector<int> ChunkedGraph::cut_points(bool every_op) const {
   std::vector<int> points;
   if (every_op) {
@@ -275,21 +369,31 @@ ChunkCost ChunkedGraph::cost(int begin, int end) const {
 ChunkCost ChunkedGraph::measure(int begin, int end) const {
   ChunkCost cost;
   const size_t buffers = graph_.buffers.size();
-  // The chunk's ops in order and, per storage, its first and last of them.
   std::vector<OpId> ops;
   for (const Op& op : graph_.ops) {
     if (anchor_[op.id] >= begin && anchor_[op.id] < end) ops.push_back(op.id);
   }
-  std::vector<int> first(buffers, -1);
-  std::vector<int> last(buffers, -1);
+  // The chunk's ops in the order they run, reruns among them (Note
+  // [Pipeline recomputation]); per instance (a storage, or its rerun's
+  // second instance at storage + buffers), its first and last of them.
+  const std::vector<std::pair<OpId, bool>> order = run_order(ops, begin, end);
+  const int steps = static_cast<int>(order.size());
+  std::vector<int> first(2 * buffers, -1);
+  std::vector<int> last(2 * buffers, -1);
   std::vector<uint8_t> held(buffers, 0);  // states the chunk holds
+  std::vector<uint8_t> rerun(layer_forward_.size(), 0);  // layers rerun so far
+  const OpId last_forward_op = forward_.back();
   int last_forward = -1;
-  for (int i = 0; i < static_cast<int>(ops.size()); ++i) {
-    const Op& op = graph_.ops[ops[i]];
-    if (op.id <= forward_.back() && op.phase != Phase::kOptimizer) last_forward = i;
-    if (op.phase == Phase::kOptimizer) cost.optimizer += seconds_[op.id];
-    else if (op.id <= forward_.back()) cost.forward += seconds_[op.id];
-    else cost.backward += seconds_[op.id];
+  for (int i = 0; i < steps; ++i) {
+    const auto [id, again] = order[i];
+    const Op& op = graph_.ops[id];
+    const bool backward = id > last_forward_op && op.phase != Phase::kOptimizer;
+    if (!again && !backward && op.phase != Phase::kOptimizer) last_forward = i;
+    if (op.phase == Phase::kOptimizer) cost.optimizer += seconds_[id];
+    else if (again || backward) cost.backward += seconds_[id];
+    else cost.forward += seconds_[id];
+    const int layer = again ? layer_of_op_[id] : -1;
+    if (again) rerun[layer] = 1;
     for (const auto* list : {&op.in, &op.out, &op.updates}) {
       for (const BufferId b : *list) {
         const BufferId s = storage_[b];
@@ -300,8 +404,14 @@ ChunkCost ChunkedGraph::measure(int begin, int end) const {
           }
           continue;
         }
-        if (first[s] < 0) first[s] = i;
-        last[s] = i;
+        // A rerun makes and reads its layer's storages anew; the backward
+        // reads the dropped ones' second instances.
+        const bool second = again ? made_in_layer_[s] == layer
+                                  : backward && recompute_ != ChunkRecompute::kNone &&
+                                        droppable_[s] && rerun[made_in_layer_[s]];
+        const size_t at = second ? s + buffers : s;
+        if (first[at] < 0) first[at] = i;
+        last[at] = i;
       }
     }
   }
@@ -313,18 +423,19 @@ ChunkCost ChunkedGraph::measure(int begin, int end) const {
       cost.optimizer_states += graph_.buffers[s].bytes;
     }
   }
-  // Live bytes per op: +bytes at first, -bytes after last.
-  std::vector<int64_t> delta(ops.size() + 1, 0);
-  for (size_t s = 0; s < buffers; ++s) {
-    if (first[s] < 0) continue;
-    delta[first[s]] += static_cast<int64_t>(graph_.buffers[s].bytes);
-    delta[last[s] + 1] -= static_cast<int64_t>(graph_.buffers[s].bytes);
-    if (first[s] <= last_forward && last[s] > last_forward) cost.saved += graph_.buffers[s].bytes;
+  // Live bytes per step: +bytes at first, -bytes after last.
+  std::vector<int64_t> delta(order.size() + 1, 0);
+  for (size_t at = 0; at < 2 * buffers; ++at) {
+    if (first[at] < 0) continue;
+    const uint64_t bytes = graph_.buffers[at % buffers].bytes;
+    delta[first[at]] += static_cast<int64_t>(bytes);
+    delta[last[at] + 1] -= static_cast<int64_t>(bytes);
+    if (first[at] <= last_forward && last[at] > last_forward) cost.saved += bytes;
   }
   int64_t live = 0;
-  for (int i = 0; i < static_cast<int>(ops.size()); ++i) {
+  for (int i = 0; i < steps; ++i) {
     live += delta[i];
-    const Op& op = graph_.ops[ops[i]];
+    const Op& op = graph_.ops[order[i].first];
     const uint64_t now = static_cast<uint64_t>(live) + op.workspace;
     uint64_t& peak = op.phase == Phase::kOptimizer ? cost.optimizer_peak
                      : i <= last_forward          ? cost.forward_peak
@@ -334,6 +445,16 @@ ChunkCost ChunkedGraph::measure(int begin, int end) const {
   cost.send_forward = end < forward_ops() ? forward_crossing_[end] : 0;
   cost.send_backward = backward_crossing_[begin];
   return cost;
+}
+
+std::string_view to_string(ChunkRecompute recompute) {
+  return recompute == ChunkRecompute::kFullLayers ? "full" : "none";
+}
+
+std::optional<ChunkRecompute> parse_chunk_recompute(std::string_view name) {
+  if (name == "none") return ChunkRecompute::kNone;
+  if (name == "full") return ChunkRecompute::kFullLayers;
+  return std::nullopt;
 }
 
 std::vector<ChunkCost> chunk_costs(const ChunkedGraph& chunked, const PipelineCut& cut) {

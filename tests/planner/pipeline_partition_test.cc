@@ -116,6 +116,106 @@ TEST(PipelineChunks, ExactBytesSecondsAndTransfers) {
   EXPECT_EQ(chunked.backward_crossing(3), 80u);  // da2
 }
 
+// Note [Pipeline recomputation]: an embedding, two layers of two ops whose
+// first output the layer's backward reads again, and a loss.
+//   emb     in [x, we] out [e]          emb.bwd    in [de, x] out [gwe]
+//   h0.fc   in [e, w0] out [u0]         h0.fc.bwd  in [du0, e, w0] out [de, g0]
+//   h0.act  in [u0] out [o0]            h0.act.bwd in [do0, u0] out [du0]
+//   h1.fc   in [o0, w1] out [u1]        h1.fc.bwd  in [du1, o0, w1] out [do0, g1]
+//   h1.act  in [u1] out [o1]            h1.act.bwd in [do1, u1] out [du1]
+//   loss    in [o1] out [loss]          loss.bwd   in [loss] out [do1]
+// Bytes: x 4; e, o_i, do_i, de 10; u_i, du_i 30; loss 1; parameters and
+// gradients 100, optimizer states 200. Forward ops take 1 s (the loss 0.5),
+// backward ops 2 s.
+Graph two_layer_recompute_graph() {
+  GraphBuilder g;
+  const BufferId x = g.buffer("x", 4, BufferKind::kInput);
+  std::vector<BufferId> w, grad, m;
+  for (const char* name : {"we", "w0", "w1"}) {
+    w.push_back(g.buffer(name, 100, BufferKind::kParam));
+    grad.push_back(g.buffer(std::string("g") + name, 100, BufferKind::kGrad));
+    m.push_back(g.buffer(std::string("m") + name, 200, BufferKind::kOptimState));
+  }
+  const auto act = [&](const char* name, uint64_t bytes) {
+    return g.buffer(name, bytes, BufferKind::kActivation);
+  };
+  const BufferId e = act("e", 10), u0 = act("u0", 30), o0 = act("o0", 10);
+  const BufferId u1 = act("u1", 30), o1 = act("o1", 10), loss = act("loss", 1);
+  const auto temp = [&](const char* name, uint64_t bytes) {
+    return g.buffer(name, bytes, BufferKind::kTemp);
+  };
+  const BufferId do1 = temp("do1", 10), du1 = temp("du1", 30), do0 = temp("do0", 10);
+  const BufferId du0 = temp("du0", 30), de = temp("de", 10);
+  g.op("emb", Phase::kForward, {x, w[0]}, {e});
+  g.op("h0.fc", Phase::kForward, {e, w[1]}, {u0});
+  g.op("h0.act", Phase::kForward, {u0}, {o0});
+  g.op("h1.fc", Phase::kForward, {o0, w[2]}, {u1});
+  g.op("h1.act", Phase::kForward, {u1}, {o1});
+  g.op("loss", Phase::kForward, {o1}, {loss});
+  g.op("loss.bwd", Phase::kBackward, {loss}, {do1});
+  g.op("h1.act.bwd", Phase::kBackward, {do1, u1}, {du1});
+  g.op("h1.fc.bwd", Phase::kBackward, {du1, o0, w[2]}, {do0, grad[2]});
+  g.op("h0.act.bwd", Phase::kBackward, {do0, u0}, {du0});
+  g.op("h0.fc.bwd", Phase::kBackward, {du0, e, w[1]}, {de, grad[1]});
+  g.op("emb.bwd", Phase::kBackward, {de, x}, {grad[0]});
+  for (int i = 0; i < 3; ++i) {
+    g.op("step" + std::to_string(i), Phase::kOptimizer, {grad[i]}, {}, {w[i], m[i]});
+  }
+  for (Op& op : g.graph.ops) {
+    op.time = op.phase == Phase::kForward ? 1 : op.phase == Phase::kBackward ? 2 : 0.25;
+  }
+  g.graph.ops[5].time = 0.5;  // the loss
+  validate(g.graph);
+  return g.graph;
+}
+
+// One chunk of the whole graph. Without recomputation it saves x, e, u0,
+// o0, u1 and the loss (85 B), its forward peaks at the loss (95 B) and its
+// backward at h1.act.bwd (the saved 84 without the loss, do1 and du1: 124).
+// With it, u0 and u1 (made and read only inside their layers) die after
+// their forward use: x, e, o0 and the loss are saved (25 B); o0 and o1,
+// which other layers or the loss read, stay. The forward peaks at h1.act
+// (x, e, o0, u1, o1: 64 B). Before h1.act.bwd, the first to read u1, h1
+// reruns: x, e, o0, do1 with u1' (64), o1' (74), then du1 (94, the peak);
+// h0 reruns before h0.act.bwd: x, e, do0, u0' (54), o0' (64), du0 (84).
+// The reruns add their 4 forward seconds to the backward's 12.
+TEST(PipelineChunks, FullRecomputationKeepsEachLayersInput) {
+  const Graph graph = two_layer_recompute_graph();
+  const Hardware hw = pipeline_gpu();
+  const ChunkedGraph keep(graph, hw);
+  const ChunkCost kept = keep.cost(0, keep.forward_ops());
+  EXPECT_EQ(kept.saved, 85u);
+  EXPECT_EQ(kept.forward_peak, 95u);
+  EXPECT_EQ(kept.backward_peak, 124u);
+  EXPECT_EQ(kept.forward, 5.5);
+  EXPECT_EQ(kept.backward, 12);
+
+  const ChunkedGraph rerun(graph, hw, ChunkRecompute::kFullLayers);
+  EXPECT_EQ(rerun.recompute(), ChunkRecompute::kFullLayers);
+  const ChunkCost c = rerun.cost(0, rerun.forward_ops());
+  EXPECT_EQ(c.saved, 25u);
+  EXPECT_EQ(c.forward_peak, 64u);
+  EXPECT_EQ(c.backward_peak, 94u);
+  EXPECT_EQ(c.forward, 5.5);
+  EXPECT_EQ(c.backward, 16);
+  EXPECT_EQ(c.states, kept.states);
+  EXPECT_EQ(c.optimizer, kept.optimizer);
+
+  // Cut at the layer start 3, each chunk reruns its own layer: chunk 0
+  // saves x and e and sends o0 (10); chunk 1 saves the received o0 and the
+  // loss. A cut inside h0 (at 2) leaves it whole: u0 crosses and is kept.
+  const std::vector<ChunkCost> layered = chunk_costs(rerun, {0, 3});
+  EXPECT_EQ(layered[0].saved, 14u);
+  EXPECT_EQ(layered[0].backward, 2 * 2 + 2 + 2);  // emb.bwd, h0's backward and its rerun
+  EXPECT_EQ(layered[1].saved, 11u);
+  EXPECT_EQ(layered[1].send_backward, 10u);  // do0
+  const std::vector<ChunkCost> split = chunk_costs(rerun, {0, 2});
+  const std::vector<ChunkCost> split_kept = chunk_costs(keep, {0, 2});
+  EXPECT_EQ(split[0].saved, split_kept[0].saved);
+  EXPECT_EQ(split[0].backward, split_kept[0].backward);
+  EXPECT_EQ(split[1].saved, 11u);  // h1 is whole in chunk 1 and reruns
+}
+
 PipelineShape two_pipeline_devices(PipelineSchedule schedule, int micro_batches) {
   return {.devices = 2,
           .chunks_per_device = 1,

@@ -5,8 +5,11 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "memwall/graph/types.h"
@@ -15,15 +18,30 @@
 
 namespace memwall {
 
+// What each chunk recomputes (Note [Pipeline recomputation] in
+// src/sim/pipeline_chunks.cc).
+enum class ChunkRecompute : uint8_t {
+  kNone,
+  // Megatron-LM's full recomputation (--recompute-granularity full
+  // --recompute-method uniform --recompute-num-layers 1): each layer keeps
+  // its input, and reruns its forward just before its backward.
+  kFullLayers,
+};
+std::string_view to_string(ChunkRecompute recompute);
+// none, full; nullopt for any other name.
+std::optional<ChunkRecompute> parse_chunk_recompute(std::string_view name);
+
 // The ops of a graph by the forward position they follow (Note [Pipeline
 // chunks]): a chunk [a, b) of forward positions holds every op whose anchor
 // is in it.
 class ChunkedGraph {
  public:
   // Throws Error for a graph without a backward (nothing to pipeline).
-  ChunkedGraph(const Graph& graph, const Hardware& hardware);
+  ChunkedGraph(const Graph& graph, const Hardware& hardware,
+               ChunkRecompute recompute = ChunkRecompute::kNone);
 
   const Graph& graph() const { return graph_; }
+  ChunkRecompute recompute() const { return recompute_; }
   // Forward positions: the ops before the first backward op, in order.
   int forward_ops() const { return static_cast<int>(forward_.size()); }
   OpId forward_op(int position) const { return forward_[position]; }
@@ -53,8 +71,19 @@ class ChunkedGraph {
                       const std::vector<std::vector<int>>& read_at,
                       const std::vector<BufferId>& param_of, int last) const;
 
+  // The chunk's ops in order, each with whether it is a recomputation
+  // (Note [Pipeline recomputation]).
+  std::vector<std::pair<OpId, bool>> run_order(const std::vector<OpId>& ops, int begin,
+                                               int end) const;
+  void find_droppable();
+
   const Graph& graph_;
   const Hardware& hardware_;
+  ChunkRecompute recompute_;
+  std::vector<int> layer_of_op_;                    // per op: its forward layer, -1 for none
+  std::vector<std::vector<OpId>> layer_forward_;  // per layer: its forward ops in order
+  std::vector<int> made_in_layer_;  // per storage: the layer whose forward makes it, -1 for none
+  std::vector<uint8_t> droppable_;  // per storage: freed after its forward, recomputed for backward
   std::vector<OpId> forward_;
   std::vector<int> anchor_;
   std::vector<double> seconds_;              // per op
