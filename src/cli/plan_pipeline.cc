@@ -52,6 +52,7 @@ nlohmann::json plan_json(const PipelinePlan& p) {
   }
   return {{"schedule", to_string(p.shape.schedule)},
           {"partition", to_string(p.partition)},
+          {"checkpointing", to_string(p.recompute)},
           {"pipeline_devices", p.shape.devices},
           {"chunks_per_device", p.shape.chunks_per_device},
           {"micro_batches", p.shape.micro_batches},
@@ -81,6 +82,9 @@ std::string plan_text(std::string_view graph_name, const Hardware& hw, const Pip
   out += field("schedule", fmt::format("{}, {} micro-batches", to_string(p.shape.schedule),
                                        p.shape.micro_batches));
   out += field("partition", std::string(to_string(p.partition)));
+  if (p.recompute != ChunkRecompute::kNone) {
+    out += field("checkpointing", "per-layer: each layer keeps its input and reruns its forward");
+  }
   out += field("budget", exact_bytes(p.budget) + " a device");
   out += field("step time", fmt::format("{:.6g} s (simulated), bubble {:.1f}%", p.sim.step_time,
                                         100 * p.sim.bubble_fraction));
@@ -115,12 +119,25 @@ std::string plan_text(std::string_view graph_name, const Hardware& hw, const Pip
 // search take; nullptr when none is.
 const char* single_gpu_option(const PlanArgs& args) {
   return args.strategy != "auto"       ? "--strategy"
-         : !args.checkpointing.empty() ? "--checkpointing"
          : !args.out.empty()           ? "--out"
          : !args.out_graph.empty()     ? "--out-graph"
          : args.max_batch              ? "--max-batch"
          : !args.max_model.empty()     ? "--max-model"
                                        : nullptr;
+}
+
+// --checkpointing with pipelines: per-layer (Megatron-LM's full
+// recomputation, Note [Pipeline recomputation]) or keep-all; nullopt when
+// not given.
+std::optional<ChunkRecompute> pipeline_recompute(const PlanArgs& args) {
+  if (args.checkpointing.empty()) return std::nullopt;
+  const auto recompute = parse_chunk_recompute(args.checkpointing);
+  if (!recompute || args.checkpointing == "none" || args.checkpointing == "full") {
+    fail("--checkpointing {} with pipelines: per-layer (each layer keeps its input and reruns "
+         "its forward before its backward) or keep-all",
+         args.checkpointing);
+  }
+  return recompute;
 }
 
 int parse_positive(const std::optional<std::string>& text, const char* option, int fallback) {
@@ -179,6 +196,7 @@ int run_pipeline_plan(const PlanArgs& args) {
     if (!partition) fail("--partition {}: unknown (tarnawski, even)", args.partition);
     request.partition = *partition;
   }
+  request.recompute = pipeline_recompute(args).value_or(ChunkRecompute::kNone);
   const Hardware hw = load_node(args);
   const Graph graph = args.source.load(hw);
   if (!args.budget.empty()) {
@@ -228,6 +246,7 @@ int run_layout_search(const PlanArgs& args) {
   if (gpus > (1 << 20)) fail("--gpus {} is more than 2^20 GPUs", gpus);
   request.gpus = static_cast<int>(gpus);
   request.global_batch = parse_count(*args.global_batch, "--global-batch");
+  request.recompute = pipeline_recompute(args);
   const Hardware hw = load_node(args);
   const ModelOptions options = args.source.model_options(hw);
   if (!args.budget.empty()) {
@@ -245,6 +264,7 @@ int run_layout_search(const PlanArgs& args) {
                       {"micro_batches", c.micro_batches},
                       {"schedule", to_string(c.schedule)},
                       {"chunks_per_device", c.chunks_per_device},
+                      {"checkpointing", to_string(c.recompute)},
                       {"fits", c.fits},
                       {"step_time_s", c.step_time},
                       {"tokens_per_s", c.tokens_per_s},

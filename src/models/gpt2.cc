@@ -37,12 +37,20 @@ constexpr double kGpt2Dropout = 0.1;  // embd_pdrop, attn_pdrop, resid_pdrop
 }  // namespace
 
 Graph build_gpt2(std::string_view variant, const ModelOptions& opts) {
-  const Gpt2Config* cfg = nullptr;
+  const Gpt2Config* found = nullptr;
   for (const Gpt2Config& c : kGpt2Configs) {
-    if (variant == c.name) cfg = &c;
+    if (variant == c.name) found = &c;
   }
-  if (cfg == nullptr) fail("model: unknown GPT-2 variant '{}'", variant);
-  if (opts.seq > kGpt2Positions) fail("model {}: sequence longer than {}", variant, kGpt2Positions);
+  if (found == nullptr) fail("model: unknown GPT-2 variant '{}'", variant);
+  // The variant's shape, or the one the options give (checked by build_model).
+  const GptShape& shape = opts.gpt_shape;
+  const Gpt2Config shaped{found->name, shape.layers > 0 ? shape.layers : found->layers,
+                          shape.hidden > 0 ? shape.hidden : found->hidden,
+                          shape.heads > 0 ? shape.heads : found->heads};
+  const Gpt2Config* cfg = &shaped;
+  const int64_t vocab_size = shape.vocab > 0 ? shape.vocab : kGpt2Vocab;
+  const int64_t max_positions = shape.positions > 0 ? shape.positions : kGpt2Positions;
+  if (opts.seq > max_positions) fail("model {}: sequence longer than {}", variant, max_positions);
   const int64_t batch = opts.batch, s = opts.seq, h = cfg->hidden;
 
   Builder b(std::string(variant), opts);
@@ -55,9 +63,9 @@ Graph build_gpt2(std::string_view variant, const ModelOptions& opts) {
   Tensor ids = b.input("input_ids", {batch, s}, DType::kI64);
   Tensor positions = b.input("position_ids", {s_local}, DType::kI64);
   Tensor labels = b.input("labels", {batch, s}, DType::kI64);
-  const int64_t vocab = tp_padded_vocab(b, kGpt2Vocab);
+  const int64_t vocab = tp_padded_vocab(b, vocab_size);
   Tensor wte = b.param("wte.weight", {vocab / t, h});
-  Tensor wpe = b.param("wpe.weight", {kGpt2Positions, h});
+  Tensor wpe = b.param("wpe.weight", {max_positions, h});
 
   Tensor x = vocab_parallel_embedding(b, "wte", ids, wte);
   x = add_broadcast(b, "embed_sum", x, embedding(b, "wpe", positions, wpe));

@@ -129,6 +129,54 @@ std::string check_adapters(const ModelInfo& info, const ModelOptions& opts) {
   return fmt::format(" {}{}", nf4 ? "qlora" : "lora", opts.lora.rank);
 }
 
+// Bounds of another GPT shape: past them a size is a typo.
+constexpr int64_t kMaxShapeLayers = 4096, kMaxShapeHidden = int64_t{1} << 18;
+constexpr int64_t kMaxShapeVocab = int64_t{1} << 24, kMaxShapePositions = int64_t{1} << 22;
+
+// The model's context: its own, or that of the GPT shape the options give
+// (each dimension checked).
+int64_t check_gpt_shape(const ModelInfo& info, const GptShape& shape) {
+  if (!shape.given()) return info.max_seq;
+  if (!info.name.starts_with("gpt2")) {
+    fail("model {}: another shape (layers, hidden, heads, vocab, positions) is for the GPT-2 "
+         "models",
+         info.name);
+  }
+  const auto check = [&](int64_t value, int64_t most, const char* what) {
+    if (value < 0 || value > most) {
+      fail("model {}: {} {} out of range (1..{})", info.name, what, value, most);
+    }
+  };
+  check(shape.layers, kMaxShapeLayers, "layers");
+  check(shape.hidden, kMaxShapeHidden, "hidden size");
+  check(shape.heads, kMaxShapeHidden, "heads");
+  check(shape.vocab, kMaxShapeVocab, "vocabulary");
+  check(shape.positions, kMaxShapePositions, "positions");
+  if (shape.hidden > 0 && shape.heads > 0 && shape.hidden % shape.heads != 0) {
+    fail("model {}: hidden size {} does not split into {} heads", info.name, shape.hidden,
+         shape.heads);
+  }
+  if ((shape.hidden > 0) != (shape.heads > 0)) {
+    fail("model {}: another hidden size needs its heads, and the other way round", info.name);
+  }
+  return shape.positions > 0 ? shape.positions : info.max_seq;
+}
+
+// "l96 h16384 a128 v51200 p2048": the dimensions another shape sets.
+std::string gpt_shape_text(const GptShape& shape) {
+  if (!shape.given()) return "";
+  std::string out;
+  const auto part = [&](const char* tag, int64_t value) {
+    if (value > 0) out += fmt::format(" {}{}", tag, value);
+  };
+  part("l", shape.layers);
+  part("h", shape.hidden);
+  part("a", shape.heads);
+  part("v", shape.vocab);
+  part("p", shape.positions);
+  return out;
+}
+
 // Tensor parallelism's ranks (a power of two up to 1024, as Megatron's
 // layouts use them) and the models built with it so far; the graph name's
 // part for it (" tp4", " tp4 sp").
@@ -201,10 +249,11 @@ Graph build_model(std::string_view name, const ModelOptions& options) {
     shape_desc = fmt::format("i{}", opts.image);
   } else {
     if (opts.image != 0) fail("model {}: --image applies to CNNs only", info.name);
-    if (opts.seq == 0) opts.seq = info.default_seq;
-    if (opts.seq < 0 || opts.seq > info.max_seq) {
+    const int64_t context = check_gpt_shape(info, opts.gpt_shape);
+    if (opts.seq == 0) opts.seq = std::min(info.default_seq, context);
+    if (opts.seq < 0 || opts.seq > context) {
       fail("model {}: sequence length {} out of range (1..{}, the model's context)", info.name,
-           opts.seq, info.max_seq);
+           opts.seq, context);
     }
     shape_desc = fmt::format("s{}", opts.seq);
   }
@@ -217,7 +266,8 @@ Graph build_model(std::string_view name, const ModelOptions& options) {
   const std::string parallel = check_tensor_parallel(info, opts);
 
   Graph g = e.build(info.name, opts);
-  g.name = fmt::format("{} b{} {} {}{}{}{}{}{}", info.name, opts.batch, shape_desc,
+  g.name = fmt::format("{}{} b{} {} {}{}{}{}{}{}", info.name, gpt_shape_text(opts.gpt_shape),
+                       opts.batch, shape_desc,
                        to_string(opts.precision), adapters, opts.flash ? " flash" : "",
                        opts.eager_kernels ? " eager-kernels" : "",
                        opts.forward_only ? " forward-only" : "", parallel);
@@ -239,6 +289,12 @@ Graph build_model(std::string_view name, const ModelOptions& options) {
     g.meta["trainable_param_count"] = trainable;
   }
   if (opts.base_weights == WeightFormat::kNf4) g.meta["base_weights"] = "nf4";
+  if (opts.gpt_shape.given()) {
+    const GptShape& shape = opts.gpt_shape;
+    g.meta["gpt_shape"] = {{"layers", shape.layers}, {"hidden", shape.hidden},
+                           {"heads", shape.heads},   {"vocab", shape.vocab},
+                           {"positions", shape.positions}};
+  }
   if (info.family == ModelFamily::kCnn) {
     g.meta["image"] = opts.image;
   } else {

@@ -15,7 +15,11 @@
 //   - 1F1B, and interleaved 1F1B with 2 chunks a device where p > 1 and p
 //     divides m (Megatron-LM's requirement). GPipe has 1F1B's bubble with
 //     more micro-batches held, and memwall's Hanayo more bubble than
-//     interleaved (docs/pipeline.md), so neither can win here.
+//     interleaved (docs/pipeline.md), so neither can win here;
+//   - every activation kept, and, only where that does not fit, per-layer
+//     recomputation (Note [Pipeline recomputation]), which adds a forward
+//     to every backward and so cannot be faster where keeping fits (unless
+//     the request fixes one or the other).
 // Each is a pipeline plan (Tarnawski et al.'s partition of the graph of one
 // micro-batch and one tensor-parallel rank, the schedule simulated over the
 // devices, the optimizer states sharded over the d replicas as Megatron-LM's
@@ -24,8 +28,8 @@
 // simulated step whose every device fits the budget wins. A layout where no
 // cut fits is planned at the cut needing least memory, so that its row
 // says how far over the budget it is (its time is that cut's, not a
-// balanced one's). A graph is built
-// once per (t, b) and its chunk costs once per graph and cut.
+// balanced one's). A graph is built once per (t, b) and its chunk costs
+// once per graph, recomputation and cut.
 #include "memwall/planner/pipeline_layout.h"
 
 #include <algorithm>
@@ -58,9 +62,10 @@ std::vector<int> divisors(int n) {
 std::string layout_label(const LayoutCandidate& c) {
   std::string schedule(to_string(c.schedule));
   if (c.chunks_per_device > 1) schedule += fmt::format(" ({} chunks)", c.chunks_per_device);
-  return fmt::format("tp {} x pp {} x dp {}, micro-batch {} x {}, {}", c.tensor_parallel,
+  return fmt::format("tp {} x pp {} x dp {}, micro-batch {} x {}, {}{}", c.tensor_parallel,
                      c.pipeline_parallel, c.data_parallel, c.micro_batch, c.micro_batches,
-                     schedule);
+                     schedule,
+                     c.recompute == ChunkRecompute::kNone ? "" : ", per-layer recompute");
 }
 
 LayoutSearch search_layouts(std::string_view model, const ModelOptions& options,
@@ -77,27 +82,62 @@ LayoutSearch search_layouts(std::string_view model, const ModelOptions& options,
   // its graph does too.
   struct Built {
     std::optional<Graph> graph;
-    std::unique_ptr<ChunkedGraph> chunked;
+    std::unique_ptr<ChunkedGraph> chunked[2];  // by ChunkRecompute, made when first asked
     std::string error;
   };
   std::map<std::pair<int, int64_t>, Built> graphs;
-  const auto built = [&](int tp, int64_t b) -> Built& {
-    const auto key = std::make_pair(tp, b);
-    auto it = graphs.find(key);
-    if (it != graphs.end()) return it->second;
-    Built& entry = graphs[key];
-    ModelOptions o = options;
-    o.batch = b;
-    o.tensor_parallel = tp;
-    o.sequence_parallel = tp > 1;
+  const auto built = [&](int tp, int64_t b, ChunkRecompute recompute) -> const Built& {
+    Built& entry = graphs[std::make_pair(tp, b)];
+    std::unique_ptr<ChunkedGraph>& chunked = entry.chunked[static_cast<int>(recompute)];
+    if (!entry.error.empty() || chunked) return entry;
     try {
-      entry.graph = build_model(model, o);
-      entry.chunked = std::make_unique<ChunkedGraph>(*entry.graph, node);
+      if (!entry.graph) {
+        ModelOptions o = options;
+        o.batch = b;
+        o.tensor_parallel = tp;
+        o.sequence_parallel = tp > 1;
+        entry.graph = build_model(model, o);
+      }
+      chunked = std::make_unique<ChunkedGraph>(*entry.graph, node, recompute);
     } catch (const Error& e) {
       entry.error = e.what();
-      entry.chunked.reset();
     }
     return entry;
+  };
+  // Plans one layout into its row; true when it fits.
+  const auto try_layout = [&](LayoutCandidate& c, const Built& graph) {
+    const std::unique_ptr<ChunkedGraph>& chunked = graph.chunked[static_cast<int>(c.recompute)];
+    if (!chunked) {
+      c.why_not = graph.error;
+      return false;
+    }
+    try {
+      PipelinePlan plan = plan_pipeline(*chunked, node,
+                                        {.devices = c.pipeline_parallel,
+                                         .data_parallel = c.data_parallel,
+                                         .distributed_optimizer = true,
+                                         .chunks_per_device = c.chunks_per_device,
+                                         .micro_batches = c.micro_batches,
+                                         .schedule = c.schedule,
+                                         .budget = budget,
+                                         .recompute = c.recompute,
+                                         .allow_over_budget = true});
+      c.fits = plan.fits;
+      c.step_time = plan.sim.step_time;
+      c.tokens_per_s = plan.tokens_per_s;
+      c.mfu = plan.mfu;
+      for (const PipelineDevice& d : plan.sim.devices) {
+        c.peak_bytes = std::max(c.peak_bytes, d.peak_bytes);
+      }
+      if (!c.fits) c.why_not = fmt::format("a device needs {}", human_bytes(c.peak_bytes));
+      if (c.fits && (!search.best || c.step_time < search.best->sim.step_time)) {
+        search.best = std::move(plan);
+        search.best_graph_name = graph.graph->name;
+      }
+    } catch (const Error& e) {
+      c.why_not = e.what();
+    }
+    return c.fits;
   };
   for (const int tp : divisors(request.gpus)) {
     if (tp > node.gpus_per_node) continue;
@@ -113,45 +153,23 @@ LayoutSearch search_layouts(std::string_view model, const ModelOptions& options,
             {PipelineSchedule::kOneFOneB, 1}};
         if (pp > 1 && m % pp == 0) schedules.emplace_back(PipelineSchedule::kInterleaved, 2);
         for (const auto& [schedule, chunks] : schedules) {
-          LayoutCandidate c{.tensor_parallel = tp,
-                            .pipeline_parallel = pp,
-                            .data_parallel = dp,
-                            .micro_batch = b,
-                            .micro_batches = static_cast<int>(m),
-                            .chunks_per_device = chunks,
-                            .schedule = schedule};
-          const Built& graph = built(tp, b);
-          if (!graph.chunked) {
-            c.why_not = graph.error;
+          const std::vector<ChunkRecompute> choices =
+              request.recompute ? std::vector<ChunkRecompute>{*request.recompute}
+                                : std::vector<ChunkRecompute>{ChunkRecompute::kNone,
+                                                              ChunkRecompute::kFullLayers};
+          for (const ChunkRecompute recompute : choices) {
+            LayoutCandidate c{.tensor_parallel = tp,
+                              .pipeline_parallel = pp,
+                              .data_parallel = dp,
+                              .micro_batch = b,
+                              .micro_batches = static_cast<int>(m),
+                              .chunks_per_device = chunks,
+                              .schedule = schedule,
+                              .recompute = recompute};
+            const bool fits = try_layout(c, built(tp, b, recompute));
             search.candidates.push_back(std::move(c));
-            continue;
+            if (fits) break;  // recomputing where keeping fits is only slower
           }
-          try {
-            PipelinePlan plan = plan_pipeline(*graph.chunked, node,
-                                              {.devices = pp,
-                                               .data_parallel = dp,
-                                               .distributed_optimizer = true,
-                                               .chunks_per_device = chunks,
-                                               .micro_batches = static_cast<int>(m),
-                                               .schedule = schedule,
-                                               .budget = budget,
-                                               .allow_over_budget = true});
-            c.fits = plan.fits;
-            c.step_time = plan.sim.step_time;
-            c.tokens_per_s = plan.tokens_per_s;
-            c.mfu = plan.mfu;
-            for (const PipelineDevice& d : plan.sim.devices) {
-              c.peak_bytes = std::max(c.peak_bytes, d.peak_bytes);
-            }
-            if (!c.fits) c.why_not = fmt::format("a device needs {}", human_bytes(c.peak_bytes));
-            if (c.fits && (!search.best || c.step_time < search.best->sim.step_time)) {
-              search.best = std::move(plan);
-              search.best_graph_name = graph.graph->name;
-            }
-          } catch (const Error& e) {
-            c.why_not = e.what();
-          }
-          search.candidates.push_back(std::move(c));
         }
       }
     }

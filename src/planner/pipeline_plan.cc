@@ -32,7 +32,7 @@ std::optional<PipelinePartition> parse_pipeline_partition(std::string_view name)
 }
 
 PipelinePlan plan_pipeline(const Graph& graph, const Hardware& node, const PipelineRequest& request) {
-  const ChunkedGraph chunked(graph, node);
+  const ChunkedGraph chunked(graph, node, request.recompute);
   return plan_pipeline(chunked, node, request);
 }
 
@@ -41,6 +41,11 @@ PipelinePlan plan_pipeline(const ChunkedGraph& chunked, const Hardware& node,
   const Graph& graph = chunked.graph();
   PipelinePlan plan;
   plan.partition = request.partition;
+  if (request.recompute != chunked.recompute()) {
+    fail("pipeline: the request recomputes '{}' where its chunked graph recomputes '{}'",
+         to_string(request.recompute), to_string(chunked.recompute()));
+  }
+  plan.recompute = request.recompute;
   plan.tensor_parallel = graph_tensor_parallel(graph);
   PipelineShape& shape = plan.shape;
   shape.devices = checked_count(request.devices, "the pipeline's devices");

@@ -448,12 +448,12 @@ ChunkCost ChunkedGraph::measure(int begin, int end) const {
 }
 
 std::string_view to_string(ChunkRecompute recompute) {
-  return recompute == ChunkRecompute::kFullLayers ? "full" : "none";
+  return recompute == ChunkRecompute::kFullLayers ? "per-layer" : "keep-all";
 }
 
 std::optional<ChunkRecompute> parse_chunk_recompute(std::string_view name) {
-  if (name == "none") return ChunkRecompute::kNone;
-  if (name == "full") return ChunkRecompute::kFullLayers;
+  if (name == "keep-all" || name == "none") return ChunkRecompute::kNone;
+  if (name == "per-layer" || name == "full") return ChunkRecompute::kFullLayers;
   return std::nullopt;
 }
 

@@ -38,6 +38,18 @@ struct LoraOptions {
 // compute-dtype temporary per matmul (Note [NF4 weights] in src/models/lora.cc).
 enum class WeightFormat : uint8_t { kDense, kNf4 };
 
+// GPT-2's architecture at another shape: Megatron-LM's GPT models
+// (learned positions, pre-LN blocks, GELU MLP of 4h, tied head), as in
+// Narayanan et al. 2021's weak-scaling table. 0 keeps the variant's own.
+struct GptShape {
+  int64_t layers = 0;
+  int64_t hidden = 0;
+  int64_t heads = 0;
+  int64_t vocab = 0;
+  int64_t positions = 0;  // the context: the longest sequence
+  bool given() const { return layers || hidden || heads || vocab || positions; }
+};
+
 struct ModelOptions {
   int64_t batch = 0;  // 0: the model's default
   int64_t seq = 0;    // sequence length (transformers); 0: default
@@ -62,6 +74,8 @@ struct ModelOptions {
   // Korthikanti et al. 2022's sequence parallelism on top of it: norms,
   // dropouts and residuals split along the sequence.
   bool sequence_parallel = false;
+  // The GPT-2 models only: another shape (the graph name says it).
+  GptShape gpt_shape;
 };
 
 // The LoRA target short names, in the order peft's all-linear lists them.

@@ -20,6 +20,9 @@ struct LayoutRequest {
   int gpus = 1;
   int64_t global_batch = 1;  // samples a step, over every data-parallel replica
   uint64_t budget = 0;       // bytes a device; 0: default_budget
+  // Per-layer recomputation on or off in every layout; nullopt: the search
+  // chooses (Note [Layout search]).
+  std::optional<ChunkRecompute> recompute;
 };
 
 struct LayoutCandidate {
@@ -30,6 +33,7 @@ struct LayoutCandidate {
   int micro_batches = 1;
   int chunks_per_device = 1;
   PipelineSchedule schedule = PipelineSchedule::kOneFOneB;
+  ChunkRecompute recompute = ChunkRecompute::kNone;
   bool fits = false;
   double step_time = 0;  // simulated; 0 where no plan was made
   double tokens_per_s = 0;
@@ -51,7 +55,8 @@ struct LayoutSearch {
 LayoutSearch search_layouts(std::string_view model, const ModelOptions& options,
                             const Hardware& node, const LayoutRequest& request);
 
-// "tp 2 x pp 4 x dp 8, micro-batch 2 x 16, interleaved (2 chunks)".
+// "tp 2 x pp 4 x dp 8, micro-batch 2 x 16, interleaved (2 chunks)", and
+// ", per-layer recompute" where it recomputes.
 std::string layout_label(const LayoutCandidate& c);
 
 }  // namespace memwall

@@ -31,6 +31,9 @@ struct PipelineRequest {
   PipelineSchedule schedule = PipelineSchedule::kOneFOneB;
   PipelinePartition partition = PipelinePartition::kTarnawski;
   uint64_t budget = 0;  // bytes a device; 0: default_budget
+  // What each chunk recomputes (Note [Pipeline recomputation]); the
+  // overload over a ChunkedGraph takes the chunked graph's.
+  ChunkRecompute recompute = ChunkRecompute::kNone;
   // Where no cut fits, plan the cut needing least memory (fits false)
   // instead of throwing: the layout search's rows of layouts that do not fit.
   bool allow_over_budget = false;
@@ -39,6 +42,7 @@ struct PipelineRequest {
 struct PipelinePlan {
   PipelineShape shape;
   PipelinePartition partition = PipelinePartition::kTarnawski;
+  ChunkRecompute recompute = ChunkRecompute::kNone;
   uint64_t budget = 0;
   int tensor_parallel = 1;
   int data_parallel = 1;
@@ -58,8 +62,9 @@ struct PipelinePlan {
 // the budget (partition_error's line; unless allow_over_budget), or an
 // even split the layers do not allow.
 PipelinePlan plan_pipeline(const Graph& graph, const Hardware& node, const PipelineRequest& request);
-// The same over a graph already chunked (with `node`), whose chunk costs
-// carry over from plan to plan: the layout search's many plans of one graph.
+// The same over a graph already chunked (with `node` and the request's
+// recomputation; Error if it differs), whose chunk costs carry over from
+// plan to plan: the layout search's many plans of one graph.
 PipelinePlan plan_pipeline(const ChunkedGraph& chunked, const Hardware& node,
                            const PipelineRequest& request);
 

@@ -27,8 +27,11 @@ enum class ChunkRecompute : uint8_t {
   // its input, and reruns its forward just before its backward.
   kFullLayers,
 };
+// keep-all, per-layer (the name of the one-GPU planner that checkpoints
+// the same way, docs/remat-per-layer.md).
 std::string_view to_string(ChunkRecompute recompute);
-// none, full; nullopt for any other name.
+// keep-all or none; per-layer or full (Megatron-LM's name); nullopt for
+// any other name.
 std::optional<ChunkRecompute> parse_chunk_recompute(std::string_view name);
 
 // The ops of a graph by the forward position they follow (Note [Pipeline
