@@ -68,12 +68,12 @@ std::vector<PublishedRun> load_runs(const BenchPublishedArgs& args) {
 
 Graph graph_of(const PublishedRun& run, const BenchPublishedArgs& args) {
   if (!run.zoo_model.empty()) {
-    ModelOptions o;
+    // The published zoo rows ran SDPA's fused kernels (torchtitan) unless
+    // the row says otherwise; a layout row's graph is one tensor-parallel
+    // rank's at one sequence, for its parameter count (the prediction
+    // builds its own, Note [Published layouts]).
+    ModelOptions o = published_model_options(run);
     o.batch = run.batch;
-    o.seq = run.seq;
-    o.precision = parse_precision(run.dtype);
-    o.optimizer = parse_optimizer(run.optimizer);
-    o.flash = true;  // the published zoo rows ran SDPA's fused kernels (torchtitan)
     return optimizer_as_run(build_model(run.zoo_model, o),
                             parse_optimizer_impl(run.optimizer_impl));
   }

@@ -224,21 +224,17 @@ int run_layout_search(const PlanArgs& args) {
   if (!args.gpus || !args.global_batch) {
     fail("--gpus N and --global-batch B go together: the layout search needs both");
   }
-  const char* ignored = args.pipeline_parallel          ? "--pipeline-parallel"
-                        : args.micro_batches            ? "--micro-batches"
+  const char* ignored = args.micro_batches            ? "--micro-batches"
                         : !args.schedule.empty()        ? "--schedule"
                         : args.chunks_per_device        ? "--chunks-per-device"
-                        : !args.partition.empty()       ? "--partition"
                         : args.source.batch             ? "--batch"
-                        : args.source.tensor_parallel   ? "--tensor-parallel"
-                        : args.source.sequence_parallel ? "--sequence-parallel"
                         : args.ranks                    ? "--ranks"
                         : !args.source.graph_file.empty() ? "--graph"
-                        : args.zero_stage               ? "--zero-stage"
                                                         : single_gpu_option(args);
   if (ignored != nullptr) {
-    fail("{} does not apply to --gpus: the layout search chooses the data, tensor and pipeline "
-         "parallelism, the micro-batch and the schedule of a zoo model",
+    fail("{} does not apply to --gpus: the layout search chooses the data parallelism, the "
+         "micro-batch and the schedule of a zoo model (--tensor-parallel and "
+         "--pipeline-parallel fix those parts)",
          ignored);
   }
   LayoutRequest request;
@@ -247,8 +243,32 @@ int run_layout_search(const PlanArgs& args) {
   request.gpus = static_cast<int>(gpus);
   request.global_batch = parse_count(*args.global_batch, "--global-batch");
   request.recompute = pipeline_recompute(args);
+  request.pipeline_parallel = parse_positive(args.pipeline_parallel, "--pipeline-parallel", 0);
+  if (args.source.tensor_parallel) {
+    request.tensor_parallel =
+        parse_positive(args.source.tensor_parallel, "--tensor-parallel", 0);
+    request.sequence_parallel = args.source.sequence_parallel;
+  } else if (args.source.sequence_parallel) {
+    fail("--sequence-parallel with --gpus goes with --tensor-parallel (the search turns it on "
+         "wherever it splits tensors)");
+  }
+  if (args.zero_stage) {
+    if (*args.zero_stage != 0 && *args.zero_stage != 1) {
+      fail("--zero-stage {} with --gpus: the layout search shards the optimizer states over the "
+           "replicas (1, the default) or nothing (0)",
+           *args.zero_stage);
+    }
+    request.distributed_optimizer = *args.zero_stage == 1;
+  }
+  if (!args.partition.empty()) {
+    const auto partition = parse_pipeline_partition(args.partition);
+    if (!partition) fail("--partition {}: unknown (tarnawski, even)", args.partition);
+    request.partition = *partition;
+  }
   const Hardware hw = load_node(args);
-  const ModelOptions options = args.source.model_options(hw);
+  ModelOptions options = args.source.model_options(hw);
+  options.tensor_parallel = 1;  // the search's
+  options.sequence_parallel = false;
   if (!args.budget.empty()) {
     request.budget = parse_budget(args.budget, hw, [&] { return keep_all_peak(args.source.load(hw), hw); });
     check_budget_within_device(request.budget, hw);

@@ -95,7 +95,7 @@ LayoutSearch search_layouts(std::string_view model, const ModelOptions& options,
         ModelOptions o = options;
         o.batch = b;
         o.tensor_parallel = tp;
-        o.sequence_parallel = tp > 1;
+        o.sequence_parallel = tp > 1 && request.sequence_parallel.value_or(true);
         entry.graph = build_model(model, o);
       }
       chunked = std::make_unique<ChunkedGraph>(*entry.graph, node, recompute);
@@ -115,10 +115,11 @@ LayoutSearch search_layouts(std::string_view model, const ModelOptions& options,
       PipelinePlan plan = plan_pipeline(*chunked, node,
                                         {.devices = c.pipeline_parallel,
                                          .data_parallel = c.data_parallel,
-                                         .distributed_optimizer = true,
+                                         .distributed_optimizer = request.distributed_optimizer,
                                          .chunks_per_device = c.chunks_per_device,
                                          .micro_batches = c.micro_batches,
                                          .schedule = c.schedule,
+                                         .partition = request.partition,
                                          .budget = budget,
                                          .recompute = c.recompute,
                                          .allow_over_budget = true});
@@ -139,9 +140,19 @@ LayoutSearch search_layouts(std::string_view model, const ModelOptions& options,
     }
     return c.fits;
   };
+  if (request.tensor_parallel < 0 || request.pipeline_parallel < 0 ||
+      (request.tensor_parallel > 0 && request.gpus % request.tensor_parallel != 0) ||
+      (request.pipeline_parallel > 0 &&
+       request.gpus % (std::max(1, request.tensor_parallel) * request.pipeline_parallel) != 0)) {
+    fail("layout search: the fixed tensor ({}) and pipeline ({}) parallelism do not divide {} GPUs",
+         request.tensor_parallel, request.pipeline_parallel, request.gpus);
+  }
   for (const int tp : divisors(request.gpus)) {
-    if (tp > node.gpus_per_node) continue;
+    if (request.tensor_parallel > 0 ? tp != request.tensor_parallel : tp > node.gpus_per_node) {
+      continue;
+    }
     for (const int pp : divisors(request.gpus / tp)) {
+      if (request.pipeline_parallel > 0 && pp != request.pipeline_parallel) continue;
       const int dp = request.gpus / (tp * pp);
       if (request.global_batch % dp != 0) continue;  // dp = 1 always divides
       const int64_t replica_batch = request.global_batch / dp;

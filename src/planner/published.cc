@@ -83,10 +83,27 @@ PublishedRun parse_row(const json& row, size_t index) {
     r.zoo_model = model.get<std::string>();
   } else if (model.is_object() && model.contains("model_type")) {
     r.hf_config = model;
+  } else if (model.is_object() && model.contains("zoo")) {
+    r.zoo_model = text_field(model, r.id, "zoo");
+    if (model.contains("shape")) {
+      const json& shape = field(model, r.id, "shape");
+      r.gpt_shape = {.layers = count_field(shape, r.id, "layers", kMaxDim),
+                     .hidden = count_field(shape, r.id, "hidden", kMaxDim),
+                     .heads = count_field(shape, r.id, "heads", kMaxDim),
+                     .vocab = count_field(shape, r.id, "vocab", kMaxDim),
+                     .positions = count_field(shape, r.id, "positions", kMaxDim)};
+    }
+    if (model.contains("flash")) {
+      if (!model["flash"].is_boolean()) fail("published run '{}': 'flash' must be true or false", r.id);
+      r.flash = model["flash"].get<bool>();
+    }
   } else {
-    fail("published run '{}': field 'model' must be a zoo name or a Hugging Face config", r.id);
+    fail("published run '{}': field 'model' must be a zoo name, {{\"zoo\": NAME, \"shape\": ...}} "
+         "or a Hugging Face config",
+         r.id);
   }
-  r.batch = count_field(row, r.id, "batch", kMaxDim);
+  if (row.contains("layout")) parse_published_layout(row["layout"], r);
+  r.batch = count_field(row, r.id, "batch", kMaxDim, r.layout ? 1 : -1);
   r.seq = count_field(row, r.id, "seq", kMaxDim);
   r.grad_accum = static_cast<int>(count_field(row, r.id, "grad_accum", 1 << 20, 1));
   r.dtype = text_field(row, r.id, "dtype");
@@ -155,7 +172,7 @@ PublishedRun parse_row(const json& row, size_t index) {
 // eq. 3): 72 B s l h^2 (1 + s / 6h + V / 16lh), 96 with full activation
 // recomputation (a second forward), B the GPU's sequences per step.
 double megatron_flops(const PublishedRun& r) {
-  const double b = static_cast<double>(r.batch) * r.grad_accum;
+  const double b = sequences_per_gpu(r);
   const double s = static_cast<double>(r.seq), l = static_cast<double>(r.layers);
   const double h = static_cast<double>(r.hidden), v = static_cast<double>(r.vocab);
   const bool recompute = !r.checkpointing.empty() && r.checkpointing != "keep-all";
@@ -167,18 +184,18 @@ double megatron_flops(const PublishedRun& r) {
 double model_flops(const PublishedRun& r, double params) {
   const double s = static_cast<double>(r.seq), l = static_cast<double>(r.layers);
   const double h = static_cast<double>(r.hidden);
-  return static_cast<double>(r.batch) * r.grad_accum * 3 * (2 * params * s + 4 * l * h * s * s);
+  return sequences_per_gpu(r) * 3 * (2 * params * s + 4 * l * h * s * s);
 }
 
 // Colossal-AI's examples (examples/language/gpt/train_gpt_demo.py,
 // get_tflops): 8 N FLOPs per token, forward, backward and the recomputed
 // forward of checkpointing, N every parameter.
 double flops_8n(const PublishedRun& r, double params) {
-  return 8 * params * static_cast<double>(r.batch) * static_cast<double>(r.seq) * r.grad_accum;
+  return 8 * params * sequences_per_gpu(r) * static_cast<double>(r.seq);
 }
 
 double step_tokens(const PublishedRun& r) {
-  return static_cast<double>(r.batch) * static_cast<double>(r.seq) * r.grad_accum;
+  return sequences_per_gpu(r) * static_cast<double>(r.seq);
 }
 
 }  // namespace
@@ -261,6 +278,7 @@ double in_metric(const PublishedRun& r, double step_seconds, double params) {
 // recomputed.
 PublishedPrediction predict_published(const PublishedRun& run, const Graph& graph,
                                       const Hardware& hw) {
+  if (run.layout) return predict_published_layout(run, hw);
   PlannerOptions options;
   options.ranks = run.ranks;
   options.zero_stage = run.zero_stage;

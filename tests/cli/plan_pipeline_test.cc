@@ -64,6 +64,7 @@ TEST(PlanPipeline, BadInputIsOneLineAndExitCodeTwo) {
       {"--pipeline-parallel 2 --partition even --chunks-per-device 5", "do not split evenly"},
       {"--pipeline-parallel 2 --budget 100MiB", "no cut of"},
       {"--pipeline-parallel 2 --forward-only", "has no backward"},
+      {"--pipeline-parallel 2 --checkpointing selective", "per-layer (each layer keeps its input"},
   };
   for (const auto& [options, message] : cases) {
     const testing::RunResult r = run_memwall("plan " + kPipelineModel + " " + options);
@@ -102,13 +103,64 @@ TEST(PlanLayoutSearch, ChoosesALayoutAndListsTheOthers) {
   EXPECT_NE(text.out.find("runners-up"), std::string::npos) << text.out;
 }
 
+// --checkpointing per-layer: each chunk keeps its layers' inputs
+// (Note [Pipeline recomputation]), the figures plan_pipeline's.
+TEST(PlanPipeline, PerLayerCheckpointingIsThePlansRecomputation) {
+  const testing::RunResult r =
+      run_memwall("plan " + kPipelineModel +
+                  " --pipeline-parallel 2 --micro-batches 4 --checkpointing per-layer --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["checkpointing"], "per-layer");
+  const Graph graph = build_model("gpt2-small", {.batch = 1, .seq = 128});
+  const PipelinePlan plan =
+      plan_pipeline(graph, find_gpu("a100-80g"),
+                    {.devices = 2, .micro_batches = 4, .recompute = ChunkRecompute::kFullLayers});
+  EXPECT_EQ(j["step_time_s"].get<double>(), plan.sim.step_time);
+  const PipelinePlan kept =
+      plan_pipeline(graph, find_gpu("a100-80g"), {.devices = 2, .micro_batches = 4});
+  for (size_t k = 0; k < 2; ++k) {
+    EXPECT_EQ(j["chunks"][k]["saved_bytes"].get<uint64_t>(), plan.costs[k].saved);
+    EXPECT_LT(plan.costs[k].saved, kept.costs[k].saved);
+  }
+  EXPECT_GT(plan.sim.step_time, kept.sim.step_time);  // a second forward in every backward
+}
+
+// --tensor-parallel and --pipeline-parallel fix those parts of the search;
+// without --sequence-parallel the graphs split no sequence.
+TEST(PlanLayoutSearch, FixedPartsAreKept) {
+  const testing::RunResult r =
+      run_memwall("plan --model gpt2-small --seq 128 --gpus 8 --global-batch 8 "
+                  "--tensor-parallel 2 --pipeline-parallel 2 --zero-stage 0 --partition even "
+                  "--json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  ASSERT_FALSE(j["layouts"].empty());
+  for (const nlohmann::json& row : j["layouts"]) {
+    EXPECT_EQ(row["tensor_parallel"], 2);
+    EXPECT_EQ(row["pipeline_parallel"], 2);
+    EXPECT_EQ(row["data_parallel"], 2);
+    EXPECT_EQ(row["checkpointing"], "keep-all");  // keeping fits each
+  }
+  EXPECT_EQ(j["best"]["partition"], "even");
+  EXPECT_FALSE(j["best"]["distributed_optimizer"].get<bool>());
+  const testing::RunResult text = run_memwall(
+      "plan --model gpt2-small --seq 128 --gpus 8 --global-batch 8 --tensor-parallel 2 "
+      "--pipeline-parallel 2");
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("tp2 on 8 x"), std::string::npos) << text.out;  // no " sp"
+}
+
 TEST(PlanLayoutSearch, OptionsItChoosesAreRefused) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"--gpus 4", "--gpus N and --global-batch B go together"},
       {"--global-batch 8", "--gpus N and --global-batch B go together"},
       {"--gpus 4 --global-batch 8 --batch 2", "--batch does not apply to --gpus"},
-      {"--gpus 4 --global-batch 8 --pipeline-parallel 2", "--pipeline-parallel does not apply"},
-      {"--gpus 4 --global-batch 8 --tensor-parallel 2", "--tensor-parallel does not apply"},
+      {"--gpus 4 --global-batch 8 --micro-batches 2", "--micro-batches does not apply"},
+      {"--gpus 4 --global-batch 8 --pipeline-parallel 3", "do not divide 4 GPUs"},
+      {"--gpus 4 --global-batch 8 --sequence-parallel", "goes with --tensor-parallel"},
+      {"--gpus 4 --global-batch 8 --zero-stage 2", "--zero-stage 2 with --gpus"},
+      {"--gpus 4 --global-batch 8 --checkpointing selective", "--checkpointing selective with"},
       {"--gpus 0 --global-batch 8", "--gpus"},
       {"--gpus 4 --global-batch 8 --budget 100MiB", "no layout of 4 GPUs fits"},
   };

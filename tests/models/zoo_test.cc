@@ -1,6 +1,7 @@
 // Properties every zoo model must have, whatever its architecture.
 #include <gtest/gtest.h>
 
+#include "memwall/base/error.h"
 #include "memwall/graph/counts.h"
 #include "memwall/graph/graph.h"
 #include "memwall/models/zoo.h"
@@ -125,6 +126,48 @@ TEST(Zoo, HugeShapesOverflowCleanly) {
         memory_profile(g);
       },
       Error);
+}
+
+}  // namespace
+}  // namespace memwall
+
+namespace memwall {
+namespace {
+
+std::string shape_error(std::string_view model, const GptShape& shape, int64_t seq = 64) {
+  try {
+    build_model(model, {.batch = 1, .seq = seq, .gpt_shape = shape});
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+// Narayanan et al. 2021 (SC21), Table 1's "1.7B" GPT: 24 layers, h 2304,
+// 24 heads, vocabulary 51,200, sequence 2048. GPT-2's block has 12h^2 +
+// 13h parameters; with the token and position embeddings and the final
+// norm: 24 (12 h^2 + 13 h) + 51200 h + 2048 h + 2h = 1,652,230,656.
+TEST(Zoo, GptAtAnotherShape) {
+  const GptShape shape{.layers = 24, .hidden = 2304, .heads = 24, .vocab = 51200,
+                       .positions = 2048};
+  const Graph g = build_model("gpt2-small", {.batch = 1, .seq = 2048, .gpt_shape = shape});
+  EXPECT_EQ(param_count(g), 1'652'230'656u);
+  EXPECT_EQ(g.name, "gpt2-small l24 h2304 a24 v51200 p2048 b1 s2048 bf16");
+  EXPECT_EQ(g.meta["gpt_shape"]["hidden"], 2304);
+  // A shape that sets some dimensions keeps the variant's others.
+  const Graph deeper = build_model("gpt2-small", {.batch = 1, .seq = 64, .gpt_shape = {.layers = 13}});
+  const Graph base = build_model("gpt2-small", {.batch = 1, .seq = 64});
+  EXPECT_EQ(param_count(deeper) - param_count(base), 12u * 768 * 768 + 13 * 768);
+  EXPECT_EQ(shape_error("llama2-7b", shape), "model llama2-7b: another shape (layers, hidden, heads, "
+                                             "vocab, positions) is for the GPT-2 models");
+  EXPECT_EQ(shape_error("gpt2-small", {.hidden = 1000, .heads = 3}),
+            "model gpt2-small: hidden size 1000 does not split into 3 heads");
+  EXPECT_EQ(shape_error("gpt2-small", {.hidden = 1024}),
+            "model gpt2-small: another hidden size needs its heads, and the other way round");
+  EXPECT_EQ(shape_error("gpt2-small", {.layers = 5000}),
+            "model gpt2-small: layers 5000 out of range (1..4096)");
+  EXPECT_EQ(shape_error("gpt2-small", {.positions = 512}, 1024),
+            "model gpt2-small: sequence length 1024 out of range (1..512, the model's context)");
 }
 
 }  // namespace

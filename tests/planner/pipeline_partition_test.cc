@@ -456,3 +456,44 @@ TEST(LayoutSearch, EveryLayoutIsAPipelinePlanAndTheFastestFittingWins) {
 
 }  // namespace
 }  // namespace memwall
+
+namespace memwall {
+namespace {
+
+// Note [Layout search]: per-layer recomputation is tried only where keeping
+// every activation does not fit. With Megatron's even split (one cut for
+// every budget) and a budget one byte below the least any kept layout
+// needs, none fits, each is followed by its recomputing twin, and the
+// fastest recomputing one wins.
+TEST(LayoutSearch, RecomputesOnlyWhereKeepingDoesNotFit) {
+  const Hardware hw = pipeline_gpu();
+  const ModelOptions options{.seq = 128};
+  LayoutRequest request{.gpus = 2,
+                        .global_batch = 8,
+                        .pipeline_parallel = 2,
+                        .partition = PipelinePartition::kEvenLayers};
+  const LayoutSearch kept = search_layouts("gpt2-small", options, hw, request);
+  uint64_t least = UINT64_MAX;
+  for (const LayoutCandidate& c : kept.candidates) {
+    EXPECT_EQ(c.recompute, ChunkRecompute::kNone);  // all fit the GPU
+    EXPECT_TRUE(c.fits);
+    EXPECT_EQ(c.pipeline_parallel, 2);
+    least = std::min(least, c.peak_bytes);
+  }
+  request.budget = least - 1;
+  const LayoutSearch tight = search_layouts("gpt2-small", options, hw, request);
+  ASSERT_TRUE(tight.best.has_value());
+  EXPECT_EQ(tight.best->recompute, ChunkRecompute::kFullLayers);
+  EXPECT_EQ(tight.candidates.front().recompute, ChunkRecompute::kFullLayers);
+  EXPECT_EQ(tight.candidates.size(), 2 * kept.candidates.size());
+  for (const LayoutCandidate& c : tight.candidates) {
+    if (c.recompute == ChunkRecompute::kNone) {
+      EXPECT_FALSE(c.fits) << layout_label(c);
+    }
+  }
+  EXPECT_NE(layout_label(tight.candidates.front()).find(", per-layer recompute"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace memwall

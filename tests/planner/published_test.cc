@@ -10,6 +10,8 @@
 
 #include "memwall/base/error.h"
 #include "memwall/models/zoo.h"
+#include "memwall/planner/budget.h"
+#include "memwall/planner/pipeline_layout.h"
 #include "memwall/planner/planner.h"
 #include "memwall/planner/published_fit.h"
 #include "test_util.h"
@@ -219,6 +221,76 @@ TEST(CheckpointingUnderATechnique, RefusedWhereItCannotApply) {
                                           "keep-all, per-layer, selective"))
         << e.what();
   }
+}
+
+}  // namespace
+}  // namespace memwall
+
+namespace memwall {
+namespace {
+
+const PublishedRun& builtin_row(const std::vector<PublishedRun>& runs, std::string_view id) {
+  for (const PublishedRun& r : runs) {
+    if (r.id == id) return r;
+  }
+  throw Error(fmt::format("no row {}", id));
+}
+
+// Narayanan et al. 2021 (SC21), Table 1's 1T row: 128 layers, h 25600,
+// 3,072 GPUs as tensor 8 x pipeline 64 x data 6, global batch 3,072, 163
+// teraFLOP/s per GPU. Eq. 3 over the GPUs gives the step: 96 B s l h^2
+// (1 + s/6h + V/16lh) / 3072 / 163e12.
+TEST(PublishedLayouts, NarayanansTableCountsFlopsPerGpu) {
+  const std::vector<PublishedRun> runs = parse_published_runs(builtin_published_runs());
+  const PublishedRun& r = builtin_row(runs, "megatron-sc21-1008b");
+  ASSERT_TRUE(r.layout.has_value());
+  EXPECT_EQ(r.layout->tensor_parallel, 8);
+  EXPECT_EQ(r.layout->pipeline_parallel, 64);
+  EXPECT_EQ(r.ranks, 6);
+  EXPECT_EQ(sequences_per_gpu(r), 1.0);
+  const double s = 2048, l = 128, h = 25600, v = 51200;
+  const double flops = 96 * 3072 * s * l * h * h * (1 + s / (6 * h) + v / (16 * l * h));
+  EXPECT_DOUBLE_EQ(published_step_seconds(r, 0), flops / 3072 / 163e12);
+  int rows = 0;
+  for (const PublishedRun& run : runs) rows += run.layout.has_value();
+  EXPECT_EQ(rows, 10);
+}
+
+// Note [Published layouts]: the prediction is the layout search's, fixed
+// to the row's sizes, recomputation and partition.
+TEST(PublishedLayouts, PredictedByTheLayoutSearch) {
+  const std::vector<PublishedRun> runs = parse_published_runs(builtin_published_runs());
+  const PublishedRun& r = builtin_row(runs, "megatron-sc21-39.1b");
+  const Hardware& hw = find_gpu(r.gpu);
+  const PublishedPrediction p = predict_published_layout(r, hw);
+  ASSERT_TRUE(p.fits) << p.why;
+  EXPECT_TRUE(p.over_memory.empty());
+  EXPECT_NE(p.plan.find("tp 8 x pp 2 x dp 32"), std::string::npos) << p.plan;
+  EXPECT_NE(p.plan.find("per-layer recompute"), std::string::npos) << p.plan;
+  ModelOptions options = published_model_options(r);
+  options.tensor_parallel = 1;
+  const LayoutSearch search = search_layouts(
+      r.zoo_model, options, hw,
+      {.gpus = 512, .global_batch = 1536, .recompute = ChunkRecompute::kFullLayers,
+       .tensor_parallel = 8, .pipeline_parallel = 2, .sequence_parallel = false,
+       .distributed_optimizer = false, .partition = PipelinePartition::kEvenLayers});
+  ASSERT_TRUE(search.best.has_value());
+  EXPECT_EQ(p.step_seconds, search.best->sim.step_time);
+  EXPECT_LE(p.device_peak, default_budget(hw));
+}
+
+TEST(PublishedLayouts, BadLayoutsAreNamed) {
+  json j = one_row();
+  j["rows"][0]["layout"] = {{"tensor_parallel", 8}};
+  EXPECT_EQ(error_of(j), "published run 'r': field 'layout.global_batch' is missing");
+  j["rows"][0]["layout"] = {{"global_batch", 8}, {"partition", "random"}};
+  EXPECT_EQ(error_of(j), "published run 'r': field 'layout.partition' must be tarnawski or even");
+  j["rows"][0]["layout"] = {{"global_batch", 8}, {"pipeline_parallel", 0}};
+  EXPECT_EQ(error_of(j),
+            "published run 'r': field 'layout.pipeline_parallel' must be an integer in [1, 65536]");
+  j["rows"][0]["layout"] = {{"global_batch", 8}};
+  j["rows"][0]["model"] = {{"zoo", "gpt2-small"}, {"shape", {{"layers", 2}}}};
+  EXPECT_EQ(error_of(j), "published run 'r': field 'hidden' is missing");
 }
 
 }  // namespace

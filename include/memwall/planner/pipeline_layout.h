@@ -23,6 +23,17 @@ struct LayoutRequest {
   // Per-layer recomputation on or off in every layout; nullopt: the search
   // chooses (Note [Layout search]).
   std::optional<ChunkRecompute> recompute;
+  // Parts of the layout fixed by the request (0: searched): a published
+  // layout is predicted with only its micro-batch and schedule searched.
+  int tensor_parallel = 0;
+  int pipeline_parallel = 0;
+  // Sequence parallelism wherever t > 1 (nullopt: on, Korthikanti et al.'s
+  // default); false for layouts from before it (Narayanan et al. 2021).
+  std::optional<bool> sequence_parallel;
+  // ZeRO-1 over the replicas (Megatron-LM's distributed optimizer), or a
+  // plain all-reduce of the gradients.
+  bool distributed_optimizer = true;
+  PipelinePartition partition = PipelinePartition::kTarnawski;
 };
 
 struct LayoutCandidate {

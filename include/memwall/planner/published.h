@@ -14,6 +14,8 @@
 
 #include "memwall/graph/types.h"
 #include "memwall/hw/hardware.h"
+#include "memwall/models/zoo.h"
+#include "memwall/planner/pipeline_plan.h"
 
 namespace memwall {
 
@@ -27,6 +29,19 @@ enum class PublishedMetric {
   kTflops8N,          // TFLOP/s per GPU counted as 8 N tokens (Colossal-AI's examples)
 };
 
+// A published many-GPU layout (Megatron-LM's tensor x pipeline x data
+// parallelism): memwall predicts it with the layout search fixed to its
+// tensor and pipeline sizes, choosing the micro-batch and the schedule
+// (published_layout.cc).
+struct PublishedLayout {
+  int tensor_parallel = 1;
+  int pipeline_parallel = 1;
+  bool sequence_parallel = false;
+  bool distributed_optimizer = false;
+  PipelinePartition partition = PipelinePartition::kEvenLayers;
+  int64_t global_batch = 1;  // sequences a step over every replica
+};
+
 struct PublishedRun {
   std::string id;
   std::string source;   // the citation: paper and table, or repository, path and commit
@@ -38,6 +53,8 @@ struct PublishedRun {
   std::string checkpointing;  // a remat planner the technique runs with; empty: its own
   // The model: a zoo name, or a Hugging Face config traced on the meta device.
   std::string zoo_model;
+  GptShape gpt_shape;  // {"zoo": NAME, "shape": {...}}: the zoo GPT at another shape
+  bool flash = true;   // zoo rows: SDPA's fused attention ("flash": false in the model)
   nlohmann::json hf_config;
   int64_t batch = 1;  // micro-batch per GPU
   int64_t seq = 0;
@@ -66,7 +83,12 @@ struct PublishedRun {
   // laid over `gpu` (published_hardware); null: the profile as it is.
   nlohmann::json hardware;
   bool no_nvme = false;  // "nvme": "none": the run had no NVMe offload
+  std::optional<PublishedLayout> layout;  // "layout": many GPUs in tensor and pipeline parallelism
 };
+
+// Sequences one GPU's share of a step holds: the micro-batch times the
+// accumulation, or a layout's global batch over its GPUs (t x p x d).
+double sequences_per_gpu(const PublishedRun& run);
 
 // The row's GPU profile with its "hardware" fields laid over it.
 Hardware published_hardware(const PublishedRun& run);
@@ -112,8 +134,19 @@ nlohmann::json deepspeed_request(const PublishedRun& run, const Hardware& hw);
 // memwall's plan of the row's technique on `graph` (the row's model at its
 // micro-batch) on `hw`, the GPU's full memory less the framework reserve as
 // the budget. Micro-batches after the first repeat the iteration without
-// the optimizer step.
+// the optimizer step. A row with a layout is the layout search's
+// (predict_published_layout).
 PublishedPrediction predict_published(const PublishedRun& run, const Graph& graph,
                                       const Hardware& hw);
+
+// A layout row: search_layouts over the row's zoo model fixed to its tensor
+// and pipeline sizes, its recomputation and partition; the fastest
+// micro-batch and schedule that fit (or, none fitting, the one needing
+// least memory, with over_memory saying so).
+PublishedPrediction predict_published_layout(const PublishedRun& run, const Hardware& hw);
+// The row's zoo model options (shape, dtype, optimizer, sequence).
+ModelOptions published_model_options(const PublishedRun& run);
+// Reads a row's "layout" object into run.layout; throws Error naming the field.
+void parse_published_layout(const nlohmann::json& layout, PublishedRun& run);
 
 }  // namespace memwall
