@@ -69,9 +69,9 @@ std::vector<PublishedRun> load_runs(const BenchPublishedArgs& args) {
 Graph graph_of(const PublishedRun& run, const BenchPublishedArgs& args) {
   if (!run.zoo_model.empty()) {
     // The published zoo rows ran SDPA's fused kernels (torchtitan) unless
-    // the row says otherwise; a layout row's graph is one tensor-parallel
-    // rank's at one sequence, for its parameter count (the prediction
-    // builds its own, Note [Published layouts]).
+    // the row says otherwise; a layout row's graph is the whole model at
+    // one sequence, for its parameter count (the prediction builds its
+    // own, Note [Published layouts]).
     ModelOptions o = published_model_options(run);
     o.batch = run.batch;
     return optimizer_as_run(build_model(run.zoo_model, o),
@@ -191,7 +191,7 @@ int run_bench_published(const BenchPublishedArgs& args) {
                            "gpus", "published", "predicted", "ratio", "fitted", "plan");
   for (const PublishedRow& r : table.rows) {
     std::cout << fmt::format(
-        "{:<30} {:<9} {:>5} {:>12.4g} {:>12} {:>6} {:>6}  {}\n", r.run.id, r.run.gpu, r.run.ranks,
+        "{:<30} {:<9} {:>5} {:>12.4g} {:>12} {:>6} {:>6}  {}\n", r.run.id, r.run.gpu, published_gpus(r.run),
         r.run.value, r.prediction.fits ? fmt::format("{:.4g}", r.predicted) : "-",
         ratio_text(r.ratio), r.run.fitted ? "yes" : (r.run.unmatched.empty() ? "no" : "unmatched"),
         !r.prediction.fits ? r.prediction.why

@@ -43,7 +43,7 @@ Graph build_gpt2(std::string_view variant, const ModelOptions& opts) {
   }
   if (found == nullptr) fail("model: unknown GPT-2 variant '{}'", variant);
   // The variant's shape, or the one the options give (checked by build_model).
-  const GptShape& shape = opts.gpt_shape;
+  const ModelShape& shape = opts.shape;
   const Gpt2Config shaped{found->name, shape.layers > 0 ? shape.layers : found->layers,
                           shape.hidden > 0 ? shape.hidden : found->hidden,
                           shape.heads > 0 ? shape.heads : found->heads};

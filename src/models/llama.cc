@@ -33,11 +33,24 @@ constexpr LlamaConfig kLlamaConfigs[] = {
 }  // namespace
 
 Graph build_llama(std::string_view variant, const ModelOptions& opts) {
-  const LlamaConfig* cfg = nullptr;
+  const LlamaConfig* found = nullptr;
   for (const LlamaConfig& c : kLlamaConfigs) {
-    if (variant == c.name) cfg = &c;
+    if (variant == c.name) found = &c;
   }
-  if (cfg == nullptr) fail("model: unknown Llama variant '{}'", variant);
+  if (found == nullptr) fail("model: unknown Llama variant '{}'", variant);
+  // The variant's shape, or the one the options give (checked by build_model;
+  // the context is the sequence's bound, which build_model checks too).
+  const ModelShape& shape = opts.shape;
+  const auto either = [](int64_t given, int64_t own) { return given > 0 ? given : own; };
+  const int64_t heads = either(shape.heads, found->heads);
+  const LlamaConfig shaped{found->name,
+                           either(shape.layers, found->layers),
+                           either(shape.hidden, found->hidden),
+                           heads,
+                           either(shape.kv_heads, shape.heads > 0 ? heads : found->kv_heads),
+                           either(shape.ffn, found->ffn),
+                           either(shape.vocab, found->vocab)};
+  const LlamaConfig* cfg = &shaped;
   const int64_t batch = opts.batch, s = opts.seq, h = cfg->hidden;
 
   Builder b(std::string(variant), opts);

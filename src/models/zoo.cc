@@ -129,17 +129,21 @@ std::string check_adapters(const ModelInfo& info, const ModelOptions& opts) {
   return fmt::format(" {}{}", nf4 ? "qlora" : "lora", opts.lora.rank);
 }
 
-// Bounds of another GPT shape: past them a size is a typo.
+// Bounds of another model shape: past them a size is a typo.
 constexpr int64_t kMaxShapeLayers = 4096, kMaxShapeHidden = int64_t{1} << 18;
 constexpr int64_t kMaxShapeVocab = int64_t{1} << 24, kMaxShapePositions = int64_t{1} << 22;
 
-// The model's context: its own, or that of the GPT shape the options give
+// The model's context: its own, or that of the shape the options give
 // (each dimension checked).
-int64_t check_gpt_shape(const ModelInfo& info, const GptShape& shape) {
+int64_t check_model_shape(const ModelInfo& info, const ModelShape& shape) {
   if (!shape.given()) return info.max_seq;
-  if (!info.name.starts_with("gpt2")) {
-    fail("model {}: another shape (layers, hidden, heads, vocab, positions) is for the GPT-2 "
-         "models",
+  const bool gpt = info.name.starts_with("gpt2"), llama = info.name.starts_with("llama");
+  if (!gpt && !llama) {
+    fail("model {}: another shape (layers, hidden, heads, ...) is for the GPT-2 and Llama models",
+         info.name);
+  }
+  if (gpt && (shape.kv_heads > 0 || shape.ffn > 0)) {
+    fail("model {}: GPT-2's blocks have no key-value heads or MLP width of their own to set",
          info.name);
   }
   const auto check = [&](int64_t value, int64_t most, const char* what) {
@@ -150,6 +154,8 @@ int64_t check_gpt_shape(const ModelInfo& info, const GptShape& shape) {
   check(shape.layers, kMaxShapeLayers, "layers");
   check(shape.hidden, kMaxShapeHidden, "hidden size");
   check(shape.heads, kMaxShapeHidden, "heads");
+  check(shape.kv_heads, kMaxShapeHidden, "key-value heads");
+  check(shape.ffn, kMaxShapeHidden, "MLP width");
   check(shape.vocab, kMaxShapeVocab, "vocabulary");
   check(shape.positions, kMaxShapePositions, "positions");
   if (shape.hidden > 0 && shape.heads > 0 && shape.hidden % shape.heads != 0) {
@@ -159,11 +165,15 @@ int64_t check_gpt_shape(const ModelInfo& info, const GptShape& shape) {
   if ((shape.hidden > 0) != (shape.heads > 0)) {
     fail("model {}: another hidden size needs its heads, and the other way round", info.name);
   }
+  if (shape.kv_heads > 0 && shape.heads > 0 && shape.heads % shape.kv_heads != 0) {
+    fail("model {}: {} key-value heads do not divide the heads ({})", info.name, shape.kv_heads,
+         shape.heads);
+  }
   return shape.positions > 0 ? shape.positions : info.max_seq;
 }
 
 // "l96 h16384 a128 v51200 p2048": the dimensions another shape sets.
-std::string gpt_shape_text(const GptShape& shape) {
+std::string model_shape_text(const ModelShape& shape) {
   if (!shape.given()) return "";
   std::string out;
   const auto part = [&](const char* tag, int64_t value) {
@@ -172,6 +182,8 @@ std::string gpt_shape_text(const GptShape& shape) {
   part("l", shape.layers);
   part("h", shape.hidden);
   part("a", shape.heads);
+  part("kv", shape.kv_heads);
+  part("f", shape.ffn);
   part("v", shape.vocab);
   part("p", shape.positions);
   return out;
@@ -249,7 +261,7 @@ Graph build_model(std::string_view name, const ModelOptions& options) {
     shape_desc = fmt::format("i{}", opts.image);
   } else {
     if (opts.image != 0) fail("model {}: --image applies to CNNs only", info.name);
-    const int64_t context = check_gpt_shape(info, opts.gpt_shape);
+    const int64_t context = check_model_shape(info, opts.shape);
     if (opts.seq == 0) opts.seq = std::min(info.default_seq, context);
     if (opts.seq < 0 || opts.seq > context) {
       fail("model {}: sequence length {} out of range (1..{}, the model's context)", info.name,
@@ -266,7 +278,7 @@ Graph build_model(std::string_view name, const ModelOptions& options) {
   const std::string parallel = check_tensor_parallel(info, opts);
 
   Graph g = e.build(info.name, opts);
-  g.name = fmt::format("{}{} b{} {} {}{}{}{}{}{}", info.name, gpt_shape_text(opts.gpt_shape),
+  g.name = fmt::format("{}{} b{} {} {}{}{}{}{}{}", info.name, model_shape_text(opts.shape),
                        opts.batch, shape_desc,
                        to_string(opts.precision), adapters, opts.flash ? " flash" : "",
                        opts.eager_kernels ? " eager-kernels" : "",
@@ -289,11 +301,12 @@ Graph build_model(std::string_view name, const ModelOptions& options) {
     g.meta["trainable_param_count"] = trainable;
   }
   if (opts.base_weights == WeightFormat::kNf4) g.meta["base_weights"] = "nf4";
-  if (opts.gpt_shape.given()) {
-    const GptShape& shape = opts.gpt_shape;
-    g.meta["gpt_shape"] = {{"layers", shape.layers}, {"hidden", shape.hidden},
-                           {"heads", shape.heads},   {"vocab", shape.vocab},
-                           {"positions", shape.positions}};
+  if (opts.shape.given()) {
+    const ModelShape& shape = opts.shape;
+    g.meta["shape"] = {{"layers", shape.layers},     {"hidden", shape.hidden},
+                       {"heads", shape.heads},       {"kv_heads", shape.kv_heads},
+                       {"ffn", shape.ffn},           {"vocab", shape.vocab},
+                       {"positions", shape.positions}};
   }
   if (info.family == ModelFamily::kCnn) {
     g.meta["image"] = opts.image;

@@ -12,8 +12,9 @@
 //     the same communication volume);
 //   - p divides N / t, and d = N / (t p) divides the global batch;
 //   - b is a power of two dividing the batch of a replica;
-//   - 1F1B, and interleaved 1F1B with 2 chunks a device where p > 1 and p
-//     divides m (Megatron-LM's requirement). GPipe has 1F1B's bubble with
+//   - 1F1B, and interleaved 1F1B with 2, 3 or 4 chunks a device where
+//     p > 1 and p divides m (Megatron-LM's requirement; an even split also
+//     needs the layers to divide into p v chunks). GPipe has 1F1B's bubble with
 //     more micro-batches held, and memwall's Hanayo more bubble than
 //     interleaved (docs/pipeline.md), so neither can win here;
 //   - every activation kept, and, only where that does not fit, per-layer
@@ -48,6 +49,9 @@ namespace memwall {
 namespace {
 
 constexpr int kMaxGpus = 1 << 20;
+// Interleaved 1F1B's chunks a device, 2 to this: Narayanan et al. 2021 ran
+// their 530B model's 105 layers on 35 stages, 3 a stage.
+constexpr int kMostChunksPerDevice = 4;
 
 std::vector<int> divisors(int n) {
   std::vector<int> out;
@@ -162,7 +166,9 @@ LayoutSearch search_layouts(std::string_view model, const ModelOptions& options,
         if (m > (1 << 16)) continue;  // past pipeline_plan's micro-batch count
         std::vector<std::pair<PipelineSchedule, int>> schedules = {
             {PipelineSchedule::kOneFOneB, 1}};
-        if (pp > 1 && m % pp == 0) schedules.emplace_back(PipelineSchedule::kInterleaved, 2);
+        for (int v = 2; v <= kMostChunksPerDevice && pp > 1 && m % pp == 0; ++v) {
+          schedules.emplace_back(PipelineSchedule::kInterleaved, v);
+        }
         for (const auto& [schedule, chunks] : schedules) {
           const std::vector<ChunkRecompute> choices =
               request.recompute ? std::vector<ChunkRecompute>{*request.recompute}

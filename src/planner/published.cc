@@ -87,11 +87,13 @@ PublishedRun parse_row(const json& row, size_t index) {
     r.zoo_model = text_field(model, r.id, "zoo");
     if (model.contains("shape")) {
       const json& shape = field(model, r.id, "shape");
-      r.gpt_shape = {.layers = count_field(shape, r.id, "layers", kMaxDim),
-                     .hidden = count_field(shape, r.id, "hidden", kMaxDim),
-                     .heads = count_field(shape, r.id, "heads", kMaxDim),
-                     .vocab = count_field(shape, r.id, "vocab", kMaxDim),
-                     .positions = count_field(shape, r.id, "positions", kMaxDim)};
+      r.shape = {.layers = count_field(shape, r.id, "layers", kMaxDim),
+                 .hidden = count_field(shape, r.id, "hidden", kMaxDim),
+                 .heads = count_field(shape, r.id, "heads", kMaxDim),
+                 .kv_heads = count_field(shape, r.id, "kv_heads", kMaxDim, 0),
+                 .ffn = count_field(shape, r.id, "ffn", kMaxDim, 0),
+                 .vocab = count_field(shape, r.id, "vocab", kMaxDim),
+                 .positions = count_field(shape, r.id, "positions", kMaxDim)};
     }
     if (model.contains("flash")) {
       if (!model["flash"].is_boolean()) fail("published run '{}': 'flash' must be true or false", r.id);

@@ -33,8 +33,8 @@ namespace {
 
 constexpr int kRounds = 6;
 constexpr double kTolerance = 0.005;
-constexpr double kHalfDims[] = {0, 64, 128, 256, 512};
-constexpr double kAttentionRatios[] = {1.0, 1.25, 1.5, 2.0, 2.5, 3.0};
+constexpr double kHalfDims[] = {0, 32, 64, 96, 128, 192, 256, 512};
+constexpr double kAttentionRatios[] = {0.5, 0.75, 1.0, 1.25, 1.5, 2.0, 2.5, 3.0};
 constexpr double kLowRatio = 0.80, kHighRatio = 1.25;
 
 // The built-in profile without its fitted efficiencies: compute_efficiency
@@ -205,7 +205,7 @@ nlohmann::json published_table_json(const PublishedTable& table) {
         {"source", r.run.source},
         {"setting", r.run.setting},
         {"gpu", r.run.gpu},
-        {"gpus", r.run.ranks},
+        {"gpus", published_gpus(r.run)},
         {"technique", r.run.technique},
         {"checkpointing", r.run.checkpointing.empty() ? "own" : r.run.checkpointing},
         {"published",

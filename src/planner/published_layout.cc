@@ -8,8 +8,10 @@
 // 2021's Table 1) do not state the micro-batch or the schedule each run
 // used, which their authors tuned. So memwall predicts such a row the way a
 // user would plan it: the layout search fixed to the row's tensor and
-// pipeline sizes, its partition (Megatron-LM's even split) and its
-// recomputation, choosing the micro-batch and 1F1B or interleaved 1F1B,
+// pipeline sizes, its partition (Megatron-LM's even split, or Tarnawski's
+// programme where the layers do not split evenly, as Llama 3 405B's 126 on
+// 16 stages) and its recomputation (the search's choice where the source
+// does not say), choosing the micro-batch and 1F1B or interleaved 1F1B,
 // the fastest whose every device fits the GPU. The prediction names the
 // choice. Where nothing fits, the least-memory layout's time is predicted
 // and over_memory says by how much it is over (Note [Published runs over
@@ -82,17 +84,18 @@ double sequences_per_gpu(const PublishedRun& run) {
   return static_cast<double>(run.layout->global_batch) / gpus;
 }
 
+int64_t published_gpus(const PublishedRun& run) {
+  if (!run.layout) return run.ranks;
+  return int64_t{run.ranks} * run.layout->tensor_parallel * run.layout->pipeline_parallel;
+}
+
 ModelOptions published_model_options(const PublishedRun& run) {
   ModelOptions o;
   o.seq = run.seq;
   o.precision = parse_precision(run.dtype);
   o.optimizer = parse_optimizer(run.optimizer);
   o.flash = run.flash;
-  o.gpt_shape = run.gpt_shape;
-  if (run.layout) {
-    o.tensor_parallel = run.layout->tensor_parallel;
-    o.sequence_parallel = run.layout->sequence_parallel;
-  }
+  o.shape = run.shape;
   return o;
 }
 
@@ -103,7 +106,7 @@ PublishedPrediction predict_published_layout(const PublishedRun& run, const Hard
          "into the zoo's GPT-2 and Llama graphs)",
          run.id);
   }
-  const int64_t gpus = int64_t{run.ranks} * l.tensor_parallel * l.pipeline_parallel;
+  const int64_t gpus = published_gpus(run);
   if (gpus > kMaxLayoutRanks) fail("published run '{}': {} GPUs is more than 2^20", run.id, gpus);
   if (run.checkpointing != "" && run.checkpointing != "per-layer" &&
       run.checkpointing != "keep-all") {
@@ -118,11 +121,11 @@ PublishedPrediction predict_published_layout(const PublishedRun& run, const Hard
   request.sequence_parallel = l.sequence_parallel;
   request.distributed_optimizer = l.distributed_optimizer;
   request.partition = l.partition;
-  request.recompute = run.checkpointing == "per-layer" ? ChunkRecompute::kFullLayers
-                                                       : ChunkRecompute::kNone;
-  ModelOptions options = published_model_options(run);
-  options.tensor_parallel = 1;  // the search's, fixed by the request
-  options.sequence_parallel = false;
+  // Not stated by the source (empty): the search keeps every activation
+  // where that fits and recomputes per layer where not.
+  if (run.checkpointing == "per-layer") request.recompute = ChunkRecompute::kFullLayers;
+  if (run.checkpointing == "keep-all") request.recompute = ChunkRecompute::kNone;
+  const ModelOptions options = published_model_options(run);  // the request fixes t
   PublishedPrediction p;
   LayoutSearch search = search_layouts(run.zoo_model, options, hw, request);
   if (!search.best) {

@@ -277,13 +277,36 @@ void ChunkedGraph::find_droppable() {
   const Layers layers = find_layers(graph_);
   const size_t buffers = graph_.buffers.size();
   layer_of_op_ = layers.of_op;
+  // A layer's tensor-parallel collectives (its all-gathers and
+  // reduce-scatters under sequence parallelism) are comm ops, which
+  // find_layers leaves outside every layer; one between two forward ops of
+  // the same layer is that layer's, and reruns with it as Megatron-LM's
+  // recomputation gathers again.
+  for (size_t pos = 0; pos < forward_.size(); ++pos) {
+    const OpId id = forward_[pos];
+    if (graph_.ops[id].phase != Phase::kComm || layer_of_op_[id] >= 0) continue;
+    int before = -1, after = -1;
+    for (size_t k = pos; k-- > 0;) {
+      if (graph_.ops[forward_[k]].phase != Phase::kComm) {
+        before = layer_of_op_[forward_[k]];
+        break;
+      }
+    }
+    for (size_t k = pos + 1; k < forward_.size(); ++k) {
+      if (graph_.ops[forward_[k]].phase != Phase::kComm) {
+        after = layer_of_op_[forward_[k]];
+        break;
+      }
+    }
+    if (before >= 0 && before == after) layer_of_op_[id] = before;
+  }
   layer_forward_.assign(layers.names.size(), {});
   made_in_layer_.assign(buffers, -1);
   std::vector<uint8_t> escapes(buffers, 0);
   std::vector<uint8_t> seen(buffers, 0);
   for (const OpId id : forward_) {
     const Op& op = graph_.ops[id];
-    const int layer = layers.of_op[id];
+    const int layer = layer_of_op_[id];
     if (layer >= 0) layer_forward_[layer].push_back(id);
     for (const auto* list : {&op.in, &op.updates, &op.out}) {
       for (const BufferId b : *list) {

@@ -134,9 +134,9 @@ TEST(Zoo, HugeShapesOverflowCleanly) {
 namespace memwall {
 namespace {
 
-std::string shape_error(std::string_view model, const GptShape& shape, int64_t seq = 64) {
+std::string shape_error(std::string_view model, const ModelShape& shape, int64_t seq = 64) {
   try {
-    build_model(model, {.batch = 1, .seq = seq, .gpt_shape = shape});
+    build_model(model, {.batch = 1, .seq = seq, .shape = shape});
   } catch (const Error& e) {
     return e.what();
   }
@@ -148,18 +148,24 @@ std::string shape_error(std::string_view model, const GptShape& shape, int64_t s
 // 13h parameters; with the token and position embeddings and the final
 // norm: 24 (12 h^2 + 13 h) + 51200 h + 2048 h + 2h = 1,652,230,656.
 TEST(Zoo, GptAtAnotherShape) {
-  const GptShape shape{.layers = 24, .hidden = 2304, .heads = 24, .vocab = 51200,
+  const ModelShape shape{.layers = 24, .hidden = 2304, .heads = 24, .vocab = 51200,
                        .positions = 2048};
-  const Graph g = build_model("gpt2-small", {.batch = 1, .seq = 2048, .gpt_shape = shape});
+  const Graph g = build_model("gpt2-small", {.batch = 1, .seq = 2048, .shape = shape});
   EXPECT_EQ(param_count(g), 1'652'230'656u);
   EXPECT_EQ(g.name, "gpt2-small l24 h2304 a24 v51200 p2048 b1 s2048 bf16");
-  EXPECT_EQ(g.meta["gpt_shape"]["hidden"], 2304);
+  EXPECT_EQ(g.meta["shape"]["hidden"], 2304);
   // A shape that sets some dimensions keeps the variant's others.
-  const Graph deeper = build_model("gpt2-small", {.batch = 1, .seq = 64, .gpt_shape = {.layers = 13}});
+  const Graph deeper = build_model("gpt2-small", {.batch = 1, .seq = 64, .shape = {.layers = 13}});
   const Graph base = build_model("gpt2-small", {.batch = 1, .seq = 64});
   EXPECT_EQ(param_count(deeper) - param_count(base), 12u * 768 * 768 + 13 * 768);
-  EXPECT_EQ(shape_error("llama2-7b", shape), "model llama2-7b: another shape (layers, hidden, heads, "
-                                             "vocab, positions) is for the GPT-2 models");
+  EXPECT_EQ(shape_error("bert-base", shape),
+            "model bert-base: another shape (layers, hidden, heads, ...) is for the GPT-2 and "
+            "Llama models");
+  EXPECT_EQ(shape_error("gpt2-small", {.kv_heads = 4}),
+            "model gpt2-small: GPT-2's blocks have no key-value heads or MLP width of their own "
+            "to set");
+  EXPECT_EQ(shape_error("llama3-8b", {.hidden = 4096, .heads = 32, .kv_heads = 5}),
+            "model llama3-8b: 5 key-value heads do not divide the heads (32)");
   EXPECT_EQ(shape_error("gpt2-small", {.hidden = 1000, .heads = 3}),
             "model gpt2-small: hidden size 1000 does not split into 3 heads");
   EXPECT_EQ(shape_error("gpt2-small", {.hidden = 1024}),
@@ -168,6 +174,20 @@ TEST(Zoo, GptAtAnotherShape) {
             "model gpt2-small: layers 5000 out of range (1..4096)");
   EXPECT_EQ(shape_error("gpt2-small", {.positions = 512}, 1024),
             "model gpt2-small: sequence length 1024 out of range (1..512, the model's context)");
+}
+
+
+// Llama 3 405B (Llama Team 2024, "The Llama 3 Herd of Models", Table 3:
+// 126 layers, model dimension 16,384, FFN 53,248, 128 heads, 8 key-value
+// heads; vocabulary 128,256 and untied embeddings as in Hugging Face's
+// meta-llama/Llama-3.1-405B config.json): 126 (2 h^2 + 2 h kv_dim + 3 h f +
+// 2 h) + 2 V h + h = 405,853,388,800 parameters.
+TEST(Zoo, LlamaAtAnotherShape) {
+  const ModelShape shape{.layers = 126, .hidden = 16384, .heads = 128, .kv_heads = 8,
+                         .ffn = 53248, .vocab = 128256, .positions = 8192};
+  const Graph g = build_model("llama3-8b", {.batch = 1, .seq = 64, .shape = shape});
+  EXPECT_EQ(param_count(g), 405'853'388'800u);
+  EXPECT_EQ(g.name, "llama3-8b l126 h16384 a128 kv8 f53248 v128256 p8192 b1 s64 bf16");
 }
 
 }  // namespace

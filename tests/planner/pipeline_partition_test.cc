@@ -460,6 +460,25 @@ TEST(LayoutSearch, EveryLayoutIsAPipelinePlanAndTheFastestFittingWins) {
 namespace memwall {
 namespace {
 
+// Korthikanti et al. 2022 (sec. 4.2.2): with full recomputation a layer
+// keeps only its input, 2 s b h / t bytes under sequence parallelism. GPT-2
+// small's middle stages of 3 blocks at b 1, s 128, t 2 save 3 x 64 x 768 x 2
+// = 294,912 B a micro-batch: the all-gathers and reduce-scatters between a
+// block's ops rerun with it (Note [Pipeline recomputation]), so neither the
+// gathered input nor the norm's output it gathers outlives the forward.
+TEST(PipelineChunks, FullRecomputationUnderSequenceParallelismKeepsEachLayersShard) {
+  const Graph graph = build_model(
+      "gpt2-small", {.batch = 1, .seq = 128, .tensor_parallel = 2, .sequence_parallel = true});
+  const ChunkedGraph rerun(graph, pipeline_gpu(), ChunkRecompute::kFullLayers);
+  const std::vector<ChunkCost> costs = chunk_costs(rerun, even_layer_cut(rerun, 4));
+  EXPECT_EQ(costs[1].saved, 294'912u);
+  EXPECT_EQ(costs[2].saved, 294'912u);
+  const ChunkedGraph keep(graph, pipeline_gpu());
+  const std::vector<ChunkCost> kept = chunk_costs(keep, even_layer_cut(keep, 4));
+  // The rerun's forward seconds, its collectives among them, join the backward.
+  EXPECT_NEAR(costs[1].backward, kept[1].backward + kept[1].forward, 1e-12);
+}
+
 // Note [Layout search]: per-layer recomputation is tried only where keeping
 // every activation does not fit. With Megatron's even split (one cut for
 // every budget) and a budget one byte below the least any kept layout
@@ -472,24 +491,33 @@ TEST(LayoutSearch, RecomputesOnlyWhereKeepingDoesNotFit) {
                         .global_batch = 8,
                         .pipeline_parallel = 2,
                         .partition = PipelinePartition::kEvenLayers};
+  // Layouts planned (12 layers split evenly: 2 and 3 chunks a device, not 4).
+  const auto planned = [](const LayoutSearch& s, ChunkRecompute recompute) {
+    std::vector<const LayoutCandidate*> out;
+    for (const LayoutCandidate& c : s.candidates) {
+      if (c.step_time > 0 && c.recompute == recompute) out.push_back(&c);
+    }
+    return out;
+  };
   const LayoutSearch kept = search_layouts("gpt2-small", options, hw, request);
+  const auto kept_rows = planned(kept, ChunkRecompute::kNone);
+  ASSERT_FALSE(kept_rows.empty());
+  EXPECT_TRUE(planned(kept, ChunkRecompute::kFullLayers).empty());  // all fit the GPU
   uint64_t least = UINT64_MAX;
-  for (const LayoutCandidate& c : kept.candidates) {
-    EXPECT_EQ(c.recompute, ChunkRecompute::kNone);  // all fit the GPU
-    EXPECT_TRUE(c.fits);
-    EXPECT_EQ(c.pipeline_parallel, 2);
-    least = std::min(least, c.peak_bytes);
+  for (const LayoutCandidate* c : kept_rows) {
+    EXPECT_TRUE(c->fits) << layout_label(*c);
+    EXPECT_EQ(c->pipeline_parallel, 2);
+    least = std::min(least, c->peak_bytes);
   }
   request.budget = least - 1;
   const LayoutSearch tight = search_layouts("gpt2-small", options, hw, request);
   ASSERT_TRUE(tight.best.has_value());
   EXPECT_EQ(tight.best->recompute, ChunkRecompute::kFullLayers);
   EXPECT_EQ(tight.candidates.front().recompute, ChunkRecompute::kFullLayers);
-  EXPECT_EQ(tight.candidates.size(), 2 * kept.candidates.size());
-  for (const LayoutCandidate& c : tight.candidates) {
-    if (c.recompute == ChunkRecompute::kNone) {
-      EXPECT_FALSE(c.fits) << layout_label(c);
-    }
+  EXPECT_EQ(planned(tight, ChunkRecompute::kNone).size(), kept_rows.size());
+  EXPECT_EQ(planned(tight, ChunkRecompute::kFullLayers).size(), kept_rows.size());
+  for (const LayoutCandidate* c : planned(tight, ChunkRecompute::kNone)) {
+    EXPECT_FALSE(c->fits) << layout_label(*c);
   }
   EXPECT_NE(layout_label(tight.candidates.front()).find(", per-layer recompute"),
             std::string::npos);

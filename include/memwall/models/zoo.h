@@ -38,16 +38,19 @@ struct LoraOptions {
 // compute-dtype temporary per matmul (Note [NF4 weights] in src/models/lora.cc).
 enum class WeightFormat : uint8_t { kDense, kNf4 };
 
-// GPT-2's architecture at another shape: Megatron-LM's GPT models
-// (learned positions, pre-LN blocks, GELU MLP of 4h, tied head), as in
-// Narayanan et al. 2021's weak-scaling table. 0 keeps the variant's own.
-struct GptShape {
+// A zoo architecture at another shape: GPT-2's (learned positions, pre-LN
+// blocks, GELU MLP of 4h, tied head: Megatron-LM's GPT models, as in
+// Narayanan et al. 2021's weak-scaling table) or Llama's (RMSNorm, RoPE,
+// grouped-query attention, SwiGLU: Llama 3 405B). 0 keeps the variant's own.
+struct ModelShape {
   int64_t layers = 0;
   int64_t hidden = 0;
   int64_t heads = 0;
+  int64_t kv_heads = 0;   // Llama: key-value heads (grouped-query attention)
+  int64_t ffn = 0;        // Llama: the SwiGLU MLP's width
   int64_t vocab = 0;
   int64_t positions = 0;  // the context: the longest sequence
-  bool given() const { return layers || hidden || heads || vocab || positions; }
+  bool given() const { return layers || hidden || heads || kv_heads || ffn || vocab || positions; }
 };
 
 struct ModelOptions {
@@ -74,8 +77,8 @@ struct ModelOptions {
   // Korthikanti et al. 2022's sequence parallelism on top of it: norms,
   // dropouts and residuals split along the sequence.
   bool sequence_parallel = false;
-  // The GPT-2 models only: another shape (the graph name says it).
-  GptShape gpt_shape;
+  // The GPT-2 and Llama models: another shape (the graph name says it).
+  ModelShape shape;
 };
 
 // The LoRA target short names, in the order peft's all-linear lists them.

@@ -53,7 +53,7 @@ struct PublishedRun {
   std::string checkpointing;  // a remat planner the technique runs with; empty: its own
   // The model: a zoo name, or a Hugging Face config traced on the meta device.
   std::string zoo_model;
-  GptShape gpt_shape;  // {"zoo": NAME, "shape": {...}}: the zoo GPT at another shape
+  ModelShape shape;  // {"zoo": NAME, "shape": {...}}: the zoo model at another shape
   bool flash = true;   // zoo rows: SDPA's fused attention ("flash": false in the model)
   nlohmann::json hf_config;
   int64_t batch = 1;  // micro-batch per GPU
@@ -89,6 +89,9 @@ struct PublishedRun {
 // Sequences one GPU's share of a step holds: the micro-batch times the
 // accumulation, or a layout's global batch over its GPUs (t x p x d).
 double sequences_per_gpu(const PublishedRun& run);
+// Every GPU of the run: the data-parallel ranks, times a layout's tensor
+// and pipeline sizes.
+int64_t published_gpus(const PublishedRun& run);
 
 // The row's GPU profile with its "hardware" fields laid over it.
 Hardware published_hardware(const PublishedRun& run);
@@ -144,7 +147,9 @@ PublishedPrediction predict_published(const PublishedRun& run, const Graph& grap
 // micro-batch and schedule that fit (or, none fitting, the one needing
 // least memory, with over_memory saying so).
 PublishedPrediction predict_published_layout(const PublishedRun& run, const Hardware& hw);
-// The row's zoo model options (shape, dtype, optimizer, sequence).
+// The row's zoo model options (shape, dtype, optimizer, sequence), one
+// tensor-parallel rank: the whole model, whose parameters the FLOP
+// formulas count (a layout's search splits it).
 ModelOptions published_model_options(const PublishedRun& run);
 // Reads a row's "layout" object into run.layout; throws Error naming the field.
 void parse_published_layout(const nlohmann::json& layout, PublishedRun& run);
