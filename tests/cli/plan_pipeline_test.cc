@@ -140,7 +140,11 @@ TEST(PlanLayoutSearch, FixedPartsAreKept) {
     EXPECT_EQ(row["tensor_parallel"], 2);
     EXPECT_EQ(row["pipeline_parallel"], 2);
     EXPECT_EQ(row["data_parallel"], 2);
-    EXPECT_EQ(row["checkpointing"], "keep-all");  // keeping fits each
+    // Keeping fits each layout planned (12 layers split evenly: not into 8
+    // chunks, so 4 a device is not planned, nor its recomputing twin).
+    if (row["step_time_s"].get<double>() > 0) {
+      EXPECT_EQ(row["checkpointing"], "keep-all");
+    }
   }
   EXPECT_EQ(j["best"]["partition"], "even");
   EXPECT_FALSE(j["best"]["distributed_optimizer"].get<bool>());

@@ -52,7 +52,7 @@ TEST(HardwareJson, UsesStructFieldNames) {
   // 24 fields, and the three fitted efficiencies the A100 profile sets
   // (Note [Fitted efficiencies]).
   EXPECT_EQ(j.size(), 27u);
-  EXPECT_EQ(j["matmul_half_dim"], 256);
+  EXPECT_EQ(j["matmul_half_dim"], 64);
   EXPECT_EQ(j["device_memory_bytes"], 85899345920u);
   EXPECT_EQ(j["peak_flops_bf16"], 312e12);
   EXPECT_TRUE(j.contains("launch_latency"));
