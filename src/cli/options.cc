@@ -52,6 +52,9 @@ void GraphSource::add_options(CLI::App& app, const std::string& default_model) {
   app.add_option("--tensor-parallel", tensor_parallel,
                  "GPT-2 and Llama models: the graph of one of N Megatron-LM tensor-parallel ranks (heads, "
                  "MLP and vocabulary split N ways)");
+  app.add_option("--shape", shape,
+                 "GPT-2 and Llama models at another shape: layers=L,hidden=H,heads=A,kv_heads=K,"
+                 "ffn=F,vocab=V,positions=P, any of them (Narayanan et al.'s GPTs, Llama 3 405B)");
   app.add_flag("--sequence-parallel", sequence_parallel,
                "with --tensor-parallel: norms, dropouts and residuals split along the sequence "
                "too (Korthikanti et al. 2022)");

@@ -1,6 +1,8 @@
 // A step's graph from a model name or a file (model_source.h).
 #include "memwall/planner/model_source.h"
 
+#include <algorithm>
+
 #include <cmath>
 #include <cstdlib>
 #include <string_view>
@@ -57,11 +59,12 @@ Graph load_model_graph(const ModelSource& source, const Hardware& hw,
     const bool zoo_options = s.batch || s.seq || s.image || s.flash || s.forward_only ||
                              s.lora_rank || s.lora_targets || s.lora_alpha || s.qlora ||
                              s.eager_kernels || s.model_given || s.dtype_given ||
-                             s.optimizer_given || s.tensor_parallel || s.sequence_parallel;
+                             s.optimizer_given || s.tensor_parallel || s.sequence_parallel ||
+                             s.shape;
     if (zoo_options) {
       fail(
           "--model, --batch, --seq, --image, --dtype, --optimizer, --flash, --forward-only, "
-          "--eager-kernels, --tensor-parallel, --sequence-parallel and the LoRA options build a "
+          "--eager-kernels, --tensor-parallel, --sequence-parallel, --shape and the LoRA options build a "
           "zoo model; they do not apply to --graph {}",
           s.graph_file);
     }
@@ -85,6 +88,34 @@ Graph load_model_graph(const ModelSource& source, const Hardware& hw,
     fail("model {} at batch {}: {}", s.model,
          options.batch > 0 ? options.batch : find_model(s.model).default_batch, e.what());
   }
+}
+
+ModelShape parse_model_shape(const std::string& text) {
+  ModelShape shape;
+  const std::pair<const char*, int64_t ModelShape::*> keys[] = {
+      {"layers", &ModelShape::layers},   {"hidden", &ModelShape::hidden},
+      {"heads", &ModelShape::heads},     {"kv_heads", &ModelShape::kv_heads},
+      {"ffn", &ModelShape::ffn},         {"vocab", &ModelShape::vocab},
+      {"positions", &ModelShape::positions}};
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t end = std::min(text.find(',', start), text.size());
+    const std::string part = text.substr(start, end - start);
+    const size_t eq = part.find('=');
+    const std::string key = part.substr(0, eq);
+    const auto it = std::find_if(std::begin(keys), std::end(keys),
+                                 [&](const auto& k) { return key == k.first; });
+    if (eq == std::string::npos || it == std::end(keys)) {
+      fail("--shape: '{}' is not KEY=COUNT with KEY one of layers, hidden, heads, kv_heads, ffn, "
+           "vocab, positions",
+           part);
+    }
+    int64_t& value = shape.*(it->second);
+    if (value != 0) fail("--shape: {} is given twice", key);
+    value = parse_count(part.substr(eq + 1), "--shape");
+    start = end + 1;
+  }
+  return shape;
 }
 
 ModelOptions zoo_model_options(const ModelSource& source, const Hardware& hw,
@@ -118,6 +149,7 @@ ModelOptions zoo_model_options(const ModelSource& source, const Hardware& hw,
   opts.eager_kernels = s.eager_kernels;
   if (s.tensor_parallel)
     opts.tensor_parallel = parse_count(*s.tensor_parallel, "--tensor-parallel");
+  if (s.shape) opts.shape = parse_model_shape(*s.shape);
   opts.sequence_parallel = s.sequence_parallel;
   opts.forward_only = s.forward_only;
   if (s.forward_only && s.optimizer_given) {

@@ -178,3 +178,32 @@ TEST(PlanLayoutSearch, OptionsItChoosesAreRefused) {
 
 }  // namespace
 }  // namespace memwall
+
+namespace memwall {
+namespace {
+
+// --shape builds a GPT-2 or Llama model at another shape: Narayanan et al.
+// 2021's 1.7B GPT has 1,652,230,656 parameters (tests/models/zoo_test.cc
+// derives them); bad parts are one line each.
+TEST(ModelShapeOption, BuildsTheShapeAndRefusesBadParts) {
+  const testing::RunResult r = testing::run_memwall(
+      "inspect --model gpt2-small --shape layers=24,hidden=2304,heads=24,vocab=51200,"
+      "positions=2048 --seq 2048 --batch 1 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["param_count"], 1'652'230'656);
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"--shape layers=2,depth=3", "--shape: 'depth=3' is not KEY=COUNT"},
+      {"--shape layers=x", "--shape must be a positive integer (got 'x')"},
+      {"--shape layers=2,layers=3", "--shape: layers is given twice"},
+      {"--shape kv_heads=4", "GPT-2's blocks have no key-value heads"},
+  };
+  for (const auto& [options, message] : cases) {
+    const testing::RunResult bad = testing::run_memwall("inspect --model gpt2-small " + options);
+    EXPECT_EQ(bad.exit_code, 2) << options;
+    EXPECT_NE(bad.err.find(message), std::string::npos) << options << ": " << bad.err;
+    EXPECT_EQ(std::count(bad.err.begin(), bad.err.end(), '\n'), 1) << options << ": " << bad.err;
+  }
+}
+
+}  // namespace
+}  // namespace memwall

@@ -36,6 +36,10 @@ struct ModelSource {
   // for parse_count, and sequence parallelism on top of it.
   std::optional<std::string> tensor_parallel;
   bool sequence_parallel = false;
+  // Another shape of a GPT-2 or Llama model (ModelOptions::shape), as
+  // "layers=126,hidden=16384,heads=128,kv_heads=8,ffn=53248,vocab=128256,
+  // positions=8192" (any of them; parse_model_shape).
+  std::optional<std::string> shape;
   // Which of model, dtype and optimizer the user gave (not defaults): a
   // graph file refuses them, and only a dtype the user chose is an error
   // on a GPU without its arithmetic (the default falls back to fp16).
@@ -63,6 +67,11 @@ Graph load_model_graph(const ModelSource& source, const Hardware& hw,
 void apply_profile_kernels(const Hardware& hw, Graph& graph, std::vector<std::string>& notes);
 // The graph as a file holds it: without the profile's measured kernels.
 std::string graph_text_for(const Hardware& hw, const Graph& graph);
+
+// "layers=L,hidden=H,..." as a ModelShape: the keys layers, hidden, heads,
+// kv_heads, ffn, vocab, positions, each a count at most once; throws Error
+// naming --shape and the part.
+ModelShape parse_model_shape(const std::string& text);
 
 // A LoRA alpha: a positive finite number; throws Error naming --lora-alpha.
 double parse_lora_alpha(const std::string& text);
