@@ -132,12 +132,20 @@ const char* single_gpu_option(const PlanArgs& args) {
 std::optional<ChunkRecompute> pipeline_recompute(const PlanArgs& args) {
   if (args.checkpointing.empty()) return std::nullopt;
   const auto recompute = parse_chunk_recompute(args.checkpointing);
-  if (!recompute || args.checkpointing == "none" || args.checkpointing == "full") {
+  if (!recompute) {
     fail("--checkpointing {} with pipelines: per-layer (each layer keeps its input and reruns "
          "its forward before its backward) or keep-all",
          args.checkpointing);
   }
   return recompute;
+}
+
+// --partition: tarnawski (the default) or even.
+PipelinePartition partition_option(const PlanArgs& args) {
+  if (args.partition.empty()) return PipelinePartition::kTarnawski;
+  const auto partition = parse_pipeline_partition(args.partition);
+  if (!partition) fail("--partition {}: unknown (tarnawski, even)", args.partition);
+  return *partition;
 }
 
 int parse_positive(const std::optional<std::string>& text, const char* option, int fallback) {
@@ -191,11 +199,7 @@ int run_pipeline_plan(const PlanArgs& args) {
   } else if (request.chunks_per_device > 1) {
     request.schedule = PipelineSchedule::kInterleaved;
   }
-  if (!args.partition.empty()) {
-    const auto partition = parse_pipeline_partition(args.partition);
-    if (!partition) fail("--partition {}: unknown (tarnawski, even)", args.partition);
-    request.partition = *partition;
-  }
+  request.partition = partition_option(args);
   request.recompute = pipeline_recompute(args).value_or(ChunkRecompute::kNone);
   const Hardware hw = load_node(args);
   const Graph graph = args.source.load(hw);
@@ -260,15 +264,10 @@ int run_layout_search(const PlanArgs& args) {
     }
     request.distributed_optimizer = *args.zero_stage == 1;
   }
-  if (!args.partition.empty()) {
-    const auto partition = parse_pipeline_partition(args.partition);
-    if (!partition) fail("--partition {}: unknown (tarnawski, even)", args.partition);
-    request.partition = *partition;
-  }
+  request.partition = partition_option(args);
   const Hardware hw = load_node(args);
-  ModelOptions options = args.source.model_options(hw);
-  options.tensor_parallel = 1;  // the search's
-  options.sequence_parallel = false;
+  // Tensor and sequence parallelism are the search's, set per layout.
+  const ModelOptions options = args.source.model_options(hw);
   if (!args.budget.empty()) {
     request.budget = parse_budget(args.budget, hw, [&] { return keep_all_peak(args.source.load(hw), hw); });
     check_budget_within_device(request.budget, hw);

@@ -108,11 +108,6 @@ PublishedPrediction predict_published_layout(const PublishedRun& run, const Hard
   }
   const int64_t gpus = published_gpus(run);
   if (gpus > kMaxLayoutRanks) fail("published run '{}': {} GPUs is more than 2^20", run.id, gpus);
-  if (run.checkpointing != "" && run.checkpointing != "per-layer" &&
-      run.checkpointing != "keep-all") {
-    fail("published run '{}': a layout row recomputes per-layer or keeps all (got '{}')", run.id,
-         run.checkpointing);
-  }
   LayoutRequest request;
   request.gpus = static_cast<int>(gpus);
   request.global_batch = l.global_batch;
@@ -123,8 +118,13 @@ PublishedPrediction predict_published_layout(const PublishedRun& run, const Hard
   request.partition = l.partition;
   // Not stated by the source (empty): the search keeps every activation
   // where that fits and recomputes per layer where not.
-  if (run.checkpointing == "per-layer") request.recompute = ChunkRecompute::kFullLayers;
-  if (run.checkpointing == "keep-all") request.recompute = ChunkRecompute::kNone;
+  if (!run.checkpointing.empty()) {
+    request.recompute = parse_chunk_recompute(run.checkpointing);
+    if (!request.recompute) {
+      fail("published run '{}': a layout row recomputes per-layer or keeps all (got '{}')",
+           run.id, run.checkpointing);
+    }
+  }
   const ModelOptions options = published_model_options(run);  // the request fixes t
   PublishedPrediction p;
   LayoutSearch search = search_layouts(run.zoo_model, options, hw, request);

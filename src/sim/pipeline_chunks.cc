@@ -475,8 +475,8 @@ std::string_view to_string(ChunkRecompute recompute) {
 }
 
 std::optional<ChunkRecompute> parse_chunk_recompute(std::string_view name) {
-  if (name == "keep-all" || name == "none") return ChunkRecompute::kNone;
-  if (name == "per-layer" || name == "full") return ChunkRecompute::kFullLayers;
+  if (name == "keep-all") return ChunkRecompute::kNone;
+  if (name == "per-layer") return ChunkRecompute::kFullLayers;
   return std::nullopt;
 }
 

@@ -30,8 +30,7 @@ enum class ChunkRecompute : uint8_t {
 // keep-all, per-layer (the name of the one-GPU planner that checkpoints
 // the same way, docs/remat-per-layer.md).
 std::string_view to_string(ChunkRecompute recompute);
-// keep-all or none; per-layer or full (Megatron-LM's name); nullopt for
-// any other name.
+// keep-all, per-layer; nullopt for any other name.
 std::optional<ChunkRecompute> parse_chunk_recompute(std::string_view name);
 
 // The ops of a graph by the forward position they follow (Note [Pipeline
