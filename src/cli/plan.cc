@@ -223,6 +223,10 @@ void add_plan(CLI::App& app, Action& action) {
   cmd->add_option("--partition", args->partition,
                   "with --pipeline-parallel: tarnawski (the dynamic programme, default) or even "
                   "(Megatron-LM's even split of the layers)");
+  cmd->add_option("--torchrun", args->torchrun,
+                  "with --pipeline-parallel (GPT-2 and Llama): write DIR/layout.json and "
+                  "DIR/torchrun.sh, which trains the plan's layout under PyTorch's DTensor and "
+                  "pipelining (docs/torch-layout.md)");
   cmd->add_option("--gpus", args->gpus,
                   "search the layout of N GPUs: data x tensor x pipeline parallelism, the "
                   "micro-batch and the schedule, each simulated (docs/pipeline.md)");

@@ -41,6 +41,7 @@ struct PlanArgs {
   std::optional<std::string> chunks_per_device;
   std::string schedule;
   std::string partition;
+  std::string torchrun;  // --torchrun DIR: the plan as PyTorch runs it (torch_layout.h)
   // The layout search (--gpus N --global-batch B).
   std::optional<std::string> gpus;
   std::optional<std::string> global_batch;

@@ -4,17 +4,23 @@
 // figure printed comes from that simulation. Exit code 0: every device
 // fits its budget; 2: bad input, or a device over its budget (the table
 // still printed, the message naming the device).
+#include <sys/stat.h>
+
+#include <filesystem>
 #include <iostream>
+#include <optional>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
 #include "memwall/base/error.h"
+#include "memwall/base/output_files.h"
 #include "memwall/planner/budget.h"
 #include "memwall/planner/pipeline_layout.h"
 #include "memwall/planner/pipeline_plan.h"
 #include "memwall/planner/planner.h"
+#include "memwall/planner/torch_layout.h"
 #include "memwall/report/format.h"
 #include "options.h"
 #include "plan_args.h"
@@ -155,17 +161,57 @@ int parse_positive(const std::optional<std::string>& text, const char* option, i
   return static_cast<int>(value);
 }
 
+// --torchrun DIR: DIR/layout.json and DIR/torchrun.sh, both or neither
+// (Note [Output files]); DIR is made when missing and removed again when
+// nothing was written into it.
+class TorchrunOutputs {
+ public:
+  explicit TorchrunOutputs(const std::string& dir) : dir_(dir) {
+    if (dir_.empty()) return;
+    std::error_code error;
+    made_dir_ = std::filesystem::create_directory(dir_, error);
+    if (error) fail("cannot write {}: {}", dir_, error.message());
+    files_.emplace();
+    files_->declare(layout());
+    files_->declare(script());
+  }
+  ~TorchrunOutputs() {
+    files_.reset();  // its temporaries go first, so that the directory is empty
+    std::error_code ignored;
+    if (made_dir_ && !committed_) std::filesystem::remove(dir_, ignored);
+  }
+  TorchrunOutputs(const TorchrunOutputs&) = delete;
+  TorchrunOutputs& operator=(const TorchrunOutputs&) = delete;
+
+  void write(const nlohmann::json& layout_json, const std::string& script_text) {
+    if (dir_.empty()) return;
+    files_->set(layout(), layout_json.dump(2) + "\n");
+    files_->set(script(), script_text);
+    files_->commit();
+    committed_ = true;
+    ::chmod(script().c_str(), 0755);  // best effort: `sh torchrun.sh` runs it anyway
+  }
+
+ private:
+  std::string layout() const { return dir_ + "/layout.json"; }
+  std::string script() const { return dir_ + "/torchrun.sh"; }
+  std::string dir_;
+  std::optional<OutputFiles> files_;
+  bool made_dir_ = false;
+  bool committed_ = false;
+};
+
 }  // namespace
 
 bool is_pipeline(const PlanArgs& args) {
   return args.pipeline_parallel || args.micro_batches || !args.schedule.empty() ||
-         args.chunks_per_device || !args.partition.empty();
+         args.chunks_per_device || !args.partition.empty() || !args.torchrun.empty();
 }
 
 int run_pipeline_plan(const PlanArgs& args) {
   if (!args.pipeline_parallel) {
-    fail("--micro-batches, --schedule, --chunks-per-device and --partition apply to "
-         "--pipeline-parallel N");
+    fail("--micro-batches, --schedule, --chunks-per-device, --partition and --torchrun apply to "
+         "--pipeline-parallel N (or --gpus N)");
   }
   const char* ignored = !args.host_memory.empty() ? "--host-memory"
                         : !args.nvme.empty()        ? "--nvme"
@@ -202,17 +248,25 @@ int run_pipeline_plan(const PlanArgs& args) {
   request.partition = partition_option(args);
   request.recompute = pipeline_recompute(args).value_or(ChunkRecompute::kNone);
   const Hardware hw = load_node(args);
+  TorchrunOutputs torchrun(args.torchrun);
   const Graph graph = args.source.load(hw);
   if (!args.budget.empty()) {
     request.budget = parse_budget(args.budget, hw, [&] { return keep_all_peak(graph, hw); });
     check_budget_within_device(request.budget, hw);
   }
   const PipelinePlan plan = plan_pipeline(graph, hw, request);
+  const nlohmann::json layout =
+      args.torchrun.empty() ? nlohmann::json() : torch_layout(plan_json(plan), graph, hw, plan);
   if (args.json) {
     std::cout << plan_json(plan).dump(2) << "\n";
   } else {
     std::cout << plan_text(graph.name, hw, plan);
+    if (!args.torchrun.empty()) {
+      std::cout << "\n" << field("torchrun", args.torchrun + "/torchrun.sh: " +
+                                                   torchrun_command(hw, plan, "layout.json"));
+    }
   }
+  if (plan.fits) torchrun.write(layout, torchrun_script(hw, plan));
   if (!plan.fits) {
     for (size_t d = 0; d < plan.sim.devices.size(); ++d) {
       if (plan.sim.devices[d].peak_bytes > plan.budget) {
@@ -266,6 +320,7 @@ int run_layout_search(const PlanArgs& args) {
   }
   request.partition = partition_option(args);
   const Hardware hw = load_node(args);
+  TorchrunOutputs torchrun(args.torchrun);
   // Tensor and sequence parallelism are the search's, set per layout.
   const ModelOptions options = args.source.model_options(hw);
   if (!args.budget.empty()) {
@@ -316,6 +371,14 @@ int run_layout_search(const PlanArgs& args) {
       std::cout << fmt::format("  {:<64} {:>8.4f}  {:>4.1f}%  {}{}\n", layout_label(c),
                                c.step_time, 100 * c.mfu, human_bytes(c.peak_bytes),
                                c.fits ? "" : " (over budget)");
+    }
+  }
+  if (search.best && !args.torchrun.empty()) {
+    torchrun.write(torch_layout(plan_json(*search.best), *search.best_graph, hw, *search.best),
+                   torchrun_script(hw, *search.best));
+    if (!args.json) {
+      std::cout << "\n" << field("torchrun", args.torchrun + "/torchrun.sh: " +
+                                                   torchrun_command(hw, *search.best, "layout.json"));
     }
   }
   if (!search.best) {

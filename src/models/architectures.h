@@ -13,6 +13,11 @@ namespace memwall::models {
 // `opts` has batch/seq/image already defaulted and range-checked by zoo.cc.
 Graph build_gpt2(std::string_view variant, const ModelOptions& opts);
 Graph build_llama(std::string_view variant, const ModelOptions& opts);
+// The full shape of a GPT-2 or Llama variant under the options' ModelShape
+// (kv_heads = heads and ffn = 4h for GPT-2; Llama's positions 0: the
+// caller's context).
+ModelShape gpt2_shape(std::string_view variant, const ModelOptions& opts);
+ModelShape llama_shape(std::string_view variant, const ModelOptions& opts);
 Graph build_mixtral(std::string_view variant, const ModelOptions& opts);
 Graph build_bert(std::string_view variant, const ModelOptions& opts);
 Graph build_resnet(std::string_view variant, const ModelOptions& opts);

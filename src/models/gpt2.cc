@@ -36,20 +36,31 @@ constexpr double kGpt2Dropout = 0.1;  // embd_pdrop, attn_pdrop, resid_pdrop
 
 }  // namespace
 
-Graph build_gpt2(std::string_view variant, const ModelOptions& opts) {
+ModelShape gpt2_shape(std::string_view variant, const ModelOptions& opts) {
   const Gpt2Config* found = nullptr;
   for (const Gpt2Config& c : kGpt2Configs) {
     if (variant == c.name) found = &c;
   }
   if (found == nullptr) fail("model: unknown GPT-2 variant '{}'", variant);
   // The variant's shape, or the one the options give (checked by build_model).
-  const ModelShape& shape = opts.shape;
-  const Gpt2Config shaped{found->name, shape.layers > 0 ? shape.layers : found->layers,
-                          shape.hidden > 0 ? shape.hidden : found->hidden,
-                          shape.heads > 0 ? shape.heads : found->heads};
+  const ModelShape& given = opts.shape;
+  const auto either = [](int64_t value, int64_t own) { return value > 0 ? value : own; };
+  ModelShape shape;
+  shape.layers = either(given.layers, found->layers);
+  shape.hidden = either(given.hidden, found->hidden);
+  shape.heads = either(given.heads, found->heads);
+  shape.kv_heads = shape.heads;
+  shape.ffn = 4 * shape.hidden;
+  shape.vocab = either(given.vocab, kGpt2Vocab);
+  shape.positions = either(given.positions, kGpt2Positions);
+  return shape;
+}
+
+Graph build_gpt2(std::string_view variant, const ModelOptions& opts) {
+  const ModelShape shape = gpt2_shape(variant, opts);
+  const Gpt2Config shaped{"", shape.layers, shape.hidden, shape.heads};
   const Gpt2Config* cfg = &shaped;
-  const int64_t vocab_size = shape.vocab > 0 ? shape.vocab : kGpt2Vocab;
-  const int64_t max_positions = shape.positions > 0 ? shape.positions : kGpt2Positions;
+  const int64_t vocab_size = shape.vocab, max_positions = shape.positions;
   if (opts.seq > max_positions) fail("model {}: sequence longer than {}", variant, max_positions);
   const int64_t batch = opts.batch, s = opts.seq, h = cfg->hidden;
 

@@ -32,7 +32,7 @@ constexpr LlamaConfig kLlamaConfigs[] = {
 
 }  // namespace
 
-Graph build_llama(std::string_view variant, const ModelOptions& opts) {
+ModelShape llama_shape(std::string_view variant, const ModelOptions& opts) {
   const LlamaConfig* found = nullptr;
   for (const LlamaConfig& c : kLlamaConfigs) {
     if (variant == c.name) found = &c;
@@ -40,16 +40,23 @@ Graph build_llama(std::string_view variant, const ModelOptions& opts) {
   if (found == nullptr) fail("model: unknown Llama variant '{}'", variant);
   // The variant's shape, or the one the options give (checked by build_model;
   // the context is the sequence's bound, which build_model checks too).
-  const ModelShape& shape = opts.shape;
-  const auto either = [](int64_t given, int64_t own) { return given > 0 ? given : own; };
-  const int64_t heads = either(shape.heads, found->heads);
-  const LlamaConfig shaped{found->name,
-                           either(shape.layers, found->layers),
-                           either(shape.hidden, found->hidden),
-                           heads,
-                           either(shape.kv_heads, shape.heads > 0 ? heads : found->kv_heads),
-                           either(shape.ffn, found->ffn),
-                           either(shape.vocab, found->vocab)};
+  const ModelShape& given = opts.shape;
+  const auto either = [](int64_t value, int64_t own) { return value > 0 ? value : own; };
+  ModelShape shape;
+  shape.layers = either(given.layers, found->layers);
+  shape.hidden = either(given.hidden, found->hidden);
+  shape.heads = either(given.heads, found->heads);
+  shape.kv_heads = either(given.kv_heads, given.heads > 0 ? shape.heads : found->kv_heads);
+  shape.ffn = either(given.ffn, found->ffn);
+  shape.vocab = either(given.vocab, found->vocab);
+  shape.positions = given.positions;  // 0: the release's context (zoo.cc)
+  return shape;
+}
+
+Graph build_llama(std::string_view variant, const ModelOptions& opts) {
+  const ModelShape shape = llama_shape(variant, opts);
+  const LlamaConfig shaped{"",          shape.layers, shape.hidden, shape.heads,
+                           shape.kv_heads, shape.ffn,   shape.vocab};
   const LlamaConfig* cfg = &shaped;
   const int64_t batch = opts.batch, s = opts.seq, h = cfg->hidden;
 

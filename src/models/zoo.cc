@@ -237,6 +237,18 @@ const ModelInfo& find_model(std::string_view name) {
   return model_zoo()[static_cast<size_t>(&e - registry().data())];
 }
 
+ModelShape full_model_shape(std::string_view name, const ModelOptions& options) {
+  const ModelInfo& info = find_model(name);
+  const int64_t context = check_model_shape(info, options.shape);
+  if (info.name.starts_with("gpt2")) return models::gpt2_shape(info.name, options);
+  if (!info.name.starts_with("llama")) {
+    fail("model {}: its shape is known for the GPT-2 and Llama models", info.name);
+  }
+  ModelShape shape = models::llama_shape(info.name, options);
+  shape.positions = context;
+  return shape;
+}
+
 Graph build_model(std::string_view name, const ModelOptions& options) {
   const Entry& e = find_entry(name);
   const ModelInfo& info = e.info;

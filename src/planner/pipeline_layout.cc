@@ -108,6 +108,7 @@ LayoutSearch search_layouts(std::string_view model, const ModelOptions& options,
     }
     return entry;
   };
+  const Graph* best_graph = nullptr;  // in `graphs`, copied out at the end
   // Plans one layout into its row; true when it fits.
   const auto try_layout = [&](LayoutCandidate& c, const Built& graph) {
     const std::unique_ptr<ChunkedGraph>& chunked = graph.chunked[static_cast<int>(c.recompute)];
@@ -137,7 +138,7 @@ LayoutSearch search_layouts(std::string_view model, const ModelOptions& options,
       if (!c.fits) c.why_not = fmt::format("a device needs {}", human_bytes(c.peak_bytes));
       if (c.fits && (!search.best || c.step_time < search.best->sim.step_time)) {
         search.best = std::move(plan);
-        search.best_graph_name = graph.graph->name;
+        best_graph = &*graph.graph;
       }
     } catch (const Error& e) {
       c.why_not = e.what();
@@ -198,6 +199,10 @@ LayoutSearch search_layouts(std::string_view model, const ModelOptions& options,
                      if (!a.fits && a.peak_bytes != b.peak_bytes) return a.peak_bytes < b.peak_bytes;
                      return a.step_time < b.step_time;
                    });
+  if (best_graph != nullptr) {
+    search.best_graph_name = best_graph->name;
+    search.best_graph = *best_graph;
+  }
   search.seconds = clock.seconds();
   return search;
 }

@@ -110,6 +110,11 @@ const ModelInfo& find_model(std::string_view name);
 // makes some size overflow.
 Graph build_model(std::string_view name, const ModelOptions& options);
 
+// Every dimension of a GPT-2 or Llama model under `options.shape` (0s the
+// variant's own; GPT-2's kv_heads are its heads and its ffn 4h). Throws
+// Error for the other models.
+ModelShape full_model_shape(std::string_view name, const ModelOptions& options);
+
 std::string_view to_string(Optimizer optimizer);
 std::string_view to_string(Precision precision);
 // Throw Error on unknown names. Accepted: sgd, momentum, adam, adamw;

@@ -57,6 +57,7 @@ struct LayoutSearch {
   std::vector<LayoutCandidate> candidates;  // fitting ones fastest first, then the rest
   std::optional<PipelinePlan> best;         // the first candidate's plan, when it fits
   std::string best_graph_name;
+  std::optional<Graph> best_graph;  // the graph the best plan cuts (one rank's)
   double seconds = 0;  // the search's wall time
 };
 
