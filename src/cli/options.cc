@@ -50,8 +50,11 @@ void GraphSource::add_options(CLI::App& app, const std::string& default_model) {
                "transformers: RMSNorm and GPT-2's GELU as the plain-torch kernels Hugging Face's "
                "modules run in eager PyTorch, not one fused kernel each");
   app.add_option("--tensor-parallel", tensor_parallel,
-                 "GPT-2 and Llama models: the graph of one of N Megatron-LM tensor-parallel ranks (heads, "
-                 "MLP and vocabulary split N ways)");
+                 "GPT-2, Llama and Mixtral models: the graph of one of N Megatron-LM tensor-parallel "
+                 "ranks (heads, MLP and vocabulary split N ways)");
+  app.add_option("--expert-parallel", expert_parallel,
+                 "Mixtral: the graph of one of N expert-parallel (data-parallel) ranks, each with "
+                 "experts / N experts a layer, tokens sent to them by all-to-all");
   app.add_option("--shape", shape,
                  "GPT-2 and Llama models at another shape: layers=L,hidden=H,heads=A,kv_heads=K,"
                  "ffn=F,vocab=V,positions=P, any of them (Narayanan et al.'s GPTs, Llama 3 405B)");

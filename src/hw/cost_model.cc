@@ -127,9 +127,9 @@ double op_time(const Hardware& hw, const Graph& graph, const Op& op) {
   if (op.time.has_value()) return *op.time;
   if (op.phase == Phase::kComm) {
     // Note [Tensor parallelism in the zoo]: tp_ collectives run over the
-    // graph's tensor-parallel ranks, the others over its data-parallel ones.
-    const int group =
-        is_tensor_parallel_collective(op) ? graph_tensor_parallel(graph) : graph_ranks(graph);
+    // graph's tensor-parallel ranks, ep_ ones over its expert-parallel
+    // ones, the others over its data-parallel ones.
+    const CollectiveGroup group = collective_group(hw, graph, op);
     return collective_time(hw, collective_of(op), op.bytes, group);
   }
   double compute = 0;

@@ -56,6 +56,17 @@
 // latency. Deviations: NCCL switches all-reduce to trees and small messages
 // to its LL protocols at scale, which cut the latency term; memwall's ring
 // overestimates small collectives over many nodes.
+//
+// An all-to-all (expert parallelism's dispatch and combine) is no ring:
+// NCCL runs it as one group of send/receive pairs, every peer at once, so
+// it pays one step's latency (and one network step's when it spans nodes),
+// not N-1. Of the M = bytes x N/(N-1) a rank holds, (k-1)/N goes to the
+// k-1 peers in its node over NVLink (interconnect_bandwidth / 2) and
+// (N-k)/N to the others over the rank's own network adapter
+// (network_bandwidth), at the same time:
+//
+//   time = launch_latency + collective_step_latency [+ network_step_latency]
+//          + max(M (k-1)/N / B_node, M (N-k)/N / network_bandwidth)
 #include <algorithm>
 #include <string>
 
@@ -78,6 +89,24 @@ void check_ranks(int ranks) {
   if (ranks < 1 || ranks > kMaxRanks) {
     fail("the number of ranks must be in [1, {}] (got {})", kMaxRanks, ranks);
   }
+}
+
+// Note [Collective time], the all-to-all.
+double all_to_all_time(const Hardware& hw, double bytes, int ranks) {
+  if (ranks == 1) return hw.launch_latency;
+  const double n = ranks;
+  const double k = std::min(ranks, hw.gpus_per_node);  // peers in the fullest node, self included
+  const double whole = bytes * n / (n - 1);
+  const double one_way = hw.interconnect_bandwidth / 2;
+  const bool spans_nodes = ranks > hw.gpus_per_node;
+  if (!(one_way > 0) || (spans_nodes && !(hw.network_bandwidth > 0))) {
+    fail("hardware profile '{}' gives no {} bandwidth, which an all-to-all over {} ranks needs",
+         hw.name, one_way > 0 ? "network" : "interconnect", ranks);
+  }
+  const double in_node = whole * (k - 1) / n / one_way;
+  const double off_node = spans_nodes ? whole * (n - k) / n / hw.network_bandwidth : 0;
+  return hw.launch_latency + hw.collective_step_latency +
+         (spans_nodes ? hw.network_step_latency : 0) + std::max(in_node, off_node);
 }
 
 }  // namespace
@@ -126,7 +155,10 @@ int graph_tensor_parallel(const Graph& graph) {
 }
 
 int graph_gpus(const Graph& graph) {
-  const int64_t gpus = int64_t{graph_ranks(graph)} * graph_tensor_parallel(graph);
+  // Expert-parallel ranks are data-parallel ones: a graph of one of e has
+  // at least e.
+  const int64_t gpus = int64_t{std::max(graph_ranks(graph), graph_expert_parallel(graph))} *
+                       graph_tensor_parallel(graph);
   if (gpus > kMaxRanks) {
     fail("graph '{}': {} data-parallel x {} tensor-parallel ranks exceed {} GPUs", graph.name,
          graph_ranks(graph), graph_tensor_parallel(graph), kMaxRanks);
@@ -134,9 +166,20 @@ int graph_gpus(const Graph& graph) {
   return static_cast<int>(gpus);
 }
 
+int graph_expert_parallel(const Graph& graph) {
+  const auto ep = graph.meta.find("expert_parallel");
+  if (ep == graph.meta.end()) return 1;
+  if (!ep->is_number_integer() || ep->get<int64_t>() < 1 || ep->get<int64_t>() > kMaxRanks) {
+    fail("graph '{}': meta.expert_parallel must be an integer in [1, {}], got {}", graph.name,
+         kMaxRanks, ep->dump());
+  }
+  return static_cast<int>(ep->get<int64_t>());
+}
+
 bool is_tensor_parallel_collective(const Op& op) { return op.type.starts_with("tp_"); }
 
 Collective collective_of(const Op& op) {
+  if (op.type == "ep_all_to_all") return Collective::kAllToAll;
   const std::string_view type = is_tensor_parallel_collective(op)
                                     ? std::string_view(op.type).substr(3)
                                     : std::string_view(op.type);
@@ -145,8 +188,26 @@ Collective collective_of(const Op& op) {
   if (type == "all_gather") return Collective::kAllGather;
   fail(
       "op {} ('{}') is of phase comm but its type '{}' is no collective memwall times "
-      "(all_reduce, reduce_scatter, all_gather, and their tensor-parallel tp_ forms)",
+      "(all_reduce, reduce_scatter, all_gather, their tensor-parallel tp_ forms, and "
+      "ep_all_to_all)",
       op.id, op.name, op.type);
+}
+
+CollectiveGroup collective_group(const Hardware& hw, const Graph& graph, const Op& op) {
+  if (is_tensor_parallel_collective(op)) return {graph_tensor_parallel(graph), hw.gpus_per_node};
+  if (!op.type.starts_with("ep_")) return {graph_ranks(graph), hw.gpus_per_node};
+  return {graph_expert_parallel(graph),
+          std::max(1, hw.gpus_per_node / graph_tensor_parallel(graph))};
+}
+
+double collective_time(const Hardware& hw, Collective kind, double bytes,
+                       const CollectiveGroup& group) {
+  if (group.gpus_per_node == hw.gpus_per_node) {
+    return collective_time(hw, kind, bytes, group.ranks);
+  }
+  Hardware node = hw;  // rare: expert-parallel groups under tensor parallelism
+  node.gpus_per_node = group.gpus_per_node;
+  return collective_time(node, kind, bytes, group.ranks);
 }
 
 double collective_time(const Hardware& hw, Collective kind, double bytes, int ranks) {
@@ -155,6 +216,7 @@ double collective_time(const Hardware& hw, Collective kind, double bytes, int ra
   const int64_t n = ranks;
   const int64_t per_node = hw.gpus_per_node;
   const int64_t nodes = (n + per_node - 1) / per_node;
+  if (kind == Collective::kAllToAll) return all_to_all_time(hw, bytes, ranks);
   const int64_t passes = kind == Collective::kAllReduce ? 2 : 1;
   const int64_t steps = passes * (n - 1);
   const int64_t net_steps = passes * (nodes - 1);

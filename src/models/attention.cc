@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "expert_parallel.h"
 #include "layers.h"
 #include "tensor_parallel.h"
 #include "memwall/base/error.h"
@@ -415,6 +416,15 @@ int64_t moe_tokens_per_expert(int64_t tokens, const MoeOptions& opts) {
 Tensor moe(Builder& b, std::string_view name, const Tensor& x, const MoeOptions& opts) {
   if (x.shape.size() != 2) fail("model: moe {} expects x [tokens, hidden]", b.qualified(name));
   const int64_t n = x.shape[0], h = x.shape[1], e_count = opts.experts, k = opts.top_k;
+  // Note [Tensor parallelism in the zoo]: each expert's width split over
+  // the tensor-parallel ranks, its outputs partial sums (tp_region_output);
+  // Note [Expert parallelism in the zoo]: experts / e experts a rank.
+  check_tp_split(b, opts.ffn, "MLP widths of the experts");
+  const int64_t ffn = opts.ffn / tp_ranks(b), ep = ep_ranks(b);
+  if (ep < 1 || e_count % ep != 0) {
+    fail("model {}: {} experts do not split over {} expert-parallel ranks", b.graph().name,
+         e_count, ep);
+  }
   const int64_t per_expert = moe_tokens_per_expert(n, opts);
   const DType dt = x.dtype;
   const std::string fq = b.qualified(name);
@@ -462,6 +472,18 @@ Tensor moe(Builder& b, std::string_view name, const Tensor& x, const MoeOptions&
     b.add_grad(probs, d, fq + ".router_topk");
   });
 
+  if (ep > 1) {
+    // Note [Expert parallelism in the zoo].
+    const int64_t local = e_count / ep;
+    const std::vector<Tensor> received =
+        ep_dispatch(b, x, indices, local, moe_tokens_per_expert(n * ep, opts));
+    std::vector<Tensor> outputs;
+    for (int64_t j = 0; j < local; ++j) {
+      auto expert_scope = b.scope(fmt::format("experts.{}", j));
+      outputs.push_back(swiglu_body(b, received[j], ffn));
+    }
+    return ep_combine(b, outputs, weights, indices, n);
+  }
   // final_hidden_states = zeros(n, h); each expert index_add_s into it.
   Tensor out = b.emit1({.name = "output_init", .type = "fill"}, {"output", {n, h}, dt, kAct});
   b.propagate_requires_grad({x, weights}, {out});
@@ -486,7 +508,7 @@ Tensor moe(Builder& b, std::string_view name, const Tensor& x, const MoeOptions&
                           {fe + ".grad_input", x.shape, g.dtype, kTmp});
       b.add_grad(x, dx, fe + ".gather");
     });
-    Tensor y = swiglu_body(b, tokens, opts.ffn);
+    Tensor y = swiglu_body(b, tokens, ffn);
     // current_hidden_states * routing_weights[top_x, idx, None].
     Tensor scaled =
         b.emit1({.name = "scale", .type = "mul", .in = {y, weights, indices}, .flops = numel_d(y)},

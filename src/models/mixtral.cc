@@ -7,11 +7,19 @@
 // the real split depends on the router); no router auxiliary loss (HF adds it
 // only with output_router_logits=True); no sliding window (Mixtral's config
 // has none); the loss covers all b*s positions.
+//
+// Parallel: tensor parallelism as Llama's (Note [Tensor parallelism in the
+// zoo]), the router whole on every rank and each expert's width split
+// (Megatron-Core's expert tensor parallelism equal to t), the block's input
+// made whole and its output summed once around the whole mixture
+// (tp_region_input / tp_region_output); expert parallelism (Note [Expert
+// parallelism in the zoo]) over ModelOptions::expert_parallel ranks.
 #include <string>
 
 #include "architectures.h"
 #include "attention.h"
 #include "layers.h"
+#include "tensor_parallel.h"
 #include "memwall/base/error.h"
 
 namespace memwall::models {
@@ -28,24 +36,32 @@ Graph build_mixtral(std::string_view variant, const ModelOptions& opts) {
   const int64_t batch = opts.batch, s = opts.seq, h = kHidden;
 
   Builder b(std::string(variant), opts);
+  const int64_t t = tp_ranks(b), vocab = tp_padded_vocab(b, kMixtralVocab);
+  const int64_t s_local = tp_local_seq(b, s);
   Tensor ids = b.input("input_ids", {batch, s}, DType::kI64);
   Tensor labels = b.input("labels", {batch, s}, DType::kI64);
   const RotaryTables rope = rotary_tables(b, s, h / kHeads);
-  Tensor x =
-      embedding(b, "tok_embeddings", ids, b.param("tok_embeddings.weight", {kMixtralVocab, h}));
+  Tensor x = vocab_parallel_embedding(b, "tok_embeddings", ids,
+                                      b.param("tok_embeddings.weight", {vocab / t, h}));
 
   for (int64_t i = 0; i < kLayers; ++i) {
     auto block = b.scope(fmt::format("layers.{}", i));
     Tensor a = rms_norm(b, "attention_norm", x);
     a = llama_attention(b, "attn", a, rope, kHeads, kKvHeads, opts.flash);
     x = add(b, "attn_residual", x, a);
-    Tensor m = rms_norm(b, "ffn_norm", x);
+    Tensor m = tp_region_input(b, "moe", rms_norm(b, "ffn_norm", x));
     // MixtralSparseMoeBlock works on hidden_states.view(-1, h).
     m = moe(b, "moe", b.view(m, {batch * s, h}),
             {.experts = kExperts, .top_k = kTopK, .ffn = kFfn});
-    x = add(b, "moe_residual", x, b.view(m, {batch, s, h}));
+    m = tp_region_output(b, "moe", b.view(m, {batch, s, h}));
+    x = add(b, "moe_residual", x, b.view(m, {batch, s_local, h}));
   }
   x = rms_norm(b, "norm", x);
+  if (t > 1) {
+    Tensor logits = vocab_parallel_logits(b, "output", x, b.param("output.weight", {vocab / t, h}));
+    return b.finish(vocab_parallel_cross_entropy(
+        b, "loss", b.view(logits, {batch * s, vocab / t}), b.view(labels, {batch * s})));
+  }
   Tensor logits = linear_layer(b, "output", x, kMixtralVocab, false, LinearRole::kHead);
   Tensor loss = cross_entropy(b, "loss", b.view(logits, {batch * s, kMixtralVocab}),
                               b.view(labels, {batch * s}));

@@ -302,6 +302,31 @@ Tensor row_parallel_linear(Builder& b, std::string_view name, const Tensor& x, i
   return z;
 }
 
+Tensor tp_region_input(Builder& b, std::string_view name, const Tensor& x) {
+  if (tp_ranks(b) == 1) return x;
+  const std::string n(name), fq = b.qualified(name);
+  if (!tp_sequence(b)) {
+    b.on_backward([&b, fq, x] {
+      Tensor g = b.grad(x);
+      if (g.valid()) all_reduce(b, fq + ".grad.all_reduce", g);
+    });
+    return x;
+  }
+  Tensor whole = all_gather(b, n + ".all_gather", x, kAct);
+  b.propagate_requires_grad({x}, {whole});
+  b.on_backward([&b, fq, x, whole] {
+    Tensor g = b.grad(whole);
+    if (!g.valid() || !b.requires_grad(x)) return;
+    b.add_grad(x, reduce_scatter(b, fq + ".grad.reduce_scatter", g, kTmp), fq);
+  });
+  return whole;
+}
+
+Tensor tp_region_output(Builder& b, std::string_view name, const Tensor& partial) {
+  if (tp_ranks(b) == 1) return partial;
+  return sum_partials(b, name, partial);
+}
+
 Tensor vocab_parallel_embedding(Builder& b, std::string_view name, const Tensor& ids,
                                 const Tensor& table) {
   Tensor partial = embedding(b, name, ids, table);

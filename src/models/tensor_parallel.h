@@ -62,6 +62,18 @@ std::vector<Tensor> column_parallel_linears(Builder& b, const Tensor& x,
 Tensor row_parallel_linear(Builder& b, std::string_view name, const Tensor& x, int64_t out_features,
                            bool with_bias);
 
+// Megatron's f and g around a block whose weights are split but whose
+// input is whole on every rank (a mixture of experts: its router whole, its
+// experts' width split). tp_region_input takes the block's input x [b, s, h]
+// as a rank holds it: without sequence parallelism it returns x and
+// all-reduces x's gradient once the block's backward has made it (so it
+// must be called before the block's ops, and x must feed nothing else);
+// with it, all-gathers [b, s/t, h] to [b, s, h], its gradient
+// reduce-scattered. tp_region_output makes the block's partial sums
+// [b, s, h] whole: all-reduced, or reduce-scattered to [b, s/t, h].
+Tensor tp_region_input(Builder& b, std::string_view name, const Tensor& x);
+Tensor tp_region_output(Builder& b, std::string_view name, const Tensor& partial);
+
 // Megatron's VocabParallelEmbedding: the rank's [vocab/t, h] rows, a masked
 // lookup, then the partial sums all-reduced (reduce-scattered along the
 // sequence with sequence parallelism).

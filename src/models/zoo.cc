@@ -207,8 +207,10 @@ std::string check_tensor_parallel(const ModelInfo& info, const ModelOptions& opt
     }
     return "";
   }
-  if (!info.name.starts_with("gpt2") && !info.name.starts_with("llama")) {
-    fail("model {}: tensor parallelism is built for the GPT-2 and Llama models so far", info.name);
+  if (!info.name.starts_with("gpt2") && !info.name.starts_with("llama") &&
+      !info.name.starts_with("mixtral")) {
+    fail("model {}: tensor parallelism is built for the GPT-2, Llama and Mixtral models so far",
+         info.name);
   }
   if (opts.lora.rank > 0 || opts.base_weights != WeightFormat::kDense) {
     fail("model {}: tensor parallelism with LoRA or NF4 weights is not built", info.name);
@@ -287,7 +289,19 @@ Graph build_model(std::string_view name, const ModelOptions& options) {
     fail("model {}: --eager-kernels applies to transformers", info.name);
   }
 
-  const std::string parallel = check_tensor_parallel(info, opts);
+  std::string parallel = check_tensor_parallel(info, opts);
+  if (opts.expert_parallel != 1) {
+    // The experts' count divides over the ranks (checked by the builder).
+    if (!info.name.starts_with("mixtral")) {
+      fail("model {}: expert parallelism is for mixture-of-experts models (mixtral-8x7b)",
+           info.name);
+    }
+    if (opts.expert_parallel < 1 || opts.expert_parallel > 1024) {
+      fail("model {}: expert-parallel ranks must be in 1..1024 (got {})", info.name,
+           opts.expert_parallel);
+    }
+    parallel += fmt::format(" ep{}", opts.expert_parallel);
+  }
 
   Graph g = e.build(info.name, opts);
   g.name = fmt::format("{}{} b{} {} {}{}{}{}{}{}", info.name, model_shape_text(opts.shape),
@@ -333,6 +347,7 @@ Graph build_model(std::string_view name, const ModelOptions& options) {
     g.meta["tensor_parallel"] = opts.tensor_parallel;
     g.meta["sequence_parallel"] = opts.sequence_parallel;
   }
+  if (opts.expert_parallel > 1) g.meta["expert_parallel"] = opts.expert_parallel;
   if (opts.forward_only) {
     g.meta["forward_only"] = true;
     g.meta.erase("optimizer");  // there is no step

@@ -42,7 +42,7 @@ constexpr double kInfinite = std::numeric_limits<double>::infinity();
 
 // Bytes of `c` with `in_flight` micro-batches held, at its highest point;
 // saturates at the largest uint64 rather than wrapping (no budget is that large).
-uint64_t chunk_bytes(const ChunkCost& c, int in_flight, int optimizer_shards) {
+uint64_t chunk_bytes(const ChunkCost& c, int in_flight, const PipelineShape& shape) {
   constexpr uint64_t kMax = std::numeric_limits<uint64_t>::max();
   uint64_t others = 0;
   if (__builtin_mul_overflow(c.saved, static_cast<uint64_t>(in_flight - 1), &others)) return kMax;
@@ -50,7 +50,8 @@ uint64_t chunk_bytes(const ChunkCost& c, int in_flight, int optimizer_shards) {
   if (__builtin_add_overflow(others, std::max(c.forward_peak, c.backward_peak), &top)) return kMax;
   top = std::max(top, c.optimizer_peak);
   uint64_t total = 0;
-  return __builtin_add_overflow(top, sharded_states(c, optimizer_shards), &total) ? kMax : total;
+  return __builtin_add_overflow(top, sharded_states(c, shape.optimizer_shards, shape.expert_optimizer_shards),
+                               &total) ? kMax : total;
 }
 
 }  // namespace
@@ -85,7 +86,7 @@ PartitionResult partition_pipeline(const ChunkedGraph& chunked, const PipelineSh
   const PipelineSetup links = pipeline_setup(shape, {});
   const auto load = [&](int k, int i, int j) {
     const ChunkCost c = cost(i, j);
-    if (chunk_bytes(c, in_flight[k], shape.optimizer_shards) > share) return kInfinite;
+    if (chunk_bytes(c, in_flight[k], shape) > share) return kInfinite;
     double seconds = c.forward + c.backward;
     if (k + 1 < chunks && c.send_forward > 0) {
       seconds += transfer_seconds(links, device[k], device[k + 1], c.send_forward);
@@ -139,7 +140,7 @@ PartitionResult partition_pipeline(const ChunkedGraph& chunked, const PipelineSh
   }
   // None fits: the cut needing least memory on its fullest device.
   const Table least = solve([&](int k, int i, int j) {
-    return static_cast<double>(chunk_bytes(cost(i, j), in_flight[k], shape.optimizer_shards));
+    return static_cast<double>(chunk_bytes(cost(i, j), in_flight[k], shape));
   });
   result.cut = cut_of(least);
   // Saturated at the largest uint64, as chunk_bytes saturates (2^64 itself

@@ -53,6 +53,12 @@ PipelinePlan plan_pipeline(const ChunkedGraph& chunked, const Hardware& node,
   shape.micro_batches = checked_count(request.micro_batches, "micro-batches");
   shape.schedule = request.schedule;
   plan.data_parallel = checked_count(request.data_parallel, "data-parallel replicas");
+  plan.expert_parallel = graph_expert_parallel(graph);
+  if (plan.data_parallel % plan.expert_parallel != 0) {
+    fail("pipeline: {} expert-parallel ranks are data-parallel ones: give data-parallel "
+         "replicas (--ranks) a multiple of {} (got {})",
+         plan.expert_parallel, plan.expert_parallel, plan.data_parallel);
+  }
   const int64_t gpus =
       int64_t{shape.devices} * plan.tensor_parallel * plan.data_parallel;
   if (gpus > (1 << 20)) fail("pipeline: {} GPUs in all is more than 2^20", gpus);
@@ -74,7 +80,10 @@ PipelinePlan plan_pipeline(const ChunkedGraph& chunked, const Hardware& node,
   }
   plan.budget = request.budget > 0 ? request.budget : default_budget(node);
   plan.distributed_optimizer = request.distributed_optimizer && plan.data_parallel > 1;
-  if (plan.distributed_optimizer) shape.optimizer_shards = plan.data_parallel;
+  if (plan.distributed_optimizer) {
+    shape.optimizer_shards = plan.data_parallel;
+    shape.expert_optimizer_shards = plan.data_parallel / plan.expert_parallel;
+  }
 
   const int chunks = shape.devices * shape.chunks_per_device;
   if (request.partition == PipelinePartition::kEvenLayers) {
@@ -91,25 +100,45 @@ PipelinePlan plan_pipeline(const ChunkedGraph& chunked, const Hardware& node,
   plan.costs = chunk_costs(chunked, plan.cut);
   if (plan.data_parallel > 1) {
     // Note [Collective time]: a ring all-reduce of M bytes sends 2(N-1)/N M
-    // a rank, a reduce-scatter or all-gather (N-1)/N M.
-    Hardware group = node;
-    group.gpus_per_node = std::max(1, node.gpus_per_node / plan.tensor_parallel);
-    const int d = plan.data_parallel;
-    const double share = (d - 1.0) / d;
+    // a rank, a reduce-scatter or all-gather (N-1)/N M. Note [Expert
+    // parallelism in the zoo]: the experts' gradients and states go over the
+    // d / e replicas holding the same experts (every e-th data-parallel
+    // rank), the others' over all d.
+    const int d = plan.data_parallel, e = plan.expert_parallel, de = d / e;
+    const CollectiveGroup dense{d, std::max(1, node.gpus_per_node / plan.tensor_parallel)};
+    const CollectiveGroup experts{de, std::max(1, node.gpus_per_node / (plan.tensor_parallel * e))};
+    const auto sync = [&](Collective kind, double bytes, const CollectiveGroup& group) {
+      if (group.ranks <= 1 || bytes <= 0) return 0.0;
+      const double share = (group.ranks - 1.0) / group.ranks;
+      return collective_time(node, kind, (kind == Collective::kAllReduce ? 2 : 1) * share * bytes,
+                             group);
+    };
     for (ChunkCost& c : plan.costs) {
-      const double grads = static_cast<double>(c.grads);
+      const auto expert_grads = static_cast<double>(c.expert_grads);
+      const double grads = static_cast<double>(c.grads) - expert_grads;
       if (!plan.distributed_optimizer) {
-        c.grad_sync = collective_time(group, Collective::kAllReduce, 2 * share * grads, d);
+        c.grad_sync = sync(Collective::kAllReduce, grads, dense) +
+                      sync(Collective::kAllReduce, expert_grads, experts);
         continue;
       }
-      const uint64_t params = c.states - c.grads - c.optimizer_states;
-      const uint64_t states = sharded_states(c, d);
+      // Parameters take their gradients' bytes' share of the all-gather.
+      const double params = static_cast<double>(c.states - c.grads - c.optimizer_states);
+      const double expert_params =
+          c.grads > 0 ? params * expert_grads / static_cast<double>(c.grads) : 0;
+      const uint64_t states = sharded_states(c, d, de);
+      if (c.expert_optimizer_states == 0) {
+        c.optimizer /= d;
+      } else if (c.optimizer_states > 0) {  // the states' share this rank steps
+        c.optimizer *= static_cast<double>(states - (c.states - c.optimizer_states)) /
+                       static_cast<double>(c.optimizer_states);
+      }
       c.optimizer_states -= c.states - states;
+      c.expert_optimizer_states = (c.expert_optimizer_states + de - 1) / de;
       c.states = states;
-      c.optimizer /= d;
-      c.grad_sync = collective_time(group, Collective::kReduceScatter, share * grads, d) +
-                    collective_time(group, Collective::kAllGather,
-                                    share * static_cast<double>(params), d);
+      c.grad_sync = sync(Collective::kReduceScatter, grads, dense) +
+                    sync(Collective::kAllGather, params - expert_params, dense) +
+                    sync(Collective::kReduceScatter, expert_grads, experts) +
+                    sync(Collective::kAllGather, expert_params, experts);
     }
   }
   plan.sim = simulate_pipeline(pipeline_setup(shape, plan.costs));

@@ -195,6 +195,20 @@ ChunkedGraph::ChunkedGraph(const Graph& graph, const Hardware& hardware,
       for (const BufferId g : op.in) param_of[storage_[g]] = storage_[p];
     }
   }
+  // Note [Expert parallelism in the zoo]: an expert's parameters (the zoo
+  // names them "<layer>.moe.experts.<j>.") and their states are one rank's
+  // of e, replicated over d / e.
+  is_expert_state_.assign(buffers, 0);
+  if (graph_expert_parallel(graph) > 1) {
+    for (size_t b = 0; b < buffers; ++b) {
+      if (graph.buffers[b].kind != BufferKind::kParam ||
+          graph.buffers[b].name.find(".moe.experts.") == std::string::npos) {
+        continue;
+      }
+      is_expert_state_[storage_[b]] = 1;
+      for (const BufferId t : states_of_param_[storage_[b]]) is_expert_state_[t] = 1;
+    }
+  }
 
   // Anchors (Note [Pipeline chunks]).
   std::vector<int> made_at(buffers, kNoPosition);  // forward position that made it
@@ -441,9 +455,14 @@ ChunkCost ChunkedGraph::measure(int begin, int end) const {
   for (size_t s = 0; s < buffers; ++s) {
     if (!held[s]) continue;
     cost.states += graph_.buffers[s].bytes;
-    if (graph_.buffers[s].kind == BufferKind::kGrad) cost.grads += graph_.buffers[s].bytes;
+    const uint64_t bytes = graph_.buffers[s].bytes;
+    if (graph_.buffers[s].kind == BufferKind::kGrad) {
+      cost.grads += bytes;
+      if (is_expert_state_[s]) cost.expert_grads += bytes;
+    }
     if (graph_.buffers[s].kind == BufferKind::kOptimState) {
-      cost.optimizer_states += graph_.buffers[s].bytes;
+      cost.optimizer_states += bytes;
+      if (is_expert_state_[s]) cost.expert_optimizer_states += bytes;
     }
   }
   // Live bytes per step: +bytes at first, -bytes after last.
@@ -512,10 +531,14 @@ std::string chunk_first_op(const ChunkedGraph& chunked, const PipelineCut& cut, 
   return chunked.graph().ops[chunked.forward_op(cut.at(chunk))].name;
 }
 
-uint64_t sharded_states(const ChunkCost& c, int shards) {
-  if (shards <= 1) return c.states;
-  const auto d = static_cast<uint64_t>(shards);
-  return c.states - c.optimizer_states + (c.optimizer_states + d - 1) / d;
+uint64_t sharded_states(const ChunkCost& c, int shards, int expert_shards) {
+  if (expert_shards <= 0) expert_shards = shards;
+  if (shards <= 1 && expert_shards <= 1) return c.states;
+  const auto d = static_cast<uint64_t>(std::max(shards, 1));
+  const auto de = static_cast<uint64_t>(std::max(expert_shards, 1));
+  const uint64_t dense = c.optimizer_states - c.expert_optimizer_states;
+  return c.states - c.optimizer_states + (dense + d - 1) / d +
+         (c.expert_optimizer_states + de - 1) / de;
 }
 
 PipelineSetup pipeline_setup(const PipelineShape& shape, std::vector<ChunkCost> chunks) {

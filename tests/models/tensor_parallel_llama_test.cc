@@ -73,6 +73,7 @@ TEST(TensorParallelLlama, LayoutsThatDoNotSplitAreOneLine) {
   }
   ModelOptions moe;
   moe.tensor_parallel = 2;
+  moe.expert_parallel = 3;  // 8 experts
   EXPECT_THROW(build_model("mixtral-8x7b", moe), Error);
   EXPECT_THROW(llama_rank("llama2-7b", 250, 4, true), Error);  // 250 positions over 4 ranks
 }

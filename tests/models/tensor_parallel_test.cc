@@ -165,7 +165,8 @@ TEST(TensorParallel, BadLayoutsAreOneLine) {
             "model gpt2-small: 126 sequence positions do not split over 4 "
             "tensor-parallel ranks");
   EXPECT_EQ(error(2, false, "bert-base", 128),
-            "model bert-base: tensor parallelism is built for the GPT-2 and Llama models so far");
+            "model bert-base: tensor parallelism is built for the GPT-2, Llama and Mixtral models so "
+            "far");
 }
 
 }  // namespace

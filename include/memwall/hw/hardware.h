@@ -174,7 +174,7 @@ DType op_compute_dtype(const Graph& graph, const Op& op);
 // Cost model: max(flops / achievable FLOP/s, bytes / achievable bandwidth)
 // + launch latency, unless the op carries a measured time. Achievable FLOP/s
 // is the peak times the op's efficiency (op_compute_efficiency). A collective
-// (phase comm) takes collective_time of its bytes over graph_ranks(graph).
+// (phase comm) takes collective_time of its bytes over its collective_group.
 double op_time(const Hardware& hw, const Graph& graph, const Op& op);
 // The fraction of the peak the op's FLOPs run at (Note [Fitted efficiencies]).
 double op_compute_efficiency(const Hardware& hw, const Graph& graph, const Op& op);
@@ -193,19 +193,36 @@ int graph_tensor_parallel(const Graph& graph);
 // times its tensor-parallel ranks (tensor-parallel ranks sit in one node).
 // Throws Error past 2^20.
 int graph_gpus(const Graph& graph);
+// The expert-parallel ranks a graph is one rank of: its
+// meta.expert_parallel (Note [Expert parallelism in the zoo] in
+// src/models/expert_parallel.cc), 1 when absent; Error as above.
+int graph_expert_parallel(const Graph& graph);
 // Whether a comm op is a collective over the tensor-parallel group (types
 // tp_all_reduce, tp_reduce_scatter, tp_all_gather).
 bool is_tensor_parallel_collective(const Op& op);
 
-enum class Collective : uint8_t { kAllReduce, kReduceScatter, kAllGather };
+enum class Collective : uint8_t { kAllReduce, kReduceScatter, kAllGather, kAllToAll };
 // The collective of a comm op, from its type ("all_reduce", "reduce_scatter",
-// "all_gather", or one of them prefixed "tp_"); throws Error naming the op
-// for any other.
+// "all_gather", one of them prefixed "tp_", or "ep_all_to_all"); throws
+// Error naming the op for any other.
 Collective collective_of(const Op& op);
-// Seconds for a ring collective over `ranks` ranks on nodes of
-// hw.gpus_per_node in which each rank sends `bytes` (see Note [Collective
-// time] in ranks.cc). Throws Error for ranks < 1.
+// The ranks a comm op's collective runs over, and the node as that group
+// sees it: tp_ collectives over the tensor-parallel ranks (in one node),
+// ep_ ones over the expert-parallel ranks (consecutive data-parallel ranks,
+// so gpus_per_node / t of them in a node), the others over the
+// data-parallel ranks.
+struct CollectiveGroup {
+  int ranks = 1;
+  int gpus_per_node = 1;  // of the group's ranks in one node
+};
+CollectiveGroup collective_group(const Hardware& hw, const Graph& graph, const Op& op);
+// Seconds for a ring collective (or an all-to-all) over `ranks` ranks on
+// nodes of hw.gpus_per_node in which each rank sends `bytes` (see Note
+// [Collective time] in ranks.cc). Throws Error for ranks < 1.
 double collective_time(const Hardware& hw, Collective kind, double bytes, int ranks);
+// The same for a group with `group.gpus_per_node` of its ranks in a node.
+double collective_time(const Hardware& hw, Collective kind, double bytes,
+                       const CollectiveGroup& group);
 // Gives every op of `graph` with a call record the profile's measured
 // seconds for its kernel signature, when it has them (replacing a time the
 // op carried); returns how many ops got one. Note [Measured kernels].

@@ -77,6 +77,11 @@ struct ModelOptions {
   // Korthikanti et al. 2022's sequence parallelism on top of it: norms,
   // dropouts and residuals split along the sequence.
   bool sequence_parallel = false;
+  // Expert parallelism over this many data-parallel ranks (Mixtral): each
+  // holds experts / e of every layer's experts, and tokens go to them and
+  // back by all-to-all (Note [Expert parallelism in the zoo] in
+  // src/models/expert_parallel.cc).
+  int64_t expert_parallel = 1;
   // The GPT-2 and Llama models: another shape (the graph name says it).
   ModelShape shape;
 };

@@ -36,6 +36,8 @@ struct ModelSource {
   // for parse_count, and sequence parallelism on top of it.
   std::optional<std::string> tensor_parallel;
   bool sequence_parallel = false;
+  // Expert parallelism (ModelOptions::expert_parallel), as text.
+  std::optional<std::string> expert_parallel;
   // Another shape of a GPT-2 or Llama model (ModelOptions::shape), as
   // "layers=126,hidden=16384,heads=128,kv_heads=8,ffn=53248,vocab=128256,
   // positions=8192" (any of them; parse_model_shape).

@@ -46,6 +46,7 @@ struct PipelinePlan {
   uint64_t budget = 0;
   int tensor_parallel = 1;
   int data_parallel = 1;
+  int expert_parallel = 1;  // the graph's (among the data-parallel replicas)
   bool distributed_optimizer = false;
   int gpus = 1;  // devices x tensor-parallel ranks x data-parallel replicas
   PipelineCut cut;

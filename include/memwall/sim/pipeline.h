@@ -34,6 +34,11 @@ struct ChunkCost {
   double grad_sync = 0;
   uint64_t grads = 0;  // bytes of its parameters' gradients (among `states`)
   uint64_t optimizer_states = 0;  // bytes of its optimizer states (among `states`)
+  // Of those, the expert-parallel experts' (Note [Expert parallelism in the
+  // zoo] in src/models/expert_parallel.cc): replicated over d / e ranks,
+  // not d.
+  uint64_t expert_grads = 0;
+  uint64_t expert_optimizer_states = 0;
   uint64_t states = 0;   // bytes resident the whole step: parameters, their gradients, optimizer states
   // Bytes one micro-batch holds from the end of its forward to the start of
   // its backward (the activations saved for backward, the received input

@@ -90,6 +90,7 @@ class ChunkedGraph {
   std::vector<int> anchor_;
   std::vector<double> seconds_;              // per op
   std::vector<uint8_t> is_state_;            // per buffer
+  std::vector<uint8_t> is_expert_state_;     // per buffer: an expert-parallel expert's state
   std::vector<std::vector<BufferId>> states_of_param_;  // per buffer: a parameter's grads and optimizer states
   std::vector<BufferId> storage_;            // per buffer: the root of its versions
   std::vector<uint64_t> forward_crossing_;   // per cut 0..forward_ops()
@@ -121,11 +122,14 @@ struct PipelineShape {
   // The replicas each device's optimizer states are sharded over (ZeRO-1;
   // 1: none), which the partition counts.
   int optimizer_shards = 1;
+  // The replicas the expert-parallel experts' optimizer states are sharded
+  // over (d / e; 0: optimizer_shards).
+  int expert_optimizer_shards = 0;
 };
 
-// A chunk's states with its optimizer states sharded `shards` ways (each
-// rank's share rounded up).
-uint64_t sharded_states(const ChunkCost& c, int shards);
+// A chunk's states with its optimizer states sharded `shards` ways, the
+// experts' `expert_shards` ways (0: `shards`), each rank's share rounded up.
+uint64_t sharded_states(const ChunkCost& c, int shards, int expert_shards = 0);
 
 // A PipelineSetup of these chunks.
 PipelineSetup pipeline_setup(const PipelineShape& shape, std::vector<ChunkCost> chunks);
