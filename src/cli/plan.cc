@@ -177,7 +177,7 @@ void add_plan(CLI::App& app, Action& action) {
                   "the rematerialization planner (per-layer, selective, ...; see `memwall bench "
                   "remat`) that a single technique moving model states runs its activations "
                   "with, as the published systems ran them (default: the technique's own); with "
-                  "--pipeline-parallel or --gpus: per-layer or keep-all (default: keep-all; the "
+                  "--pipeline-parallel or --gpus: per-layer, selective or keep-all (default: keep-all; the "
                   "layout search recomputes where keeping does not fit)");
   cmd->add_option("--ranks", args->ranks, "data-parallel GPUs sharing model states (ZeRO)");
   cmd->add_option("--gpus-per-node", args->gpus_per_node,

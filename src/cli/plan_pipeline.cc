@@ -50,6 +50,7 @@ nlohmann::json plan_json(const PipelinePlan& p) {
   for (const PipelineDevice& d : p.sim.devices) {
     devices.push_back({{"peak_bytes", d.peak_bytes},
                        {"states_bytes", d.states},
+                       {"engine_buffers_bytes", d.engine_buffers},
                        {"max_in_flight", d.max_in_flight},
                        {"busy_s", d.busy},
                        {"idle_s", d.idle},
@@ -57,6 +58,7 @@ nlohmann::json plan_json(const PipelinePlan& p) {
                        {"optimizer_s", d.optimizer}});
   }
   return {{"schedule", to_string(p.shape.schedule)},
+          {"engine", to_string(p.engine)},
           {"partition", to_string(p.partition)},
           {"checkpointing", to_string(p.recompute)},
           {"pipeline_devices", p.shape.devices},
@@ -64,6 +66,7 @@ nlohmann::json plan_json(const PipelinePlan& p) {
           {"micro_batches", p.shape.micro_batches},
           {"tensor_parallel", p.tensor_parallel},
           {"data_parallel", p.data_parallel},
+          {"expert_parallel", p.expert_parallel},
           {"distributed_optimizer", p.distributed_optimizer},
           {"gpus", p.gpus},
           {"budget_bytes", p.budget},
@@ -82,14 +85,23 @@ std::string plan_text(std::string_view graph_name, const Hardware& hw, const Pip
   out += field("layout",
                fmt::format("{} pipeline devices x {} tensor-parallel x {} data-parallel, {} "
                            "chunk{} a device",
-                           p.shape.devices, p.tensor_parallel, p.data_parallel,
+                           p.shape.devices, p.tensor_parallel,
+                           p.expert_parallel > 1 ? fmt::format("{} (expert-parallel {})",
+                                                               p.data_parallel, p.expert_parallel)
+                                                 : fmt::format("{}", p.data_parallel),
                            p.shape.chunks_per_device, p.shape.chunks_per_device == 1 ? "" : "s") +
                    (p.distributed_optimizer ? ", optimizer states sharded (ZeRO-1)" : ""));
   out += field("schedule", fmt::format("{}, {} micro-batches", to_string(p.shape.schedule),
                                        p.shape.micro_batches));
   out += field("partition", std::string(to_string(p.partition)));
-  if (p.recompute != ChunkRecompute::kNone) {
+  if (p.engine == PipelineEngine::kTorch) {
+    out += field("engine", "torch.distributed.pipelining (receive buffers kept, outputs cached)");
+  }
+  if (p.recompute == ChunkRecompute::kFullLayers) {
     out += field("checkpointing", "per-layer: each layer keeps its input and reruns its forward");
+  } else if (p.recompute == ChunkRecompute::kSelective) {
+    out += field("checkpointing",
+                 "selective: each layer reruns its attention's s x s part before its backward");
   }
   out += field("budget", exact_bytes(p.budget) + " a device");
   out += field("step time", fmt::format("{:.6g} s (simulated), bubble {:.1f}%", p.sim.step_time,
@@ -140,7 +152,8 @@ std::optional<ChunkRecompute> pipeline_recompute(const PlanArgs& args) {
   const auto recompute = parse_chunk_recompute(args.checkpointing);
   if (!recompute) {
     fail("--checkpointing {} with pipelines: per-layer (each layer keeps its input and reruns "
-         "its forward before its backward) or keep-all",
+         "its forward before its backward), selective (it reruns its attention's s x s part) "
+         "or keep-all",
          args.checkpointing);
   }
   return recompute;
@@ -247,6 +260,8 @@ int run_pipeline_plan(const PlanArgs& args) {
   }
   request.partition = partition_option(args);
   request.recompute = pipeline_recompute(args).value_or(ChunkRecompute::kNone);
+  // A layout for PyTorch is predicted as its pipelining keeps memory.
+  if (!args.torchrun.empty()) request.engine = PipelineEngine::kTorch;
   const Hardware hw = load_node(args);
   TorchrunOutputs torchrun(args.torchrun);
   const Graph graph = args.source.load(hw);
@@ -302,6 +317,7 @@ int run_layout_search(const PlanArgs& args) {
   request.global_batch = parse_count(*args.global_batch, "--global-batch");
   request.recompute = pipeline_recompute(args);
   request.pipeline_parallel = parse_positive(args.pipeline_parallel, "--pipeline-parallel", 0);
+  request.expert_parallel = parse_positive(args.source.expert_parallel, "--expert-parallel", 0);
   if (args.source.tensor_parallel) {
     request.tensor_parallel =
         parse_positive(args.source.tensor_parallel, "--tensor-parallel", 0);
@@ -319,6 +335,7 @@ int run_layout_search(const PlanArgs& args) {
     request.distributed_optimizer = *args.zero_stage == 1;
   }
   request.partition = partition_option(args);
+  if (!args.torchrun.empty()) request.engine = PipelineEngine::kTorch;
   const Hardware hw = load_node(args);
   TorchrunOutputs torchrun(args.torchrun);
   // Tensor and sequence parallelism are the search's, set per layout.
@@ -334,6 +351,7 @@ int run_layout_search(const PlanArgs& args) {
       rows.push_back({{"tensor_parallel", c.tensor_parallel},
                       {"pipeline_parallel", c.pipeline_parallel},
                       {"data_parallel", c.data_parallel},
+                      {"expert_parallel", c.expert_parallel},
                       {"micro_batch", c.micro_batch},
                       {"micro_batches", c.micro_batches},
                       {"schedule", to_string(c.schedule)},

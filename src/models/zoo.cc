@@ -34,6 +34,10 @@ ModelInfo encoder(const char* name, const char* desc, int64_t batch, int64_t seq
                   int64_t params) {
   return {name, desc, ModelFamily::kEncoder, batch, seq, 0, max_seq, params};
 }
+ModelInfo with_experts(ModelInfo info, int64_t experts) {
+  info.experts = experts;
+  return info;
+}
 ModelInfo cnn(const char* name, const char* desc, int64_t batch, int64_t image, int64_t params) {
   return {name, desc, ModelFamily::kCnn, batch, 0, image, 0, params};
 }
@@ -63,8 +67,10 @@ const std::vector<Entry>& registry() {
       {decoder("llama3-8b", "Llama-3 8B (32 layers, h=4096, 8 KV heads, vocab 128256)", 1, 8192,
                8192, 8030261248),
        models::build_llama, 0, 1},
-      {decoder("mixtral-8x7b", "Mixtral 8x7B MoE (32 layers, 8 experts, top-2 routing)", 1, 4096,
-               32768, 46702792704),
+      {with_experts(decoder("mixtral-8x7b",
+                            "Mixtral 8x7B MoE (32 layers, 8 experts, top-2 routing)", 1, 4096,
+                            32768, 46702792704),
+                    8),
        models::build_mixtral, 0, 1},
       {encoder("bert-base", "BERT-base pre-training (12 layers, h=768, MLM + NSP heads)", 32, 512,
                512, 110106428),

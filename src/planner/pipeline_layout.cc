@@ -11,6 +11,9 @@
 //     whenever t > 1 (Korthikanti et al. 2022: less activation memory for
 //     the same communication volume);
 //   - p divides N / t, and d = N / (t p) divides the global batch;
+//   - for a mixture of experts, expert parallelism e dividing both d and
+//     the experts (Note [Expert parallelism in the zoo]): e of the d
+//     replicas share out each layer's experts;
 //   - b is a power of two dividing the batch of a replica;
 //   - 1F1B, and interleaved 1F1B with 2, 3 or 4 chunks a device where
 //     p > 1 and p divides m (Megatron-LM's requirement; an even split also
@@ -29,13 +32,14 @@
 // simulated step whose every device fits the budget wins. A layout where no
 // cut fits is planned at the cut needing least memory, so that its row
 // says how far over the budget it is (its time is that cut's, not a
-// balanced one's). A graph is built once per (t, b) and its chunk costs
+// balanced one's). A graph is built once per (t, b, e) and its chunk costs
 // once per graph, recomputation and cut.
 #include "memwall/planner/pipeline_layout.h"
 
 #include <algorithm>
 #include <map>
 #include <memory>
+#include <tuple>
 #include <utility>
 
 #include <fmt/format.h>
@@ -66,10 +70,13 @@ std::vector<int> divisors(int n) {
 std::string layout_label(const LayoutCandidate& c) {
   std::string schedule(to_string(c.schedule));
   if (c.chunks_per_device > 1) schedule += fmt::format(" ({} chunks)", c.chunks_per_device);
-  return fmt::format("tp {} x pp {} x dp {}, micro-batch {} x {}, {}{}", c.tensor_parallel,
-                     c.pipeline_parallel, c.data_parallel, c.micro_batch, c.micro_batches,
-                     schedule,
-                     c.recompute == ChunkRecompute::kNone ? "" : ", per-layer recompute");
+  return fmt::format("tp {} x pp {} x dp {}{}, micro-batch {} x {}, {}{}", c.tensor_parallel,
+                     c.pipeline_parallel, c.data_parallel,
+                     c.expert_parallel > 1 ? fmt::format(" (ep {})", c.expert_parallel) : "",
+                     c.micro_batch, c.micro_batches, schedule,
+                     c.recompute == ChunkRecompute::kNone
+                         ? ""
+                         : fmt::format(", {} recompute", to_string(c.recompute)));
 }
 
 LayoutSearch search_layouts(std::string_view model, const ModelOptions& options,
@@ -81,17 +88,18 @@ LayoutSearch search_layouts(std::string_view model, const ModelOptions& options,
   if (request.global_batch < 1) fail("--global-batch must be at least 1");
   const uint64_t budget = request.budget > 0 ? request.budget : default_budget(node);
   LayoutSearch search;
-  // Each (t, b)'s graph, chunked once: its chunk costs carry over to every
+  const int64_t experts = find_model(model).experts;
+  // Each (t, b, e)'s graph, chunked once: its chunk costs carry over to every
   // layout of it. Map nodes stay put, so the ChunkedGraph's reference to
   // its graph does too.
   struct Built {
     std::optional<Graph> graph;
-    std::unique_ptr<ChunkedGraph> chunked[2];  // by ChunkRecompute, made when first asked
+    std::unique_ptr<ChunkedGraph> chunked[3];  // by ChunkRecompute, made when first asked
     std::string error;
   };
-  std::map<std::pair<int, int64_t>, Built> graphs;
-  const auto built = [&](int tp, int64_t b, ChunkRecompute recompute) -> const Built& {
-    Built& entry = graphs[std::make_pair(tp, b)];
+  std::map<std::tuple<int, int64_t, int>, Built> graphs;
+  const auto built = [&](int tp, int64_t b, int ep, ChunkRecompute recompute) -> const Built& {
+    Built& entry = graphs[std::make_tuple(tp, b, ep)];
     std::unique_ptr<ChunkedGraph>& chunked = entry.chunked[static_cast<int>(recompute)];
     if (!entry.error.empty() || chunked) return entry;
     try {
@@ -100,9 +108,10 @@ LayoutSearch search_layouts(std::string_view model, const ModelOptions& options,
         o.batch = b;
         o.tensor_parallel = tp;
         o.sequence_parallel = tp > 1 && request.sequence_parallel.value_or(true);
+        o.expert_parallel = ep;
         entry.graph = build_model(model, o);
       }
-      chunked = std::make_unique<ChunkedGraph>(*entry.graph, node, recompute);
+      chunked = std::make_unique<ChunkedGraph>(*entry.graph, node, recompute, request.engine);
     } catch (const Error& e) {
       entry.error = e.what();
     }
@@ -127,6 +136,7 @@ LayoutSearch search_layouts(std::string_view model, const ModelOptions& options,
                                          .partition = request.partition,
                                          .budget = budget,
                                          .recompute = c.recompute,
+                                         .engine = request.engine,
                                          .allow_over_budget = true});
       c.fits = plan.fits;
       c.step_time = plan.sim.step_time;
@@ -161,32 +171,48 @@ LayoutSearch search_layouts(std::string_view model, const ModelOptions& options,
       const int dp = request.gpus / (tp * pp);
       if (request.global_batch % dp != 0) continue;  // dp = 1 always divides
       const int64_t replica_batch = request.global_batch / dp;
-      for (int64_t b = 1; b <= replica_batch; b *= 2) {
-        if (replica_batch % b != 0) continue;
-        const int64_t m = replica_batch / b;
-        if (m > (1 << 16)) continue;  // past pipeline_plan's micro-batch count
-        std::vector<std::pair<PipelineSchedule, int>> schedules = {
-            {PipelineSchedule::kOneFOneB, 1}};
-        for (int v = 2; v <= kMostChunksPerDevice && pp > 1 && m % pp == 0; ++v) {
-          schedules.emplace_back(PipelineSchedule::kInterleaved, v);
+      for (const int ep : divisors(dp)) {
+        if (request.expert_parallel > 0 ? ep != request.expert_parallel
+                                        : ep > 1 && (experts == 0 || experts % ep != 0)) {
+          continue;
         }
-        for (const auto& [schedule, chunks] : schedules) {
-          const std::vector<ChunkRecompute> choices =
-              request.recompute ? std::vector<ChunkRecompute>{*request.recompute}
-                                : std::vector<ChunkRecompute>{ChunkRecompute::kNone,
-                                                              ChunkRecompute::kFullLayers};
-          for (const ChunkRecompute recompute : choices) {
-            LayoutCandidate c{.tensor_parallel = tp,
-                              .pipeline_parallel = pp,
-                              .data_parallel = dp,
-                              .micro_batch = b,
-                              .micro_batches = static_cast<int>(m),
-                              .chunks_per_device = chunks,
-                              .schedule = schedule,
-                              .recompute = recompute};
-            const bool fits = try_layout(c, built(tp, b, recompute));
-            search.candidates.push_back(std::move(c));
-            if (fits) break;  // recomputing where keeping fits is only slower
+        for (int64_t b = 1; b <= replica_batch; b *= 2) {
+          if (replica_batch % b != 0) continue;
+          const int64_t m = replica_batch / b;
+          if (m > (1 << 16)) continue;  // past pipeline_plan's micro-batch count
+          std::vector<std::pair<PipelineSchedule, int>> schedules = {
+              {PipelineSchedule::kOneFOneB, 1}};
+          for (int v = 2; v <= kMostChunksPerDevice && pp > 1 && m % pp == 0; ++v) {
+            schedules.emplace_back(PipelineSchedule::kInterleaved, v);
+          }
+          for (const auto& [schedule, chunks] : schedules) {
+            const std::vector<ChunkRecompute> choices =
+                request.recompute ? std::vector<ChunkRecompute>{*request.recompute}
+                                  : std::vector<ChunkRecompute>{ChunkRecompute::kNone,
+                                                                ChunkRecompute::kSelective,
+                                                                ChunkRecompute::kFullLayers};
+            for (const ChunkRecompute recompute : choices) {
+              LayoutCandidate c{.tensor_parallel = tp,
+                                .pipeline_parallel = pp,
+                                .data_parallel = dp,
+                                .expert_parallel = ep,
+                                .micro_batch = b,
+                                .micro_batches = static_cast<int>(m),
+                                .chunks_per_device = chunks,
+                                .schedule = schedule,
+                                .recompute = recompute};
+              const Built& graph = built(tp, b, ep, recompute);
+              const auto& chunked = graph.chunked[static_cast<int>(recompute)];
+              // Selective recomputation of a graph without s x s attention
+              // tensors (flash attention) keeps everything: nothing to try.
+              if (recompute == ChunkRecompute::kSelective && !request.recompute && chunked &&
+                  !chunked->drops_anything()) {
+                continue;
+              }
+              const bool fits = try_layout(c, graph);
+              search.candidates.push_back(std::move(c));
+              if (fits) break;  // recomputing where keeping fits is only slower
+            }
           }
         }
       }

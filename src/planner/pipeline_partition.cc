@@ -49,9 +49,17 @@ uint64_t chunk_bytes(const ChunkCost& c, int in_flight, const PipelineShape& sha
   uint64_t top = 0;
   if (__builtin_add_overflow(others, std::max(c.forward_peak, c.backward_peak), &top)) return kMax;
   top = std::max(top, c.optimizer_peak);
+  // Note [Pipeline engines]: the engine's buffers, one set a micro-batch.
+  uint64_t buffers = 0;
+  if (__builtin_mul_overflow(c.engine_buffers, static_cast<uint64_t>(shape.micro_batches),
+                             &buffers) ||
+      __builtin_add_overflow(top, buffers, &top)) {
+    return kMax;
+  }
   uint64_t total = 0;
-  return __builtin_add_overflow(top, sharded_states(c, shape.optimizer_shards, shape.expert_optimizer_shards),
-                               &total) ? kMax : total;
+  const uint64_t states =
+      sharded_states(c, shape.optimizer_shards, shape.expert_optimizer_shards);
+  return __builtin_add_overflow(top, states, &total) ? kMax : total;
 }
 
 }  // namespace

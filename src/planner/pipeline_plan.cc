@@ -32,7 +32,7 @@ std::optional<PipelinePartition> parse_pipeline_partition(std::string_view name)
 }
 
 PipelinePlan plan_pipeline(const Graph& graph, const Hardware& node, const PipelineRequest& request) {
-  const ChunkedGraph chunked(graph, node, request.recompute);
+  const ChunkedGraph chunked(graph, node, request.recompute, request.engine);
   return plan_pipeline(chunked, node, request);
 }
 
@@ -46,6 +46,7 @@ PipelinePlan plan_pipeline(const ChunkedGraph& chunked, const Hardware& node,
          to_string(request.recompute), to_string(chunked.recompute()));
   }
   plan.recompute = request.recompute;
+  plan.engine = chunked.engine();
   plan.tensor_parallel = graph_tensor_parallel(graph);
   PipelineShape& shape = plan.shape;
   shape.devices = checked_count(request.devices, "the pipeline's devices");
@@ -98,6 +99,13 @@ PipelinePlan plan_pipeline(const ChunkedGraph& chunked, const Hardware& node,
   }
   for (int k = 0; k < chunks; ++k) plan.chunk_names.push_back(chunk_first_op(chunked, plan.cut, k));
   plan.costs = chunk_costs(chunked, plan.cut);
+  for (ChunkCost& c : plan.costs) {
+    // Note [Pipeline engines]: a receive buffer pair for every micro-batch.
+    if (__builtin_mul_overflow(c.engine_buffers, static_cast<uint64_t>(shape.micro_batches),
+                               &c.engine_buffers)) {
+      fail("pipeline: {} micro-batches' receive buffers overflow 64 bits", shape.micro_batches);
+    }
+  }
   if (plan.data_parallel > 1) {
     // Note [Collective time]: a ring all-reduce of M bytes sends 2(N-1)/N M
     // a rank, a reduce-scatter or all-gather (N-1)/N M. Note [Expert

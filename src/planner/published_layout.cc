@@ -121,7 +121,8 @@ PublishedPrediction predict_published_layout(const PublishedRun& run, const Hard
   if (!run.checkpointing.empty()) {
     request.recompute = parse_chunk_recompute(run.checkpointing);
     if (!request.recompute) {
-      fail("published run '{}': a layout row recomputes per-layer or keeps all (got '{}')",
+      fail("published run '{}': a layout row recomputes per-layer or selectively, or keeps "
+           "all (got '{}')",
            run.id, run.checkpointing);
     }
   }

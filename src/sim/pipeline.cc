@@ -400,13 +400,16 @@ PipelineResult simulate_pipeline(const PipelineSetup& setup) {
   for (int c = 0; c < shape.chunks; ++c) {
     PipelineDevice& d = result.devices[chunk_device(setup.schedule, c, shape.devices)];
     d.states = checked_add(d.states, setup.chunks[c].states, "a pipeline device's states");
+    d.engine_buffers = checked_add(d.engine_buffers, setup.chunks[c].engine_buffers,
+                                   "a pipeline device's engine buffers");
     d.optimizer += setup.chunks[c].optimizer;
     d.grad_sync += setup.chunks[c].grad_sync;
   }
   for (int c = 0; c < shape.chunks; ++c) {
     PipelineDevice& d = result.devices[chunk_device(setup.schedule, c, shape.devices)];
-    d.peak_bytes = std::max(d.peak_bytes, checked_add(d.states, setup.chunks[c].optimizer_peak,
-                                                      "a pipeline device's bytes"));
+    d.peak_bytes = std::max(
+        d.peak_bytes, checked_add(checked_add(d.states, d.engine_buffers, "a pipeline device's bytes"),
+                                  setup.chunks[c].optimizer_peak, "a pipeline device's bytes"));
   }
   // Tasks were started in time order, and each device's in start order.
   for (const PipelineTask& t : result.tasks) {
@@ -417,7 +420,8 @@ PipelineResult simulate_pipeline(const PipelineSetup& setup) {
     result.passes_end = std::max(result.passes_end, t.end);
     const uint64_t others = saved_in_flight[t.device] - (t.backward ? c.saved : 0);
     const uint64_t bytes =
-        checked_add(checked_add(d.states, others, "a pipeline device's bytes"),
+        checked_add(checked_add(checked_add(d.states, d.engine_buffers, "a pipeline device's bytes"),
+                                others, "a pipeline device's bytes"),
                     t.backward ? c.backward_peak : c.forward_peak, "a pipeline device's bytes");
     if (bytes > d.peak_bytes) {
       d.peak_bytes = bytes;

@@ -63,6 +63,34 @@
 // So `saved` is the layers' inputs plus what is outside every layer, and
 // the backward peak is one layer's activations over that, as Korthikanti
 // et al. 2022 (sec. 4.2, "full activation recomputation") count it.
+// Selective recomputation (their sec. 5) drops less and reruns less: the
+// dropped storages are a layer's attention s x s tensors (what softmax and
+// dropout ops make, shaped [b, heads, s, s], as docs/remat-selective.md
+// finds them), and a layer reruns only the ops that make them and, from
+// there back, the makers of what those read that its forward made and no
+// backward op reads (QK^T's scores): second instances of their outputs
+// only, from the kept q and k. A layer then saves 34sbh/t with sequence
+// parallelism (Korthikanti et al., Table 2).
+//
+// Note [Pipeline engines]
+// ~~~~~~~~~~~~~~~~~~~~~~~
+// The notes above are Megatron-LM's pipeline (the default engine): what a
+// chunk receives is a tensor like its own, alive while its ops use it, and
+// what it sends dies after its last use there. torch.distributed.pipelining
+// (torch 2.x, torch/distributed/pipelining/stage.py), which runs a
+// `--torchrun` layout (python/memwall/parallel.py), keeps more:
+//   - a stage that receives activations allocates one receive buffer per
+//     micro-batch at its first step and keeps them all (_make_tensor_from_
+//     meta under _setup_forward_recv_info), and a stage that receives its
+//     output's gradient likewise (_create_grad_recv_info). The chunk's ops
+//     read them in place, so received storages are not the chunk's: they
+//     are ChunkCost::engine_buffers, a micro-batch's (what crosses the
+//     chunk's start plus what crosses its end), which plan_pipeline
+//     multiplies by the micro-batches, resident all step;
+//   - a stage keeps its outputs (fwd_cache) from its forward until its
+//     backward, which needs them: what crosses the chunk's end lives until
+//     its backward is done.
+// docs/torch-layout.md measures the difference on a 4-process run.
 #include "memwall/sim/pipeline_chunks.h"
 
 #include <algorithm>
@@ -145,8 +173,8 @@ int ChunkedGraph::backward_anchor(const Op& op, const std::vector<int>& made_at,
 }
 
 ChunkedGraph::ChunkedGraph(const Graph& graph, const Hardware& hardware,
-                           ChunkRecompute recompute)
-    : graph_(graph), hardware_(hardware), recompute_(recompute) {
+                           ChunkRecompute recompute, PipelineEngine engine)
+    : graph_(graph), hardware_(hardware), recompute_(recompute), engine_(engine) {
   const size_t ops = graph.ops.size();
   const size_t buffers = graph.buffers.size();
   OpId first_backward = kNoOp;
@@ -273,6 +301,13 @@ ChunkedGraph::ChunkedGraph(const Graph& graph, const Hardware& hardware,
       backward_delta[made_by_anchor[b] + 1] -= static_cast<int64_t>(buf.bytes);
     }
   }
+  // Note [Pipeline engines]: who made each buffer, and how far forward it
+  // is read.
+  maker_anchor_.assign(buffers, kNoPosition);
+  for (size_t b = 0; b < buffers; ++b) {
+    maker_anchor_[b] = made_at[b] != kNoPosition ? made_at[b] : made_by_anchor[b];
+  }
+  last_forward_read_ = std::move(last_forward_read);
   forward_crossing_.assign(forward_ops() + 1, 0);
   backward_crossing_.assign(forward_ops() + 1, 0);
   int64_t forward_now = 0;
@@ -339,6 +374,74 @@ void ChunkedGraph::find_droppable() {
     droppable_[s] = made_in_layer_[s] >= 0 && !escapes[s] && !is_state_[s] &&
                     graph_.buffers[s].kind != BufferKind::kInput;
   }
+  remade_.assign(buffers, 0);
+  if (recompute_ != ChunkRecompute::kSelective) {
+    layer_rerun_ = layer_forward_;
+    for (size_t s = 0; s < buffers; ++s) remade_[s] = made_in_layer_[s] >= 0;
+    return;
+  }
+  find_selective();
+}
+
+bool ChunkedGraph::drops_anything() const {
+  return std::find(droppable_.begin(), droppable_.end(), uint8_t{1}) != droppable_.end();
+}
+
+void ChunkedGraph::find_selective() {
+  const size_t buffers = graph_.buffers.size();
+  const OpId last_forward = forward_.back();
+  std::vector<OpId> maker(buffers, kNoOp);
+  for (const OpId id : forward_) {
+    for (const BufferId b : graph_.ops[id].out) {
+      if (maker[storage_[b]] == kNoOp) maker[storage_[b]] = id;
+    }
+  }
+  std::vector<uint8_t> read_backward(buffers, 0);
+  for (const Op& op : graph_.ops) {
+    if (op.id <= last_forward || op.phase == Phase::kOptimizer) continue;
+    for (const auto* list : {&op.in, &op.updates}) {
+      for (const BufferId b : *list) read_backward[storage_[b]] = 1;
+    }
+  }
+  // Dropped: the attention's s x s tensors (src/remat/selective.cc's rule).
+  for (size_t s = 0; s < buffers; ++s) {
+    if (!droppable_[s]) continue;
+    const Dims& shape = graph_.buffers[s].shape;
+    const std::string& type = graph_.ops[maker[s]].type;
+    droppable_[s] = (type == "softmax" || type == "dropout") && shape.size() == 4 &&
+                    shape[2] == shape[3];
+  }
+  // Rerun: their makers, and back from there the makers of what they read
+  // that the layer made and no backward op reads.
+  std::vector<uint8_t> rerun(graph_.ops.size(), 0);
+  std::vector<OpId> work;
+  for (size_t s = 0; s < buffers; ++s) {
+    if (droppable_[s] && !rerun[maker[s]]) {
+      rerun[maker[s]] = 1;
+      work.push_back(maker[s]);
+    }
+  }
+  while (!work.empty()) {
+    const Op& op = graph_.ops[work.back()];
+    work.pop_back();
+    for (const BufferId b : op.in) {
+      const BufferId s = storage_[b];
+      if (made_in_layer_[s] != layer_of_op_[op.id] || made_in_layer_[s] < 0 || read_backward[s] ||
+          maker[s] == kNoOp || rerun[maker[s]]) {
+        continue;
+      }
+      rerun[maker[s]] = 1;
+      work.push_back(maker[s]);
+    }
+  }
+  layer_rerun_.assign(layer_forward_.size(), {});
+  for (size_t l = 0; l < layer_forward_.size(); ++l) {
+    for (const OpId id : layer_forward_[l]) {
+      if (!rerun[id]) continue;
+      layer_rerun_[l].push_back(id);
+      for (const BufferId b : graph_.ops[id].out) remade_[storage_[b]] = 1;
+    }
+  }
 }
 
 std::vector<std::pair<OpId, bool>> ChunkedGraph::run_order(const std::vector<OpId>& ops,
@@ -366,7 +469,7 @@ std::vector<std::pair<OpId, bool>> ChunkedGraph::run_order(const std::vector<OpI
           if (!droppable_[s] || !pending[made_in_layer_[s]]) continue;
           const int layer = made_in_layer_[s];
           pending[layer] = 0;
-          for (const OpId f : layer_forward_[layer]) order.emplace_back(f, true);
+          for (const OpId f : layer_rerun_[layer]) order.emplace_back(f, true);
         }
       }
     }
@@ -443,9 +546,14 @@ ChunkCost ChunkedGraph::measure(int begin, int end) const {
         }
         // A rerun makes and reads its layer's storages anew; the backward
         // reads the dropped ones' second instances.
-        const bool second = again ? made_in_layer_[s] == layer
+        const bool second = again ? made_in_layer_[s] == layer && remade_[s]
                                   : backward && recompute_ != ChunkRecompute::kNone &&
                                         droppable_[s] && rerun[made_in_layer_[s]];
+        // Note [Pipeline engines]: torch's receive buffers are the engine's.
+        if (engine_ == PipelineEngine::kTorch && maker_anchor_[s] != kNoPosition &&
+            (maker_anchor_[s] < begin || maker_anchor_[s] >= end)) {
+          continue;
+        }
         const size_t at = second ? s + buffers : s;
         if (first[at] < 0) first[at] = i;
         last[at] = i;
@@ -464,6 +572,25 @@ ChunkCost ChunkedGraph::measure(int begin, int end) const {
       cost.optimizer_states += bytes;
       if (is_expert_state_[s]) cost.expert_optimizer_states += bytes;
     }
+  }
+  if (engine_ == PipelineEngine::kTorch && end < forward_ops()) {
+    // Note [Pipeline engines]: the outputs sent on stay cached until the
+    // chunk's backward is done.
+    int last_backward = last_forward;
+    for (int i = 0; i < steps; ++i) {
+      if (graph_.ops[order[i].first].phase != Phase::kOptimizer) last_backward = i;
+    }
+    for (size_t b = 0; b < buffers; ++b) {
+      const BufferId s = storage_[b];
+      if (is_state_[s] || first[s] < 0 || maker_anchor_[b] < begin || maker_anchor_[b] >= end ||
+          last_forward_read_[b] < end) {
+        continue;
+      }
+      last[s] = std::max(last[s], last_backward);
+    }
+  }
+  if (engine_ == PipelineEngine::kTorch) {  // a micro-batch's receive buffers
+    cost.engine_buffers = forward_crossing_[begin] + forward_crossing_[end];
   }
   // Live bytes per step: +bytes at first, -bytes after last.
   std::vector<int64_t> delta(order.size() + 1, 0);
@@ -489,13 +616,23 @@ ChunkCost ChunkedGraph::measure(int begin, int end) const {
   return cost;
 }
 
+std::string_view to_string(PipelineEngine engine) {
+  return engine == PipelineEngine::kTorch ? "torch" : "megatron";
+}
+
 std::string_view to_string(ChunkRecompute recompute) {
-  return recompute == ChunkRecompute::kFullLayers ? "per-layer" : "keep-all";
+  switch (recompute) {
+    case ChunkRecompute::kFullLayers: return "per-layer";
+    case ChunkRecompute::kSelective: return "selective";
+    case ChunkRecompute::kNone: break;
+  }
+  return "keep-all";
 }
 
 std::optional<ChunkRecompute> parse_chunk_recompute(std::string_view name) {
   if (name == "keep-all") return ChunkRecompute::kNone;
   if (name == "per-layer") return ChunkRecompute::kFullLayers;
+  if (name == "selective") return ChunkRecompute::kSelective;
   return std::nullopt;
 }
 

@@ -64,7 +64,7 @@ TEST(PlanPipeline, BadInputIsOneLineAndExitCodeTwo) {
       {"--pipeline-parallel 2 --partition even --chunks-per-device 5", "do not split evenly"},
       {"--pipeline-parallel 2 --budget 100MiB", "no cut of"},
       {"--pipeline-parallel 2 --forward-only", "has no backward"},
-      {"--pipeline-parallel 2 --checkpointing selective", "per-layer (each layer keeps its input"},
+      {"--pipeline-parallel 2 --checkpointing chen-sqrt", "per-layer (each layer keeps its input"},
   };
   for (const auto& [options, message] : cases) {
     const testing::RunResult r = run_memwall("plan " + kPipelineModel + " " + options);
@@ -164,7 +164,7 @@ TEST(PlanLayoutSearch, OptionsItChoosesAreRefused) {
       {"--gpus 4 --global-batch 8 --pipeline-parallel 3", "do not divide 4 GPUs"},
       {"--gpus 4 --global-batch 8 --sequence-parallel", "goes with --tensor-parallel"},
       {"--gpus 4 --global-batch 8 --zero-stage 2", "--zero-stage 2 with --gpus"},
-      {"--gpus 4 --global-batch 8 --checkpointing selective", "--checkpointing selective with"},
+      {"--gpus 4 --global-batch 8 --checkpointing chen-sqrt", "--checkpointing chen-sqrt with"},
       {"--gpus 0 --global-batch 8", "--gpus"},
       {"--gpus 4 --global-batch 8 --budget 100MiB", "no layout of 4 GPUs fits"},
   };

@@ -33,8 +33,10 @@ TEST(PlanTorchrun, WritesTheStagesBlocksAndTheCommand) {
   const std::string options = kSmallGpt +
                               " --pipeline-parallel 2 --tensor-parallel 2 --micro-batches 4 "
                               "--partition even";
-  const testing::RunResult plan = run_memwall("plan " + options + " --json");
+  const testing::RunResult plan =
+      run_memwall("plan " + options + " --torchrun " + dir + "-json --json");
   ASSERT_EQ(plan.exit_code, 0) << plan.err;
+  std::filesystem::remove_all(dir + "-json");
   const testing::RunResult r = run_memwall("plan " + options + " --torchrun " + dir);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("torchrun --nnodes 1 --nproc-per-node 4 -m memwall.parallel layout.json"),
@@ -66,7 +68,10 @@ TEST(PlanTorchrun, WritesTheStagesBlocksAndTheCommand) {
   EXPECT_EQ(layout["chunks"][0]["head"], false);
   EXPECT_EQ(layout["chunks"][1]["embedding"], false);
   EXPECT_EQ(layout["chunks"][1]["head"], true);
-  // The figures are the plan's own.
+  // The figures are the plan's own, predicted as PyTorch's pipelining
+  // keeps memory (Note [Pipeline engines]).
+  EXPECT_EQ(layout["engine"], "torch");
+  EXPECT_EQ(planned["engine"], "torch");
   EXPECT_EQ(layout["devices"], planned["devices"]);
   EXPECT_EQ(layout["step_time_s"], planned["step_time_s"]);
   const std::string script = slurp(dir + "/torchrun.sh");

@@ -150,8 +150,8 @@ TEST(GraphRanks, CommOpsAreTimedOverTheGraphsRanks) {
   op.type = "broadcast";
   EXPECT_EQ(ranks_error([&] { op_time(h100, g, op); }),
             "op 0 ('w.all_gather') is of phase comm but its type 'broadcast' is no collective "
-            "memwall times (all_reduce, reduce_scatter, all_gather, and their tensor-parallel "
-            "tp_ forms)");
+            "memwall times (all_reduce, reduce_scatter, all_gather, their tensor-parallel "
+            "tp_ forms, and ep_all_to_all)");
 }
 
 }  // namespace

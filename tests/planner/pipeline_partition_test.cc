@@ -509,17 +509,41 @@ TEST(LayoutSearch, RecomputesOnlyWhereKeepingDoesNotFit) {
     EXPECT_EQ(c->pipeline_parallel, 2);
     least = std::min(least, c->peak_bytes);
   }
+  // Just under keeping everything: selective recomputation, the least
+  // rerun, fits every layout.
   request.budget = least - 1;
   const LayoutSearch tight = search_layouts("gpt2-small", options, hw, request);
   ASSERT_TRUE(tight.best.has_value());
-  EXPECT_EQ(tight.best->recompute, ChunkRecompute::kFullLayers);
-  EXPECT_EQ(tight.candidates.front().recompute, ChunkRecompute::kFullLayers);
+  EXPECT_EQ(tight.best->recompute, ChunkRecompute::kSelective);
+  EXPECT_EQ(tight.candidates.front().recompute, ChunkRecompute::kSelective);
   EXPECT_EQ(planned(tight, ChunkRecompute::kNone).size(), kept_rows.size());
-  EXPECT_EQ(planned(tight, ChunkRecompute::kFullLayers).size(), kept_rows.size());
+  EXPECT_EQ(planned(tight, ChunkRecompute::kSelective).size(), kept_rows.size());
+  // Per-layer only where selective does not fit the same layout.
+  for (const LayoutCandidate* full : planned(tight, ChunkRecompute::kFullLayers)) {
+    bool selective_over = false;
+    for (const LayoutCandidate* c : planned(tight, ChunkRecompute::kSelective)) {
+      selective_over = selective_over || (!c->fits && c->micro_batch == full->micro_batch &&
+                                          c->schedule == full->schedule &&
+                                          c->chunks_per_device == full->chunks_per_device);
+    }
+    EXPECT_TRUE(selective_over) << layout_label(*full);
+  }
+  uint64_t least_selective = UINT64_MAX;
   for (const LayoutCandidate* c : planned(tight, ChunkRecompute::kNone)) {
     EXPECT_FALSE(c->fits) << layout_label(*c);
   }
-  EXPECT_NE(layout_label(tight.candidates.front()).find(", per-layer recompute"),
+  for (const LayoutCandidate* c : planned(tight, ChunkRecompute::kSelective)) {
+    least_selective = std::min(least_selective, c->peak_bytes);
+  }
+  EXPECT_NE(layout_label(tight.candidates.front()).find(", selective recompute"),
+            std::string::npos);
+  // Under that too: per-layer recomputation.
+  request.budget = least_selective - 1;
+  const LayoutSearch tighter = search_layouts("gpt2-small", options, hw, request);
+  ASSERT_TRUE(tighter.best.has_value());
+  EXPECT_EQ(tighter.best->recompute, ChunkRecompute::kFullLayers);
+  EXPECT_EQ(planned(tighter, ChunkRecompute::kFullLayers).size(), kept_rows.size());
+  EXPECT_NE(layout_label(tighter.candidates.front()).find(", per-layer recompute"),
             std::string::npos);
 }
 

@@ -103,6 +103,7 @@ struct ModelInfo {
   int64_t default_image = 0;  // CNNs
   int64_t max_seq = 0;        // transformers: context length of the release
   int64_t param_count = 0;    // published parameter count (cited in zoo sources)
+  int64_t experts = 0;        // a mixture of experts' experts a layer; 0 for a dense model
 };
 
 // Every built-in model, in display order.

@@ -27,6 +27,7 @@ struct LayoutRequest {
   // layout is predicted with only its micro-batch and schedule searched.
   int tensor_parallel = 0;
   int pipeline_parallel = 0;
+  int expert_parallel = 0;  // a mixture of experts': among the data-parallel replicas
   // Sequence parallelism wherever t > 1 (nullopt: on, Korthikanti et al.'s
   // default); false for layouts from before it (Narayanan et al. 2021).
   std::optional<bool> sequence_parallel;
@@ -34,12 +35,14 @@ struct LayoutRequest {
   // plain all-reduce of the gradients.
   bool distributed_optimizer = true;
   PipelinePartition partition = PipelinePartition::kTarnawski;
+  PipelineEngine engine = PipelineEngine::kMegatron;  // Note [Pipeline engines]
 };
 
 struct LayoutCandidate {
   int tensor_parallel = 1;
   int pipeline_parallel = 1;
   int data_parallel = 1;
+  int expert_parallel = 1;
   int64_t micro_batch = 1;
   int micro_batches = 1;
   int chunks_per_device = 1;

@@ -34,6 +34,9 @@ struct PipelineRequest {
   // What each chunk recomputes (Note [Pipeline recomputation]); the
   // overload over a ChunkedGraph takes the chunked graph's.
   ChunkRecompute recompute = ChunkRecompute::kNone;
+  // Whose pipeline runs it (Note [Pipeline engines]); the overload over a
+  // ChunkedGraph takes the chunked graph's.
+  PipelineEngine engine = PipelineEngine::kMegatron;
   // Where no cut fits, plan the cut needing least memory (fits false)
   // instead of throwing: the layout search's rows of layouts that do not fit.
   bool allow_over_budget = false;
@@ -43,6 +46,7 @@ struct PipelinePlan {
   PipelineShape shape;
   PipelinePartition partition = PipelinePartition::kTarnawski;
   ChunkRecompute recompute = ChunkRecompute::kNone;
+  PipelineEngine engine = PipelineEngine::kMegatron;
   uint64_t budget = 0;
   int tensor_parallel = 1;
   int data_parallel = 1;

@@ -39,6 +39,10 @@ struct ChunkCost {
   // not d.
   uint64_t expert_grads = 0;
   uint64_t expert_optimizer_states = 0;
+  // Bytes the engine keeps the whole step beside the states: under
+  // torch.distributed.pipelining a receive buffer a micro-batch for its
+  // input and one for its output's gradient (Note [Pipeline engines]).
+  uint64_t engine_buffers = 0;
   uint64_t states = 0;   // bytes resident the whole step: parameters, their gradients, optimizer states
   // Bytes one micro-batch holds from the end of its forward to the start of
   // its backward (the activations saved for backward, the received input
@@ -108,6 +112,7 @@ struct PipelineDevice {
   double optimizer = 0;         // seconds of its chunks' optimizer steps
   double idle = 0;              // seconds without a pass between the step's start and its last pass's end
   uint64_t states = 0;          // bytes of its chunks' states
+  uint64_t engine_buffers = 0;  // bytes of its chunks' engine buffers (ChunkCost)
   uint64_t peak_bytes = 0;      // the most bytes it held at once
   int peak_in_flight = 0;       // micro-batch chunks held (forward done, backward not) at its peak
   int max_in_flight = 0;        // the most micro-batch chunks it held at once

@@ -18,6 +18,14 @@
 
 namespace memwall {
 
+// Whose pipeline runs the chunks, which decides what a stage keeps besides
+// its own ops' buffers (Note [Pipeline engines] in src/sim/pipeline_chunks.cc).
+enum class PipelineEngine : uint8_t {
+  kMegatron,  // Megatron-LM: received tensors live as the chunk's ops use them
+  kTorch      // torch.distributed.pipelining: receive buffers kept, outputs cached
+};
+std::string_view to_string(PipelineEngine engine);
+
 // What each chunk recomputes (Note [Pipeline recomputation] in
 // src/sim/pipeline_chunks.cc).
 enum class ChunkRecompute : uint8_t {
@@ -26,9 +34,13 @@ enum class ChunkRecompute : uint8_t {
   // --recompute-method uniform --recompute-num-layers 1): each layer keeps
   // its input, and reruns its forward just before its backward.
   kFullLayers,
+  // Korthikanti et al. 2022's selective recomputation (Megatron-LM's
+  // --recompute-granularity selective): each layer drops its attention
+  // core's s x s tensors and reruns the ops that make them.
+  kSelective,
 };
-// keep-all, per-layer (the name of the one-GPU planner that checkpoints
-// the same way, docs/remat-per-layer.md).
+// keep-all, per-layer, selective (the names of the one-GPU planners that
+// checkpoint the same way, docs/remat-per-layer.md, docs/remat-selective.md).
 std::string_view to_string(ChunkRecompute recompute);
 // keep-all, per-layer; nullopt for any other name.
 std::optional<ChunkRecompute> parse_chunk_recompute(std::string_view name);
@@ -40,10 +52,15 @@ class ChunkedGraph {
  public:
   // Throws Error for a graph without a backward (nothing to pipeline).
   ChunkedGraph(const Graph& graph, const Hardware& hardware,
-               ChunkRecompute recompute = ChunkRecompute::kNone);
+               ChunkRecompute recompute = ChunkRecompute::kNone,
+               PipelineEngine engine = PipelineEngine::kMegatron);
 
   const Graph& graph() const { return graph_; }
   ChunkRecompute recompute() const { return recompute_; }
+  PipelineEngine engine() const { return engine_; }
+  // Whether its recomputation drops any storage (selective drops none of a
+  // graph without s x s attention tensors).
+  bool drops_anything() const;
   // Forward positions: the ops before the first backward op, in order.
   int forward_ops() const { return static_cast<int>(forward_.size()); }
   OpId forward_op(int position) const { return forward_[position]; }
@@ -78,12 +95,18 @@ class ChunkedGraph {
   std::vector<std::pair<OpId, bool>> run_order(const std::vector<OpId>& ops, int begin,
                                                int end) const;
   void find_droppable();
+  void find_selective();
 
   const Graph& graph_;
   const Hardware& hardware_;
   ChunkRecompute recompute_;
+  PipelineEngine engine_;
+  std::vector<int> maker_anchor_;       // per buffer: its maker's position, kNoPosition for inputs
+  std::vector<int> last_forward_read_;  // per buffer: the last forward position reading it
   std::vector<int> layer_of_op_;                    // per op: its forward layer, -1 for none
   std::vector<std::vector<OpId>> layer_forward_;  // per layer: its forward ops in order
+  std::vector<std::vector<OpId>> layer_rerun_;    // per layer: the forward ops it reruns, in order
+  std::vector<uint8_t> remade_;     // per storage: a rerun makes a second instance of it
   std::vector<int> made_in_layer_;  // per storage: the layer whose forward makes it, -1 for none
   std::vector<uint8_t> droppable_;  // per storage: freed after its forward, recomputed for backward
   std::vector<OpId> forward_;
