@@ -111,24 +111,40 @@ Tensor plain_attention(Builder& b, const std::string& fq, const Tensor& q, const
   const double mm_flops = 2.0 * dbl(batch) * dbl(heads) * dbl(s) * dbl(s) * dbl(d);
 
   // Grouped-query attention: the expanded copies are what the matmuls read
-  // and save. They are delivered to as ordinary buffers.
+  // and save. They are delivered to as ordinary buffers. With one key-value
+  // head (a rank's share under tensor parallelism, Llama-2-70B at t = 8)
+  // repeat_kv's expand + reshape merges a size-1 dimension and is a view:
+  // the matmuls read and save k and v themselves, and the gradient of the
+  // view is summed over the heads (ExpandBackward). Measured in
+  // docs/torch-layout.md.
   const bool gqa = o.kv_heads != o.heads;
-  Tensor kk = gqa ? repeat_kv(b, "k_repeat", k, heads, sink, 1) : k;
-  Tensor vv = gqa ? repeat_kv(b, "v_repeat", v, heads, sink, 2) : v;
-  const auto deliver_k = [&b, sink, gqa, kk](const Tensor& g) {
-    if (gqa) {
-      b.add_grad(kk, g, b.graph().buffers[kk.id].name);
+  const bool view = gqa && o.kv_heads == 1;
+  const auto expand = [&](const Tensor& t) {
+    std::vector<int64_t> shape = t.shape;
+    shape[1] = heads;
+    return Tensor{t.id, shape, t.dtype};
+  };
+  Tensor kk = view ? expand(k) : gqa ? repeat_kv(b, "k_repeat", k, heads, sink, 1) : k;
+  Tensor vv = view ? expand(v) : gqa ? repeat_kv(b, "v_repeat", v, heads, sink, 2) : v;
+  const auto deliver = [&b, fq, sink, gqa, view](const Tensor& expanded, const Tensor& kv,
+                                                 const char* name, int which,
+                                                 const Tensor& g) {
+    if (view) {
+      Tensor summed = b.emit1({.name = fq + "." + name + ".bwd",
+                               .type = "repeat_kv_backward",
+                               .phase = Phase::kBackward,
+                               .in = {g},
+                               .flops = numel_d(g)},
+                              {fq + "." + name + ".grad", kv.shape, g.dtype, kTmp});
+      sink->deliver(b, which, summed);
+    } else if (gqa) {
+      b.add_grad(expanded, g, b.graph().buffers[expanded.id].name);
     } else {
-      sink->deliver(b, 1, g);
+      sink->deliver(b, which, g);
     }
   };
-  const auto deliver_v = [&b, sink, gqa, vv](const Tensor& g) {
-    if (gqa) {
-      b.add_grad(vv, g, b.graph().buffers[vv.id].name);
-    } else {
-      sink->deliver(b, 2, g);
-    }
-  };
+  const auto deliver_k = [deliver, kk, k](const Tensor& g) { deliver(kk, k, "k_repeat", 1, g); };
+  const auto deliver_v = [deliver, vv, v](const Tensor& g) { deliver(vv, v, "v_repeat", 2, g); };
 
   // scores = Q K^T: transient, softmax's backward needs only its output.
   Tensor scores = b.emit1({.name = "scores",

@@ -62,6 +62,39 @@ TEST(TensorParallelLlama, CommunicationVolumePerLayer) {
   }
 }
 
+// Llama-2-70B's 8 key-value heads over 8 ranks leave one a rank, and
+// Hugging Face's repeat_kv (expand, then reshape) is then a view: the
+// attention matmuls read and save the rotated k and the v projection
+// themselves, and the view's gradient is summed over the heads. At t = 4 (2
+// a rank) it copies. Found measuring a 4-process run (docs/torch-layout.md).
+TEST(TensorParallelLlama, OneKeyValueHeadARankIsAView) {
+  const Graph one = llama_rank("llama2-70b", 256, 8, false);
+  const Graph two = llama_rank("llama2-70b", 256, 4, false);
+  EXPECT_NO_THROW(validate(one));
+  const auto has_buffer = [](const Graph& g, const std::string& name) {
+    for (const Buffer& b : g.buffers) {
+      if (b.name == name) return true;
+    }
+    return false;
+  };
+  EXPECT_FALSE(has_buffer(one, "layers.0.attn.k_repeat"));
+  EXPECT_FALSE(has_buffer(one, "layers.0.attn.v_repeat"));
+  EXPECT_TRUE(has_buffer(two, "layers.0.attn.k_repeat"));
+  int found = 0;
+  for (const Op& op : one.ops) {
+    found += op.name == "layers.0.attn.scores" || op.name == "layers.0.attn.k_repeat.bwd";
+    if (op.name == "layers.0.attn.scores") {
+      ASSERT_EQ(op.in.size(), 2u);
+      EXPECT_EQ(one.buffers[op.in[1]].name, "layers.0.attn.rotary_k");
+    }
+    if (op.name == "layers.0.attn.k_repeat.bwd") {
+      ASSERT_EQ(op.out.size(), 1u);
+      EXPECT_EQ(one.buffers[op.out[0]].shape, (Dims{1, 1, 256, 128}));
+    }
+  }
+  EXPECT_EQ(found, 2);
+}
+
 TEST(TensorParallelLlama, LayoutsThatDoNotSplitAreOneLine) {
   try {
     llama_rank("llama2-70b", 256, 16, false);
