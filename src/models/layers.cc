@@ -136,16 +136,26 @@ Tensor mul(Builder& b, std::string_view name, const Tensor& x, const Tensor& y) 
     Tensor g = b.grad(z);
     if (!g.valid()) return;
     // d/dx (x*y) = g*y and d/dy = g*x: each reads the other operand.
+    // Autograd's MulBackward0 holds both saved operands until it has made
+    // both gradients, so the second kernel keeps the first's operand alive
+    // too (read for its lifetime only: its traffic is its own operands').
+    // Measured in docs/torch-layout.md ("(C)").
     const std::pair<Tensor, Tensor> operands[] = {{x, y}, {y, x}};
     const char* suffix[] = {".bwd_lhs", ".bwd_rhs"};
+    const bool both = b.requires_grad(x) && b.requires_grad(y) && x.id != y.id;
     for (int i = 0; i < 2; ++i) {
       const auto& [self, other] = operands[i];
       if (!b.requires_grad(self)) continue;
+      std::vector<Tensor> in = {g, other};
+      const double traffic =
+          static_cast<double>(g.bytes() + other.bytes() + Tensor{-1, self.shape, g.dtype}.bytes());
+      if (both && i == 1) in.push_back(self);  // y, the first kernel's operand
       Tensor d = b.emit1({.name = fq + suffix[i],
                           .type = "mul",
                           .phase = Phase::kBackward,
-                          .in = {g, other},
-                          .flops = numel_d(self)},
+                          .in = in,
+                          .flops = numel_d(self),
+                          .bytes = traffic},
                          {fq + suffix[i] + ".grad_in", self.shape, g.dtype, kTmp});
       b.add_grad(self, d, fq + suffix[i]);
     }
