@@ -91,6 +91,17 @@ void check_ranks(int ranks) {
   }
 }
 
+// The graph's meta.<key>, a count of ranks; 1 when absent.
+int meta_ranks(const Graph& graph, const char* key) {
+  const auto it = graph.meta.find(key);
+  if (it == graph.meta.end()) return 1;
+  if (!it->is_number_integer() || it->get<int64_t>() < 1 || it->get<int64_t>() > kMaxRanks) {
+    fail("graph '{}': meta.{} must be an integer in [1, {}], got {}", graph.name, key, kMaxRanks,
+         it->dump());
+  }
+  return static_cast<int>(it->get<int64_t>());
+}
+
 // Note [Collective time], the all-to-all.
 double all_to_all_time(const Hardware& hw, double bytes, int ranks) {
   if (ranks == 1) return hw.launch_latency;
@@ -144,15 +155,7 @@ Hardware rank_share(const Hardware& node, int ranks) {
   return rank;
 }
 
-int graph_tensor_parallel(const Graph& graph) {
-  const auto tp = graph.meta.find("tensor_parallel");
-  if (tp == graph.meta.end()) return 1;
-  if (!tp->is_number_integer() || tp->get<int64_t>() < 1 || tp->get<int64_t>() > kMaxRanks) {
-    fail("graph '{}': meta.tensor_parallel must be an integer in [1, {}], got {}", graph.name,
-         kMaxRanks, tp->dump());
-  }
-  return static_cast<int>(tp->get<int64_t>());
-}
+int graph_tensor_parallel(const Graph& graph) { return meta_ranks(graph, "tensor_parallel"); }
 
 int graph_gpus(const Graph& graph) {
   // Expert-parallel ranks are data-parallel ones: a graph of one of e has
@@ -166,15 +169,7 @@ int graph_gpus(const Graph& graph) {
   return static_cast<int>(gpus);
 }
 
-int graph_expert_parallel(const Graph& graph) {
-  const auto ep = graph.meta.find("expert_parallel");
-  if (ep == graph.meta.end()) return 1;
-  if (!ep->is_number_integer() || ep->get<int64_t>() < 1 || ep->get<int64_t>() > kMaxRanks) {
-    fail("graph '{}': meta.expert_parallel must be an integer in [1, {}], got {}", graph.name,
-         kMaxRanks, ep->dump());
-  }
-  return static_cast<int>(ep->get<int64_t>());
-}
+int graph_expert_parallel(const Graph& graph) { return meta_ranks(graph, "expert_parallel"); }
 
 bool is_tensor_parallel_collective(const Op& op) { return op.type.starts_with("tp_"); }
 
