@@ -270,10 +270,11 @@ int run_pipeline_plan(const PlanArgs& args) {
     check_budget_within_device(request.budget, hw);
   }
   const PipelinePlan plan = plan_pipeline(graph, hw, request);
+  const nlohmann::json json = plan_json(plan);
   const nlohmann::json layout =
-      args.torchrun.empty() ? nlohmann::json() : torch_layout(plan_json(plan), graph, hw, plan);
+      args.torchrun.empty() ? nlohmann::json() : torch_layout(json, graph, hw, plan);
   if (args.json) {
-    std::cout << plan_json(plan).dump(2) << "\n";
+    std::cout << json.dump(2) << "\n";
   } else {
     std::cout << plan_text(graph.name, hw, plan);
     if (!args.torchrun.empty()) {

@@ -99,13 +99,6 @@ PipelinePlan plan_pipeline(const ChunkedGraph& chunked, const Hardware& node,
   }
   for (int k = 0; k < chunks; ++k) plan.chunk_names.push_back(chunk_first_op(chunked, plan.cut, k));
   plan.costs = chunk_costs(chunked, plan.cut);
-  for (ChunkCost& c : plan.costs) {
-    // Note [Pipeline engines]: a receive buffer pair for every micro-batch.
-    if (__builtin_mul_overflow(c.engine_buffers, static_cast<uint64_t>(shape.micro_batches),
-                               &c.engine_buffers)) {
-      fail("pipeline: {} micro-batches' receive buffers overflow 64 bits", shape.micro_batches);
-    }
-  }
   if (plan.data_parallel > 1) {
     // Note [Collective time]: a ring all-reduce of M bytes sends 2(N-1)/N M
     // a rank, a reduce-scatter or all-gather (N-1)/N M. Note [Expert

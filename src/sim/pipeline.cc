@@ -400,8 +400,12 @@ PipelineResult simulate_pipeline(const PipelineSetup& setup) {
   for (int c = 0; c < shape.chunks; ++c) {
     PipelineDevice& d = result.devices[chunk_device(setup.schedule, c, shape.devices)];
     d.states = checked_add(d.states, setup.chunks[c].states, "a pipeline device's states");
-    d.engine_buffers = checked_add(d.engine_buffers, setup.chunks[c].engine_buffers,
-                                   "a pipeline device's engine buffers");
+    // Note [Pipeline engines]: a set of receive buffers for every micro-batch.
+    d.engine_buffers = checked_add(
+        d.engine_buffers,
+        checked_mul(setup.chunks[c].engine_buffers, static_cast<uint64_t>(setup.micro_batches),
+                    "a pipeline device's engine buffers"),
+        "a pipeline device's engine buffers");
     d.optimizer += setup.chunks[c].optimizer;
     d.grad_sync += setup.chunks[c].grad_sync;
   }

@@ -85,8 +85,8 @@
 //     output's gradient likewise (_create_grad_recv_info). The chunk's ops
 //     read them in place, so received storages are not the chunk's: they
 //     are ChunkCost::engine_buffers, a micro-batch's (what crosses the
-//     chunk's start plus what crosses its end), which plan_pipeline
-//     multiplies by the micro-batches, resident all step;
+//     chunk's start plus what crosses its end), which the simulation and
+//     the partition count once for every micro-batch, resident all step;
 //   - a stage keeps its outputs (fwd_cache) from its forward until its
 //     backward, which needs them: what crosses the chunk's end lives until
 //     its backward is done.
@@ -378,14 +378,13 @@ void ChunkedGraph::find_droppable() {
   if (recompute_ != ChunkRecompute::kSelective) {
     layer_rerun_ = layer_forward_;
     for (size_t s = 0; s < buffers; ++s) remade_[s] = made_in_layer_[s] >= 0;
-    return;
+  } else {
+    find_selective();
   }
-  find_selective();
+  drops_anything_ =
+      std::find(droppable_.begin(), droppable_.end(), uint8_t{1}) != droppable_.end();
 }
 
-bool ChunkedGraph::drops_anything() const {
-  return std::find(droppable_.begin(), droppable_.end(), uint8_t{1}) != droppable_.end();
-}
 
 void ChunkedGraph::find_selective() {
   const size_t buffers = graph_.buffers.size();
@@ -580,13 +579,16 @@ ChunkCost ChunkedGraph::measure(int begin, int end) const {
     for (int i = 0; i < steps; ++i) {
       if (graph_.ops[order[i].first].phase != Phase::kOptimizer) last_backward = i;
     }
-    for (size_t b = 0; b < buffers; ++b) {
-      const BufferId s = storage_[b];
-      if (is_state_[s] || first[s] < 0 || maker_anchor_[b] < begin || maker_anchor_[b] >= end ||
-          last_forward_read_[b] < end) {
-        continue;
+    // What its forward ops make and a later chunk's forward reads (only
+    // the chunk's ops: Tarnawski's programme measures many chunks).
+    for (int i = 0; i <= last_forward; ++i) {
+      if (order[i].second) continue;
+      for (const BufferId b : graph_.ops[order[i].first].out) {
+        const BufferId s = storage_[b];
+        if (!is_state_[s] && last_forward_read_[b] >= end) {
+          last[s] = std::max(last[s], last_backward);
+        }
       }
-      last[s] = std::max(last[s], last_backward);
     }
   }
   if (engine_ == PipelineEngine::kTorch) {  // a micro-batch's receive buffers

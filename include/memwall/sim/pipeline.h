@@ -39,9 +39,10 @@ struct ChunkCost {
   // not d.
   uint64_t expert_grads = 0;
   uint64_t expert_optimizer_states = 0;
-  // Bytes the engine keeps the whole step beside the states: under
-  // torch.distributed.pipelining a receive buffer a micro-batch for its
-  // input and one for its output's gradient (Note [Pipeline engines]).
+  // Bytes the engine keeps the whole step beside the states, a
+  // micro-batch's (the simulation counts one set for every micro-batch):
+  // under torch.distributed.pipelining a receive buffer for its input and
+  // one for its output's gradient (Note [Pipeline engines]).
   uint64_t engine_buffers = 0;
   uint64_t states = 0;   // bytes resident the whole step: parameters, their gradients, optimizer states
   // Bytes one micro-batch holds from the end of its forward to the start of

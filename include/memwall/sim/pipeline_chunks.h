@@ -60,7 +60,7 @@ class ChunkedGraph {
   PipelineEngine engine() const { return engine_; }
   // Whether its recomputation drops any storage (selective drops none of a
   // graph without s x s attention tensors).
-  bool drops_anything() const;
+  bool drops_anything() const { return drops_anything_; }
   // Forward positions: the ops before the first backward op, in order.
   int forward_ops() const { return static_cast<int>(forward_.size()); }
   OpId forward_op(int position) const { return forward_[position]; }
@@ -106,7 +106,8 @@ class ChunkedGraph {
   std::vector<int> layer_of_op_;                    // per op: its forward layer, -1 for none
   std::vector<std::vector<OpId>> layer_forward_;  // per layer: its forward ops in order
   std::vector<std::vector<OpId>> layer_rerun_;    // per layer: the forward ops it reruns, in order
-  std::vector<uint8_t> remade_;     // per storage: a rerun makes a second instance of it
+  std::vector<uint8_t> remade_;
+  bool drops_anything_ = false;     // per storage: a rerun makes a second instance of it
   std::vector<int> made_in_layer_;  // per storage: the layer whose forward makes it, -1 for none
   std::vector<uint8_t> droppable_;  // per storage: freed after its forward, recomputed for backward
   std::vector<OpId> forward_;
