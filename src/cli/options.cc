@@ -55,6 +55,10 @@ void GraphSource::add_options(CLI::App& app, const std::string& default_model) {
   app.add_option("--expert-parallel", expert_parallel,
                  "Mixtral: the graph of one of N expert-parallel (data-parallel) ranks, each with "
                  "experts / N experts a layer, tokens sent to them by all-to-all");
+  app.add_option("--context-parallel", context_parallel,
+                 "GPT-2 and Llama with --flash: the graph of one of N context-parallel ranks, "
+                 "each with 1/N of every sequence, attention's keys and values passed round a "
+                 "ring");
   app.add_option("--shape", shape,
                  "GPT-2 and Llama models at another shape: layers=L,hidden=H,heads=A,kv_heads=K,"
                  "ffn=F,vocab=V,positions=P, any of them (Narayanan et al.'s GPTs, Llama 3 405B)");

@@ -221,8 +221,9 @@ void add_plan(CLI::App& app, Action& action) {
   cmd->add_option("--chunks-per-device", args->chunks_per_device,
                   "with --pipeline-parallel: model chunks a device runs (interleaved, hanayo)");
   cmd->add_option("--partition", args->partition,
-                  "with --pipeline-parallel: tarnawski (the dynamic programme, default) or even "
-                  "(Megatron-LM's even split of the layers)");
+                  "with --pipeline-parallel: tarnawski (the dynamic programme, default), even "
+                  "(Megatron-LM's even split of the layers) or ip (Tarnawski et al.'s integer "
+                  "programme: non-contiguous placement, solved by CBC within --time-limit)");
   cmd->add_option("--torchrun", args->torchrun,
                   "with --pipeline-parallel (GPT-2 and Llama): write DIR/layout.json and "
                   "DIR/torchrun.sh, which trains the plan's layout under PyTorch's DTensor and "

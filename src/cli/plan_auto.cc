@@ -48,6 +48,12 @@ PlannerOptions planner_options(const PlanArgs& args, const Hardware& hw, const G
     if (ranks > (1 << 20)) fail("--ranks {} is more than 2^20 ranks", ranks);
     o.ranks = static_cast<int>(ranks);
   }
+  if (graph != nullptr && graph_context_parallel(*graph) > 1) {
+    // Note [Context parallelism in the zoo]: the gradients are reduced (and
+    // ZeRO shards) over the data-parallel and context-parallel ranks together.
+    o.ranks *= graph_context_parallel(*graph);
+    if (o.ranks > (1 << 20)) fail("--ranks x --context-parallel is more than 2^20 ranks");
+  }
   o.zero_stage = args.zero_stage;
   o.checkpointing = args.checkpointing;
   if (!args.host_memory.empty()) {

@@ -1,5 +1,6 @@
 // `memwall plan --pipeline-parallel N`: the graph cut into pipeline chunks
-// (Tarnawski et al.'s programme, or Megatron-LM's even layer split) and one
+// (Tarnawski et al.'s programme, Megatron-LM's even layer split, or
+// Tarnawski et al.'s integer programme for non-contiguous placement) and one
 // step of the schedule simulated over the devices (docs/pipeline.md). Every
 // figure printed comes from that simulation. Exit code 0: every device
 // fits its budget; 2: bad input, or a device over its budget (the table
@@ -18,6 +19,7 @@
 #include "memwall/base/output_files.h"
 #include "memwall/planner/budget.h"
 #include "memwall/planner/pipeline_layout.h"
+#include "memwall/planner/pipeline_placement.h"
 #include "memwall/planner/pipeline_plan.h"
 #include "memwall/planner/planner.h"
 #include "memwall/planner/torch_layout.h"
@@ -28,12 +30,33 @@
 namespace memwall::cli {
 namespace {
 
-nlohmann::json plan_json(const PipelinePlan& p) {
+// The device of chunk k: the placement's (--partition ip), else the schedule's.
+int plan_chunk_device(const PipelinePlan& p, const PlacementPlan* placed, size_t k) {
+  return placed != nullptr ? placed->chunk_devices[k]
+                           : chunk_device(p.shape.schedule, static_cast<int>(k), p.shape.devices);
+}
+
+// Per device, its segments as runs: "0-2, 7".
+std::vector<std::string> segment_runs(const PlacementPlan& placed, int devices) {
+  std::vector<std::string> runs(devices);
+  const std::vector<int>& device = placed.placement.device;
+  for (size_t u = 0; u < device.size(); ++u) {
+    if (u > 0 && device[u] == device[u - 1]) continue;
+    size_t last = u;
+    while (last + 1 < device.size() && device[last + 1] == device[u]) ++last;
+    std::string& text = runs[device[u]];
+    text += (text.empty() ? "" : ", ") +
+            (last == u ? fmt::format("{}", u) : fmt::format("{}-{}", u, last));
+  }
+  return runs;
+}
+
+nlohmann::json plan_json(const PipelinePlan& p, const PlacementPlan* placed = nullptr) {
   nlohmann::json chunks = nlohmann::json::array();
   for (size_t k = 0; k < p.costs.size(); ++k) {
     const ChunkCost& c = p.costs[k];
     chunks.push_back({{"first_op", p.chunk_names[k]},
-                      {"device", chunk_device(p.shape.schedule, static_cast<int>(k), p.shape.devices)},
+                      {"device", plan_chunk_device(p, placed, k)},
                       {"forward_s", c.forward},
                       {"backward_s", c.backward},
                       {"optimizer_s", c.optimizer},
@@ -57,9 +80,9 @@ nlohmann::json plan_json(const PipelinePlan& p) {
                        {"grad_sync_s", d.grad_sync},
                        {"optimizer_s", d.optimizer}});
   }
-  return {{"schedule", to_string(p.shape.schedule)},
+  nlohmann::json j = {{"schedule", to_string(p.shape.schedule)},
           {"engine", to_string(p.engine)},
-          {"partition", to_string(p.partition)},
+          {"partition", placed != nullptr ? "ip" : to_string(p.partition)},
           {"checkpointing", to_string(p.recompute)},
           {"pipeline_devices", p.shape.devices},
           {"chunks_per_device", p.shape.chunks_per_device},
@@ -67,6 +90,7 @@ nlohmann::json plan_json(const PipelinePlan& p) {
           {"tensor_parallel", p.tensor_parallel},
           {"data_parallel", p.data_parallel},
           {"expert_parallel", p.expert_parallel},
+          {"context_parallel", p.context_parallel},
           {"distributed_optimizer", p.distributed_optimizer},
           {"gpus", p.gpus},
           {"budget_bytes", p.budget},
@@ -78,22 +102,80 @@ nlohmann::json plan_json(const PipelinePlan& p) {
           {"mfu", p.mfu},
           {"chunks", chunks},
           {"devices", devices}};
+  if (placed != nullptr) {
+    const PlacementResult& r = placed->placement;
+    j["placement"] = {{"segment_starts", placed->cut_points},
+                      {"segment_devices", r.device},
+                      {"device_loads_s", r.loads},
+                      {"max_load_s", r.max_load},
+                      {"bound_s", r.bound},
+                      {"optimal", r.optimal},
+                      {"timed_out", r.timed_out},
+                      {"contiguous_max_load_s", r.contiguous_device.empty()
+                                                    ? nlohmann::json(nullptr)
+                                                    : nlohmann::json(r.contiguous_load)}};
+  }
+  return j;
 }
 
-std::string plan_text(std::string_view graph_name, const Hardware& hw, const PipelinePlan& p) {
+// The placement's lines (--partition ip): its objective against the best
+// contiguous placement's, and each device's segments.
+std::string placement_text(const PlacementPlan& placed, int devices) {
+  const PlacementResult& r = placed.placement;
+  const std::string proof = r.optimal     ? "proven optimal"
+                            : r.timed_out ? "CBC stopped at the deadline: the contiguous one"
+                                          : fmt::format("CBC's bound {:.4f} ms", r.bound * 1e3);
+  const std::string contiguous =
+      r.contiguous_device.empty()
+          ? "no contiguous placement fits"
+          : fmt::format("contiguous best {:.4f} ms ({:+.1f}%)", r.contiguous_load * 1e3,
+                        100 * (r.max_load / r.contiguous_load - 1));
+  std::string out = field("ip objective", fmt::format("{:.4f} ms a micro-batch on the busiest "
+                                                      "device ({}), {}",
+                                                      r.max_load * 1e3, proof, contiguous));
+  out += fmt::format("\n  device  {:<24} load ms\n",
+                     fmt::format("segments (of {})", r.device.size()));
+  const std::vector<std::string> runs = segment_runs(placed, devices);
+  for (int d = 0; d < devices; ++d) {
+    out += fmt::format("  {:>6}  {:<24} {:>7.3f}\n", d, runs[d], r.loads[d] * 1e3);
+  }
+  return out;
+}
+
+std::string plan_text(std::string_view graph_name, const Hardware& hw, const PipelinePlan& p,
+                      const PlacementPlan* placed = nullptr) {
   std::string out = fmt::format("{} on {} x {}\n", graph_name, p.gpus, hw.name);
+  const std::string chunks =
+      placed != nullptr
+          ? fmt::format("{} chunks placed by the integer programme", p.costs.size())
+          : fmt::format("{} chunk{} a device", p.shape.chunks_per_device,
+                        p.shape.chunks_per_device == 1 ? "" : "s");
   out += field("layout",
-               fmt::format("{} pipeline devices x {} tensor-parallel x {} data-parallel, {} "
-                           "chunk{} a device",
+               fmt::format("{} pipeline devices x {} tensor-parallel{} x {} data-parallel, {}",
                            p.shape.devices, p.tensor_parallel,
+                           p.context_parallel > 1
+                               ? fmt::format(" x {} context-parallel", p.context_parallel)
+                               : "",
                            p.expert_parallel > 1 ? fmt::format("{} (expert-parallel {})",
                                                                p.data_parallel, p.expert_parallel)
                                                  : fmt::format("{}", p.data_parallel),
-                           p.shape.chunks_per_device, p.shape.chunks_per_device == 1 ? "" : "s") +
+                           chunks) +
                    (p.distributed_optimizer ? ", optimizer states sharded (ZeRO-1)" : ""));
-  out += field("schedule", fmt::format("{}, {} micro-batches", to_string(p.shape.schedule),
-                                       p.shape.micro_batches));
-  out += field("partition", std::string(to_string(p.partition)));
+  if (placed != nullptr) {
+    out += field("schedule",
+                 fmt::format("list schedule over the placement, {} micro-batches, at most {} in "
+                             "flight a chunk ({})",
+                             p.shape.micro_batches,
+                             placement_in_flight(p.shape.schedule, p.shape.devices,
+                                                 p.shape.micro_batches),
+                             to_string(p.shape.schedule)));
+    out += field("partition", "ip (Tarnawski et al.'s integer programme, non-contiguous)");
+    out += placement_text(*placed, p.shape.devices);
+  } else {
+    out += field("schedule", fmt::format("{}, {} micro-batches", to_string(p.shape.schedule),
+                                         p.shape.micro_batches));
+    out += field("partition", std::string(to_string(p.partition)));
+  }
   if (p.engine == PipelineEngine::kTorch) {
     out += field("engine", "torch.distributed.pipelining (receive buffers kept, outputs cached)");
   }
@@ -117,7 +199,7 @@ std::string plan_text(std::string_view graph_name, const Hardware& hw, const Pip
   for (size_t k = 0; k < p.costs.size(); ++k) {
     const ChunkCost& c = p.costs[k];
     out += fmt::format("  {:>5}  {:>6}  {:<22} {:>8.3f} {:>8.3f}   {:<12} {}\n", k,
-                       chunk_device(p.shape.schedule, static_cast<int>(k), p.shape.devices),
+                       plan_chunk_device(p, placed, k),
                        p.chunk_names[k], c.forward * 1e3, c.backward * 1e3,
                        human_bytes(c.states), human_bytes(c.saved));
   }
@@ -159,11 +241,15 @@ std::optional<ChunkRecompute> pipeline_recompute(const PlanArgs& args) {
   return recompute;
 }
 
-// --partition: tarnawski (the default) or even.
+// --partition: tarnawski (the default) or even (ip: run_placement_plan).
 PipelinePartition partition_option(const PlanArgs& args) {
   if (args.partition.empty()) return PipelinePartition::kTarnawski;
+  if (args.partition == "ip") {
+    fail("--partition ip places one --pipeline-parallel plan; the layout search (--gpus) "
+         "partitions with tarnawski or even");
+  }
   const auto partition = parse_pipeline_partition(args.partition);
-  if (!partition) fail("--partition {}: unknown (tarnawski, even)", args.partition);
+  if (!partition) fail("--partition {}: unknown (tarnawski, even, ip)", args.partition);
   return *partition;
 }
 
@@ -258,7 +344,22 @@ int run_pipeline_plan(const PlanArgs& args) {
   } else if (request.chunks_per_device > 1) {
     request.schedule = PipelineSchedule::kInterleaved;
   }
-  request.partition = partition_option(args);
+  // --partition ip: the integer programme's placement, within --time-limit.
+  const bool ip = args.partition == "ip";
+  const Deadline deadline = work_deadline(checked_time_limit(args.time_limit));
+  if (ip) {
+    const char* refused = args.chunks_per_device      ? "--chunks-per-device"
+                          : !args.torchrun.empty()    ? "--torchrun"
+                          : request.data_parallel > 1 ? "--ranks"
+                                                      : nullptr;
+    if (refused != nullptr) {
+      fail("{} does not apply to --partition ip: the integer programme places one pipeline's "
+           "layers, choosing how many chunks each device runs (no data-parallel replicas, no "
+           "PyTorch layout)",
+           refused);
+    }
+  }
+  request.partition = ip ? PipelinePartition::kTarnawski : partition_option(args);
   request.recompute = pipeline_recompute(args).value_or(ChunkRecompute::kNone);
   // A layout for PyTorch is predicted as its pipelining keeps memory.
   if (!args.torchrun.empty()) request.engine = PipelineEngine::kTorch;
@@ -269,14 +370,17 @@ int run_pipeline_plan(const PlanArgs& args) {
     request.budget = parse_budget(args.budget, hw, [&] { return keep_all_peak(graph, hw); });
     check_budget_within_device(request.budget, hw);
   }
-  const PipelinePlan plan = plan_pipeline(graph, hw, request);
-  const nlohmann::json json = plan_json(plan);
+  std::optional<PlacementPlan> placed;
+  if (ip) placed = plan_placement(graph, hw, request, deadline);
+  const PipelinePlan plan = placed ? placed->plan : plan_pipeline(graph, hw, request);
+  const PlacementPlan* placement = placed ? &*placed : nullptr;
+  const nlohmann::json json = plan_json(plan, placement);
   const nlohmann::json layout =
       args.torchrun.empty() ? nlohmann::json() : torch_layout(json, graph, hw, plan);
   if (args.json) {
     std::cout << json.dump(2) << "\n";
   } else {
-    std::cout << plan_text(graph.name, hw, plan);
+    std::cout << plan_text(graph.name, hw, plan, placement);
     if (!args.torchrun.empty()) {
       std::cout << "\n" << field("torchrun", args.torchrun + "/torchrun.sh: " +
                                                    torchrun_command(hw, plan, "layout.json"));
@@ -319,6 +423,8 @@ int run_layout_search(const PlanArgs& args) {
   request.recompute = pipeline_recompute(args);
   request.pipeline_parallel = parse_positive(args.pipeline_parallel, "--pipeline-parallel", 0);
   request.expert_parallel = parse_positive(args.source.expert_parallel, "--expert-parallel", 0);
+  request.context_parallel =
+      parse_positive(args.source.context_parallel, "--context-parallel", 0);
   if (args.source.tensor_parallel) {
     request.tensor_parallel =
         parse_positive(args.source.tensor_parallel, "--tensor-parallel", 0);
@@ -353,6 +459,7 @@ int run_layout_search(const PlanArgs& args) {
                       {"pipeline_parallel", c.pipeline_parallel},
                       {"data_parallel", c.data_parallel},
                       {"expert_parallel", c.expert_parallel},
+                      {"context_parallel", c.context_parallel},
                       {"micro_batch", c.micro_batch},
                       {"micro_batches", c.micro_batches},
                       {"schedule", to_string(c.schedule)},

@@ -57,6 +57,15 @@
 // to its LL protocols at scale, which cut the latency term; memwall's ring
 // overestimates small collectives over many nodes.
 //
+// A ring hop (context parallelism's cp_send_recv, Note [Context parallelism
+// in the zoo] in src/models/context_parallel.cc) is one step of a ring: all
+// ranks send `bytes` to the next at once, over NVLink within a node; when
+// the ring spans nodes, the ranks at a node's edge send over their own
+// network adapter, and the hop waits for them:
+//
+//   time = launch_latency + step latency (the network's across nodes)
+//          + bytes / (B_node, or min(B_node, network_bandwidth))
+//
 // An all-to-all (expert parallelism's dispatch and combine) is no ring:
 // NCCL runs it as one group of send/receive pairs, every peer at once, so
 // it pays one step's latency (and one network step's when it spans nodes),
@@ -120,6 +129,20 @@ double all_to_all_time(const Hardware& hw, double bytes, int ranks) {
          (spans_nodes ? hw.network_step_latency : 0) + std::max(in_node, off_node);
 }
 
+// Note [Collective time], one hop of a ring.
+double ring_hop_time(const Hardware& hw, double bytes, int ranks) {
+  if (ranks == 1) return hw.launch_latency;
+  const bool spans_nodes = ranks > hw.gpus_per_node;
+  const double one_way = hw.interconnect_bandwidth / 2;
+  if (!(one_way > 0) || (spans_nodes && !(hw.network_bandwidth > 0))) {
+    fail("hardware profile '{}' gives no {} bandwidth, which a ring over {} ranks needs", hw.name,
+         one_way > 0 ? "network" : "interconnect", ranks);
+  }
+  if (!spans_nodes) return hw.launch_latency + hw.collective_step_latency + bytes / one_way;
+  return hw.launch_latency + hw.network_step_latency +
+         bytes / std::min(one_way, hw.network_bandwidth);
+}
+
 }  // namespace
 
 int graph_ranks(const Graph& graph) {
@@ -159,8 +182,10 @@ int graph_tensor_parallel(const Graph& graph) { return meta_ranks(graph, "tensor
 
 int graph_gpus(const Graph& graph) {
   // Expert-parallel ranks are data-parallel ones: a graph of one of e has
-  // at least e.
-  const int64_t gpus = int64_t{std::max(graph_ranks(graph), graph_expert_parallel(graph))} *
+  // at least e. So a graph of one of c context-parallel ranks has at least
+  // c (the ZeRO ranks count them: Note [Context parallelism in the zoo]).
+  const int64_t gpus = int64_t{std::max({graph_ranks(graph), graph_expert_parallel(graph),
+                                         graph_context_parallel(graph)})} *
                        graph_tensor_parallel(graph);
   if (gpus > kMaxRanks) {
     fail("graph '{}': {} data-parallel x {} tensor-parallel ranks exceed {} GPUs", graph.name,
@@ -171,10 +196,13 @@ int graph_gpus(const Graph& graph) {
 
 int graph_expert_parallel(const Graph& graph) { return meta_ranks(graph, "expert_parallel"); }
 
+int graph_context_parallel(const Graph& graph) { return meta_ranks(graph, "context_parallel"); }
+
 bool is_tensor_parallel_collective(const Op& op) { return op.type.starts_with("tp_"); }
 
 Collective collective_of(const Op& op) {
   if (op.type == "ep_all_to_all") return Collective::kAllToAll;
+  if (op.type == "cp_send_recv") return Collective::kSendRecv;
   const std::string_view type = is_tensor_parallel_collective(op)
                                     ? std::string_view(op.type).substr(3)
                                     : std::string_view(op.type);
@@ -183,13 +211,17 @@ Collective collective_of(const Op& op) {
   if (type == "all_gather") return Collective::kAllGather;
   fail(
       "op {} ('{}') is of phase comm but its type '{}' is no collective memwall times "
-      "(all_reduce, reduce_scatter, all_gather, their tensor-parallel tp_ forms, and "
-      "ep_all_to_all)",
+      "(all_reduce, reduce_scatter, all_gather, their tensor-parallel tp_ forms, "
+      "ep_all_to_all and cp_send_recv)",
       op.id, op.name, op.type);
 }
 
 CollectiveGroup collective_group(const Hardware& hw, const Graph& graph, const Op& op) {
   if (is_tensor_parallel_collective(op)) return {graph_tensor_parallel(graph), hw.gpus_per_node};
+  if (op.type.starts_with("cp_")) {
+    return {graph_context_parallel(graph),
+            std::max(1, hw.gpus_per_node / graph_tensor_parallel(graph))};
+  }
   if (!op.type.starts_with("ep_")) return {graph_ranks(graph), hw.gpus_per_node};
   return {graph_expert_parallel(graph),
           std::max(1, hw.gpus_per_node / graph_tensor_parallel(graph))};
@@ -212,6 +244,7 @@ double collective_time(const Hardware& hw, Collective kind, double bytes, int ra
   const int64_t per_node = hw.gpus_per_node;
   const int64_t nodes = (n + per_node - 1) / per_node;
   if (kind == Collective::kAllToAll) return all_to_all_time(hw, bytes, ranks);
+  if (kind == Collective::kSendRecv) return ring_hop_time(hw, bytes, ranks);
   const int64_t passes = kind == Collective::kAllReduce ? 2 : 1;
   const int64_t steps = passes * (n - 1);
   const int64_t net_steps = passes * (nodes - 1);

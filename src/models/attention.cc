@@ -6,6 +6,8 @@
 #include <utility>
 #include <vector>
 
+#include "attention_parts.h"
+#include "context_parallel.h"
 #include "expert_parallel.h"
 #include "layers.h"
 #include "tensor_parallel.h"
@@ -14,46 +16,11 @@
 namespace memwall::models {
 namespace {
 
-double dbl(int64_t v) { return static_cast<double>(v); }
+using attention_parts::dbl;
+using attention_parts::distinct;
+using attention_parts::QkvGradients;
+using attention_parts::traffic;
 
-// Memory traffic of an op from the tensors it touches. Views of one fused
-// buffer count their own elements, not the whole buffer each (the builder's
-// default counts whole buffers).
-double traffic(std::initializer_list<Tensor> tensors) {
-  double total = 0;
-  for (const Tensor& t : tensors) total += static_cast<double>(t.bytes());
-  return total;
-}
-
-// An op's `in` list names each buffer once, even when it reads several views
-// of it (q, k and v of a fused QKV buffer).
-std::vector<Tensor> distinct(std::vector<Tensor> tensors) {
-  std::vector<Tensor> out;
-  for (Tensor& t : tensors) {
-    bool seen = false;
-    for (const Tensor& o : out) seen = seen || o.id == t.id;
-    if (!seen) out.push_back(std::move(t));
-  }
-  return out;
-}
-
-// Where the gradients of q, k and v go: straight to their buffers, or, when
-// they are views of one fused buffer, collected for a final "cat".
-struct QkvGradients {
-  bool fused = false;
-  std::array<Tensor, 3> inputs;  // q, k, v as given
-  std::array<Tensor, 3> grads;   // fused case: dQ, dK, dV
-  std::string name;              // qualified attention name
-
-  void deliver(Builder& b, int which, const Tensor& g) {
-    static constexpr std::array<const char*, 3> kWhich = {".q", ".k", ".v"};
-    if (fused) {
-      grads[which] = g;
-    } else {
-      b.add_grad(inputs[which], g, name + kWhich[which]);
-    }
-  }
-};
 
 // Hugging Face's repeat_kv: expand + reshape materializes [b, heads, s, d]
 // from [b, kv_heads, s, d]. Its backward sums the gradient over the query
@@ -248,17 +215,8 @@ Tensor flash_attention(Builder& b, const std::string& fq, const Tensor& q, const
   Tensor out = outs[0];
   Tensor lse = outs[1];
   b.propagate_requires_grad({q, k, v}, {out});
-  // flash-attn 2's mha_bwd allocates an fp32 dQ accumulator and the fp32
-  // rowsum(dO * O) per query; with fewer KV heads it also computes dK, dV per
-  // query head and sums them afterwards (dk_expanded, dv_expanded).
-  uint64_t workspace = checked_mul(static_cast<uint64_t>(batch * s * heads * d), 4, "workspace");
-  workspace = checked_add(workspace, static_cast<uint64_t>(batch * heads * s) * 4, "workspace");
-  if (o.kv_heads != o.heads) {
-    workspace = checked_add(
-        workspace,
-        checked_mul(static_cast<uint64_t>(batch * s * heads * d), 2 * dtype_size(dt), "workspace"),
-        "workspace");
-  }
+  const uint64_t workspace =
+      attention_parts::flash_backward_workspace(batch, s, heads, d, o.kv_heads, dt);
   b.on_backward([&b, fq, q, k, v, out, lse, fwd_flops, workspace, sink] {
     Tensor g = b.grad(out);
     if (!g.valid()) return;
@@ -304,12 +262,20 @@ Tensor attention(Builder& b, std::string_view name, const Tensor& q, const Tenso
       Tensor dqkv = b.emit1({.name = fq + ".qkv_grad_cat",
                              .type = "cat",
                              .phase = Phase::kBackward,
-                             .in = {g[0], g[1], g[2]}},
+                             .in = distinct({g[0], g[1], g[2]})},
                             {fq + ".grad_qkv", base.shape, g[0].dtype, kTmp});
       b.add_grad(base, dqkv, fq + ".qkv");
     });
   }
   auto scope = b.scope(name);
+  if (cp_ranks(b) > 1) {
+    // Note [Context parallelism in the zoo]: blockwise flash kernels only.
+    if (!opts.flash) {
+      fail("model {}: context parallelism runs blockwise flash attention: give --flash",
+           b.graph().name);
+    }
+    return ring_flash_attention(b, fq, q, k, v, opts, sink);
+  }
   if (opts.flash) return flash_attention(b, fq, q, k, v, opts, sink);
   return plain_attention(b, fq, q, k, v, opts, sink);
 }

@@ -11,6 +11,7 @@
 
 #include "architectures.h"
 #include "attention.h"
+#include "context_parallel.h"
 #include "layers.h"
 #include "memwall/base/error.h"
 #include "tensor_parallel.h"
@@ -62,9 +63,11 @@ Graph build_gpt2(std::string_view variant, const ModelOptions& opts) {
   const Gpt2Config* cfg = &shaped;
   const int64_t vocab_size = shape.vocab, max_positions = shape.positions;
   if (opts.seq > max_positions) fail("model {}: sequence longer than {}", variant, max_positions);
-  const int64_t batch = opts.batch, s = opts.seq, h = cfg->hidden;
+  const int64_t batch = opts.batch, h = cfg->hidden;
 
   Builder b(std::string(variant), opts);
+  // Note [Context parallelism in the zoo]: the rank's positions.
+  const int64_t s = cp_local_seq(b, opts.seq);
   // Note [Tensor parallelism in the zoo]: one rank's share of the heads,
   // the vocabulary (padded as Megatron pads it) and, with sequence
   // parallelism, of the positions between the matmuls.

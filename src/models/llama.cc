@@ -10,6 +10,7 @@
 
 #include "architectures.h"
 #include "attention.h"
+#include "context_parallel.h"
 #include "layers.h"
 #include "memwall/base/error.h"
 #include "tensor_parallel.h"
@@ -58,9 +59,11 @@ Graph build_llama(std::string_view variant, const ModelOptions& opts) {
   const LlamaConfig shaped{"",          shape.layers, shape.hidden, shape.heads,
                            shape.kv_heads, shape.ffn,   shape.vocab};
   const LlamaConfig* cfg = &shaped;
-  const int64_t batch = opts.batch, s = opts.seq, h = cfg->hidden;
+  const int64_t batch = opts.batch, h = cfg->hidden;
 
   Builder b(std::string(variant), opts);
+  // Note [Context parallelism in the zoo]: the rank's positions.
+  const int64_t s = cp_local_seq(b, opts.seq);
   // Note [Tensor parallelism in the zoo]: one rank's share of the
   // vocabulary (padded as Megatron-LM pads it), heads and MLP; with
   // sequence parallelism, of the positions between the matmuls.

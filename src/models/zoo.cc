@@ -308,6 +308,26 @@ Graph build_model(std::string_view name, const ModelOptions& options) {
     }
     parallel += fmt::format(" ep{}", opts.expert_parallel);
   }
+  if (opts.context_parallel != 1) {
+    // Note [Context parallelism in the zoo]; the sequence's split is
+    // checked by the builder.
+    if (!info.name.starts_with("gpt2") && !info.name.starts_with("llama")) {
+      fail("model {}: context parallelism is built for the GPT-2 and Llama models", info.name);
+    }
+    if (opts.context_parallel < 1 || opts.context_parallel > 1024) {
+      fail("model {}: context-parallel ranks must be in 1..1024 (got {})", info.name,
+           opts.context_parallel);
+    }
+    if (!opts.flash) {
+      fail("model {}: context parallelism runs blockwise flash attention: give --flash",
+           info.name);
+    }
+    if (opts.lora.rank > 0 || opts.base_weights != WeightFormat::kDense || opts.eager_kernels) {
+      fail("model {}: context parallelism with LoRA, NF4 weights or --eager-kernels is not built",
+           info.name);
+    }
+    parallel += fmt::format(" cp{}", opts.context_parallel);
+  }
 
   Graph g = e.build(info.name, opts);
   g.name = fmt::format("{}{} b{} {} {}{}{}{}{}{}", info.name, model_shape_text(opts.shape),
@@ -354,6 +374,8 @@ Graph build_model(std::string_view name, const ModelOptions& options) {
     g.meta["sequence_parallel"] = opts.sequence_parallel;
   }
   if (opts.expert_parallel > 1) g.meta["expert_parallel"] = opts.expert_parallel;
+  // Note [Context parallelism in the zoo]: "seq" stays the whole sequence.
+  if (opts.context_parallel > 1) g.meta["context_parallel"] = opts.context_parallel;
   if (opts.forward_only) {
     g.meta["forward_only"] = true;
     g.meta.erase("optimizer");  // there is no step

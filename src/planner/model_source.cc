@@ -60,11 +60,12 @@ Graph load_model_graph(const ModelSource& source, const Hardware& hw,
                              s.lora_rank || s.lora_targets || s.lora_alpha || s.qlora ||
                              s.eager_kernels || s.model_given || s.dtype_given ||
                              s.optimizer_given || s.tensor_parallel || s.sequence_parallel ||
-                             s.expert_parallel || s.shape;
+                             s.expert_parallel || s.context_parallel || s.shape;
     if (zoo_options) {
       fail(
           "--model, --batch, --seq, --image, --dtype, --optimizer, --flash, --forward-only, "
-          "--eager-kernels, --tensor-parallel, --sequence-parallel, --expert-parallel, --shape and the "
+          "--eager-kernels, --tensor-parallel, --sequence-parallel, --expert-parallel, "
+          "--context-parallel, --shape and the "
           "LoRA options build a "
           "zoo model; they do not apply to --graph {}",
           s.graph_file);
@@ -152,6 +153,9 @@ ModelOptions zoo_model_options(const ModelSource& source, const Hardware& hw,
     opts.tensor_parallel = parse_count(*s.tensor_parallel, "--tensor-parallel");
   if (s.expert_parallel) {
     opts.expert_parallel = parse_count(*s.expert_parallel, "--expert-parallel");
+  }
+  if (s.context_parallel) {
+    opts.context_parallel = parse_count(*s.context_parallel, "--context-parallel");
   }
   if (s.shape) opts.shape = parse_model_shape(*s.shape);
   opts.sequence_parallel = s.sequence_parallel;

@@ -2,8 +2,8 @@
 //
 // Note [Layout search]
 // ~~~~~~~~~~~~~~~~~~~~
-// A layout of N GPUs is tensor x pipeline x data parallelism (t x p x d =
-// N), a micro-batch size b and count m (b x m x d = the global batch) and
+// A layout of N GPUs is tensor x context x pipeline x data parallelism
+// (t x c x p x d = N), a micro-batch size b and count m (b x m x d = the global batch) and
 // a schedule. The search tries every one such that:
 //   - t divides N and fits in a node (Megatron-LM keeps tensor parallelism
 //     on NVLink), and the model splits t ways (its heads; the zoo's GPT-2
@@ -11,6 +11,16 @@
 //     whenever t > 1 (Korthikanti et al. 2022: less activation memory for
 //     the same communication volume);
 //   - p divides N / t, and d = N / (t p) divides the global batch;
+//   - context parallelism c (Note [Context parallelism in the zoo]) for
+//     GPT-2 and Llama with flash attention, where the sequence splits into
+//     2c chunks and each rank keeps at least kLeastContextPositions (4,096)
+//     of it: c divides N / (t p), and d = N / (t c p). Its ring exchanges
+//     hide behind a step's kernel only when the step is long enough: the
+//     kernel grows with (s/c)^2 and the exchange with s/c, and across
+//     nodes (a 400 Gb/s adapter against an H100's bf16 rate, Llama-70B's 8
+//     query heads a key-value head) they break even near 3,500 positions;
+//     shorter splits cost more than they save, and the bound keeps the
+//     search of short sequences as it was;
 //   - for a mixture of experts, expert parallelism e dividing both d and
 //     the experts (Note [Expert parallelism in the zoo]): e of the d
 //     replicas share out each layer's experts;
@@ -32,7 +42,7 @@
 // simulated step whose every device fits the budget wins. A layout where no
 // cut fits is planned at the cut needing least memory, so that its row
 // says how far over the budget it is (its time is that cut's, not a
-// balanced one's). A graph is built once per (t, b, e) and its chunk costs
+// balanced one's). A graph is built once per (t, c, b, e) and its chunk costs
 // once per graph, recomputation and cut.
 #include "memwall/planner/pipeline_layout.h"
 
@@ -70,7 +80,8 @@ std::vector<int> divisors(int n) {
 std::string layout_label(const LayoutCandidate& c) {
   std::string schedule(to_string(c.schedule));
   if (c.chunks_per_device > 1) schedule += fmt::format(" ({} chunks)", c.chunks_per_device);
-  return fmt::format("tp {} x pp {} x dp {}{}, micro-batch {} x {}, {}{}", c.tensor_parallel,
+  return fmt::format("tp {}{} x pp {} x dp {}{}, micro-batch {} x {}, {}{}", c.tensor_parallel,
+                     c.context_parallel > 1 ? fmt::format(" x cp {}", c.context_parallel) : "",
                      c.pipeline_parallel, c.data_parallel,
                      c.expert_parallel > 1 ? fmt::format(" (ep {})", c.expert_parallel) : "",
                      c.micro_batch, c.micro_batches, schedule,
@@ -88,7 +99,18 @@ LayoutSearch search_layouts(std::string_view model, const ModelOptions& options,
   if (request.global_batch < 1) fail("--global-batch must be at least 1");
   const uint64_t budget = request.budget > 0 ? request.budget : default_budget(node);
   LayoutSearch search;
-  const int64_t experts = find_model(model).experts;
+  const ModelInfo& info = find_model(model);
+  const int64_t experts = info.experts;
+  const int64_t seq = options.seq > 0 ? options.seq : info.default_seq;
+  // Context parallelism's ranks worth trying: the fixed one, else those
+  // that split the sequence into 2c chunks of at least the least positions.
+  const auto context_ranks = [&](int c) {
+    if (request.context_parallel > 0) return c == request.context_parallel;
+    if (c == 1) return true;
+    const bool splits =
+        options.flash && seq % (2 * int64_t{c}) == 0 && seq / c >= kLeastContextPositions;
+    return splits && (info.name.starts_with("gpt2") || info.name.starts_with("llama"));
+  };
   // Each (t, b, e)'s graph, chunked once: its chunk costs carry over to every
   // layout of it. Map nodes stay put, so the ChunkedGraph's reference to
   // its graph does too.
@@ -97,9 +119,10 @@ LayoutSearch search_layouts(std::string_view model, const ModelOptions& options,
     std::unique_ptr<ChunkedGraph> chunked[3];  // by ChunkRecompute, made when first asked
     std::string error;
   };
-  std::map<std::tuple<int, int64_t, int>, Built> graphs;
-  const auto built = [&](int tp, int64_t b, int ep, ChunkRecompute recompute) -> const Built& {
-    Built& entry = graphs[std::make_tuple(tp, b, ep)];
+  std::map<std::tuple<int, int64_t, int, int>, Built> graphs;
+  const auto built = [&](int tp, int cp, int64_t b, int ep,
+                         ChunkRecompute recompute) -> const Built& {
+    Built& entry = graphs[std::make_tuple(tp, cp, b, ep)];
     std::unique_ptr<ChunkedGraph>& chunked = entry.chunked[static_cast<int>(recompute)];
     if (!entry.error.empty() || chunked) return entry;
     try {
@@ -109,6 +132,7 @@ LayoutSearch search_layouts(std::string_view model, const ModelOptions& options,
         o.tensor_parallel = tp;
         o.sequence_parallel = tp > 1 && request.sequence_parallel.value_or(true);
         o.expert_parallel = ep;
+        o.context_parallel = cp;
         entry.graph = build_model(model, o);
       }
       chunked = std::make_unique<ChunkedGraph>(*entry.graph, node, recompute, request.engine);
@@ -156,6 +180,7 @@ LayoutSearch search_layouts(std::string_view model, const ModelOptions& options,
     return c.fits;
   };
   if (request.tensor_parallel < 0 || request.pipeline_parallel < 0 ||
+      request.context_parallel < 0 ||
       (request.tensor_parallel > 0 && request.gpus % request.tensor_parallel != 0) ||
       (request.pipeline_parallel > 0 &&
        request.gpus % (std::max(1, request.tensor_parallel) * request.pipeline_parallel) != 0)) {
@@ -168,50 +193,54 @@ LayoutSearch search_layouts(std::string_view model, const ModelOptions& options,
     }
     for (const int pp : divisors(request.gpus / tp)) {
       if (request.pipeline_parallel > 0 && pp != request.pipeline_parallel) continue;
-      const int dp = request.gpus / (tp * pp);
-      if (request.global_batch % dp != 0) continue;  // dp = 1 always divides
-      const int64_t replica_batch = request.global_batch / dp;
-      for (const int ep : divisors(dp)) {
-        if (request.expert_parallel > 0 ? ep != request.expert_parallel
-                                        : ep > 1 && (experts == 0 || experts % ep != 0)) {
-          continue;
-        }
-        for (int64_t b = 1; b <= replica_batch; b *= 2) {
-          if (replica_batch % b != 0) continue;
-          const int64_t m = replica_batch / b;
-          if (m > (1 << 16)) continue;  // past pipeline_plan's micro-batch count
-          std::vector<std::pair<PipelineSchedule, int>> schedules = {
-              {PipelineSchedule::kOneFOneB, 1}};
-          for (int v = 2; v <= kMostChunksPerDevice && pp > 1 && m % pp == 0; ++v) {
-            schedules.emplace_back(PipelineSchedule::kInterleaved, v);
+      for (const int cp : divisors(request.gpus / (tp * pp))) {
+        if (!context_ranks(cp)) continue;
+        const int dp = request.gpus / (tp * pp * cp);
+        if (request.global_batch % dp != 0) continue;  // dp = 1 always divides
+        const int64_t replica_batch = request.global_batch / dp;
+        for (const int ep : divisors(dp)) {
+          if (request.expert_parallel > 0 ? ep != request.expert_parallel
+                                          : ep > 1 && (experts == 0 || experts % ep != 0)) {
+            continue;
           }
-          for (const auto& [schedule, chunks] : schedules) {
-            const std::vector<ChunkRecompute> choices =
-                request.recompute ? std::vector<ChunkRecompute>{*request.recompute}
-                                  : std::vector<ChunkRecompute>{ChunkRecompute::kNone,
-                                                                ChunkRecompute::kSelective,
-                                                                ChunkRecompute::kFullLayers};
-            for (const ChunkRecompute recompute : choices) {
-              LayoutCandidate c{.tensor_parallel = tp,
-                                .pipeline_parallel = pp,
-                                .data_parallel = dp,
-                                .expert_parallel = ep,
-                                .micro_batch = b,
-                                .micro_batches = static_cast<int>(m),
-                                .chunks_per_device = chunks,
-                                .schedule = schedule,
-                                .recompute = recompute};
-              const Built& graph = built(tp, b, ep, recompute);
-              const auto& chunked = graph.chunked[static_cast<int>(recompute)];
-              // Selective recomputation of a graph without s x s attention
-              // tensors (flash attention) keeps everything: nothing to try.
-              if (recompute == ChunkRecompute::kSelective && !request.recompute && chunked &&
-                  !chunked->drops_anything()) {
-                continue;
+          for (int64_t b = 1; b <= replica_batch; b *= 2) {
+            if (replica_batch % b != 0) continue;
+            const int64_t m = replica_batch / b;
+            if (m > (1 << 16)) continue;  // past pipeline_plan's micro-batch count
+            std::vector<std::pair<PipelineSchedule, int>> schedules = {
+                {PipelineSchedule::kOneFOneB, 1}};
+            for (int v = 2; v <= kMostChunksPerDevice && pp > 1 && m % pp == 0; ++v) {
+              schedules.emplace_back(PipelineSchedule::kInterleaved, v);
+            }
+            for (const auto& [schedule, chunks] : schedules) {
+              const std::vector<ChunkRecompute> choices =
+                  request.recompute ? std::vector<ChunkRecompute>{*request.recompute}
+                                    : std::vector<ChunkRecompute>{ChunkRecompute::kNone,
+                                                                  ChunkRecompute::kSelective,
+                                                                  ChunkRecompute::kFullLayers};
+              for (const ChunkRecompute recompute : choices) {
+                LayoutCandidate c{.tensor_parallel = tp,
+                                  .pipeline_parallel = pp,
+                                  .data_parallel = dp,
+                                  .expert_parallel = ep,
+                                  .context_parallel = cp,
+                                  .micro_batch = b,
+                                  .micro_batches = static_cast<int>(m),
+                                  .chunks_per_device = chunks,
+                                  .schedule = schedule,
+                                  .recompute = recompute};
+                const Built& graph = built(tp, cp, b, ep, recompute);
+                const auto& chunked = graph.chunked[static_cast<int>(recompute)];
+                // Selective recomputation of a graph without s x s attention
+                // tensors (flash attention) keeps everything: nothing to try.
+                if (recompute == ChunkRecompute::kSelective && !request.recompute && chunked &&
+                    !chunked->drops_anything()) {
+                  continue;
+                }
+                const bool fits = try_layout(c, graph);
+                search.candidates.push_back(std::move(c));
+                if (fits) break;  // recomputing where keeping fits is only slower
               }
-              const bool fits = try_layout(c, graph);
-              search.candidates.push_back(std::move(c));
-              if (fits) break;  // recomputing where keeping fits is only slower
             }
           }
         }
@@ -222,7 +251,8 @@ LayoutSearch search_layouts(std::string_view model, const ModelOptions& options,
                    [](const LayoutCandidate& a, const LayoutCandidate& b) {
                      if (a.fits != b.fits) return a.fits;
                      if ((a.step_time > 0) != (b.step_time > 0)) return a.step_time > 0;
-                     if (!a.fits && a.peak_bytes != b.peak_bytes) return a.peak_bytes < b.peak_bytes;
+                     if (!a.fits && a.peak_bytes != b.peak_bytes)
+                       return a.peak_bytes < b.peak_bytes;
                      return a.step_time < b.step_time;
                    });
   if (best_graph != nullptr) {

@@ -31,7 +31,8 @@ std::optional<PipelinePartition> parse_pipeline_partition(std::string_view name)
   return std::nullopt;
 }
 
-PipelinePlan plan_pipeline(const Graph& graph, const Hardware& node, const PipelineRequest& request) {
+PipelinePlan plan_pipeline(const Graph& graph, const Hardware& node,
+                           const PipelineRequest& request) {
   const ChunkedGraph chunked(graph, node, request.recompute, request.engine);
   return plan_pipeline(chunked, node, request);
 }
@@ -55,21 +56,24 @@ PipelinePlan plan_pipeline(const ChunkedGraph& chunked, const Hardware& node,
   shape.schedule = request.schedule;
   plan.data_parallel = checked_count(request.data_parallel, "data-parallel replicas");
   plan.expert_parallel = graph_expert_parallel(graph);
+  plan.context_parallel = graph_context_parallel(graph);
   if (plan.data_parallel % plan.expert_parallel != 0) {
-    fail("pipeline: {} expert-parallel ranks are data-parallel ones: give data-parallel "
-         "replicas (--ranks) a multiple of {} (got {})",
-         plan.expert_parallel, plan.expert_parallel, plan.data_parallel);
+    fail(
+        "pipeline: {} expert-parallel ranks are data-parallel ones: give data-parallel "
+        "replicas (--ranks) a multiple of {} (got {})",
+        plan.expert_parallel, plan.expert_parallel, plan.data_parallel);
   }
   const int64_t gpus =
-      int64_t{shape.devices} * plan.tensor_parallel * plan.data_parallel;
+      int64_t{shape.devices} * plan.tensor_parallel * plan.context_parallel * plan.data_parallel;
   if (gpus > (1 << 20)) fail("pipeline: {} GPUs in all is more than 2^20", gpus);
   plan.gpus = static_cast<int>(gpus);
-  // Megatron-LM's rank order: tensor ranks vary fastest, then data, then
-  // pipeline. A stage's tensor and data ranks fill a node before the next
-  // stage's (a node holds gpus_per_node / (tensor x data) consecutive
-  // stages), and a stage's data-parallel group has gpus_per_node / tensor
-  // of its ranks in each node.
-  const int stage_width = plan.tensor_parallel * plan.data_parallel;
+  // Megatron-LM's rank order: tensor ranks vary fastest, then context,
+  // then data, then pipeline. A stage's tensor, context and data ranks fill
+  // a node before the next stage's (a node holds gpus_per_node / (tensor x
+  // context x data) consecutive stages), and a stage's data- and
+  // context-parallel group has gpus_per_node / tensor of its ranks in each
+  // node.
+  const int stage_width = plan.tensor_parallel * plan.context_parallel * plan.data_parallel;
   shape.devices_per_node = std::max(1, node.gpus_per_node / stage_width);
   // NVIDIA's NVLink figure counts both directions; a transfer uses one.
   shape.in_node = {.bandwidth = node.interconnect_bandwidth / 2,
@@ -80,9 +84,14 @@ PipelinePlan plan_pipeline(const ChunkedGraph& chunked, const Hardware& node,
          node.name);
   }
   plan.budget = request.budget > 0 ? request.budget : default_budget(node);
-  plan.distributed_optimizer = request.distributed_optimizer && plan.data_parallel > 1;
+  // Note [Context parallelism in the zoo]: the parameters are whole on the
+  // context-parallel ranks too, which reduce their gradients and shard
+  // their optimizer states with the data-parallel ones (Megatron-LM's
+  // data-parallel group "with context parallelism").
+  const int replicas = plan.data_parallel * plan.context_parallel;
+  plan.distributed_optimizer = request.distributed_optimizer && replicas > 1;
   if (plan.distributed_optimizer) {
-    shape.optimizer_shards = plan.data_parallel;
+    shape.optimizer_shards = replicas;
     shape.expert_optimizer_shards = plan.data_parallel / plan.expert_parallel;
   }
 
@@ -99,13 +108,13 @@ PipelinePlan plan_pipeline(const ChunkedGraph& chunked, const Hardware& node,
   }
   for (int k = 0; k < chunks; ++k) plan.chunk_names.push_back(chunk_first_op(chunked, plan.cut, k));
   plan.costs = chunk_costs(chunked, plan.cut);
-  if (plan.data_parallel > 1) {
+  if (replicas > 1) {
     // Note [Collective time]: a ring all-reduce of M bytes sends 2(N-1)/N M
     // a rank, a reduce-scatter or all-gather (N-1)/N M. Note [Expert
     // parallelism in the zoo]: the experts' gradients and states go over the
     // d / e replicas holding the same experts (every e-th data-parallel
     // rank), the others' over all d.
-    const int d = plan.data_parallel, e = plan.expert_parallel, de = d / e;
+    const int d = replicas, e = plan.expert_parallel, de = plan.data_parallel / e;
     const CollectiveGroup dense{d, std::max(1, node.gpus_per_node / plan.tensor_parallel)};
     const CollectiveGroup experts{de, std::max(1, node.gpus_per_node / (plan.tensor_parallel * e))};
     const auto sync = [&](Collective kind, double bytes, const CollectiveGroup& group) {
@@ -144,10 +153,13 @@ PipelinePlan plan_pipeline(const ChunkedGraph& chunked, const Hardware& node,
   }
   plan.sim = simulate_pipeline(pipeline_setup(shape, plan.costs));
   plan.fits = true;
-  for (const PipelineDevice& d : plan.sim.devices) plan.fits = plan.fits && d.peak_bytes <= plan.budget;
+  for (const PipelineDevice& d : plan.sim.devices)
+    plan.fits = plan.fits && d.peak_bytes <= plan.budget;
   // The step runs every micro-batch through the whole model once: the
   // graph's iteration, micro_batches times, over all the pipeline's GPUs.
-  const Throughput one = plan_throughput(graph, plan.sim.step_time / shape.micro_batches, node, 1);
+  // (Context parallelism: c ranks, each 1/c of a micro-batch's sequences.)
+  const Throughput one =
+      plan_throughput(graph, plan.sim.step_time / shape.micro_batches, node, plan.context_parallel);
   plan.samples_per_s = one.samples_per_s * plan.data_parallel;
   plan.tokens_per_s = one.tokens_per_s * plan.data_parallel;
   plan.mfu = one.mfu / shape.devices;

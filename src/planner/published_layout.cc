@@ -3,7 +3,7 @@
 //
 // Note [Published layouts]
 // ~~~~~~~~~~~~~~~~~~~~~~~~
-// A row with a "layout" states its tensor and pipeline sizes, its GPUs and
+// A row with a "layout" states its tensor, pipeline (and context) sizes, its GPUs and
 // global batch, and whether it recomputed; the sources (Narayanan et al.
 // 2021's Table 1) do not state the micro-batch or the schedule each run
 // used, which their authors tuned. So memwall predicts such a row the way a
@@ -62,6 +62,8 @@ void parse_published_layout(const json& layout, PublishedRun& run) {
   l.tensor_parallel = static_cast<int>(layout_count(layout, run, "tensor_parallel", 1024, 1));
   l.pipeline_parallel =
       static_cast<int>(layout_count(layout, run, "pipeline_parallel", 1 << 16, 1));
+  l.context_parallel =
+      static_cast<int>(layout_count(layout, run, "context_parallel", 1024, 1));
   l.global_batch = layout_count(layout, run, "global_batch", kMaxLayoutBatch, 0);
   l.sequence_parallel = layout_flag(layout, run, "sequence_parallel");
   l.distributed_optimizer = layout_flag(layout, run, "distributed_optimizer");
@@ -80,13 +82,14 @@ void parse_published_layout(const json& layout, PublishedRun& run) {
 double sequences_per_gpu(const PublishedRun& run) {
   if (!run.layout) return static_cast<double>(run.batch) * run.grad_accum;
   const double gpus = static_cast<double>(run.ranks) * run.layout->tensor_parallel *
-                      run.layout->pipeline_parallel;
+                      run.layout->pipeline_parallel * run.layout->context_parallel;
   return static_cast<double>(run.layout->global_batch) / gpus;
 }
 
 int64_t published_gpus(const PublishedRun& run) {
   if (!run.layout) return run.ranks;
-  return int64_t{run.ranks} * run.layout->tensor_parallel * run.layout->pipeline_parallel;
+  return int64_t{run.ranks} * run.layout->tensor_parallel * run.layout->pipeline_parallel *
+         run.layout->context_parallel;
 }
 
 ModelOptions published_model_options(const PublishedRun& run) {
@@ -113,6 +116,7 @@ PublishedPrediction predict_published_layout(const PublishedRun& run, const Hard
   request.global_batch = l.global_batch;
   request.tensor_parallel = l.tensor_parallel;
   request.pipeline_parallel = l.pipeline_parallel;
+  request.context_parallel = l.context_parallel;
   request.sequence_parallel = l.sequence_parallel;
   request.distributed_optimizer = l.distributed_optimizer;
   request.partition = l.partition;

@@ -74,6 +74,14 @@ nlohmann::json torch_layout(nlohmann::json plan_json, const Graph& graph, const 
   if (!model.starts_with("gpt2") && !model.starts_with("llama")) {
     fail("--torchrun writes the GPT-2 and Llama models of the zoo; {} is not one", graph.name);
   }
+  if (plan.context_parallel > 1) {
+    // PyTorch's own context parallelism (torch.distributed.tensor.
+    // experimental.context_parallel) is experimental and not DTensor's
+    // parallelize_module: the runner does not build it.
+    fail("--torchrun: python -m memwall.parallel runs tensor, sequence and pipeline "
+         "parallelism; it does not run context parallelism ({} ranks)",
+         plan.context_parallel);
+  }
   ModelOptions options;
   options.shape = given_shape(graph);
   const ModelShape shape = full_model_shape(model, options);

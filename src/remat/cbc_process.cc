@@ -21,12 +21,16 @@
 
 #include <cstdint>
 #include <cstring>
+#include <string>
 
 #include "child_process.h"
 #include "memwall/base/error.h"
 
-namespace memwall::remat_detail {
+namespace memwall {
 namespace {
+
+using remat_detail::kChildWriteFailed;
+using remat_detail::write_all;
 
 // The answer's fixed part; the columns follow when has_solution.
 struct Header {
@@ -60,20 +64,20 @@ void solve_and_write(Cbc_Model* model, int fd) {
 
 }  // namespace
 
-CbcAnswer solve_in_child(Cbc_Model* model, Deadline deadline) {
-  const ChildRun run =
-      run_in_child([model](int fd) { solve_and_write(model, fd); }, deadline, "checkmate: CBC");
+CbcAnswer solve_cbc_in_child(Cbc_Model* model, Deadline deadline, std::string_view what) {
+  const remat_detail::ChildRun run = remat_detail::run_in_child(
+      [model](int fd) { solve_and_write(model, fd); }, deadline, what);
   CbcAnswer answer;
   if (!run.finished) return answer;
   Header h;
   if (run.bytes.size() < sizeof h) {
-    fail("checkmate: CBC's process answered {} bytes, less than its header", run.bytes.size());
+    fail("{}'s process answered {} bytes, less than its header", what, run.bytes.size());
   }
   std::memcpy(&h, run.bytes.data(), sizeof h);
   const auto columns = static_cast<uint64_t>(Cbc_getNumCols(model));
   const size_t expected = sizeof h + (h.has_solution ? sizeof(double) * columns : 0);
   if (h.magic != kMagic || h.columns != columns || run.bytes.size() != expected) {
-    fail("checkmate: CBC's process answered {} bytes, not the {} expected", run.bytes.size(),
+    fail("{}'s process answered {} bytes, not the {} expected", what, run.bytes.size(),
          expected);
   }
   answer.finished = true;
@@ -88,4 +92,4 @@ CbcAnswer solve_in_child(Cbc_Model* model, Deadline deadline) {
   return answer;
 }
 
-}  // namespace memwall::remat_detail
+}  // namespace memwall

@@ -103,9 +103,12 @@ std::string throughput_row(const Throughput& t, double iteration_time) {
   if (t.batch > 0) {
     work = rate(t.samples_per_s, "samples/s");
     if (t.seq > 0) work += ", " + rate(t.tokens_per_s, "tokens/s");
-    work += fmt::format(" ({}batch {}{} / {})",
+    work += fmt::format(" ({}batch {}{}{} / {})",
                         t.ranks > 1 ? fmt::format("{} ranks x ", t.ranks) : std::string(), t.batch,
                         t.seq > 0 ? fmt::format(" x seq {}", t.seq) : std::string(),
+                        t.context_parallel > 1
+                            ? fmt::format(" / {} context-parallel ranks a sample", t.context_parallel)
+                            : std::string(),
                         human_seconds(iteration_time));
   } else {
     work = rate(t.iterations_per_s, "iterations/s") + " (the graph gives no batch)";

@@ -25,6 +25,14 @@
 // (warm-up plus one). This is memwall's list schedule, not the paper's
 // hand-made one: on equal chunks it leaves more bubble than interleaved 1F1B
 // (docs/pipeline.md, "Known gaps").
+// An explicit placement (PipelineSetup::chunk_devices, a non-contiguous
+// one from Note [Non-contiguous placement]) runs on the same list schedule,
+// with any number of chunks a device: every pass whose inputs are there may
+// go, with at most placement_in_flight micro-batches in flight on each
+// chunk and no micro-batch groups. It cannot deadlock: the oldest
+// micro-batch in flight on a chunk is forwarded, or has room to be, on the
+// next chunk (forwards go in micro-batch order), so the last chunk's
+// backward of it can always run, and so on back up the chain.
 // After its last backward, each device all-reduces its chunks' gradients
 // over the data-parallel replicas, then runs their optimizer steps.
 //
@@ -60,6 +68,26 @@ struct Shape {
   int micro_batches = 0;
 };
 
+// One device per chunk, each in range, and a chunk on every device.
+void check_chunk_devices(const PipelineSetup& s) {
+  if (s.chunk_devices.size() != s.chunks.size()) {
+    fail("pipeline: {} chunk devices for {} chunks: give one device a chunk",
+         s.chunk_devices.size(), s.chunks.size());
+  }
+  std::vector<int> held(s.devices, 0);
+  for (size_t c = 0; c < s.chunk_devices.size(); ++c) {
+    const int d = s.chunk_devices[c];
+    if (d < 0 || d >= s.devices) {
+      fail("pipeline: chunk {} is placed on device {}: the devices are 0 to {}", c, d,
+           s.devices - 1);
+    }
+    ++held[d];
+  }
+  for (int d = 0; d < s.devices; ++d) {
+    if (held[d] == 0) fail("pipeline: device {} has no chunk in the placement", d);
+  }
+}
+
 Shape check_setup(const PipelineSetup& s) {
   if (s.devices < 1 || s.devices > kMaxCount) {
     fail("pipeline: devices must be from 1 to {} (got {})", kMaxCount, s.devices);
@@ -68,18 +96,22 @@ Shape check_setup(const PipelineSetup& s) {
     fail("pipeline: micro-batches must be from 1 to {} (got {})", kMaxCount, s.micro_batches);
   }
   const size_t chunks = s.chunks.size();
-  if (chunks == 0 || chunks % static_cast<size_t>(s.devices) != 0 || chunks > kMaxCount) {
+  const bool placed = !s.chunk_devices.empty();
+  if (placed) check_chunk_devices(s);
+  if (chunks == 0 || (!placed && chunks % static_cast<size_t>(s.devices) != 0) ||
+      chunks > kMaxCount) {
     fail("pipeline: {} chunks over {} devices: give a positive multiple of the devices", chunks,
          s.devices);
   }
-  const int per_device = static_cast<int>(chunks) / s.devices;
+  // Under an explicit placement the count varies by device; nothing reads it.
+  const int per_device = placed ? 0 : static_cast<int>(chunks) / s.devices;
   const bool one_chunk = s.schedule == PipelineSchedule::kGPipe ||
                          s.schedule == PipelineSchedule::kOneFOneB;
-  if (one_chunk && per_device != 1) {
+  if (!placed && one_chunk && per_device != 1) {
     fail("pipeline: {} runs one chunk per device (got {}); interleaved and hanayo run several",
          to_string(s.schedule), per_device);
   }
-  if (s.schedule == PipelineSchedule::kInterleaved && s.micro_batches % s.devices != 0) {
+  if (!placed && s.schedule == PipelineSchedule::kInterleaved && s.micro_batches % s.devices != 0) {
     fail(
         "pipeline: interleaved 1F1B runs micro-batches in groups of the {} devices: {} "
         "micro-batches is not a multiple (Megatron-LM's requirement)",
@@ -182,9 +214,10 @@ constexpr double kNotYet = std::numeric_limits<double>::infinity();
 // End times of every pass scheduled so far, and when each pass's inputs are there.
 class Passes {
  public:
-  Passes(const PipelineSetup& setup, const Shape& shape)
+  Passes(const PipelineSetup& setup, const Shape& shape, const std::vector<int>& device_of)
       : setup_(setup),
         shape_(shape),
+        device_of_(device_of),
         forward_end_(static_cast<size_t>(shape.chunks) * shape.micro_batches, kNotYet),
         backward_end_(forward_end_.size(), kNotYet) {}
 
@@ -192,17 +225,17 @@ class Passes {
   // needs is not scheduled.
   double ready(const PipelineTask& t) const {
     const int c = t.chunk;
-    const int device = chunk_device(setup_.schedule, c, shape_.devices);
+    const int device = device_of_[c];
     if (!t.backward) {
       if (c == 0) return 0;
       const double before = forward_end_[at(c - 1, t.micro_batch)];
-      const int from = chunk_device(setup_.schedule, c - 1, shape_.devices);
+      const int from = device_of_[c - 1];
       return before + transfer_seconds(setup_, from, device, setup_.chunks[c - 1].send_forward);
     }
     const double own = forward_end_[at(c, t.micro_batch)];
     if (c + 1 == shape_.chunks) return own;
     const double after = backward_end_[at(c + 1, t.micro_batch)];
-    const int from = chunk_device(setup_.schedule, c + 1, shape_.devices);
+    const int from = device_of_[c + 1];
     return std::max(
         own, after + transfer_seconds(setup_, from, device, setup_.chunks[c + 1].send_backward));
   }
@@ -223,18 +256,20 @@ class Passes {
   }
   const PipelineSetup& setup_;
   Shape shape_;
+  const std::vector<int>& device_of_;
   std::vector<double> forward_end_;
   std::vector<double> backward_end_;
 };
 
 // Runs each device's fixed order: the device whose next pass can start
 // first goes next.
-std::vector<PipelineTask> run_static(const PipelineSetup& setup, const Shape& shape) {
+std::vector<PipelineTask> run_static(const PipelineSetup& setup, const Shape& shape,
+                                     const std::vector<int>& device_of) {
   std::vector<std::vector<PipelineTask>> orders;
   for (int d = 0; d < shape.devices; ++d) orders.push_back(static_order(shape, setup.schedule, d));
   std::vector<size_t> next(shape.devices, 0);
   std::vector<double> free_at(shape.devices, 0);
-  Passes passes(setup, shape);
+  Passes passes(setup, shape, device_of);
   std::vector<PipelineTask> ran;
   const size_t total = static_cast<size_t>(2) * shape.chunks * shape.micro_batches;
   while (ran.size() < total) {
@@ -259,12 +294,13 @@ std::vector<PipelineTask> run_static(const PipelineSetup& setup, const Shape& sh
   return ran;
 }
 
-// Hanayo's waves as a list schedule (Note [Pipeline simulation]).
-std::vector<PipelineTask> run_list(const PipelineSetup& setup, const Shape& shape) {
+// Hanayo's waves, or an explicit placement, as a list schedule (Note
+// [Pipeline simulation]).
+std::vector<PipelineTask> run_list(const PipelineSetup& setup, const Shape& shape,
+                                   const std::vector<int>& device_of) {
+  const bool placed = !setup.chunk_devices.empty();
   std::vector<std::vector<int>> chunks_of(shape.devices);
-  for (int c = 0; c < shape.chunks; ++c) {
-    chunks_of[chunk_device(setup.schedule, c, shape.devices)].push_back(c);
-  }
+  for (int c = 0; c < shape.chunks; ++c) chunks_of[device_of[c]].push_back(c);
   // Priority: backward first, then earlier micro-batches, each as deep into
   // the wave as it has come (backward: the later chunk; forward: the
   // earlier), so that the first micro-batch turns and comes back soonest.
@@ -272,14 +308,16 @@ std::vector<PipelineTask> run_list(const PipelineSetup& setup, const Shape& shap
   const auto key = [&](const PipelineTask& t) {
     return std::make_tuple(t.backward ? 0 : 1, t.micro_batch, t.backward ? -t.chunk : t.chunk);
   };
-  Passes passes(setup, shape);
+  Passes passes(setup, shape, device_of);
   std::vector<double> free_at(shape.devices, 0);
   std::vector<int> in_flight(shape.devices, 0);
+  std::vector<int> chunk_in_flight(shape.chunks, 0);
   std::vector<int> forwards_run(shape.devices, 0);
   std::vector<int> cap(shape.devices);
-  for (int d = 0; d < shape.devices; ++d) {
+  for (int d = 0; d < shape.devices && !placed; ++d) {
     cap[d] = interleaved_warmup(shape, setup.schedule, d) + 1;
   }
+  const int chunk_cap = placement_in_flight(setup.schedule, shape.devices, shape.micro_batches);
   std::vector<PipelineTask> ran;
   const size_t total = static_cast<size_t>(2) * shape.chunks * shape.micro_batches;
   while (ran.size() < total) {
@@ -292,15 +330,15 @@ std::vector<PipelineTask> run_list(const PipelineSetup& setup, const Shape& shap
       // order) while under its cap.
       std::vector<std::pair<PipelineTask, double>> candidates;
       // Forwards of the device's first micro-batch group with one not run.
-      const int open_group = forwards_run[d] / (group * shape.per_device);
+      const int open_group = placed ? 0 : forwards_run[d] / (group * shape.per_device);
       for (const int c : chunks_of[d]) {
-        bool next_forward = in_flight[d] < cap[d];
+        bool next_forward = placed ? chunk_in_flight[c] < chunk_cap : in_flight[d] < cap[d];
         for (int j = 0; j < shape.micro_batches; ++j) {
           for (const bool backward : {true, false}) {
             const PipelineTask t{.device = d, .chunk = c, .micro_batch = j, .backward = backward};
             if (passes.done(t) || (!backward && !next_forward)) continue;
             if (!backward) next_forward = false;
-            if (!backward && j / group != open_group) continue;
+            if (!backward && !placed && j / group != open_group) continue;
             const double ready = passes.ready(t);
             if (ready != kNotYet) candidates.emplace_back(t, std::max(free_at[d], ready));
           }
@@ -320,13 +358,14 @@ std::vector<PipelineTask> run_list(const PipelineSetup& setup, const Shape& shap
         best_task = *pick;
       }
     }
-    if (best_device < 0) fail("pipeline: internal error: hanayo's list schedule is stuck");
+    if (best_device < 0) fail("pipeline: internal error: the list schedule is stuck");
     PipelineTask t = best_task;
     t.start = best_start;
     t.end = best_start + passes.duration(t);
     passes.record(t);
     free_at[best_device] = t.end;
     in_flight[best_device] += t.backward ? -1 : 1;
+    chunk_in_flight[t.chunk] += t.backward ? -1 : 1;
     forwards_run[best_device] += t.backward ? 0 : 1;
     ran.push_back(t);
   }
@@ -375,6 +414,10 @@ int schedule_in_flight(PipelineSchedule schedule, int devices, int chunks_per_de
   return micro_batches;
 }
 
+int placement_in_flight(PipelineSchedule schedule, int devices, int micro_batches) {
+  return schedule == PipelineSchedule::kGPipe ? micro_batches : std::min(micro_batches, devices);
+}
+
 double transfer_seconds(const PipelineSetup& setup, int from, int to, uint64_t bytes) {
   if (from == to) return 0;
   const bool same_node = from / setup.devices_per_node == to / setup.devices_per_node;
@@ -385,20 +428,28 @@ double transfer_seconds(const PipelineSetup& setup, int from, int to, uint64_t b
 std::vector<PipelineTask> device_order(const PipelineSetup& setup, int device) {
   const Shape shape = check_setup(setup);
   if (device < 0 || device >= shape.devices) fail("pipeline: no device {}", device);
+  if (!setup.chunk_devices.empty()) return {};  // the list schedule's
   return static_order(shape, setup.schedule, device);
 }
 
 PipelineResult simulate_pipeline(const PipelineSetup& setup) {
   const Shape shape = check_setup(setup);
+  std::vector<int> device_of = setup.chunk_devices;
+  if (device_of.empty()) {
+    for (int c = 0; c < shape.chunks; ++c) {
+      device_of.push_back(chunk_device(setup.schedule, c, shape.devices));
+    }
+  }
   PipelineResult result;
-  result.tasks = setup.schedule == PipelineSchedule::kHanayo ? run_list(setup, shape)
-                                                             : run_static(setup, shape);
+  result.tasks = setup.schedule == PipelineSchedule::kHanayo || !setup.chunk_devices.empty()
+                     ? run_list(setup, shape, device_of)
+                     : run_static(setup, shape, device_of);
   result.devices.resize(shape.devices);
   std::vector<double> last_end(shape.devices, 0);
   std::vector<uint64_t> saved_in_flight(shape.devices, 0);
   std::vector<int> count_in_flight(shape.devices, 0);
   for (int c = 0; c < shape.chunks; ++c) {
-    PipelineDevice& d = result.devices[chunk_device(setup.schedule, c, shape.devices)];
+    PipelineDevice& d = result.devices[device_of[c]];
     d.states = checked_add(d.states, setup.chunks[c].states, "a pipeline device's states");
     // Note [Pipeline engines]: a set of receive buffers for every micro-batch.
     d.engine_buffers = checked_add(
@@ -410,7 +461,7 @@ PipelineResult simulate_pipeline(const PipelineSetup& setup) {
     d.grad_sync += setup.chunks[c].grad_sync;
   }
   for (int c = 0; c < shape.chunks; ++c) {
-    PipelineDevice& d = result.devices[chunk_device(setup.schedule, c, shape.devices)];
+    PipelineDevice& d = result.devices[device_of[c]];
     d.peak_bytes = std::max(
         d.peak_bytes, checked_add(checked_add(d.states, d.engine_buffers, "a pipeline device's bytes"),
                                   setup.chunks[c].optimizer_peak, "a pipeline device's bytes"));

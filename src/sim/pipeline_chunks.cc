@@ -34,7 +34,9 @@
 // the states follow the chunk's ops in order: `saved` is what is live
 // across the end of its forward, `forward_peak` and `backward_peak` the
 // highest points on each side. Seconds are the cost model's (op_time),
-// collectives included: Megatron-LM's tensor-parallel all-reduces block.
+// collectives included: Megatron-LM's tensor-parallel all-reduces block;
+// context parallelism's ring exchanges run beside the next kernel and cost
+// what it does not hide (hide_ring_exchanges).
 // What crosses a cut: the non-state buffers made before it and read by the
 // forward after it (or by backward ops anchored after it, in the other
 // direction, their gradients), the batch's inputs left out.
@@ -172,8 +174,8 @@ int ChunkedGraph::backward_anchor(const Op& op, const std::vector<int>& made_at,
   return top;
 }
 
-ChunkedGraph::ChunkedGraph(const Graph& graph, const Hardware& hardware,
-                           ChunkRecompute recompute, PipelineEngine engine)
+ChunkedGraph::ChunkedGraph(const Graph& graph, const Hardware& hardware, ChunkRecompute recompute,
+                           PipelineEngine engine)
     : graph_(graph), hardware_(hardware), recompute_(recompute), engine_(engine) {
   const size_t ops = graph.ops.size();
   const size_t buffers = graph.buffers.size();
@@ -257,14 +259,15 @@ ChunkedGraph::ChunkedGraph(const Graph& graph, const Hardware& hardware,
   std::vector<int> made_by_anchor(buffers, kNoPosition);
   for (OpId id = first_backward; id < static_cast<OpId>(ops); ++id) {
     const Op& op = graph.ops[id];
-    anchor_[id] = op.phase == Phase::kOptimizer ? optimizer_anchor(op, read_at, last)
-                                                : backward_anchor(op, made_at, made_by_anchor,
-                                                                  read_at, param_of, last);
+    anchor_[id] = op.phase == Phase::kOptimizer
+                      ? optimizer_anchor(op, read_at, last)
+                      : backward_anchor(op, made_at, made_by_anchor, read_at, param_of, last);
     for (const BufferId b : op.out) made_by_anchor[b] = anchor_[id];
   }
 
   seconds_.resize(ops);
   for (const Op& op : graph.ops) seconds_[op.id] = op_time(hardware, graph, op);
+  hide_ring_exchanges();
   if (recompute_ != ChunkRecompute::kNone) find_droppable();
 
   // What crosses each cut, by difference arrays over positions: a buffer
@@ -381,10 +384,8 @@ void ChunkedGraph::find_droppable() {
   } else {
     find_selective();
   }
-  drops_anything_ =
-      std::find(droppable_.begin(), droppable_.end(), uint8_t{1}) != droppable_.end();
+  drops_anything_ = std::find(droppable_.begin(), droppable_.end(), uint8_t{1}) != droppable_.end();
 }
-
 
 void ChunkedGraph::find_selective() {
   const size_t buffers = graph_.buffers.size();
@@ -407,8 +408,8 @@ void ChunkedGraph::find_selective() {
     if (!droppable_[s]) continue;
     const Dims& shape = graph_.buffers[s].shape;
     const std::string& type = graph_.ops[maker[s]].type;
-    droppable_[s] = (type == "softmax" || type == "dropout") && shape.size() == 4 &&
-                    shape[2] == shape[3];
+    droppable_[s] =
+        (type == "softmax" || type == "dropout") && shape.size() == 4 && shape[2] == shape[3];
   }
   // Rerun: their makers, and back from there the makers of what they read
   // that the layer made and no backward op reads.
@@ -443,8 +444,8 @@ void ChunkedGraph::find_selective() {
   }
 }
 
-std::vector<std::pair<OpId, bool>> ChunkedGraph::run_order(const std::vector<OpId>& ops,
-                                                           int begin, int end) const {
+std::vector<std::pair<OpId, bool>> ChunkedGraph::run_order(const std::vector<OpId>& ops, int begin,
+                                                           int end) const {
   std::vector<std::pair<OpId, bool>> order;
   if (recompute_ == ChunkRecompute::kNone) {
     for (const OpId id : ops) order.emplace_back(id, false);
@@ -505,6 +506,29 @@ ChunkCost ChunkedGraph::cost(int begin, int end) const {
   return costs_[key] = measure(begin, end);
 }
 
+// Note [Pipeline chunks]: a run of ring exchanges (cp_send_recv, Note
+// [Context parallelism in the zoo] in src/models/context_parallel.cc) runs
+// on the comm stream beside the kernel after it, one after another: they
+// cost only what that kernel does not hide, shared in proportion.
+void ChunkedGraph::hide_ring_exchanges() {
+  const auto ops = static_cast<OpId>(graph_.ops.size());
+  OpId run_start = 0;
+  double run = 0;
+  for (OpId id = 0; id < ops; ++id) {
+    const Op& op = graph_.ops[id];
+    if (op.type == "cp_send_recv") {
+      if (run == 0) run_start = id;
+      run += seconds_[id];
+      continue;
+    }
+    if (run > 0) {
+      const double exposed = std::max(0.0, run - seconds_[id]);
+      for (OpId c = run_start; c < id; ++c) seconds_[c] *= exposed / run;
+    }
+    run = 0;
+  }
+}
+
 ChunkCost ChunkedGraph::measure(int begin, int end) const {
   ChunkCost cost;
   const size_t buffers = graph_.buffers.size();
@@ -519,7 +543,7 @@ ChunkCost ChunkedGraph::measure(int begin, int end) const {
   const int steps = static_cast<int>(order.size());
   std::vector<int> first(2 * buffers, -1);
   std::vector<int> last(2 * buffers, -1);
-  std::vector<uint8_t> held(buffers, 0);  // states the chunk holds
+  std::vector<uint8_t> held(buffers, 0);                 // states the chunk holds
   std::vector<uint8_t> rerun(layer_forward_.size(), 0);  // layers rerun so far
   const OpId last_forward_op = forward_.back();
   int last_forward = -1;
@@ -528,9 +552,12 @@ ChunkCost ChunkedGraph::measure(int begin, int end) const {
     const Op& op = graph_.ops[id];
     const bool backward = id > last_forward_op && op.phase != Phase::kOptimizer;
     if (!again && !backward && op.phase != Phase::kOptimizer) last_forward = i;
-    if (op.phase == Phase::kOptimizer) cost.optimizer += seconds_[id];
-    else if (again || backward) cost.backward += seconds_[id];
-    else cost.forward += seconds_[id];
+    if (op.phase == Phase::kOptimizer)
+      cost.optimizer += seconds_[id];
+    else if (again || backward)
+      cost.backward += seconds_[id];
+    else
+      cost.forward += seconds_[id];
     const int layer = again ? layer_of_op_[id] : -1;
     if (again) rerun[layer] = 1;
     for (const auto* list : {&op.in, &op.out, &op.updates}) {
@@ -609,8 +636,8 @@ ChunkCost ChunkedGraph::measure(int begin, int end) const {
     const Op& op = graph_.ops[order[i].first];
     const uint64_t now = static_cast<uint64_t>(live) + op.workspace;
     uint64_t& peak = op.phase == Phase::kOptimizer ? cost.optimizer_peak
-                     : i <= last_forward          ? cost.forward_peak
-                                                  : cost.backward_peak;
+                     : i <= last_forward           ? cost.forward_peak
+                                                   : cost.backward_peak;
     peak = std::max(peak, now);
   }
   cost.send_forward = end < forward_ops() ? forward_crossing_[end] : 0;
@@ -624,9 +651,12 @@ std::string_view to_string(PipelineEngine engine) {
 
 std::string_view to_string(ChunkRecompute recompute) {
   switch (recompute) {
-    case ChunkRecompute::kFullLayers: return "per-layer";
-    case ChunkRecompute::kSelective: return "selective";
-    case ChunkRecompute::kNone: break;
+    case ChunkRecompute::kFullLayers:
+      return "per-layer";
+    case ChunkRecompute::kSelective:
+      return "selective";
+    case ChunkRecompute::kNone:
+      break;
   }
   return "keep-all";
 }
@@ -657,9 +687,10 @@ PipelineCut even_layer_cut(const ChunkedGraph& chunked, int chunks) {
   const std::vector<int> starts = chunked.cut_points(false);
   const int layers = static_cast<int>(starts.size());
   if (chunks < 1 || layers % chunks != 0 || find_layers(chunked.graph()).names.empty()) {
-    fail("pipeline: {} has {} layers, which do not split evenly into {} chunks (Megatron-LM's "
-         "even split needs a multiple)",
-         chunked.graph().name, find_layers(chunked.graph()).names.size(), chunks);
+    fail(
+        "pipeline: {} has {} layers, which do not split evenly into {} chunks (Megatron-LM's "
+        "even split needs a multiple)",
+        chunked.graph().name, find_layers(chunked.graph()).names.size(), chunks);
   }
   PipelineCut cut;
   for (int k = 0; k < chunks; ++k) cut.push_back(starts[k * (layers / chunks)]);

@@ -4,7 +4,10 @@
 // ~~~~~~~~~~~~~~~~~
 // Samples per second are ranks x batch / iteration time: every
 // data-parallel rank runs the graph's batch (a rank's micro-batch) each
-// iteration. Tokens per second multiply by the sequence length, for
+// iteration; with context parallelism c ranks share each sample, each
+// holding 1/c of its sequence (Note [Context parallelism in the zoo] in
+// src/models/context_parallel.cc), so the sum is over ranks / c. Tokens
+// per second multiply by the sequence length, for
 // transformers (graphs whose meta carries "seq"). Model FLOPs utilization
 // follows PaLM (Chowdhery et al. 2022, arXiv:2204.02311, Section 4.1 and
 // Appendix B): the FLOPs the model needs per iteration, without the
@@ -43,7 +46,11 @@ Throughput plan_throughput(const Graph& graph, double iteration_time, const Hard
   t.iterations_per_s = 1 / iteration_time;
   t.batch = meta_count(graph, "batch");
   t.seq = meta_count(graph, "seq");
-  const double samples = static_cast<double>(ranks) * static_cast<double>(t.batch);
+  // Note [Context parallelism in the zoo]: c of the ranks share each
+  // sample (its sequence split c ways).
+  t.context_parallel = graph_context_parallel(graph);
+  const double samples = static_cast<double>(ranks) * static_cast<double>(t.batch) /
+                         static_cast<double>(t.context_parallel);
   t.samples_per_s = samples / iteration_time;
   t.tokens_per_s = t.samples_per_s * static_cast<double>(t.seq);
   std::array<double, 9> by_dtype{};

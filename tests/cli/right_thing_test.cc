@@ -208,8 +208,8 @@ TEST(RightOptions, IgnoredOptionsAreRefused) {
       run_memwall("inspect --model gpt2-small --batch 1 --seq 64 --export " + graph).exit_code, 0);
   const std::string zoo_only =
       "--model, --batch, --seq, --image, --dtype, --optimizer, --flash, --forward-only, "
-      "--eager-kernels, --tensor-parallel, --sequence-parallel, --expert-parallel, --shape and the "
-      "LoRA options build a "
+      "--eager-kernels, --tensor-parallel, --sequence-parallel, --expert-parallel, "
+      "--context-parallel, --shape and the LoRA options build a "
       "zoo model; they do not apply to --graph " +
       graph;
   expect_bad("inspect --model gpt2-medium --graph " + graph, zoo_only);

@@ -151,7 +151,7 @@ TEST(GraphRanks, CommOpsAreTimedOverTheGraphsRanks) {
   EXPECT_EQ(ranks_error([&] { op_time(h100, g, op); }),
             "op 0 ('w.all_gather') is of phase comm but its type 'broadcast' is no collective "
             "memwall times (all_reduce, reduce_scatter, all_gather, their tensor-parallel "
-            "tp_ forms, and ep_all_to_all)");
+            "tp_ forms, ep_all_to_all and cp_send_recv)");
 }
 
 }  // namespace

@@ -253,7 +253,20 @@ TEST(PublishedLayouts, NarayanansTableCountsFlopsPerGpu) {
   EXPECT_DOUBLE_EQ(published_step_seconds(r, 0), flops / 3072 / 163e12);
   int rows = 0;
   for (const PublishedRun& run : runs) rows += run.layout.has_value();
-  EXPECT_EQ(rows, 12);  // and Llama 3 405B's two
+  EXPECT_EQ(rows, 13);  // and Llama 3 405B's three
+}
+
+// The Llama 3 paper's Table 4, its long-context row: 16,384 GPUs as tensor
+// 8 x context 16 x pipeline 16 x data 8, 16 sequences of 131,072 tokens a
+// data-parallel rank (16M tokens a step): 128 sequences over 16,384 GPUs.
+TEST(PublishedLayouts, ContextParallelRowCountsItsGpus) {
+  const std::vector<PublishedRun> runs = parse_published_runs(builtin_published_runs());
+  const PublishedRun& r = builtin_row(runs, "llama3-405b-16k-gpus-128k-context");
+  ASSERT_TRUE(r.layout.has_value());
+  EXPECT_EQ(r.layout->context_parallel, 16);
+  EXPECT_EQ(published_gpus(r), 16384);
+  EXPECT_EQ(r.layout->global_batch * r.seq, 16777216);
+  EXPECT_DOUBLE_EQ(sequences_per_gpu(r), 128.0 / 16384);
 }
 
 // Note [Published layouts]: the prediction is the layout search's, fixed

@@ -52,7 +52,9 @@ void expect_consistent(const PipelineSetup& setup, const PipelineResult& r) {
   std::map<std::tuple<int, int, bool>, double> end;
   for (const PipelineTask& t : r.tasks) {
     EXPECT_TRUE(seen.insert({t.chunk, t.micro_batch, t.backward}).second);
-    EXPECT_EQ(t.device, chunk_device(setup.schedule, t.chunk, setup.devices));
+    EXPECT_EQ(t.device, setup.chunk_devices.empty()
+                            ? chunk_device(setup.schedule, t.chunk, setup.devices)
+                            : setup.chunk_devices[t.chunk]);
     end[{t.chunk, t.micro_batch, t.backward}] = t.end;
   }
   for (const PipelineTask& t : r.tasks) {
@@ -161,6 +163,79 @@ TEST(PipelineSim, HanayoWavesRunEveryPassWithinTheirPlacement) {
   // warm-up, counted from device 0, where the second wave ends.
   for (int d = 0; d < p; ++d) EXPECT_LE(r.devices[d].max_in_flight, d * 2 + p + 1);
   for (const PipelineDevice& d : r.devices) EXPECT_EQ(d.busy, 8 * 2 * 1.5);
+}
+
+// Chunks 0 and 2 on device 0, chunk 1 on device 1 (a non-contiguous
+// placement), f = 1, b = 2, two micro-batches, free transfers; at most
+// min(m, devices) = 2 micro-batches in flight a chunk. The list schedule,
+// pass by pass (ties to the lower device, backward first):
+//   d0 F0.0 [0,1]  F0.1 [1,2]  F2.0 [2,3]  B2.0 [3,5]  F2.1 [5,6]  B2.1 [6,8]
+//      B0.0 [8,10] B0.1 [10,12]
+//   d1 F1.0 [1,2]  F1.1 [2,3]  B1.0 [5,7]  B1.1 [8,10]
+// Device 0 never idles (12 s busy), device 1 idles 6 of 12 s: bubble 6 / 24.
+// Device 0's peak: B2.0 with c0's two micro-batches beside it, 2 x 1000
+// states + 2 x 100 saved + 150 = 2350, three micro-batch chunks in flight.
+TEST(PipelineSim, AnExplicitPlacementRunsOnTheListSchedule) {
+  PipelineSetup setup = equal_setup(PipelineSchedule::kOneFOneB, 2, 1, 2);
+  setup.chunks.push_back(equal_chunk(1, 2));
+  setup.chunk_devices = {0, 1, 0};
+  EXPECT_EQ(placement_in_flight(setup.schedule, 2, 2), 2);
+  EXPECT_TRUE(device_order(setup, 0).empty());
+  const PipelineResult r = simulate_pipeline(setup);
+  expect_consistent(setup, r);
+  EXPECT_EQ(r.passes_end, 12);
+  EXPECT_EQ(r.step_time, 12 + 2 * 0.25);
+  EXPECT_EQ(r.bubble_fraction, 0.25);
+  EXPECT_EQ(r.devices[0].busy, 12);
+  EXPECT_EQ(r.devices[1].busy, 6);
+  EXPECT_EQ(r.devices[0].states, 2000u);
+  EXPECT_EQ(r.devices[0].peak_bytes, 2350u);
+  EXPECT_EQ(r.devices[0].peak_in_flight, 3);
+  EXPECT_EQ(r.devices[0].max_in_flight, 3);
+  EXPECT_EQ(r.devices[1].peak_bytes, 1000u + 100 + 150);
+}
+
+// Any placement runs to its end (no deadlock) within the per-chunk cap.
+TEST(PipelineSim, EveryPlacementOfFiveChunksRunsWithinItsCap) {
+  for (const PipelineSchedule schedule : {PipelineSchedule::kOneFOneB, PipelineSchedule::kGPipe}) {
+    for (int code = 0; code < 243; ++code) {  // 3^5 maps of 5 chunks onto 3 devices
+      PipelineSetup setup = equal_setup(schedule, 3, 1, 5, 1, 2);
+      setup.chunks.resize(5, equal_chunk(0.5, 1.5));
+      setup.chunks[1].send_forward = 1 << 20;
+      std::vector<int> held(3, 0);
+      for (int c = 0, rest = code; c < 5; ++c, rest /= 3) {
+        setup.chunk_devices.push_back(rest % 3);
+        ++held[rest % 3];
+      }
+      if (std::count(held.begin(), held.end(), 0) > 0) {
+        EXPECT_THROW(simulate_pipeline(setup), Error);
+        continue;
+      }
+      SCOPED_TRACE(code);
+      const PipelineResult r = simulate_pipeline(setup);
+      expect_consistent(setup, r);
+      const int cap = placement_in_flight(schedule, 3, 5);
+      for (int d = 0; d < 3; ++d) EXPECT_LE(r.devices[d].max_in_flight, held[d] * cap);
+    }
+  }
+}
+
+TEST(PipelineSim, BadPlacementsAreOneClearError) {
+  const auto error_of = [](std::vector<int> devices) {
+    PipelineSetup setup = equal_setup(PipelineSchedule::kOneFOneB, 2, 1, 2);
+    setup.chunks.push_back(equal_chunk(1, 2));
+    setup.chunk_devices = std::move(devices);
+    try {
+      simulate_pipeline(setup);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(error_of({0, 1}), "pipeline: 2 chunk devices for 3 chunks: give one device a chunk");
+  EXPECT_EQ(error_of({0, 2, 1}),
+            "pipeline: chunk 1 is placed on device 2: the devices are 0 to 1");
+  EXPECT_EQ(error_of({1, 1, 1}), "pipeline: device 0 has no chunk in the placement");
 }
 
 TEST(PipelineSim, SetupsNoScheduleRunsAreRefused) {

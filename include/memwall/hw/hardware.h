@@ -190,7 +190,10 @@ bool is_attention_type(std::string_view type);
 int graph_tensor_parallel(const Graph& graph);
 // The GPUs that run a graph's step together, which share nodes' host
 // memory and links (Note [Ranks on a node] in ranks.cc): its data-parallel
-// times its tensor-parallel ranks (tensor-parallel ranks sit in one node).
+// times its tensor-parallel ranks (tensor-parallel ranks sit in one node);
+// the data-parallel ranks of a context-parallel graph count its
+// context-parallel ones (the planner's ZeRO ranks are both: Note [Context
+// parallelism in the zoo]).
 // Throws Error past 2^20.
 int graph_gpus(const Graph& graph);
 // The expert-parallel ranks a graph is one rank of: its
@@ -201,16 +204,23 @@ int graph_expert_parallel(const Graph& graph);
 // tp_all_reduce, tp_reduce_scatter, tp_all_gather).
 bool is_tensor_parallel_collective(const Op& op);
 
-enum class Collective : uint8_t { kAllReduce, kReduceScatter, kAllGather, kAllToAll };
+// The context-parallel ranks a graph is one rank of: its
+// meta.context_parallel (Note [Context parallelism in the zoo] in
+// src/models/context_parallel.cc), 1 when absent; Error as above.
+int graph_context_parallel(const Graph& graph);
+
+// kSendRecv: one hop of a ring, every rank sending to the next at once.
+enum class Collective : uint8_t { kAllReduce, kReduceScatter, kAllGather, kAllToAll, kSendRecv };
 // The collective of a comm op, from its type ("all_reduce", "reduce_scatter",
-// "all_gather", one of them prefixed "tp_", or "ep_all_to_all"); throws
-// Error naming the op for any other.
+// "all_gather", one of them prefixed "tp_", "ep_all_to_all" or
+// "cp_send_recv"); throws Error naming the op for any other.
 Collective collective_of(const Op& op);
 // The ranks a comm op's collective runs over, and the node as that group
 // sees it: tp_ collectives over the tensor-parallel ranks (in one node),
 // ep_ ones over the expert-parallel ranks (consecutive data-parallel ranks,
-// so gpus_per_node / t of them in a node), the others over the
-// data-parallel ranks.
+// so gpus_per_node / t of them in a node), cp_ ones over the
+// context-parallel ranks (Megatron-LM's order: gpus_per_node / t of them in
+// a node), the others over the data-parallel ranks.
 struct CollectiveGroup {
   int ranks = 1;
   int gpus_per_node = 1;  // of the group's ranks in one node

@@ -82,6 +82,11 @@ struct ModelOptions {
   // back by all-to-all (Note [Expert parallelism in the zoo] in
   // src/models/expert_parallel.cc).
   int64_t expert_parallel = 1;
+  // Context parallelism over this many ranks (GPT-2 and Llama, with
+  // --flash): each holds 1/c of every sequence, and attention passes the
+  // keys and values around them in a ring (Note [Context parallelism in the
+  // zoo] in src/models/context_parallel.cc).
+  int64_t context_parallel = 1;
   // The GPT-2 and Llama models: another shape (the graph name says it).
   ModelShape shape;
 };

@@ -38,6 +38,8 @@ struct ModelSource {
   bool sequence_parallel = false;
   // Expert parallelism (ModelOptions::expert_parallel), as text.
   std::optional<std::string> expert_parallel;
+  // Context parallelism (ModelOptions::context_parallel), as text.
+  std::optional<std::string> context_parallel;
   // Another shape of a GPT-2 or Llama model (ModelOptions::shape), as
   // "layers=126,hidden=16384,heads=128,kv_heads=8,ffn=53248,vocab=128256,
   // positions=8192" (any of them; parse_model_shape).

@@ -28,6 +28,9 @@ struct LayoutRequest {
   int tensor_parallel = 0;
   int pipeline_parallel = 0;
   int expert_parallel = 0;  // a mixture of experts': among the data-parallel replicas
+  // Context parallelism (GPT-2 and Llama with flash attention); searched
+  // where each rank keeps at least kLeastContextPositions positions.
+  int context_parallel = 0;
   // Sequence parallelism wherever t > 1 (nullopt: on, Korthikanti et al.'s
   // default); false for layouts from before it (Narayanan et al. 2021).
   std::optional<bool> sequence_parallel;
@@ -43,6 +46,7 @@ struct LayoutCandidate {
   int pipeline_parallel = 1;
   int data_parallel = 1;
   int expert_parallel = 1;
+  int context_parallel = 1;
   int64_t micro_batch = 1;
   int micro_batches = 1;
   int chunks_per_device = 1;
@@ -64,13 +68,18 @@ struct LayoutSearch {
   double seconds = 0;  // the search's wall time
 };
 
+// The fewest positions of each sequence the layout search gives a
+// context-parallel rank (Note [Layout search]).
+inline constexpr int64_t kLeastContextPositions = 4096;
+
 // `options` are the zoo model's (batch, tensor and sequence parallelism
 // are the search's). Throws Error on counts out of range; a search where
 // nothing fits returns no best.
 LayoutSearch search_layouts(std::string_view model, const ModelOptions& options,
                             const Hardware& node, const LayoutRequest& request);
 
-// "tp 2 x pp 4 x dp 8, micro-batch 2 x 16, interleaved (2 chunks)", and
+// "tp 2 x pp 4 x dp 8, micro-batch 2 x 16, interleaved (2 chunks)" ("tp 8
+// x cp 16 x pp 16 x dp 8" with context parallelism), and
 // ", per-layer recompute" where it recomputes.
 std::string layout_label(const LayoutCandidate& c);
 

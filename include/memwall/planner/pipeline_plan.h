@@ -51,8 +51,9 @@ struct PipelinePlan {
   int tensor_parallel = 1;
   int data_parallel = 1;
   int expert_parallel = 1;  // the graph's (among the data-parallel replicas)
+  int context_parallel = 1;  // the graph's
   bool distributed_optimizer = false;
-  int gpus = 1;  // devices x tensor-parallel ranks x data-parallel replicas
+  int gpus = 1;  // devices x tensor-parallel x context-parallel ranks x data-parallel replicas
   PipelineCut cut;
   std::vector<std::string> chunk_names;  // each chunk's first forward op
   std::vector<ChunkCost> costs;

@@ -36,6 +36,7 @@ enum class PublishedMetric {
 struct PublishedLayout {
   int tensor_parallel = 1;
   int pipeline_parallel = 1;
+  int context_parallel = 1;  // its ranks among the data-parallel ones' GPUs
   bool sequence_parallel = false;
   bool distributed_optimizer = false;
   PipelinePartition partition = PipelinePartition::kEvenLayers;

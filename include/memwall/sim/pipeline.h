@@ -79,6 +79,11 @@ struct PipelineSetup {
   int devices_per_node = 1;
   P2pLink in_node;
   P2pLink across_nodes;
+  // Per chunk, the device it runs on: a placement of its own (a
+  // non-contiguous one, memwall/planner/pipeline_placement.h), any chunk
+  // count of at least one a device, run by the list schedule (Note
+  // [Pipeline simulation]). Empty: the schedule's own (chunk_device).
+  std::vector<int> chunk_devices;
 };
 
 // The device that runs a chunk under a schedule: chunk % devices for GPipe,
@@ -92,6 +97,12 @@ int chunk_device(PipelineSchedule schedule, int chunk, int devices);
 // warm-up plus one (at most m x chunks per device).
 int schedule_in_flight(PipelineSchedule schedule, int devices, int chunks_per_device,
                        int micro_batches, int device);
+
+// Under an explicit placement (PipelineSetup::chunk_devices): the most
+// micro-batches the list schedule holds in flight on one chunk: all m under
+// GPipe, else min(m, devices), as many as keep the first chunk busy while
+// its oldest micro-batch goes down the model and back.
+int placement_in_flight(PipelineSchedule schedule, int devices, int micro_batches);
 
 // Seconds to send `bytes` from device `from` to device `to` over the
 // setup's links (0 on one device); its chunks are not read.
@@ -133,12 +144,14 @@ struct PipelineResult {
 // no chunks, a chunk count that is not a multiple of the devices, several
 // chunks per device under GPipe or 1F1B, interleaved with micro-batches not
 // a multiple of the devices (Megatron-LM's requirement), counts out of
-// range.
+// range; with chunk_devices, none of the count rules but one device per
+// chunk, each in range, and every device with a chunk.
 PipelineResult simulate_pipeline(const PipelineSetup& setup);
 
 // The order a device runs its passes in under the static schedules (GPipe,
-// 1F1B, interleaved): exposed for tests. Hanayo's order comes out of the
-// simulation (Note [Pipeline simulation]).
+// 1F1B, interleaved): exposed for tests. Hanayo's order and an explicit
+// placement's come out of the simulation (Note [Pipeline simulation]):
+// empty.
 std::vector<PipelineTask> device_order(const PipelineSetup& setup, int device);
 
 }  // namespace memwall

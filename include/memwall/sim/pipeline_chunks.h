@@ -94,6 +94,7 @@ class ChunkedGraph {
   // (Note [Pipeline recomputation]).
   std::vector<std::pair<OpId, bool>> run_order(const std::vector<OpId>& ops, int begin,
                                                int end) const;
+  void hide_ring_exchanges();
   void find_droppable();
   void find_selective();
 

@@ -15,8 +15,10 @@ struct Throughput {
   int ranks = 1;
   int64_t batch = 0;  // samples per rank per iteration (the graph's meta; 0: unknown)
   int64_t seq = 0;    // tokens per sample (transformers; 0: not one)
+  int context_parallel = 1;  // ranks that share each sample's sequence
   double iterations_per_s = 0;
-  double samples_per_s = 0;   // ranks x batch / iteration time (0 when the batch is unknown)
+  // ranks x batch / context_parallel / iteration time (0 when the batch is unknown)
+  double samples_per_s = 0;
   double tokens_per_s = 0;    // samples_per_s x seq
   double model_flops = 0;     // per rank and iteration: forward and backward ops, each once
   DType dtype = DType::kF32;  // the dtype carrying most of model_flops
