@@ -81,39 +81,42 @@ nlohmann::json plan_json(const PipelinePlan& p, const PlacementPlan* placed = nu
                        {"optimizer_s", d.optimizer}});
   }
   nlohmann::json j = {{"schedule", to_string(p.shape.schedule)},
-          {"engine", to_string(p.engine)},
-          {"partition", placed != nullptr ? "ip" : to_string(p.partition)},
-          {"checkpointing", to_string(p.recompute)},
-          {"pipeline_devices", p.shape.devices},
-          {"chunks_per_device", p.shape.chunks_per_device},
-          {"micro_batches", p.shape.micro_batches},
-          {"tensor_parallel", p.tensor_parallel},
-          {"data_parallel", p.data_parallel},
-          {"expert_parallel", p.expert_parallel},
-          {"context_parallel", p.context_parallel},
-          {"distributed_optimizer", p.distributed_optimizer},
-          {"gpus", p.gpus},
-          {"budget_bytes", p.budget},
-          {"fits", p.fits},
-          {"step_time_s", p.sim.step_time},
-          {"bubble_fraction", p.sim.bubble_fraction},
-          {"tokens_per_s", p.tokens_per_s},
-          {"samples_per_s", p.samples_per_s},
-          {"mfu", p.mfu},
-          {"chunks", chunks},
-          {"devices", devices}};
+                      {"engine", to_string(p.engine)},
+                      {"partition", placed != nullptr ? "ip" : to_string(p.partition)},
+                      {"checkpointing", to_string(p.recompute)},
+                      {"pipeline_devices", p.shape.devices},
+                      {"chunks_per_device", p.shape.chunks_per_device},
+                      {"micro_batches", p.shape.micro_batches},
+                      {"tensor_parallel", p.tensor_parallel},
+                      {"data_parallel", p.data_parallel},
+                      {"expert_parallel", p.expert_parallel},
+                      {"context_parallel", p.context_parallel},
+                      {"distributed_optimizer", p.distributed_optimizer},
+                      {"zero_stage", p.zero_stage},
+                      {"offload_optimizer", p.offload_optimizer},
+                      {"host_bytes_per_node", p.host_bytes_per_node},
+                      {"gpus", p.gpus},
+                      {"budget_bytes", p.budget},
+                      {"fits", p.fits},
+                      {"step_time_s", p.sim.step_time},
+                      {"bubble_fraction", p.sim.bubble_fraction},
+                      {"tokens_per_s", p.tokens_per_s},
+                      {"samples_per_s", p.samples_per_s},
+                      {"mfu", p.mfu},
+                      {"chunks", chunks},
+                      {"devices", devices}};
   if (placed != nullptr) {
     const PlacementResult& r = placed->placement;
-    j["placement"] = {{"segment_starts", placed->cut_points},
-                      {"segment_devices", r.device},
-                      {"device_loads_s", r.loads},
-                      {"max_load_s", r.max_load},
-                      {"bound_s", r.bound},
-                      {"optimal", r.optimal},
-                      {"timed_out", r.timed_out},
-                      {"contiguous_max_load_s", r.contiguous_device.empty()
-                                                    ? nlohmann::json(nullptr)
-                                                    : nlohmann::json(r.contiguous_load)}};
+    j["placement"] = {
+        {"segment_starts", placed->cut_points},
+        {"segment_devices", r.device},
+        {"device_loads_s", r.loads},
+        {"max_load_s", r.max_load},
+        {"bound_s", r.bound},
+        {"optimal", r.optimal},
+        {"timed_out", r.timed_out},
+        {"contiguous_max_load_s", r.contiguous_device.empty() ? nlohmann::json(nullptr)
+                                                              : nlohmann::json(r.contiguous_load)}};
   }
   return j;
 }
@@ -133,8 +136,8 @@ std::string placement_text(const PlacementPlan& placed, int devices) {
   std::string out = field("ip objective", fmt::format("{:.4f} ms a micro-batch on the busiest "
                                                       "device ({}), {}",
                                                       r.max_load * 1e3, proof, contiguous));
-  out += fmt::format("\n  device  {:<24} load ms\n",
-                     fmt::format("segments (of {})", r.device.size()));
+  out +=
+      fmt::format("\n  device  {:<24} load ms\n", fmt::format("segments (of {})", r.device.size()));
   const std::vector<std::string> runs = segment_runs(placed, devices);
   for (int d = 0; d < devices; ++d) {
     out += fmt::format("  {:>6}  {:<24} {:>7.3f}\n", d, runs[d], r.loads[d] * 1e3);
@@ -146,29 +149,32 @@ std::string plan_text(std::string_view graph_name, const Hardware& hw, const Pip
                       const PlacementPlan* placed = nullptr) {
   std::string out = fmt::format("{} on {} x {}\n", graph_name, p.gpus, hw.name);
   const std::string chunks =
-      placed != nullptr
-          ? fmt::format("{} chunks placed by the integer programme", p.costs.size())
-          : fmt::format("{} chunk{} a device", p.shape.chunks_per_device,
-                        p.shape.chunks_per_device == 1 ? "" : "s");
-  out += field("layout",
-               fmt::format("{} pipeline devices x {} tensor-parallel{} x {} data-parallel, {}",
-                           p.shape.devices, p.tensor_parallel,
-                           p.context_parallel > 1
-                               ? fmt::format(" x {} context-parallel", p.context_parallel)
-                               : "",
-                           p.expert_parallel > 1 ? fmt::format("{} (expert-parallel {})",
-                                                               p.data_parallel, p.expert_parallel)
-                                                 : fmt::format("{}", p.data_parallel),
-                           chunks) +
-                   (p.distributed_optimizer ? ", optimizer states sharded (ZeRO-1)" : ""));
+      placed != nullptr ? fmt::format("{} chunks placed by the integer programme", p.costs.size())
+                        : fmt::format("{} chunk{} a device", p.shape.chunks_per_device,
+                                      p.shape.chunks_per_device == 1 ? "" : "s");
+  out += field(
+      "layout",
+      fmt::format(
+          "{} pipeline devices x {} tensor-parallel{} x {} data-parallel, {}", p.shape.devices,
+          p.tensor_parallel,
+          p.context_parallel > 1 ? fmt::format(" x {} context-parallel", p.context_parallel) : "",
+          p.expert_parallel > 1
+              ? fmt::format("{} (expert-parallel {})", p.data_parallel, p.expert_parallel)
+              : fmt::format("{}", p.data_parallel),
+          chunks) +
+          (p.zero_stage == 1   ? ", optimizer states sharded (ZeRO-1)"
+           : p.zero_stage == 2 ? ", optimizer states and gradients sharded (ZeRO-2)"
+           : p.zero_stage == 3 ? ", parameters, gradients and optimizer states sharded "
+                                 "(ZeRO-3)"
+                               : ""));
   if (placed != nullptr) {
-    out += field("schedule",
-                 fmt::format("list schedule over the placement, {} micro-batches, at most {} in "
-                             "flight a chunk ({})",
-                             p.shape.micro_batches,
-                             placement_in_flight(p.shape.schedule, p.shape.devices,
-                                                 p.shape.micro_batches),
-                             to_string(p.shape.schedule)));
+    out += field(
+        "schedule",
+        fmt::format("list schedule over the placement, {} micro-batches, at most {} in "
+                    "flight a chunk ({})",
+                    p.shape.micro_batches,
+                    placement_in_flight(p.shape.schedule, p.shape.devices, p.shape.micro_batches),
+                    to_string(p.shape.schedule)));
     out += field("partition", "ip (Tarnawski et al.'s integer programme, non-contiguous)");
     out += placement_text(*placed, p.shape.devices);
   } else {
@@ -186,22 +192,28 @@ std::string plan_text(std::string_view graph_name, const Hardware& hw, const Pip
                  "selective: each layer reruns its attention's s x s part before its backward");
   }
   out += field("budget", exact_bytes(p.budget) + " a device");
+  if (p.offload_optimizer) {
+    out += field("offload",
+                 fmt::format("optimizer states on the host, stepped by the CPU: {} "
+                             "a node of {}{}",
+                             human_bytes(p.host_bytes_per_node), human_bytes(hw.host_memory_bytes),
+                             p.host_fits ? "" : " (over)"));
+  }
   out += field("step time", fmt::format("{:.6g} s (simulated), bubble {:.1f}%", p.sim.step_time,
                                         100 * p.sim.bubble_fraction));
   if (p.tokens_per_s > 0) {
-    out += field("throughput", fmt::format("{:.0f} tokens/s, MFU {:.1f}%",
-                                           p.tokens_per_s, 100 * p.mfu));
+    out += field("throughput",
+                 fmt::format("{:.0f} tokens/s, MFU {:.1f}%", p.tokens_per_s, 100 * p.mfu));
   } else {
-    out += field("throughput", fmt::format("{:.1f} samples/s, MFU {:.1f}%",
-                                           p.samples_per_s, 100 * p.mfu));
+    out += field("throughput",
+                 fmt::format("{:.1f} samples/s, MFU {:.1f}%", p.samples_per_s, 100 * p.mfu));
   }
   out += "\n  chunk  device  first op                 fwd ms   bwd ms   states       saved/mb\n";
   for (size_t k = 0; k < p.costs.size(); ++k) {
     const ChunkCost& c = p.costs[k];
     out += fmt::format("  {:>5}  {:>6}  {:<22} {:>8.3f} {:>8.3f}   {:<12} {}\n", k,
-                       plan_chunk_device(p, placed, k),
-                       p.chunk_names[k], c.forward * 1e3, c.backward * 1e3,
-                       human_bytes(c.states), human_bytes(c.saved));
+                       plan_chunk_device(p, placed, k), p.chunk_names[k], c.forward * 1e3,
+                       c.backward * 1e3, human_bytes(c.states), human_bytes(c.saved));
   }
   out += "\n  device  peak        states      in flight  busy ms   idle ms   sync ms\n";
   for (size_t d = 0; d < p.sim.devices.size(); ++d) {
@@ -218,12 +230,12 @@ std::string plan_text(std::string_view graph_name, const Hardware& hw, const Pip
 // capacity searches) given, which neither pipeline plans nor the layout
 // search take; nullptr when none is.
 const char* single_gpu_option(const PlanArgs& args) {
-  return args.strategy != "auto"       ? "--strategy"
-         : !args.out.empty()           ? "--out"
-         : !args.out_graph.empty()     ? "--out-graph"
-         : args.max_batch              ? "--max-batch"
-         : !args.max_model.empty()     ? "--max-model"
-                                       : nullptr;
+  return args.strategy != "auto"   ? "--strategy"
+         : !args.out.empty()       ? "--out"
+         : !args.out_graph.empty() ? "--out-graph"
+         : args.max_batch          ? "--max-batch"
+         : !args.max_model.empty() ? "--max-model"
+                                   : nullptr;
 }
 
 // --checkpointing with pipelines: per-layer (Megatron-LM's full
@@ -233,10 +245,11 @@ std::optional<ChunkRecompute> pipeline_recompute(const PlanArgs& args) {
   if (args.checkpointing.empty()) return std::nullopt;
   const auto recompute = parse_chunk_recompute(args.checkpointing);
   if (!recompute) {
-    fail("--checkpointing {} with pipelines: per-layer (each layer keeps its input and reruns "
-         "its forward before its backward), selective (it reruns its attention's s x s part) "
-         "or keep-all",
-         args.checkpointing);
+    fail(
+        "--checkpointing {} with pipelines: per-layer (each layer keeps its input and reruns "
+        "its forward before its backward), selective (it reruns its attention's s x s part) "
+        "or keep-all",
+        args.checkpointing);
   }
   return recompute;
 }
@@ -245,8 +258,9 @@ std::optional<ChunkRecompute> pipeline_recompute(const PlanArgs& args) {
 PipelinePartition partition_option(const PlanArgs& args) {
   if (args.partition.empty()) return PipelinePartition::kTarnawski;
   if (args.partition == "ip") {
-    fail("--partition ip places one --pipeline-parallel plan; the layout search (--gpus) "
-         "partitions with tarnawski or even");
+    fail(
+        "--partition ip places one --pipeline-parallel plan; the layout search (--gpus) "
+        "partitions with tarnawski or even");
   }
   const auto partition = parse_pipeline_partition(args.partition);
   if (!partition) fail("--partition {}: unknown (tarnawski, even, ip)", args.partition);
@@ -309,31 +323,41 @@ bool is_pipeline(const PlanArgs& args) {
 
 int run_pipeline_plan(const PlanArgs& args) {
   if (!args.pipeline_parallel) {
-    fail("--micro-batches, --schedule, --chunks-per-device, --partition and --torchrun apply to "
-         "--pipeline-parallel N (or --gpus N)");
+    fail(
+        "--micro-batches, --schedule, --chunks-per-device, --partition and --torchrun apply to "
+        "--pipeline-parallel N (or --gpus N)");
   }
+  // Note [Offload in a pipeline stage]: --strategy zero-offload offloads
+  // every stage's optimizer states.
+  const bool offload = args.strategy == "zero-offload";
   const char* ignored = !args.host_memory.empty() ? "--host-memory"
-                        : !args.nvme.empty()        ? "--nvme"
-                                                    : single_gpu_option(args);
+                        : !args.nvme.empty()      ? "--nvme"
+                        : offload && args.out.empty() && args.out_graph.empty() &&
+                                !args.max_batch && args.max_model.empty()
+                            ? nullptr
+                            : single_gpu_option(args);
   if (ignored != nullptr) {
-    fail("{} does not apply to --pipeline-parallel: a pipeline plan keeps every chunk's states and "
-         "activations on its device",
-         ignored);
+    fail(
+        "{} does not apply to --pipeline-parallel: a pipeline plan keeps every chunk's states and "
+        "activations on its device (--strategy zero-offload its optimizer states on the host)",
+        ignored);
   }
   PipelineRequest request;
+  request.offload_optimizer = offload;
   request.devices = parse_positive(args.pipeline_parallel, "--pipeline-parallel", 1);
   request.data_parallel = parse_positive(args.ranks, "--ranks", 1);
   if (args.zero_stage) {
-    if (*args.zero_stage != 0 && *args.zero_stage != 1) {
-      fail("--zero-stage {} with --pipeline-parallel: pipeline plans shard only the optimizer "
-           "states over their replicas (1: Megatron-LM's distributed optimizer) or nothing (0)",
+    if (*args.zero_stage < 0 || *args.zero_stage > 3) {
+      fail("--zero-stage {} does not exist (0, 1, 2 or 3)", *args.zero_stage);
+    }
+    // Note [ZeRO in a pipeline stage]: over the data-parallel replicas
+    // (and the context-parallel ranks, which the model's graph tells).
+    if (*args.zero_stage >= 1 && request.data_parallel < 2 && !args.source.context_parallel) {
+      fail("--zero-stage {} shards over data-parallel replicas: give --ranks 2 or more",
            *args.zero_stage);
     }
-    if (*args.zero_stage == 1 && request.data_parallel < 2) {
-      fail("--zero-stage 1 shards optimizer states over data-parallel replicas: give --ranks 2 "
-           "or more");
-    }
-    request.distributed_optimizer = *args.zero_stage == 1;
+    request.distributed_optimizer = *args.zero_stage >= 1;
+    request.zero_stage = *args.zero_stage;
   }
   request.micro_batches = parse_positive(args.micro_batches, "--micro-batches", request.devices);
   request.chunks_per_device = parse_positive(args.chunks_per_device, "--chunks-per-device", 1);
@@ -353,10 +377,11 @@ int run_pipeline_plan(const PlanArgs& args) {
                           : request.data_parallel > 1 ? "--ranks"
                                                       : nullptr;
     if (refused != nullptr) {
-      fail("{} does not apply to --partition ip: the integer programme places one pipeline's "
-           "layers, choosing how many chunks each device runs (no data-parallel replicas, no "
-           "PyTorch layout)",
-           refused);
+      fail(
+          "{} does not apply to --partition ip: the integer programme places one pipeline's "
+          "layers, choosing how many chunks each device runs (no data-parallel replicas, no "
+          "PyTorch layout)",
+          refused);
     }
   }
   request.partition = ip ? PipelinePartition::kTarnawski : partition_option(args);
@@ -382,11 +407,16 @@ int run_pipeline_plan(const PlanArgs& args) {
   } else {
     std::cout << plan_text(graph.name, hw, plan, placement);
     if (!args.torchrun.empty()) {
-      std::cout << "\n" << field("torchrun", args.torchrun + "/torchrun.sh: " +
-                                                   torchrun_command(hw, plan, "layout.json"));
+      std::cout << "\n"
+                << field("torchrun", args.torchrun + "/torchrun.sh: " +
+                                         torchrun_command(hw, plan, "layout.json"));
     }
   }
   if (plan.fits) torchrun.write(layout, torchrun_script(hw, plan));
+  if (!plan.host_fits) {
+    fail("the node's ranks hold {} of optimizer states in host memory, over its {}",
+         exact_bytes(plan.host_bytes_per_node), exact_bytes(hw.host_memory_bytes));
+  }
   if (!plan.fits) {
     for (size_t d = 0; d < plan.sim.devices.size(); ++d) {
       if (plan.sim.devices[d].peak_bytes > plan.budget) {
@@ -402,18 +432,19 @@ int run_layout_search(const PlanArgs& args) {
   if (!args.gpus || !args.global_batch) {
     fail("--gpus N and --global-batch B go together: the layout search needs both");
   }
-  const char* ignored = args.micro_batches            ? "--micro-batches"
-                        : !args.schedule.empty()        ? "--schedule"
-                        : args.chunks_per_device        ? "--chunks-per-device"
-                        : args.source.batch             ? "--batch"
-                        : args.ranks                    ? "--ranks"
+  const char* ignored = args.micro_batches                ? "--micro-batches"
+                        : !args.schedule.empty()          ? "--schedule"
+                        : args.chunks_per_device          ? "--chunks-per-device"
+                        : args.source.batch               ? "--batch"
+                        : args.ranks                      ? "--ranks"
                         : !args.source.graph_file.empty() ? "--graph"
-                                                        : single_gpu_option(args);
+                                                          : single_gpu_option(args);
   if (ignored != nullptr) {
-    fail("{} does not apply to --gpus: the layout search chooses the data parallelism, the "
-         "micro-batch and the schedule of a zoo model (--tensor-parallel and "
-         "--pipeline-parallel fix those parts)",
-         ignored);
+    fail(
+        "{} does not apply to --gpus: the layout search chooses the data parallelism, the "
+        "micro-batch and the schedule of a zoo model (--tensor-parallel and "
+        "--pipeline-parallel fix those parts)",
+        ignored);
   }
   LayoutRequest request;
   const int64_t gpus = parse_count(*args.gpus, "--gpus");
@@ -423,23 +454,22 @@ int run_layout_search(const PlanArgs& args) {
   request.recompute = pipeline_recompute(args);
   request.pipeline_parallel = parse_positive(args.pipeline_parallel, "--pipeline-parallel", 0);
   request.expert_parallel = parse_positive(args.source.expert_parallel, "--expert-parallel", 0);
-  request.context_parallel =
-      parse_positive(args.source.context_parallel, "--context-parallel", 0);
+  request.context_parallel = parse_positive(args.source.context_parallel, "--context-parallel", 0);
   if (args.source.tensor_parallel) {
-    request.tensor_parallel =
-        parse_positive(args.source.tensor_parallel, "--tensor-parallel", 0);
+    request.tensor_parallel = parse_positive(args.source.tensor_parallel, "--tensor-parallel", 0);
     request.sequence_parallel = args.source.sequence_parallel;
   } else if (args.source.sequence_parallel) {
-    fail("--sequence-parallel with --gpus goes with --tensor-parallel (the search turns it on "
-         "wherever it splits tensors)");
+    fail(
+        "--sequence-parallel with --gpus goes with --tensor-parallel (the search turns it on "
+        "wherever it splits tensors)");
   }
   if (args.zero_stage) {
-    if (*args.zero_stage != 0 && *args.zero_stage != 1) {
-      fail("--zero-stage {} with --gpus: the layout search shards the optimizer states over the "
-           "replicas (1, the default) or nothing (0)",
-           *args.zero_stage);
+    if (*args.zero_stage < 0 || *args.zero_stage > 3) {
+      fail("--zero-stage {} does not exist (0, 1, 2 or 3)", *args.zero_stage);
     }
-    request.distributed_optimizer = *args.zero_stage == 1;
+    // Note [ZeRO in a pipeline stage]; 1 is the search's default.
+    request.distributed_optimizer = *args.zero_stage >= 1;
+    request.zero_stage = *args.zero_stage;
   }
   request.partition = partition_option(args);
   if (!args.torchrun.empty()) request.engine = PipelineEngine::kTorch;
@@ -448,7 +478,8 @@ int run_layout_search(const PlanArgs& args) {
   // Tensor and sequence parallelism are the search's, set per layout.
   const ModelOptions options = args.source.model_options(hw);
   if (!args.budget.empty()) {
-    request.budget = parse_budget(args.budget, hw, [&] { return keep_all_peak(args.source.load(hw), hw); });
+    request.budget =
+        parse_budget(args.budget, hw, [&] { return keep_all_peak(args.source.load(hw), hw); });
     check_budget_within_device(request.budget, hw);
   }
   const LayoutSearch search = search_layouts(args.source.model, options, hw, request);
@@ -494,8 +525,8 @@ int run_layout_search(const PlanArgs& args) {
         std::cout << fmt::format("  {:<64} {}\n", layout_label(c), c.why_not);
         continue;
       }
-      std::cout << fmt::format("  {:<64} {:>8.4f}  {:>4.1f}%  {}{}\n", layout_label(c),
-                               c.step_time, 100 * c.mfu, human_bytes(c.peak_bytes),
+      std::cout << fmt::format("  {:<64} {:>8.4f}  {:>4.1f}%  {}{}\n", layout_label(c), c.step_time,
+                               100 * c.mfu, human_bytes(c.peak_bytes),
                                c.fits ? "" : " (over budget)");
     }
   }
@@ -503,8 +534,9 @@ int run_layout_search(const PlanArgs& args) {
     torchrun.write(torch_layout(plan_json(*search.best), *search.best_graph, hw, *search.best),
                    torchrun_script(hw, *search.best));
     if (!args.json) {
-      std::cout << "\n" << field("torchrun", args.torchrun + "/torchrun.sh: " +
-                                                   torchrun_command(hw, *search.best, "layout.json"));
+      std::cout << "\n"
+                << field("torchrun", args.torchrun + "/torchrun.sh: " +
+                                         torchrun_command(hw, *search.best, "layout.json"));
     }
   }
   if (!search.best) {

@@ -42,8 +42,11 @@ constexpr double kInfinite = std::numeric_limits<double>::infinity();
 
 // Bytes of `c` with `in_flight` micro-batches held, at its highest point;
 // saturates at the largest uint64 rather than wrapping (no budget is that large).
-uint64_t chunk_bytes(const ChunkCost& c, int in_flight, const PipelineShape& shape) {
+uint64_t chunk_bytes(const ChunkCost& raw, int in_flight, const PipelineShape& shape) {
   constexpr uint64_t kMax = std::numeric_limits<uint64_t>::max();
+  // Note [ZeRO in a pipeline stage]: the replica's shards and the units
+  // gathered while the passes run.
+  const ChunkCost c = zero_stage_memory(raw, shape);
   uint64_t others = 0;
   if (__builtin_mul_overflow(c.saved, static_cast<uint64_t>(in_flight - 1), &others)) return kMax;
   uint64_t top = 0;
@@ -57,8 +60,7 @@ uint64_t chunk_bytes(const ChunkCost& c, int in_flight, const PipelineShape& sha
     return kMax;
   }
   uint64_t total = 0;
-  const uint64_t states =
-      sharded_states(c, shape.optimizer_shards, shape.expert_optimizer_shards);
+  const uint64_t states = shape.optimizer_on_host ? c.states - c.optimizer_states : c.states;
   return __builtin_add_overflow(top, states, &total) ? kMax : total;
 }
 

@@ -12,11 +12,79 @@ namespace {
 
 constexpr int kMaxPipelineCount = 1 << 16;
 
+// Note [ZeRO in a pipeline stage], stages 2 and 3: a chunk's shards (its
+// memory) and the collectives of every micro-batch beside its passes, one
+// unit's exposed; `sync` times a collective of a whole buffer's bytes over
+// the replicas.
+template <typename Sync>
+void zero_stage_time(ChunkCost& c, const PipelineShape& shape, ChunkRecompute recompute,
+                     const Sync& sync) {
+  const auto params = static_cast<double>(c.states - c.grads - c.optimizer_states);
+  const auto grads = static_cast<double>(c.grads);
+  const auto unit_params = static_cast<double>(c.largest_unit_params);
+  const auto unit_grads = static_cast<double>(c.largest_unit_grads);
+  const double reduce = sync(Collective::kReduceScatter, grads);
+  const double reduce_unit = sync(Collective::kReduceScatter, unit_grads);
+  if (shape.zero_stage == 3) {
+    const double gather = sync(Collective::kAllGather, params);
+    const double gather_unit = sync(Collective::kAllGather, unit_params);
+    // The backward gathers once more for a rerun's forward.
+    const double backward_gathers = recompute == ChunkRecompute::kNone ? gather : 2 * gather;
+    c.forward = std::max(c.forward, gather) + gather_unit;
+    c.backward = std::max(c.backward, backward_gathers + reduce) + reduce_unit;
+    c.grad_sync = 0;  // every micro-batch reduced its own; the step updates the shards
+  } else {
+    c.backward = std::max(c.backward, reduce) + reduce_unit;
+    c.grad_sync = sync(Collective::kAllGather, params);  // the updated parameters
+  }
+  c.optimizer /= shape.optimizer_shards;
+  c = zero_stage_memory(c, shape);
+}
+
 int checked_count(int value, const char* what) {
   if (value < 1 || value > kMaxPipelineCount) {
     fail("pipeline: {} must be from 1 to {} (got {})", what, kMaxPipelineCount, value);
   }
   return value;
+}
+
+// Note [Offload in a pipeline stage]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// ZeRO-Offload (Ren et al. 2021) per stage: a chunk's optimizer states
+// (fp32 master weights and moments) live in host memory and the CPU steps
+// them, as `--strategy zero-offload` does on one GPU (src/swap). After a
+// stage's last backward and its gradients' reduction, each rank copies its
+// gradients' share to the host, steps its share of the parameters on its
+// share of the node's CPU (cpu_adam_params_per_s over the node's GPUs, all
+// stepping at once: Note [Ranks on a node] in src/hw/ranks.cc) and copies
+// the updated parameters back over its share of the host's PCIe; the share
+// is 1/R under ZeRO (R the replicas), else the whole chunk. The states
+// leave the device's bytes and the node's ranks hold them together in its
+// host memory, which the plan checks. Serial: DeepSpeed overlaps the copy
+// of one parameter group with the step of the next, which this leaves out.
+void offload_optimizer(PipelinePlan& plan, const Hardware& node, int replicas) {
+  const int on_node = std::min(plan.gpus, node.gpus_per_node);
+  const Hardware rank = rank_share(node, on_node);
+  if (!(rank.cpu_adam_params_per_s > 0)) {
+    fail("pipeline: the profile {} gives no CPU optimizer rate, which offloading needs", node.name);
+  }
+  plan.offload_optimizer = true;
+  const auto shards = static_cast<uint64_t>(plan.zero_stage >= 1 ? replicas : 1);
+  const auto share = [&](uint64_t bytes) { return bytes / shards + (bytes % shards != 0 ? 1 : 0); };
+  for (ChunkCost& c : plan.costs) {
+    const uint64_t params = c.states - c.grads - c.optimizer_states;
+    // Stages 2 and 3 hold only their shards already; stage 1 its whole
+    // gradients (reduce-scattered at the step).
+    const uint64_t grads = plan.zero_stage == 1 ? share(c.grads) : c.grads;
+    const uint64_t updated = plan.zero_stage == 3 ? params : share(params);
+    const double elements = static_cast<double>(share(c.param_elements));
+    c.host_states = c.optimizer_states;
+    c.states -= c.optimizer_states;
+    c.optimizer_states = 0;
+    c.expert_optimizer_states = 0;
+    c.optimizer =
+        d2h_time(rank, grads) + elements / rank.cpu_adam_params_per_s + h2d_time(rank, updated);
+  }
 }
 
 }  // namespace
@@ -89,12 +157,21 @@ PipelinePlan plan_pipeline(const ChunkedGraph& chunked, const Hardware& node,
   // their optimizer states with the data-parallel ones (Megatron-LM's
   // data-parallel group "with context parallelism").
   const int replicas = plan.data_parallel * plan.context_parallel;
-  plan.distributed_optimizer = request.distributed_optimizer && replicas > 1;
+  if (request.zero_stage < 0 || request.zero_stage > 3) {
+    fail("pipeline: ZeRO stage {} does not exist (0, 1, 2 or 3)", request.zero_stage);
+  }
+  // One replica shards nothing, whatever the stage (the layout search's
+  // layouts of one).
+  plan.distributed_optimizer =
+      (request.distributed_optimizer || request.zero_stage >= 1) && replicas > 1;
+  plan.zero_stage = plan.distributed_optimizer ? std::max(request.zero_stage, 1) : 0;
   if (plan.distributed_optimizer) {
     shape.optimizer_shards = replicas;
     shape.expert_optimizer_shards = plan.data_parallel / plan.expert_parallel;
+    shape.zero_stage = plan.zero_stage;
   }
 
+  shape.optimizer_on_host = request.offload_optimizer;
   const int chunks = shape.devices * shape.chunks_per_device;
   if (request.partition == PipelinePartition::kEvenLayers) {
     plan.cut = even_layer_cut(chunked, chunks);
@@ -126,6 +203,11 @@ PipelinePlan plan_pipeline(const ChunkedGraph& chunked, const Hardware& node,
     for (ChunkCost& c : plan.costs) {
       const auto expert_grads = static_cast<double>(c.expert_grads);
       const double grads = static_cast<double>(c.grads) - expert_grads;
+      if (plan.zero_stage >= 2) {
+        zero_stage_time(c, shape, plan.recompute,
+                        [&](Collective kind, double bytes) { return sync(kind, bytes, dense); });
+        continue;
+      }
       if (!plan.distributed_optimizer) {
         c.grad_sync = sync(Collective::kAllReduce, grads, dense) +
                       sync(Collective::kAllReduce, expert_grads, experts);
@@ -151,10 +233,20 @@ PipelinePlan plan_pipeline(const ChunkedGraph& chunked, const Hardware& node,
                     sync(Collective::kAllGather, expert_params, experts);
     }
   }
+  if (request.offload_optimizer) offload_optimizer(plan, node, replicas);
   plan.sim = simulate_pipeline(pipeline_setup(shape, plan.costs));
   plan.fits = true;
-  for (const PipelineDevice& d : plan.sim.devices)
+  uint64_t most_host = 0;
+  for (const PipelineDevice& d : plan.sim.devices) {
     plan.fits = plan.fits && d.peak_bytes <= plan.budget;
+    most_host = std::max(most_host, d.host_states);
+  }
+  if (plan.offload_optimizer) {
+    const auto on_node = static_cast<uint64_t>(std::min(plan.gpus, node.gpus_per_node));
+    plan.host_bytes_per_node = checked_mul(most_host, on_node, "a node's host states");
+    plan.host_fits = plan.host_bytes_per_node <= node.host_memory_bytes;
+    plan.fits = plan.fits && plan.host_fits;
+  }
   // The step runs every micro-batch through the whole model once: the
   // graph's iteration, micro_batches times, over all the pipeline's GPUs.
   // (Context parallelism: c ranks, each 1/c of a micro-batch's sequences.)

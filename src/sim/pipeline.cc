@@ -451,6 +451,8 @@ PipelineResult simulate_pipeline(const PipelineSetup& setup) {
   for (int c = 0; c < shape.chunks; ++c) {
     PipelineDevice& d = result.devices[device_of[c]];
     d.states = checked_add(d.states, setup.chunks[c].states, "a pipeline device's states");
+    d.host_states =
+        checked_add(d.host_states, setup.chunks[c].host_states, "a pipeline device's host states");
     // Note [Pipeline engines]: a set of receive buffers for every micro-batch.
     d.engine_buffers = checked_add(
         d.engine_buffers,

@@ -101,6 +101,7 @@
 #include <fmt/format.h>
 
 #include "memwall/base/error.h"
+#include "memwall/graph/counts.h"
 #include "memwall/graph/graph.h"
 #include "memwall/graph/layers.h"
 
@@ -237,6 +238,22 @@ ChunkedGraph::ChunkedGraph(const Graph& graph, const Hardware& hardware, ChunkRe
       }
       is_expert_state_[storage_[b]] = 1;
       for (const BufferId t : states_of_param_[storage_[b]]) is_expert_state_[t] = 1;
+    }
+  }
+
+  // Note [ZeRO in a pipeline stage]: a parameter's unit is the layer of
+  // its first forward reader, or itself outside every layer.
+  {
+    const Layers layers = find_layers(graph);
+    unit_of_param_.assign(buffers, -1);
+    int next_unit = static_cast<int>(layers.names.size());
+    for (const Op& op : graph.ops) {
+      if (op.phase != Phase::kForward) continue;
+      for (const BufferId b : op.in) {
+        const BufferId s = storage_[b];
+        if (graph.buffers[s].kind != BufferKind::kParam || unit_of_param_[s] >= 0) continue;
+        unit_of_param_[s] = layers.of_op[op.id] >= 0 ? layers.of_op[op.id] : next_unit++;
+      }
     }
   }
 
@@ -586,8 +603,19 @@ ChunkCost ChunkedGraph::measure(int begin, int end) const {
       }
     }
   }
+  std::unordered_map<int, std::pair<uint64_t, uint64_t>> units;  // parameter, gradient bytes
   for (size_t s = 0; s < buffers; ++s) {
     if (!held[s]) continue;
+    if (graph_.buffers[s].kind == BufferKind::kParam) {
+      cost.param_elements += element_count(graph_.buffers[s]);
+    }
+    if (graph_.buffers[s].kind == BufferKind::kParam && unit_of_param_[s] >= 0) {
+      auto& [params, grads] = units[unit_of_param_[s]];
+      params += graph_.buffers[s].bytes;
+      for (const BufferId t : states_of_param_[s]) {
+        if (graph_.buffers[t].kind == BufferKind::kGrad) grads += graph_.buffers[t].bytes;
+      }
+    }
     cost.states += graph_.buffers[s].bytes;
     const uint64_t bytes = graph_.buffers[s].bytes;
     if (graph_.buffers[s].kind == BufferKind::kGrad) {
@@ -598,6 +626,10 @@ ChunkCost ChunkedGraph::measure(int begin, int end) const {
       cost.optimizer_states += bytes;
       if (is_expert_state_[s]) cost.expert_optimizer_states += bytes;
     }
+  }
+  for (const auto& [unit, bytes] : units) {
+    cost.largest_unit_params = std::max(cost.largest_unit_params, bytes.first);
+    cost.largest_unit_grads = std::max(cost.largest_unit_grads, bytes.second);
   }
   if (engine_ == PipelineEngine::kTorch && end < forward_ops()) {
     // Note [Pipeline engines]: the outputs sent on stay cached until the

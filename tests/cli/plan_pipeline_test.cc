@@ -50,6 +50,28 @@ TEST(PlanPipeline, TextNamesTheLayoutAndEveryDevice) {
   EXPECT_NE(r.out.find("bubble"), std::string::npos) << r.out;
 }
 
+// Note [ZeRO in a pipeline stage] and Note [Offload in a pipeline stage]
+// from the command line.
+TEST(PlanPipeline, ZeroStagesAndOffloadPerStage) {
+  const testing::RunResult three = run_memwall(
+      "plan " + kPipelineModel + " --pipeline-parallel 2 --ranks 2 --zero-stage 3 --json");
+  ASSERT_EQ(three.exit_code, 0) << three.err;
+  const nlohmann::json j = nlohmann::json::parse(three.out);
+  EXPECT_EQ(j.at("zero_stage"), 3);
+  EXPECT_EQ(j.at("offload_optimizer"), false);
+  const testing::RunResult offload = run_memwall(
+      "plan " + kPipelineModel + " --pipeline-parallel 2 --strategy zero-offload");
+  ASSERT_EQ(offload.exit_code, 0) << offload.err;
+  EXPECT_NE(offload.out.find("optimizer states on the host, stepped by the CPU"),
+            std::string::npos)
+      << offload.out;
+  const testing::RunResult vdnn =
+      run_memwall("plan " + kPipelineModel + " --pipeline-parallel 2 --strategy vdnn");
+  EXPECT_EQ(vdnn.exit_code, 2);
+  EXPECT_NE(vdnn.err.find("--strategy does not apply to --pipeline-parallel"), std::string::npos)
+      << vdnn.err;
+}
+
 TEST(PlanPipeline, BadInputIsOneLineAndExitCodeTwo) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"--micro-batches 4", "apply to --pipeline-parallel N"},
@@ -58,7 +80,7 @@ TEST(PlanPipeline, BadInputIsOneLineAndExitCodeTwo) {
       {"--pipeline-parallel 2 --partition random", "--partition random: unknown"},
       {"--pipeline-parallel 2 --strategy remat", "--strategy does not apply"},
       {"--pipeline-parallel 2 --zero-stage 1", "give --ranks 2 or more"},
-      {"--pipeline-parallel 2 --ranks 2 --zero-stage 3", "pipeline plans shard only the optimizer"},
+      {"--pipeline-parallel 2 --ranks 2 --zero-stage 4", "--zero-stage 4 does not exist"},
       {"--pipeline-parallel 2 --micro-batches 3 --chunks-per-device 2",
        "not a multiple (Megatron-LM's requirement)"},
       {"--pipeline-parallel 2 --partition even --chunks-per-device 5", "do not split evenly"},
@@ -163,7 +185,7 @@ TEST(PlanLayoutSearch, OptionsItChoosesAreRefused) {
       {"--gpus 4 --global-batch 8 --micro-batches 2", "--micro-batches does not apply"},
       {"--gpus 4 --global-batch 8 --pipeline-parallel 3", "do not divide 4 GPUs"},
       {"--gpus 4 --global-batch 8 --sequence-parallel", "goes with --tensor-parallel"},
-      {"--gpus 4 --global-batch 8 --zero-stage 2", "--zero-stage 2 with --gpus"},
+      {"--gpus 4 --global-batch 8 --zero-stage 5", "--zero-stage 5 does not exist"},
       {"--gpus 4 --global-batch 8 --checkpointing chen-sqrt", "--checkpointing chen-sqrt with"},
       {"--gpus 0 --global-batch 8", "--gpus"},
       {"--gpus 4 --global-batch 8 --budget 100MiB", "no layout of 4 GPUs fits"},

@@ -37,6 +37,9 @@ struct LayoutRequest {
   // ZeRO-1 over the replicas (Megatron-LM's distributed optimizer), or a
   // plain all-reduce of the gradients.
   bool distributed_optimizer = true;
+  // ZeRO stage 2 or 3 in every layout with replicas (Note [ZeRO in a
+  // pipeline stage]); 0: as distributed_optimizer says.
+  int zero_stage = 0;
   PipelinePartition partition = PipelinePartition::kTarnawski;
   PipelineEngine engine = PipelineEngine::kMegatron;  // Note [Pipeline engines]
 };

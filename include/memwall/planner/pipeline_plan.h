@@ -26,6 +26,14 @@ struct PipelineRequest {
   // each holds and steps 1/d of the optimizer states; gradients are
   // reduce-scattered and the updated parameters all-gathered.
   bool distributed_optimizer = false;
+  // ZeRO stage 2 or 3 over the replicas (Note [ZeRO in a pipeline stage] in
+  // src/sim/pipeline_zero.cc): the gradients, and the parameters, sharded
+  // too; 0 or 1: as distributed_optimizer says.
+  int zero_stage = 0;
+  // Each stage's optimizer states in host memory, stepped by the CPU
+  // (ZeRO-Offload per stage: Note [Offload in a pipeline stage] in
+  // src/planner/pipeline_plan.cc).
+  bool offload_optimizer = false;
   int chunks_per_device = 1;
   int micro_batches = 1;
   PipelineSchedule schedule = PipelineSchedule::kOneFOneB;
@@ -53,6 +61,12 @@ struct PipelinePlan {
   int expert_parallel = 1;  // the graph's (among the data-parallel replicas)
   int context_parallel = 1;  // the graph's
   bool distributed_optimizer = false;
+  int zero_stage = 0;  // 0 to 3: what is sharded over the replicas (1: distributed_optimizer)
+  bool offload_optimizer = false;
+  // With it: the host memory the node's ranks hold together (the fullest
+  // device's host states times the node's GPUs), within the node's or not.
+  uint64_t host_bytes_per_node = 0;
+  bool host_fits = true;
   int gpus = 1;  // devices x tensor-parallel x context-parallel ranks x data-parallel replicas
   PipelineCut cut;
   std::vector<std::string> chunk_names;  // each chunk's first forward op

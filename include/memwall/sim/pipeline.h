@@ -57,6 +57,16 @@ struct ChunkCost {
   // The most bytes above the states while its optimizer step runs (after
   // the last backward, nothing in flight).
   uint64_t optimizer_peak = 0;
+  // The largest unit's parameter and gradient bytes among its states: a
+  // layer's, or a parameter outside every layer (ZeRO-3 gathers a unit at
+  // a time, Note [ZeRO in a pipeline stage] in src/sim/pipeline_zero.cc).
+  uint64_t largest_unit_params = 0;
+  uint64_t largest_unit_grads = 0;
+  uint64_t param_elements = 0;  // its parameters' elements (what an optimizer step updates)
+  // Bytes held in host memory instead of the device's (its optimizer
+  // states offloaded: Note [Offload in a pipeline stage] in
+  // src/planner/pipeline_plan.cc), not among `states`.
+  uint64_t host_states = 0;
   // Bytes it sends, per micro-batch, to the next chunk (activations) and to
   // the previous one (their gradients).
   uint64_t send_forward = 0;
@@ -124,6 +134,7 @@ struct PipelineDevice {
   double optimizer = 0;         // seconds of its chunks' optimizer steps
   double idle = 0;              // seconds without a pass between the step's start and its last pass's end
   uint64_t states = 0;          // bytes of its chunks' states
+  uint64_t host_states = 0;     // bytes of its chunks' states in host memory
   uint64_t engine_buffers = 0;  // bytes of its chunks' engine buffers (ChunkCost)
   uint64_t peak_bytes = 0;      // the most bytes it held at once
   int peak_in_flight = 0;       // micro-batch chunks held (forward done, backward not) at its peak

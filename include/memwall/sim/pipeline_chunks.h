@@ -118,6 +118,7 @@ class ChunkedGraph {
   std::vector<uint8_t> is_expert_state_;     // per buffer: an expert-parallel expert's state
   std::vector<std::vector<BufferId>> states_of_param_;  // per buffer: a parameter's grads and optimizer states
   std::vector<BufferId> storage_;            // per buffer: the root of its versions
+  std::vector<int> unit_of_param_;           // per parameter storage: its ZeRO-3 unit, -1 for none
   std::vector<uint64_t> forward_crossing_;   // per cut 0..forward_ops()
   std::vector<uint64_t> backward_crossing_;
   mutable std::unordered_map<int64_t, ChunkCost> costs_;  // by begin x (forward_ops + 1) + end
@@ -150,11 +151,25 @@ struct PipelineShape {
   // The replicas the expert-parallel experts' optimizer states are sharded
   // over (d / e; 0: optimizer_shards).
   int expert_optimizer_shards = 0;
+  // ZeRO over the optimizer_shards replicas (Note [ZeRO in a pipeline
+  // stage] in src/sim/pipeline_zero.cc): 0 or 1 as optimizer_shards says,
+  // 2 the gradients sharded too, 3 the parameters too.
+  int zero_stage = 0;
+  // The optimizer states in host memory (Note [Offload in a pipeline
+  // stage] in src/planner/pipeline_plan.cc), which the partition leaves out
+  // of a device's bytes.
+  bool optimizer_on_host = false;
 };
 
 // A chunk's states with its optimizer states sharded `shards` ways, the
 // experts' `expert_shards` ways (0: `shards`), each rank's share rounded up.
 uint64_t sharded_states(const ChunkCost& c, int shards, int expert_shards = 0);
+
+// A chunk's memory under the shape's ZeRO stage (Note [ZeRO in a pipeline
+// stage]): its states, gradients and optimizer states a replica's shard,
+// and the units gathered or reduced while its passes run added to its
+// peaks. Stages 0 and 1 shard as sharded_states does.
+ChunkCost zero_stage_memory(ChunkCost c, const PipelineShape& shape);
 
 // A PipelineSetup of these chunks.
 PipelineSetup pipeline_setup(const PipelineShape& shape, std::vector<ChunkCost> chunks);
