@@ -243,8 +243,9 @@ ChunkedGraph::ChunkedGraph(const Graph& graph, const Hardware& hardware, ChunkRe
 
   // Note [ZeRO in a pipeline stage]: a parameter's unit is the layer of
   // its first forward reader, or itself outside every layer.
+  layers_ = find_layers(graph);
   {
-    const Layers layers = find_layers(graph);
+    const Layers& layers = layers_;
     unit_of_param_.assign(buffers, -1);
     int next_unit = static_cast<int>(layers.names.size());
     for (const Op& op : graph.ops) {
@@ -255,6 +256,7 @@ ChunkedGraph::ChunkedGraph(const Graph& graph, const Hardware& hardware, ChunkRe
         unit_of_param_[s] = layers.of_op[op.id] >= 0 ? layers.of_op[op.id] : next_unit++;
       }
     }
+    units_ = next_unit;
   }
 
   // Anchors (Note [Pipeline chunks]).
@@ -343,7 +345,7 @@ ChunkedGraph::ChunkedGraph(const Graph& graph, const Hardware& hardware, ChunkRe
 // Note [Pipeline recomputation]: the layers' forward ops, and the storages
 // a layer makes that nothing outside it touches in the forward.
 void ChunkedGraph::find_droppable() {
-  const Layers layers = find_layers(graph_);
+  const Layers& layers = layers_;
   const size_t buffers = graph_.buffers.size();
   layer_of_op_ = layers.of_op;
   // A layer's tensor-parallel collectives (its all-gathers and
@@ -501,7 +503,7 @@ std::vector<int> ChunkedGraph::cut_points(bool every_op) const {
     for (int pos = 0; pos < forward_ops(); ++pos) points.push_back(pos);
     return points;
   }
-  const Layers layers = find_layers(graph_);
+  const Layers& layers = layers_;
   points.push_back(0);
   int previous = -1;
   for (int pos = 0; pos < forward_ops(); ++pos) {
@@ -603,14 +605,15 @@ ChunkCost ChunkedGraph::measure(int begin, int end) const {
       }
     }
   }
-  std::unordered_map<int, std::pair<uint64_t, uint64_t>> units;  // parameter, gradient bytes
+  // Per unit: parameter and gradient bytes.
+  std::vector<std::pair<uint64_t, uint64_t>> units(static_cast<size_t>(units_));
   for (size_t s = 0; s < buffers; ++s) {
     if (!held[s]) continue;
     if (graph_.buffers[s].kind == BufferKind::kParam) {
       cost.param_elements += element_count(graph_.buffers[s]);
     }
     if (graph_.buffers[s].kind == BufferKind::kParam && unit_of_param_[s] >= 0) {
-      auto& [params, grads] = units[unit_of_param_[s]];
+      auto& [params, grads] = units[static_cast<size_t>(unit_of_param_[s])];
       params += graph_.buffers[s].bytes;
       for (const BufferId t : states_of_param_[s]) {
         if (graph_.buffers[t].kind == BufferKind::kGrad) grads += graph_.buffers[t].bytes;
@@ -627,7 +630,7 @@ ChunkCost ChunkedGraph::measure(int begin, int end) const {
       if (is_expert_state_[s]) cost.expert_optimizer_states += bytes;
     }
   }
-  for (const auto& [unit, bytes] : units) {
+  for (const auto& bytes : units) {
     cost.largest_unit_params = std::max(cost.largest_unit_params, bytes.first);
     cost.largest_unit_grads = std::max(cost.largest_unit_grads, bytes.second);
   }

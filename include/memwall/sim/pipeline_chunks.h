@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "memwall/graph/layers.h"
 #include "memwall/graph/types.h"
 #include "memwall/hw/hardware.h"
 #include "memwall/sim/pipeline.h"
@@ -118,7 +119,9 @@ class ChunkedGraph {
   std::vector<uint8_t> is_expert_state_;     // per buffer: an expert-parallel expert's state
   std::vector<std::vector<BufferId>> states_of_param_;  // per buffer: a parameter's grads and optimizer states
   std::vector<BufferId> storage_;            // per buffer: the root of its versions
+  Layers layers_;                            // find_layers of the graph
   std::vector<int> unit_of_param_;           // per parameter storage: its ZeRO-3 unit, -1 for none
+  int units_ = 0;
   std::vector<uint64_t> forward_crossing_;   // per cut 0..forward_ops()
   std::vector<uint64_t> backward_crossing_;
   mutable std::unordered_map<int64_t, ChunkCost> costs_;  // by begin x (forward_ops + 1) + end
