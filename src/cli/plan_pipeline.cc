@@ -438,7 +438,10 @@ int run_layout_search(const PlanArgs& args) {
                         : args.source.batch               ? "--batch"
                         : args.ranks                      ? "--ranks"
                         : !args.source.graph_file.empty() ? "--graph"
-                                                          : single_gpu_option(args);
+                        : args.strategy == "zero-offload" && args.out.empty() &&
+                                args.out_graph.empty() && !args.max_batch && args.max_model.empty()
+                            ? nullptr
+                            : single_gpu_option(args);
   if (ignored != nullptr) {
     fail(
         "{} does not apply to --gpus: the layout search chooses the data parallelism, the "
@@ -447,6 +450,9 @@ int run_layout_search(const PlanArgs& args) {
         ignored);
   }
   LayoutRequest request;
+  // Note [Offload in a pipeline stage] in every layout (else the search
+  // tries it where nothing else fits).
+  request.offload_optimizer = args.strategy == "zero-offload";
   const int64_t gpus = parse_count(*args.gpus, "--gpus");
   if (gpus > (1 << 20)) fail("--gpus {} is more than 2^20 GPUs", gpus);
   request.gpus = static_cast<int>(gpus);
@@ -496,6 +502,8 @@ int run_layout_search(const PlanArgs& args) {
                       {"schedule", to_string(c.schedule)},
                       {"chunks_per_device", c.chunks_per_device},
                       {"checkpointing", to_string(c.recompute)},
+                      {"zero_stage", c.zero_stage},
+                      {"offload_optimizer", c.offload_optimizer},
                       {"fits", c.fits},
                       {"step_time_s", c.step_time},
                       {"tokens_per_s", c.tokens_per_s},

@@ -33,7 +33,13 @@
 //   - every activation kept, and, only where that does not fit, per-layer
 //     recomputation (Note [Pipeline recomputation]), which adds a forward
 //     to every backward and so cannot be faster where keeping fits (unless
-//     the request fixes one or the other).
+//     the request fixes one or the other);
+//   - where no recomputation fits and the request leaves ZeRO to the
+//     search, the most frugal recomputation again under ZeRO-3 (Note
+//     [ZeRO in a pipeline stage]), and where that does not fit either, with
+//     the optimizer states offloaded (Note [Offload in a pipeline stage]):
+//     each only where the one before does not fit, since each adds
+//     communication or a CPU step.
 // Each is a pipeline plan (Tarnawski et al.'s partition of the graph of one
 // micro-batch and one tensor-parallel rank, the schedule simulated over the
 // devices, the optimizer states sharded over the d replicas as Megatron-LM's
@@ -87,7 +93,9 @@ std::string layout_label(const LayoutCandidate& c) {
                      c.micro_batch, c.micro_batches, schedule,
                      c.recompute == ChunkRecompute::kNone
                          ? ""
-                         : fmt::format(", {} recompute", to_string(c.recompute)));
+                         : fmt::format(", {} recompute", to_string(c.recompute))) +
+         (c.zero_stage >= 2 ? fmt::format(", ZeRO-{}", c.zero_stage) : "") +
+         (c.offload_optimizer ? ", optimizer offloaded" : "");
 }
 
 LayoutSearch search_layouts(std::string_view model, const ModelOptions& options,
@@ -154,7 +162,8 @@ LayoutSearch search_layouts(std::string_view model, const ModelOptions& options,
                                         {.devices = c.pipeline_parallel,
                                          .data_parallel = c.data_parallel,
                                          .distributed_optimizer = request.distributed_optimizer,
-                                         .zero_stage = request.zero_stage,
+                                         .zero_stage = c.zero_stage,
+                                         .offload_optimizer = c.offload_optimizer,
                                          .chunks_per_device = c.chunks_per_device,
                                          .micro_batches = c.micro_batches,
                                          .schedule = c.schedule,
@@ -164,13 +173,18 @@ LayoutSearch search_layouts(std::string_view model, const ModelOptions& options,
                                          .engine = request.engine,
                                          .allow_over_budget = true});
       c.fits = plan.fits;
+      c.zero_stage = plan.zero_stage;
       c.step_time = plan.sim.step_time;
       c.tokens_per_s = plan.tokens_per_s;
       c.mfu = plan.mfu;
       for (const PipelineDevice& d : plan.sim.devices) {
         c.peak_bytes = std::max(c.peak_bytes, d.peak_bytes);
       }
-      if (!c.fits) c.why_not = fmt::format("a device needs {}", human_bytes(c.peak_bytes));
+      if (!c.fits) {
+        c.why_not = plan.host_fits ? fmt::format("a device needs {}", human_bytes(c.peak_bytes))
+                                   : fmt::format("a node's host needs {}",
+                                                 human_bytes(plan.host_bytes_per_node));
+      }
       if (c.fits && (!search.best || c.step_time < search.best->sim.step_time)) {
         search.best = std::move(plan);
         best_graph = &*graph.graph;
@@ -219,6 +233,7 @@ LayoutSearch search_layouts(std::string_view model, const ModelOptions& options,
                                     : std::vector<ChunkRecompute>{ChunkRecompute::kNone,
                                                                   ChunkRecompute::kSelective,
                                                                   ChunkRecompute::kFullLayers};
+              bool fitted = false;
               for (const ChunkRecompute recompute : choices) {
                 LayoutCandidate c{.tensor_parallel = tp,
                                   .pipeline_parallel = pp,
@@ -229,7 +244,9 @@ LayoutSearch search_layouts(std::string_view model, const ModelOptions& options,
                                   .micro_batches = static_cast<int>(m),
                                   .chunks_per_device = chunks,
                                   .schedule = schedule,
-                                  .recompute = recompute};
+                                  .recompute = recompute,
+                                  .zero_stage = request.zero_stage,
+                                  .offload_optimizer = request.offload_optimizer};
                 const Built& graph = built(tp, cp, b, ep, recompute);
                 const auto& chunked = graph.chunked[static_cast<int>(recompute)];
                 // Selective recomputation of a graph without s x s attention
@@ -240,7 +257,26 @@ LayoutSearch search_layouts(std::string_view model, const ModelOptions& options,
                 }
                 const bool fits = try_layout(c, graph);
                 search.candidates.push_back(std::move(c));
+                fitted = fits;
                 if (fits) break;  // recomputing where keeping fits is only slower
+              }
+              // Where no recomputation fits: ZeRO-3, then optimizer offload
+              // per stage, with the last (the most frugal) recomputation.
+              if (!fitted && request.distributed_optimizer && request.zero_stage == 0 &&
+                  !request.offload_optimizer && dp * cp > 1 && !search.candidates.empty() &&
+                  search.candidates.back().step_time > 0) {
+                const LayoutCandidate last = search.candidates.back();
+                for (const auto& [stage, offload] : {std::pair{3, false}, std::pair{1, true}}) {
+                  LayoutCandidate c = last;
+                  c.fits = false;
+                  c.why_not.clear();
+                  c.peak_bytes = 0;
+                  c.zero_stage = stage;
+                  c.offload_optimizer = offload;
+                  const bool fits = try_layout(c, built(tp, cp, b, ep, c.recompute));
+                  search.candidates.push_back(std::move(c));
+                  if (fits) break;  // offloading where ZeRO-3 fits is only slower
+                }
               }
             }
           }

@@ -15,6 +15,7 @@
 #include "memwall/graph/graph.h"
 #include "memwall/hw/hardware.h"
 #include "memwall/models/zoo.h"
+#include "memwall/planner/pipeline_layout.h"
 #include "memwall/planner/pipeline_plan.h"
 #include "memwall/sim/pipeline_chunks.h"
 
@@ -155,6 +156,50 @@ TEST(PipelineZero, OffloadedOptimizerStepsOnTheHost) {
   const PipelinePlan over = plan_pipeline(g, node, request);
   EXPECT_FALSE(over.host_fits);
   EXPECT_FALSE(over.fits);
+}
+
+// Note [Layout search]: where no recomputation fits under ZeRO-1, the
+// search tries ZeRO-3 (then offload): with a budget of exactly ZeRO-3's
+// peak for 4 replicas, per-layer recomputation, ZeRO-1 fits nowhere and
+// ZeRO-3 is chosen.
+TEST(PipelineZero, TheLayoutSearchFallsBackToZero3) {
+  const Hardware& node = find_gpu("h100-80g");
+  ModelOptions o;
+  o.seq = 512;
+  o.flash = true;
+  o.shape = {.layers = 4,
+             .hidden = 256,
+             .heads = 8,
+             .kv_heads = 2,
+             .ffn = 512,
+             .vocab = 1000,
+             .positions = 4096};
+  o.batch = 1;
+  const Graph g = build_model("llama2-7b", o);
+  const ChunkedGraph chunked(g, node, ChunkRecompute::kFullLayers);
+  const PipelinePlan three = plan_pipeline(chunked, node,
+                                           {.devices = 1,
+                                            .data_parallel = 4,
+                                            .distributed_optimizer = true,
+                                            .zero_stage = 3,
+                                            .micro_batches = 2,
+                                            .recompute = ChunkRecompute::kFullLayers});
+  const uint64_t budget = three.sim.devices.at(0).peak_bytes;
+  const LayoutSearch search = search_layouts("llama2-7b", o, node,
+                                             {.gpus = 4,
+                                              .global_batch = 8,
+                                              .budget = budget,
+                                              .tensor_parallel = 1,
+                                              .pipeline_parallel = 1});
+  ASSERT_TRUE(search.best.has_value());
+  EXPECT_EQ(search.best->zero_stage, 3);
+  EXPECT_EQ(search.best->sim.devices.at(0).peak_bytes, budget);
+  EXPECT_NE(layout_label(search.candidates.front()).find(", ZeRO-3"), std::string::npos);
+  for (const LayoutCandidate& c : search.candidates) {
+    if (c.zero_stage <= 1 && !c.offload_optimizer) {
+      EXPECT_FALSE(c.fits) << layout_label(c);
+    }
+  }
 }
 
 }  // namespace

@@ -40,6 +40,9 @@ struct LayoutRequest {
   // ZeRO stage 2 or 3 in every layout with replicas (Note [ZeRO in a
   // pipeline stage]); 0: as distributed_optimizer says.
   int zero_stage = 0;
+  // Every stage's optimizer states on the host (Note [Offload in a
+  // pipeline stage]); false: the search tries it where nothing else fits.
+  bool offload_optimizer = false;
   PipelinePartition partition = PipelinePartition::kTarnawski;
   PipelineEngine engine = PipelineEngine::kMegatron;  // Note [Pipeline engines]
 };
@@ -55,6 +58,8 @@ struct LayoutCandidate {
   int chunks_per_device = 1;
   PipelineSchedule schedule = PipelineSchedule::kOneFOneB;
   ChunkRecompute recompute = ChunkRecompute::kNone;
+  int zero_stage = 0;  // over the replicas; 0 or 1 as the request's distributed_optimizer
+  bool offload_optimizer = false;
   bool fits = false;
   double step_time = 0;  // simulated; 0 where no plan was made
   double tokens_per_s = 0;
