@@ -489,7 +489,7 @@ PlacementPlan plan_placement(const Graph& graph, const Hardware& node,
   PipelinePlan& plan = out.plan;
   // Replicas (context-parallel ranks among them) all-reduce each contiguous
   // chunk's gradients: plan_pipeline's, per chunk of its own cut.
-  if (std::ranges::any_of(plan.costs, [](const ChunkCost& c) { return c.grad_sync > 0; })) {
+  if (plan.data_parallel * plan.context_parallel > 1) {
     fail(
         "pipeline: the non-contiguous placement plans one pipeline whose gradients no replica "
         "all-reduces (this graph's ranks reduce them per contiguous chunk)");

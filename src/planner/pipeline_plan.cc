@@ -233,6 +233,24 @@ PipelinePlan plan_pipeline(const ChunkedGraph& chunked, const Hardware& node,
                     sync(Collective::kAllGather, expert_params, experts);
     }
   }
+  // A parameter two chunks hold (GPT-2's tied embedding, Note [Pipeline
+  // chunks]) has its gradient all-reduced between their devices after the
+  // last backward (Megatron-LM's embedding group of the first and the last
+  // stage), in node or across nodes as the two devices sit; nothing where
+  // one device holds both (Hanayo's wave comes back to device 0).
+  const int last_chunk = chunks - 1;
+  const int first_device = chunk_device(shape.schedule, 0, shape.devices);
+  const int last_device = chunk_device(shape.schedule, last_chunk, shape.devices);
+  if (first_device != last_device) {
+    const bool one_node =
+        first_device / shape.devices_per_node == last_device / shape.devices_per_node;
+    const CollectiveGroup ends{2, one_node ? 2 : 1};
+    for (ChunkCost& c : plan.costs) {
+      if (c.shared_grads == 0) continue;
+      c.grad_sync += collective_time(node, Collective::kAllReduce,
+                                     static_cast<double>(c.shared_grads), ends);
+    }
+  }
   if (request.offload_optimizer) offload_optimizer(plan, node, replicas);
   plan.sim = simulate_pipeline(pipeline_setup(shape, plan.costs));
   plan.fits = true;

@@ -26,7 +26,8 @@
 // contiguous buffer for the whole step. A parameter two chunks read (GPT-2's
 // tied word embedding, in the first chunk's embedding and the last chunk's
 // head) is held by both, as Megatron-LM keeps a copy on the first and last
-// stage; its step runs on the first.
+// stage, its gradient's bytes each chunk's shared_grads (the plan times
+// their all-reduce); its step runs on the first.
 // Every other buffer lives on the chunk from the first to the last of the
 // chunk's ops that touch it (one that crosses from another chunk was
 // received before its first use there), its versions as one storage; an
@@ -274,6 +275,10 @@ ChunkedGraph::ChunkedGraph(const Graph& graph, const Hardware& hardware, ChunkRe
         if (read_at[s].empty() || read_at[s].back() != pos) read_at[s].push_back(pos);
       }
     }
+  }
+  param_reads_.assign(buffers, {kNoPosition, kNoPosition});
+  for (size_t s = 0; s < buffers; ++s) {
+    if (!read_at[s].empty()) param_reads_[s] = {read_at[s].front(), read_at[s].back()};
   }
   std::vector<int> made_by_anchor(buffers, kNoPosition);
   for (OpId id = first_backward; id < static_cast<OpId>(ops); ++id) {
@@ -611,6 +616,14 @@ ChunkCost ChunkedGraph::measure(int begin, int end) const {
     if (!held[s]) continue;
     if (graph_.buffers[s].kind == BufferKind::kParam) {
       cost.param_elements += element_count(graph_.buffers[s]);
+      // Read by forward positions outside the chunk too: another chunk's
+      // copy (GPT-2's tied embedding on the first and the last stage).
+      const auto [first_read, last_read] = param_reads_[s];
+      if (first_read != kNoPosition && (first_read < begin || last_read >= end)) {
+        for (const BufferId t : states_of_param_[s]) {
+          if (graph_.buffers[t].kind == BufferKind::kGrad) cost.shared_grads += graph_.buffers[t].bytes;
+        }
+      }
     }
     if (graph_.buffers[s].kind == BufferKind::kParam && unit_of_param_[s] >= 0) {
       auto& [params, grads] = units[static_cast<size_t>(unit_of_param_[s])];

@@ -63,6 +63,9 @@ struct ChunkCost {
   uint64_t largest_unit_params = 0;
   uint64_t largest_unit_grads = 0;
   uint64_t param_elements = 0;  // its parameters' elements (what an optimizer step updates)
+  // Bytes of the gradients of parameters another chunk holds too (a tied
+  // embedding), all-reduced between the two after the last backward.
+  uint64_t shared_grads = 0;
   // Bytes held in host memory instead of the device's (its optimizer
   // states offloaded: Note [Offload in a pipeline stage] in
   // src/planner/pipeline_plan.cc), not among `states`.

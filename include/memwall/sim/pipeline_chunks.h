@@ -122,6 +122,7 @@ class ChunkedGraph {
   Layers layers_;                            // find_layers of the graph
   std::vector<int> unit_of_param_;           // per parameter storage: its ZeRO-3 unit, -1 for none
   int units_ = 0;
+  std::vector<std::pair<int, int>> param_reads_;  // per parameter: first, last forward reader
   std::vector<uint64_t> forward_crossing_;   // per cut 0..forward_ops()
   std::vector<uint64_t> backward_crossing_;
   mutable std::unordered_map<int64_t, ChunkCost> costs_;  // by begin x (forward_ops + 1) + end
