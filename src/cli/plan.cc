@@ -104,7 +104,7 @@ int run_remat_plan(const PlanArgs& args) {
 bool is_remat(const PlanArgs& args) { return is_remat_strategy(args.strategy); }
 
 int run_plan(const PlanArgs& args) {
-  if (args.gpus || args.global_batch) return run_layout_search(args);
+  if (args.gpus || args.nodes || args.global_batch) return run_layout_search(args);
   if (is_pipeline(args)) return run_pipeline_plan(args);
   refuse_ignored_options(args);
   return is_remat(args) ? run_remat_plan(args) : run_auto_plan(args);
@@ -229,8 +229,12 @@ void add_plan(CLI::App& app, Action& action) {
                   "DIR/torchrun.sh, which trains the plan's layout under PyTorch's DTensor and "
                   "pipelining (docs/torch-layout.md)");
   cmd->add_option("--gpus", args->gpus,
-                  "search the layout of N GPUs: data x tensor x pipeline parallelism, the "
-                  "micro-batch and the schedule, each simulated (docs/pipeline.md)");
+                  "search the layout of N GPUs: data x tensor x context x pipeline parallelism, "
+                  "the micro-batch, the schedule, recomputation and ZeRO per stage, each "
+                  "simulated (docs/pipeline.md)");
+  cmd->add_option("--nodes", args->nodes,
+                  "with --global-batch: search the layout of M nodes of --gpus-per-node GPUs "
+                  "(the profile's by default), M x G GPUs; with --gpus, they must agree");
   cmd->add_option("--global-batch", args->global_batch,
                   "with --gpus: samples a step over all data-parallel replicas");
   add_export_options(*cmd, args->exports);

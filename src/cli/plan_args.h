@@ -44,6 +44,7 @@ struct PlanArgs {
   std::string torchrun;  // --torchrun DIR: the plan as PyTorch runs it (torch_layout.h)
   // The layout search (--gpus N --global-batch B).
   std::optional<std::string> gpus;
+  std::optional<std::string> nodes;  // --nodes M: M x gpus_per_node GPUs for the layout search
   std::optional<std::string> global_batch;
 };
 

@@ -429,8 +429,8 @@ int run_pipeline_plan(const PlanArgs& args) {
 }
 
 int run_layout_search(const PlanArgs& args) {
-  if (!args.gpus || !args.global_batch) {
-    fail("--gpus N and --global-batch B go together: the layout search needs both");
+  if ((!args.gpus && !args.nodes) || !args.global_batch) {
+    fail("--gpus N (or --nodes M) and --global-batch B go together: the layout search needs both");
   }
   const char* ignored = args.micro_batches                ? "--micro-batches"
                         : !args.schedule.empty()          ? "--schedule"
@@ -453,7 +453,17 @@ int run_layout_search(const PlanArgs& args) {
   // Note [Offload in a pipeline stage] in every layout (else the search
   // tries it where nothing else fits).
   request.offload_optimizer = args.strategy == "zero-offload";
-  const int64_t gpus = parse_count(*args.gpus, "--gpus");
+  const Hardware node = load_node(args);
+  int64_t gpus = args.gpus ? parse_count(*args.gpus, "--gpus") : 0;
+  if (args.nodes) {
+    const int64_t nodes = parse_count(*args.nodes, "--nodes");
+    const int64_t of_nodes = nodes > (1 << 20) ? int64_t{1} << 21 : nodes * node.gpus_per_node;
+    if (args.gpus && gpus != of_nodes) {
+      fail("--gpus {} is not --nodes {} of {} GPUs ({})", gpus, nodes, node.gpus_per_node,
+           of_nodes);
+    }
+    gpus = of_nodes;
+  }
   if (gpus > (1 << 20)) fail("--gpus {} is more than 2^20 GPUs", gpus);
   request.gpus = static_cast<int>(gpus);
   request.global_batch = parse_count(*args.global_batch, "--global-batch");

@@ -177,10 +177,20 @@ TEST(PlanLayoutSearch, FixedPartsAreKept) {
   EXPECT_NE(text.out.find("tp2 on 8 x"), std::string::npos) << text.out;  // no " sp"
 }
 
+// --nodes M is M nodes of the profile's (or --gpus-per-node's) GPUs.
+TEST(PlanLayoutSearch, NodesCountTheirGpus) {
+  const testing::RunResult r = run_memwall(
+      "plan --model gpt2-small --seq 128 --nodes 2 --gpus-per-node 2 --global-batch 8");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("layouts of 4 GPUs searched"), std::string::npos) << r.out;
+}
+
 TEST(PlanLayoutSearch, OptionsItChoosesAreRefused) {
   const std::vector<std::pair<std::string, std::string>> cases = {
-      {"--gpus 4", "--gpus N and --global-batch B go together"},
-      {"--global-batch 8", "--gpus N and --global-batch B go together"},
+      {"--gpus 4", "--gpus N (or --nodes M) and --global-batch B go together"},
+      {"--global-batch 8", "--gpus N (or --nodes M) and --global-batch B go together"},
+      {"--nodes 2 --gpus 8 --global-batch 8 --gpu a100-80g", "--gpus 8 is not --nodes 2 of 8"},
+      {"--nodes 0 --global-batch 8", "--nodes"},
       {"--gpus 4 --global-batch 8 --batch 2", "--batch does not apply to --gpus"},
       {"--gpus 4 --global-batch 8 --micro-batches 2", "--micro-batches does not apply"},
       {"--gpus 4 --global-batch 8 --pipeline-parallel 3", "do not divide 4 GPUs"},
