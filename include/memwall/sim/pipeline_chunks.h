@@ -28,7 +28,7 @@ enum class PipelineEngine : uint8_t {
 std::string_view to_string(PipelineEngine engine);
 
 // What each chunk recomputes (Note [Pipeline recomputation] in
-// src/sim/pipeline_chunks.cc).
+// src/sim/pipeline_recompute.cc).
 enum class ChunkRecompute : uint8_t {
   kNone,
   // Megatron-LM's full recomputation (--recompute-granularity full
