@@ -94,6 +94,7 @@ nlohmann::json plan_json(const PipelinePlan& p, const PlacementPlan* placed = nu
                       {"distributed_optimizer", p.distributed_optimizer},
                       {"zero_stage", p.zero_stage},
                       {"offload_optimizer", p.offload_optimizer},
+                      {"swap_activations", p.swap_activations},
                       {"host_bytes_per_node", p.host_bytes_per_node},
                       {"gpus", p.gpus},
                       {"budget_bytes", p.budget},
@@ -192,12 +193,14 @@ std::string plan_text(std::string_view graph_name, const Hardware& hw, const Pip
                  "selective: each layer reruns its attention's s x s part before its backward");
   }
   out += field("budget", exact_bytes(p.budget) + " a device");
-  if (p.offload_optimizer) {
-    out += field("offload",
-                 fmt::format("optimizer states on the host, stepped by the CPU: {} "
-                             "a node of {}{}",
-                             human_bytes(p.host_bytes_per_node), human_bytes(hw.host_memory_bytes),
-                             p.host_fits ? "" : " (over)"));
+  if (p.offload_optimizer || p.swap_activations) {
+    const char* what = p.offload_optimizer && p.swap_activations
+                           ? "optimizer states (stepped by the CPU) and swapped activations"
+                       : p.offload_optimizer ? "optimizer states on the host, stepped by the CPU"
+                                             : "activations swapped between forward and backward";
+    out +=
+        field("host", fmt::format("{}: {} a node of {}{}", what, human_bytes(p.host_bytes_per_node),
+                                  human_bytes(hw.host_memory_bytes), p.host_fits ? "" : " (over)"));
   }
   out += field("step time", fmt::format("{:.6g} s (simulated), bubble {:.1f}%", p.sim.step_time,
                                         100 * p.sim.bubble_fraction));
@@ -328,22 +331,26 @@ int run_pipeline_plan(const PlanArgs& args) {
         "--pipeline-parallel N (or --gpus N)");
   }
   // Note [Offload in a pipeline stage]: --strategy zero-offload offloads
-  // every stage's optimizer states.
+  // every stage's optimizer states; Note [Swapped activations in a pipeline
+  // stage]: --strategy vdnn swaps its activations.
   const bool offload = args.strategy == "zero-offload";
+  const bool swap = args.strategy == "vdnn";
   const char* ignored = !args.host_memory.empty() ? "--host-memory"
                         : !args.nvme.empty()      ? "--nvme"
-                        : offload && args.out.empty() && args.out_graph.empty() &&
+                        : (offload || swap) && args.out.empty() && args.out_graph.empty() &&
                                 !args.max_batch && args.max_model.empty()
                             ? nullptr
                             : single_gpu_option(args);
   if (ignored != nullptr) {
     fail(
         "{} does not apply to --pipeline-parallel: a pipeline plan keeps every chunk's states and "
-        "activations on its device (--strategy zero-offload its optimizer states on the host)",
+        "activations on its device (--strategy zero-offload its optimizer states on the host, "
+        "vdnn its activations)",
         ignored);
   }
   PipelineRequest request;
   request.offload_optimizer = offload;
+  request.swap_activations = swap;
   request.devices = parse_positive(args.pipeline_parallel, "--pipeline-parallel", 1);
   request.data_parallel = parse_positive(args.ranks, "--ranks", 1);
   if (args.zero_stage) {
@@ -414,7 +421,7 @@ int run_pipeline_plan(const PlanArgs& args) {
   }
   if (plan.fits) torchrun.write(layout, torchrun_script(hw, plan));
   if (!plan.host_fits) {
-    fail("the node's ranks hold {} of optimizer states in host memory, over its {}",
+    fail("the node's ranks hold {} in host memory, over its {}",
          exact_bytes(plan.host_bytes_per_node), exact_bytes(hw.host_memory_bytes));
   }
   if (!plan.fits) {

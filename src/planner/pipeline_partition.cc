@@ -48,7 +48,9 @@ uint64_t chunk_bytes(const ChunkCost& raw, int in_flight, const PipelineShape& s
   // gathered while the passes run.
   const ChunkCost c = zero_stage_memory(raw, shape);
   uint64_t others = 0;
-  if (__builtin_mul_overflow(c.saved, static_cast<uint64_t>(in_flight - 1), &others)) return kMax;
+  // Note [Swapped activations in a pipeline stage]: two a device at most.
+  const int held = shape.swap_activations ? std::min(in_flight - 1, 2) : in_flight - 1;
+  if (__builtin_mul_overflow(c.saved, static_cast<uint64_t>(held), &others)) return kMax;
   uint64_t top = 0;
   if (__builtin_add_overflow(others, std::max(c.forward_peak, c.backward_peak), &top)) return kMax;
   top = std::max(top, c.optimizer_peak);

@@ -87,6 +87,21 @@ void offload_optimizer(PipelinePlan& plan, const Hardware& node, int replicas) {
   }
 }
 
+// Note [Swapped activations in a pipeline stage] (src/sim/pipeline.cc),
+// the copies' time: a micro-batch chunk's saved bytes go down to the host
+// beside the next pass and come back up beside the pass before its
+// backward, over the rank's share of the host's PCIe (all the node's GPUs
+// copy at once); what a pass of the chunk's own length does not hide is
+// added to its forward (down) and its backward (up).
+void swap_activations(PipelinePlan& plan, const Hardware& node) {
+  const Hardware rank = rank_share(node, std::min(plan.gpus, node.gpus_per_node));
+  plan.swap_activations = true;
+  for (ChunkCost& c : plan.costs) {
+    c.forward += std::max(0.0, d2h_time(rank, c.saved) - c.forward);
+    c.backward += std::max(0.0, h2d_time(rank, c.saved) - c.backward);
+  }
+}
+
 }  // namespace
 
 std::string_view to_string(PipelinePartition partition) {
@@ -172,6 +187,7 @@ PipelinePlan plan_pipeline(const ChunkedGraph& chunked, const Hardware& node,
   }
 
   shape.optimizer_on_host = request.offload_optimizer;
+  shape.swap_activations = request.swap_activations;
   const int chunks = shape.devices * shape.chunks_per_device;
   if (request.partition == PipelinePartition::kEvenLayers) {
     plan.cut = even_layer_cut(chunked, chunks);
@@ -247,19 +263,20 @@ PipelinePlan plan_pipeline(const ChunkedGraph& chunked, const Hardware& node,
     const CollectiveGroup ends{2, one_node ? 2 : 1};
     for (ChunkCost& c : plan.costs) {
       if (c.shared_grads == 0) continue;
-      c.grad_sync += collective_time(node, Collective::kAllReduce,
-                                     static_cast<double>(c.shared_grads), ends);
+      c.grad_sync +=
+          collective_time(node, Collective::kAllReduce, static_cast<double>(c.shared_grads), ends);
     }
   }
   if (request.offload_optimizer) offload_optimizer(plan, node, replicas);
+  if (request.swap_activations) swap_activations(plan, node);
   plan.sim = simulate_pipeline(pipeline_setup(shape, plan.costs));
   plan.fits = true;
   uint64_t most_host = 0;
   for (const PipelineDevice& d : plan.sim.devices) {
     plan.fits = plan.fits && d.peak_bytes <= plan.budget;
-    most_host = std::max(most_host, d.host_states);
+    most_host = std::max(most_host, checked_add(d.host_states, d.host_activations, "host bytes"));
   }
-  if (plan.offload_optimizer) {
+  if (plan.offload_optimizer || plan.swap_activations) {
     const auto on_node = static_cast<uint64_t>(std::min(plan.gpus, node.gpus_per_node));
     plan.host_bytes_per_node = checked_mul(most_host, on_node, "a node's host states");
     plan.host_fits = plan.host_bytes_per_node <= node.host_memory_bytes;

@@ -36,6 +36,18 @@
 // After its last backward, each device all-reduces its chunks' gradients
 // over the data-parallel replicas, then runs their optimizer steps.
 //
+// Note [Swapped activations in a pipeline stage]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// With PipelineSetup::swap_activations (vDNN's swapping per stage, as
+// MPress combines it with pipelines), a micro-batch chunk's saved bytes go
+// to host memory once its forward is done and come back before its
+// backward: while a pass runs the device holds, of the other micro-batch
+// chunks in flight, at most two's saved bytes (the last one going out and
+// the next backward's coming in; counted as twice the device's largest
+// chunk's), the host the rest. The copies' time is the planner's (Note
+// [Offload in a pipeline stage] in src/planner/pipeline_plan.cc charges
+// what a pass does not hide); the memory is counted here.
+//
 // Memory per device: its chunks' states throughout, plus the saved bytes of
 // every micro-batch chunk whose forward ended and whose backward has not,
 // plus the running pass's own peak (ChunkCost). Passes on a device do not
@@ -105,8 +117,8 @@ Shape check_setup(const PipelineSetup& s) {
   }
   // Under an explicit placement the count varies by device; nothing reads it.
   const int per_device = placed ? 0 : static_cast<int>(chunks) / s.devices;
-  const bool one_chunk = s.schedule == PipelineSchedule::kGPipe ||
-                         s.schedule == PipelineSchedule::kOneFOneB;
+  const bool one_chunk =
+      s.schedule == PipelineSchedule::kGPipe || s.schedule == PipelineSchedule::kOneFOneB;
   if (!placed && one_chunk && per_device != 1) {
     fail("pipeline: {} runs one chunk per device (got {}); interleaved and hanayo run several",
          to_string(s.schedule), per_device);
@@ -125,7 +137,8 @@ Shape check_setup(const PipelineSetup& s) {
   }
   for (const ChunkCost& c : s.chunks) {
     for (const double t : {c.forward, c.backward, c.optimizer, c.grad_sync}) {
-      if (!(t >= 0) || !std::isfinite(t)) fail("pipeline: a chunk's time is negative or not finite");
+      if (!(t >= 0) || !std::isfinite(t))
+        fail("pipeline: a chunk's time is negative or not finite");
     }
   }
   return {s.devices, per_device, static_cast<int>(chunks), s.micro_batches};
@@ -192,7 +205,8 @@ std::vector<PipelineTask> static_order(const Shape& s, PipelineSchedule schedule
     case PipelineSchedule::kInterleaved: {
       const int total = m * s.per_device;
       const int warmup = interleaved_warmup(s, schedule, device);
-      for (int k = 0; k < warmup; ++k) order.push_back(interleaved_pass(s, schedule, device, k, false));
+      for (int k = 0; k < warmup; ++k)
+        order.push_back(interleaved_pass(s, schedule, device, k, false));
       for (int k = 0; k + warmup < total; ++k) {
         order.push_back(interleaved_pass(s, schedule, device, k + warmup, false));
         order.push_back(interleaved_pass(s, schedule, device, k, true));
@@ -207,7 +221,6 @@ std::vector<PipelineTask> static_order(const Shape& s, PipelineSchedule schedule
   }
   return order;
 }
-
 
 constexpr double kNotYet = std::numeric_limits<double>::infinity();
 
@@ -283,7 +296,8 @@ std::vector<PipelineTask> run_static(const PipelineSetup& setup, const Shape& sh
         best = d;
       }
     }
-    if (best < 0) fail("pipeline: internal error: {} waits on a pass never run", to_string(setup.schedule));
+    if (best < 0)
+      fail("pipeline: internal error: {} waits on a pass never run", to_string(setup.schedule));
     PipelineTask t = orders[best][next[best]++];
     t.start = best_start;
     t.end = best_start + passes.duration(t);
@@ -376,10 +390,14 @@ std::vector<PipelineTask> run_list(const PipelineSetup& setup, const Shape& shap
 
 std::string_view to_string(PipelineSchedule schedule) {
   switch (schedule) {
-    case PipelineSchedule::kGPipe: return "gpipe";
-    case PipelineSchedule::kOneFOneB: return "1f1b";
-    case PipelineSchedule::kInterleaved: return "interleaved";
-    case PipelineSchedule::kHanayo: return "hanayo";
+    case PipelineSchedule::kGPipe:
+      return "gpipe";
+    case PipelineSchedule::kOneFOneB:
+      return "1f1b";
+    case PipelineSchedule::kInterleaved:
+      return "interleaved";
+    case PipelineSchedule::kHanayo:
+      return "hanayo";
   }
   return "?";
 }
@@ -402,8 +420,10 @@ int chunk_device(PipelineSchedule schedule, int chunk, int devices) {
 int schedule_in_flight(PipelineSchedule schedule, int devices, int chunks_per_device,
                        int micro_batches, int device) {
   switch (schedule) {
-    case PipelineSchedule::kGPipe: return micro_batches;
-    case PipelineSchedule::kOneFOneB: return std::min(devices - device, micro_batches);
+    case PipelineSchedule::kGPipe:
+      return micro_batches;
+    case PipelineSchedule::kOneFOneB:
+      return std::min(devices - device, micro_batches);
     case PipelineSchedule::kInterleaved:
     case PipelineSchedule::kHanayo: {
       const Shape s{devices, chunks_per_device, devices * chunks_per_device, micro_batches};
@@ -448,6 +468,10 @@ PipelineResult simulate_pipeline(const PipelineSetup& setup) {
   std::vector<double> last_end(shape.devices, 0);
   std::vector<uint64_t> saved_in_flight(shape.devices, 0);
   std::vector<int> count_in_flight(shape.devices, 0);
+  std::vector<uint64_t> largest_saved(shape.devices, 0);
+  for (int c = 0; c < shape.chunks; ++c) {
+    largest_saved[device_of[c]] = std::max(largest_saved[device_of[c]], setup.chunks[c].saved);
+  }
   for (int c = 0; c < shape.chunks; ++c) {
     PipelineDevice& d = result.devices[device_of[c]];
     d.states = checked_add(d.states, setup.chunks[c].states, "a pipeline device's states");
@@ -464,9 +488,10 @@ PipelineResult simulate_pipeline(const PipelineSetup& setup) {
   }
   for (int c = 0; c < shape.chunks; ++c) {
     PipelineDevice& d = result.devices[device_of[c]];
-    d.peak_bytes = std::max(
-        d.peak_bytes, checked_add(checked_add(d.states, d.engine_buffers, "a pipeline device's bytes"),
-                                  setup.chunks[c].optimizer_peak, "a pipeline device's bytes"));
+    d.peak_bytes =
+        std::max(d.peak_bytes,
+                 checked_add(checked_add(d.states, d.engine_buffers, "a pipeline device's bytes"),
+                             setup.chunks[c].optimizer_peak, "a pipeline device's bytes"));
   }
   // Tasks were started in time order, and each device's in start order.
   for (const PipelineTask& t : result.tasks) {
@@ -475,11 +500,17 @@ PipelineResult simulate_pipeline(const PipelineSetup& setup) {
     d.busy += t.end - t.start;
     last_end[t.device] = t.end;
     result.passes_end = std::max(result.passes_end, t.end);
-    const uint64_t others = saved_in_flight[t.device] - (t.backward ? c.saved : 0);
-    const uint64_t bytes =
-        checked_add(checked_add(checked_add(d.states, d.engine_buffers, "a pipeline device's bytes"),
-                                others, "a pipeline device's bytes"),
-                    t.backward ? c.backward_peak : c.forward_peak, "a pipeline device's bytes");
+    uint64_t others = saved_in_flight[t.device] - (t.backward ? c.saved : 0);
+    if (setup.swap_activations) {
+      // Note [Swapped activations in a pipeline stage].
+      const uint64_t kept = std::min(others, checked_mul(largest_saved[t.device], 2, "bytes"));
+      d.host_activations = std::max(d.host_activations, others - kept);
+      others = kept;
+    }
+    const uint64_t bytes = checked_add(
+        checked_add(checked_add(d.states, d.engine_buffers, "a pipeline device's bytes"), others,
+                    "a pipeline device's bytes"),
+        t.backward ? c.backward_peak : c.forward_peak, "a pipeline device's bytes");
     if (bytes > d.peak_bytes) {
       d.peak_bytes = bytes;
       d.peak_in_flight = count_in_flight[t.device];
@@ -500,8 +531,7 @@ PipelineResult simulate_pipeline(const PipelineSetup& setup) {
     idle += d.idle;
     result.step_time = std::max(result.step_time, last_end[i] + d.grad_sync + d.optimizer);
   }
-  result.bubble_fraction =
-      result.passes_end > 0 ? idle / (shape.devices * result.passes_end) : 0;
+  result.bubble_fraction = result.passes_end > 0 ? idle / (shape.devices * result.passes_end) : 0;
   return result;
 }
 

@@ -564,6 +564,7 @@ PipelineSetup pipeline_setup(const PipelineShape& shape, std::vector<ChunkCost> 
   setup.devices_per_node = shape.devices_per_node;
   setup.in_node = shape.in_node;
   setup.across_nodes = shape.across_nodes;
+  setup.swap_activations = shape.swap_activations;
   return setup;
 }
 

@@ -65,11 +65,16 @@ TEST(PlanPipeline, ZeroStagesAndOffloadPerStage) {
   EXPECT_NE(offload.out.find("optimizer states on the host, stepped by the CPU"),
             std::string::npos)
       << offload.out;
-  const testing::RunResult vdnn =
-      run_memwall("plan " + kPipelineModel + " --pipeline-parallel 2 --strategy vdnn");
-  EXPECT_EQ(vdnn.exit_code, 2);
-  EXPECT_NE(vdnn.err.find("--strategy does not apply to --pipeline-parallel"), std::string::npos)
-      << vdnn.err;
+  const testing::RunResult swap = run_memwall("plan " + kPipelineModel +
+                                              " --pipeline-parallel 2 --strategy vdnn --json");
+  ASSERT_EQ(swap.exit_code, 0) << swap.err;
+  EXPECT_EQ(nlohmann::json::parse(swap.out).at("swap_activations"), true);
+  const testing::RunResult capuchin =
+      run_memwall("plan " + kPipelineModel + " --pipeline-parallel 2 --strategy capuchin");
+  EXPECT_EQ(capuchin.exit_code, 2);
+  EXPECT_NE(capuchin.err.find("--strategy does not apply to --pipeline-parallel"),
+            std::string::npos)
+      << capuchin.err;
 }
 
 TEST(PlanPipeline, BadInputIsOneLineAndExitCodeTwo) {

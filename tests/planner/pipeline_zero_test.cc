@@ -158,6 +158,34 @@ TEST(PipelineZero, OffloadedOptimizerStepsOnTheHost) {
   EXPECT_FALSE(over.fits);
 }
 
+// Note [Swapped activations in a pipeline stage]: 1F1B holds 4
+// micro-batches on the first of 4 devices, so while a pass runs 3 others'
+// saved bytes are in flight; with swapping 2 stay and 1 is on the host. The
+// copies cost what a pass of the chunk's length does not hide.
+TEST(PipelineZero, SwappedActivationsKeepTwoMicroBatchesOnTheDevice) {
+  const Graph g = zero_llama();
+  const Hardware& node = find_gpu("h100-80g");
+  PipelineRequest request{
+      .devices = 4, .micro_batches = 8, .partition = PipelinePartition::kEvenLayers};
+  const PipelinePlan kept = plan_pipeline(g, node, request);
+  request.swap_activations = true;
+  const PipelinePlan swapped = plan_pipeline(g, node, request);
+  ASSERT_TRUE(swapped.swap_activations);
+  const Hardware rank = rank_share(node, 4);
+  for (size_t k = 0; k < kept.costs.size(); ++k) {
+    const ChunkCost& a = kept.costs[k];
+    const ChunkCost& b = swapped.costs[k];
+    EXPECT_DOUBLE_EQ(b.forward, a.forward + std::max(0.0, d2h_time(rank, a.saved) - a.forward));
+    EXPECT_DOUBLE_EQ(b.backward, a.backward + std::max(0.0, h2d_time(rank, a.saved) - a.backward));
+  }
+  EXPECT_EQ(kept.sim.devices[0].max_in_flight, 4);
+  EXPECT_EQ(swapped.sim.devices[0].host_activations, kept.costs[0].saved);
+  EXPECT_EQ(swapped.sim.devices[0].peak_bytes,
+            kept.sim.devices[0].peak_bytes - kept.costs[0].saved);
+  EXPECT_EQ(swapped.sim.devices[3].host_activations, 0u);  // 1 in flight: nothing to swap
+  EXPECT_EQ(swapped.host_bytes_per_node, 4 * kept.costs[0].saved);
+}
+
 // Note [Layout search]: where no recomputation fits under ZeRO-1, the
 // search tries ZeRO-3 (then offload): with a budget of exactly ZeRO-3's
 // peak for 4 replicas, per-layer recomputation, ZeRO-1 fits nowhere and

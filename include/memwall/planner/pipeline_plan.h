@@ -34,6 +34,10 @@ struct PipelineRequest {
   // (ZeRO-Offload per stage: Note [Offload in a pipeline stage] in
   // src/planner/pipeline_plan.cc).
   bool offload_optimizer = false;
+  // Each stage's activations swapped to the host between forward and
+  // backward (Note [Swapped activations in a pipeline stage] in
+  // src/sim/pipeline.cc).
+  bool swap_activations = false;
   int chunks_per_device = 1;
   int micro_batches = 1;
   PipelineSchedule schedule = PipelineSchedule::kOneFOneB;
@@ -63,8 +67,10 @@ struct PipelinePlan {
   bool distributed_optimizer = false;
   int zero_stage = 0;  // 0 to 3: what is sharded over the replicas (1: distributed_optimizer)
   bool offload_optimizer = false;
-  // With it: the host memory the node's ranks hold together (the fullest
-  // device's host states times the node's GPUs), within the node's or not.
+  bool swap_activations = false;
+  // With either: the host memory the node's ranks hold together (the fullest
+  // device's host states and swapped activations times the node's GPUs),
+  // within the node's or not.
   uint64_t host_bytes_per_node = 0;
   bool host_fits = true;
   int gpus = 1;  // devices x tensor-parallel x context-parallel ranks x data-parallel replicas

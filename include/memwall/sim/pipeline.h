@@ -97,6 +97,11 @@ struct PipelineSetup {
   // count of at least one a device, run by the list schedule (Note
   // [Pipeline simulation]). Empty: the schedule's own (chunk_device).
   std::vector<int> chunk_devices;
+  // Activations swapped to host memory between a micro-batch's forward and
+  // its backward (Note [Swapped activations in a pipeline stage] in
+  // src/sim/pipeline.cc): a device keeps at most two micro-batch chunks'
+  // saved bytes, the host the rest.
+  bool swap_activations = false;
 };
 
 // The device that runs a chunk under a schedule: chunk % devices for GPipe,
@@ -138,6 +143,7 @@ struct PipelineDevice {
   double idle = 0;              // seconds without a pass between the step's start and its last pass's end
   uint64_t states = 0;          // bytes of its chunks' states
   uint64_t host_states = 0;     // bytes of its chunks' states in host memory
+  uint64_t host_activations = 0;  // the most saved bytes it had swapped to the host at once
   uint64_t engine_buffers = 0;  // bytes of its chunks' engine buffers (ChunkCost)
   uint64_t peak_bytes = 0;      // the most bytes it held at once
   int peak_in_flight = 0;       // micro-batch chunks held (forward done, backward not) at its peak

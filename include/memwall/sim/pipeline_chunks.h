@@ -163,6 +163,9 @@ struct PipelineShape {
   // stage] in src/planner/pipeline_plan.cc), which the partition leaves out
   // of a device's bytes.
   bool optimizer_on_host = false;
+  // Activations swapped to the host between forward and backward (Note
+  // [Swapped activations in a pipeline stage] in src/sim/pipeline.cc).
+  bool swap_activations = false;
 };
 
 // A chunk's states with its optimizer states sharded `shards` ways, the
