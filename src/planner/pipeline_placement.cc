@@ -69,24 +69,13 @@ namespace memwall {
 namespace {
 
 constexpr double kNoPlacement = std::numeric_limits<double>::infinity();
-constexpr uint64_t kSaturated = std::numeric_limits<uint64_t>::max();
 // Of the deadline, CBC's own time limit; the rest is for the child to answer.
 constexpr double kPlacementCbcShare = 0.8;
 constexpr double kPlacementLeastSolve = 0.05;  // seconds below which CBC is not started
 
-uint64_t placement_add(uint64_t a, uint64_t b) {
-  uint64_t sum = 0;
-  return __builtin_add_overflow(a, b, &sum) ? kSaturated : sum;
-}
-
-uint64_t placement_mul(uint64_t a, uint64_t b) {
-  uint64_t product = 0;
-  return __builtin_mul_overflow(a, b, &product) ? kSaturated : product;
-}
-
 // Bytes of a segment with its micro-batches in flight, without its peak.
 uint64_t held_bytes(const PlacementProblem& p, const SegmentCost& s) {
-  return placement_add(s.states, placement_mul(s.saved, static_cast<uint64_t>(p.in_flight)));
+  return saturating_add(s.states, saturating_mul(s.saved, static_cast<uint64_t>(p.in_flight)));
 }
 
 // The best contiguous placement: device k holds a run of segments, in order.
@@ -110,9 +99,9 @@ Contiguous best_contiguous(const PlacementProblem& p) {
       for (int i = j - 1; i >= k - 1; --i) {
         const SegmentCost& s = p.segments[i];
         seconds += s.seconds;
-        held = placement_add(held, held_bytes(p, s));
+        held = saturating_add(held, held_bytes(p, s));
         peak = std::max(peak, s.peak);
-        if (placement_add(held, peak) > p.budget) break;  // longer runs hold more
+        if (saturating_add(held, peak) > p.budget) break;  // longer runs hold more
         if (best[k - 1][i] == kNoPlacement) continue;
         const double load = seconds + (i > 0 ? p.boundary_seconds[i - 1] : 0) +
                             (j < units ? p.boundary_seconds[j - 1] : 0);
@@ -309,7 +298,7 @@ void check_placement_problem(const PlacementProblem& p) {
   }
   for (int u = 0; u < units; ++u) {
     const SegmentCost& s = p.segments[u];
-    const uint64_t alone = placement_add(held_bytes(p, s), s.peak);
+    const uint64_t alone = saturating_add(held_bytes(p, s), s.peak);
     if (alone > p.budget) {
       fail(
           "pipeline: segment {} alone needs {} bytes with {} micro-batches in flight, over the "
@@ -336,11 +325,11 @@ bool placement_fits(const PlacementProblem& p, const std::vector<int>& device) {
   std::vector<uint64_t> held(p.devices, 0);
   std::vector<uint64_t> peak(p.devices, 0);
   for (size_t u = 0; u < device.size(); ++u) {
-    held[device[u]] = placement_add(held[device[u]], held_bytes(p, p.segments[u]));
+    held[device[u]] = saturating_add(held[device[u]], held_bytes(p, p.segments[u]));
     peak[device[u]] = std::max(peak[device[u]], p.segments[u].peak);
   }
   for (int d = 0; d < p.devices; ++d) {
-    if (placement_add(held[d], peak[d]) > p.budget) return false;
+    if (saturating_add(held[d], peak[d]) > p.budget) return false;
   }
   return true;
 }
@@ -434,10 +423,10 @@ PlacementProblem placement_problem(const ChunkedGraph& chunked, const PipelineSh
   for (int u = 0; u < units; ++u) {
     const ChunkCost c = chunked.cost(position(u), position(u + 1));
     const uint64_t buffers =
-        placement_mul(c.engine_buffers, static_cast<uint64_t>(shape.micro_batches));
+        saturating_mul(c.engine_buffers, static_cast<uint64_t>(shape.micro_batches));
     p.segments.push_back(
         {.seconds = c.forward + c.backward,
-         .states = placement_add(
+         .states = saturating_add(
              sharded_states(c, shape.optimizer_shards, shape.expert_optimizer_shards), buffers),
          .saved = c.saved,
          .peak = std::max({c.forward_peak, c.backward_peak, c.optimizer_peak})});

@@ -63,14 +63,13 @@ int checked_count(int value, const char* what) {
 // host memory, which the plan checks. Serial: DeepSpeed overlaps the copy
 // of one parameter group with the step of the next, which this leaves out.
 void offload_optimizer(PipelinePlan& plan, const Hardware& node, int replicas) {
-  const int on_node = std::min(plan.gpus, node.gpus_per_node);
-  const Hardware rank = rank_share(node, on_node);
+  const Hardware rank = rank_share(node, plan.gpus);
   if (!(rank.cpu_adam_params_per_s > 0)) {
     fail("pipeline: the profile {} gives no CPU optimizer rate, which offloading needs", node.name);
   }
   plan.offload_optimizer = true;
-  const auto shards = static_cast<uint64_t>(plan.zero_stage >= 1 ? replicas : 1);
-  const auto share = [&](uint64_t bytes) { return bytes / shards + (bytes % shards != 0 ? 1 : 0); };
+  const int shards = plan.zero_stage >= 1 ? replicas : 1;
+  const auto share = [&](uint64_t bytes) { return shard_bytes(bytes, shards); };
   for (ChunkCost& c : plan.costs) {
     const uint64_t params = c.states - c.grads - c.optimizer_states;
     // Stages 2 and 3 hold only their shards already; stage 1 its whole
@@ -94,7 +93,7 @@ void offload_optimizer(PipelinePlan& plan, const Hardware& node, int replicas) {
 // copy at once); what a pass of the chunk's own length does not hide is
 // added to its forward (down) and its backward (up).
 void swap_activations(PipelinePlan& plan, const Hardware& node) {
-  const Hardware rank = rank_share(node, std::min(plan.gpus, node.gpus_per_node));
+  const Hardware rank = rank_share(node, plan.gpus);
   plan.swap_activations = true;
   for (ChunkCost& c : plan.costs) {
     c.forward += std::max(0.0, d2h_time(rank, c.saved) - c.forward);
@@ -277,7 +276,7 @@ PipelinePlan plan_pipeline(const ChunkedGraph& chunked, const Hardware& node,
     most_host = std::max(most_host, checked_add(d.host_states, d.host_activations, "host bytes"));
   }
   if (plan.offload_optimizer || plan.swap_activations) {
-    const auto on_node = static_cast<uint64_t>(std::min(plan.gpus, node.gpus_per_node));
+    const auto on_node = static_cast<uint64_t>(ranks_per_node(node, plan.gpus));
     plan.host_bytes_per_node = checked_mul(most_host, on_node, "a node's host states");
     plan.host_fits = plan.host_bytes_per_node <= node.host_memory_bytes;
     plan.fits = plan.fits && plan.host_fits;

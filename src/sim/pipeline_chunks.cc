@@ -436,7 +436,8 @@ ChunkCost ChunkedGraph::measure(int begin, int end) const {
       const auto [first_read, last_read] = param_reads_[s];
       if (first_read != kNoPosition && (first_read < begin || last_read >= end)) {
         for (const BufferId t : states_of_param_[s]) {
-          if (graph_.buffers[t].kind == BufferKind::kGrad) cost.shared_grads += graph_.buffers[t].bytes;
+          if (graph_.buffers[t].kind == BufferKind::kGrad)
+            cost.shared_grads += graph_.buffers[t].bytes;
         }
       }
     }
@@ -548,11 +549,9 @@ std::string chunk_first_op(const ChunkedGraph& chunked, const PipelineCut& cut, 
 uint64_t sharded_states(const ChunkCost& c, int shards, int expert_shards) {
   if (expert_shards <= 0) expert_shards = shards;
   if (shards <= 1 && expert_shards <= 1) return c.states;
-  const auto d = static_cast<uint64_t>(std::max(shards, 1));
-  const auto de = static_cast<uint64_t>(std::max(expert_shards, 1));
   const uint64_t dense = c.optimizer_states - c.expert_optimizer_states;
-  return c.states - c.optimizer_states + (dense + d - 1) / d +
-         (c.expert_optimizer_states + de - 1) / de;
+  return c.states - c.optimizer_states + shard_bytes(dense, shards) +
+         shard_bytes(c.expert_optimizer_states, expert_shards);
 }
 
 PipelineSetup pipeline_setup(const PipelineShape& shape, std::vector<ChunkCost> chunks) {

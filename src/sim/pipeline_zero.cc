@@ -36,20 +36,11 @@
 #include "memwall/sim/pipeline_chunks.h"
 
 namespace memwall {
-namespace {
 
-// A rank's share of `bytes` over `shards`, rounded up.
-uint64_t shard_of(uint64_t bytes, int shards) {
+uint64_t shard_bytes(uint64_t bytes, int shards) {
   const auto r = static_cast<uint64_t>(std::max(shards, 1));
   return bytes / r + (bytes % r != 0 ? 1 : 0);
 }
-
-uint64_t add_saturating(uint64_t a, uint64_t b) {
-  uint64_t sum = 0;
-  return __builtin_add_overflow(a, b, &sum) ? UINT64_MAX : sum;
-}
-
-}  // namespace
 
 ChunkCost zero_stage_memory(ChunkCost c, const PipelineShape& shape) {
   if (shape.zero_stage < 0 || shape.zero_stage > 3) {
@@ -68,16 +59,16 @@ ChunkCost zero_stage_memory(ChunkCost c, const PipelineShape& shape) {
   }
   const int r = shape.optimizer_shards;
   const uint64_t params = c.states - c.grads - c.optimizer_states;
-  const uint64_t grads = shard_of(c.grads, r), optimizer = shard_of(c.optimizer_states, r);
-  const uint64_t kept = shape.zero_stage == 3 ? shard_of(params, r) : params;
+  const uint64_t grads = shard_bytes(c.grads, r), optimizer = shard_bytes(c.optimizer_states, r);
+  const uint64_t kept = shape.zero_stage == 3 ? shard_bytes(params, r) : params;
   c.states = kept + grads + optimizer;
   c.grads = grads;
   c.optimizer_states = optimizer;
   uint64_t gathered = 0;  // stage 3: the unit running and the one prefetched
   if (shape.zero_stage == 3)
-    gathered = add_saturating(c.largest_unit_params, c.largest_unit_params);
-  c.forward_peak = add_saturating(c.forward_peak, gathered);
-  c.backward_peak = add_saturating(c.backward_peak, add_saturating(gathered, c.largest_unit_grads));
+    gathered = saturating_add(c.largest_unit_params, c.largest_unit_params);
+  c.forward_peak = saturating_add(c.forward_peak, gathered);
+  c.backward_peak = saturating_add(c.backward_peak, saturating_add(gathered, c.largest_unit_grads));
   return c;
 }
 

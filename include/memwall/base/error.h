@@ -53,4 +53,15 @@ inline constexpr uint64_t kMaxBytes = uint64_t{1} << 62;
 uint64_t checked_add(uint64_t a, uint64_t b, const char* what);
 uint64_t checked_mul(uint64_t a, uint64_t b, const char* what);
 
+// Saturating size arithmetic for bounds and comparisons: the largest
+// uint64 instead of wrapping (no budget is that large).
+inline uint64_t saturating_add(uint64_t a, uint64_t b) {
+  uint64_t sum = 0;
+  return __builtin_add_overflow(a, b, &sum) ? UINT64_MAX : sum;
+}
+inline uint64_t saturating_mul(uint64_t a, uint64_t b) {
+  uint64_t product = 0;
+  return __builtin_mul_overflow(a, b, &product) ? UINT64_MAX : product;
+}
+
 }  // namespace memwall

@@ -1,7 +1,7 @@
 // A training graph cut into pipeline chunks, and what one micro-batch costs
 // on each (Note [Pipeline chunks] in src/sim/pipeline_chunks.cc). The graph is
-// one micro-batch's iteration; a cut is where each chunk's forward starts; the partition that chooses
-// one is the planner's (memwall/planner/pipeline_partition.h).
+// one micro-batch's iteration; a cut is where each chunk's forward starts; the partition that
+// chooses one is the planner's (memwall/planner/pipeline_partition.h).
 #pragma once
 
 #include <cstdint>
@@ -105,7 +105,7 @@ class ChunkedGraph {
   PipelineEngine engine_;
   std::vector<int> maker_anchor_;       // per buffer: its maker's position, kNoPosition for inputs
   std::vector<int> last_forward_read_;  // per buffer: the last forward position reading it
-  std::vector<int> layer_of_op_;                    // per op: its forward layer, -1 for none
+  std::vector<int> layer_of_op_;        // per op: its forward layer, -1 for none
   std::vector<std::vector<OpId>> layer_forward_;  // per layer: its forward ops in order
   std::vector<std::vector<OpId>> layer_rerun_;    // per layer: the forward ops it reruns, in order
   std::vector<uint8_t> remade_;
@@ -114,16 +114,17 @@ class ChunkedGraph {
   std::vector<uint8_t> droppable_;  // per storage: freed after its forward, recomputed for backward
   std::vector<OpId> forward_;
   std::vector<int> anchor_;
-  std::vector<double> seconds_;              // per op
-  std::vector<uint8_t> is_state_;            // per buffer
-  std::vector<uint8_t> is_expert_state_;     // per buffer: an expert-parallel expert's state
-  std::vector<std::vector<BufferId>> states_of_param_;  // per buffer: a parameter's grads and optimizer states
-  std::vector<BufferId> storage_;            // per buffer: the root of its versions
-  Layers layers_;                            // find_layers of the graph
-  std::vector<int> unit_of_param_;           // per parameter storage: its ZeRO-3 unit, -1 for none
+  std::vector<double> seconds_;           // per op
+  std::vector<uint8_t> is_state_;         // per buffer
+  std::vector<uint8_t> is_expert_state_;  // per buffer: an expert-parallel expert's state
+  std::vector<std::vector<BufferId>>
+      states_of_param_;             // per buffer: a parameter's grads and optimizer states
+  std::vector<BufferId> storage_;   // per buffer: the root of its versions
+  Layers layers_;                   // find_layers of the graph
+  std::vector<int> unit_of_param_;  // per parameter storage: its ZeRO-3 unit, -1 for none
   int units_ = 0;
   std::vector<std::pair<int, int>> param_reads_;  // per parameter: first, last forward reader
-  std::vector<uint64_t> forward_crossing_;   // per cut 0..forward_ops()
+  std::vector<uint64_t> forward_crossing_;        // per cut 0..forward_ops()
   std::vector<uint64_t> backward_crossing_;
   mutable std::unordered_map<int64_t, ChunkCost> costs_;  // by begin x (forward_ops + 1) + end
 };
@@ -167,6 +168,9 @@ struct PipelineShape {
   // [Swapped activations in a pipeline stage] in src/sim/pipeline.cc).
   bool swap_activations = false;
 };
+
+// A rank's share of `bytes` sharded `shards` ways (at least 1), rounded up.
+uint64_t shard_bytes(uint64_t bytes, int shards);
 
 // A chunk's states with its optimizer states sharded `shards` ways, the
 // experts' `expert_shards` ways (0: `shards`), each rank's share rounded up.
