@@ -68,15 +68,17 @@
 namespace memwall {
 namespace {
 
-constexpr double kNoPlacement = std::numeric_limits<double>::infinity();
-// Of the deadline, CBC's own time limit; the rest is for the child to answer.
-constexpr double kPlacementCbcShare = 0.8;
-constexpr double kPlacementLeastSolve = 0.05;  // seconds below which CBC is not started
-
 // Bytes of a segment with its micro-batches in flight, without its peak.
 uint64_t held_bytes(const PlacementProblem& p, const SegmentCost& s) {
   return saturating_add(s.states, saturating_mul(s.saved, static_cast<uint64_t>(p.in_flight)));
 }
+
+#ifdef MEMWALL_HAVE_CBC
+
+constexpr double kNoPlacement = std::numeric_limits<double>::infinity();
+// Of the deadline, CBC's own time limit; the rest is for the child to answer.
+constexpr double kPlacementCbcShare = 0.8;
+constexpr double kPlacementLeastSolve = 0.05;  // seconds below which CBC is not started
 
 // The best contiguous placement: device k holds a run of segments, in order.
 struct Contiguous {
@@ -273,6 +275,8 @@ std::vector<double> placement_columns(const PlacementProblem& p, const Placement
   return x;
 }
 
+#endif  // MEMWALL_HAVE_CBC
+
 // Checks a problem's shape; one line for what no placement can satisfy.
 void check_placement_problem(const PlacementProblem& p) {
   const int units = static_cast<int>(p.segments.size());
@@ -336,6 +340,13 @@ bool placement_fits(const PlacementProblem& p, const std::vector<int>& device) {
 
 PlacementResult solve_placement_ip(const PlacementProblem& p, Deadline deadline) {
   check_placement_problem(p);
+#ifndef MEMWALL_HAVE_CBC
+  // Note [Builds without CBC] in src/remat/cbc_process.cc.
+  (void)deadline;
+  fail(
+      "pipeline placement: this memwall was built without CBC, the solver of the integer "
+      "programme (apt install coinor-libcbc-dev, then build again)");
+#else
   const int units = static_cast<int>(p.segments.size());
   PlacementResult result;
   const Contiguous contiguous = best_contiguous(p);
@@ -399,6 +410,7 @@ PlacementResult solve_placement_ip(const PlacementProblem& p, Deadline deadline)
                                  : std::min(trivial, result.max_load);
   if (result.optimal) result.bound = result.max_load;
   return result;
+#endif  // MEMWALL_HAVE_CBC
 }
 
 PlacementProblem placement_problem(const ChunkedGraph& chunked, const PipelineShape& shape,

@@ -15,6 +15,16 @@
 // API reports none as they are found (it has no incumbent or event
 // callback), so checkmate falls back on the warm start it gave CBC, which
 // CBC's incumbent is never worse than.
+//
+// Note [Builds without CBC]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~
+// CBC (coinor-libcbc-dev) is a Debian package that GPU machines rented by
+// the hour do not have, and the GPU check kit (scripts/gpu-kit.sh,
+// docs/gpu.md) builds memwall there without it: CMake defines
+// MEMWALL_HAVE_CBC only where pkg-config finds cbc. Without it Checkmate and
+// the pipeline placement's integer programme refuse in one line, the
+// memwall planner runs its other proposers, and plans that need CBC are
+// made on a machine that has it (the kit carries them).
 #include "cbc_process.h"
 
 #include <unistd.h>
@@ -25,6 +35,9 @@
 
 #include "child_process.h"
 #include "memwall/base/error.h"
+#include "memwall/remat/remat.h"
+
+#ifdef MEMWALL_HAVE_CBC
 
 namespace memwall {
 namespace {
@@ -90,6 +103,20 @@ CbcAnswer solve_cbc_in_child(Cbc_Model* model, Deadline deadline, std::string_vi
     std::memcpy(answer.x.data(), run.bytes.data() + sizeof h, sizeof(double) * columns);
   }
   return answer;
+}
+
+}  // namespace memwall
+
+#endif  // MEMWALL_HAVE_CBC
+
+namespace memwall {
+
+bool cbc_available() {
+#ifdef MEMWALL_HAVE_CBC
+  return true;
+#else
+  return false;
+#endif
 }
 
 }  // namespace memwall

@@ -5,6 +5,7 @@
 
 #include "memwall/remat/cbc_solve.h"
 
+#ifdef MEMWALL_HAVE_CBC
 namespace memwall::remat_detail {
 
 using CbcAnswer = memwall::CbcAnswer;
@@ -14,3 +15,4 @@ inline CbcAnswer solve_in_child(Cbc_Model* model, Deadline deadline) {
 }
 
 }  // namespace memwall::remat_detail
+#endif

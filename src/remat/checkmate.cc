@@ -32,7 +32,6 @@
 
 #include <fmt/format.h>
 
-#include "Cbc_C_Interface.h"
 #include "cbc_process.h"
 #include "checkmate_graph.h"
 #include "memwall/base/deadline.h"
@@ -41,6 +40,8 @@
 #include "memwall/remat/remat.h"
 #include "memwall/remat/rotor.h"
 #include "planner_common.h"
+
+#ifdef MEMWALL_HAVE_CBC
 
 namespace memwall {
 namespace {
@@ -667,3 +668,17 @@ RematResult plan_checkmate(const Graph& graph, const Hardware& hardware, uint64_
 }
 
 }  // namespace memwall
+
+#else  // Note [Builds without CBC] in cbc_process.cc
+
+namespace memwall {
+
+RematResult plan_checkmate(const Graph&, const Hardware&, uint64_t, const RematOptions&) {
+  fail(
+      "checkmate: this memwall was built without CBC, the MILP solver it needs (apt install "
+      "coinor-libcbc-dev, then build again)");
+}
+
+}  // namespace memwall
+
+#endif  // MEMWALL_HAVE_CBC

@@ -344,7 +344,8 @@ RematResult plan_memwall(const Graph& graph, const Hardware& hardware, uint64_t 
     }
     // Note [Checkmate as a proposer]: on small graphs the last one,
     // started from the best plan so far.
-    const bool exact = graph.ops.size() <= kExactOps;
+    // Note [Builds without CBC]: no Checkmate to propose.
+    const bool exact = graph.ops.size() <= kExactOps && cbc_available();
     if (exact && deadline.left() > kLeastExact) {
       RematOptions milp = exact_options(proposer, deadline);
       if (best.fits(budget)) milp.warm_start = &best.plan;
@@ -367,6 +368,7 @@ RematResult plan_memwall(const Graph& graph, const Hardware& hardware, uint64_t 
       best = judge(graph, hardware, std::move(floor.plan),
                    fmt::format("the floor search's plan, {}", floor.why));
     } else if (graph.ops.size() > kExactOps && options.memwall_checkmate_below_floor &&
+               cbc_available() &&
                deadline.left() > kLeastExact) {
       // Note [Checkmate as a proposer]: on larger graphs, last, below the
       // floor, at the budget itself.
@@ -447,7 +449,7 @@ RematFloor remat_floor(const Graph& graph, const Hardware& hardware, const Remat
   // peak so far, where its continuous model may fit what Rotor's memory
   // slots round away. (Every plan so far peaks above that budget: no warm
   // start.)
-  if (options.memwall_checkmate_below_floor && lowest.peak > bound.bytes &&
+  if (options.memwall_checkmate_below_floor && cbc_available() && lowest.peak > bound.bytes &&
       deadline.left() > kLeastExact && !out_of_time()) {
     consider(propose(graph, hardware, lowest.peak - 1, "checkmate", plan_checkmate,
                      exact_options(proposer, deadline, kFloorExactSeconds)));

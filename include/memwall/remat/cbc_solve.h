@@ -6,11 +6,14 @@
 #include <string_view>
 #include <vector>
 
+#ifdef MEMWALL_HAVE_CBC
 #include "Cbc_C_Interface.h"
+#endif
 #include "memwall/base/deadline.h"
 
 namespace memwall {
 
+#ifdef MEMWALL_HAVE_CBC
 // CBC's answer from the child.
 struct CbcAnswer {
   bool finished = false;  // CBC returned; false: killed at the deadline, nothing else known
@@ -25,5 +28,6 @@ struct CbcAnswer {
 // child_process.h), killed at `deadline`; `model` is left unsolved in this
 // process. `what` names the solve in errors ("checkmate: CBC").
 CbcAnswer solve_cbc_in_child(Cbc_Model* model, Deadline deadline, std::string_view what);
+#endif
 
 }  // namespace memwall

@@ -109,6 +109,10 @@ RematResult plan_rotor(const Graph& graph, const Hardware& hardware, uint64_t bu
 // under options.time_limit.
 RematResult plan_checkmate(const Graph& graph, const Hardware& hardware, uint64_t budget,
                            const RematOptions& options);
+// Whether this build has CBC (MEMWALL_HAVE_CBC; Note [Builds without CBC] in
+// cbc_process.cc): without it plan_checkmate refuses in one line and the
+// memwall planner leaves Checkmate out of its proposers.
+bool cbc_available();
 // dtr*.cc: Kirisame et al. 2021, Dynamic Tensor Rematerialization: run the
 // ops in order, recompute missing inputs on demand, evict by a heuristic
 // when an op would exceed the budget (h_DTR, its equivalence-class
