@@ -1,0 +1,74 @@
+// libmemwall_exec_cuda.so's C ABI: memwall's allocator on the CUDA VMM
+// device, capacity a plan's budget, as torch's CUDA allocator (Note [CUDA
+// device memory] in cuda_device_memory.cc). The executor loads the library
+// with dlopen for a CUDA run only, as memwall loads libmemwall_exec.so
+// (src/exec/api/library.cc), and finds each function by its versioned
+// name; a change of signature is a new version. No CUDA or torch type
+// crosses it, so callers include this header without either.
+//
+//   auto install = reinterpret_cast<memwall::exec::CudaInstallFunction>(
+//       dlsym(handle, memwall::exec::kCudaInstallSymbol));
+//   if (install(0, plan.budget, "stitching") != 0) fail(last_error());
+//   ... run: torch's CUDA tensors are memwall's device memory ...
+//   MemwallExecCudaStatsV1 s;  stats(&s);
+#pragma once
+#include <cstdint>
+
+extern "C" {
+
+// Byte counts of device memory. Requested bytes are what torch asked for;
+// allocated bytes are memwall's blocks (after the policy's rounding).
+struct MemwallExecCudaStatsV1 {
+  uint64_t budget;    // as installed
+  uint64_t capacity;  // the device's: the budget rounded down to the granularity
+  uint64_t live_bytes;
+  uint64_t peak_bytes;  // live bytes at most since the install or reset_peak
+  uint64_t live_allocated_bytes;
+  uint64_t peak_allocated_bytes;
+  uint64_t pending_frees;    // freed, waiting for an event on their streams
+  uint64_t pending_bytes;    // their allocated bytes
+  uint64_t peak_held_bytes;  // live + pending allocated bytes, at most
+  uint64_t reserved_bytes;   // physical chunks the allocator holds now
+  uint64_t event_waits;      // events waited for because memory was short
+  uint64_t out_of_memory;    // requests refused (torch raised OutOfMemoryError)
+  uint64_t lost_bytes;       // blocks never reused: their free's event failed
+};
+
+// Makes memwall's allocator with `policy` ("caching", "expandable" or
+// "stitching") on CUDA device `device` with `budget` bytes torch's CUDA
+// allocator for the rest of the process. Must come before the process's
+// first CUDA allocation (torch cannot swap an allocator it has used), and
+// once per process. Returns 0, or -1 with memwall_exec_cuda_last_error_v1()
+// saying why (no GPU or driver, a used allocator, a second install...).
+int memwall_exec_cuda_install_v1(int device, uint64_t budget, const char* policy);
+// Fills `out`; 0, or -1 before an install.
+int memwall_exec_cuda_stats_v1(MemwallExecCudaStatsV1* out);
+// Peaks restart at the current values; 0, or -1 before an install.
+int memwall_exec_cuda_reset_peak_v1();
+// Waits for every pending free (its stream's work) and returns its block
+// to the allocator; 0, or -1 with the error (before an install, a CUDA
+// error).
+int memwall_exec_cuda_synchronize_v1();
+// Why this thread's last call failed, or the first free that failed on
+// any thread (a CUDA error recording its event); "" if none. Valid until
+// the thread's next call.
+const char* memwall_exec_cuda_last_error_v1();
+
+}  // extern "C"
+
+namespace memwall::exec {
+
+using CudaInstallFunction = int (*)(int device, uint64_t budget, const char* policy);
+using CudaStatsFunction = int (*)(MemwallExecCudaStatsV1* out);
+using CudaResetPeakFunction = int (*)();
+using CudaSynchronizeFunction = int (*)();
+using CudaLastErrorFunction = const char* (*)();
+
+inline constexpr const char* kCudaLibrary = "libmemwall_exec_cuda.so";
+inline constexpr const char* kCudaInstallSymbol = "memwall_exec_cuda_install_v1";
+inline constexpr const char* kCudaStatsSymbol = "memwall_exec_cuda_stats_v1";
+inline constexpr const char* kCudaResetPeakSymbol = "memwall_exec_cuda_reset_peak_v1";
+inline constexpr const char* kCudaSynchronizeSymbol = "memwall_exec_cuda_synchronize_v1";
+inline constexpr const char* kCudaLastErrorSymbol = "memwall_exec_cuda_last_error_v1";
+
+}  // namespace memwall::exec
