@@ -4,7 +4,7 @@
 // CUDA: a stream is a number and an event an opaque handle, made, queried,
 // waited for and released by the functions the caller passes in, so that
 // the logic is tested on a machine without a GPU
-// (tests/exec/stream_ordered_frees_test.cc). The CUDA side is
+// (tests/exec_cuda/stream_ordered_frees_test.cc). The CUDA side is
 // src/exec/cuda/cuda_device_memory.cc (Note [CUDA device memory]).
 #pragma once
 #include <cstdint>
