@@ -68,8 +68,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--calibrate", action="store_true",
                    help="measure the compute device (memwall calibrate) and print JSON")
     p.add_argument("--quick", action="store_true", help="--calibrate: small sizes")
-    p.add_argument("--measure-peak", help="also run the step on the CPU under the "
-                   "profiler's allocator records and write the measured peak here")
+    p.add_argument("--measure-peak", help="also run the step for real (on the CPU under the "
+                   "profiler's allocator records; with --kernels cuda on the GPU, by the CUDA "
+                   "caching allocator's peak) and write the measured peak here")
     p.add_argument("--values", help="trace on real CPU tensors and write the graph, the "
                    "values the step starts from and eager's results to this directory "
                    "(Note [Run inputs] in memwall/values/files.py)")
@@ -177,7 +178,7 @@ def main(argv: list[str]) -> int:
     write_json(traced.graph, args.out)
     if args.measure_peak:
         from memwall.fidelity import measure_real_step
-        measured = measure_real_step(build)
+        measured = measure_real_step(build, "cuda" if args.kernels == "cuda" else "cpu")
         measured["threads"] = torch.get_num_threads()
         write_json(measured, args.measure_peak)
     return 0

@@ -2,7 +2,8 @@
 training step on the CPU under PyTorch's autograd profiler with
 profile_memory=True, which logs every allocation and free of the CPU
 allocator in order with the running total, and reports the peak and the op
-that reached it. The command line calls it beside the meta-device trace of
+that reached it; with a trace for CUDA kernels, on the GPU, by the CUDA
+caching allocator's peak. The command line calls it beside the meta-device trace of
 the same step, so that the C++ side compares memwall's prediction with the
 measurement (docs/cost-model.md, "Fidelity")."""
 from __future__ import annotations
@@ -132,14 +133,43 @@ def measure_step(step: Callable[[], None],
             "op_scratch": op_scratch(events), "torch": torch.__version__}
 
 
-def measure_real_step(build: Build) -> dict[str, Any]:
+def measure_cuda_step(step: Callable[[], None]) -> dict[str, Any]:
+    """Runs `step()` on the GPU and returns its peak as PyTorch's CUDA
+    caching allocator counts it (max_memory_allocated: every live block,
+    the model states, the batch and cuBLAS's workspaces included, each
+    block at the allocator's size; not the segments it reserved)."""
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    baseline = torch.cuda.memory_allocated()
+    step()
+    torch.cuda.synchronize()
+    return {"measured_peak_bytes": int(torch.cuda.max_memory_allocated()),
+            "baseline_bytes": int(baseline), "measured_peak_op": "-", "measured_peak_node": "",
+            "op_scratch": [], "torch": torch.__version__,
+            "device": torch.cuda.get_device_name(0)}
+
+
+def _to_cuda(value: Any) -> Any:
+    from torch.utils._pytree import tree_map
+    return tree_map(lambda t: t.cuda() if isinstance(t, torch.Tensor) else t, value)
+
+
+def measure_real_step(build: Build, device: str = "cpu") -> dict[str, Any]:
     """`--measure-peak`: the same training iteration as the trace's, run for
-    real on the CPU (a fresh model from `build`, the optimizer's states
-    made by the same warm-up step) under PyTorch's allocator records
-    (measure_step)."""
+    real (a fresh model from `build`, the optimizer's states made by the
+    same warm-up step): on the CPU under PyTorch's allocator records
+    (measure_step), on `device` "cuda" (a trace for CUDA kernels) by the
+    CUDA caching allocator's peak (measure_cuda_step)."""
+    if device == "cuda" and not torch.cuda.is_available():
+        fail(f"the real step runs on a GPU (a trace for CUDA kernels), and torch "
+             f"{torch.__version__} sees none")
     torch.manual_seed(0)
     model, (inputs, target), loss_fn, optimizer = check_built(build())
     model.train()
+    if device == "cuda":
+        # In place: the optimizer keeps the same Parameter objects.
+        model.cuda()
+        inputs, target = _to_cuda(inputs), _to_cuda(target)
     warm_up_optimizer(model, optimizer)
 
     def persistent() -> list[torch.Tensor]:
@@ -158,8 +188,9 @@ def measure_real_step(build: Build) -> dict[str, Any]:
         optimizer.step()
 
     try:
-        return measure_step(step, persistent)
+        return measure_cuda_step(step) if device == "cuda" else measure_step(step, persistent)
     except TraceError:
         raise
     except Exception as e:
-        fail(f"the real step on the CPU failed: {type(e).__name__}: {first_line(e)}")
+        where = "the GPU" if device == "cuda" else "the CPU"
+        fail(f"the real step on {where} failed: {type(e).__name__}: {first_line(e)}")

@@ -3,7 +3,10 @@
 // against the peak PyTorch's own CPU allocator records when the same step
 // runs for real (docs/cost-model.md, "Fidelity"). Each case is traced on
 // the meta device with the CPU's kernels and then run on the CPU, one
-// Python process per case. The comparison is importers' (memwall/importers/
+// Python process per case; with --device cuda (scripts/gpu-check.sh on a GPU
+// machine) traced for CUDA kernels (cuBLAS's workspaces, the attention
+// kernel CUDA picks) and run on the GPU, measured by the CUDA caching
+// allocator's peak. The comparison is importers' (memwall/importers/
 // fidelity.h); this file reads the options and prints.
 #include <unistd.h>
 
@@ -35,13 +38,14 @@ struct BenchFidelityArgs {
   int threads = 1;
   double timeout = 900;
   std::string python;
+  std::string device = "cpu";
   bool ops = false;
   bool json = false;
 };
 
 importers::TorchTraceRequest request_for(const std::string& spec, const BenchFidelityArgs& args) {
   importers::TorchTraceRequest request;
-  request.kernels = "cpu";
+  request.kernels = args.device;
   request.threads = args.threads;
   request.timeout_s = args.timeout;
   request.python = args.python;
@@ -100,6 +104,9 @@ void print_scratch(const importers::FidelityCase& row) {
 
 int run_bench_fidelity(const BenchFidelityArgs& args) {
   if (args.threads <= 0 || args.threads > 4096) fail("--threads must be in [1, 4096]");
+  if (args.device == "cuda" && args.ops) {
+    fail("--ops compares the CPU profiler's scratch records; with --device cuda there are none");
+  }
   if (!(args.timeout > 0) || args.timeout > 1e7) {
     fail("--timeout must be a number of seconds in (0, 10^7] (got {})", args.timeout);
   }
@@ -118,7 +125,8 @@ int run_bench_fidelity(const BenchFidelityArgs& args) {
       rows.begin(), rows.end(), [](const importers::FidelityCase& r) { return r.on_target; });
 
   if (args.json) {
-    nlohmann::json out = {{"threads", args.threads},
+    nlohmann::json out = {{"device", args.device},
+                          {"threads", args.threads},
                           {"target",
                            {{"max_above", importers::kFidelityMaxAbove},
                             {"max_below", importers::kFidelityMaxBelow}}},
@@ -143,10 +151,16 @@ int run_bench_fidelity(const BenchFidelityArgs& args) {
 
   size_t width = 5;
   for (const importers::FidelityCase& r : rows) width = std::max(width, r.model.size());
-  std::cout << fmt::format(
-      "peak of one training step on the CPU ({} thread{}): PyTorch's allocator records "
-      "(measured) against memwall's eager estimate (predicted)\n",
-      args.threads, args.threads == 1 ? "" : "s");
+  if (args.device == "cuda") {
+    std::cout << "peak of one training step on the GPU: PyTorch's CUDA caching allocator "
+                 "(max_memory_allocated, measured) against memwall's eager estimate "
+                 "(predicted)\n";
+  } else {
+    std::cout << fmt::format(
+        "peak of one training step on the CPU ({} thread{}): PyTorch's allocator records "
+        "(measured) against memwall's eager estimate (predicted)\n",
+        args.threads, args.threads == 1 ? "" : "s");
+  }
   std::cout << fmt::format("{:<{}}  {:>15}  {:>15}  {:>9}  {:<6}  {}\n", "model", width,
                            "measured B", "predicted B", "meas/pred", "target", "op at each peak");
   for (const importers::FidelityCase& r : rows) {
@@ -185,6 +199,11 @@ void add_bench_fidelity(CLI::App& bench, Action& action) {
                   "torch threads for the trace and the run (the CPU kernels' choices depend on it)")
       ->capture_default_str();
   cmd->add_option("--timeout", args->timeout, "seconds each case may take")->capture_default_str();
+  cmd->add_option("--device", args->device,
+                  "where the real step runs: cpu (traced for the CPU's kernels) or cuda (traced "
+                  "for CUDA's, run on the GPU torch sees)")
+      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->capture_default_str();
   cmd->add_option("--python", args->python,
                   "the Python (with torch) that runs the tracer (as for memwall trace)");
   cmd->add_flag("--ops", args->ops,

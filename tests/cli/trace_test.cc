@@ -198,11 +198,25 @@ TEST(BenchFidelityCli, JsonCasesAndBadInput) {
   }
   EXPECT_TRUE(saw_loss);
   for (const char* args : {"bench fidelity --threads 0", "bench fidelity --cases resnet51",
-                           "bench fidelity --cases resnet18:0"}) {
+                           "bench fidelity --cases resnet18:0", "bench fidelity --device tpu",
+                           "bench fidelity --device cuda --ops"}) {
     RunResult bad = run_memwall(args);
     EXPECT_EQ(bad.exit_code, 2) << args;
     EXPECT_EQ(count_lines(bad.err), 1) << args << ": " << bad.err;
   }
+}
+
+// --device cuda on a machine whose torch sees no GPU: the trace for CUDA
+// kernels is made, the real step cannot be, and says so in one line.
+TEST(BenchFidelityCli, CudaWithoutAGpuIsOneLine) {
+  REQUIRE_TORCH();
+  if (tracer_sees_gpu()) GTEST_SKIP() << "this machine's torch sees a GPU";
+  RunResult r = run_memwall("bench fidelity --device cuda --cases linear-toy");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_EQ(count_lines(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find("the real step runs on a GPU (a trace for CUDA kernels), and torch"),
+            std::string::npos)
+      << r.err;
 }
 
 TEST(TraceCli, UnknownModelMissingScriptOrFunction) {

@@ -40,6 +40,17 @@ inline bool tracer_has(const std::string& modules) {
   return std::system(cmd.c_str()) == 0;
 }
 
+// True when the tracer's interpreter's torch sees a GPU (imports torch:
+// seconds; only for tests that would fail on a GPU machine otherwise).
+inline bool tracer_sees_gpu() {
+  static const bool gpu =
+      std::system((importers::tracer_python() +
+                   " -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' "
+                   ">/dev/null 2>&1")
+                      .c_str()) == 0;
+  return gpu;
+}
+
 // True when the tracer's interpreter has torch and torchvision.
 inline bool torch_available() {
   static const bool available = tracer_has("torch, torchvision");
