@@ -9,7 +9,7 @@ TSAN_BUILD ?= build-tsan
 FUZZ_SECONDS ?= 15
 CMAKE_FLAGS ?=
 
-.PHONY: all deps torch-deps build demo python test test-release test-asan test-tsan fuzz bench format clean
+.PHONY: all deps torch-deps build demo python test test-release test-asan test-tsan fuzz bench format clean gpu-kit gpu-kit-check
 
 all: build
 
@@ -47,6 +47,21 @@ python: torch-deps
 	  code=$$?; cat $(BUILD)/python-tests-summary.txt; \
 	  [ $$code -eq 0 ] || grep -E '^(FAILED|ERROR) ' $(BUILD)/python-tests.log; exit $$code
 
+# The GPU check kit (docs/gpu.md): one folder to copy to a GPU machine and
+# run scripts/gpu-check.sh in. gpu-kit-check also runs the kit's check in
+# --cpu mode here, in a clean environment with another PyTorch than the
+# pinned one (its report in $(BUILD)/gpu-kit-check/report). A kit is made
+# again only over a kit (a folder with KIT.json).
+KIT ?= $(BUILD)/gpu-kit
+gpu-kit: torch-deps build
+	@if [ -f $(KIT)/KIT.json ]; then rm -rf $(KIT); fi
+	@scripts/gpu-kit.sh --build $(BUILD) $(KIT)
+
+gpu-kit-check: torch-deps build
+	@if [ -f $(KIT)/KIT.json ]; then rm -rf $(KIT); fi
+	@rm -rf $(BUILD)/gpu-kit-check
+	@scripts/gpu-kit.sh --build $(BUILD) --check-cpu $(BUILD)/gpu-kit-check $(KIT)
+
 # The whole suite, then again under AddressSanitizer + UndefinedBehaviorSanitizer,
 # the runtime allocator's tests under ThreadSanitizer, then each libFuzzer
 # target for a short time.
@@ -69,17 +84,20 @@ test-asan: deps torch-deps
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --output-on-failure -j $(JOBS)
 
-# Only test_alloc, test_runtime and test_runtime_cuda are built with
-# -fsanitize=thread: the allocator and the runtime engines are the modules
-# with concurrent callers (tests/alloc/threads_test.cc, tests/runtime,
-# tests/runtime_cuda on the fake CUDA driver).
+# Only test_alloc, test_runtime, test_runtime_cuda and test_exec_cuda are
+# built with -fsanitize=thread: the allocator, the runtime engines and the
+# CUDA device memory's stream-ordered frees are the code with concurrent
+# callers (tests/alloc/threads_test.cc, tests/runtime, tests/runtime_cuda on
+# the fake CUDA driver, tests/exec_cuda with fake events).
 test-tsan: deps
 	@cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMEMWALL_TSAN=ON \
 	  -DMEMWALL_BUILD_BENCH=OFF $(CMAKE_FLAGS) >/dev/null
-	@cmake --build $(TSAN_BUILD) -j $(JOBS) --target test_alloc test_runtime test_runtime_cuda
+	@cmake --build $(TSAN_BUILD) -j $(JOBS) --target test_alloc test_runtime test_runtime_cuda \
+	  test_exec_cuda
 	TSAN_OPTIONS=halt_on_error=1 $(TSAN_BUILD)/tests/test_alloc --gtest_brief=1
 	TSAN_OPTIONS=halt_on_error=1 $(TSAN_BUILD)/tests/test_runtime --gtest_brief=1
 	TSAN_OPTIONS=halt_on_error=1 $(TSAN_BUILD)/tests/test_runtime_cuda --gtest_brief=1
+	TSAN_OPTIONS=halt_on_error=1 $(TSAN_BUILD)/tests/test_exec_cuda --gtest_brief=1
 
 fuzz: deps
 	@CXX=clang++ cmake -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo \

@@ -33,9 +33,16 @@ nanobind_pin="nanobind==3.1.0"
 # scikit-build-core, which builds `pip install ./python` (python/pyproject.toml)
 # without build isolation (no download per install), for the same reason.
 skbuild_pin="scikit-build-core==1.1.2"
+# The second environment of the GPU kit's CPU check (--other-torch;
+# scripts/gpu-kit.sh --check-cpu): another PyTorch than the pinned one, the
+# version GPU machines lent to this work were seen with, so that the kit's
+# build against a torch other than the pinned one is tried here.
+other_torch_pins=(torch==2.11.0 torchvision==0.26.0)
+with_other_torch=0
 for arg in "$@"; do
   case "$arg" in
     --torch) with_torch=1 ;;
+    --other-torch) with_other_torch=1 ;;
     --deepspeed) with_torch=1; with_deepspeed=1 ;;
     --print-python)
       key=$(sha256sum "$root/python/requirements.txt" | cut -c1-16)
@@ -43,7 +50,7 @@ for arg in "$@"; do
       exit 0
       ;;
     *)
-      echo "install-deps: unknown option '$arg' (known: --torch, --deepspeed, --print-python)" >&2
+      echo "install-deps: unknown option '$arg' (known: --torch, --deepspeed, --other-torch, --print-python)" >&2
       exit 2
       ;;
   esac
@@ -77,6 +84,29 @@ if [[ ${#missing[@]} -gt 0 ]]; then
   export DEBIAN_FRONTEND=noninteractive
   $sudo apt-get update -qq
   $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+if [[ $with_other_torch -eq 1 ]]; then
+  # Prints the environment's python on stdout (and nothing else there).
+  cache="${XDG_CACHE_HOME:-$HOME/.cache}/memwall"
+  other="$cache/venv-other-${other_torch_pins[0]#torch==}"
+  transformers_pin=$(grep -E '^transformers==' "$root/python/requirements.txt")
+  if [[ ! -f "$other/.memwall-complete" ]]; then
+    mkdir -p "$cache"
+    exec 8>"$other.lock"
+    flock 8
+    if [[ ! -f "$other/.memwall-complete" ]]; then
+      rm -rf "$other"
+      echo "install-deps: creating $other with ${other_torch_pins[*]} $transformers_pin from PyPI (a few GB)" >&2
+      /usr/bin/python3 -m venv "$other"
+      "$other/bin/python" -m pip install --quiet --disable-pip-version-check --no-input \
+        "${other_torch_pins[@]}" "$transformers_pin" "$pytest_pin" >&2
+      "$other/bin/python" -c "import torch, torchvision, transformers" ||
+        { echo "install-deps: $other does not import torch, torchvision and transformers" >&2; exit 1; }
+      touch "$other/.memwall-complete"
+    fi
+  fi
+  echo "$other/bin/python"
+  exit 0
 fi
 [[ $with_torch -eq 1 ]] || exit 0
 
