@@ -144,6 +144,25 @@ def test_a_free_waits_for_its_stream() -> None:
         """, budget=128 << 20)
 
 
+def test_copies_into_out_of_and_within_device_memory() -> None:
+    # Note [Device bytes]: the executor's copies through the library.
+    skip_unless_ready()
+    run_case("""
+        lib.memwall_exec_cuda_copy_v1.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint64]
+        lib.memwall_exec_cuda_zero_v1.argtypes = [ctypes.c_void_p, ctypes.c_uint64]
+        src = torch.arange(1000, dtype=torch.float32)
+        on_device = torch.empty(1000, device="cuda")
+        check(lib.memwall_exec_cuda_copy_v1(on_device.data_ptr(), src.data_ptr(), 4000))
+        assert torch.equal(on_device.cpu(), src)
+        other = torch.empty(1000, device="cuda")
+        check(lib.memwall_exec_cuda_copy_v1(other.data_ptr(), on_device.data_ptr(), 4000))
+        check(lib.memwall_exec_cuda_zero_v1(other.data_ptr() + 2000, 2000))
+        back = torch.empty(1000)
+        check(lib.memwall_exec_cuda_copy_v1(back.data_ptr(), other.data_ptr(), 4000))
+        assert torch.equal(back[:500], src[:500]) and not back[500:].any(), back
+        """, budget=64 << 20)
+
+
 if __name__ == "__main__":
     # Exit code 77 when skipped (gpu-check.sh reports it so), 1 at the first
     # failing case.

@@ -451,10 +451,12 @@ namespace {
 
 // `bytes` at `to` become `value` and then zeros: the tail past a shorter
 // value is a shard's padding (the last rank's slice); a whole value leaves
-// nothing to zero, so a step's batch is copied once.
-void fill_value(std::byte* to, uint64_t bytes, std::span<const std::byte> value) {
-  if (!value.empty()) std::memcpy(to, value.data(), value.size());
-  if (value.size() < bytes) std::memset(to + value.size(), 0, bytes - value.size());
+// nothing to zero, so a step's batch is copied once. `to` is memory that
+// `with` reaches (Note [Device bytes]).
+void fill_value(const DeviceBytes& with, std::byte* to, uint64_t bytes,
+                std::span<const std::byte> value) {
+  if (!value.empty()) with.copy(to, value.data(), value.size());
+  if (value.size() < bytes) with.zero(to + value.size(), bytes - value.size());
 }
 
 }  // namespace
@@ -467,10 +469,10 @@ void Executor::bind(const Buffer& b) {
   const Tier tier = it == plan_.placement.end() ? Tier::kDevice : it->second;
   if (tier == Tier::kDevice) {
     s.device = device_storage(b.bytes, "placing", b.id, begin_stay(b.id));
-    fill_value(static_cast<std::byte*>(s.device.mutable_data()), b.bytes, v);
+    fill_value(device_bytes_, static_cast<std::byte*>(s.device.mutable_data()), b.bytes, v);
   } else {
     runtime::HostBuffer h = host_buffer(b.bytes, b.id);
-    fill_value(static_cast<std::byte*>(h.data()), b.bytes, v);
+    fill_value(DeviceBytes{}, static_cast<std::byte*>(h.data()), b.bytes, v);  // the host pool
     if (tier == Tier::kHost) {
       s.host = std::move(h);
     } else {

@@ -107,9 +107,10 @@ void Executor::shard_views(CompiledCall& call, const Op& op, std::pair<int64_t, 
 
 // Note [Offloaded shards] (swap/offload.cc): a stage 1-2 CPU step's master
 // and update are shards of the whole parameter.
-void Executor::put_values(const void* from, uint64_t from_bytes, const Buffer& to, void* data) {
+void Executor::put_values(const DeviceBytes& with, const void* from, uint64_t from_bytes,
+                          const Buffer& to, void* data) {
   if (from_bytes >= to.bytes) {
-    std::memcpy(data, from, to.bytes);
+    with.copy(data, from, to.bytes);
     return;
   }
   const uint64_t item = dtype_size(to.dtype);
@@ -118,7 +119,7 @@ void Executor::put_values(const void* from, uint64_t from_bytes, const Buffer& t
     run_failed("{}: {} bytes of new values for {} ({} bytes) are neither it nor a 1/{} shard",
                where(), from_bytes, to.name, to.bytes, options_.ranks);
   }
-  std::memcpy(static_cast<char*>(data) + sh.begin * item, from, sh.length * item);
+  with.copy(static_cast<char*>(data) + sh.begin * item, from, sh.length * item);
 }
 
 bool Executor::sharded(const Buffer& b, uint64_t whole_bytes) const {
@@ -263,7 +264,8 @@ void Executor::collective(const Step& s, RunResult& result) {
             .copy_(mine.narrow(0, 0, static_cast<int64_t>(sh.length)));
       } else {
         const BufferId out = op.out.front();
-        std::memcpy(slots_[out].device.mutable_data(), mine.data_ptr(), graph_.buffers[out].bytes);
+        device_bytes_.copy(slots_[out].device.mutable_data(), mine.data_ptr(),
+                           graph_.buffers[out].bytes);
       }
     } else if (op.type == "all_gather") {
       at::Tensor mine = host_floats(host, sh.size * item, dtype);
@@ -276,7 +278,8 @@ void Executor::collective(const Step& s, RunResult& result) {
       }
       at::Tensor gathered = host_floats(host, padded * item, dtype);
       group_->pg->_allgather_base(gathered, mine)->wait();
-      std::memcpy(flat(whole, elements, dtype).data_ptr(), gathered.data_ptr(), elements * item);
+      device_bytes_.copy(flat(whole, elements, dtype).data_ptr(), gathered.data_ptr(),
+                         elements * item);
     } else {
       run_failed("{}: {} is a collective the executor does not know ({})", where(), op.name,
                  op.type);

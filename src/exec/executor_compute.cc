@@ -164,7 +164,8 @@ void Executor::run_op(const Step& s, RunResult& result) {
       from.device = c10::Storage();
     } else {
       slots_[v].device = device_storage(graph_.buffers[v].bytes, "copying the version", v, pinned);
-      std::memcpy(slots_[v].device.mutable_data(), from.device.data(), graph_.buffers[v].bytes);
+      device_bytes_.copy(slots_[v].device.mutable_data(), from.device.data(),
+                         graph_.buffers[v].bytes);
       if (in_place_[step_]) from.device = c10::Storage();
     }
     slots_[v].arrived = runtime::CopyEvent();
@@ -186,7 +187,7 @@ void Executor::run_op(const Step& s, RunResult& result) {
     if (s.kind == StepKind::kRecompute && is_persistent(graph_.buffers[b].kind)) {
       need_on_device(b);
       c10::Storage copy = scratch_storage(graph_.buffers[b].bytes, b);
-      std::memcpy(copy.mutable_data(), slots_[b].device.data(), graph_.buffers[b].bytes);
+      device_bytes_.copy(copy.mutable_data(), slots_[b].device.data(), graph_.buffers[b].bytes);
       current_.emplace_back(roots_[b], copy);
       continue;
     }
@@ -279,9 +280,10 @@ void Executor::cpu_step(const Op& op, const CompiledCall& call, RunResult& resul
     Slot& u = slots_[call.update];
     u.host = host_buffer(graph_.buffers[call.update].bytes, call.update);
     u.host_ready = runtime::CopyEvent();
-    put_values(slots_[from].host.data(), bytes, graph_.buffers[call.update], u.host.data());
+    put_values(DeviceBytes{}, slots_[from].host.data(), bytes, graph_.buffers[call.update],
+               u.host.data());  // the host pool's
   } else if (from != call.param) {
-    put_values(slots_[from].host.data(), bytes, graph_.buffers[call.param],
+    put_values(DeviceBytes{}, slots_[from].host.data(), bytes, graph_.buffers[call.param],
                slots_[call.param].host.data());
   }
   current_.clear();
@@ -336,7 +338,7 @@ void Executor::apply(const CompiledCall& call, RunResult& result) {
   const double start = now_s();
   need_on_device(call.from);
   need_on_device(call.to);
-  put_values(slots_[call.from].device.data(), graph_.buffers[call.from].bytes,
+  put_values(device_bytes_, slots_[call.from].device.data(), graph_.buffers[call.from].bytes,
              graph_.buffers[call.to], slots_[call.to].device.mutable_data());
   span(result, kCompute, start, now_s());
 }
@@ -419,7 +421,7 @@ void Executor::place_outputs(const std::vector<BufferId>& misplaced) {
   // b made at its offset, with `bytes` of `src` in it.
   const auto place = [&](BufferId b, const void* src, uint64_t bytes) {
     c10::Storage moved = device_storage(graph_.buffers[b].bytes, "placing", b, slots_[b].stay_at);
-    std::memcpy(moved.mutable_data(), src, bytes);
+    device_bytes_.copy(moved.mutable_data(), src, bytes);  // from the device or staged
     slots_[b].device = std::move(moved);
   };
   if (all_free) {
@@ -431,8 +433,8 @@ void Executor::place_outputs(const std::vector<BufferId>& misplaced) {
     std::vector<std::vector<char>> staged(misplaced.size());
     for (size_t i = 0; i < misplaced.size(); ++i) {
       const c10::Storage& s = slots_[misplaced[i]].device;
-      const auto* p = static_cast<const char*>(s.data());
-      staged[i].assign(p, p + copy_bytes(misplaced[i], s));
+      staged[i].resize(copy_bytes(misplaced[i], s));
+      device_bytes_.copy(staged[i].data(), s.data(), staged[i].size());
       slots_[misplaced[i]].device = c10::Storage();
     }
     for (size_t i = 0; i < misplaced.size(); ++i) {
@@ -564,7 +566,8 @@ void Executor::compare_with_eager(RunResult& result) {
     std::vector<std::byte> mine(bytes.size());
     const Slot& s = slots_[id];
     if (static_cast<bool>(s.device)) {
-      std::memcpy(mine.data(), s.device.data(), std::min<size_t>(mine.size(), s.device.nbytes()));
+      device_bytes_.copy(mine.data(), s.device.data(),
+                         std::min<size_t>(mine.size(), s.device.nbytes()));
     } else if (s.host) {
       std::memcpy(mine.data(), s.host.data(), mine.size());
     } else if (s.nvme) {

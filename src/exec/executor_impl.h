@@ -23,6 +23,7 @@
 #include <c10/core/TensorImpl.h>
 
 #include "call.h"
+#include "device_bytes.h"
 #include "device_memory.h"
 #include "exec_error.h"
 #include "memwall/alloc/allocator.h"
@@ -226,7 +227,9 @@ class Executor {
   void shard_views(CompiledCall& call, const Op& op, std::pair<int64_t, int64_t> as = {-1, -1});
   // Copies a step's new values, a shard or whole, into buffer `to`'s
   // `data` (the rank's slice of a whole one).
-  void put_values(const void* from, uint64_t from_bytes, const Buffer& to, void* data);
+  // `with`: Note [Device bytes] (the device's, or DeviceBytes{} for host memory).
+  void put_values(const DeviceBytes& with, const void* from, uint64_t from_bytes, const Buffer& to,
+                  void* data);
   bool sharded(const Buffer& b, uint64_t whole_bytes) const;
   std::span<const std::byte> slice_of(const Buffer& b, std::span<const std::byte> whole) const;
   void connect();
@@ -254,6 +257,7 @@ class Executor {
   std::unique_ptr<alloc::Device> device_;
   std::unique_ptr<alloc::Allocator> allocator_;
   std::unique_ptr<DeviceMemory> memory_;
+  DeviceBytes device_bytes_;  // Note [Device bytes]
   std::unique_ptr<runtime::HostPool> host_;
   std::vector<runtime::HostBuffer> host_reserved_;  // Plan::host_reserved, for the session
   std::unique_ptr<runtime::NvmeEngine> nvme_;

@@ -37,8 +37,11 @@ std::span<std::byte> Executor::resident_bytes(BufferId b, c10::Storage* device) 
 
 void Executor::read_state(BufferId b, std::span<std::byte> out) {
   engine_->synchronize();
-  if (const std::span<std::byte> here = resident_bytes(b, nullptr); !here.empty()) {
-    std::memcpy(out.data(), here.data(), out.size());
+  c10::Storage device;
+  if (const std::span<std::byte> here = resident_bytes(b, &device); !here.empty()) {
+    // Note [Device bytes]: the device's copy, else the host pool's.
+    (static_cast<bool>(device) ? device_bytes_ : DeviceBytes{}).copy(out.data(), here.data(),
+                                                                     out.size());
     return;
   }
   Slot& s = slots_[b];
@@ -52,7 +55,7 @@ void Executor::read_state(BufferId b, std::span<std::byte> out) {
 void Executor::write_state(BufferId b, std::span<const std::byte> in) {
   engine_->synchronize();
   Slot& s = slots_[b];
-  if (static_cast<bool>(s.device)) std::memcpy(s.device.mutable_data(), in.data(), in.size());
+  if (static_cast<bool>(s.device)) device_bytes_.copy(s.device.mutable_data(), in.data(), in.size());
   if (s.host) std::memcpy(s.host.data(), in.data(), in.size());
   if (s.nvme) write_nvme(s, in.data(), in.size());
 }

@@ -3,6 +3,7 @@
 #include "cuda_device_memory.h"
 
 #include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
 #include <c10/util/Exception.h>
 #include <cuda_runtime_api.h>
 #include <torch/csrc/cuda/CUDAPluggableAllocator.h>
@@ -220,6 +221,18 @@ CudaDeviceMemory* installed() {
   return g_memory;
 }
 
+// Work `call` queued on `stream` (`queued`: what it returned), then waited
+// for; 0, or -1 with the error.
+int wait_for_queued(cudaError_t queued, const char* call, cudaStream_t stream) {
+  if (queued == cudaSuccess) {
+    queued = cudaStreamSynchronize(stream);
+    call = "cudaStreamSynchronize";
+  }
+  if (queued == cudaSuccess) return 0;
+  (void)cudaGetLastError();
+  return failed(std::string(call) + " failed: " + cudaGetErrorString(queued));
+}
+
 }  // namespace
 
 extern "C" {
@@ -318,6 +331,31 @@ __attribute__((visibility("default"))) int memwall_exec_cuda_synchronize_v1() {
   } catch (const std::exception& e) {
     return failed(one_line(e));
   }
+}
+
+// Note [Device bytes] (src/exec/device_bytes.h): the executor's copies into,
+// out of and within device memory. Unified addressing tells the direction
+// (cudaMemcpyDefault); on torch's current stream, so that they come after
+// the kernels queued there, and waited for, as the executor reads or
+// reuses the bytes next.
+__attribute__((visibility("default"))) int memwall_exec_cuda_copy_v1(void* to, const void* from,
+                                                                     uint64_t bytes) {
+  CudaDeviceMemory* m = installed();
+  if (m == nullptr) return failed("CUDA device memory is not installed");
+  if (bytes == 0) return 0;
+  const c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(m->device));
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
+  return wait_for_queued(cudaMemcpyAsync(to, from, bytes, cudaMemcpyDefault, stream),
+                         "cudaMemcpyAsync", stream);
+}
+
+__attribute__((visibility("default"))) int memwall_exec_cuda_zero_v1(void* to, uint64_t bytes) {
+  CudaDeviceMemory* m = installed();
+  if (m == nullptr) return failed("CUDA device memory is not installed");
+  if (bytes == 0) return 0;
+  const c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(m->device));
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
+  return wait_for_queued(cudaMemsetAsync(to, 0, bytes, stream), "cudaMemsetAsync", stream);
 }
 
 __attribute__((visibility("default"))) const char* memwall_exec_cuda_last_error_v1() {

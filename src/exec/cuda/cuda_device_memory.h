@@ -49,6 +49,12 @@ int memwall_exec_cuda_reset_peak_v1();
 // to the allocator; 0, or -1 with the error (before an install, a CUDA
 // error).
 int memwall_exec_cuda_synchronize_v1();
+// Note [Device bytes] (src/exec/device_bytes.h): `bytes` from `from` to
+// `to`, either or both on the device (unified addresses), or `bytes` zeros
+// at device memory `to`, on torch's current stream, returned from once they
+// are there; 0, or -1 with the error (before an install, a CUDA error).
+int memwall_exec_cuda_copy_v1(void* to, const void* from, uint64_t bytes);
+int memwall_exec_cuda_zero_v1(void* to, uint64_t bytes);
 // Why this thread's last call failed, or the first free that failed on
 // any thread (a CUDA error recording its event); "" if none. Valid until
 // the thread's next call.
@@ -63,6 +69,8 @@ using CudaStatsFunction = int (*)(MemwallExecCudaStatsV1* out);
 using CudaResetPeakFunction = int (*)();
 using CudaSynchronizeFunction = int (*)();
 using CudaLastErrorFunction = const char* (*)();
+using CudaCopyFunction = int (*)(void* to, const void* from, uint64_t bytes);
+using CudaZeroFunction = int (*)(void* to, uint64_t bytes);
 
 inline constexpr const char* kCudaLibrary = "libmemwall_exec_cuda.so";
 inline constexpr const char* kCudaInstallSymbol = "memwall_exec_cuda_install_v1";
@@ -70,5 +78,7 @@ inline constexpr const char* kCudaStatsSymbol = "memwall_exec_cuda_stats_v1";
 inline constexpr const char* kCudaResetPeakSymbol = "memwall_exec_cuda_reset_peak_v1";
 inline constexpr const char* kCudaSynchronizeSymbol = "memwall_exec_cuda_synchronize_v1";
 inline constexpr const char* kCudaLastErrorSymbol = "memwall_exec_cuda_last_error_v1";
+inline constexpr const char* kCudaCopySymbol = "memwall_exec_cuda_copy_v1";
+inline constexpr const char* kCudaZeroSymbol = "memwall_exec_cuda_zero_v1";
 
 }  // namespace memwall::exec
