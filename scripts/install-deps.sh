@@ -85,26 +85,38 @@ if [[ ${#missing[@]} -gt 0 ]]; then
   $sudo apt-get update -qq
   $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
+# Note [Python environment]: makes the virtual environment VENV (its lock
+# beside it) with PIP-ARGS from PyPI unless it is complete, marking it
+# complete only once torch, torchvision and transformers import; `made` is 1
+# when this run made it. Its messages go to stderr.
+made=0
+make_environment() {  # VENV WHAT PIP-ARGS...
+  local venv=$1 what=$2 lock
+  shift 2
+  [[ -f "$venv/.memwall-complete" ]] && return 0
+  mkdir -p "$(dirname "$venv")"
+  exec {lock}>"$venv.lock"
+  flock "$lock"
+  if [[ ! -f "$venv/.memwall-complete" ]]; then  # else made while this run waited
+    rm -rf "$venv"
+    echo "install-deps: creating $venv with $what from PyPI (once per machine; a few GB)" >&2
+    /usr/bin/python3 -m venv "$venv"
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-input "$@" >&2
+    "$venv/bin/python" -c "import torch, torchvision, transformers" ||
+      { echo "install-deps: $venv was installed but does not import torch, torchvision and transformers" >&2; exit 1; }
+    touch "$venv/.memwall-complete"
+    made=1
+  fi
+  exec {lock}>&-
+}
+
+cache="${XDG_CACHE_HOME:-$HOME/.cache}/memwall"
 if [[ $with_other_torch -eq 1 ]]; then
   # Prints the environment's python on stdout (and nothing else there).
-  cache="${XDG_CACHE_HOME:-$HOME/.cache}/memwall"
   other="$cache/venv-other-${other_torch_pins[0]#torch==}"
   transformers_pin=$(grep -E '^transformers==' "$root/python/requirements.txt")
-  if [[ ! -f "$other/.memwall-complete" ]]; then
-    mkdir -p "$cache"
-    exec 8>"$other.lock"
-    flock 8
-    if [[ ! -f "$other/.memwall-complete" ]]; then
-      rm -rf "$other"
-      echo "install-deps: creating $other with ${other_torch_pins[*]} $transformers_pin from PyPI (a few GB)" >&2
-      /usr/bin/python3 -m venv "$other"
-      "$other/bin/python" -m pip install --quiet --disable-pip-version-check --no-input \
-        "${other_torch_pins[@]}" "$transformers_pin" "$pytest_pin" >&2
-      "$other/bin/python" -c "import torch, torchvision, transformers" ||
-        { echo "install-deps: $other does not import torch, torchvision and transformers" >&2; exit 1; }
-      touch "$other/.memwall-complete"
-    fi
-  fi
+  make_environment "$other" "${other_torch_pins[*]} $transformers_pin" \
+    "${other_torch_pins[@]}" "$transformers_pin" "$pytest_pin"
   echo "$other/bin/python"
   exit 0
 fi
@@ -113,7 +125,6 @@ fi
 # Note [Python environment].
 requirements="$root/python/requirements.txt"
 key=$(sha256sum "$requirements" | cut -c1-16)
-cache="${XDG_CACHE_HOME:-$HOME/.cache}/memwall"
 venv="$cache/venv-$key"
 
 # pytest and nanobind on top of a complete environment, once each; best
@@ -139,20 +150,8 @@ add_deepspeed() {
   echo "install-deps: installing $deepspeed_pin into $venv"
   "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-input "$deepspeed_pin"
 }
-if [[ -f "$venv/.memwall-complete" ]]; then add_pytest; add_deepspeed; exit 0; fi
-mkdir -p "$cache"
-exec 9>"$cache/venv-$key.lock"
-flock 9
-if [[ -f "$venv/.memwall-complete" ]]; then add_pytest; add_deepspeed; exit 0; fi # made while this run waited
-rm -rf "$venv"
-echo "install-deps: creating $venv with $(grep -E '^[a-z]' "$requirements" | tr '\n' ' ')from PyPI (once per machine; a few GB)"
-/usr/bin/python3 -m venv "$venv"
-"$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-input \
-  -r "$requirements"
-"$venv/bin/python" -c "import torch, torchvision, transformers" ||
-  { echo "install-deps: $venv was installed but does not import torch, torchvision and transformers" >&2; exit 1; }
-cp "$requirements" "$venv/requirements.txt"
-touch "$venv/.memwall-complete"
+make_environment "$venv" "$(grep -E '^[a-z]' "$requirements" | paste -sd' ')" -r "$requirements"
+[[ -f "$venv/requirements.txt" ]] || cp "$requirements" "$venv/requirements.txt"
 add_pytest
 add_deepspeed
-echo "install-deps: $venv/bin/python is memwall's Python"
+[[ $made -eq 0 ]] || echo "install-deps: $venv/bin/python is memwall's Python"

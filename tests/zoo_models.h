@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cctype>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,24 @@ inline ModelOptions small_zoo_options(const ModelInfo& info) {
     options.seq = 64;
   }
   return options;
+}
+
+// Llama at a small shape (4 layers, h 256, 8 query heads of 32 with 2
+// key-value heads, SwiGLU width 512, vocabulary 1,000), bf16, with --flash:
+// the model of the context-parallel and per-stage ZeRO tests.
+inline ModelOptions small_llama_options(int64_t batch, int64_t seq) {
+  ModelOptions o;
+  o.batch = batch;
+  o.seq = seq;
+  o.flash = true;
+  o.shape = {.layers = 4,
+             .hidden = 256,
+             .heads = 8,
+             .kv_heads = 2,
+             .ffn = 512,
+             .vocab = 1000,
+             .positions = 4096};
+  return o;
 }
 
 inline Graph small_zoo_model(const ModelInfo& info) {

@@ -16,7 +16,7 @@ import tempfile
 from typing import Any, Callable, Iterable
 
 import torch
-from torch.utils._pytree import tree_flatten
+from torch.utils._pytree import tree_flatten, tree_map
 
 from memwall.errors import TraceError, fail, first_line
 from memwall.sources import Build, check_built
@@ -150,7 +150,6 @@ def measure_cuda_step(step: Callable[[], None]) -> dict[str, Any]:
 
 
 def _to_cuda(value: Any) -> Any:
-    from torch.utils._pytree import tree_map
     return tree_map(lambda t: t.cuda() if isinstance(t, torch.Tensor) else t, value)
 
 

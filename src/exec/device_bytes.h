@@ -59,4 +59,7 @@ struct DeviceBytes {
   }
 };
 
+// Host memory (the pinned pool's): memcpy and memset whatever the device.
+inline constexpr DeviceBytes kHostBytes{};
+
 }  // namespace memwall::exec

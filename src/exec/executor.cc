@@ -472,7 +472,7 @@ void Executor::bind(const Buffer& b) {
     fill_value(device_bytes_, static_cast<std::byte*>(s.device.mutable_data()), b.bytes, v);
   } else {
     runtime::HostBuffer h = host_buffer(b.bytes, b.id);
-    fill_value(DeviceBytes{}, static_cast<std::byte*>(h.data()), b.bytes, v);  // the host pool
+    fill_value(kHostBytes, static_cast<std::byte*>(h.data()), b.bytes, v);
     if (tier == Tier::kHost) {
       s.host = std::move(h);
     } else {

@@ -280,10 +280,10 @@ void Executor::cpu_step(const Op& op, const CompiledCall& call, RunResult& resul
     Slot& u = slots_[call.update];
     u.host = host_buffer(graph_.buffers[call.update].bytes, call.update);
     u.host_ready = runtime::CopyEvent();
-    put_values(DeviceBytes{}, slots_[from].host.data(), bytes, graph_.buffers[call.update],
-               u.host.data());  // the host pool's
+    put_values(kHostBytes, slots_[from].host.data(), bytes, graph_.buffers[call.update],
+               u.host.data());
   } else if (from != call.param) {
-    put_values(DeviceBytes{}, slots_[from].host.data(), bytes, graph_.buffers[call.param],
+    put_values(kHostBytes, slots_[from].host.data(), bytes, graph_.buffers[call.param],
                slots_[call.param].host.data());
   }
   current_.clear();

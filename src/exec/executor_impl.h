@@ -227,7 +227,7 @@ class Executor {
   void shard_views(CompiledCall& call, const Op& op, std::pair<int64_t, int64_t> as = {-1, -1});
   // Copies a step's new values, a shard or whole, into buffer `to`'s
   // `data` (the rank's slice of a whole one).
-  // `with`: Note [Device bytes] (the device's, or DeviceBytes{} for host memory).
+  // `with`: Note [Device bytes] (the device's, or kHostBytes for host memory).
   void put_values(const DeviceBytes& with, const void* from, uint64_t from_bytes, const Buffer& to,
                   void* data);
   bool sharded(const Buffer& b, uint64_t whole_bytes) const;

@@ -40,8 +40,8 @@ void Executor::read_state(BufferId b, std::span<std::byte> out) {
   c10::Storage device;
   if (const std::span<std::byte> here = resident_bytes(b, &device); !here.empty()) {
     // Note [Device bytes]: the device's copy, else the host pool's.
-    (static_cast<bool>(device) ? device_bytes_ : DeviceBytes{}).copy(out.data(), here.data(),
-                                                                     out.size());
+    (static_cast<bool>(device) ? device_bytes_ : kHostBytes).copy(out.data(), here.data(),
+                                                                  out.size());
     return;
   }
   Slot& s = slots_[b];

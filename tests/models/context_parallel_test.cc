@@ -14,6 +14,7 @@
 #include "memwall/graph/graph.h"
 #include "memwall/hw/hardware.h"
 #include "memwall/models/zoo.h"
+#include "zoo_models.h"
 
 namespace memwall {
 namespace {
@@ -21,20 +22,10 @@ namespace {
 constexpr double kBatch = 2, kHeads = 8, kKvHeads = 2, kHeadDim = 32, kCpLayers = 4;
 
 Graph cp_llama(int64_t seq, int64_t c, int64_t t = 1) {
-  ModelOptions o;
-  o.batch = 2;
-  o.seq = seq;
-  o.flash = true;
+  ModelOptions o = small_llama_options(2, seq);
   o.context_parallel = c;
   o.tensor_parallel = t;
   o.sequence_parallel = t > 1;
-  o.shape = {.layers = 4,
-             .hidden = 256,
-             .heads = 8,
-             .kv_heads = 2,
-             .ffn = 512,
-             .vocab = 1000,
-             .positions = 4096};
   return build_model("llama2-7b", o);
 }
 

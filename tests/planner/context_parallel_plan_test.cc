@@ -15,23 +15,14 @@
 #include "memwall/models/zoo.h"
 #include "memwall/planner/pipeline_plan.h"
 #include "memwall/sim/pipeline_chunks.h"
+#include "zoo_models.h"
 
 namespace memwall {
 namespace {
 
 Graph cp_plan_llama(int64_t seq, int64_t c) {
-  ModelOptions o;
-  o.batch = 2;
-  o.seq = seq;
-  o.flash = true;
+  ModelOptions o = small_llama_options(2, seq);
   o.context_parallel = c;
-  o.shape = {.layers = 4,
-             .hidden = 256,
-             .heads = 8,
-             .kv_heads = 2,
-             .ffn = 512,
-             .vocab = 1000,
-             .positions = 4096};
   return build_model("llama2-7b", o);
 }
 

@@ -18,24 +18,12 @@
 #include "memwall/planner/pipeline_layout.h"
 #include "memwall/planner/pipeline_plan.h"
 #include "memwall/sim/pipeline_chunks.h"
+#include "zoo_models.h"
 
 namespace memwall {
 namespace {
 
-Graph zero_llama() {
-  ModelOptions o;
-  o.batch = 2;
-  o.seq = 512;
-  o.flash = true;
-  o.shape = {.layers = 4,
-             .hidden = 256,
-             .heads = 8,
-             .kv_heads = 2,
-             .ffn = 512,
-             .vocab = 1000,
-             .positions = 4096};
-  return build_model("llama2-7b", o);
-}
+Graph zero_llama() { return build_model("llama2-7b", small_llama_options(2, 512)); }
 
 constexpr uint64_t kLayerBytes = 2 * (2 * 256 * 256 + 2 * 256 * 64 + 3 * 256 * 512 + 2 * 256);
 
@@ -192,17 +180,7 @@ TEST(PipelineZero, SwappedActivationsKeepTwoMicroBatchesOnTheDevice) {
 // ZeRO-3 is chosen.
 TEST(PipelineZero, TheLayoutSearchFallsBackToZero3) {
   const Hardware& node = find_gpu("h100-80g");
-  ModelOptions o;
-  o.seq = 512;
-  o.flash = true;
-  o.shape = {.layers = 4,
-             .hidden = 256,
-             .heads = 8,
-             .kv_heads = 2,
-             .ffn = 512,
-             .vocab = 1000,
-             .positions = 4096};
-  o.batch = 1;
+  const ModelOptions o = small_llama_options(1, 512);
   const Graph g = build_model("llama2-7b", o);
   const ChunkedGraph chunked(g, node, ChunkRecompute::kFullLayers);
   const PipelinePlan three = plan_pipeline(chunked, node,
