@@ -136,8 +136,11 @@ if [[ -x "$memwall" ]]; then
     check runtime-cuda 300 "$build/tests/test_runtime_cuda"
   fi
   # Every plan kind run against eager, bit for bit (tests/exec/run_test.cc).
+  # On a GPU with --device cuda and plans without a layout (Note [Tests on
+  # a GPU] in tests/cli/run_memwall.h): the CUDA path's first runs.
   if [[ $mode == gpu ]]; then
-    not_run exec-matrix "the executor has no CUDA path yet: memwall run executes on the emulated device only (docs/exec.md, 'A CUDA path: what it needs')"
+    check exec-matrix 300 env MEMWALL_TEST_RUN_DEVICE=cuda MEMWALL_KIT_PLANS="$root/inputs/plans" \
+      "$build/tests/test_exec" --gtest_filter='RunExec.*:RunInMemory.TheCuda*'
   else
     check exec-matrix 3600 env MEMWALL_KIT_PLANS="$root/inputs/plans" "$build/tests/test_exec" --gtest_filter='RunExec.*'
   fi
@@ -165,8 +168,13 @@ if [[ -x "$memwall" ]]; then
   # allocator (as a script: the machine may have no pytest).
   check python-gpu 600 env MEMWALL_BINARY="$memwall" "$python" \
     "$root/python/tests/test_cuda_device_memory.py"
+  # The values of a CUDA run traced on the GPU (python -m memwall --values
+  # DIR --device cuda): deterministic across processes.
+  check python-values 300 env MEMWALL_BINARY="$memwall" "$python" \
+    "$root/python/tests/test_values_device.py"
 else
-  for name in alloc-cuda-vmm runtime-cuda exec-matrix calibrate fidelity offload python-gpu; do
+  for name in alloc-cuda-vmm runtime-cuda exec-matrix calibrate fidelity offload python-gpu \
+    python-values; do
     not_run "$name" "the build failed (logs/build.log)"
   done
 fi

@@ -9,6 +9,7 @@ interpreter; docs/trace.md explains every rule applied.
     python -m memwall --script my_model.py:build --out g.json
     python -m memwall --hf llama2-7b [--seq 512] [--dtype bf16] [--lora 8] --out g.json
     python -m memwall --builtin gpt-mini --values DIR [--steps 3] [--ranks 2]
+    python -m memwall --builtin gpt-mini --values DIR --device cuda
     python -m memwall --sweep DIR --batch 8        (every torchvision classifier)
     python -m memwall --calibrate [--quick]
 
@@ -28,6 +29,8 @@ from typing import TYPE_CHECKING, Any
 from memwall.errors import ERROR_PREFIX, TraceError, fail, first_line
 
 if TYPE_CHECKING:
+    import torch
+
     from memwall.sources import Build
     from memwall.tracer.trace import Traced
 
@@ -71,9 +74,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--measure-peak", help="also run the step for real (on the CPU under the "
                    "profiler's allocator records; with --kernels cuda on the GPU, by the CUDA "
                    "caching allocator's peak) and write the measured peak here")
-    p.add_argument("--values", help="trace on real CPU tensors and write the graph, the "
-                   "values the step starts from and eager's results to this directory "
-                   "(Note [Run inputs] in memwall/values/files.py)")
+    p.add_argument("--values", help="trace on real tensors (of --device) and write the "
+                   "graph, the values the step starts from and eager's results to this "
+                   "directory (Note [Run inputs] in memwall/values/files.py)")
+    p.add_argument("--device", choices=["cpu", "cuda"], help="--values: the device the "
+                   "step and eager's steps run on (default cpu; cuda: the GPU's kernels, "
+                   "deterministic, memwall/tracer/devices.py)")
     p.add_argument("--steps", type=int, default=3, help="--values: eager steps")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--ranks", type=int, default=1, help="--values: the eager reference "
@@ -92,6 +98,7 @@ def main(argv: list[str]) -> int:
     from memwall.sources.builtin import BUILTINS
     from memwall.sources.script import build_script
     from memwall.sources.vision import build_torchvision, default_image
+    from memwall.tracer.devices import real_device
     from memwall.tracer.graph_writer import graph_name, write_json
     from memwall.tracer.trace import run_one
 
@@ -102,8 +109,19 @@ def main(argv: list[str]) -> int:
         fail("--batch and --image must be positive")
     if args.measure and args.kernels == "cuda":
         fail("--measure runs the CPU's kernels; --kernels cuda needs the meta-device trace")
-    if args.values and (args.measure or args.kernels == "cuda"):
-        fail("--values runs the CPU's kernels on real tensors (no --measure, --kernels cuda)")
+    if args.device is not None and not args.values:
+        fail("--device needs --values (a trace without values runs on the meta device; "
+             "--kernels names whose kernels it stands for)")
+    device_name = args.device or "cpu"
+    if args.values and args.measure:
+        fail("--values runs the step on real tensors for its values, not measured "
+             "(no --measure)")
+    if args.values and args.kernels not in (None, device_name):
+        fail(f"--values runs the kernels of --device {device_name} on real tensors, not "
+             f"--kernels {args.kernels}")
+    if args.ranks > 1 and device_name != "cpu":
+        fail(f"--ranks {args.ranks} with --device {device_name}: the data-parallel reference "
+             "runs on the CPU only (not supported yet)")
     args.kernels = args.kernels or ("cpu" if args.measure or args.values else "cuda")
     if args.threads is not None:
         if args.threads <= 0:
@@ -115,6 +133,8 @@ def main(argv: list[str]) -> int:
         fail("--ranks must be positive")
     if args.ranks > 1 and not args.values:
         fail("--ranks needs --values")
+    # Before anything touches CUDA (torch.manual_seed seeds its generators).
+    device = real_device(device_name)
     torch.manual_seed(args.seed)
     if args.calibrate:
         from memwall.calibrate import measure
@@ -140,19 +160,19 @@ def main(argv: list[str]) -> int:
             return build_torchvision(args.torchvision, args.batch, args.image, args.optimizer)
 
         traced = run_one(args.torchvision, meta, args.measure, build, args.kernels,
-                         values=values)
+                         values=values, device=device)
         graph = traced.graph
         graph["name"] = graph_name(args.torchvision, graph["meta"])
         graph["meta"]["origin"] = {"torchvision": args.torchvision, "batch": args.batch,
                                    "image": args.image, "optimizer": args.optimizer}
     elif hf:
-        traced, build = trace_hf(args, values)
+        traced, build = trace_hf(args, values, device)
     elif args.builtin:
         if args.builtin not in BUILTINS:
             fail(f"unknown built-in model '{args.builtin}' (known: {', '.join(BUILTINS)})")
         build = BUILTINS[args.builtin]
         traced = run_one(args.builtin, {"model": args.builtin}, args.measure, build,
-                         args.kernels, values=values)
+                         args.kernels, values=values, device=device)
         graph = traced.graph
         graph["name"] = graph_name(args.builtin, graph["meta"])
         graph["meta"]["origin"] = {"builtin": args.builtin}
@@ -164,7 +184,7 @@ def main(argv: list[str]) -> int:
             return build_script(args.script)
 
         traced = run_one(args.script, {"model": name, "function": function}, args.measure,
-                         build, args.kernels, values=values)
+                         build, args.kernels, values=values, device=device)
         graph = traced.graph
         graph["name"] = graph_name(name, graph["meta"], function)
         graph["meta"]["origin"] = {"script": f"{os.path.abspath(path)}:{function}"}
@@ -184,7 +204,8 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-def trace_hf(args: argparse.Namespace, values: bool) -> tuple[Traced, Build]:
+def trace_hf(args: argparse.Namespace, values: bool,
+             device: torch.device) -> tuple[Traced, Build]:
     """--hf NAME / --hf-config FILE (memwall.sources.hf); returns the trace
     and its build."""
     from memwall.sources.hf import Lora, builder
@@ -202,7 +223,8 @@ def trace_hf(args: argparse.Namespace, values: bool) -> tuple[Traced, Build]:
                     lora, info)
     meta = {"model": key, "hf_model": hf_model, "batch": args.batch, "seq": args.seq,
             "optimizer": args.optimizer}
-    traced = run_one(key, meta, args.measure, build, args.kernels, values=values)
+    traced = run_one(key, meta, args.measure, build, args.kernels, values=values,
+                     device=device)
     graph = traced.graph
     graph["meta"].update(info)
     # run_one names the parameters' dtype; --dtype names the training recipe

@@ -58,6 +58,12 @@ void plan_traced(const RunArgs& args, RunSetup& s) {
   s.plan = planned.best.plan;
   s.hw = planned.hardware;
   if (!allocator_fit(s.graph, s.plan, s.hw, s.policy).fits) {
+    if (s.device == "cuda") {
+      fail(
+          "run: auto's plan fits the budget of {} only at a layout's offsets, which a CUDA run "
+          "does not place yet (docs/exec.md, \"A CUDA path\"): give a larger --budget",
+          exact_bytes(s.plan.budget));
+    }
     const RunnablePlan laid = runnable_plan(s.plan, s.graph, s.hw, /*lay_out=*/true);
     if (!laid.runs || laid.plan.offsets.empty()) {
       fail("run: auto's plan does not run within the budget of {}: {}", exact_bytes(s.plan.budget),
@@ -110,7 +116,10 @@ int run_run(const RunArgs& args) {
   }
   const int steps = s.kept.run_steps(
       {s.steps_given, s.seed_given, s.request.ranks, args.check_eager, !args.python.empty()});
-  s.request.kernels = "cpu";
+  // Note [The CUDA run]: on a GPU the values and eager's reference come
+  // from its kernels.
+  s.request.kernels = s.device == "cuda" ? "cuda" : "cpu";
+  s.request.device = s.device == "cuda" ? "cuda" : "cpu";
   s.request.python = args.python;
   // The trace that gives the values (and, without --graph, the graph).
   const std::unique_ptr<importers::RunTrace> trace =
@@ -134,6 +143,7 @@ int run_run(const RunArgs& args) {
   options.steps = steps;
   options.check_eager = args.check_eager;
   options.policy = s.policy;
+  options.device = s.device;
   options.record_trace = !args.trace.empty();
   options.nvme_dirs = args.nvme_dirs;
   options.nvme_faults = args.nvme_faults;
@@ -200,6 +210,9 @@ void add_run(CLI::App& app, Action& action) {
   cmd->add_option("--policy", args->policy,
                   "device allocator of a plan without offsets: stitching (default), caching, "
                   "expandable");
+  cmd->add_option("--device", args->device,
+                  "where the step runs: emulated (default: this CPU as a GPU of the budget's "
+                  "memory) or cuda (the GPU torch sees; docs/exec.md, \"A CUDA path\")");
   cmd->add_option("--keep-values", args->values,
                   "keep the traced values and eager's results in DIR, and reuse them when DIR "
                   "has them (without --steps, DIR's steps; --seed and --check-eager's steps must "

@@ -85,6 +85,14 @@ void parse_options(const RunArgs& args, RunSetup& s) {
     fail("run: unknown --policy '{}' (stitching, caching or expandable)", s.policy);
   }
   check_nvme_dirs(args.nvme_dirs);
+  s.device = args.device.value_or("emulated");
+  if (s.device != "emulated" && s.device != "cuda") {
+    fail("run: unknown --device '{}' (emulated or cuda)", s.device);
+  }
+  // Note [The CUDA run] in src/exec/cuda_run.cc: what it does not do yet.
+  if (s.device == "cuda" && s.ranks > 1) {
+    fail("run: --device cuda runs one process on one GPU; --ranks runs on the emulated device");
+  }
 }
 
 void given_plan(const RunArgs& args, RunSetup& s) {
@@ -115,6 +123,12 @@ void given_plan(const RunArgs& args, RunSetup& s) {
   apply_profile_kernels(s.hw, s.graph);
   if (!args.budget.empty()) {
     s.plan.budget = parse_budget(args.budget, s.hw, [&] { return keep_all_peak(s.graph, s.hw); });
+  }
+  if (s.device == "cuda" && !s.plan.offsets.empty()) {
+    fail(
+        "run: {} places its buffers at a layout's offsets, which a CUDA run does not do yet "
+        "(docs/exec.md, \"A CUDA path\"; memwall plan --no-layout writes a plan without)",
+        args.plan_file);
   }
   if (args.policy && !s.plan.offsets.empty()) {
     fail(

@@ -26,6 +26,7 @@ struct RunArgs {
   bool check_eager = false;
   bool json = false;
   std::optional<std::string> policy;  // default stitching
+  std::optional<std::string> device;  // default emulated
   std::string python;
   std::string values;  // --keep-values
   std::string trace;   // --trace
@@ -41,6 +42,7 @@ struct RunSetup {
   std::optional<int> steps_given;
   std::optional<int64_t> seed_given;
   std::string policy;
+  std::string device;  // the executor's: emulated or cuda (RunOptions::device)
   Graph graph;  // --graph's; else the trace's, once traced
   Plan plan;    // --plan's; else auto's
   Hardware hw;

@@ -73,7 +73,7 @@ c10::Scalar scalar_of(const nlohmann::json& v) {
 
 // An enum-like argument ({"dtype"}, {"layout"}, {"memory_format"},
 // {"device"}) as the IValue the schema's int/enum type takes.
-std::optional<c10::IValue> enum_value(const nlohmann::json& v) {
+std::optional<c10::IValue> enum_value(const nlohmann::json& v, c10::Device device) {
   if (!v.is_object()) return std::nullopt;
   if (v.contains("dtype")) return c10::IValue(dtype_named(v["dtype"].get<std::string>()));
   if (v.contains("layout")) {
@@ -83,13 +83,14 @@ std::optional<c10::IValue> enum_value(const nlohmann::json& v) {
   if (v.contains("memory_format")) {
     return c10::IValue(memory_format_named(v["memory_format"].get<std::string>()));
   }
-  // The executor's device: the emulated device is the CPU (Note [Emulated device]).
-  if (v.contains("device")) return c10::IValue(c10::Device(c10::kCPU));
+  // The run's device: the emulated device is the CPU (Note [Emulated
+  // device]), a GPU its CUDA device (Note [The CUDA run]).
+  if (v.contains("device")) return c10::IValue(device);
   return std::nullopt;
 }
 
 void compile_value(const nlohmann::json& v, const c10::TypePtr& declared, CompiledArg& out,
-                   c10::Allocator* host) {
+                   c10::Allocator* host, c10::Device device) {
   c10::TypePtr type = declared;
   if (type->kind() == c10::TypeKind::OptionalType) {
     type = type->expectRef<c10::OptionalType>().getElementType();
@@ -169,7 +170,7 @@ void compile_value(const nlohmann::json& v, const c10::TypePtr& declared, Compil
     default:
       break;
   }
-  if (const std::optional<c10::IValue> e = enum_value(v)) {
+  if (const std::optional<c10::IValue> e = enum_value(v, device)) {
     out.constant = *e;
     return;
   }
@@ -219,7 +220,7 @@ at::Tensor wrapped_number(const c10::Scalar& value, c10::Allocator* host) {
 }
 
 CompiledCall compile_call(const nlohmann::json& call, const std::string& op_name,
-                          c10::Allocator* host) {
+                          c10::Allocator* host, c10::Device device) {
   CompiledCall compiled;
   try {
     const std::string name = call.at("op").get<std::string>();
@@ -229,7 +230,9 @@ CompiledCall compile_call(const nlohmann::json& call, const std::string& op_name
       compiled.kind = cpu ? CompiledCall::Kind::kCpuStep : CompiledCall::Kind::kSequence;
       compiled.name = name;
       for (const nlohmann::json& step : call.at("steps")) {
-        compiled.steps.push_back(compile_call(step, op_name, host));
+        // A CPU step's ops run on the host whatever the device.
+        compiled.steps.push_back(
+            compile_call(step, op_name, host, cpu ? c10::Device(c10::kCPU) : device));
       }
       compiled.locals = call.at("locals").get<size_t>();
       if (cpu) {
@@ -267,9 +270,9 @@ CompiledCall compile_call(const nlohmann::json& call, const std::string& op_name
       const c10::Argument& a = declared[i];
       CompiledArg arg;
       if (i < args.size()) {
-        compile_value(args[i], a.type(), arg, host);
+        compile_value(args[i], a.type(), arg, host, device);
       } else if (kwargs.contains(a.name())) {
-        compile_value(kwargs[a.name()], a.type(), arg, host);
+        compile_value(kwargs[a.name()], a.type(), arg, host, device);
       } else if (a.default_value()) {
         arg.constant = *a.default_value();
       } else {

@@ -81,9 +81,10 @@ struct CompiledCall {
 TensorRef tensor_ref(const nlohmann::json& v);
 
 // Throws BadInput naming the op on an unknown operator or an argument the
-// schema does not accept.
+// schema does not accept. `device`: what the record's device arguments
+// mean (a CPU step's are the CPU whatever it is).
 CompiledCall compile_call(const nlohmann::json& call, const std::string& op_name,
-                          c10::Allocator* host_allocator);
+                          c10::Allocator* host_allocator, c10::Device device);
 
 // A 0-dim tensor of `value` marked as a wrapped number (what Python's
 // `tensor * 0.5` passes to aten::mul.Tensor), in host memory.

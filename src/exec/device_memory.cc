@@ -354,9 +354,12 @@ void DeviceMemory::reset_peak() {
 // wins for the run, then the previous one is set back at the same priority.
 constexpr uint8_t kPriority = 200;
 
-DeviceMemory::Installed::Installed(DeviceMemory& memory) : previous_(c10::GetCPUAllocator()) {
-  c10::SetCPUAllocator(&memory, kPriority);
+DeviceMemory::Installed::Installed(DeviceMemory* memory)
+    : previous_(memory != nullptr ? c10::GetCPUAllocator() : nullptr) {
+  if (memory != nullptr) c10::SetCPUAllocator(memory, kPriority);
 }
-DeviceMemory::Installed::~Installed() { c10::SetCPUAllocator(previous_, kPriority); }
+DeviceMemory::Installed::~Installed() {
+  if (previous_ != nullptr) c10::SetCPUAllocator(previous_, kPriority);
+}
 
 }  // namespace memwall::exec

@@ -39,10 +39,11 @@ class DeviceMemory final : public c10::Allocator {
   c10::DeleterFnPtr raw_deleter() const override { return &release; }
   void copy_data(void* dest, const void* src, std::size_t count) const override;
 
-  // Makes this allocator PyTorch's CPU allocator until the guard ends.
+  // Makes this allocator PyTorch's CPU allocator until the guard ends;
+  // nothing for nullptr (a CUDA run's, Note [The CUDA run]).
   class Installed {
    public:
-    explicit Installed(DeviceMemory& memory);
+    explicit Installed(DeviceMemory* memory);
     ~Installed();
     Installed(const Installed&) = delete;
     Installed& operator=(const Installed&) = delete;

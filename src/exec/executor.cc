@@ -5,7 +5,6 @@
 #include "executor_impl.h"
 
 #include <filesystem>
-#include <thread>
 
 #include <fmt/ranges.h>
 
@@ -15,6 +14,7 @@ Executor::Executor(const Graph& graph, const Plan& plan, ValuesFrom from, const 
                    bool session)
     : graph_(graph), plan_(plan), options_(options), session_(session) {
   set_up_ranks();
+  check_device();
   check_runnable();
   try {
     check_plan_graph(plan, graph);
@@ -76,18 +76,22 @@ void Executor::begin(RunResult& result) {
   const int threads = values_->threads;
   if (threads > 0) at::set_num_threads(threads);
   result.threads = at::get_num_threads();
-  engine_ = runtime::make_emulated_copy_engine();
-  result.device = engine_->name();
   result.budget = plan_.budget;
-  device_ = engine_->make_device(plan_.budget);
-  allocator_ = alloc::make_allocator(options_.policy, *device_, {});
-  memory_ = std::make_unique<DeviceMemory>(*allocator_, plan_.budget);
-  if (!plan_.offsets.empty()) memory_->use_arena(plan_.budget);
+  if (options_.device == "cuda") {
+    set_up_cuda(result);
+  } else {
+    engine_ = runtime::make_emulated_copy_engine();
+    result.device = engine_->name();
+    device_ = engine_->make_device(plan_.budget);
+    allocator_ = alloc::make_allocator(options_.policy, *device_, {});
+    memory_ = std::make_unique<DeviceMemory>(*allocator_, plan_.budget);
+    if (!plan_.offsets.empty()) memory_->use_arena(plan_.budget);
+    host_ = std::make_unique<runtime::HostPool>(host_capacity(), /*pin=*/true);
+  }
   result.arena = !plan_.offsets.empty();
   if (options_.time_kernels) kernel_times_.resize(graph_.ops.size());
-  host_ = std::make_unique<runtime::HostPool>(host_capacity(), /*pin=*/true);
   connect();  // before the device's allocator is installed: gloo's threads and buffers
-  DeviceMemory::Installed installed(*memory_);
+  DeviceMemory::Installed installed(memory_.get());
   try {
     set_generator_state();
     reserve_host();
@@ -101,7 +105,7 @@ void Executor::begin(RunResult& result) {
 void Executor::run(RunResult& result) {
   begin(result);
   {
-    DeviceMemory::Installed installed(*memory_);
+    DeviceMemory::Installed installed(memory_.get());
     try {
       for (int k = 0; k < options_.steps; ++k) result.steps.push_back(iteration(k, result));
       if (options_.check_eager) compare_with_eager(result);
@@ -131,7 +135,7 @@ StepMeasure Executor::step(const ValueSet& inputs, RunResult& result) {
   if (!session_values_) session_values_ = std::make_unique<StepValues>();
   session_values_->inputs = inputs;
   values_ = session_values_.get();
-  DeviceMemory::Installed installed(*memory_);
+  DeviceMemory::Installed installed(memory_.get());
   try {
     return iteration(steps_run_++, result);
   } catch (...) {
@@ -143,7 +147,7 @@ StepMeasure Executor::step(const ValueSet& inputs, RunResult& result) {
 
 void Executor::end() {
   if (memory_log_ != nullptr) {
-    memory_->log_allocations(nullptr);  // a failed first iteration left it set
+    if (memory_ != nullptr) memory_->log_allocations(nullptr);  // a failed first iteration left it
     std::fclose(memory_log_);
     memory_log_ = nullptr;
   }
@@ -180,11 +184,21 @@ void Executor::check_runnable() {
     bad_input("graph \"{}\" cannot be replayed: {}", graph_.name,
               calls.value("why", std::string("its trace says so")));
   }
-  if (meta.value("kernels", std::string()) != "cpu") {
+  // The values and eager's reference come from the kernels that run.
+  const std::string kernels = meta.value("kernels", std::string("unknown"));
+  if (options_.device == "cuda" &&
+      (kernels != "cuda" || meta.value("device", std::string()) != "cuda")) {
+    bad_input(
+        "graph \"{}\" was traced on the {} for {} kernels; a CUDA run needs a trace made on "
+        "the GPU (`python -m memwall --values DIR --device cuda`, or let `memwall run "
+        "--device cuda` trace)",
+        graph_.name, meta.value("device", std::string("unknown device")), kernels);
+  }
+  if (options_.device != "cuda" && kernels != "cpu") {
     bad_input(
         "graph \"{}\" was traced for {} kernels; the emulated device runs the CPU's "
         "(trace with --kernels cpu, or let `memwall run --torchvision/--script` trace)",
-        graph_.name, meta.value("kernels", std::string("unknown")));
+        graph_.name, kernels);
   }
   if (!meta.contains("loss")) bad_input("graph \"{}\" does not name its loss", graph_.name);
   for (const Op& op : graph_.ops) {
@@ -251,7 +265,9 @@ void Executor::compile(c10::Allocator* host) {
     } catch (const std::exception& e) {
       bad_input("op {} ({}): call record is not JSON: {}", op.id, op.name, e.what());
     }
-    calls_.push_back(compile_call(call, op.name, host));
+    calls_.push_back(compile_call(
+        call, op.name, host,
+        options_.device == "cuda" ? c10::Device(c10::kCUDA, 0) : c10::Device(c10::kCPU)));
     if (stage_ >= 1 && op.phase == Phase::kOptimizer) shard_views(calls_.back(), op);
   }
   loss_ = tensor_ref(graph_.meta["loss"]);
@@ -265,111 +281,22 @@ void Executor::compile(c10::Allocator* host) {
   }
 }
 
+// The CPU generator's state, or on a GPU the CUDA generator's seed and
+// offset (Note [The CUDA run]); a host tensor either way.
 void Executor::set_generator_state() {
   const std::span<const std::byte> rng = values_->rng;
-  c10::Storage bytes(c10::Storage::use_byte_size_t(), rng.size(), memory_->host_allocator(), false);
+  c10::Storage bytes(c10::Storage::use_byte_size_t(), rng.size(), host_allocator(), false);
   std::memcpy(bytes.mutable_data(), rng.data(), rng.size());
   const int64_t n = static_cast<int64_t>(rng.size());
   const at::Tensor state = view_of(bytes, TensorRef{-1, false, {n}, {1}, 0, c10::ScalarType::Byte});
-  at::Generator gen = at::detail::getDefaultCPUGenerator();
+  at::Generator gen = generator();
   std::lock_guard<std::mutex> lock(gen.mutex());
-  gen.set_state(state);
-}
-
-c10::Storage Executor::scratch_storage(uint64_t bytes, BufferId b) {
   try {
-    return c10::Storage(c10::Storage::use_byte_size_t(), bytes, memory_->allocate_aside(bytes),
-                        memory_.get(), false);
-  } catch (const c10::OutOfMemoryError& e) {
-    out_of_memory("scratch state for {} ({}): {}", b, graph_.buffers[b].name,
-                  e.what_without_backtrace());
-  }
-}
-
-std::optional<uint64_t> Executor::begin_stay(BufferId b) {
-  if (!memory_->has_arena()) return std::nullopt;
-  Slot& s = slots_[b];
-  if (s.stay_began == serial_) return s.stay_at;
-  s.stay_at = stay_offset(plan_, b, s.stays++);
-  s.stay_began = serial_;
-  return s.stay_at;
-}
-
-// Note [Offsets per stay]: a stay placed where an outgoing copy still reads
-// (the real copy slower than the simulated one) waits for that copy, as a
-// GPU allocator waits for a stream's event before it reuses a block.
-namespace {
-
-// Whether `storage` (device memory) overlaps [lo, hi).
-bool overlaps(const c10::Storage& storage, const char* lo, const char* hi) {
-  const auto* p = static_cast<const char*>(storage.data());
-  return p != nullptr && p < hi && lo < p + storage.nbytes();
-}
-
-}  // namespace
-
-void Executor::make_room(uint64_t offset, uint64_t bytes) {
-  if (!memory_->has_arena() || bytes == 0) return;
-  const auto* lo = static_cast<const char*>(memory_->arena_address(offset));
-  bool waited = false;
-  for (const Leaving& l : leaving_) {
-    // A host buffer leaving has no storage.
-    if (static_cast<bool>(l.storage) && overlaps(l.storage, lo, lo + bytes)) {
-      wait(l.until);
-      waited = true;
-    }
-  }
-  if (waited) retire_finished();
-}
-
-// The buffers whose device copies overlap [offset, offset + bytes) of the
-// arena, for a message: " (held by buffer 7 (name), a leaving copy)".
-std::string Executor::holders(std::optional<uint64_t> offset, uint64_t bytes) const {
-  if (!offset || !memory_->has_arena()) return "";
-  const auto* lo = static_cast<const char*>(memory_->arena_address(*offset));
-  std::vector<std::string> held;
-  for (size_t i = 0; i < slots_.size(); ++i) {
-    if (static_cast<bool>(slots_[i].device) && overlaps(slots_[i].device, lo, lo + bytes)) {
-      held.push_back(fmt::format("buffer {} ({})", i, graph_.buffers[i].name));
-    }
-  }
-  for (const Leaving& l : leaving_) {
-    if (static_cast<bool>(l.storage) && overlaps(l.storage, lo, lo + bytes)) {
-      held.emplace_back("a leaving copy");
-    }
-  }
-  if (held.empty()) return " (held by none of the plan's buffers)";
-  return fmt::format(" (held by {})", fmt::join(held, ", "));
-}
-
-// Note [Late releases]
-// ~~~~~~~~~~~~~~~~~~~~
-// Memory the plan has freed can still be held for a moment by another
-// thread's last reference to a tensor over it. gloo's worker did so with
-// the device gradient it all-reduced (fixed at its root: collectives work
-// on host staging copies, executor_comm.cc); as a guard against another
-// thread doing the same, a stay whose offset is taken is retried for up
-// to ~0.1 s before the run fails, as a GPU allocator waits for a stream's
-// event before it reuses a block. The failure names what holds the range.
-c10::Storage Executor::device_storage(uint64_t bytes, const char* why, BufferId b,
-                                      std::optional<uint64_t> offset) {
-  constexpr int kTries = 20;
-  for (int attempt = 0;; ++attempt) {
-    try {
-      if (offset && bytes > 0 && memory_->has_arena()) {
-        make_room(*offset, bytes);
-        return c10::Storage(c10::Storage::use_byte_size_t(), bytes,
-                            memory_->allocate_at(*offset, bytes), memory_.get(), false);
-      }
-      return c10::Storage(c10::Storage::use_byte_size_t(), bytes, memory_.get(), false);
-    } catch (const c10::OutOfMemoryError& e) {
-      if (!offset || !memory_->has_arena() || attempt + 1 == kTries) {
-        out_of_memory("{} {} ({}): {}{}", why, b, graph_.buffers[b].name,
-                      e.what_without_backtrace(), holders(offset, bytes));
-      }
-      retire_finished();
-      std::this_thread::sleep_for(std::chrono::microseconds(100 << std::min(attempt, 6)));
-    }
+    gen.set_state(state);
+  } catch (const c10::Error& e) {
+    const std::string what = e.what_without_backtrace();
+    bad_input("{}: the values' generator state ({} bytes) is not the {} generator's: {}",
+              values_->source, rng.size(), cuda_ ? "CUDA" : "CPU", what.substr(0, what.find('\n')));
   }
 }
 
@@ -406,45 +333,6 @@ void Executor::reserve_host() {
     }
     host_reserved_.push_back(std::move(h));
   }
-}
-
-runtime::NvmeEngine& Executor::nvme() {
-  if (!nvme_) {
-    runtime::NvmeOptions o;
-    o.dirs = options_.nvme_dirs;
-    if (o.dirs.empty()) {
-      const char* tmp = std::getenv("TMPDIR");
-      o.dirs.push_back(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp");
-    }
-    // Note [NVMe reservation] in src/plan/nvme_reservation.cc.
-    const NvmeReservation r =
-        nvme_reservation(graph_, plan_, runtime::kNvmeSector, runtime::NvmeOptions{}.block_size);
-    o.block_size = r.block_bytes;
-    o.capacity = r.reserved_bytes();
-    if (o.capacity == 0) run_failed("the plan puts no buffer on NVMe, yet one goes there");
-    if (!options_.nvme_faults.empty()) o.faults = options_.nvme_faults;
-    try {
-      nvme_ = std::make_unique<runtime::NvmeEngine>(o);
-    } catch (const std::exception& e) {
-      run_failed("the NVMe engine cannot start: {}", e.what());
-    }
-    const runtime::NvmeStats stats = nvme_->stats();
-    if (!stats.note.empty()) result_->notes.push_back(stats.note);
-    result_->nvme_reserved_bytes = nvme_->total_blocks() * nvme_->block_size();
-  }
-  return *nvme_;
-}
-
-// Note [NVMe reservation]: a buffer's writes all go to the extent its
-// first one took, never freed, so the extents fill the reservation from
-// the front and always fit. An empty buffer needs no I/O.
-runtime::Extent Executor::store_on_nvme(Slot& s, const void* data, uint64_t bytes) {
-  s.nvme.reset();
-  if (bytes == 0) return {};
-  runtime::NvmeEngine& engine = nvme();
-  if (!s.nvme_home) s.nvme_home = engine.allocate(bytes);
-  engine.write(*s.nvme_home, data, bytes);
-  return *s.nvme_home;
 }
 
 namespace {
@@ -506,7 +394,14 @@ StepMeasure Executor::iteration(int k, RunResult& result) {
   StepMeasure m;
   const runtime::CopyStats copies_before = engine_->stats();
   const runtime::NvmeStats nvme_before = nvme_ ? nvme_->stats() : runtime::NvmeStats{};
-  memory_->reset_peak();
+  if (memory_ != nullptr) memory_->reset_peak();
+  if (cuda_) {
+    cuda_->reset_peak();
+    cuda_->clear_marks();
+    timed_ops_.clear();
+    iteration_mark_ = cuda_->mark();
+    peak_reserved_ = std::max(peak_reserved_, cuda_->stats().reserved_bytes);
+  }
   kernel_s_ = wait_s_ = nvme_s_ = comm_s_ = 0;
   outputs_moved_ = 0;
   iteration_ = k;
@@ -517,17 +412,19 @@ StepMeasure Executor::iteration(int k, RunResult& result) {
     result.events.clear();
     result.memory.clear();
   }
-  if (memory_log_ != nullptr && k == 0) memory_->log_allocations(memory_log_);
+  const bool log_memory = memory_log_ != nullptr && memory_ != nullptr && k == 0;
+  if (log_memory) memory_->log_allocations(memory_log_);
   for (size_t i = 0; i < plan_.steps.size(); ++i) {
     step_ = i;
-    const bool log = memory_log_ != nullptr && k == 0;
-    const uint64_t before = memory_->peak_bytes();
+    const bool log = log_memory;
+    const uint64_t before = log ? memory_->peak_bytes() : 0;
     if (log) memory_->reset_peak();
     ++serial_;
     execute(plan_.steps[i], result);
     retire_finished();
+    if (cuda_) peak_reserved_ = std::max(peak_reserved_, cuda_->stats().reserved_bytes);
     if (tracing_) {
-      result.memory.push_back({now_s(), memory_->live_bytes(), host_->stats().in_use_bytes});
+      result.memory.push_back({now_s(), device_live_bytes(), host_->stats().in_use_bytes});
     }
     if (log) {
       std::fprintf(memory_log_, "%zu %llu %llu\n", i,
@@ -536,18 +433,17 @@ StepMeasure Executor::iteration(int k, RunResult& result) {
       memory_->merge_peak(before);
     }
   }
-  memory_->log_allocations(nullptr);
+  if (log_memory) memory_->log_allocations(nullptr);
   const Clock::time_point waited = Clock::now();
   engine_->synchronize();
+  if (cuda_) cuda_->synchronize();  // the step ends when its kernels do
   leaving_.clear();
   wait_s_ += seconds_since(waited);
   close_copy_spans(result, /*all=*/true);
   m.step_time_s = seconds_since(start);
+  if (cuda_) resolve_timed_ops(result);
   m.loss = loss_value_;
-  m.device_peak_bytes = memory_->peak_bytes();
-  m.device_peak_allocated_bytes = memory_->peak_allocated_bytes();
-  m.device_peak_reserved_bytes = memory_->stats().peak_reserved_bytes;
-  m.arena_bytes = memory_->arena_high_water();
+  measure_device(m);
   m.host_peak_bytes = host_->stats().peak_in_use_bytes;
   const runtime::CopyStats copies = engine_->stats();
   const auto h2d = static_cast<size_t>(runtime::CopyDirection::kHostToDevice);
@@ -685,7 +581,7 @@ Status guarded(RunResult& result, std::string& error, Run&& run_it) {
 }  // namespace
 }  // namespace memwall::exec
 
-extern "C" __attribute__((visibility("default"))) memwall::exec::Status memwall_exec_run_v4(
+extern "C" __attribute__((visibility("default"))) memwall::exec::Status memwall_exec_run_v5(
     const memwall::Graph& graph, const memwall::Plan& plan, const std::string& values,
     const memwall::exec::RunOptions& options, memwall::exec::RunResult& result,
     std::string& error) {
@@ -693,7 +589,7 @@ extern "C" __attribute__((visibility("default"))) memwall::exec::Status memwall_
       result, error, [&] { memwall::exec::run(graph, plan, {.dir = &values}, options, result); });
 }
 
-extern "C" __attribute__((visibility("default"))) memwall::exec::Status memwall_exec_run_values_v1(
+extern "C" __attribute__((visibility("default"))) memwall::exec::Status memwall_exec_run_values_v2(
     const memwall::Graph& graph, const memwall::Plan& plan, const memwall::exec::StepValues& values,
     const memwall::exec::RunOptions& options, memwall::exec::RunResult& result,
     std::string& error) {

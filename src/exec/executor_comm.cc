@@ -235,9 +235,9 @@ void Executor::collective(const Step& s, RunResult& result) {
         device_storage(graph_.buffers[out].bytes, "creating", out, begin_stay(out));
     slots_[out].arrived = runtime::CopyEvent();
   }
-  c10::Allocator* host = memory_->host_allocator();
-  memory_->set_host_mode(true);
-  const auto done = [this](void*) { memory_->set_host_mode(false); };
+  c10::Allocator* host = host_allocator();
+  host_mode(true);
+  const auto done = [this](void*) { host_mode(false); };
   const std::unique_ptr<void, decltype(done)> restore(this, done);
   const Clock::time_point t = Clock::now();
   try {

@@ -51,7 +51,7 @@ c10::IValue Executor::expression(const CompiledArg& a) {
     case CompiledArg::As::kScalar:
       return c10::IValue(c10::Scalar(v));
     case CompiledArg::As::kWrappedTensor:
-      return c10::IValue(wrapped_number(c10::Scalar(v), memory_->host_allocator()));
+      return c10::IValue(wrapped_number(c10::Scalar(v), host_allocator()));
   }
   return c10::IValue(v);
 }
@@ -145,7 +145,7 @@ void Executor::run_op(const Step& s, RunResult& result) {
   current_.clear();
   // Note [Plan offsets at run time]: where the outputs go, before anything
   // of this op is allocated.
-  if (memory_->has_arena()) expect_outputs(call);
+  if (has_arena()) expect_outputs(call);
   // Versions first: the op writes the next version in place, or into a
   // copy of the previous one when the plan still needs that (Note
   // [In-place steps]).
@@ -194,46 +194,51 @@ void Executor::run_op(const Step& s, RunResult& result) {
     add_current(b);
   }
   // Random ops replay their first run's draws (Note [Recomputed randomness]).
-  at::Generator gen = at::detail::getDefaultCPUGenerator();
+  at::Generator gen = generator();
   std::optional<at::Tensor> resume;
   if (call.rng) {
     std::lock_guard<std::mutex> lock(gen.mutex());
     // The saved states are host values (5,056 bytes each), not device memory.
-    memory_->set_host_mode(true);
+    host_mode(true);
     if (s.kind == StepKind::kCompute) {
       rng_[s.op] = gen.get_state();
     } else if (const auto it = rng_.find(s.op); it != rng_.end()) {
       resume = gen.get_state();
       gen.set_state(it->second);
     }
-    memory_->set_host_mode(false);
+    host_mode(false);
   }
   torch::jit::Stack stack;
   stack.reserve(call.args.size());
   const Clock::time_point t = Clock::now();
+  const uint64_t queued = cuda_ ? cuda_->mark() : 0;
   try {
     call_op(op, call, stack);
-    memory_->end_call();
+    end_call();
   } catch (const c10::OutOfMemoryError& e) {
     out_of_memory("{}: {} {}: {}", where(), s.kind == StepKind::kCompute ? "compute" : "recompute",
                   op.name, e.what_without_backtrace());
   }
   const double called = seconds_since(t);
-  kernel_s_ += called;
-  // Note [Kernel timing]: the op's call as it ran in the step.
-  if (!kernel_times_.empty() && s.kind == StepKind::kCompute && iteration_ > 0) {
-    kernel_times_[s.op].push_back(called);
+  const bool timed = s.kind == StepKind::kCompute && iteration_ > 0;
+  // On a GPU the events tell (timed_op, once the span is in the trace).
+  if (!cuda_) {
+    kernel_s_ += called;
+    // Note [Kernel timing]: the op's call as it ran in the step.
+    if (!kernel_times_.empty() && timed) kernel_times_[s.op].push_back(called);
   }
   if (resume) {
     std::lock_guard<std::mutex> lock(gen.mutex());
     gen.set_state(*resume);
   }
+  const uint64_t ran = cuda_ ? cuda_->mark() : 0;
   bind_results(op, call, stack);
   if (s.kind == StepKind::kCompute &&
       std::find(op.out.begin(), op.out.end(), loss_.buffer) != op.out.end()) {
     loss_value_ = view_of(slots_[loss_.buffer].device, loss_).item<double>();
   }
   span(result, kCompute, std::chrono::duration<double>(t - iteration_start_).count(), now_s());
+  if (cuda_) timed_op(s.op, queued, ran, timed, result);
 }
 
 // A host buffer as a storage (not owned: the slot keeps the memory).
@@ -296,9 +301,9 @@ void Executor::cpu_step(const Op& op, const CompiledCall& call, RunResult& resul
 void Executor::run_parts(const Op& op, const CompiledCall& call, bool on_host) {
   std::vector<c10::Storage> locals(call.locals);
   locals_ = &locals;
-  memory_->set_host_mode(on_host);
+  host_mode(on_host);
   const auto done = [this](void*) {
-    memory_->set_host_mode(false);
+    host_mode(false);
     locals_ = nullptr;
   };
   const std::unique_ptr<void, decltype(done)> restore(this, done);
@@ -320,17 +325,20 @@ void Executor::device_sequence(const Op& op, const CompiledCall& call, RunResult
   };
   std::for_each(op.in.begin(), op.in.end(), bind);
   std::for_each(op.updates.begin(), op.updates.end(), bind);
-  if (memory_->has_arena()) expect_outputs(call);  // no results: the workspace only
+  if (has_arena()) expect_outputs(call);  // no results: the workspace only
   const Clock::time_point t = Clock::now();
+  const uint64_t queued = cuda_ ? cuda_->mark() : 0;
   try {
     run_parts(op, call, /*on_host=*/false);
   } catch (const c10::OutOfMemoryError& e) {
     out_of_memory("{}: compute {}: {}", where(), op.name, e.what_without_backtrace());
   }
-  memory_->end_call();
-  kernel_s_ += seconds_since(t);
+  end_call();
+  if (!cuda_) kernel_s_ += seconds_since(t);
+  const uint64_t ran = cuda_ ? cuda_->mark() : 0;
   current_.clear();
   span(result, kCompute, std::chrono::duration<double>(t - iteration_start_).count(), now_s());
+  if (cuda_) timed_op(op_, queued, ran, /*timed=*/false, result);
 }
 
 // memwall::apply: the device copy of a parameter's new values.
@@ -383,7 +391,7 @@ void Executor::apply(const CompiledCall& call, RunResult& result) {
 // (RunExec.GroupedConvolutionKeepAllRunsEveryIteration).
 bool Executor::learn_if_misplaced(BufferId b, const c10::Storage& storage) {
   const std::optional<uint64_t> at = slots_[b].stay_at;
-  if (!memory_->has_arena() || slots_[b].stay_began != serial_ || !at ||
+  if (!has_arena() || slots_[b].stay_began != serial_ || !at ||
       storage.data() == memory_->arena_address(*at)) {
     return false;
   }

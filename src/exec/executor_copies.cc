@@ -20,6 +20,13 @@ void Executor::swap_out(BufferId b, Tier to, RunResult& result) {
                graph_.buffers[b].name);
   }
   wait(s.arrived);
+  if (cuda_) {
+    // Note [The CUDA run]: the copy engine's stream reads what the kernels
+    // queued on torch's stream wrote, once they ran.
+    const Clock::time_point t = Clock::now();
+    cuda_->synchronize();
+    wait_s_ += seconds_since(t);
+  }
   runtime::HostBuffer h = host_buffer(bytes, b);
   const double issued = now_s();
   const runtime::CopyEvent copied =
@@ -126,6 +133,45 @@ void Executor::free_buffer(BufferId b) {
   }
   s.host.reset();
   drop_nvme(s);
+}
+
+runtime::NvmeEngine& Executor::nvme() {
+  if (!nvme_) {
+    runtime::NvmeOptions o;
+    o.dirs = options_.nvme_dirs;
+    if (o.dirs.empty()) {
+      const char* tmp = std::getenv("TMPDIR");
+      o.dirs.push_back(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp");
+    }
+    // Note [NVMe reservation] in src/plan/nvme_reservation.cc.
+    const NvmeReservation r =
+        nvme_reservation(graph_, plan_, runtime::kNvmeSector, runtime::NvmeOptions{}.block_size);
+    o.block_size = r.block_bytes;
+    o.capacity = r.reserved_bytes();
+    if (o.capacity == 0) run_failed("the plan puts no buffer on NVMe, yet one goes there");
+    if (!options_.nvme_faults.empty()) o.faults = options_.nvme_faults;
+    try {
+      nvme_ = std::make_unique<runtime::NvmeEngine>(o);
+    } catch (const std::exception& e) {
+      run_failed("the NVMe engine cannot start: {}", e.what());
+    }
+    const runtime::NvmeStats stats = nvme_->stats();
+    if (!stats.note.empty()) result_->notes.push_back(stats.note);
+    result_->nvme_reserved_bytes = nvme_->total_blocks() * nvme_->block_size();
+  }
+  return *nvme_;
+}
+
+// Note [NVMe reservation]: a buffer's writes all go to the extent its
+// first one took, never freed, so the extents fill the reservation from
+// the front and always fit. An empty buffer needs no I/O.
+runtime::Extent Executor::store_on_nvme(Slot& s, const void* data, uint64_t bytes) {
+  s.nvme.reset();
+  if (bytes == 0) return {};
+  runtime::NvmeEngine& engine = nvme();
+  if (!s.nvme_home) s.nvme_home = engine.allocate(bytes);
+  engine.write(*s.nvme_home, data, bytes);
+  return *s.nvme_home;
 }
 
 }  // namespace memwall::exec::detail

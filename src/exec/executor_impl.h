@@ -1,8 +1,9 @@
 // The executor's state and its steps, private to src/exec. One class over
-// four files: executor.cc (set-up, iterations, the library's entry point),
-// executor_copies.cc (swaps, NVMe, frees), executor_compute.cc (ops, CPU
-// steps, results, the comparison with eager), executor_comm.cc (ZeRO's
-// ranks and their collectives).
+// five files: executor.cc (set-up, iterations, the library's entry point),
+// executor_device.cc (the emulated device or a GPU: device memory, its
+// figures, kernel timing on a GPU), executor_copies.cc (swaps, NVMe,
+// frees), executor_compute.cc (ops, CPU steps, results, the comparison
+// with eager), executor_comm.cc (ZeRO's ranks and their collectives).
 #pragma once
 #include <unistd.h>
 #include <algorithm>
@@ -23,6 +24,7 @@
 #include <c10/core/TensorImpl.h>
 
 #include "call.h"
+#include "cuda_run.h"
 #include "device_bytes.h"
 #include "device_memory.h"
 #include "exec_error.h"
@@ -95,9 +97,12 @@ struct Leaving {
   runtime::CopyEvent until;
 };
 
+// The dispatch key follows the storage: a CUDA run's device memory takes
+// the CUDA kernels, its host copies the CPU's (Note [The CUDA run]).
 inline at::Tensor view_of(const c10::Storage& storage, const TensorRef& ref) {
-  auto impl = c10::make_intrusive<c10::TensorImpl>(c10::Storage(storage),
-                                                   c10::DispatchKeySet(c10::DispatchKey::CPU),
+  const c10::DispatchKey key =
+      storage.device_type() == c10::kCUDA ? c10::DispatchKey::CUDA : c10::DispatchKey::CPU;
+  auto impl = c10::make_intrusive<c10::TensorImpl>(c10::Storage(storage), c10::DispatchKeySet(key),
                                                    c10::scalarTypeToTypeMeta(ref.dtype));
   impl->set_sizes_and_strides(ref.sizes, ref.strides, ref.offset);
   return at::Tensor(std::move(impl));
@@ -151,6 +156,35 @@ class Executor {
 
  private:
   void check_runnable();
+  void check_device() const;  // what a CUDA run does not do yet (Note [The CUDA run])
+  void set_up_cuda(RunResult& result);
+  // The emulated device's DeviceMemory, or nothing on a GPU.
+  bool has_arena() const { return memory_ != nullptr && memory_->has_arena(); }
+  c10::Allocator* host_allocator() const {
+    return memory_ != nullptr ? memory_->host_allocator() : c10::GetCPUAllocator();
+  }
+  void host_mode(bool on) {
+    if (memory_ != nullptr) memory_->set_host_mode(on);
+  }
+  void end_call() {
+    if (memory_ != nullptr) memory_->end_call();
+  }
+  at::Generator generator() const {
+    return cuda_ ? cuda_->generator() : at::detail::getDefaultCPUGenerator();
+  }
+  // Device memory's figures (live tensor bytes, their peak since the
+  // iteration began), the emulated device's or the GPU's.
+  uint64_t device_live_bytes() const;
+  void measure_device(StepMeasure& m) const;
+  // Note [Kernel timing on a GPU]: an op's kernels between two events.
+  struct TimedOp {
+    OpId op = 0;
+    uint64_t from = 0, to = 0;
+    bool timed = false;           // a compute (not a recompute) past the first iteration
+    std::optional<size_t> event;  // its compute span in RunResult::events
+  };
+  void timed_op(OpId op, uint64_t from, uint64_t to, bool timed, RunResult& result);
+  void resolve_timed_ops(RunResult& result);
   void check_values() const;  // values in memory: what the options need of them
   std::span<const std::byte> value_of(const Buffer& b) const;
   uint64_t host_capacity() const;
@@ -256,8 +290,12 @@ class Executor {
   std::unique_ptr<runtime::CopyEngine> engine_;
   std::unique_ptr<alloc::Device> device_;
   std::unique_ptr<alloc::Allocator> allocator_;
-  std::unique_ptr<DeviceMemory> memory_;
-  DeviceBytes device_bytes_;  // Note [Device bytes]
+  std::unique_ptr<DeviceMemory> memory_;  // the emulated device's
+  std::unique_ptr<CudaRun> cuda_;          // a GPU's (Note [The CUDA run])
+  std::vector<TimedOp> timed_ops_;         // this iteration's, on a GPU
+  uint64_t iteration_mark_ = 0;            // the event the iteration began with
+  uint64_t peak_reserved_ = 0;             // on a GPU: the most the allocator held
+  DeviceBytes device_bytes_;               // Note [Device bytes]
   std::unique_ptr<runtime::HostPool> host_;
   std::vector<runtime::HostBuffer> host_reserved_;  // Plan::host_reserved, for the session
   std::unique_ptr<runtime::NvmeEngine> nvme_;

@@ -203,7 +203,7 @@ Status open(const Graph& graph, const Plan& plan, const StepValues& values,
 }  // namespace memwall::exec
 
 extern "C" __attribute__((visibility("default"))) memwall::exec::Status
-memwall_exec_open_session_v2(const memwall::Graph& graph, const memwall::Plan& plan,
+memwall_exec_open_session_v3(const memwall::Graph& graph, const memwall::Plan& plan,
                              const memwall::exec::StepValues& values,
                              const memwall::exec::RunOptions& options,
                              std::unique_ptr<memwall::exec::Session>& session, std::string& error) {

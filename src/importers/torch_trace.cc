@@ -486,8 +486,13 @@ RunTrace::RunTrace(const std::string& values) : impl_(std::make_unique<Impl>()) 
 RunTrace::RunTrace(const TorchTraceRequest& request, int steps, int64_t seed)
     : impl_(std::make_unique<Impl>()) {
   if (request.measure) fail("trace: a run's trace does not measure op times");
-  if (request.kernels == "cuda") {
-    fail("trace: a run on the emulated device replays the CPU's kernels, not CUDA's");
+  if (request.device != "cpu" && request.device != "cuda") {
+    fail("trace: unknown device '{}' for a run's values (cpu or cuda)", request.device);
+  }
+  // The values come from the kernels that will run them (Note [The CUDA run]).
+  if (!request.kernels.empty() && request.kernels != request.device) {
+    fail("trace: a run on the {} replays its own kernels, not {}'s",
+         request.device == "cuda" ? "GPU" : "emulated device", request.kernels);
   }
   if (steps <= 0) fail("trace: the number of steps must be positive");
   std::vector<std::string> args = tracer_args(request);
@@ -507,6 +512,7 @@ RunTrace::RunTrace(const TorchTraceRequest& request, int steps, int64_t seed)
   args.insert(args.end(), {"--values", impl_->values, "--steps", std::to_string(steps), "--seed",
                            std::to_string(seed)});
   if (request.ranks > 1) args.insert(args.end(), {"--ranks", std::to_string(request.ranks)});
+  if (request.device != "cpu") args.insert(args.end(), {"--device", request.device});
   run_tracer_in(dir, args, /*capture_out=*/false, request.timeout_s, request.python,
                 request.script);
   require_output(impl_->values + "/graph.json", request);

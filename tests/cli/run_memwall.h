@@ -32,13 +32,36 @@ inline std::string slurp(const std::string& path) {
   return ss.str();
 }
 
+// Note [Tests on a GPU]
+// ~~~~~~~~~~~~~~~~~~~~~
+// scripts/gpu-check.sh runs the executor's matrix (tests/exec) on a GPU
+// with MEMWALL_TEST_RUN_DEVICE=cuda: every `memwall run` gets --device
+// cuda, and every `memwall plan` --no-layout, as a CUDA run places no
+// layout's offsets yet (Note [The CUDA run] in src/exec/cuda_run.cc).
+// Unset (every run here), the commands are as written.
+inline std::string test_run_device() {
+  const char* device = std::getenv("MEMWALL_TEST_RUN_DEVICE");
+  return device != nullptr ? device : "";
+}
+inline std::string on_test_device(const std::string& args) {
+  const std::string device = test_run_device();
+  if (device.empty()) return args;
+  if (args.starts_with("run ") && args.find("--device") == std::string::npos) {
+    return args + " --device " + device;
+  }
+  if (args.starts_with("plan ") && args.find("--no-layout") == std::string::npos) {
+    return args + " --no-layout";
+  }
+  return args;
+}
+
 // `args` is appended to the binary's path as shell words.
 inline RunResult run_memwall(const std::string& args) {
   static int counter = 0;
   std::string base = ::testing::TempDir() + "memwall_cli_" + std::to_string(getpid()) + "_" +
                      std::to_string(counter++);
-  std::string cmd =
-      std::string(MEMWALL_BINARY) + " " + args + " >" + base + ".out 2>" + base + ".err </dev/null";
+  std::string cmd = std::string(MEMWALL_BINARY) + " " + on_test_device(args) + " >" + base +
+                    ".out 2>" + base + ".err </dev/null";
   int status = std::system(cmd.c_str());
   RunResult r;
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);

@@ -12,6 +12,7 @@
 
 #include <gtest/gtest.h>
 
+#include "memwall/alloc/device.h"
 #include "memwall/exec/library.h"
 #include "memwall/exec/values.h"
 #include "memwall/graph/graph.h"
@@ -111,6 +112,60 @@ TEST(RunInMemory, ValuesInMemoryRunAsTheirFilesDo) {
   EXPECT_EQ(exec::run_plan(graph, plan, short_one, options, refused, error),
             exec::Status::kBadInput);
   EXPECT_NE(error.find("has 1 bytes of values"), std::string::npos) << error;
+}
+
+// Note [The CUDA run] (src/exec/cuda_run.cc): what the GPU path does not
+// do yet, and values from the CPU's kernels, are refused in one line before
+// anything touches CUDA; a run asked of a machine without a GPU (this one)
+// says so after loading libmemwall_exec_cuda.so, or that the build has none.
+TEST(RunInMemory, TheCudaDeviceRefusesInOneLine) {
+  REQUIRE_EXECUTOR();
+  use_built_executor();
+  const std::string dir = kept_cnn_bn("in_memory_cuda");
+  ASSERT_FALSE(dir.empty());
+  Graph graph = read_graph_file(dir + "/graph.json");
+  const Plan plan = default_plan(graph, "l4", uint64_t{24} << 30);
+  const HeldValues held(graph, dir);
+  std::filesystem::remove_all(dir);
+  exec::RunOptions options;
+  options.steps = 1;
+  exec::RunResult result;
+  std::string error;
+  options.device = "tpu";
+  EXPECT_EQ(exec::run_plan(graph, plan, held.values, options, result, error),
+            exec::Status::kBadInput);
+  EXPECT_EQ(error, "unknown device \"tpu\": the executor runs on \"emulated\" or \"cuda\"");
+  options.device = "cuda";
+  EXPECT_EQ(exec::run_plan(graph, plan, held.values, options, result, error),
+            exec::Status::kBadInput);
+  EXPECT_NE(error.find("was traced on the cpu for cpu kernels; a CUDA run needs a trace made on "
+                       "the GPU"),
+            std::string::npos)
+      << error;
+  Plan laid_out = plan;
+  laid_out.offsets[graph.buffers.front().id] = 0;
+  EXPECT_EQ(exec::run_plan(graph, laid_out, held.values, options, result, error),
+            exec::Status::kBadInput);
+  EXPECT_NE(error.find("a layout's offsets, which a CUDA run does not do yet"), std::string::npos)
+      << error;
+  options.ranks = 2;
+  EXPECT_EQ(exec::run_plan(graph, plan, held.values, options, result, error),
+            exec::Status::kBadInput);
+  options.ranks = 1;
+  if (alloc::make_cuda_vmm(0, uint64_t{1} << 30) != nullptr) {
+    GTEST_SKIP() << "a GPU is here: the RunExec matrix runs on it (MEMWALL_TEST_RUN_DEVICE=cuda, "
+                    "scripts/gpu-check.sh)";
+  }
+  // As if traced on a GPU: the executor goes as far as CUDA itself.
+  graph.meta["device"] = "cuda";
+  graph.meta["kernels"] = "cuda";
+  EXPECT_EQ(exec::run_plan(graph, plan, held.values, options, result, error),
+            exec::Status::kBadInput);
+  EXPECT_TRUE(error.starts_with("--device cuda: memwall's CUDA device memory cannot start: no "
+                                "CUDA VMM device") ||
+              error.find("--device cuda: this build has no ") == 0)
+      << error;
+  EXPECT_EQ(error.find('\n'), std::string::npos) << error;
 }
 
 }  // namespace

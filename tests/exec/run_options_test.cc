@@ -226,5 +226,32 @@ TEST_F(RunOptions, NoOptionIsIgnored) {
             "--nvme-faults go unused\n");
 }
 
+// Note [The CUDA run] (src/exec/cuda_run.cc): `--device` is checked before
+// the work; what a CUDA run does not do yet (a layout's offsets, ranks) and
+// values traced on the CPU are refused in one line.
+TEST_F(RunOptions, TheCudaDeviceIsCheckedBeforeTheWork) {
+  REQUIRE_EXECUTOR();
+  expect_one_line(run_kept("--device tpu"), 2, "run: unknown --device 'tpu' (emulated or cuda)");
+  expect_one_line(run_kept("--device cuda"), 2,
+                  "places its buffers at a layout's offsets, which a CUDA run does not do yet");
+  expect_one_line(run_memwall("run --builtin gpt-mini --gpu l4 --device cuda --ranks 2"), 2,
+                  "run: --device cuda runs one process on one GPU; --ranks runs on the emulated "
+                  "device");
+  // The kept values are the CPU's: a GPU run needs its own.
+  const std::string loose = *dir_ + "/loose_cuda.json";
+  ASSERT_EQ(run_memwall("plan --graph " + graph() +
+                        " --gpu l4 --strategy remat:keep-all --no-layout --out " + loose)
+                .exit_code,
+            0);
+  expect_one_line(run_memwall("run --graph " + graph() + " --plan " + loose + " --keep-values " +
+                              *kept_ + " --device cuda"),
+                  2, "a CUDA run needs a trace made on the GPU");
+  // Without a GPU the tracer says so (python -m memwall --values --device cuda).
+  if (!tracer_sees_gpu()) {
+    expect_one_line(run_memwall("run --builtin gpt-mini --gpu l4 --device cuda --steps 1"), 2,
+                    "trace: --device cuda: no CUDA GPU is visible to torch");
+  }
+}
+
 }  // namespace
 }  // namespace memwall::testing

@@ -25,6 +25,11 @@
 namespace memwall::exec {
 
 struct RunOptions {
+  // Where the step runs (docs/exec.md): "emulated", ATen's CPU kernels on
+  // memwall's emulated device (Note [Emulated device]); "cuda", torch's
+  // CUDA kernels on GPU 0 over memwall's CUDA device memory (Note [The CUDA
+  // run] in src/exec/cuda_run.cc).
+  std::string device = "emulated";
   int steps = 3;
   bool check_eager = false;
   // The device allocator's policy over the emulated device ("stitching",
@@ -87,7 +92,7 @@ struct StepMeasure {
 };
 
 struct RunResult {
-  std::string device;  // "emulated (host threads)"
+  std::string device;  // "emulated (host threads)", "cuda (NVIDIA H100 80GB HBM3)"
   int threads = 0;
   std::vector<StepMeasure> steps;
   std::vector<double> eager_losses;
@@ -121,10 +126,10 @@ enum class Status : int { kOk = 0, kRunFailed = 1, kBadInput = 2, kOutOfMemory =
 // in memory (rank r > 0 needs its `inputs`, check_eager its `eager`).
 using RunFunction = Status (*)(const Graph& graph, const Plan& plan, const std::string& values,
                                const RunOptions& options, RunResult& result, std::string& error);
-inline constexpr const char* kRunSymbol = "memwall_exec_run_v4";
+inline constexpr const char* kRunSymbol = "memwall_exec_run_v5";
 using RunValuesFunction = Status (*)(const Graph& graph, const Plan& plan, const StepValues& values,
                                      const RunOptions& options, RunResult& result,
                                      std::string& error);
-inline constexpr const char* kRunValuesSymbol = "memwall_exec_run_values_v1";
+inline constexpr const char* kRunValuesSymbol = "memwall_exec_run_values_v2";
 
 }  // namespace memwall::exec

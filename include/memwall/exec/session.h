@@ -69,7 +69,7 @@ class Session {
 using OpenSessionFunction = Status (*)(const Graph& graph, const Plan& plan,
                                        const StepValues& values, const RunOptions& options,
                                        std::unique_ptr<Session>& session, std::string& error);
-inline constexpr const char* kOpenSessionSymbol = "memwall_exec_open_session_v2";
+inline constexpr const char* kOpenSessionSymbol = "memwall_exec_open_session_v3";
 
 // Loads the executor (memwall/exec/library.h) and opens a session. Throws
 // Error when the library cannot be loaded.

@@ -83,6 +83,9 @@ struct TorchTraceRequest {
   // micro-batch; eager's reference averages their gradients, Note
   // [Data-parallel reference] in python/memwall/values/reference.py).
   int ranks = 1;
+  // RunTrace: where the values' step and eager's reference run: "cpu", or
+  // "cuda" (the GPU torch sees, for `memwall run --device cuda`).
+  std::string device = "cpu";
 };
 
 // Traces one training iteration and returns the validated graph. What the

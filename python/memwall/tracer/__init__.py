@@ -4,6 +4,7 @@
 - ``recorder``: the dispatch mode that records every aten op;
 - ``step``: one training iteration (forward, loss, backward, optimizer) under it;
 - ``trace``: builds a model, traces it and writes the graph's meta;
+- ``devices``: the device a trace for values runs on (the CPU or a CUDA GPU);
 - ``graph_writer``: the recorded iteration as memwall.graph/1 JSON;
 - ``flops``, ``scratch``, ``cpu_scratch``: per-op FLOP and kernel-scratch rules;
 - ``calls``: each op's call record, for ``memwall run``;

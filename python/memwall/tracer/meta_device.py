@@ -67,19 +67,29 @@ class MetaDeviceMode(TorchFunctionMode):
 
 def to_meta(model: torch.nn.Module, batch: Any, optimizer: torch.optim.Optimizer) -> Any:
     """Moves what construction left on the CPU to the meta device; returns the
-    batch on meta. Module.to replaces a moved parameter with a new Parameter
-    object, so the optimizer's parameter lists are remapped by name."""
+    batch on meta."""
+    move_model(model, optimizer, torch.device("meta"))
+    return torch.utils._pytree.tree_map(
+        lambda t: t.to("meta") if isinstance(t, torch.Tensor) else t, batch)
+
+
+def move_model(model: torch.nn.Module, optimizer: torch.optim.Optimizer,
+               device: torch.device) -> None:
+    """Moves the model to `device`. Module.to may replace a moved parameter
+    with a new Parameter object (to meta it does; CPU to CUDA it keeps the
+    object), so the optimizer's parameter lists and states are remapped by
+    name."""
     before = dict(model.named_parameters())
     every = list(model.named_parameters(remove_duplicate=False))
-    model.to("meta")
+    model.to(device)
     _tie_again(model, every)
     after = dict(model.named_parameters())
     moved = {id(before[n]): after[n] for n in before if before[n] is not after[n]}
     if moved:
         for group in optimizer.param_groups:
             group["params"] = [moved.get(id(p), p) for p in group["params"]]
-    return torch.utils._pytree.tree_map(
-        lambda t: t.to("meta") if isinstance(t, torch.Tensor) else t, batch)
+        for p in [p for p in optimizer.state if id(p) in moved]:
+            optimizer.state[moved[id(p)]] = optimizer.state.pop(p)
 
 
 def _tie_again(model: torch.nn.Module, every: list[tuple[str, torch.nn.Parameter]]) -> None:

@@ -106,7 +106,8 @@ class Recorder(TorchDispatchMode):
         self.measure = measure
         self.calls = calls
         self.values: dict[int, bytes] | None = {} if values else None
-        # The CPU generator's state the step's random ops start from (values).
+        # The state of the generator the step's random ops start from, the
+        # CPU's or its device's (values; devices.generator_state).
         self.rng_state: torch.Tensor | None = None
         # Note [Tracked scalars]: one frame per torch function.
         self.tracked: list[dict[float, Any]] = []

@@ -11,6 +11,7 @@ from torch.utils.hooks import RemovableHandle
 
 from memwall.errors import OpFailed, TraceError, fail
 from memwall.tracer.calls import ScalarTracking, TrackedSettings, tensor_ref
+from memwall.tracer.devices import generator_state
 from memwall.tracer.recorder import Recorder, storage_key
 
 # The loss function of a model source: loss_fn(output, target), or
@@ -89,16 +90,18 @@ def warm_up_optimizer(model: torch.nn.Module, optimizer: torch.optim.Optimizer) 
 
 def trace_iteration(model: torch.nn.Module, batch: Any, loss_fn: LossFn,
                     optimizer: torch.optim.Optimizer, measure: bool, kernels: str = "cuda",
-                    calls: bool = True, values: bool = False, steady: bool = False) -> Recorder:
+                    calls: bool = True, values: bool = False, steady: bool = False,
+                    device: torch.device | None = None) -> Recorder:
     """Records one training iteration of `model` on `batch` (a pair
     (inputs, target)); returns the recorder. The arguments after
-    `optimizer` are Recorder's; a real step (`measure` or `values`) runs
-    the CPU's kernels."""
+    `optimizer` are Recorder's; a measured step runs the CPU's kernels. A
+    step for its `values` runs on `device` (the CPU by default), whose
+    kernels `kernels` names and whose generator its random ops draw from."""
     if not isinstance(batch, (tuple, list)) or len(batch) != 2:
         fail("the example batch must be a pair (inputs, target); target may be None")
     inputs, target = batch
     model.train()
-    recorder = Recorder(measure, "cpu" if measure or values else kernels, calls, values, steady)
+    recorder = Recorder(measure, "cpu" if measure else kernels, calls, values, steady)
     param_names: dict[int, str] = {}
     for name, p in model.named_parameters():
         param_names.setdefault(storage_key(p), name)
@@ -131,7 +134,8 @@ def trace_iteration(model: torch.nn.Module, batch: Any, loss_fn: LossFn,
 
     handles = _module_hooks(model, recorder)
     if recorder.values is not None:
-        recorder.rng_state = torch.get_rng_state()  # what the step's random ops start from
+        # What the step's random ops start from.
+        recorder.rng_state = generator_state(device or torch.device("cpu"))
     try:
         if recorder.calls:
             with ScalarTracking(recorder):

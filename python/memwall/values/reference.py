@@ -13,6 +13,7 @@ from torch.utils._pytree import tree_flatten
 
 from memwall.errors import TraceError, fail, first_line
 from memwall.sources import Build, check_built
+from memwall.tracer.devices import running_on
 from memwall.tracer.dtypes import dtype_name
 from memwall.tracer.graph_writer import Graph, write_json
 from memwall.tracer.recorder import Recorder, storage_key
@@ -27,6 +28,9 @@ def write_values(graph: Graph, step: TracedStep, steps: int, seed: int, out_dir:
     `steps` - 1 more plain eager steps and what they leave; over `ranks` >
     1, Note [Data-parallel reference] instead. Writes out_dir's files,
     graph.json last."""
+    if ranks > 1 and step.device.type != "cpu":
+        fail(f"--ranks {ranks} with --device {step.device.type}: the data-parallel reference "
+             "runs on the CPU only (not supported yet)")
     recorder = step.recorder
     new_id = step.new_id
     state = ValueFile(os.path.join(out_dir, "state.bin"))
@@ -34,8 +38,12 @@ def write_values(graph: Graph, step: TracedStep, steps: int, seed: int, out_dir:
         if old in new_id:
             state.add(new_id[old], data, recorder.buffers[old].name)
     rng = state.add_blob(storage_bytes(recorder.rng_state.untyped_storage()))
-    meta: dict[str, Any] = {"seed": seed, "threads": torch.get_num_threads(), "rng": rng,
-                            "torch": torch.__version__}
+    meta: dict[str, Any] = {"seed": seed}
+    if step.device.type == "cpu":
+        meta.update(threads=torch.get_num_threads(), rng=rng)
+    else:  # Note [Run inputs]: the rng blob is the device generator's
+        meta.update(rng=rng, rng_device=step.device.type)
+    meta["torch"] = torch.__version__
     if ranks > 1:
         meta["ranks"] = ranks
     state.close(os.path.join(out_dir, "state.json"), meta)
@@ -57,13 +65,14 @@ def _eager_steps(step: TracedStep, steps: int) -> list[float]:
     model, optimizer, loss_fn = step.model, step.optimizer, step.loss_fn
     inputs, target = step.batch
     try:
-        for _ in range(steps - 1):
-            optimizer.zero_grad(set_to_none=True)
-            args, kwargs = as_args(inputs)
-            loss = loss_of(model(*args, **kwargs), target, loss_fn)
-            loss.backward()
-            optimizer.step()
-            losses.append(loss.item())
+        with running_on(step.device):
+            for _ in range(steps - 1):
+                optimizer.zero_grad(set_to_none=True)
+                args, kwargs = as_args(inputs)
+                loss = loss_of(model(*args, **kwargs), target, loss_fn)
+                loss.backward()
+                optimizer.step()
+                losses.append(loss.item())
     except Exception as e:
         fail(f"the eager steps after the traced one failed: {type(e).__name__}: {first_line(e)}")
     return losses

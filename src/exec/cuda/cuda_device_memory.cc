@@ -8,6 +8,7 @@
 #include <cuda_runtime_api.h>
 #include <torch/csrc/cuda/CUDAPluggableAllocator.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <exception>
 #include <memory>
@@ -127,6 +128,14 @@ class EventPool {
   std::vector<cudaEvent_t> free_;
 };
 
+// Timing events (memwall_exec_cuda_mark_v1): the i-th mark since the last
+// clear is events[i]; events stay for reuse.
+struct Marks {
+  std::mutex mutex;
+  std::vector<cudaEvent_t> events;
+  uint64_t recorded = 0;
+};
+
 // The process's device memory, made by the install and never destroyed:
 // torch frees tensors during interpreter shutdown, after static
 // destructors (Note [One allocator per process] in src/alloc/torch).
@@ -140,6 +149,7 @@ struct CudaDeviceMemory {
   std::shared_ptr<c10::cuda::CUDACachingAllocator::CUDAAllocator> torch_allocator;
   std::mutex error_mutex;
   std::string free_error;  // the first free that failed
+  Marks marks;
 };
 
 CudaDeviceMemory* g_memory = nullptr;  // set once by the install
@@ -356,6 +366,67 @@ __attribute__((visibility("default"))) int memwall_exec_cuda_zero_v1(void* to, u
   const c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(m->device));
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
   return wait_for_queued(cudaMemsetAsync(to, 0, bytes, stream), "cudaMemsetAsync", stream);
+}
+
+__attribute__((visibility("default"))) int memwall_exec_cuda_stream_synchronize_v1() {
+  CudaDeviceMemory* m = installed();
+  if (m == nullptr) return failed("CUDA device memory is not installed");
+  const c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(m->device));
+  return wait_for_queued(cudaSuccess, "", c10::cuda::getCurrentCUDAStream().stream());
+}
+
+__attribute__((visibility("default"))) int memwall_exec_cuda_mark_v1(uint64_t* mark) {
+  CudaDeviceMemory* m = installed();
+  if (m == nullptr) return failed("CUDA device memory is not installed");
+  const c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(m->device));
+  std::lock_guard lock(m->marks.mutex);
+  std::vector<cudaEvent_t>& events = m->marks.events;
+  if (m->marks.recorded == events.size()) {
+    cudaEvent_t event = nullptr;
+    if (const cudaError_t e = cudaEventCreate(&event); e != cudaSuccess) {
+      (void)cudaGetLastError();
+      return failed(std::string("cudaEventCreate failed: ") + cudaGetErrorString(e));
+    }
+    events.push_back(event);
+  }
+  const uint64_t i = m->marks.recorded;
+  if (const cudaError_t e = cudaEventRecord(events[i], c10::cuda::getCurrentCUDAStream().stream());
+      e != cudaSuccess) {
+    (void)cudaGetLastError();
+    return failed(std::string("cudaEventRecord failed: ") + cudaGetErrorString(e));
+  }
+  m->marks.recorded = i + 1;
+  *mark = i;
+  return 0;
+}
+
+__attribute__((visibility("default"))) int memwall_exec_cuda_elapsed_v1(uint64_t from, uint64_t to,
+                                                                        double* seconds) {
+  CudaDeviceMemory* m = installed();
+  if (m == nullptr) return failed("CUDA device memory is not installed");
+  const c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(m->device));
+  std::lock_guard lock(m->marks.mutex);
+  if (from >= m->marks.recorded || to >= m->marks.recorded) {
+    return failed("mark " + std::to_string(std::max(from, to)) + " was not recorded (" +
+                  std::to_string(m->marks.recorded) + " since the last clear)");
+  }
+  cudaError_t e = cudaEventSynchronize(m->marks.events[to]);
+  float ms = 0;
+  if (e == cudaSuccess) e = cudaEventElapsedTime(&ms, m->marks.events[from], m->marks.events[to]);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    return failed(std::string("cudaEventElapsedTime failed: ") + cudaGetErrorString(e));
+  }
+  *seconds = static_cast<double>(ms) * 1e-3;
+  return 0;
+}
+
+__attribute__((visibility("default"))) int memwall_exec_cuda_clear_marks_v1() {
+  CudaDeviceMemory* m = installed();
+  if (m == nullptr) return failed("CUDA device memory is not installed");
+  std::lock_guard lock(m->marks.mutex);
+  m->marks.recorded = 0;
+  return 0;
 }
 
 __attribute__((visibility("default"))) const char* memwall_exec_cuda_last_error_v1() {

@@ -55,6 +55,20 @@ int memwall_exec_cuda_synchronize_v1();
 // are there; 0, or -1 with the error (before an install, a CUDA error).
 int memwall_exec_cuda_copy_v1(void* to, const void* from, uint64_t bytes);
 int memwall_exec_cuda_zero_v1(void* to, uint64_t bytes);
+// Waits for the work queued on torch's current stream (the kernels the
+// executor launched): before a copy engine's stream reads what they wrote
+// (Note [The CUDA run] in src/exec/cuda_run.cc); 0, or -1 with the error.
+int memwall_exec_cuda_stream_synchronize_v1();
+// Note [Kernel timing on a GPU] (src/exec/cuda_run.cc): a timing event
+// recorded on torch's current stream, numbered from 0 since the last
+// clear; 0 with `*mark` set, or -1 with the error.
+int memwall_exec_cuda_mark_v1(uint64_t* mark);
+// The seconds between marks `from` and `to`, once `to` has happened
+// (waited for); 0, or -1 with the error (a mark not recorded since the
+// last clear).
+int memwall_exec_cuda_elapsed_v1(uint64_t from, uint64_t to, double* seconds);
+// Forgets every mark (their events are kept for the next ones); 0.
+int memwall_exec_cuda_clear_marks_v1();
 // Why this thread's last call failed, or the first free that failed on
 // any thread (a CUDA error recording its event); "" if none. Valid until
 // the thread's next call.
@@ -71,6 +85,10 @@ using CudaSynchronizeFunction = int (*)();
 using CudaLastErrorFunction = const char* (*)();
 using CudaCopyFunction = int (*)(void* to, const void* from, uint64_t bytes);
 using CudaZeroFunction = int (*)(void* to, uint64_t bytes);
+using CudaStreamSynchronizeFunction = int (*)();
+using CudaMarkFunction = int (*)(uint64_t* mark);
+using CudaElapsedFunction = int (*)(uint64_t from, uint64_t to, double* seconds);
+using CudaClearMarksFunction = int (*)();
 
 inline constexpr const char* kCudaLibrary = "libmemwall_exec_cuda.so";
 inline constexpr const char* kCudaInstallSymbol = "memwall_exec_cuda_install_v1";
@@ -80,5 +98,9 @@ inline constexpr const char* kCudaSynchronizeSymbol = "memwall_exec_cuda_synchro
 inline constexpr const char* kCudaLastErrorSymbol = "memwall_exec_cuda_last_error_v1";
 inline constexpr const char* kCudaCopySymbol = "memwall_exec_cuda_copy_v1";
 inline constexpr const char* kCudaZeroSymbol = "memwall_exec_cuda_zero_v1";
+inline constexpr const char* kCudaStreamSynchronizeSymbol = "memwall_exec_cuda_stream_synchronize_v1";
+inline constexpr const char* kCudaMarkSymbol = "memwall_exec_cuda_mark_v1";
+inline constexpr const char* kCudaElapsedSymbol = "memwall_exec_cuda_elapsed_v1";
+inline constexpr const char* kCudaClearMarksSymbol = "memwall_exec_cuda_clear_marks_v1";
 
 }  // namespace memwall::exec
