@@ -82,11 +82,6 @@ Calibration calibrate(const CalibrateArgs& args, KernelGraphs& graphs, const Har
   c.adam = static_cast<double>(adam_params) /
            runtime::cpu_adam_seconds(adam_params, /*threads=*/0, false, args.quick ? 2 : 5);
 
-  if (probe_is_gpu(c.probe) && !args.graphs.empty()) {
-    fail(
-        "calibrate: --graph times kernels on the emulated device (this CPU); the executor "
-        "has no CUDA path yet, so a GPU's kernels cannot be timed");
-  }
   // On a GPU its own built-in profile, when memwall has one, is the
   // comparison and (unless --base says otherwise) the base.
   const Hardware* builtin = builtin_for_probe(c.probe);

@@ -38,7 +38,10 @@ struct KernelTiming {
 // only the kernels: between kernels the executor's own thread waits for a
 // core too. Stops at the first run that fails. Throws Error when the
 // executor cannot be loaded.
+// `device`: RunOptions::device ("emulated", or "cuda": each op between
+// CUDA events, Note [Kernel timing on a GPU] in src/exec/cuda_run.cc).
 KernelTiming time_kernel_rounds(const Graph& graph, const Plan& plan, const std::string& values,
-                                int iterations, int rounds);
+                                int iterations, int rounds,
+                                const std::string& device = "emulated");
 
 }  // namespace memwall::exec

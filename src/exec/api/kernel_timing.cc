@@ -13,8 +13,9 @@ constexpr uint64_t kContentionCopyBytes = uint64_t{1} << 20;
 }  // namespace
 
 KernelTiming time_kernel_rounds(const Graph& graph, const Plan& plan, const std::string& values,
-                                int iterations, int rounds) {
+                                int iterations, int rounds, const std::string& device) {
   RunOptions options;
+  options.device = device;
   options.steps = 1 + iterations;  // the first iteration pays for fresh pages
   options.time_kernels = true;
   const RunFunction run = load_executor();
