@@ -99,8 +99,14 @@ CudaLibrary load() {
         "and where CMake finds the CUDA toolkit, and not under the sanitizers)",
         path);
   }
-  // As libmemwall_exec.so itself is loaded (Note [Executor symbols]).
-  void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
+  // As libmemwall_exec.so itself is loaded (Note [Executor symbols]); the
+  // sanitizer runtime refuses RTLD_DEEPBIND (src/exec/api/library.cc).
+#if defined(__SANITIZE_ADDRESS__)
+  constexpr int kDeepBind = 0;
+#else
+  constexpr int kDeepBind = RTLD_DEEPBIND;
+#endif
+  void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | kDeepBind);
   if (handle == nullptr) bad_input("--device cuda: cannot load {}: {}", path, ::dlerror());
   resolve(handle, path, kCudaInstallSymbol, l.install);
   resolve(handle, path, kCudaStatsSymbol, l.stats);

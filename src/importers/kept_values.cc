@@ -268,7 +268,18 @@ void keep_values(const RunTrace& trace, const std::string& dir) {
 
 std::unique_ptr<RunTrace> KeptValues::take(const TorchTraceRequest& request, int steps,
                                            int64_t seed) {
-  if (holds()) return std::move(trace_);
+  if (holds()) {
+    // Note [The CUDA run] in src/exec/cuda_run.cc: the values come from
+    // the kernels that run them.
+    const std::string had = graph().meta.value("device", std::string("cpu"));
+    if (had != request.device) {
+      fail(
+          "run: {} holds values traced on the {} ({}'s kernels); a run on the {} needs values "
+          "traced there: keep them in another directory",
+          dir_, had == "cuda" ? "GPU" : had, had, request.device == "cuda" ? "GPU" : "CPU");
+    }
+    return std::move(trace_);
+  }
   auto traced = std::make_unique<RunTrace>(request, steps, seed);
   if (given()) keep_values(*traced, dir_);
   return traced;

@@ -245,7 +245,8 @@ TEST_F(RunOptions, TheCudaDeviceIsCheckedBeforeTheWork) {
             0);
   expect_one_line(run_memwall("run --graph " + graph() + " --plan " + loose + " --keep-values " +
                               *kept_ + " --device cuda"),
-                  2, "a CUDA run needs a trace made on the GPU");
+                  2, "holds values traced on the cpu (cpu's kernels); a run on the GPU needs "
+                     "values traced there");
   // Without a GPU the tracer says so (python -m memwall --values --device cuda).
   if (!tracer_sees_gpu()) {
     expect_one_line(run_memwall("run --builtin gpt-mini --gpu l4 --device cuda --steps 1"), 2,
