@@ -111,10 +111,12 @@ void interrupted_run_leaves_nothing(const std::string& dir, const std::string& a
     fs::create_directories(d);
   }
   // infinity_plan's arguments, with many steps; a trace runs as many eager
-  // steps for its reference first, so only 3 then (a second each here, the
-  // engine's swap file open all the while).
+  // steps for its reference first, so only 20 then: the engine's swap file
+  // is open for their ~4 s (0.2 s a step here), a window the signal must
+  // land in even when the machine is loaded (with 3 steps, ~1 s, a loaded
+  // CI run once finished before it).
   const std::vector<std::string> given = words(args);
-  std::vector<std::string> argv = {"run", "--steps", trace ? "3" : "100000", "--nvme-dir", swap};
+  std::vector<std::string> argv = {"run", "--steps", trace ? "20" : "100000", "--nvme-dir", swap};
   for (size_t i = 0; i + 1 < given.size(); i += 2) {
     if (given[i] == "--steps" || (trace && given[i] == "--keep-values")) continue;
     argv.insert(argv.end(), {given[i], given[i + 1]});
@@ -131,7 +133,8 @@ void interrupted_run_leaves_nothing(const std::string& dir, const std::string& a
   ASSERT_EQ(::kill(s.pid, signal_number), 0);
   int status = 0;
   ASSERT_EQ(::waitpid(s.pid, &status, 0), s.pid);
-  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == signal_number) << status;
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == signal_number)
+      << "wait status " << status << ": " << slurp(dir + "/log");
   EXPECT_TRUE(fs::is_empty(swap)) << fs::directory_iterator(swap)->path();
   // Only memwall's own: torch keeps a cache there (torchinductor_USER).
   for (const auto& e : fs::directory_iterator(tmp)) {
