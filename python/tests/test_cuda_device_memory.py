@@ -45,7 +45,7 @@ PRELUDE = """
 import ctypes, torch
 FIELDS = ["budget", "capacity", "live_bytes", "peak_bytes", "live_allocated_bytes",
           "peak_allocated_bytes", "pending_frees", "pending_bytes", "peak_held_bytes",
-          "reserved_bytes", "event_waits", "out_of_memory", "lost_bytes"]
+          "reserved_bytes", "event_waits", "out_of_memory", "lost_bytes", "peak_reserved_bytes"]
 class Stats(ctypes.Structure):
     _fields_ = [(f, ctypes.c_uint64) for f in FIELDS]
 lib = ctypes.CDLL(LIBRARY)
@@ -56,7 +56,7 @@ def check(rc):
 check(lib.memwall_exec_cuda_install_v1(0, BUDGET, b"stitching"))
 def stats():
     s = Stats()
-    check(lib.memwall_exec_cuda_stats_v1(ctypes.byref(s)))
+    check(lib.memwall_exec_cuda_stats_v2(ctypes.byref(s)))
     return {f: getattr(s, f) for f in FIELDS}
 def synchronize():
     torch.cuda.synchronize()

@@ -76,6 +76,11 @@ Stats Allocator::stats() const {
   return stats;
 }
 
+uint64_t Allocator::reserved_bytes() const {
+  std::lock_guard lock(mutex_);
+  return stats_.reserved_bytes;
+}
+
 void Allocator::audit() const {
   std::lock_guard lock(mutex_);
   do_audit();

@@ -12,6 +12,7 @@
 #include <c10/util/Exception.h>
 
 #include "exec_error.h"
+#include "memwall/exec/library.h"
 
 // Note [The CUDA run]
 // ~~~~~~~~~~~~~~~~~~~
@@ -99,14 +100,8 @@ CudaLibrary load() {
         "and where CMake finds the CUDA toolkit, and not under the sanitizers)",
         path);
   }
-  // As libmemwall_exec.so itself is loaded (Note [Executor symbols]); the
-  // sanitizer runtime refuses RTLD_DEEPBIND (src/exec/api/library.cc).
-#if defined(__SANITIZE_ADDRESS__)
-  constexpr int kDeepBind = 0;
-#else
-  constexpr int kDeepBind = RTLD_DEEPBIND;
-#endif
-  void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | kDeepBind);
+  // As libmemwall_exec.so itself is loaded (Note [Executor symbols]).
+  void* handle = open_torch_library(path);
   if (handle == nullptr) bad_input("--device cuda: cannot load {}: {}", path, ::dlerror());
   resolve(handle, path, kCudaInstallSymbol, l.install);
   resolve(handle, path, kCudaStatsSymbol, l.stats);
@@ -121,11 +116,9 @@ CudaLibrary load() {
   return l;
 }
 
-const CudaLibrary& library() { return g_library; }
-
 // A call of the library that returned -1: the run fails with its reason.
 [[noreturn]] void library_failed(const char* what) {
-  run_failed("CUDA: {} failed: {}", what, library().last_error());
+  run_failed("CUDA: {} failed: {}", what, g_library.last_error());
 }
 
 }  // namespace
@@ -158,9 +151,9 @@ CudaRun::CudaRun(uint64_t budget, const std::string& policy) {
 }
 
 DeviceBytes CudaRun::bytes() const {
-  return DeviceBytes{.copy_function = library().copy,
-                     .zero_function = library().zero,
-                     .last_error = library().last_error};
+  return DeviceBytes{.copy_function = g_library.copy,
+                     .zero_function = g_library.zero,
+                     .last_error = g_library.last_error};
 }
 
 c10::Storage CudaRun::storage(uint64_t bytes) const {
@@ -171,18 +164,18 @@ c10::Storage CudaRun::storage(uint64_t bytes) const {
 
 at::Generator CudaRun::generator() const { return at::globalContext().defaultGenerator(device()); }
 
-MemwallExecCudaStatsV1 CudaRun::stats() const {
-  MemwallExecCudaStatsV1 s{};
-  if (library().stats(&s) != 0) library_failed("reading device memory's figures");
+MemwallExecCudaStatsV2 CudaRun::stats() const {
+  MemwallExecCudaStatsV2 s{};
+  if (g_library.stats(&s) != 0) library_failed("reading device memory's figures");
   return s;
 }
 
 void CudaRun::reset_peak() const {
-  if (library().reset_peak() != 0) library_failed("resetting the device memory's peak");
+  if (g_library.reset_peak() != 0) library_failed("resetting the device memory's peak");
 }
 
 void CudaRun::synchronize() const {
-  if (library().stream_synchronize() != 0) library_failed("waiting for torch's stream");
+  if (g_library.stream_synchronize() != 0) library_failed("waiting for torch's stream");
 }
 
 // Note [Kernel timing on a GPU]
@@ -197,16 +190,16 @@ void CudaRun::synchronize() const {
 // the host's clock.
 uint64_t CudaRun::mark() const {
   uint64_t m = 0;
-  if (library().mark(&m) != 0) library_failed("recording a timing event");
+  if (g_library.mark(&m) != 0) library_failed("recording a timing event");
   return m;
 }
 
 double CudaRun::elapsed(uint64_t from, uint64_t to) const {
   double seconds = 0;
-  if (library().elapsed(from, to, &seconds) != 0) library_failed("reading a timing event");
+  if (g_library.elapsed(from, to, &seconds) != 0) library_failed("reading a timing event");
   return seconds;
 }
 
-void CudaRun::clear_marks() const { (void)library().clear_marks(); }
+void CudaRun::clear_marks() const { (void)g_library.clear_marks(); }
 
 }  // namespace memwall::exec

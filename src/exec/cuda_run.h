@@ -33,7 +33,7 @@ class CudaRun {
   // The CUDA generator of GPU 0 (Philox: a seed and an offset).
   at::Generator generator() const;
 
-  MemwallExecCudaStatsV1 stats() const;
+  MemwallExecCudaStatsV2 stats() const;
   void reset_peak() const;
   // Waits for the kernels queued on torch's current stream.
   void synchronize() const;

@@ -400,7 +400,6 @@ StepMeasure Executor::iteration(int k, RunResult& result) {
     cuda_->clear_marks();
     timed_ops_.clear();
     iteration_mark_ = cuda_->mark();
-    peak_reserved_ = std::max(peak_reserved_, cuda_->stats().reserved_bytes);
   }
   kernel_s_ = wait_s_ = nvme_s_ = comm_s_ = 0;
   outputs_moved_ = 0;
@@ -422,7 +421,6 @@ StepMeasure Executor::iteration(int k, RunResult& result) {
     ++serial_;
     execute(plan_.steps[i], result);
     retire_finished();
-    if (cuda_) peak_reserved_ = std::max(peak_reserved_, cuda_->stats().reserved_bytes);
     if (tracing_) {
       result.memory.push_back({now_s(), device_live_bytes(), host_->stats().in_use_bytes});
     }

@@ -51,12 +51,13 @@ uint64_t Executor::device_live_bytes() const {
   return cuda_ ? cuda_->stats().live_bytes : memory_->live_bytes();
 }
 
-void Executor::measure_device(StepMeasure& m) const {
+void Executor::measure_device(StepMeasure& m) {
   if (cuda_) {
-    const MemwallExecCudaStatsV1 s = cuda_->stats();
+    const MemwallExecCudaStatsV2 s = cuda_->stats();
     m.device_peak_bytes = s.peak_bytes;
     m.device_peak_allocated_bytes = s.peak_allocated_bytes;
-    m.device_peak_reserved_bytes = std::max(peak_reserved_, s.reserved_bytes);
+    peak_reserved_ = std::max(peak_reserved_, s.peak_reserved_bytes);
+    m.device_peak_reserved_bytes = peak_reserved_;
     m.arena_bytes = 0;
     return;
   }

@@ -175,7 +175,7 @@ class Executor {
   // Device memory's figures (live tensor bytes, their peak since the
   // iteration began), the emulated device's or the GPU's.
   uint64_t device_live_bytes() const;
-  void measure_device(StepMeasure& m) const;
+  void measure_device(StepMeasure& m);  // on a GPU, keeps peak_reserved_
   // Note [Kernel timing on a GPU]: an op's kernels between two events.
   struct TimedOp {
     OpId op = 0;

@@ -154,6 +154,28 @@ TEST(StreamOrderedFrees, CountsLiveAndPeakBytesExactly) {
   EXPECT_EQ(s.event_waits, 0u);  // synchronize's waits are not for want of memory
 }
 
+// The allocator's chunks at most since reset_peak: read after each of its
+// allocations, and kept after the chunks go (cache emptied).
+TEST(StreamOrderedFrees, KeepsThePeakOfTheAllocatorsChunks) {
+  FreesFixture f(4);
+  EXPECT_EQ(f.frees->stats().peak_reserved_bytes, 0u);
+  void* a = frees_take(*f.frees, 2 * kFreesMiB);  // one 2 MiB chunk
+  void* b = frees_take(*f.frees, 4 * kFreesMiB);  // two more
+  EXPECT_EQ(f.allocator->reserved_bytes(), 6 * kFreesMiB);
+  EXPECT_EQ(f.frees->stats().peak_reserved_bytes, 6 * kFreesMiB);
+  f.frees->free(a, 2 * kFreesMiB, 1);
+  f.frees->free(b, 4 * kFreesMiB, 1);
+  f.frees->synchronize();
+  f.allocator->empty_cache();
+  EXPECT_EQ(f.allocator->reserved_bytes(), 0u);
+  EXPECT_EQ(f.frees->stats().peak_reserved_bytes, 6 * kFreesMiB);
+  f.frees->reset_peak();
+  EXPECT_EQ(f.frees->stats().peak_reserved_bytes, 0u);
+  void* c = frees_take(*f.frees, 2 * kFreesMiB);
+  EXPECT_EQ(f.frees->stats().peak_reserved_bytes, 2 * kFreesMiB);
+  f.frees->free(c, 2 * kFreesMiB, 1);
+}
+
 TEST(StreamOrderedFrees, BlockGoesBackOnlyOnceItsEventCompletes) {
   FreesFixture f(2);
   void* a = frees_take(*f.frees, 2 * kFreesMiB);

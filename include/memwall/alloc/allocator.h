@@ -116,6 +116,9 @@ class Allocator {
   // Returns cached (free) physical memory to the device.
   void empty_cache();
   Stats stats() const;
+  // stats().reserved_bytes at the cost of a lock (stats() also counts the
+  // cache's free blocks).
+  uint64_t reserved_bytes() const;
   // {"policy", "device", "granularity", "capacity", "stats": {...},
   //  "segments": [{"address", "virtual_bytes", "mapped_bytes", "stream", "pool",
   //                "blocks": [{"address", "bytes", "requested", "allocated"}]}]}

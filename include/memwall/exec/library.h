@@ -22,6 +22,11 @@ namespace memwall::exec {
 // it cannot be read.
 std::string memwall_executable();
 
+// dlopen of a library of libtorch's (the executor, its CUDA part) as
+// Note [Executor symbols] says: RTLD_NOW | RTLD_LOCAL, with RTLD_DEEPBIND
+// but under ASan. Returns the handle, or nullptr (dlerror() says why).
+void* open_torch_library(const std::string& path);
+
 // The library's entry points: $MEMWALL_EXEC_LIBRARY when set, else
 // libmemwall_exec.so beside the running executable, loaded once. Throws
 // Error (exit 2) saying why it is missing (built without libtorch, a

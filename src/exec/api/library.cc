@@ -18,6 +18,24 @@ std::string memwall_executable() {
   return self.string();
 }
 
+void* open_torch_library(const std::string& path) {
+  // Note [Executor symbols]: RTLD_LOCAL keeps libtorch's symbols with the
+  // library, and RTLD_DEEPBIND makes the library and libtorch look up their
+  // own symbols first. Without it libtorch's sgemm_ calls bound to the
+  // reference BLAS that memwall already has loaded (CBC, for Checkmate,
+  // needs libblas.so.3): ten times slower than torch's own, and with other
+  // rounding, so no run matched eager PyTorch bit for bit.
+#if defined(__SANITIZE_ADDRESS__)
+  // The sanitizer runtime refuses RTLD_DEEPBIND (google/sanitizers#611): the
+  // runs there differ from eager in their last bits (Note [The executor under
+  // sanitizers] in tests/exec/run_checks.h).
+  constexpr int kDeepBind = 0;
+#else
+  constexpr int kDeepBind = RTLD_DEEPBIND;
+#endif
+  return ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | kDeepBind);
+}
+
 namespace {
 
 // The library's handle and path, opened once.
@@ -42,21 +60,7 @@ const Library& executor_library() {
           path);
     }
   }
-  // Note [Executor symbols]: RTLD_LOCAL keeps libtorch's symbols with the
-  // library, and RTLD_DEEPBIND makes the library and libtorch look up their
-  // own symbols first. Without it libtorch's sgemm_ calls bound to the
-  // reference BLAS that memwall already has loaded (CBC, for Checkmate,
-  // needs libblas.so.3): ten times slower than torch's own, and with other
-  // rounding, so no run matched eager PyTorch bit for bit.
-#if defined(__SANITIZE_ADDRESS__)
-  // The sanitizer runtime refuses RTLD_DEEPBIND (google/sanitizers#611): the
-  // runs there differ from eager in their last bits (Note [The executor under
-  // sanitizers] in tests/exec/run_checks.h).
-  constexpr int kDeepBind = 0;
-#else
-  constexpr int kDeepBind = RTLD_DEEPBIND;
-#endif
-  void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | kDeepBind);
+  void* handle = open_torch_library(path);
   if (handle == nullptr) fail("run: cannot load the executor {}: {}", path, ::dlerror());
   loaded = {handle, path};
   return loaded;

@@ -304,7 +304,7 @@ __attribute__((visibility("default"))) int memwall_exec_cuda_install_v1(int devi
   }
 }
 
-__attribute__((visibility("default"))) int memwall_exec_cuda_stats_v1(MemwallExecCudaStatsV1* out) {
+__attribute__((visibility("default"))) int memwall_exec_cuda_stats_v2(MemwallExecCudaStatsV2* out) {
   CudaDeviceMemory* m = installed();
   if (m == nullptr) return failed("CUDA device memory is not installed");
   const StreamOrderedFrees::Stats s = m->frees->stats();
@@ -317,10 +317,11 @@ __attribute__((visibility("default"))) int memwall_exec_cuda_stats_v1(MemwallExe
           .pending_frees = s.pending_frees,
           .pending_bytes = s.pending_bytes,
           .peak_held_bytes = s.peak_held_bytes,
-          .reserved_bytes = m->allocator->stats().reserved_bytes,
+          .reserved_bytes = m->allocator->reserved_bytes(),
           .event_waits = s.event_waits,
           .out_of_memory = s.out_of_memory,
-          .lost_bytes = s.lost_bytes};
+          .lost_bytes = s.lost_bytes,
+          .peak_reserved_bytes = s.peak_reserved_bytes};
   return 0;
 }
 

@@ -10,7 +10,7 @@
 //       dlsym(handle, memwall::exec::kCudaInstallSymbol));
 //   if (install(0, plan.budget, "stitching") != 0) fail(last_error());
 //   ... run: torch's CUDA tensors are memwall's device memory ...
-//   MemwallExecCudaStatsV1 s;  stats(&s);
+//   MemwallExecCudaStatsV2 s;  stats(&s);
 #pragma once
 #include <cstdint>
 
@@ -18,7 +18,7 @@ extern "C" {
 
 // Byte counts of device memory. Requested bytes are what torch asked for;
 // allocated bytes are memwall's blocks (after the policy's rounding).
-struct MemwallExecCudaStatsV1 {
+struct MemwallExecCudaStatsV2 {
   uint64_t budget;    // as installed
   uint64_t capacity;  // the device's: the budget rounded down to the granularity
   uint64_t live_bytes;
@@ -32,6 +32,9 @@ struct MemwallExecCudaStatsV1 {
   uint64_t event_waits;      // events waited for because memory was short
   uint64_t out_of_memory;    // requests refused (torch raised OutOfMemoryError)
   uint64_t lost_bytes;       // blocks never reused: their free's event failed
+  // (v2) reserved_bytes at most since the install or reset_peak, so that a
+  // run reads it once an iteration, not after every op.
+  uint64_t peak_reserved_bytes;
 };
 
 // Makes memwall's allocator with `policy` ("caching", "expandable" or
@@ -42,7 +45,7 @@ struct MemwallExecCudaStatsV1 {
 // saying why (no GPU or driver, a used allocator, a second install...).
 int memwall_exec_cuda_install_v1(int device, uint64_t budget, const char* policy);
 // Fills `out`; 0, or -1 before an install.
-int memwall_exec_cuda_stats_v1(MemwallExecCudaStatsV1* out);
+int memwall_exec_cuda_stats_v2(MemwallExecCudaStatsV2* out);
 // Peaks restart at the current values; 0, or -1 before an install.
 int memwall_exec_cuda_reset_peak_v1();
 // Waits for every pending free (its stream's work) and returns its block
@@ -79,7 +82,7 @@ const char* memwall_exec_cuda_last_error_v1();
 namespace memwall::exec {
 
 using CudaInstallFunction = int (*)(int device, uint64_t budget, const char* policy);
-using CudaStatsFunction = int (*)(MemwallExecCudaStatsV1* out);
+using CudaStatsFunction = int (*)(MemwallExecCudaStatsV2* out);
 using CudaResetPeakFunction = int (*)();
 using CudaSynchronizeFunction = int (*)();
 using CudaLastErrorFunction = const char* (*)();
@@ -92,7 +95,7 @@ using CudaClearMarksFunction = int (*)();
 
 inline constexpr const char* kCudaLibrary = "libmemwall_exec_cuda.so";
 inline constexpr const char* kCudaInstallSymbol = "memwall_exec_cuda_install_v1";
-inline constexpr const char* kCudaStatsSymbol = "memwall_exec_cuda_stats_v1";
+inline constexpr const char* kCudaStatsSymbol = "memwall_exec_cuda_stats_v2";
 inline constexpr const char* kCudaResetPeakSymbol = "memwall_exec_cuda_reset_peak_v1";
 inline constexpr const char* kCudaSynchronizeSymbol = "memwall_exec_cuda_synchronize_v1";
 inline constexpr const char* kCudaLastErrorSymbol = "memwall_exec_cuda_last_error_v1";

@@ -27,7 +27,9 @@ namespace memwall::exec {
 // a block back early would be free for every stream.
 
 StreamOrderedFrees::StreamOrderedFrees(alloc::Allocator& allocator, EventFunctions events)
-    : allocator_(allocator), events_(std::move(events)) {}
+    : allocator_(allocator), events_(std::move(events)) {
+  stats_.peak_reserved_bytes = allocator_.reserved_bytes();
+}
 
 StreamOrderedFrees::~StreamOrderedFrees() {
   try {
@@ -51,9 +53,11 @@ alloc::Allocation StreamOrderedFrees::allocate(uint64_t bytes) {
   std::unique_lock lock(mutex_);
   poll_locked();
   alloc::Allocation a = allocator_.allocate(bytes);
+  note_reserved();
   while (!a && wait_oldest(lock)) {
     ++stats_.event_waits;
     a = allocator_.allocate(bytes);
+    note_reserved();
   }
   if (!a) {
     ++stats_.out_of_memory;
@@ -195,6 +199,10 @@ void StreamOrderedFrees::note_held() {
       std::max(stats_.peak_held_bytes, stats_.live_allocated_bytes + stats_.pending_bytes);
 }
 
+void StreamOrderedFrees::note_reserved() {
+  stats_.peak_reserved_bytes = std::max(stats_.peak_reserved_bytes, allocator_.reserved_bytes());
+}
+
 StreamOrderedFrees::Stats StreamOrderedFrees::stats() const {
   std::lock_guard lock(mutex_);
   return stats_;
@@ -205,6 +213,7 @@ void StreamOrderedFrees::reset_peak() {
   stats_.peak_bytes = stats_.live_bytes;
   stats_.peak_allocated_bytes = stats_.live_allocated_bytes;
   stats_.peak_held_bytes = stats_.live_allocated_bytes + stats_.pending_bytes;
+  stats_.peak_reserved_bytes = allocator_.reserved_bytes();
 }
 
 }  // namespace memwall::exec

@@ -50,6 +50,9 @@ class StreamOrderedFrees {
     // Allocated bytes of live and pending blocks together, at most since
     // reset_peak: what the allocator held in blocks for us.
     uint64_t peak_held_bytes = 0;
+    // The allocator's reserved bytes (its chunks) at most since reset_peak,
+    // read after each of its allocations, where they grow.
+    uint64_t peak_reserved_bytes = 0;
     uint64_t event_waits = 0;    // events waited for because memory was short
     uint64_t out_of_memory = 0;  // requests refused after every pending free returned
     uint64_t lost_bytes = 0;     // allocated bytes of frees whose event failed: never reused
@@ -102,6 +105,7 @@ class StreamOrderedFrees {
   void poll_locked();                 // under mutex_
   void completed(const Recorded& r);  // under mutex_: its event is done
   void note_held();                   // under mutex_: peak_held_bytes
+  void note_reserved();               // under mutex_: peak_reserved_bytes
   // Under `lock`: waits for the oldest pending event and completes it;
   // false when nothing is pending.
   bool wait_oldest(std::unique_lock<std::mutex>& lock);
