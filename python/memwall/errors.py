@@ -3,7 +3,9 @@
 side (src/importers/torch_trace.cc) forwards."""
 from __future__ import annotations
 
-from typing import NoReturn
+import os
+import sys
+from typing import Any, NoReturn
 
 ERROR_PREFIX = "memwall-trace: error: "
 
@@ -49,3 +51,23 @@ class RunFailed(Error):
 
 class OutOfMemory(RunFailed):
     """The device (or the host pool) could not hold what a step needed."""
+
+
+class quiet_native_stderr:
+    """Sends file descriptor 2 to /dev/null for a while: torch's profiler
+    (libkineto) logs its own start and stop there, "USDT: ... profiler_start",
+    and on a host without a GPU its probe's "gpuGetDeviceCount failed", lines
+    that would reach the terminal of `memwall trace` or `run`. Errors still
+    raise, after fd 2 is back."""
+
+    def __enter__(self) -> None:
+        sys.stderr.flush()
+        self.saved = os.dup(2)
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, 2)
+        os.close(null)
+
+    def __exit__(self, *exc: Any) -> bool:
+        os.dup2(self.saved, 2)
+        os.close(self.saved)
+        return False

@@ -11,14 +11,13 @@ from __future__ import annotations
 import bisect
 import json
 import os
-import sys
 import tempfile
 from typing import Any, Callable, Iterable
 
 import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
-from memwall.errors import TraceError, fail, first_line
+from memwall.errors import TraceError, fail, first_line, quiet_native_stderr
 from memwall.sources import Build, check_built
 from memwall.tracer.step import as_args, loss_of, warm_up_optimizer
 
@@ -88,23 +87,6 @@ def op_scratch(events: list[Event]) -> list[list[Any]]:
     return out
 
 
-class _quiet_stderr:
-    """Sends file descriptor 2 to /dev/null for a while: the profiler's
-    native library logs its own start and stop there. Errors still raise."""
-
-    def __enter__(self) -> None:
-        sys.stderr.flush()
-        self.saved = os.dup(2)
-        null = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(null, 2)
-        os.close(null)
-
-    def __exit__(self, *exc: Any) -> bool:
-        os.dup2(self.saved, 2)
-        os.close(self.saved)
-        return False
-
-
 def measure_step(step: Callable[[], None],
                  persistent: Callable[[], list[torch.Tensor]]) -> dict[str, Any]:
     """Runs `step()` (one training iteration) under the profiler. Returns
@@ -113,7 +95,7 @@ def measure_step(step: Callable[[], None],
     allocator reported during the step, and the op at that moment."""
     from torch.autograd.profiler import profile
     baseline = live_storage_bytes(persistent())
-    with _quiet_stderr():  # the profiler's start and stop lines (and its GPU probe's)
+    with quiet_native_stderr():  # the profiler's start and stop lines (and its GPU probe's)
         with profile(profile_memory=True) as prof:
             step()
     with tempfile.TemporaryDirectory() as tmp:

@@ -145,6 +145,10 @@ inline nlohmann::json check_run(const RunResult& r, const std::string& what, uin
     EXPECT_EQ(r.exit_code, 0) << what << ": " << r.err;
   }
   if (r.exit_code != 0 && !other_bits) return {};
+  // torch's profiler (the tracer measures CPU scratch with it) logs its
+  // start and stop on fd 2; quiet_native_stderr (python/memwall/errors.py)
+  // keeps them from the user's terminal.
+  EXPECT_EQ(r.err.find("USDT:"), std::string::npos) << what << ": " << r.err;
   const nlohmann::json j = nlohmann::json::parse(r.out);
   if (!kAsan) {
     EXPECT_EQ(j.value("eager_equal", false), true) << what << ": " << j.dump(2);

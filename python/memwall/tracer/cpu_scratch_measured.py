@@ -42,6 +42,7 @@ from typing import Any
 import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
+from memwall.errors import quiet_native_stderr
 from memwall.tracer.cpu_scratch import CPU_RULES
 from memwall.tracer.scratch import Rule, replay
 
@@ -106,14 +107,16 @@ def _measure(func: Any, args: tuple, kwargs: dict[str, Any]) -> Rule:
                     (args, kwargs))
     rng = torch.get_rng_state()
     try:
-        with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        with quiet_native_stderr(), profile(activities=[ProfilerActivity.CPU],
+                                            profile_memory=True) as prof:
             out = func(*real[0], **real[1])
         # The outputs stay live through the profile (that is how they are
         # told from scratch); they go while a profiler watches too, or
         # PyTorch's CPU memory reporter would count them allocated for the
         # rest of the process, in a later profile's "Total Allocated" (a
         # step `memwall bench fidelity` measures in the same process).
-        with profile(activities=[ProfilerActivity.CPU], profile_memory=True):
+        with quiet_native_stderr(), profile(activities=[ProfilerActivity.CPU],
+                                            profile_memory=True):
             del out
     finally:
         torch.set_rng_state(rng)
