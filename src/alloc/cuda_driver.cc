@@ -58,6 +58,7 @@ void resolve_all(CudaDriver& driver, std::string& failure) {
   resolve(driver.event_record, "cuEventRecord");
   resolve(driver.event_query, "cuEventQuery");
   resolve(driver.event_synchronize, "cuEventSynchronize");
+  resolve(driver.stream_wait_event, "cuStreamWaitEvent");
   // Version 1 at the 12.0 ABI: every driver has it, with _v2's signature.
   resolve(driver.event_elapsed_time, "cuEventElapsedTime");
   resolve(driver.memcpy_htod_async, "cuMemcpyHtoDAsync", "cuMemcpyHtoDAsync_v2");

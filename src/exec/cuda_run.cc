@@ -64,6 +64,8 @@ struct CudaLibrary {
   CudaMarkFunction mark = nullptr;
   CudaElapsedFunction elapsed = nullptr;
   CudaClearMarksFunction clear_marks = nullptr;
+  CudaRecordFunction record = nullptr;
+  CudaStreamWaitFunction stream_wait = nullptr;
   // What the one install asked (torch's allocator is set once per process).
   bool installed = false;
   uint64_t budget = 0;
@@ -113,6 +115,8 @@ CudaLibrary load() {
   resolve(handle, path, kCudaMarkSymbol, l.mark);
   resolve(handle, path, kCudaElapsedSymbol, l.elapsed);
   resolve(handle, path, kCudaClearMarksSymbol, l.clear_marks);
+  resolve(handle, path, kCudaRecordSymbol, l.record);
+  resolve(handle, path, kCudaStreamWaitSymbol, l.stream_wait);
   return l;
 }
 
@@ -201,5 +205,15 @@ double CudaRun::elapsed(uint64_t from, uint64_t to) const {
 }
 
 void CudaRun::clear_marks() const { (void)g_library.clear_marks(); }
+
+void* CudaRun::record() const {
+  void* event = nullptr;
+  if (g_library.record(&event) != 0) library_failed("recording an ordering event");
+  return event;
+}
+
+void CudaRun::stream_wait(void* event) const {
+  if (g_library.stream_wait(event) != 0) library_failed("making torch's stream wait for a copy");
+}
 
 }  // namespace memwall::exec

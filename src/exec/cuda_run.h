@@ -42,6 +42,11 @@ class CudaRun {
   uint64_t mark() const;
   double elapsed(uint64_t from, uint64_t to) const;
   void clear_marks() const;
+  // Note [Device-side waits] (src/runtime/cuda_copy_engine.cc): an event
+  // on torch's stream now (valid until the next record()), for a copy
+  // stream to wait on; torch's stream waiting for a copy's event.
+  void* record() const;
+  void stream_wait(void* event) const;
 };
 
 }  // namespace memwall::exec

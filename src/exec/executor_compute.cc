@@ -111,7 +111,7 @@ void Executor::need_on_device(BufferId b) {
     run_failed("{}: op {} reads {} ({}), which is not on the device", where(), graph_.ops[op_].name,
                b, graph_.buffers[b].name);
   }
-  wait(s.arrived);
+  if (!torch_stream_waits_for(s.arrived)) wait(s.arrived);  // Note [Device-side waits]
 }
 
 // Note [Recomputed randomness]: a random op (tagged nondeterministic_seeded)

@@ -19,13 +19,18 @@ void Executor::swap_out(BufferId b, Tier to, RunResult& result) {
     run_failed("{}: swap_out of {} ({}), which is not on the device", where(), b,
                graph_.buffers[b].name);
   }
-  wait(s.arrived);
   if (cuda_) {
-    // Note [The CUDA run]: the copy engine's stream reads what the kernels
-    // queued on torch's stream wrote, once they ran.
-    const Clock::time_point t = Clock::now();
-    cuda_->synchronize();
-    wait_s_ += seconds_since(t);
+    // Note [Device-side waits] (src/runtime/cuda_copy_engine.cc): the copy
+    // stream reads what its swap-in and the kernels queued on torch's
+    // stream wrote, once they ran; the host goes on.
+    copy_after(s.arrived, runtime::CopyDirection::kDeviceToHost);
+    if (!engine_->device_wait(cuda_->record(), runtime::CopyDirection::kDeviceToHost)) {
+      const Clock::time_point t = Clock::now();
+      cuda_->synchronize();
+      wait_s_ += seconds_since(t);
+    }
+  } else {
+    wait(s.arrived);
   }
   runtime::HostBuffer h = host_buffer(bytes, b);
   const double issued = now_s();
@@ -44,6 +49,23 @@ void Executor::swap_out(BufferId b, Tier to, RunResult& result) {
   s.device = c10::Storage();
   s.host = std::move(h);
   s.host_ready = copied;
+}
+
+// Note [Device-side waits]: on a GPU, torch's stream waits for a copy's
+// event on the device; false where it cannot (the emulated device, a copy
+// done or none), the caller then waits on the host if it must.
+bool Executor::torch_stream_waits_for(const runtime::CopyEvent& e) {
+  if (!cuda_ || e.native_handle() == nullptr || e.done()) return false;
+  cuda_->stream_wait(e.native_handle());
+  return true;
+}
+
+// The copies of `direction` submitted next start after `e` (another
+// stream's copy): on the device where the engine can, else on the host.
+void Executor::copy_after(const runtime::CopyEvent& e, runtime::CopyDirection direction) {
+  if (e.done()) return;
+  if (e.native_handle() != nullptr && engine_->device_wait(e.native_handle(), direction)) return;
+  wait(e);
 }
 
 // The copy is gone; its extent stays the buffer's (Note [NVMe reservation]).
@@ -127,7 +149,9 @@ void Executor::nvme_to_host(BufferId b, RunResult& result) {
 void Executor::free_buffer(BufferId b) {
   Slot& s = slots_[b];
   if (static_cast<bool>(s.device)) {
-    wait(s.arrived);
+    // On a GPU the free is ordered after torch's stream (Note [Stream-ordered
+    // frees]), which then waits for the swap-in's copy.
+    if (!torch_stream_waits_for(s.arrived)) wait(s.arrived);
     s.device = c10::Storage();
     return;
   }

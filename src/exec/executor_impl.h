@@ -217,6 +217,9 @@ class Executor {
             runtime::CopyEvent until = runtime::CopyEvent());
   void close_copy_spans(RunResult& result, bool all);
   void wait(const runtime::CopyEvent& e);
+  // Note [Device-side waits] (src/runtime/cuda_copy_engine.cc).
+  bool torch_stream_waits_for(const runtime::CopyEvent& e);
+  void copy_after(const runtime::CopyEvent& e, runtime::CopyDirection direction);
   std::string where() const;
   void execute(const Step& s, RunResult& result);
   void swap_out(BufferId b, Tier to, RunResult& result);

@@ -19,6 +19,20 @@
 // current; the context is retained until the engine and the last event it
 // returned are gone. Nothing here runs without a GPU: the tests run it on
 // the fake driver (tests/runtime/fake_cuda), which checks the same rules.
+//
+// Note [Device-side waits]
+// ~~~~~~~~~~~~~~~~~~~~~~~~
+// A swap-in's compute must not read the buffer before its copy is done, and
+// a swap-out's copy must not read it before the kernels that wrote it are.
+// Waiting on the host (cuEventSynchronize) keeps the CPU from queuing any
+// more kernels meanwhile, so the GPU idles once the queue drains; a stream
+// waiting on the event (cuStreamWaitEvent) orders the same work on the GPU
+// and lets the host run ahead, as the simulator assumes. Both sides share
+// the GPU's primary context (torch's too), so events cross between its
+// streams and ours: CopyEvent::native_handle gives a copy's end event to
+// torch's stream, and device_wait makes a copy stream wait for an event
+// recorded on torch's (libmemwall_exec_cuda.so's record_v1). The executor
+// uses them on a GPU (src/exec/executor_copies.cc).
 #include <deque>
 #include <mutex>
 #include <stdexcept>
@@ -85,6 +99,7 @@ class CudaEvent final : public CopyEvent::Impl {
     context_->check(context_->driver.event_synchronize(event_), "cuEventSynchronize");
   }
   CUevent get() const { return event_; }
+  void* native() const override { return event_; }
 
  private:
   std::shared_ptr<const CudaContext> context_;
@@ -157,6 +172,18 @@ class CudaCopyEngine final : public CopyEngine {
     context_->check(driver.event_record(end->get(), streams_[d]), "cuEventRecord");
     pending_[d].push_back(Pending{bytes, std::move(start), end});
     return CopyEvent(std::move(end));
+  }
+
+  // Note [Device-side waits]: the wait goes on the stream before the next
+  // copy's start event, so that busy time (start to end) leaves it out.
+  bool device_wait(void* native_event, CopyDirection direction) override {
+    if (native_event == nullptr) throw std::invalid_argument("device_wait: no event");
+    const std::lock_guard lock(mutex_);  // before the copies submitted after it
+    context_->bind();
+    context_->check(context_->driver.stream_wait_event(streams_[static_cast<int>(direction)],
+                                                       static_cast<CUevent>(native_event), 0),
+                    "cuStreamWaitEvent");
+    return true;
   }
 
   void synchronize() override {

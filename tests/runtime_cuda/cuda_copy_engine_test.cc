@@ -177,6 +177,40 @@ TEST_F(CudaCopyEngineTest, StreamOrderEventsAndBusyTime) {
   allocator->free(on_device.ptr);
 }
 
+// Note [Device-side waits]: a copy back of a range still being copied in,
+// on the other stream, waits for it on the device: the host submits both
+// at once, without blocking, and reads what the first wrote.
+TEST_F(CudaCopyEngineTest, ACopyWaitsOnTheDeviceForAnotherStreamsEvent) {
+  SKIP_ON_REAL_DRIVER("delaying copies");
+  auto device = engine_->make_device(16 * kMiB);
+  auto allocator = alloc::make_allocator("stitching", *device, {});
+  const alloc::Allocation on_device = allocator->allocate(kMiB, 0);
+  std::vector<uint8_t> zeros(kMiB, 0), ones(kMiB, 1), back(kMiB, 7);
+  engine_->copy_async(on_device.ptr, zeros.data(), kMiB, CopyDirection::kHostToDevice).wait();
+  fake().set_copy_delay_us(50'000);
+  const CopyEvent in =
+      engine_->copy_async(on_device.ptr, ones.data(), kMiB, CopyDirection::kHostToDevice);
+  ASSERT_NE(in.native_handle(), nullptr);
+  ASSERT_TRUE(engine_->device_wait(in.native_handle(), CopyDirection::kDeviceToHost));
+  const CopyEvent out =
+      engine_->copy_async(back.data(), on_device.ptr, kMiB, CopyDirection::kDeviceToHost);
+  EXPECT_FALSE(out.done());  // behind the 50 ms copy in, on the device
+  out.wait();
+  EXPECT_TRUE(in.done());
+  EXPECT_EQ(back.front(), 1);
+  EXPECT_EQ(back.back(), 1);
+  fake().set_copy_delay_us(0);
+  EXPECT_THROW(engine_->device_wait(nullptr, CopyDirection::kDeviceToHost), std::invalid_argument);
+  // The emulated device has no events to wait on: its callers wait on the host.
+  EXPECT_FALSE(make_emulated_copy_engine()->device_wait(in.native_handle(),
+                                                        CopyDirection::kHostToDevice));
+  EXPECT_EQ(make_emulated_copy_engine()
+                ->copy_async(back.data(), ones.data(), 1, CopyDirection::kHostToDevice)
+                .native_handle(),
+            nullptr);
+  allocator->free(on_device.ptr);
+}
+
 TEST_F(CudaCopyEngineTest, ReferenceCopyIsSynchronous) {
   auto device = engine_->make_device(8 * kMiB);
   auto allocator = alloc::make_allocator("stitching", *device, {});

@@ -55,6 +55,7 @@ struct CudaDriver {
   decltype(&cuEventRecord) event_record = nullptr;
   decltype(&cuEventQuery) event_query = nullptr;
   decltype(&cuEventSynchronize) event_synchronize = nullptr;
+  decltype(&cuStreamWaitEvent) stream_wait_event = nullptr;
   decltype(&cuEventElapsedTime) event_elapsed_time = nullptr;
   decltype(&cuMemcpyHtoDAsync) memcpy_htod_async = nullptr;
   decltype(&cuMemcpyDtoHAsync) memcpy_dtoh_async = nullptr;

@@ -36,6 +36,7 @@ class CopyEvent {
     virtual ~Impl() = default;
     virtual bool done() const = 0;
     virtual void wait() const = 0;
+    virtual void* native() const { return nullptr; }
   };
 
   CopyEvent() = default;
@@ -45,6 +46,10 @@ class CopyEvent {
   void wait() const {  // blocks until the copy has finished; no-op for an empty event
     if (impl_ != nullptr) impl_->wait();
   }
+  // A CUDA engine's copy: its end event (a CUevent of the GPU's primary
+  // context), for a stream of another library (torch's) to wait on with
+  // cuStreamWaitEvent; null on the emulated device and for an empty event.
+  void* native_handle() const { return impl_ == nullptr ? nullptr : impl_->native(); }
 
  private:
   std::shared_ptr<const Impl> impl_;
@@ -68,6 +73,12 @@ class CopyEngine {
                                CopyDirection direction) = 0;
   // Waits for every copy submitted so far.
   virtual void synchronize() = 0;
+  // Note [Device-side waits]: copies of `direction` submitted after this
+  // call start only once `native_event` (a CUevent recorded on any stream
+  // of the GPU's primary context: torch's, or this engine's other one) has
+  // happened; the host does not block. False, doing nothing, where the
+  // engine cannot (the emulated device): the caller waits on the host.
+  virtual bool device_wait(void* /*native_event*/, CopyDirection /*direction*/) { return false; }
   virtual CopyStats stats() const = 0;
   virtual std::string name() const = 0;  // "emulated (host threads)", "cuda (NAME)"
 

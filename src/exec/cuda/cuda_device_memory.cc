@@ -134,6 +134,7 @@ struct Marks {
   std::mutex mutex;
   std::vector<cudaEvent_t> events;
   uint64_t recorded = 0;
+  cudaEvent_t order = nullptr;  // memwall_exec_cuda_record_v1's, made at its first call
 };
 
 // The process's device memory, made by the install and never destroyed:
@@ -427,6 +428,36 @@ __attribute__((visibility("default"))) int memwall_exec_cuda_clear_marks_v1() {
   if (m == nullptr) return failed("CUDA device memory is not installed");
   std::lock_guard lock(m->marks.mutex);
   m->marks.recorded = 0;
+  return 0;
+}
+
+__attribute__((visibility("default"))) int memwall_exec_cuda_record_v1(void** event) {
+  CudaDeviceMemory* m = installed();
+  if (m == nullptr) return failed("CUDA device memory is not installed");
+  const c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(m->device));
+  std::lock_guard lock(m->marks.mutex);
+  cudaError_t e = cudaSuccess;
+  if (m->marks.order == nullptr) e = cudaEventCreateWithFlags(&m->marks.order, cudaEventDisableTiming);
+  if (e == cudaSuccess) e = cudaEventRecord(m->marks.order, c10::cuda::getCurrentCUDAStream().stream());
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    return failed(std::string("recording an ordering event failed: ") + cudaGetErrorString(e));
+  }
+  *event = m->marks.order;
+  return 0;
+}
+
+__attribute__((visibility("default"))) int memwall_exec_cuda_stream_wait_v1(void* event) {
+  CudaDeviceMemory* m = installed();
+  if (m == nullptr) return failed("CUDA device memory is not installed");
+  if (event == nullptr) return failed("stream_wait: no event");
+  const c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(m->device));
+  if (const cudaError_t e = cudaStreamWaitEvent(c10::cuda::getCurrentCUDAStream().stream(),
+                                                static_cast<cudaEvent_t>(event), 0);
+      e != cudaSuccess) {
+    (void)cudaGetLastError();
+    return failed(std::string("cudaStreamWaitEvent failed: ") + cudaGetErrorString(e));
+  }
   return 0;
 }
 

@@ -72,6 +72,14 @@ int memwall_exec_cuda_mark_v1(uint64_t* mark);
 int memwall_exec_cuda_elapsed_v1(uint64_t from, uint64_t to, double* seconds);
 // Forgets every mark (their events are kept for the next ones); 0.
 int memwall_exec_cuda_clear_marks_v1();
+// Note [Device-side waits] (src/runtime/cuda_copy_engine.cc): records the
+// library's ordering event (no timing) on torch's current stream and sets
+// `*event` to it, a cudaEvent_t (= CUevent) for a copy stream to wait on;
+// valid until the next call. 0, or -1 with the error.
+int memwall_exec_cuda_record_v1(void** event);
+// Torch's current stream waits, on the device, for `event` (a copy
+// engine's CUevent of the same primary context); 0, or -1 with the error.
+int memwall_exec_cuda_stream_wait_v1(void* event);
 // Why this thread's last call failed, or the first free that failed on
 // any thread (a CUDA error recording its event); "" if none. Valid until
 // the thread's next call.
@@ -92,6 +100,8 @@ using CudaStreamSynchronizeFunction = int (*)();
 using CudaMarkFunction = int (*)(uint64_t* mark);
 using CudaElapsedFunction = int (*)(uint64_t from, uint64_t to, double* seconds);
 using CudaClearMarksFunction = int (*)();
+using CudaRecordFunction = int (*)(void** event);
+using CudaStreamWaitFunction = int (*)(void* event);
 
 inline constexpr const char* kCudaLibrary = "libmemwall_exec_cuda.so";
 inline constexpr const char* kCudaInstallSymbol = "memwall_exec_cuda_install_v1";
@@ -105,5 +115,7 @@ inline constexpr const char* kCudaStreamSynchronizeSymbol = "memwall_exec_cuda_s
 inline constexpr const char* kCudaMarkSymbol = "memwall_exec_cuda_mark_v1";
 inline constexpr const char* kCudaElapsedSymbol = "memwall_exec_cuda_elapsed_v1";
 inline constexpr const char* kCudaClearMarksSymbol = "memwall_exec_cuda_clear_marks_v1";
+inline constexpr const char* kCudaRecordSymbol = "memwall_exec_cuda_record_v1";
+inline constexpr const char* kCudaStreamWaitSymbol = "memwall_exec_cuda_stream_wait_v1";
 
 }  // namespace memwall::exec

@@ -48,9 +48,9 @@ constexpr uintptr_t kStreamBase = uintptr_t{0x5700} << 32, kEventBase = uintptr_
 
 // clang-format off
 using Record = std::optional<Clock::time_point>;  // a cuEventRecord: when it completed
-struct Op {  // a queued copy (its device side rechecked when it runs), or an event marker
-  void* dst; const void* src; size_t bytes; uintptr_t device; int device_prot;
-  std::shared_ptr<Record> record;
+struct Op {  // a queued copy (its device side rechecked when it runs), an event marker,
+  void* dst; const void* src; size_t bytes; uintptr_t device; int device_prot;  // or a wait
+  std::shared_ptr<Record> record, waits_for;  // waits_for: cuStreamWaitEvent's record
 };
 struct Event { unsigned flags; std::shared_ptr<Record> record; };  // record null: never recorded
 struct Handle { int fd, device, mappings; size_t size; bool released; };  // an allocation
@@ -193,8 +193,11 @@ void run_worker(Stream* st) {
     if (st->queue.empty()) break;  // destroyed and drained
     Op op = std::move(st->queue.front());
     st->queue.pop_front();
-    if (op.record != nullptr) *op.record = Clock::now();
-    if (op.record == nullptr) {  // a copy
+    if (op.waits_for != nullptr) {
+      s.done_cv.wait(lock, [&] { return op.waits_for->has_value(); });
+    } else if (op.record != nullptr) {
+      *op.record = Clock::now();
+    } else {  // a copy
       s.done_cv.wait_for(lock, std::chrono::microseconds(s.copy_delay_us), [] { return false; });
       // A GPU would fault on memory unmapped (or made inaccessible) since.
       bool ok = s.sticky == CUDA_SUCCESS && covered(s, op.device, op.bytes, op.device_prot, false);
@@ -229,7 +232,7 @@ CUresult do_copy(const char* entry, void* dst, const void* src, size_t bytes, bo
   if (host == nullptr || !covered(s, device, bytes, prot, false)) return CUDA_ERROR_INVALID_VALUE;
   if (st != nullptr) {
     ++s.async_copies[inside(s.registered, reinterpret_cast<uintptr_t>(host), bytes) ? 1 : 0];
-    enqueue(st, Op{dst, src, bytes, device, prot, nullptr});
+    enqueue(st, Op{dst, src, bytes, device, prot, nullptr, nullptr});
     return CUDA_SUCCESS;
   }
   std::vector<Stream*> blocking;  // the legacy stream waits for these
@@ -501,7 +504,17 @@ FAKE_API CUresult cuEventRecord(CUevent event, CUstream stream) {
   Stream* st = find_stream(s, stream);
   if (ev == nullptr || st == nullptr) return CUDA_ERROR_INVALID_HANDLE;
   ev->record = std::make_shared<Record>();
-  enqueue(st, Op{nullptr, nullptr, 0, 0, 0, ev->record});
+  enqueue(st, Op{nullptr, nullptr, 0, 0, 0, ev->record, nullptr});
+  return CUDA_SUCCESS;
+}
+// Later work on `stream` waits for the event's last record (none: no wait).
+FAKE_API CUresult cuStreamWaitEvent(CUstream stream, CUevent event, unsigned int flags) {
+  ENTER("cuStreamWaitEvent", true);
+  const Event* ev = find_event(s, event);
+  Stream* st = find_stream(s, stream);
+  if (ev == nullptr || st == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  if (ev->record != nullptr) enqueue(st, Op{nullptr, nullptr, 0, 0, 0, nullptr, ev->record});
   return CUDA_SUCCESS;
 }
 // Success when never recorded or its last record completed.
