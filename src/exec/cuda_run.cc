@@ -30,15 +30,14 @@
 //   copies (Note [Device bytes]); swaps go through the runtime's CUDA copy
 //   engine (src/runtime/cuda_copy_engine.cc) between the GPU and the host
 //   pool, whose pages the engine registers with the driver. A kernel runs
-//   on torch's current stream and a copy on one of the engine's two, so
-//   the order between them is kept on the host: a compute that reads a
-//   swapped-in buffer waits for its copy's event (as on the emulated
-//   device), and a swap-out first waits for torch's stream (synchronize),
-//   so that the copy reads what the kernels wrote. That wait is counted as
-//   the executor's waiting; device-side waits (cudaStreamWaitEvent) would
-//   let the host run ahead and are the next step. Frees are stream-ordered
-//   in the library: a block freed here is reused only once torch's stream
-//   has passed the free.
+//   on torch's current stream and a copy on one of the engine's two; the
+//   order between them is kept on the device (Note [Device-side waits] in
+//   src/runtime/cuda_copy_engine.cc): torch's stream waits for a swap-in's
+//   copy before the op that reads the buffer, and a swap-out's copy stream
+//   for an event recorded on torch's stream, so that the copy reads what
+//   the kernels wrote while the host goes on. Frees are stream-ordered in
+//   the library: a block freed here is reused only once torch's stream has
+//   passed the free.
 // - Values: the trace ran on the same GPU (`python -m memwall --values DIR
 //   --device cuda`), under torch.use_deterministic_algorithms(True) and
 //   CUBLAS_WORKSPACE_CONFIG=:4096:8, so eager's reference came from the
