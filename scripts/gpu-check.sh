@@ -135,6 +135,17 @@ if [[ -x "$memwall" ]]; then
   else
     check runtime-cuda 300 "$build/tests/test_runtime_cuda"
   fi
+  # Two runs of the fidelity set's GPT before the matrix, whose time limit
+  # may cut it short: their JSON (the report's outputs) has each step's
+  # device peak, measured and predicted, and eager's bits; on a GPU with
+  # --device cuda. The second, at 60% of the peak, makes auto's plan swap
+  # or recompute (docs/gpu.md, "What the first GPU run should look at").
+  rm -rf "$build/smoke-values"
+  smoke=(run --builtin gpt-mini --gpu l4 --steps 3 --check-eager --json
+         --keep-values "$build/smoke-values")
+  [[ $mode == gpu ]] && smoke+=(--device cuda)
+  check run-smoke 300 "$memwall" "${smoke[@]}"
+  check run-smoke-60 300 "$memwall" "${smoke[@]}" --budget 60%peak
   # Every plan kind run against eager, bit for bit (tests/exec/run_test.cc).
   # On a GPU with --device cuda and plans without a layout (Note [Tests on
   # a GPU] in tests/cli/run_memwall.h): the CUDA path's first runs.
@@ -173,8 +184,8 @@ if [[ -x "$memwall" ]]; then
   check python-values 300 env MEMWALL_BINARY="$memwall" "$python" \
     "$root/python/tests/test_values_device.py"
 else
-  for name in alloc-cuda-vmm runtime-cuda exec-matrix calibrate fidelity offload python-gpu \
-    python-values; do
+  for name in alloc-cuda-vmm runtime-cuda run-smoke run-smoke-60 exec-matrix calibrate fidelity \
+    offload python-gpu python-values; do
     not_run "$name" "the build failed (logs/build.log)"
   done
 fi

@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-JSON_CHECKS = ("offload", "fidelity")
+JSON_CHECKS = ("run-smoke", "run-smoke-60", "offload", "fidelity")
 
 
 def read_rows(path: Path) -> list[dict[str, Any]]:
@@ -70,6 +70,18 @@ def check_json(log: Path) -> Any:
         return None
 
 
+def run_detail(run: dict[str, Any]) -> str:
+    """A `memwall run --json`'s line: eager's bits and its last step's
+    device peak, measured against predicted."""
+    try:
+        last = run["steps"][-1]["device_peak_bytes"]
+        return (f"eager equal: {run['eager_equal']}; {run['policy']}; last step's device peak "
+                f"{last['measured'] / 2**20:.2f} MiB measured, {last['predicted'] / 2**20:.2f} "
+                f"MiB predicted")
+    except (KeyError, IndexError, TypeError, ZeroDivisionError):
+        return ""
+
+
 def summary(report: dict[str, Any]) -> str:
     m = report["machine"]
     gpus = ", ".join(g.get("name", "?") for g in m["gpus"]) or "none"
@@ -114,6 +126,10 @@ def main() -> int:
         value = check_json(args.out / "logs" / f"{name}.log")
         if value is not None:
             report["outputs"][name] = value
+    for row in report["checks"]:  # a run's JSON says more than its exit code
+        run = report["outputs"].get(row["name"]) if row["name"].startswith("run-") else None
+        if isinstance(run, dict) and not row["detail"]:
+            row["detail"] = run_detail(run)
     profile = check_json(args.out / "calibrated-profile.json")
     if profile is not None:
         report["outputs"]["calibrated_profile"] = profile

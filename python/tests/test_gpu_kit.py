@@ -64,12 +64,17 @@ def test_report_has_every_row_the_machine_and_json_outputs(tmp_path: Path) -> No
     logs.mkdir()
     rows = [("build", "passed", "412", "torch 2.11.0+cu130, CUDA 13.0, Python 3.12.3"),
             ("runtime-cuda", "passed", "3", "[  PASSED  ] 6 tests."),
+            ("run-smoke", "passed", "31", ""),
             ("exec-matrix", "not-run", "0", "the executor has no CUDA path yet"),
             ("offload", "failed", "20", "bench offload: no space left on device")]
     (logs / "results.tsv").write_text("".join("\t".join(r) + "\n" for r in rows))
     (tmp_path / "calibrated-profile.json").write_text(json.dumps({"name": "measured"}))
     (logs / "offload.log").write_text("not json")
     (logs / "fidelity.log").write_text(json.dumps({"cases": []}))
+    # A run's JSON (the fields `memwall run --json` prints that the line reads).
+    smoke = {"eager_equal": True, "policy": "stitching",
+             "steps": [{"device_peak_bytes": {"measured": 3 << 20, "predicted": 2 << 20}}]}
+    (logs / "run-smoke.log").write_text(json.dumps(smoke))
     (tmp_path / "KIT.json").write_text(json.dumps({"commit": "abc", "made": "2026-12-07"}))
     done = run(sys.executable, REPORT, "--results", logs / "results.tsv", "--out", tmp_path,
                "--mode", "gpu", "--root", tmp_path, "--python", sys.executable, "--seconds", "435")
@@ -78,13 +83,16 @@ def test_report_has_every_row_the_machine_and_json_outputs(tmp_path: Path) -> No
     assert [r["name"] for r in report["checks"]] == [r[0] for r in rows]
     assert report["checks"][0] == {"name": "build", "status": "passed", "seconds": 412,
                                    "detail": rows[0][3]}
-    assert report["outputs"] == {"fidelity": {"cases": []},
+    assert report["outputs"] == {"run-smoke": smoke, "fidelity": {"cases": []},
                                  "calibrated_profile": {"name": "measured"}}
+    assert report["checks"][2]["detail"] == (
+        "eager equal: True; stitching; last step's device peak 3.00 MiB measured, 2.00 MiB "
+        "predicted")
     assert report["kit"]["commit"] == "abc"
     assert report["machine"]["torch"]["version"]
     text = (tmp_path / "gpu-check.txt").read_text().splitlines()
     assert text[0] == "memwall GPU check (gpu mode), 435 s"
-    assert text[-1] == "2 passed, 1 failed, 0 skipped, 1 not-run"
+    assert text[-1] == "3 passed, 1 failed, 0 skipped, 1 not-run"
     assert any(line.startswith("offload          failed        20  bench offload:")
                for line in text)
     assert not (tmp_path / "gpu-check.json.tmp").exists()
